@@ -1,0 +1,77 @@
+"""Structured-config schemas of the top level (the ``envfactory`` node and the CLI job).
+
+Family, vectorizer and wrapper schemas come from their plugin records
+(:mod:`envfactory.plugin.types`); :mod:`envfactory.config.store` puts them all in Hydra's
+ConfigStore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional  # noqa: UP035 - OmegaConf needs typing.Optional on 3.10
+
+
+class AutoresetMode(Enum):
+    """When a finished sub-environment is reset (gymnasium's ``AutoresetMode`` values)."""
+
+    next_step = "next_step"
+    same_step = "same_step"
+    disabled = "disabled"
+
+
+class Seeding(Enum):
+    """How an int seed is spread over envs: ``offset`` gives env i ``seed + i``
+    (gymnasium's convention); ``spawn`` gives independent ``SeedSequence.spawn`` streams."""
+
+    offset = "offset"
+    spawn = "spawn"
+
+
+class Policy(Enum):
+    """Action policy of the main job's rollout."""
+
+    random = "random"
+    noop = "noop"
+
+
+@dataclass
+class RunConfig:
+    """Options of the ``envfactory`` command's rollout.
+
+    Attributes:
+        total_steps: env steps to run, summed over envs.
+        policy: ``random`` (sample the action space) | ``noop`` (action 0 / zeros).
+        progress: show a progress bar.
+    """
+
+    total_steps: int = 2000
+    policy: Policy = Policy.random
+    progress: bool = True
+
+
+@dataclass
+class EnvfactoryConfig:
+    """The ``envfactory`` node: everything :func:`envfactory.make_vec` needs.
+
+    Attributes:
+        env: the env node (``env=<family>``); its ``family`` field names the family.
+        vectorizer: the vectorizer node (``vectorizer=<name>``); its ``name`` field.
+        num_envs: number of sub-environments (>= 1).
+        seed: the seed the main job resets with (``reset(seed=seed)``); null = random.
+        autoreset_mode: ``next_step`` | ``same_step`` | ``disabled``.
+        seeding: ``offset`` (env i gets seed+i) | ``spawn`` (SeedSequence.spawn streams).
+        wrappers: per-env wrappers applied in order: ``[{name: time_limit, max_episode_steps: 500}]``.
+        vector_wrappers: wrappers of the VectorEnv applied in order, same form.
+        run: options of the ``envfactory`` command's rollout (``make_vec`` ignores it).
+    """
+
+    env: Any = None
+    vectorizer: Any = None
+    num_envs: int = 4
+    seed: Optional[int] = None  # noqa: UP045
+    autoreset_mode: AutoresetMode = AutoresetMode.next_step
+    seeding: Seeding = Seeding.offset
+    wrappers: list[dict[str, Any]] = field(default_factory=list)
+    vector_wrappers: list[dict[str, Any]] = field(default_factory=list)
+    run: RunConfig = field(default_factory=RunConfig)

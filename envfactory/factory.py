@@ -1,0 +1,169 @@
+"""Compose one env or one vectorized env from a config.
+
+Order (as gymnasium's ``make_vec``): resolve the family, make each env, add episode
+statistics, apply ``wrappers`` in order, vectorize, apply ``vector_wrappers`` in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import VectorEnv
+from omegaconf import DictConfig, OmegaConf
+
+from .config.compose import resolve_config, wrapper_options
+from .errors import ConfigError
+from .plugin.manager import get_registry
+
+__all__ = ["EnvThunk", "env_thunks", "has_wrapper", "make_env", "make_vec"]
+
+
+def has_wrapper(env: gym.Env, cls: type) -> bool:
+    """Whether ``cls`` is anywhere in ``env``'s wrapper chain."""
+    while True:
+        if isinstance(env, cls):
+            return True
+        if not isinstance(env, gym.Wrapper):
+            return False
+        env = env.env
+
+
+@dataclass
+class EnvThunk:
+    """A picklable zero-argument env constructor (what a vectorizer receives).
+
+    It carries the family's ``make`` and each wrapper's ``wrap`` callables themselves, not
+    their names, so a worker process needs no plugin registry; and the gymnasium
+    ``EnvSpec`` of ``env.id`` when the parent has one, so ids registered at run time in
+    the parent exist in workers under every start method.
+    """
+
+    make: Callable[..., gym.Env]
+    options: dict[str, Any]
+    wrappers: list[tuple[Callable[..., gym.Env], dict[str, Any]]] = field(default_factory=list)
+    spec: Any = None
+    index: int = 0
+    label: str = ""
+
+    def __call__(self) -> gym.Env:
+        if self.spec is not None and self.spec.id not in gym.registry:
+            gym.register(**{k: getattr(self.spec, k) for k in _SPEC_FIELDS})
+        env = self.make(**self.options)
+        if not isinstance(env, gym.Env):
+            raise TypeError(
+                f"env family make() for {self.label!r} returned {type(env).__name__}, not a "
+                "gymnasium.Env"
+            )
+        if not has_wrapper(env, gym.wrappers.RecordEpisodeStatistics):
+            env = gym.wrappers.RecordEpisodeStatistics(env)
+        for wrap, kwargs in self.wrappers:
+            env = wrap(env, **kwargs)
+        return env
+
+
+_SPEC_FIELDS = (
+    "id", "entry_point", "reward_threshold", "nondeterministic", "max_episode_steps",
+    "order_enforce", "disable_env_checker", "kwargs", "additional_wrappers", "vector_entry_point",
+)
+
+
+def _container(node: Any) -> dict[str, Any]:
+    if isinstance(node, DictConfig):
+        return OmegaConf.to_container(node, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+    return dict(node)
+
+
+def _parent_spec(env_id: Any) -> Any:
+    if not isinstance(env_id, str):
+        return None
+    try:
+        return gym.spec(env_id)
+    except Exception:
+        return None
+
+
+def env_thunks(cfg: DictConfig) -> list[EnvThunk]:
+    """One :class:`EnvThunk` per env of a validated config."""
+    reg = get_registry()
+    env_node = _container(cfg.env)
+    family = reg.family(str(env_node.pop("family")))
+    spec = _parent_spec(env_node.get("id"))
+    if family.name == "gym":
+        from .families.gym import resolve_spec
+
+        spec = resolve_spec(str(env_node["id"]))
+    wrappers = [
+        wrapper_options(entry, vector=False, key=f"wrappers[{i}]", registry=reg)
+        for i, entry in enumerate(cfg.get("wrappers") or [])
+    ]
+    wraps = [(rec.wrap, opts) for rec, opts in wrappers]
+    label = str(env_node.get("id", family.name))
+    return [
+        EnvThunk(family.make, dict(env_node), list(wraps), spec, i, label)
+        for i in range(int(cfg.num_envs))
+    ]
+
+
+def make_env(
+    cfg: DictConfig | Mapping[str, Any] | None = None, *, overrides: Sequence[str] | None = None
+) -> gym.Env:
+    """One fully wrapped ``gymnasium.Env`` (env 0 of the config).
+
+    Example:
+        >>> import envfactory
+        >>> env = envfactory.make_env(overrides=["env=mountaincar"])
+        >>> env.observation_space.shape
+        (8,)
+    """
+    return env_thunks(resolve_config(cfg, overrides))[0]()
+
+
+def make_vec(
+    cfg: DictConfig | Mapping[str, Any] | None = None, *, overrides: Sequence[str] | None = None
+) -> VectorEnv:
+    """Build the vectorized env a config describes.
+
+    Args:
+        cfg: a composed DictConfig (``envfactory.compose(...)``, or the ``envfactory`` node
+            of your own Hydra app), a plain dict, or None.
+        overrides: Hydra overrides, when ``cfg`` is None (or a dict).
+
+    Example:
+        >>> import envfactory
+        >>> with envfactory.make_vec(overrides=["num_envs=2"]) as envs:
+        ...     obs, infos = envs.reset(seed=42)
+        >>> obs.shape
+        (2, 4)
+    """
+    cfg = resolve_config(cfg, overrides)
+    reg = get_registry()
+    thunks = env_thunks(cfg)
+    vec_node = _container(cfg.vectorizer)
+    vec = reg.vectorizer(str(vec_node.pop("name")))
+    options = dict(vec_node)
+    options["autoreset_mode"] = _value(cfg.get("autoreset_mode", "next_step"))
+    envs = vec.build(thunks, **options)
+    if not isinstance(envs, VectorEnv):
+        raise TypeError(
+            f"vectorizer {vec.name!r} returned {type(envs).__name__}, not a "
+            "gymnasium.vector.VectorEnv"
+        )
+    seeding = _value(cfg.get("seeding", "offset"))
+    if seeding == "spawn":
+        if hasattr(envs, "seeding"):
+            envs.seeding = "spawn"
+        else:
+            raise ConfigError(
+                f"seeding=spawn is not supported by vectorizer {vec.name!r}; use seeding=offset"
+            )
+    for i, entry in enumerate(cfg.get("vector_wrappers") or []):
+        rec, opts = wrapper_options(entry, vector=True, key=f"vector_wrappers[{i}]", registry=reg)
+        envs = rec.wrap(envs, **opts)
+    return envs
+
+
+def _value(x: Any) -> Any:
+    return getattr(x, "value", x)

@@ -1,0 +1,238 @@
+"""The ``atari`` environment family: ALE games with DeepMind-style preprocessing.
+
+``ale_py`` and ``cv2`` are imported only inside :func:`make_atari`, so importing this module
+is cheap. Wrapper order (outermost last)::
+
+    ALE (frameskip=1) -> AtariPreprocessing | RamPreprocessing -> TimeLimit (optional)
+    -> RecordEpisodeStatistics -> EpisodicLife -> FireReset -> sign reward clip
+    -> FrameStackObservation -> StackLayout
+
+``RecordEpisodeStatistics`` sits inside the life-loss and reward-clip wrappers, so
+``info["episode"]`` holds the real, unclipped game return and the length in agent steps,
+and appears only at a real game over or truncation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import gymnasium as gym
+
+from envfactory.errors import ConfigError, did_you_mean
+from envfactory.families.atari_wrappers import (
+    EpisodicLife,
+    FireReset,
+    RamPreprocessing,
+    StackLayout,
+    sign_reward,
+)
+
+__all__ = ["LAYOUTS", "OBS_TYPES", "AtariConfig", "make_atari"]
+
+OBS_TYPES = ("grayscale", "rgb", "ram")
+LAYOUTS = ("hwc", "chw")
+
+
+@dataclass
+class AtariConfig:
+    """Schema of the Hydra env node for ``env=atari``; the defaults are DeepMind's.
+
+    Attributes:
+        family: always ``"atari"``.
+        id: a gymnasium ALE id, e.g. ``"ALE/Pong-v5"``.
+        noop_max: random no-ops (``1..noop_max``) on reset; 0 disables.
+        frame_skip: repeat each action this many frames, max-pooling the last two
+            (images only).
+        episodic_life: a lost life ends the learner's episode; the game resets only on
+            game over.
+        fire_reset: press FIRE then action 2 after reset, for games whose action 1 is FIRE.
+        obs_type: ``grayscale``, ``rgb`` or ``ram``.
+        image_size: an int (square) or ``[height, width]``; ignored for ``ram``.
+        num_stack: frames stacked, oldest first; 1 disables stacking.
+        clip_reward: replace each reward by its sign.
+        layout: ``hwc`` or ``chw`` (ignored for ``ram``).
+        repeat_action_probability: sticky actions; 0.0 is DeepMind's setting.
+        full_action_space: use all 18 actions instead of the game's minimal set.
+        max_episode_steps: cap in agent steps (after frame skip); None keeps ALE's own cap
+            (108,000 frames).
+    """
+
+    family: str = "atari"
+    id: str = "ALE/Pong-v5"
+    noop_max: int = 30
+    frame_skip: int = 4
+    episodic_life: bool = True
+    fire_reset: bool = True
+    obs_type: str = "grayscale"
+    image_size: Any = 84
+    num_stack: int = 4
+    clip_reward: bool = True
+    layout: str = "hwc"
+    repeat_action_probability: float = 0.0
+    full_action_space: bool = False
+    max_episode_steps: int | None = None
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(AtariConfig) if f.name != "family"}
+
+
+def _bad(key: str, value: Any, expected: str) -> ConfigError:
+    return ConfigError(f"atari: invalid {key}={value!r}; expected {expected}")
+
+
+def _check_int(opts: dict[str, Any], key: str, minimum: int) -> None:
+    value = opts[key]
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
+        raise _bad(key, value, f"an integer >= {minimum}")
+    opts[key] = int(value)
+
+
+def _check_choice(opts: dict[str, Any], key: str, choices: Sequence[str]) -> None:
+    value = opts[key]
+    if value not in choices:
+        hint = did_you_mean(str(value), choices)
+        raise ConfigError(
+            f"atari: invalid {key}={value!r}; valid choices: {', '.join(choices)}.{hint}"
+        )
+
+
+def _image_hw(value: Any) -> tuple[int, int]:
+    """Return ``(height, width)`` from an int or a ``[height, width]`` sequence."""
+
+    def positive(v: Any) -> bool:
+        return isinstance(v, Integral) and not isinstance(v, bool) and int(v) > 0
+
+    if positive(value):
+        return int(value), int(value)
+    if not isinstance(value, (str, bytes, Integral)):
+        try:
+            items = list(value)  # also accepts OmegaConf ListConfig
+        except TypeError:
+            items = []
+        if len(items) == 2 and all(positive(v) for v in items):
+            return int(items[0]), int(items[1])
+    raise _bad("image_size", value, "a positive int or [height, width] of positive ints")
+
+
+def _validate(options: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``options`` over the defaults and check every value.
+
+    Raises:
+        ConfigError: on an unknown key or an invalid value.
+    """
+    options = dict(options)
+    family = options.pop("family", "atari")
+    if family != "atari":
+        raise _bad("family", family, "'atari'")
+    unknown = sorted(set(options) - set(_DEFAULTS))
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(
+            f"atari: unknown option {key!r}.{did_you_mean(key, _DEFAULTS)} "
+            f"Valid options: {', '.join(_DEFAULTS)}"
+        )
+    opts = {**_DEFAULTS, **options}
+    if not isinstance(opts["id"], str) or not opts["id"]:
+        raise _bad("id", opts["id"], "a gymnasium ALE id such as 'ALE/Pong-v5'")
+    _check_int(opts, "noop_max", 0)
+    _check_int(opts, "frame_skip", 1)
+    _check_int(opts, "num_stack", 1)
+    for key in ("episodic_life", "fire_reset", "clip_reward", "full_action_space"):
+        if not isinstance(opts[key], bool):
+            raise _bad(key, opts[key], "true or false")
+    _check_choice(opts, "obs_type", OBS_TYPES)
+    _check_choice(opts, "layout", LAYOUTS)
+    opts["image_size"] = _image_hw(opts["image_size"])
+    rap = opts["repeat_action_probability"]
+    if isinstance(rap, bool) or not isinstance(rap, Real) or not 0.0 <= float(rap) <= 1.0:
+        raise _bad("repeat_action_probability", rap, "a number in [0, 1]")
+    opts["repeat_action_probability"] = float(rap)
+    if opts["max_episode_steps"] is not None:
+        _check_int(opts, "max_episode_steps", 1)
+    return opts
+
+
+def _make_base(env_id: str, obs_type: str, rap: float, full_action_space: bool) -> gym.Env:
+    """``gym.make`` an ALE env with ``frameskip=1``, turning a bad id into a ConfigError."""
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as e:  # NameNotFound, VersionNotFound, NamespaceNotFound, ...
+        ale_ids = [k for k in gym.registry if k.startswith("ALE/")]
+        raise ConfigError(
+            f"atari: invalid id={env_id!r}: {e}.{did_you_mean(env_id, ale_ids)} "
+            "Expected an ALE id such as 'ALE/Pong-v5'."
+        ) from e
+    entry = spec.entry_point
+    entry_name = entry if isinstance(entry, str) else getattr(entry, "__module__", "")
+    if not entry_name.startswith("ale_py"):
+        raise _bad("id", env_id, "an ALE (Atari) environment id such as 'ALE/Pong-v5'")
+    return gym.make(
+        env_id,
+        frameskip=1,
+        repeat_action_probability=rap,
+        full_action_space=full_action_space,
+        obs_type="ram" if obs_type == "ram" else "rgb",
+    )
+
+
+def make_atari(**options: Any) -> gym.Env:
+    """Build a preprocessed ALE environment.
+
+    Args:
+        **options: the fields of :class:`AtariConfig` except ``family`` (a ``family`` of
+            ``"atari"`` is tolerated); missing fields take the defaults.
+
+    Returns:
+        The wrapped env. Observations are uint8 and match ``observation_space`` exactly:
+        grayscale ``(H, W, N)`` / ``(N, H, W)``, rgb ``(H, W, 3N)`` / ``(3N, H, W)``,
+        ram ``(128 * N,)``, with ``N = num_stack`` frames oldest first.
+
+    Raises:
+        ConfigError: for an unknown option or an invalid value (the message names the key,
+            the value and the valid choices).
+    """
+    opts = _validate(options)
+    import ale_py  # deferred: heavy, and only needed when an Atari env is built
+
+    gym.register_envs(ale_py)
+    obs_type: str = opts["obs_type"]
+    env = _make_base(
+        opts["id"], obs_type, opts["repeat_action_probability"], opts["full_action_space"]
+    )
+    try:
+        if obs_type == "ram":
+            env = RamPreprocessing(env, noop_max=opts["noop_max"], frame_skip=opts["frame_skip"])
+        else:
+            import cv2  # noqa: F401  # deferred; AtariPreprocessing resizes with cv2.INTER_AREA
+
+            height, width = opts["image_size"]
+            env = gym.wrappers.AtariPreprocessing(
+                env,
+                noop_max=opts["noop_max"],
+                frame_skip=opts["frame_skip"],
+                screen_size=(width, height),  # cv2 order: (width, height)
+                terminal_on_life_loss=False,
+                grayscale_obs=obs_type == "grayscale",
+                grayscale_newaxis=False,
+                scale_obs=False,
+            )
+        if opts["max_episode_steps"] is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=opts["max_episode_steps"])
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        if opts["episodic_life"]:
+            env = EpisodicLife(env)
+        if opts["fire_reset"]:
+            env = FireReset(env)
+        if opts["clip_reward"]:
+            env = gym.wrappers.TransformReward(env, sign_reward)
+        stacked = opts["num_stack"] > 1
+        if stacked:
+            env = gym.wrappers.FrameStackObservation(env, opts["num_stack"], padding_type="reset")
+        return StackLayout(env, obs_type, opts["layout"], stacked=stacked)
+    except ValueError as e:  # e.g. AtariPreprocessing: noop_max > 0 but action 0 is not NOOP
+        env.close()
+        raise ConfigError(f"atari: cannot build {opts['id']!r}: {e}") from e

@@ -1,0 +1,55 @@
+"""The ``gym`` family: any registered gymnasium id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional  # noqa: UP035
+
+import gymnasium as gym
+
+from ..errors import ConfigError, did_you_mean
+
+__all__ = ["GymConfig", "make_gym", "resolve_spec"]
+
+
+@dataclass
+class GymConfig:
+    """Schema of ``env=gym``.
+
+    Attributes:
+        family: always ``gym``.
+        id: a registered gymnasium id; ``module:Env-v0`` imports ``module`` first (in
+            worker processes too).
+        kwargs: keyword arguments for ``gymnasium.make``.
+        max_episode_steps: overrides the id's time limit; null keeps the registered one.
+    """
+
+    family: str = "gym"
+    id: str = "CartPole-v1"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: Optional[int] = None  # noqa: UP045
+
+
+def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The EnvSpec of ``env_id`` (importing ``module:`` prefixes), or a ConfigError that
+    suggests the closest registered id."""
+    try:
+        return gym.spec(env_id)
+    except (gym.error.Error, ModuleNotFoundError, ImportError) as exc:
+        ids = list(gym.registry)
+        raise ConfigError(
+            f"env.id {env_id!r} is not a registered gymnasium id ({type(exc).__name__}: "
+            f"{exc}).{did_you_mean(env_id, ids)} Register it with gymnasium.register, use a "
+            f"'module:Env-v0' id whose module registers it, or pick a registered id such as "
+            f"{', '.join(sorted(ids)[:8])}, ..."
+        ) from None
+
+
+def make_gym(
+    id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+) -> gym.Env:
+    """``gymnasium.make(id, **kwargs)`` with an optional time-limit override."""
+    extra: dict[str, Any] = dict(kwargs or {})
+    if max_episode_steps is not None:
+        extra["max_episode_steps"] = max_episode_steps
+    return gym.make(id, **extra)

@@ -1,0 +1,53 @@
+"""The ``mountaincar`` family: MountainCar with the last ``num_stack`` observations
+stacked into one flat float32 vector."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional  # noqa: UP035
+
+import gymnasium as gym
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["MountainCarConfig", "make_mountaincar"]
+
+
+@dataclass
+class MountainCarConfig:
+    """Schema of ``env=mountaincar``.
+
+    Attributes:
+        family: always ``mountaincar``.
+        id: ``MountainCar-v0`` (discrete) or ``MountainCarContinuous-v0``.
+        num_stack: observations stacked, oldest first; shape ``(2 * num_stack,)``.
+        max_episode_steps: overrides the id's time limit (200 / 999); null keeps it.
+    """
+
+    family: str = "mountaincar"
+    id: str = "MountainCar-v0"
+    num_stack: int = 4
+    max_episode_steps: Optional[int] = None  # noqa: UP045
+
+
+_IDS = ("MountainCar-v0", "MountainCarContinuous-v0")
+
+
+def make_mountaincar(
+    id: str = "MountainCar-v0", num_stack: int = 4, max_episode_steps: int | None = None
+) -> gym.Env:
+    """MountainCar whose observation is the last ``num_stack`` observations, oldest first,
+    flattened to float32; right after reset every slot holds the reset observation."""
+    if id not in _IDS:
+        raise ConfigError(f"env.id {id!r} is not a MountainCar id; valid: {', '.join(_IDS)}")
+    if not isinstance(num_stack, int) or num_stack < 1:
+        raise ConfigError(f"env.num_stack must be an integer >= 1, got {num_stack!r}")
+    kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    env = gym.make(id, **kwargs)
+    env = gym.wrappers.FrameStackObservation(env, num_stack, padding_type="reset")
+    env = gym.wrappers.FlattenObservation(env)
+    low = np.asarray(env.observation_space.low, dtype=np.float32)
+    high = np.asarray(env.observation_space.high, dtype=np.float32)
+    space = gym.spaces.Box(low, high, dtype=np.float32)
+    return gym.wrappers.TransformObservation(env, lambda o: o.astype(np.float32), space)

@@ -1,0 +1,320 @@
+"""The plugin manager: load built-ins and entry points, collect and check records.
+
+Built-ins register through the same hooks as third parties. Entry points in group
+``envfactory`` are loaded one at a time (not with pluggy's all-or-nothing
+``load_setuptools_entrypoints``) so one broken plugin is reported by distribution name and
+skipped while the others still load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata as md
+import os
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import pluggy
+
+from ..errors import PluginConflictError, PluginLoadWarning, UnknownNameError
+from . import spec
+from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
+
+__all__ = [
+    "DISABLE_ENV_VAR",
+    "BUILTIN_MODULES",
+    "PluginFailure",
+    "Provider",
+    "Registered",
+    "Registry",
+    "available",
+    "get_plugin_manager",
+    "get_registry",
+    "reset_plugins",
+]
+
+DISABLE_ENV_VAR = "ENVFACTORY_DISABLED_PLUGINS"
+BUILTIN_MODULES = (
+    "envfactory.families",
+    "envfactory.vectorizers",
+    "envfactory.wrappers",
+)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Who registered a record: plugin name, distribution and its version."""
+
+    plugin: str
+    distribution: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.distribution} {self.version} (plugin {self.plugin!r})"
+
+
+@dataclass(frozen=True)
+class Registered(Generic[R]):
+    record: R
+    provider: Provider
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    provider: Provider
+    stage: str  # "import" or the hook name
+    error: str
+    traceback: str
+
+
+@dataclass
+class Registry:
+    """Every record the loaded plugins gave, by kind and name, with its provider."""
+
+    families: dict[str, Registered[EnvFamilyPlugin]] = field(default_factory=dict)
+    vectorizers: dict[str, Registered[VectorizerPlugin]] = field(default_factory=dict)
+    wrappers: dict[str, Registered[WrapperPlugin]] = field(default_factory=dict)
+    vector_wrappers: dict[str, Registered[WrapperPlugin]] = field(default_factory=dict)
+    config_dirs: list[tuple[str, Provider]] = field(default_factory=list)
+    failures: list[PluginFailure] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+
+    def family(self, name: str, key: str = "env.family") -> EnvFamilyPlugin:
+        return _lookup(self.families, "env family", name, key).record
+
+    def vectorizer(self, name: str, key: str = "vectorizer.name") -> VectorizerPlugin:
+        return _lookup(self.vectorizers, "vectorizer", name, key).record
+
+    def wrapper(self, name: str, *, vector: bool = False, key: str = "") -> WrapperPlugin:
+        table = self.vector_wrappers if vector else self.wrappers
+        kind = "vector wrapper" if vector else "wrapper"
+        return _lookup(table, kind, name, key).record
+
+    def as_dict(self) -> dict[str, Any]:
+        def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:
+            return {
+                name: {
+                    "distribution": reg.provider.distribution,
+                    "version": reg.provider.version,
+                    "plugin": reg.provider.plugin,
+                    "summary": reg.record.summary,
+                }
+                for name, reg in sorted(table.items())
+            }
+
+        return {
+            "families": rows(self.families),
+            "vectorizers": rows(self.vectorizers),
+            "wrappers": rows(self.wrappers),
+            "vector_wrappers": rows(self.vector_wrappers),
+            "config_dirs": [
+                {"path": p, "distribution": prov.distribution, "version": prov.version}
+                for p, prov in self.config_dirs
+            ],
+            "failures": [
+                {
+                    "plugin": f.provider.plugin,
+                    "distribution": f.provider.distribution,
+                    "version": f.provider.version,
+                    "stage": f.stage,
+                    "error": f.error,
+                }
+                for f in self.failures
+            ],
+            "disabled": list(self.disabled),
+        }
+
+
+def _lookup(table: dict[str, Registered[R]], kind: str, name: str, key: str) -> Registered[R]:
+    try:
+        return table[name]
+    except KeyError:
+        raise UnknownNameError(kind, name, list(table), key=key) from None
+
+
+class EnvfactoryPluginManager(pluggy.PluginManager):
+    """A pluggy manager that remembers which distribution gave each plugin."""
+
+    def __init__(self) -> None:
+        super().__init__(spec.NAME)
+        self.add_hookspecs(spec)
+        self.providers: dict[str, Provider] = {}
+        self.failures: list[PluginFailure] = []
+        self.disabled: list[str] = []
+
+    def register_plugin(self, plugin: object, provider: Provider) -> None:
+        self.register(plugin, name=provider.plugin)
+        self.providers[provider.plugin] = provider
+
+    def load_builtins(self) -> None:
+        import importlib
+
+        version = _version("envfactory")
+        for modname in BUILTIN_MODULES:
+            self.register_plugin(
+                importlib.import_module(modname), Provider(modname, "envfactory", version)
+            )
+
+    def load_entrypoints(self, group: str = spec.NAME, disabled: Iterable[str] = ()) -> None:
+        blocked = {d.strip() for d in disabled if d.strip()}
+        for ep in _entry_points(group):
+            dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
+            version = ep.dist.version if ep.dist is not None else "?"
+            provider = Provider(ep.name, dist, version)
+            if ep.name in blocked or dist in blocked:
+                self.disabled.append(f"{ep.name} ({dist})")
+                continue
+            if self.has_plugin(ep.name):
+                continue
+            try:
+                plugin = ep.load()
+                self.register_plugin(plugin, provider)
+            except Exception as exc:  # a broken plugin must not break envfactory
+                self._fail(provider, "import", exc)
+
+    def _fail(self, provider: Provider, stage: str, exc: BaseException) -> None:
+        failure = PluginFailure(
+            provider, stage, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        )
+        self.failures.append(failure)
+        warnings.warn(
+            f"envfactory plugin {provider.plugin!r} from distribution "
+            f"{provider.distribution!r} {provider.version} was skipped: it failed in "
+            f"{stage}: {failure.error}. Fix or uninstall it, or set "
+            f"{DISABLE_ENV_VAR}={provider.plugin} to silence this.",
+            PluginLoadWarning,
+            stacklevel=3,
+        )
+
+    def call_each(self, hook_name: str) -> list[tuple[Provider, Any]]:
+        """Call one hook on every plugin separately, so results stay attributed and one
+        plugin raising does not hide the others' results."""
+        out: list[tuple[Provider, Any]] = []
+        hook = getattr(self.hook, hook_name)
+        for impl in reversed(hook.get_hookimpls()):  # registration order
+            name = self.get_name(impl.plugin) or repr(impl.plugin)
+            provider = self.providers.get(name, Provider(name, "<registered in code>", "-"))
+            try:
+                result = impl.function()
+            except Exception as exc:
+                self._fail(provider, hook_name, exc)
+                continue
+            if result is None:
+                continue
+            out.append((provider, result))
+        return out
+
+    def build_registry(self) -> Registry:
+        reg = Registry(failures=self.failures, disabled=self.disabled)
+        _collect(self, "envfactory_env_families", EnvFamilyPlugin, reg.families, "env family")
+        _collect(self, "envfactory_vectorizers", VectorizerPlugin, reg.vectorizers, "vectorizer")
+        wrappers: dict[str, Registered[WrapperPlugin]] = {}
+        _collect(self, "envfactory_wrappers", WrapperPlugin, wrappers, "wrapper", vector=False)
+        _collect(
+            self, "envfactory_wrappers", WrapperPlugin, reg.vector_wrappers, "vector wrapper",
+            vector=True,
+        )
+        reg.wrappers.update(wrappers)
+        for provider, dirs in self.call_each("envfactory_config_dirs"):
+            for d in dirs:
+                reg.config_dirs.append((os.fspath(d), provider))
+        return reg
+
+
+def _collect(
+    pm: EnvfactoryPluginManager,
+    hook_name: str,
+    rtype: type,
+    table: dict[str, Registered[Any]],
+    kind: str,
+    vector: bool | None = None,
+) -> None:
+    for provider, records in pm.call_each(hook_name):
+        for rec in records:
+            if not isinstance(rec, rtype):
+                pm._fail(
+                    provider,
+                    hook_name,
+                    TypeError(f"{hook_name} must return {rtype.__name__} records, got {rec!r}"),
+                )
+                continue
+            if vector is not None and rec.vector != vector:
+                continue
+            if rec.name in table:
+                other = table[rec.name].provider
+                raise PluginConflictError(
+                    f"two plugins register the {kind} {rec.name!r}: {other} and {provider}. "
+                    f"Uninstall one of the distributions {other.distribution!r} / "
+                    f"{provider.distribution!r}, or disable one plugin with "
+                    f"{DISABLE_ENV_VAR}=<plugin name>."
+                )
+            table[rec.name] = Registered(rec, provider)
+
+
+def _entry_points(group: str) -> list[md.EntryPoint]:
+    return sorted(md.entry_points(group=group), key=lambda ep: (ep.name, ep.value))
+
+
+def _version(dist: str) -> str:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return "0+unknown"
+
+
+_lock = threading.RLock()
+_state: dict[str, Any] = {}
+
+
+def get_plugin_manager() -> EnvfactoryPluginManager:
+    """The process-wide plugin manager (built once: built-ins, then entry points)."""
+    with _lock:
+        if "pm" not in _state:
+            pm = EnvfactoryPluginManager()
+            pm.load_builtins()
+            pm.load_entrypoints(disabled=os.environ.get(DISABLE_ENV_VAR, "").split(","))
+            pm.check_pending()
+            _state["pm"] = pm
+        return _state["pm"]  # type: ignore[no-any-return]
+
+
+def get_registry() -> Registry:
+    """The registry of every family, vectorizer and wrapper, built once per process."""
+    with _lock:
+        if "registry" not in _state:
+            _state["registry"] = get_plugin_manager().build_registry()
+        return _state["registry"]  # type: ignore[no-any-return]
+
+
+def reset_plugins() -> None:
+    """Forget the plugin manager and registry (tests; after installing a plugin)."""
+    with _lock:
+        _state.clear()
+        for cb in _reset_callbacks:
+            cb()
+
+
+_reset_callbacks: list[Callable[[], None]] = []
+
+
+def available() -> dict[str, dict[str, str]]:
+    """Names of every registered family / vectorizer / wrapper and the distribution that
+    gave each: ``{"families": {"gym": "envfactory 0.1.0", ...}, ...}``."""
+    reg = get_registry()
+    return {
+        kind: {name: f"{r.provider.distribution} {r.provider.version}" for name, r in table.items()}
+        for kind, table in (
+            ("families", reg.families),
+            ("vectorizers", reg.vectorizers),
+            ("wrappers", reg.wrappers),
+            ("vector_wrappers", reg.vector_wrappers),
+        )
+    }
+
+

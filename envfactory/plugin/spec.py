@@ -1,0 +1,139 @@
+"""Hook specifications of the ``envfactory`` plugin system.
+
+A plugin is any object (usually a module) with functions decorated by
+``envfactory.hookimpl`` and named after these specs. It is found through the entry-point
+group ``envfactory``::
+
+    # pyproject.toml of the plugin package
+    [project.entry-points.envfactory]
+    my_plugin = "my_package.plugin"
+
+Each hook returns a list of registration records; a plugin implements any subset.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
+
+NAME = "envfactory"
+
+hookspec = pluggy.HookspecMarker(NAME)
+hookimpl = pluggy.HookimplMarker(NAME)
+
+
+@hookspec
+def envfactory_env_families() -> list[EnvFamilyPlugin]:  # type: ignore[empty-body]
+    """Register environment families (``env=<name>``).
+
+    Example plugin (a complete module)::
+
+        from dataclasses import dataclass
+
+        import gymnasium as gym
+        import envfactory
+
+
+        @dataclass
+        class PendulumConfig:
+            family: str = "pendulum"
+            g: float = 10.0
+            max_episode_steps: int = 200
+
+
+        def make_pendulum(g: float, max_episode_steps: int) -> gym.Env:
+            return gym.make("Pendulum-v1", g=g, max_episode_steps=max_episode_steps)
+
+
+        @envfactory.hookimpl
+        def envfactory_env_families():
+            return [envfactory.EnvFamilyPlugin("pendulum", make_pendulum, PendulumConfig,
+                                               summary="Pendulum with a gravity knob")]
+
+    ``envfactory env=pendulum env.g=9.81`` then works with no YAML.
+    """
+
+
+@hookspec
+def envfactory_vectorizers() -> list[VectorizerPlugin]:  # type: ignore[empty-body]
+    """Register vectorizers (``vectorizer=<name>``).
+
+    Example plugin::
+
+        from dataclasses import dataclass
+
+        import gymnasium as gym
+        import envfactory
+
+
+        @dataclass
+        class GymSyncConfig:
+            name: str = "gym-sync"
+            copy: bool = True
+
+
+        def build(env_fns, *, copy: bool, autoreset_mode: str):
+            return gym.vector.SyncVectorEnv(env_fns, copy=copy, autoreset_mode=autoreset_mode)
+
+
+        @envfactory.hookimpl
+        def envfactory_vectorizers():
+            return [envfactory.VectorizerPlugin("gym-sync", build, GymSyncConfig)]
+
+    ``build`` receives the list of zero-argument env constructors (picklable with
+    cloudpickle), the vectorizer node's fields and the top-level ``autoreset_mode``.
+    """
+
+
+@hookspec
+def envfactory_wrappers() -> list[WrapperPlugin]:  # type: ignore[empty-body]
+    """Register named wrappers for ``wrappers`` (per env) and ``vector_wrappers``.
+
+    Example plugin::
+
+        from dataclasses import dataclass
+
+        import gymnasium as gym
+        import envfactory
+
+
+        @dataclass
+        class ScaleRewardConfig:
+            scale: float = 1.0
+
+
+        def scale_reward(env: gym.Env, scale: float) -> gym.Env:
+            return gym.wrappers.TransformReward(env, lambda r: r * scale)
+
+
+        @envfactory.hookimpl
+        def envfactory_wrappers():
+            return [envfactory.WrapperPlugin("scale_reward", scale_reward, ScaleRewardConfig)]
+
+    Then ``wrappers=[{name: scale_reward, scale: 0.1}]``. With ``vector=True`` the record
+    wraps the VectorEnv and is used in ``vector_wrappers``.
+    """
+
+
+@hookspec
+def envfactory_config_dirs() -> list[str]:  # type: ignore[empty-body]
+    """Add Hydra config folders (presets) to the search path.
+
+    Example plugin::
+
+        from pathlib import Path
+
+        import envfactory
+
+
+        @envfactory.hookimpl
+        def envfactory_config_dirs():
+            return [str(Path(__file__).parent / "conf")]
+
+    A file ``conf/env/pong_fast.yaml`` in that folder is then selectable as
+    ``env=pong_fast``; a file ``conf/experiment/x.yaml`` as ``+experiment=x``.
+    """

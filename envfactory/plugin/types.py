@@ -1,0 +1,103 @@
+"""Registration records returned by envfactory's hooks.
+
+The ``Plugin`` suffix keeps them apart from gymnasium's ``Wrapper`` and ``VectorEnv``.
+Each record is a frozen dataclass: a plugin returns a list of them from a hook and the
+plugin manager checks, attributes and indexes them (see :mod:`envfactory.plugin.manager`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EnvFamilyPlugin", "PluginRecord", "VectorizerPlugin", "WrapperPlugin"]
+
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
+
+
+def _check_common(kind: str, name: Any, fn: Any, fn_field: str, config: Any) -> None:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(
+            f"{kind} name {name!r} is not valid: use letters, digits, '_' or '-', starting "
+            "with a letter (it becomes a Hydra config name)"
+        )
+    if not callable(fn):
+        raise TypeError(f"{kind} {name!r}: {fn_field} must be callable, got {fn!r}")
+    if config is not None and not (isinstance(config, type) and dataclasses.is_dataclass(config)):
+        raise TypeError(
+            f"{kind} {name!r}: config must be a dataclass class (the schema), got {config!r}"
+        )
+
+
+@dataclass(frozen=True)
+class EnvFamilyPlugin:
+    """An environment family: ``env=<name>`` in a config.
+
+    Attributes:
+        name: the config name (``env=<name>``) and the value of the env node's ``family``.
+        make: ``make(**options) -> gymnasium.Env``; ``options`` are the env node's fields
+            (without ``family``).
+        config: a dataclass schema for the env node; its defaults are the family's defaults.
+            It should have a ``family: str = "<name>"`` field (added if missing).
+        summary: one line shown by ``envfactory-plugins``.
+    """
+
+    name: str
+    make: Callable[..., Any]
+    config: type | None = None
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        _check_common("EnvFamilyPlugin", self.name, self.make, "make", self.config)
+
+
+@dataclass(frozen=True)
+class VectorizerPlugin:
+    """A vectorizer: ``vectorizer=<name>`` in a config.
+
+    Attributes:
+        name: the config name and the value of the vectorizer node's ``name``.
+        build: ``build(env_fns, **options) -> gymnasium.vector.VectorEnv``; ``options`` are
+            the vectorizer node's fields (without ``name``) plus the top-level
+            ``autoreset_mode``.
+        config: a dataclass schema for the vectorizer node.
+        summary: one line shown by ``envfactory-plugins``.
+    """
+
+    name: str
+    build: Callable[..., Any]
+    config: type | None = None
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        _check_common("VectorizerPlugin", self.name, self.build, "build", self.config)
+
+
+@dataclass(frozen=True)
+class WrapperPlugin:
+    """A named wrapper usable in ``wrappers`` (per env) or ``vector_wrappers`` (``vector=True``).
+
+    Attributes:
+        name: the value of ``name`` in a ``wrappers`` list entry.
+        wrap: ``wrap(env, **options) -> env`` (a ``gymnasium.Env`` or, with ``vector=True``,
+            a ``gymnasium.vector.VectorEnv``).
+        config: a dataclass schema for the options; ``None`` accepts the keyword arguments
+            of ``wrap`` (checked against its signature).
+        vector: whether this wraps a VectorEnv.
+        summary: one line shown by ``envfactory-plugins``.
+    """
+
+    name: str
+    wrap: Callable[..., Any]
+    config: type | None = None
+    vector: bool = False
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        _check_common("WrapperPlugin", self.name, self.wrap, "wrap", self.config)
+
+
+PluginRecord = EnvFamilyPlugin | VectorizerPlugin | WrapperPlugin

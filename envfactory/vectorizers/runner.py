@@ -1,0 +1,91 @@
+"""The per-env step/reset/autoreset logic, shared by the in-process vectorizer and the
+worker processes, so every vectorizer produces the same trajectories as gymnasium's
+``SyncVectorEnv`` by construction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["EnvRunner", "InfoCalls"]
+
+# (local env index, info dict) in the order SyncVectorEnv passes them to ``_add_info``.
+InfoCalls = list[tuple[int, dict[str, Any]]]
+
+NEXT_STEP, SAME_STEP, DISABLED = "next_step", "same_step", "disabled"
+
+
+class EnvRunner:
+    """Steps a list of envs with gymnasium's autoreset semantics.
+
+    ``obs`` holds each env's latest observation; ``rewards``/``terminations``/
+    ``truncations`` the latest step's values. Infos come back as ``InfoCalls`` to be
+    merged with ``VectorEnv._add_info`` (empty infos are skipped: merging them is a no-op).
+    """
+
+    def __init__(self, envs: Sequence[gym.Env], autoreset_mode: str) -> None:
+        n = len(envs)
+        self.envs = list(envs)
+        self.mode = autoreset_mode
+        self.obs: list[Any] = [None] * n
+        self.rewards = np.zeros(n, dtype=np.float64)
+        self.terminations = np.zeros(n, dtype=np.bool_)
+        self.truncations = np.zeros(n, dtype=np.bool_)
+        self.autoreset = np.zeros(n, dtype=np.bool_)
+
+    def reset(
+        self,
+        seeds: Sequence[int | None],
+        options: dict[str, Any] | None,
+        mask: np.ndarray | None = None,
+    ) -> InfoCalls:
+        calls: InfoCalls = []
+        if mask is None:
+            self.terminations[:] = False
+            self.truncations[:] = False
+            self.autoreset[:] = False
+        else:
+            self.terminations[mask] = False
+            self.truncations[mask] = False
+            self.autoreset[mask] = False
+        for i, env in enumerate(self.envs):
+            if mask is not None and not mask[i]:
+                continue
+            self.obs[i], info = env.reset(seed=seeds[i], options=options)
+            if info:
+                calls.append((i, info))
+        return calls
+
+    def step(self, actions: Sequence[Any], on_obs: Callable[[int, Any], None] | None = None) -> InfoCalls:
+        calls: InfoCalls = []
+        mode, obs, rewards = self.mode, self.obs, self.rewards
+        terms, truncs, autoreset = self.terminations, self.truncations, self.autoreset
+        for i, env in enumerate(self.envs):
+            if mode == NEXT_STEP:
+                if autoreset[i]:
+                    obs[i], info = env.reset()
+                    rewards[i] = 0.0
+                    terms[i] = False
+                    truncs[i] = False
+                else:
+                    obs[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
+            elif mode == SAME_STEP:
+                obs[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
+                if terms[i] or truncs[i]:
+                    calls.append((i, {"final_obs": obs[i], "final_info": info}))
+                    obs[i], info = env.reset()
+            else:
+                obs[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
+            if info:
+                calls.append((i, info))
+            if on_obs is not None:
+                on_obs(i, obs[i])
+        np.logical_or(terms, truncs, out=autoreset)
+        return calls
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,133 @@
+"""Named wrappers: every gymnasium wrapper that can be built from config values,
+registered by its snake_case class name through the ``envfactory_wrappers`` hook.
+
+A wrapper whose constructor needs a value a config cannot hold (a function, a space) is
+left out. The schema of each is generated from its ``__init__`` signature: plain
+``int``/``float``/``bool``/``str`` (optional or not) parameters are typed, others are
+``Any``, required ones are ``MISSING``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import re
+import typing
+from typing import Any, Optional  # noqa: UP035
+
+from omegaconf import MISSING
+
+from ..plugin.spec import hookimpl
+from ..plugin.types import WrapperPlugin
+
+__all__ = ["envfactory_wrappers", "gymnasium_wrappers", "snake_case"]
+
+_SIMPLE = (int, float, bool, str)
+# Constructor parameters that configs cannot hold (callables, spaces, envs).
+_UNBUILDABLE = ("Callable", "Space", "Env", "function", "Wrapper", "type[")
+
+
+def snake_case(name: str) -> str:
+    """``RecordEpisodeStatistics`` -> ``record_episode_statistics``; ``RescaleAction`` ->
+    ``rescale_action``; ``AtariPreprocessing`` -> ``atari_preprocessing``."""
+    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+
+def _field_type(annotation: Any) -> Any:
+    if annotation in _SIMPLE:
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(args) == 1 and args[0] in _SIMPLE and type(None) in typing.get_args(annotation):
+        return Optional[args[0]]  # noqa: UP045
+    return Any
+
+
+def _schema(cls: type) -> type | None:
+    """A dataclass schema from ``cls.__init__``, or None when it needs unbuildable values."""
+    sig = inspect.signature(cls.__init__)
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:
+        hints = {}
+    fields: list[tuple[str, Any, Any]] = []
+    for p in list(sig.parameters.values())[2:]:  # self, env
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        text = str(p.annotation)
+        if p.default is p.empty and any(u in text for u in _UNBUILDABLE):
+            return None
+        ftype = _field_type(hints.get(p.name, Any))
+        default = p.default
+        if default is p.empty:
+            fields.append((p.name, ftype, dataclasses.field(default=MISSING)))
+        elif callable(default) or isinstance(default, (list, dict, tuple, set)):
+            value = list(default) if isinstance(default, (list, tuple, set)) else default
+            if callable(value):
+                fields.append((p.name, Any, dataclasses.field(default=None)))
+            else:
+                fields.append((p.name, Any, dataclasses.field(default_factory=lambda v=value: v)))
+        elif default is None or isinstance(default, _SIMPLE):
+            if default is None and ftype is not Any and ftype in _SIMPLE:
+                ftype = Optional[ftype]  # noqa: UP045
+            fields.append((p.name, ftype, dataclasses.field(default=default)))
+        else:
+            return None
+    return dataclasses.make_dataclass(f"{cls.__name__}Config", fields)
+
+
+def _construct(cls: type, env: Any, **options: Any) -> Any:
+    for k, v in list(options.items()):
+        if isinstance(v, list) and k in ("shape", "low", "high"):
+            options[k] = tuple(v) if k == "shape" else v
+    return cls(env, **options)
+
+
+def _records(module: Any, base: type, vector: bool) -> list[WrapperPlugin]:
+    out = []
+    for name in sorted(getattr(module, "__all__", [])):
+        try:
+            cls = getattr(module, name, None)
+        except ImportError:  # needs an optional dependency (jax, torch, array-api-compat)
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, base)) or cls is base:
+            continue
+        if name.startswith(("Vector", "Observation", "Action", "Reward")) and name.endswith(
+            "Wrapper"
+        ):
+            continue
+        try:
+            schema = _schema(cls)
+        except (TypeError, ValueError):
+            schema = None
+        if schema is None:
+            continue
+        doc = (inspect.getdoc(cls) or "").strip().splitlines()
+        out.append(
+            WrapperPlugin(
+                snake_case(name),
+                functools.partial(_construct, cls),
+                schema,
+                vector=vector,
+                summary=(doc[0] if doc else f"gymnasium {name}")[:100],
+            )
+        )
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def gymnasium_wrappers() -> tuple[WrapperPlugin, ...]:
+    """Every config-buildable gymnasium wrapper, per-env then vector."""
+    import gymnasium
+    import gymnasium.wrappers
+    import gymnasium.wrappers.vector
+
+    per_env = _records(gymnasium.wrappers, gymnasium.Wrapper, vector=False)
+    vector = _records(gymnasium.wrappers.vector, gymnasium.vector.VectorWrapper, vector=True)
+    return (*per_env, *vector)
+
+
+@hookimpl
+def envfactory_wrappers() -> list[WrapperPlugin]:
+    return list(gymnasium_wrappers())

@@ -1,0 +1,304 @@
+"""Tests of the ``atari`` family (real ROMs shipped with ale-py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from envfactory.errors import ConfigError
+from envfactory.families.atari import AtariConfig, make_atari
+from envfactory.families.atari_wrappers import FireReset
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _ale(env: gym.Env) -> Any:
+    return env.unwrapped.ale  # type: ignore[attr-defined]
+
+
+def _frame(env: gym.Env) -> int:
+    return int(_ale(env).getEpisodeFrameNumber())
+
+
+def _check_space(env: gym.Env, obs: np.ndarray, shape: tuple[int, ...]) -> None:
+    assert obs.shape == shape and obs.dtype == np.uint8
+    assert env.observation_space == gym.spaces.Box(0, 255, shape, np.uint8)
+    assert env.observation_space.contains(obs)
+
+
+def test_defaults_shape_dtype_space() -> None:
+    env = make_atari()
+    obs, _ = env.reset(seed=0)
+    _check_space(env, obs, (84, 84, 4))
+    obs, reward, terminated, truncated, _ = env.step(0)
+    _check_space(env, obs, (84, 84, 4))
+    assert isinstance(reward, float) and not terminated and not truncated
+    assert env.action_space == gym.spaces.Discrete(6)  # Pong's minimal action set
+    env.close()
+
+
+def test_config_defaults_match_make() -> None:
+    cfg = AtariConfig()
+    assert (cfg.family, cfg.id, cfg.num_stack, cfg.image_size) == ("atari", "ALE/Pong-v5", 4, 84)
+    assert cfg.repeat_action_probability == 0.0 and cfg.max_episode_steps is None
+
+
+def test_rgb_stack_order_and_channels() -> None:
+    env = make_atari(obs_type="rgb", id="ALE/Breakout-v5")
+    obs0, _ = env.reset(seed=1)
+    _check_space(env, obs0, (84, 84, 12))
+    slots0 = [obs0[..., 3 * k : 3 * k + 3] for k in range(4)]
+    assert all(np.array_equal(s, slots0[0]) for s in slots0)  # padded with the reset frame
+    obs1, *_ = env.step(3)
+    obs2, *_ = env.step(3)
+    assert np.array_equal(obs1[..., :9], obs0[..., :9])  # oldest first: [r, r, r, s1]
+    assert not np.array_equal(obs1[..., 9:], obs0[..., 9:])
+    assert np.array_equal(obs2[..., :6], obs0[..., :6])  # [r, r, s1, s2]
+    assert np.array_equal(obs2[..., 6:9], obs1[..., 9:])
+    env.close()
+
+
+def test_rgb_last_channels_are_current_frame() -> None:
+    import cv2
+
+    env = make_atari(obs_type="rgb", frame_skip=1, id="ALE/Breakout-v5", image_size=[84, 96])
+    env.reset(seed=2)
+    for _ in range(5):
+        obs, *_ = env.step(3)
+    expected = cv2.resize(_ale(env).getScreenRGB(), (96, 84), interpolation=cv2.INTER_AREA)
+    assert obs.shape == (84, 96, 12)
+    assert np.array_equal(obs[..., 9:], expected)  # R, G, B of the newest frame
+    env.close()
+
+
+@pytest.mark.parametrize("obs_type", ["grayscale", "rgb"])
+def test_chw_is_hwc_transposed(obs_type: str) -> None:
+    hwc, chw = make_atari(obs_type=obs_type), make_atari(obs_type=obs_type, layout="chw")
+    channels = 4 if obs_type == "grayscale" else 12
+    for seed in (0,):
+        a, _ = hwc.reset(seed=seed)
+        b, _ = chw.reset(seed=seed)
+        for action in (2, 2, 3, 0, 2):
+            a, *_ = hwc.step(action)
+            b, *_ = chw.step(action)
+        _check_space(chw, b, (channels, 84, 84))
+        assert b.flags.c_contiguous and a.flags.c_contiguous
+        assert np.array_equal(np.moveaxis(a, -1, 0), b)
+
+
+def test_ram() -> None:
+    env = make_atari(obs_type="ram", layout="chw")  # layout is ignored for ram
+    obs0, _ = env.reset(seed=0)
+    _check_space(env, obs0, (512,))
+    assert all(np.array_equal(obs0[128 * k : 128 * (k + 1)], obs0[:128]) for k in range(4))
+    frame = _frame(env)
+    obs1, *_ = env.step(2)
+    assert np.array_equal(obs1[384:], _ale(env).getRAM())  # newest last
+    assert np.array_equal(obs1[:384], obs0[:384])
+    assert _frame(env) == frame + 4  # frame skip without image processing
+    single = make_atari(obs_type="ram", num_stack=1)
+    _check_space(single, single.reset(seed=0)[0], (128,))
+
+
+def test_image_size_non_square() -> None:
+    env = make_atari(image_size=[60, 100])
+    _check_space(env, env.reset(seed=0)[0], (60, 100, 4))
+    env = make_atari(image_size=(50, 40), obs_type="rgb", layout="chw")
+    _check_space(env, env.reset(seed=0)[0], (12, 50, 40))
+    _check_space(env, env.step(0)[0], (12, 50, 40))
+
+
+@pytest.mark.parametrize(
+    ("options", "shape"),
+    [
+        ({}, (84, 84, 1)),
+        ({"layout": "chw"}, (1, 84, 84)),
+        ({"obs_type": "rgb"}, (84, 84, 3)),
+        ({"obs_type": "rgb", "layout": "chw"}, (3, 84, 84)),
+    ],
+)
+def test_num_stack_1(options: dict[str, Any], shape: tuple[int, ...]) -> None:
+    env = make_atari(num_stack=1, **options)
+    _check_space(env, env.reset(seed=0)[0], shape)
+    _check_space(env, env.step(0)[0], shape)
+
+
+def test_clip_reward_and_unclipped_episode_return() -> None:
+    common = dict(id="ALE/SpaceInvaders-v5", max_episode_steps=300, episodic_life=False)
+    raw_env, clip_env = make_atari(clip_reward=False, **common), make_atari(**common)
+    raw_env.reset(seed=5)
+    clip_env.reset(seed=5)
+    rng = np.random.default_rng(0)
+    raw_total, raw_rewards, clip_rewards, info = 0.0, [], [], {}
+    for _ in range(300):
+        action = int(rng.integers(raw_env.action_space.n))
+        _, r_raw, *_ = raw_env.step(action)
+        _, r_clip, term, trunc, info = clip_env.step(action)
+        raw_rewards.append(r_raw)
+        clip_rewards.append(r_clip)
+        raw_total += r_raw
+        if term or trunc:
+            break
+    assert max(raw_rewards) > 1  # SpaceInvaders scores 5..30 per alien
+    assert set(clip_rewards) <= {-1.0, 0.0, 1.0} and 1.0 in clip_rewards
+    assert clip_rewards == [float(np.sign(r)) for r in raw_rewards]
+    assert info["episode"]["r"] == pytest.approx(raw_total)  # statistics see raw rewards
+
+
+def test_episodic_life_does_not_reset_game() -> None:
+    env = make_atari(id="ALE/Breakout-v5")
+    env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    lives0 = _ale(env).lives()
+    for _ in range(2000):
+        _, _, terminated, truncated, info = env.step(int(rng.integers(4)))
+        if terminated:
+            break
+    assert terminated and not truncated
+    lives = _ale(env).lives()
+    assert 0 < lives < lives0 and info["lives"] == lives
+    assert "episode" not in info  # not a real game over
+    frame = _frame(env)
+    _, info = env.reset()
+    assert _ale(env).lives() == lives  # the game was not reset
+    assert _frame(env) == frame + 3 * 4  # one no-op step, then FIRE and action 2
+    # play on to the real game over: statistics appear only there
+    seen_episode = []
+    for _ in range(20000):
+        _, _, terminated, truncated, info = env.step(int(rng.integers(4)))
+        seen_episode.append("episode" in info)
+        if terminated or truncated:
+            if _ale(env).lives() == 0:
+                break
+            env.reset()
+    assert _ale(env).lives() == 0 and seen_episode[-1] and sum(seen_episode) == 1
+    assert info["episode"]["l"] > len(seen_episode)  # counts all agent steps of the game
+    env.reset()
+    assert _ale(env).lives() == lives0 and _frame(env) < 50  # real reset after game over
+
+
+def test_fire_reset_presses_fire() -> None:
+    fire = make_atari(id="ALE/Breakout-v5", noop_max=0, episodic_life=False)
+    plain = make_atari(id="ALE/Breakout-v5", noop_max=0, episodic_life=False, fire_reset=False)
+    fire.reset(seed=0)
+    plain.reset(seed=0)
+    assert _frame(fire) == _frame(plain) + 2 * 4
+    # without FIRE the ball never launches: the screen stays static under NOOP
+    quiet = [plain.step(0)[0] for _ in range(10)]
+    moving = [fire.step(0)[0] for _ in range(10)]
+    assert all(np.array_equal(o, quiet[0]) for o in quiet)
+    assert not all(np.array_equal(o, moving[0]) for o in moving)
+
+
+def test_fire_reset_inactive_without_fire_action() -> None:
+    env = make_atari(id="ALE/Freeway-v5", noop_max=0, episodic_life=False)
+    wrapper = env
+    while not isinstance(wrapper, FireReset):
+        wrapper = wrapper.env  # type: ignore[attr-defined]
+    assert not wrapper.active
+    env.reset(seed=0)
+    assert _frame(env) == 0
+
+
+def test_episode_statistics_on_truncation() -> None:
+    env = make_atari(max_episode_steps=50, fire_reset=False)
+    env.reset(seed=0)
+    for step in range(1, 51):
+        _, _, terminated, truncated, info = env.step(0)
+        assert not terminated
+        assert truncated == (step == 50) and ("episode" in info) == (step == 50)
+    assert info["episode"]["l"] == 50
+    assert info["episode"]["r"] <= 0  # Pong under NOOP: only the opponent scores
+
+
+def _rollout(env: gym.Env, seed: int, steps: int) -> tuple[list[np.ndarray], list[float]]:
+    rng = np.random.default_rng(123)
+    obs, _ = env.reset(seed=seed)
+    observations, rewards = [obs], []
+    for _ in range(steps):
+        obs, reward, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        observations.append(obs)
+        rewards.append(reward)
+        if terminated or truncated:
+            observations.append(env.reset()[0])
+    return observations, rewards
+
+
+@pytest.mark.parametrize("options", [{}, {"repeat_action_probability": 0.25, "obs_type": "ram"}])
+def test_determinism_same_seed(options: dict[str, Any]) -> None:
+    env = make_atari(id="ALE/Breakout-v5", **options)
+    first = _rollout(env, seed=7, steps=300)
+    again = _rollout(env, seed=7, steps=300)  # same instance, reseeded
+    fresh = _rollout(make_atari(id="ALE/Breakout-v5", **options), seed=7, steps=300)
+    for other in (again, fresh):
+        assert len(first[0]) == len(other[0]) and first[1] == other[1]
+        assert all(np.array_equal(a, b) for a, b in zip(first[0], other[0]))
+
+
+def test_noops_come_from_the_seed() -> None:
+    env = make_atari(fire_reset=False, episodic_life=False)
+    frames, firsts = [], []
+    for seed in range(6):
+        obs, _ = env.reset(seed=seed)
+        frames.append(_frame(env))
+        firsts.append(obs)
+        assert np.array_equal(env.reset(seed=seed)[0], obs) and _frame(env) == frames[-1]
+    assert all(1 <= f <= 30 for f in frames)
+    assert len(set(frames)) > 1
+    assert len({o.tobytes() for o in firsts}) > 1
+    no_noop = make_atari(noop_max=0, fire_reset=False)
+    no_noop.reset(seed=0)
+    assert _frame(no_noop) == 0
+
+
+def test_action_space_options() -> None:
+    env = make_atari(full_action_space=True, repeat_action_probability=0.25)
+    assert env.action_space == gym.spaces.Discrete(18)
+    assert _ale(env).getFloat("repeat_action_probability") == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(
+    ("options", "fragments"),
+    [
+        ({"obs_type": "gray"}, ["obs_type", "'gray'", "grayscale, rgb, ram"]),
+        ({"layout": "nhwc"}, ["layout", "'nhwc'", "hwc, chw"]),
+        ({"frame_skip": 0}, ["frame_skip", "0", ">= 1"]),
+        ({"num_stack": 0}, ["num_stack", "0", ">= 1"]),
+        ({"noop_max": -1}, ["noop_max", "-1", ">= 0"]),
+        ({"frame_skip": 2.5}, ["frame_skip", "2.5"]),
+        ({"image_size": [84]}, ["image_size", "[84]", "[height, width]"]),
+        ({"image_size": 0}, ["image_size", "0"]),
+        ({"image_size": "84"}, ["image_size", "'84'"]),
+        ({"image_size": [84, -1]}, ["image_size", "[84, -1]"]),
+        ({"repeat_action_probability": 1.5}, ["repeat_action_probability", "1.5"]),
+        ({"max_episode_steps": 0}, ["max_episode_steps", "0"]),
+        ({"clip_reward": "yes"}, ["clip_reward", "'yes'"]),
+        ({"frame_skips": 4}, ["frame_skips", "Did you mean 'frame_skip'"]),
+        ({"id": "ALE/Pongg-v5"}, ["id", "'ALE/Pongg-v5'", "ALE/Pong-v5"]),
+        ({"id": "CartPole-v1"}, ["id", "'CartPole-v1'", "ALE"]),
+    ],
+)
+def test_config_errors(options: dict[str, Any], fragments: list[str]) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        make_atari(**options)
+    message = str(excinfo.value)
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def test_import_is_lazy() -> None:
+    code = (
+        "import sys, envfactory.families.atari, envfactory.families.atari_wrappers\n"
+        "heavy = [m for m in ('ale_py', 'cv2') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
