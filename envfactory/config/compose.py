@@ -30,13 +30,15 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     """
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
     from hydra.types import RunMode
 
     reg = register_configs()
     dirs = search_dirs(reg)
     csp = create_config_search_path(dirs[0])
-    for i, d in enumerate(dirs[1:]):
-        csp.append(f"envfactory-plugin-{i}", f"file://{d}")
+    anchor = SearchPathQuery(provider="main")
+    for i, d in reversed(list(enumerate(dirs[1:]))):  # after conf/, before Hydra's schema
+        csp.append(f"envfactory-plugin-{i}", f"file://{d}", anchor=anchor)
     loader = ConfigLoaderImpl(config_search_path=csp)
     overrides = [str(o) for o in overrides]
     try:

@@ -163,8 +163,8 @@ def _make_base(env_id: str, obs_type: str, rap: float, full_action_space: bool) 
     except gym.error.Error as e:  # NameNotFound, VersionNotFound, NamespaceNotFound, ...
         ale_ids = [k for k in gym.registry if k.startswith("ALE/")]
         raise ConfigError(
-            f"atari: invalid id={env_id!r}: {e}.{did_you_mean(env_id, ale_ids)} "
-            "Expected an ALE id such as 'ALE/Pong-v5'."
+            f"atari: invalid id={env_id!r} ({str(e).rstrip('.')}).{did_you_mean(env_id, ale_ids)}"
+            " Expected an ALE id such as 'ALE/Pong-v5'."
         ) from e
     entry = spec.entry_point
     entry_name = entry if isinstance(entry, str) else getattr(entry, "__module__", "")

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import pluggy
 
-from ..errors import PluginConflictError, PluginLoadWarning, UnknownNameError
+from ..errors import PluginConflictError, PluginLoadWarning, UnknownNameError, did_you_mean
 from . import spec
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
@@ -149,7 +149,30 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         self.disabled: list[str] = []
 
     def register_plugin(self, plugin: object, provider: Provider) -> None:
+        """Register ``plugin`` and check its hook names at once.
+
+        pluggy's ``check_pending()`` would only notice a misspelled hook after every
+        plugin is loaded, and then raise for the whole process. Here a plugin whose
+        ``@hookimpl`` names no known hook is unregistered again and
+        ``pluggy.PluginValidationError`` is raised naming the hook and the closest valid
+        name, so the caller can report and skip just that plugin.
+        """
         self.register(plugin, name=provider.plugin)
+        unknown = [
+            caller.name
+            for caller in self.get_hookcallers(plugin) or []
+            if not caller.has_spec()
+            and any(
+                impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls()
+            )
+        ]
+        if unknown:
+            self.unregister(plugin)
+            valid = sorted(n for n in vars(spec) if n.startswith(f"{spec.NAME}_"))
+            hints = "; ".join(
+                f"unknown hook {name!r}.{did_you_mean(name, valid)}" for name in sorted(unknown)
+            )
+            raise pluggy.PluginValidationError(plugin, f"{hints} Valid hooks: {', '.join(valid)}")
         self.providers[provider.plugin] = provider
 
     def load_builtins(self) -> None:
@@ -174,9 +197,13 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
                 continue
             try:
                 plugin = ep.load()
-                self.register_plugin(plugin, provider)
             except Exception as exc:  # a broken plugin must not break envfactory
                 self._fail(provider, "import", exc)
+                continue
+            try:
+                self.register_plugin(plugin, provider)
+            except Exception as exc:  # misspelled hook, bad hook signature, ...
+                self._fail(provider, "registration", exc)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException) -> None:
         failure = PluginFailure(

@@ -15,10 +15,8 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     records = [
         VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
     ]
-    try:
-        from .subproc import SubprocAtariConfig, SubprocConfig, build_subproc, build_subproc_atari
-    except ImportError:  # pragma: no cover - during bring-up
-        return records
+    from .subproc import SubprocAtariConfig, SubprocConfig, build_subproc, build_subproc_atari
+
     records += [
         VectorizerPlugin(
             "subproc", build_subproc, SubprocConfig, summary="envs in worker processes"

@@ -1,0 +1,177 @@
+"""The worker process: hosts a slice of envs and answers small batched messages.
+
+Protocol (one message per worker per call, pickled by ``Connection``): the parent sends
+``(cmd, seq, data)``; the worker answers ``(seq, "ok", payload)`` or
+``(seq, "error", (exc_type, exception or None, traceback text))``. ``seq`` lets the parent
+drop a late answer to a call it gave up on, so no stale data is ever returned.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import traceback
+from typing import Any
+
+__all__ = ["worker_main"]
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (prctl PDEATHSIG)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except Exception:  # pragma: no cover - non-Linux: the ppid watchdog below still works
+        pass
+
+
+def _error_payload(exc: BaseException) -> tuple[str, Any, str]:
+    tb = traceback.format_exc()
+    try:
+        pickle.dumps(exc)
+        picklable: Any = exc
+    except Exception:
+        picklable = None
+    return f"{type(exc).__module__}.{type(exc).__qualname__}", picklable, tb
+
+
+def worker_main(
+    conn: Any,
+    env_fns: Any,
+    start: int,
+    mode: str,
+    shared: bool,
+    main_pid: int,
+    close_fds: list[Any] | None = None,
+) -> None:
+    """Entry point of a worker process."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    for c in close_fds or ():  # fork: drop inherited parent ends of other workers' pipes
+        try:
+            c.close()
+        except OSError:
+            pass
+    if os.getppid() != main_pid and not _alive(main_pid):
+        return
+    try:
+        if isinstance(env_fns, bytes):
+            import cloudpickle
+
+            env_fns = cloudpickle.loads(env_fns)
+        envs = [fn() for fn in env_fns]
+        info = [
+            (e.observation_space, e.action_space, dict(e.metadata), e.render_mode,
+             getattr(e.spec, "id", None))
+            for e in envs
+        ]
+    except BaseException as exc:
+        conn.send((0, "error", _error_payload(exc)))
+        return
+    conn.send((0, "ok", info))
+    try:
+        _serve(conn, envs, start, mode, shared, main_pid)
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        pass
+    finally:
+        for e in envs:
+            try:
+                e.close()
+            except Exception:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _serve(conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid: int) -> None:
+    from multiprocessing.reduction import recv_handle
+
+    from .runner import EnvRunner
+    from .shared import SharedBuffers
+
+    runner = EnvRunner(envs, mode)
+    n = len(envs)
+    stop = start + n
+    buffers: SharedBuffers | None = None
+    write = None
+    while True:
+        while not conn.poll(1.0):  # watchdog: exit if the main process is gone
+            if not _alive(main_pid):
+                return
+        cmd, seq, data = conn.recv()
+        try:
+            if cmd == "step":
+                calls = runner.step(data)
+                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
+            elif cmd == "reset":
+                seeds, options, mask = data
+                calls = runner.reset(seeds, options, mask)
+                payload = _results(runner, buffers, write, start, stop, shared, calls, mask)
+            elif cmd == "attach":
+                fd = recv_handle(conn)
+                buffers = SharedBuffers(data, fd)
+                write = buffers.writer() if (shared and buffers.obs is not None) else None
+                payload = None
+            elif cmd == "call":
+                name, args, kwargs, local = data
+                payload = []
+                for i in local:
+                    attr = envs[i].get_wrapper_attr(name)
+                    payload.append(attr(*args, **kwargs) if args is not None and callable(attr) else attr)
+            elif cmd == "set_attr":
+                name, values, local = data
+                for i, v in zip(local, values):
+                    envs[i].set_wrapper_attr(name, v)
+                payload = None
+            elif cmd == "restarted":
+                # this worker replaces a dead one: its envs report a truncated episode
+                calls = runner.reset([None] * n, None, None)
+                runner.truncations[:] = True
+                calls = [*calls, *[(i, {"restarted": True}) for i in range(n)]]
+                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
+                runner.autoreset[:] = mode == "next_step"
+            elif cmd == "close":
+                if buffers is not None:
+                    buffers.close()
+                conn.send((seq, "ok", None))
+                return
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+        except Exception as exc:
+            conn.send((seq, "error", _error_payload(exc)))
+            continue
+        conn.send((seq, "ok", payload))
+
+
+def _results(
+    runner: Any, buffers: Any, write: Any, start: int, stop: int, shared: bool, calls: list,
+    mask: Any,
+) -> Any:
+    b = buffers
+    b.rewards[start:stop] = runner.rewards
+    b.terminations[start:stop] = runner.terminations
+    b.truncations[start:stop] = runner.truncations
+    if write is not None:
+        for i, o in enumerate(runner.obs):
+            if mask is None or mask[i]:
+                write(start + i, o)
+        return calls
+    obs = [o if (mask is None or mask[i]) else None for i, o in enumerate(runner.obs)]
+    return calls, obs
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("envfactory.vectorizers.worker is started by the subproc vectorizer")
