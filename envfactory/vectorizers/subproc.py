@@ -34,7 +34,7 @@ from ..errors import (
 )
 from .base import MODE_NAMES, VecEnvBase, check_spaces
 from .shared import SharedBuffers, copy_obs, layout_for, supports_shared_memory
-from .worker import worker_main
+from .worker import Poller, worker_main
 
 __all__ = ["SubprocAtariConfig", "SubprocConfig", "SubprocVecEnv", "build_subproc",
            "build_subproc_atari", "split_envs"]
@@ -51,7 +51,9 @@ class SubprocConfig:
     Attributes:
         name: always ``subproc``.
         in_series: envs per worker process (any split of num_envs; the workers get as even
-            a share as possible); null = ceil(num_envs / cpu count).
+            a share as possible); null = ceil(num_envs / (cpu count - 1)) for ``subproc``
+            (a core is left to the parent), ceil(num_envs / cpu count) for
+            ``subproc-atari``.
         context: start method: ``forkserver`` (default: safe with threads, fast with its
             preloaded imports), ``fork`` or ``spawn``.
         shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
@@ -80,11 +82,20 @@ class SubprocAtariConfig(SubprocConfig):
     name: str = "subproc-atari"
 
 
+def default_in_series(num_envs: int, leave_parent_a_core: bool) -> int:
+    """``subproc``: leave one core to the parent (it runs the learner, and cheap envs are
+    fastest with few workers); ``subproc-atari``: one worker per core (emulation dominates
+    and the parent mostly sleeps)."""
+    cpus = os.cpu_count() or 1
+    workers = max(1, cpus - 1) if leave_parent_a_core else cpus
+    return math.ceil(num_envs / workers)
+
+
 def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` per worker: ceil(num_envs / in_series) workers with as
     even a share as possible, none above ``in_series``."""
     if in_series is None:
-        in_series = math.ceil(num_envs / (os.cpu_count() or 1))
+        in_series = default_in_series(num_envs, leave_parent_a_core=True)
     if not isinstance(in_series, int) or in_series < 1:
         raise ConfigError(f"vectorizer.in_series must be an integer >= 1 or null, got {in_series!r}")
     workers = math.ceil(num_envs / in_series)
@@ -103,6 +114,7 @@ class _Worker:
         self.fns, self.payload = fns, payload
         self.process: Any = None
         self.conn: Any = None
+        self.poller: Any = None
         self.seq = 0
 
     @property
@@ -229,6 +241,7 @@ class SubprocVecEnv(VecEnvBase):
                 current._config["daemon"] = True  # type: ignore[attr-defined]
             child_conn.close()
         w.process, w.conn, w.seq = proc, parent_conn, 0
+        w.poller = Poller(parent_conn)
 
     def _attach(self, w: _Worker) -> None:
         assert self._buffers is not None and self._buffers.fd is not None
@@ -255,7 +268,9 @@ class SubprocVecEnv(VecEnvBase):
 
     def _recv(self, w: _Worker, deadline: float | None, call: str) -> Any:
         while True:
-            if deadline is not None:
+            if w.poller.spin():
+                pass
+            elif deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not w.conn.poll(remaining):
                     self._kill(w)
@@ -444,4 +459,6 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> S
 def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocVecEnv:
     """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory)."""
     options["shared_memory"] = True
+    if options.get("in_series") is None:
+        options["in_series"] = default_in_series(len(env_fns), leave_parent_a_core=False)
     return SubprocVecEnv(env_fns, uint8_images=True, **options)

@@ -1,0 +1,141 @@
+"""The sweep table: a Hydra callback that, when a ``-m`` sweep ends, collects every job's
+``summary.json`` from the sweep dir and prints one markdown table of all jobs, saved as
+``sweep_summary.md`` and ``sweep_summary.json`` in the sweep dir.
+
+It reads the jobs' files rather than their return values so it works with any launcher
+(jobs of a remote or process-pool launcher do not return to this process). It is
+registered in ``conf/config.yaml``::
+
+    hydra:
+      callbacks:
+        sweep_summary:
+          _target_: envfactory.cli.sweep.SweepSummary
+
+Overrides that every job shares (``run.progress=false`` ...) are listed once above the
+table; the ``overrides`` column shows what varies. ``sweep_summary.json`` keeps each
+job's full summary, overrides included.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+__all__ = ["SweepSummary", "collect_jobs", "markdown_table"]
+
+SUMMARY_FILE = "summary.json"  # written by envfactory.cli.main
+_COLUMNS = (  # (title, summary key, format of a number)
+    ("env", "env", ""),
+    ("vectorizer", "vectorizer", ""),
+    ("num_envs", "num_envs", ""),
+    ("steps", "steps", ""),
+    ("steps/s", "steps_per_second", ",.0f"),
+    ("episodes", "episodes", ""),
+    ("mean return", "mean_return", ".2f"),
+)
+
+
+def collect_jobs(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Every job summary under ``sweep_dir``, by job number. A job folder (one with
+    Hydra's ``.hydra/overrides.yaml``) that has no summary appears with ``status: failed``."""
+    jobs: dict[Path, dict[str, Any]] = {}
+    for path in sweep_dir.rglob(SUMMARY_FILE):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            data = {"error": f"unreadable {SUMMARY_FILE}: {exc}"}
+        data.setdefault("status", "ok" if "error" not in data else "failed")
+        jobs[path.parent] = data
+    for path in sweep_dir.rglob("overrides.yaml"):
+        job_dir = path.parent.parent
+        if path.parent.name == ".hydra" and job_dir not in jobs and job_dir != sweep_dir:
+            jobs[job_dir] = {"status": "failed", "overrides": _read_overrides(path)}
+    for job_dir, data in jobs.items():
+        data.setdefault("output_dir", str(job_dir))
+
+    def order(item: tuple[Path, dict[str, Any]]) -> tuple[int, str]:
+        num = item[1].get("job_num")
+        return (num if isinstance(num, int) else 1 << 30, str(item[0]))
+
+    return [data for _, data in sorted(jobs.items(), key=order)]
+
+
+def _read_overrides(path: Path) -> list[str]:
+    from omegaconf import OmegaConf
+
+    try:
+        return [str(o) for o in OmegaConf.load(path)]  # type: ignore[union-attr]
+    except Exception:
+        return []
+
+
+def _cell(value: Any, fmt: str = "") -> str:
+    if value is None:
+        return "-"
+    if fmt and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format(value, fmt)
+    return str(value).replace("|", "\\|")
+
+
+def common_overrides(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Overrides shared by every job (only when there is more than one job)."""
+    lists = [list(j.get("overrides") or []) for j in jobs]
+    if len(lists) < 2:
+        return []
+    shared = set(lists[0]).intersection(*lists[1:])
+    return [o for o in lists[0] if o in shared]
+
+
+def markdown_table(jobs: Sequence[Mapping[str, Any]]) -> str:
+    """One markdown table: job number, varying overrides, then the results."""
+    common = set(common_overrides(jobs))
+    header = ["job", "overrides", *(title for title, _, _ in _COLUMNS)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for i, job in enumerate(jobs):
+        overrides = [o for o in job.get("overrides") or [] if o not in common]
+        cells = [_cell(job.get("job_num", i)), _cell(" ".join(overrides) or "(none)")]
+        if job.get("status", "ok") != "ok":
+            cells += ["failed (no summary.json)", *["-"] * (len(_COLUMNS) - 1)]
+        else:
+            cells += [_cell(job.get(key), fmt) for _, key, fmt in _COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+class SweepSummary(Callback):
+    """Hydra callback: the sweep table at the end of a multirun.
+
+    Args:
+        filename: base name of the files written in the sweep dir (``.md`` and ``.json``).
+        echo: print the table.
+    """
+
+    def __init__(self, filename: str = "sweep_summary", echo: bool = True) -> None:
+        self.filename = filename
+        self.echo = echo
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+        jobs = collect_jobs(sweep_dir)
+        common = common_overrides(jobs)
+        table = markdown_table(jobs)
+        head = f"envfactory sweep: {len(jobs)} job(s) in {sweep_dir}"
+        if common:
+            head += f"\ncommon overrides: {' '.join(common)}"
+        md_path = sweep_dir / f"{self.filename}.md"
+        json_path = sweep_dir / f"{self.filename}.json"
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        md_path.write_text(f"{head}\n\n{table}\n")
+        json_path.write_text(
+            json.dumps(
+                {"sweep_dir": str(sweep_dir), "common_overrides": common, "jobs": jobs}, indent=2
+            )
+            + "\n"
+        )
+        if self.echo:
+            print(f"\n{head}\n\n{table}\n\nsaved to {md_path} and {json_path.name}", flush=True)
