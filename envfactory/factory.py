@@ -50,7 +50,7 @@ class EnvThunk:
 
     def __call__(self) -> gym.Env:
         if self.spec is not None and self.spec.id not in gym.registry:
-            gym.register(**{k: getattr(self.spec, k) for k in _SPEC_FIELDS})
+            _ensure_registered(self.spec)
         env = self.make(**self.options)
         if not isinstance(env, gym.Env):
             raise TypeError(
@@ -62,6 +62,22 @@ class EnvThunk:
         for wrap, kwargs in self.wrappers:
             env = wrap(env, **kwargs)
         return env
+
+
+def _ensure_registered(spec: Any) -> None:
+    """Make ``spec.id`` exist in this process (a worker under spawn/forkserver): import the
+    module of a ``module:attr`` entry point first (it may register the id itself, as
+    ale_py does), else register the parent's spec."""
+    import importlib
+
+    entry = spec.entry_point
+    if isinstance(entry, str) and ":" in entry:
+        try:
+            importlib.import_module(entry.split(":", 1)[0])
+        except ImportError:
+            pass
+    if spec.id not in gym.registry:
+        gym.register(**{k: getattr(spec, k) for k in _SPEC_FIELDS})
 
 
 _SPEC_FIELDS = (

@@ -199,6 +199,7 @@ def make_atari(**options: Any) -> gym.Env:
     import ale_py  # deferred: heavy, and only needed when an Atari env is built
 
     gym.register_envs(ale_py)
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
     obs_type: str = opts["obs_type"]
     env = _make_base(
         opts["id"], obs_type, opts["repeat_action_probability"], opts["full_action_space"]

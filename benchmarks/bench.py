@@ -1,0 +1,203 @@
+"""Throughput, start-up and memory of envfactory's vectorizers against gymnasium's.
+
+Every variant steps the very same env constructors (``envfactory.factory.env_thunks``),
+so the numbers differ only by vectorization. Variants are measured interleaved, round by
+round, and each cell is the median over rounds, because the machine is shared and noisy:
+only ratios measured in one run mean anything.
+
+    python benchmarks/bench.py                  # full table (about 5-8 minutes on 2 cores)
+    python benchmarks/bench.py --quick          # fewer sizes and rounds (about 1-2 minutes)
+    python benchmarks/bench.py --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import envfactory
+from envfactory.factory import env_thunks
+
+WORKLOADS = {
+    "CartPole": ["env=gym", "env.id=CartPole-v1"],
+    "Pong": ["env=atari", "env.id=ALE/Pong-v5"],
+}
+
+
+def thunks(workload: str, n: int) -> list:
+    return env_thunks(envfactory.compose([*WORKLOADS[workload], f"num_envs={n}"]))
+
+
+def variants(workload: str, n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
+    fns = thunks(workload, n)
+
+    def ef(vec: str, **opts: Any) -> Callable[[], gym.vector.VectorEnv]:
+        over = [*WORKLOADS[workload], f"num_envs={n}", f"vectorizer={vec}"]
+        over += [f"vectorizer.{k}={'null' if v is None else v}" for k, v in opts.items()]
+        return lambda: envfactory.make_vec(overrides=over)
+
+    out: dict[str, Callable[[], gym.vector.VectorEnv]] = {
+        "gym-sync": lambda: gym.vector.SyncVectorEnv(fns),
+        "gym-async": lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True),
+        "dummy": ef("dummy"),
+        "subproc": ef("subproc"),
+    }
+    if n >= 4:
+        out[f"subproc(in_series={n // 2})"] = ef("subproc", in_series=n // 2)
+    if n >= 2:
+        out["subproc(in_series=1)"] = ef("subproc", in_series=1)
+    if workload == "Pong":
+        out["subproc-atari"] = ef("subproc-atari")
+    return out
+
+
+def rss_tree_mb() -> float:
+    try:
+        import psutil
+    except ImportError:
+        return float("nan")
+    me = psutil.Process()
+    total = me.memory_info().rss
+    for child in me.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.Error:
+            pass
+    return total / 2**20
+
+
+def measure(make: Callable[[], gym.vector.VectorEnv], seconds: float) -> tuple[float, float]:
+    envs = make()
+    try:
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        bank = [envs.action_space.sample() for _ in range(64)]
+        for a in bank[:8]:  # warm-up
+            envs.step(a)
+        steps, t0 = 0, time.perf_counter()
+        while True:
+            for a in bank:
+                envs.step(a)
+            steps += len(bank)
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds:
+                break
+        mem = rss_tree_mb()
+        return steps * envs.num_envs / elapsed, mem
+    finally:
+        envs.close()
+        gc.collect()
+
+
+def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
+    out: dict[str, list[float]] = {}
+    fns = thunks(workload, n)
+    for _ in range(rounds):
+        cases: dict[str, Callable[[], Any]] = {
+            f"subproc/{m}": (
+                lambda m=m: envfactory.make_vec(
+                    overrides=[*WORKLOADS[workload], f"num_envs={n}", "vectorizer=subproc",
+                               f"vectorizer.context={m}"]
+                )
+            )
+            for m in ("fork", "forkserver", "spawn")
+        }
+        cases["gym-async/default"] = lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True)
+        for name, make in cases.items():
+            t0 = time.perf_counter()
+            envs = make()
+            envs.reset(seed=0)
+            out.setdefault(name, []).append(time.perf_counter() - t0)
+            envs.close()
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="sizes 1, 8; 2 rounds; shorter runs")
+    p.add_argument("--sizes", type=int, nargs="*", default=None)
+    p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--seconds", type=float, default=None, help="per measurement")
+    p.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
+    p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/...)")
+    args = p.parse_args(argv)
+    sizes = args.sizes or ([1, 8] if args.quick else [1, 2, 4, 8, 16])
+    rounds = args.rounds or (2 if args.quick else 3)
+    seconds = args.seconds or (0.7 if args.quick else 1.5)
+
+    samples: dict[tuple[str, int, str], list[float]] = {}
+    peak: dict[tuple[str, int, str], float] = {}
+    for r in range(rounds):  # interleaved: every variant once per round
+        for wl in args.workloads:
+            for n in sizes:
+                for name, make in variants(wl, n).items():
+                    sps, mem = measure(make, seconds * (2 if wl == "Pong" else 1))
+                    samples.setdefault((wl, n, name), []).append(sps)
+                    peak[(wl, n, name)] = max(peak.get((wl, n, name), 0.0), mem)
+                    print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {name:24s} "
+                          f"{sps:10.0f} steps/s  {mem:7.0f} MB", file=sys.stderr, flush=True)
+    starts = {wl: startup(wl, 8, rounds) for wl in args.workloads}
+
+    results = []
+    for (wl, n, name), vals in samples.items():
+        results.append({"workload": wl, "num_envs": n, "variant": name,
+                        "steps_per_s": statistics.median(vals), "samples": vals,
+                        "peak_rss_mb": peak[(wl, n, name)]})
+    table = render(results, starts)
+    print(table)
+    out = args.out or os.path.join(
+        os.path.dirname(__file__), "results", time.strftime("bench-%Y%m%d-%H%M%S.json")
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                               "gymnasium": gym.__version__, "envfactory": envfactory.__version__},
+                   "rounds": rounds, "seconds": seconds, "results": results,
+                   "startup_8_envs_s": starts, "table": table}, f, indent=1)
+    print(f"\nJSON: {out}", file=sys.stderr)
+    return 0
+
+
+def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:
+    by = {(r["workload"], r["num_envs"], r["variant"]): r for r in results}
+    lines = []
+    for wl in dict.fromkeys(r["workload"] for r in results):
+        names = list(dict.fromkeys(r["variant"] for r in results if r["workload"] == wl))
+        lines.append(f"\n**{wl}** — steps/s summed over envs (median of rounds); ratios vs "
+                     "gymnasium in the same run\n")
+        best = "subproc-atari" if wl == "Pong" else "subproc"
+        head = ["envs", *names, f"{best} / gym-async", "dummy / gym-sync"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for n in sorted({r["num_envs"] for r in results if r["workload"] == wl}):
+            row = [str(n)]
+            for name in names:
+                r = by.get((wl, n, name))
+                row.append(f"{r['steps_per_s']:,.0f}" if r else "")
+            sp = by[(wl, n, best)]["steps_per_s"] / by[(wl, n, "gym-async")]["steps_per_s"]
+            dm = by[(wl, n, "dummy")]["steps_per_s"] / by[(wl, n, "gym-sync")]["steps_per_s"]
+            row += [f"{sp:.2f}x", f"{dm:.2f}x"]
+            lines.append("| " + " | ".join(row) + " |")
+        mem = max((r["peak_rss_mb"] for r in results if r["workload"] == wl), default=0)
+        lines.append(f"\nPeak RSS of parent + workers during {wl} runs: {mem:,.0f} MB")
+    lines.append("\n**Start-up, 8 envs** (construct + first reset, median seconds)\n")
+    lines.append("| workload | " + " | ".join(next(iter(starts.values())).keys()) + " |")
+    lines.append("|---|" + "---|" * len(next(iter(starts.values()))))
+    for wl, d in starts.items():
+        lines.append(f"| {wl} | " + " | ".join(f"{v:.2f}" for v in d.values()) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
