@@ -1,0 +1,102 @@
+"""Markdown tables of every config option, generated from the schemas (README section).
+
+``python -m envfactory.config.docs`` prints them; ``--write README.md`` replaces the text
+between the ``<!-- options:begin -->`` and ``<!-- options:end -->`` markers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+from typing import Any
+
+from omegaconf import MISSING
+
+from ..plugin.manager import get_registry
+from .schema import EnvfactoryConfig, RunConfig
+
+BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
+
+
+def _attr_docs(cls: type) -> dict[str, str]:
+    """Field descriptions from the ``Attributes:`` section of a Google-style docstring."""
+    doc = inspect.getdoc(cls) or ""
+    out: dict[str, str] = {}
+    section = doc.split("Attributes:", 1)
+    if len(section) < 2:
+        return out
+    current = None
+    for line in section[1].splitlines():
+        m = re.match(r"^\s{4}(\w+):\s*(.*)$", line)
+        if m:
+            current = m.group(1)
+            out[current] = m.group(2).strip()
+        elif current and line.startswith(" " * 8):
+            out[current] += " " + line.strip()
+        elif line.strip() and not line.startswith(" "):
+            break
+    return out
+
+
+def _type_name(t: Any) -> str:
+    s = t if isinstance(t, str) else getattr(t, "__name__", None) or str(t)
+    return str(s).replace("typing.", "").replace("Optional[", "").rstrip("]") if "Optional" in str(s) else str(s)
+
+
+def _default(f: dataclasses.Field) -> str:
+    if f.default is not dataclasses.MISSING:
+        v = f.default
+    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        v = f.default_factory()  # type: ignore[misc]
+    else:
+        return "(required)"
+    if v is MISSING:
+        return "(required)"
+    v = getattr(v, "value", v)
+    if dataclasses.is_dataclass(v):
+        return "(see below)"
+    return "null" if v is None else f"`{v}`"
+
+
+def table(cls: type, skip: tuple[str, ...] = ()) -> str:
+    docs = _attr_docs(cls)
+    rows = ["| option | type | default | what it does |", "|---|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        typ = _type_name(f.type).replace("|", "\\|")
+        desc = docs.get(f.name, "").replace("``", "`").replace("|", "\\|")
+        rows.append(f"| `{f.name}` | {typ} | {_default(f)} | {desc} |")
+    return "\n".join(rows)
+
+
+def options_markdown() -> str:
+    reg = get_registry()
+    parts = ["#### Top level (`conf/envfactory.yaml`)", "", table(EnvfactoryConfig, ("env", "vectorizer")),
+             "", "#### `run` (the `envfactory` command's rollout)", "", table(RunConfig)]
+    for kind, items, key in (("env", reg.families, "family"), ("vectorizer", reg.vectorizers, "name")):
+        for name, item in sorted(items.items()):
+            if item.provider.distribution != "envfactory" or item.record.config is None:
+                continue
+            parts += ["", f"#### `{kind}={name}` — {item.record.summary}", "",
+                      table(item.record.config, (key,))]
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text = options_markdown()
+    if args[:1] == ["--write"]:
+        path = args[1]
+        doc = open(path).read()
+        a, b = doc.index(BEGIN) + len(BEGIN), doc.index(END)
+        open(path, "w").write(doc[:a] + "\n" + text + doc[b:])
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
