@@ -175,10 +175,28 @@ def make_vec(
             raise ConfigError(
                 f"seeding=spawn is not supported by vectorizer {vec.name!r}; use seeding=offset"
             )
+    if not hasattr(envs, "__enter__"):  # gymnasium's VectorEnv is no context manager
+        envs = ClosingVectorEnv(envs)
     for i, entry in enumerate(cfg.get("vector_wrappers") or []):
         rec, opts = wrapper_options(entry, vector=True, key=f"vector_wrappers[{i}]", registry=reg)
         envs = rec.wrap(envs, **opts)
     return envs
+
+
+class ClosingVectorEnv(gym.vector.VectorWrapper):
+    """Adds the context-manager protocol (and attribute forwarding) to a plugin's VectorEnv
+    that lacks it, so ``with envfactory.make_vec(...)`` works for every vectorizer."""
+
+    def __enter__(self) -> ClosingVectorEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.env, name)
 
 
 def _value(x: Any) -> Any:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 __all__ = [
     "SUMMARY_FILE",
@@ -202,7 +203,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
     import envfactory
+    from envfactory.config import validate
+    from envfactory.errors import ConfigError
 
+    try:  # a config mistake gets one line, not a traceback through envfactory
+        validate(cfg)
+    except ConfigError as exc:
+        print(f"envfactory: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     envs = envfactory.make_vec(cfg)
     try:
         stats = rollout(
@@ -219,7 +227,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         hc = HydraConfig.get()
         out = Path(hc.runtime.output_dir)
         summary["overrides"] = list(hc.overrides.task)
-        summary["job_num"] = int(hc.job.num) if hc.job.get("num") is not None else 0
+        summary["job_num"] = 0 if OmegaConf.is_missing(hc.job, "num") else int(hc.job.num)
         summary["output_dir"] = str(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
@@ -256,7 +264,10 @@ def main() -> None:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     app = hydra.main(version_base="1.3", config_path=config_path, config_name="config")(run)
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # `envfactory --help | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

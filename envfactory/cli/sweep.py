@@ -69,7 +69,7 @@ def _read_overrides(path: Path) -> list[str]:
     from omegaconf import OmegaConf
 
     try:
-        return [str(o) for o in OmegaConf.load(path)]  # type: ignore[union-attr]
+        return [str(o) for o in OmegaConf.load(path)]
     except Exception:
         return []
 

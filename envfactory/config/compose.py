@@ -16,7 +16,7 @@ from .store import register_configs, schema_node, search_dirs
 
 __all__ = ["compose", "resolve_config", "validate", "wrapper_options"]
 
-_GROUP_KIND = {"env": "env family", "vectorizer": "vectorizer"}
+_GROUP_KIND = {"env": "env (family or preset)", "vectorizer": "vectorizer"}
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
@@ -86,16 +86,35 @@ def validate(cfg: DictConfig, registry: Registry | None = None) -> None:
             "the config has no env node with a 'family' key; select one with env=<family> "
             f"(valid: {', '.join(sorted(reg.families))})"
         )
-    reg.family(str(cfg.env.family))
+    family = reg.family(str(cfg.env.family))
+    _check_keys(cfg.env, family.config, "env", "family")
     if not isinstance(cfg.get("vectorizer"), DictConfig) or "name" not in cfg.vectorizer:
         raise ConfigError(
             "the config has no vectorizer node with a 'name' key; select one with "
             f"vectorizer=<name> (valid: {', '.join(sorted(reg.vectorizers))})"
         )
-    reg.vectorizer(str(cfg.vectorizer.name))
+    vectorizer = reg.vectorizer(str(cfg.vectorizer.name))
+    _check_keys(cfg.vectorizer, vectorizer.config, "vectorizer", "name")
     for key, vector in (("wrappers", False), ("vector_wrappers", True)):
         for i, entry in enumerate(cfg.get(key) or []):
             wrapper_options(entry, vector=vector, key=f"{key}[{i}]", registry=reg)
+
+
+def _check_keys(node: DictConfig, schema: type | None, path: str, name_key: str) -> None:
+    """Keys added with Hydra's ``+`` bypass struct mode; check them against the schema."""
+    if schema is None:
+        return
+    import dataclasses
+
+    from ..errors import did_you_mean
+
+    valid = {f.name for f in dataclasses.fields(schema)} | {name_key}
+    for key in node:
+        if key not in valid:
+            raise ConfigError(
+                f"unknown option {path}.{key} for {path}={node[name_key]}.{did_you_mean(str(key), valid)} "
+                f"Valid options: {', '.join(sorted(valid - {name_key}))}"
+            )
 
 
 def wrapper_options(

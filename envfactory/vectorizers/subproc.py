@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import multiprocessing.forkserver as mp_forkserver
 import os
 import time
 import warnings
@@ -108,6 +109,27 @@ def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:
     return out
 
 
+def _forget_inherited_forkserver() -> None:
+    """In a forked child, multiprocessing's forkserver handle is the parent's: its
+    ``ensure_running`` would ``waitpid`` a process that is not this one's child and raise
+    ChildProcessError (e.g. a daemonic job process forked by a launcher, whose parent had
+    used ``context=forkserver``). Forget it, so this process starts its own on first use."""
+    fs = getattr(mp_forkserver, "_forkserver", None)
+    if fs is None or getattr(fs, "_forkserver_pid", None) is None:
+        return
+    alive = getattr(fs, "_forkserver_alive_fd", None)
+    fs._forkserver_pid = fs._forkserver_address = fs._forkserver_alive_fd = None
+    if alive is not None:
+        try:
+            os.close(alive)  # nor keep the parent's forkserver alive
+        except OSError:
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_forkserver)
+
+
 class _Worker:
     def __init__(self, index: int, start: int, stop: int, fns: list, payload: Any) -> None:
         self.index, self.start, self.stop = index, start, stop
@@ -116,6 +138,9 @@ class _Worker:
         self.conn: Any = None
         self.poller: Any = None
         self.seq = 0
+        # an interrupt (Ctrl-C) stopped a receive from this worker part-way: its stream may
+        # be out of step, so it is killed on close, never read again
+        self.suspect = False
 
     @property
     def indices(self) -> list[int]:
@@ -304,6 +329,13 @@ class SubprocVecEnv(VecEnvBase):
                 results[w.index] = self._recv(w, deadline, call)
             except WorkerError as err:
                 failures.append((w, err))
+            except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
+                w.suspect = True
+                self._broken = RuntimeError(
+                    f"{call} was interrupted ({type(exc).__name__}) while waiting for worker "
+                    f"{w.index}"
+                )
+                raise
         if failures:
             if self.restart and call in ("step", "reset") and not self._broken:
                 for w, err in failures:
@@ -337,7 +369,10 @@ class SubprocVecEnv(VecEnvBase):
         seq = self._next_seq()
         for w in self._workers:
             w.seq = seq
-            w.conn.send((cmd, seq, per_worker(w)))
+            try:
+                w.conn.send((cmd, seq, per_worker(w)))
+            except OSError:  # the worker is gone: _recv reads EOF and says how it died
+                pass
 
     # -- backend ----------------------------------------------------------------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
@@ -412,7 +447,10 @@ class SubprocVecEnv(VecEnvBase):
         seq = self._next_seq()
         for w, local in groups:
             w.seq = seq
-            w.conn.send((cmd, seq, data(local, w)))
+            try:
+                w.conn.send((cmd, seq, data(local, w)))
+            except OSError:  # the worker is gone: _recv reads EOF and says how it died
+                pass
         results = self._gather(cmd, [w for w, _ in groups], self.timeout)
         by_index: dict[int, Any] = {}
         for w, local in groups:
@@ -421,29 +459,47 @@ class SubprocVecEnv(VecEnvBase):
         return [by_index[i] for i in indices]
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        budget = CLOSE_TIMEOUT if timeout is None else timeout
-        live = [w for w in self._workers if w.process is not None and w.conn is not None]
-        if not terminate and self._broken is None and live:
-            try:
-                if self._pending in ("step", "reset"):
-                    self._gather(self._pending, live, budget)
-                seq = self._next_seq()
-                for w in live:
-                    w.seq = seq
-                    w.conn.send(("close", seq, None))
-                self._gather("close", live, budget)
-            except (WorkerError, OSError):
-                pass
+        try:
+            if not terminate:
+                self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
+        finally:  # even if interrupted: no worker outlives close()
+            for w in self._workers:
+                if w.process is not None:
+                    self._kill(w)
+                if w.conn is not None:
+                    w.conn.close()
+                    w.conn = None
+            if self._buffers is not None:
+                self._buffers.close()
+                self._buffers = None
+
+    def _close_workers(self, budget: float) -> None:
+        """Ask every live worker (also after another one failed) to close its envs and
+        exit, within ``budget`` seconds in all; the answer to a pending call is dropped by
+        its ``seq``. Whatever is still running afterwards is killed by the caller."""
+        seq = self._next_seq()
+        asked = []
         for w in self._workers:
-            if w.process is not None:
-                w.process.join(0 if terminate else min(budget, 1.0))
-                self._kill(w)
-            if w.conn is not None:
-                w.conn.close()
-                w.conn = None
-        if self._buffers is not None:
-            self._buffers.close()
-            self._buffers = None
+            if w.conn is None or w.process is None or w.suspect or not w.process.is_alive():
+                continue
+            w.seq = seq
+            try:
+                w.conn.send(("close", seq, None))
+            except OSError:
+                continue
+            asked.append(w)
+        deadline = time.monotonic() + budget
+        self._timeout_used = budget
+        closed = []
+        for w in asked:
+            try:
+                self._recv(w, deadline, "close")
+                closed.append(w)
+            except Exception:  # died, timed out (then killed), or sent garbage
+                pass
+        exit_by = time.monotonic() + min(1.0, max(deadline - time.monotonic(), 0.1))
+        for w in closed:  # the envs are closed: the workers are only exiting now
+            w.process.join(max(exit_by - time.monotonic(), 0.0))
 
     @property
     def pids(self) -> list[int]:

@@ -177,6 +177,12 @@ def _serve(conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid:
             elif cmd == "close":
                 if buffers is not None:
                     buffers.close()
+                for e in envs:  # before answering, so the parent's close budget covers it
+                    try:
+                        e.close()
+                    except Exception:
+                        pass
+                envs.clear()  # worker_main's finally has nothing left to close
                 conn.send((seq, "ok", None))
                 return
             else:

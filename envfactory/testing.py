@@ -1,0 +1,687 @@
+"""A conformance suite for vectorized environments, for built-in and third-party
+vectorizers and env families alike.
+
+Two ways to use it:
+
+* :func:`check_vecenv` runs every check against a factory of fresh vectorized envs and
+  raises ``AssertionError`` naming the first broken rule::
+
+      from envfactory.testing import check_vecenv
+      check_vecenv(lambda: envfactory.make_vec(overrides=["vectorizer=my-vec"]), steps=200)
+
+* :class:`VecEnvConformance` holds the same checks as pytest test methods (in the spirit
+  of Hydra's ``LauncherTestSuite``): subclass it in a ``test_*.py`` file under a
+  ``Test*`` name and provide a ``make_vecenv`` fixture that returns the factory::
+
+      import pytest
+      import envfactory
+      from envfactory.testing import VecEnvConformance
+
+      class TestMyVectorizer(VecEnvConformance):
+          steps = 100
+
+          @pytest.fixture(params=["next_step", "same_step", "disabled"])
+          def make_vecenv(self, request):
+              ov = ["vectorizer=my-vec", f"autoreset_mode={request.param}"]
+              return lambda: envfactory.make_vec(overrides=ov)
+
+The rules are gymnasium 1.x's (as :class:`gymnasium.vector.SyncVectorEnv` implements
+them) plus envfactory's contract: batched spaces are ``batch_space`` of the single
+spaces; ``metadata["autoreset_mode"]`` is an ``AutoresetMode``; ``reset(seed=int)`` is
+reproducible and gives env *i* the seed ``seed + i``; rewards are float64 and the flags
+bool arrays of shape ``(num_envs,)``; infos are dicts of arrays with ``_key`` masks;
+episode statistics (``infos["episode"]`` / ``_episode``) appear exactly when an episode
+ends; each autoreset mode behaves as gymnasium's; ``reset_mask`` resets only the masked
+envs; ``close()`` is idempotent.
+
+The helpers :func:`rollout`, :func:`sample_actions` and :func:`assert_rollouts_equal`
+drive two vectorized envs with the same seed and actions and compare everything they
+return bit for bit (differential testing against ``dummy`` or ``SyncVectorEnv``).
+
+This module needs neither pytest nor anything beyond gymnasium and numpy, and
+``import envfactory`` does not import it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, iterate
+
+__all__ = [
+    "DEFAULT_IGNORE",
+    "VecEnvConformance",
+    "assert_infos_layout",
+    "assert_rollouts_equal",
+    "assert_tree_equal",
+    "autoreset_mode_of",
+    "check_close",
+    "check_interface",
+    "check_reset_mask",
+    "check_reset_seeding",
+    "check_rollout",
+    "check_vecenv",
+    "rollout",
+    "sample_actions",
+]
+
+#: Info entries that legitimately differ between two identical runs: the wall-clock
+#: episode time of ``RecordEpisodeStatistics``. Their ``_t`` masks are still compared.
+DEFAULT_IGNORE: tuple[str, ...] = ("episode.t",)
+
+MakeVecEnv = Callable[[], VectorEnv]
+Record = dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------
+@contextmanager
+def _opened(make: MakeVecEnv) -> Iterator[VectorEnv]:
+    envs = make()
+    try:
+        yield envs
+    finally:
+        envs.close()
+
+
+def autoreset_mode_of(envs: VectorEnv) -> AutoresetMode:
+    """The ``AutoresetMode`` a vectorized env declares in its metadata.
+
+    Args:
+        envs: the vectorized env.
+
+    Returns:
+        ``metadata["autoreset_mode"]`` (gymnasium's default ``NEXT_STEP`` when absent).
+    """
+    mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+
+
+def sample_actions(space: gym.Space, num_envs: int, steps: int, seed: int) -> list[Any]:
+    """``steps`` batched actions sampled from ``batch_space(space, num_envs)`` seeded with
+    ``seed``: the same list for every vectorizer given the same single action space.
+
+    Args:
+        space: the single action space.
+        num_envs: batch size.
+        steps: how many batches.
+        seed: seed of the sampling space.
+
+    Returns:
+        A list of ``steps`` batched actions.
+    """
+    batched = batch_space(space, num_envs)
+    batched.seed(seed)
+    return [batched.sample() for _ in range(steps)]
+
+
+def _split(envs: VectorEnv, obs: Any) -> list[Any]:
+    return list(iterate(envs.observation_space, obs))
+
+
+def _fmt_path(path: Sequence[Any]) -> str:
+    return ".".join(str(p) for p in path) or "<root>"
+
+
+def _ignored(path: Sequence[Any], ignore: Iterable[str]) -> bool:
+    dotted = _fmt_path(path)
+    return any(dotted == ig or dotted.endswith("." + ig) for ig in ignore)
+
+
+def assert_tree_equal(
+    a: Any, b: Any, path: Sequence[Any] = (), ignore: Iterable[str] = DEFAULT_IGNORE
+) -> None:
+    """Assert two nested structures (dicts, tuples, lists, numpy arrays, scalars) are
+    bit-identical: same keys, types, dtypes, shapes and bytes; object arrays compared
+    element by element.
+
+    Args:
+        a: first structure.
+        b: second structure.
+        path: where ``a`` and ``b`` sit, for the error message.
+        ignore: dotted path suffixes to skip (e.g. ``"episode.t"``).
+
+    Raises:
+        AssertionError: naming the first path that differs.
+    """
+    ignore = tuple(ignore)
+    where = _fmt_path(path)
+    if _ignored(path, ignore):
+        return
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        assert isinstance(a, Mapping) and isinstance(b, Mapping), (
+            f"{where}: {type(a).__name__} vs {type(b).__name__}"
+        )
+        assert set(a) == set(b), (
+            f"{where}: keys differ: only in first {sorted(set(a) - set(b), key=str)}, "
+            f"only in second {sorted(set(b) - set(a), key=str)}"
+        )
+        for k in a:
+            assert_tree_equal(a[k], b[k], (*path, k), ignore)
+        return
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), (
+            f"{where}: {type(a).__name__} vs {type(b).__name__}"
+        )
+        assert a.dtype == b.dtype, f"{where}: dtype {a.dtype} vs {b.dtype}"
+        assert a.shape == b.shape, f"{where}: shape {a.shape} vs {b.shape}"
+        if a.dtype == object:
+            for idx in np.ndindex(a.shape):
+                assert_tree_equal(a[idx], b[idx], (*path, *idx), ignore)
+            return
+        if a.tobytes() != b.tobytes():
+            try:
+                same = (a == b) | ((a != a) & (b != b))  # NaN == NaN here
+                at: Any = np.argwhere(~same).tolist()[:5] or "(sign of zero)"
+            except Exception:  # structured dtypes and the like
+                at = "?"
+            raise AssertionError(f"{where}: arrays differ at {at}:\n{a}\nvs\n{b}")
+        return
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        assert type(a) is type(b), f"{where}: {type(a).__name__} vs {type(b).__name__}"
+        assert len(a) == len(b), f"{where}: length {len(a)} vs {len(b)}"
+        for k, (x, y) in enumerate(zip(a, b)):
+            assert_tree_equal(x, y, (*path, k), ignore)
+        return
+    assert type(a) is type(b), f"{where}: {type(a).__name__} {a!r} vs {type(b).__name__} {b!r}"
+    if isinstance(a, (float, np.floating)) and np.isnan(a) and np.isnan(b):
+        return
+    assert a == b, f"{where}: {a!r} vs {b!r}"
+
+
+def assert_infos_layout(infos: Any, num_envs: int, path: str = "infos") -> None:
+    """Assert gymnasium's vector info layout: a dict whose every key ``k`` (not starting
+    with ``_``) holds a dict (recursively the same layout) or an array of ``num_envs``
+    entries, next to a ``_k`` bool mask of shape ``(num_envs,)``.
+
+    Args:
+        infos: the infos returned by ``reset`` or ``step``.
+        num_envs: the batch size.
+        path: name of ``infos`` in error messages.
+    """
+    assert isinstance(infos, dict), f"{path} must be a dict, got {type(infos).__name__}"
+    for key, value in infos.items():
+        if isinstance(key, str) and key.startswith("_"):
+            assert key[1:] in infos, f"{path}[{key!r}] is a mask without a {key[1:]!r} entry"
+            assert isinstance(value, np.ndarray) and value.dtype == np.bool_, (
+                f"{path}[{key!r}] must be a numpy bool array, got {type(value).__name__} "
+                f"{getattr(value, 'dtype', '')}"
+            )
+            assert value.shape == (num_envs,), (
+                f"{path}[{key!r}] must have shape ({num_envs},), got {value.shape}"
+            )
+            continue
+        mask_key = f"_{key}"
+        assert mask_key in infos, f"{path}[{key!r}] has no {mask_key!r} mask"
+        if isinstance(value, dict):
+            assert_infos_layout(value, num_envs, f"{path}[{key!r}]")
+        else:
+            assert isinstance(value, np.ndarray), (
+                f"{path}[{key!r}] must be a numpy array (one entry per env), got "
+                f"{type(value).__name__}"
+            )
+            assert value.shape[:1] == (num_envs,), (
+                f"{path}[{key!r}] must have {num_envs} entries, got shape {value.shape}"
+            )
+
+
+def _masks(infos: dict) -> Iterator[tuple[str, np.ndarray]]:
+    for key, value in infos.items():
+        if isinstance(key, str) and key.startswith("_") and isinstance(value, np.ndarray):
+            yield key, value
+        elif isinstance(value, dict):
+            for sub, mask in _masks(value):
+                yield f"{key}.{sub}", mask
+
+
+def _check_step_types(envs: VectorEnv, result: tuple, where: str) -> None:
+    assert isinstance(result, tuple) and len(result) == 5, (
+        f"{where}: step() must return (obs, rewards, terminations, truncations, infos)"
+    )
+    obs, rewards, terms, truncs, infos = result
+    n = envs.num_envs
+    assert envs.observation_space.contains(obs), (
+        f"{where}: observations are not in observation_space {envs.observation_space}"
+    )
+    assert isinstance(rewards, np.ndarray) and rewards.dtype == np.float64, (
+        f"{where}: rewards must be a float64 numpy array (as SyncVectorEnv), got "
+        f"{type(rewards).__name__} {getattr(rewards, 'dtype', '')}"
+    )
+    assert rewards.shape == (n,), f"{where}: rewards shape {rewards.shape} != ({n},)"
+    for name, flags in (("terminations", terms), ("truncations", truncs)):
+        assert isinstance(flags, np.ndarray) and flags.dtype == np.bool_, (
+            f"{where}: {name} must be a bool numpy array, got {type(flags).__name__} "
+            f"{getattr(flags, 'dtype', '')}"
+        )
+        assert flags.shape == (n,), f"{where}: {name} shape {flags.shape} != ({n},)"
+    assert_infos_layout(infos, n, f"{where}: infos")
+
+
+# --------------------------------------------------------------------------------------
+# rollouts and differential comparison
+# --------------------------------------------------------------------------------------
+def rollout(
+    envs: VectorEnv,
+    *,
+    steps: int,
+    seed: int | Sequence[int] | None = 0,
+    actions: Sequence[Any] | None = None,
+    action_seed: int = 0,
+) -> list[Record]:
+    """Reset with ``seed`` and step ``steps`` times, recording everything returned.
+
+    In ``disabled`` autoreset mode, envs that finished are reset right after the step
+    with ``options={"reset_mask": finished}`` (recorded as a ``"reset_mask"`` record),
+    as a gymnasium training loop must.
+
+    Args:
+        envs: the vectorized env (left open).
+        steps: number of ``step`` calls.
+        seed: the seed of the first ``reset``.
+        actions: the batched actions; default :func:`sample_actions` with ``action_seed``.
+        action_seed: seed of the sampled actions.
+
+    Returns:
+        A list of records ``{"call", "obs", "infos"[, "rewards", "terminations",
+        "truncations", "mask"]}`` (copies, safe against buffer reuse).
+    """
+    if actions is None:
+        actions = sample_actions(envs.single_action_space, envs.num_envs, steps, action_seed)
+    disabled = autoreset_mode_of(envs) is AutoresetMode.DISABLED
+    obs, infos = envs.reset(seed=seed)
+    records: list[Record] = [{"call": "reset", "obs": copy.deepcopy(obs), "infos": infos}]
+    for t in range(steps):
+        obs, rew, term, trunc, infos = envs.step(actions[t])
+        records.append(
+            {
+                "call": "step",
+                "obs": copy.deepcopy(obs),
+                "rewards": np.array(rew, copy=True),
+                "terminations": np.array(term, copy=True),
+                "truncations": np.array(trunc, copy=True),
+                "infos": infos,
+            }
+        )
+        done = np.logical_or(term, trunc)
+        if disabled and done.any():
+            obs, infos = envs.reset(options={"reset_mask": done.copy()})
+            records.append(
+                {"call": "reset_mask", "mask": done, "obs": copy.deepcopy(obs), "infos": infos}
+            )
+    return records
+
+
+def assert_rollouts_equal(
+    a: Sequence[Record], b: Sequence[Record], ignore: Iterable[str] = DEFAULT_IGNORE
+) -> None:
+    """Assert two :func:`rollout` records are bit-identical (obs, rewards, flags, infos
+    including ``final_obs``/``final_info`` and episode statistics), ignoring ``ignore``.
+
+    Args:
+        a: first rollout.
+        b: second rollout.
+        ignore: dotted info path suffixes to skip (default: the episode wall-clock time).
+    """
+    ignore = tuple(ignore)
+    for k, (ra, rb) in enumerate(zip(a, b)):
+        where = f"record {k} ({ra['call']})"
+        assert ra["call"] == rb["call"], f"{where}: call {ra['call']} vs {rb['call']}"
+        assert_tree_equal(ra, rb, (where,), ignore)
+    assert len(a) == len(b), f"rollouts have {len(a)} vs {len(b)} records"
+
+
+# --------------------------------------------------------------------------------------
+# the checks
+# --------------------------------------------------------------------------------------
+def check_interface(envs: VectorEnv) -> None:
+    """``envs`` is a gymnasium ``VectorEnv`` with consistent spaces and an autoreset mode.
+
+    Args:
+        envs: an open vectorized env.
+    """
+    assert isinstance(envs, VectorEnv), (
+        f"{type(envs).__name__} is not a gymnasium.vector.VectorEnv"
+    )
+    n = envs.num_envs
+    assert isinstance(n, (int, np.integer)) and n >= 1, f"num_envs must be an int >= 1: {n!r}"
+    for kind in ("observation", "action"):
+        single = getattr(envs, f"single_{kind}_space")
+        batched = getattr(envs, f"{kind}_space")
+        assert isinstance(single, gym.Space), f"single_{kind}_space is not a gymnasium Space"
+        assert batched == batch_space(single, n), (
+            f"{kind}_space {batched} != batch_space(single_{kind}_space, {n}) "
+            f"{batch_space(single, n)}"
+        )
+    assert isinstance(envs.metadata, dict), "metadata must be a dict"
+    assert "autoreset_mode" in envs.metadata, 'metadata["autoreset_mode"] is missing'
+    mode = envs.metadata["autoreset_mode"]
+    assert isinstance(mode, AutoresetMode), (
+        f'metadata["autoreset_mode"] must be a gymnasium AutoresetMode, got {mode!r}'
+    )
+
+
+def check_reset_seeding(make: MakeVecEnv, *, seed: int = 0, seed_offsets: bool = True) -> None:
+    """``reset(seed=int)`` and ``reset(seed=list)`` are reproducible (same instance and a
+    fresh one), observations lie in the observation space, a seed list of the wrong
+    length raises ``ValueError``, and (``seed_offsets``) ``seed=s`` equals
+    ``seed=[s, s+1, ...]``.
+
+    Args:
+        make: returns a fresh vectorized env.
+        seed: the seed to use.
+        seed_offsets: check gymnasium's ``seed + i`` convention (False for
+            ``seeding=spawn``).
+    """
+    with _opened(make) as envs:
+        n = envs.num_envs
+        obs1, infos1 = envs.reset(seed=seed)
+        assert envs.observation_space.contains(obs1), (
+            f"reset observations are not in observation_space {envs.observation_space}"
+        )
+        assert_infos_layout(infos1, n, "reset infos")
+        obs2, infos2 = envs.reset(seed=seed)
+        assert_tree_equal(obs1, obs2, ("reset(seed=int) twice: obs",))
+        assert_tree_equal(infos1, infos2, ("reset(seed=int) twice: infos",))
+        seeds = [seed + 1000 + 7 * i for i in range(n)]
+        obs3, _ = envs.reset(seed=seeds)
+        assert envs.observation_space.contains(obs3), "reset(seed=list) obs not in space"
+        obs4, _ = envs.reset(seed=list(seeds))
+        assert_tree_equal(obs3, obs4, ("reset(seed=list) twice: obs",))
+        if seed_offsets:
+            obs5, infos5 = envs.reset(seed=[seed + i for i in range(n)])
+            assert_tree_equal(obs1, obs5, ("reset(seed=s) vs reset(seed=[s, s+1, ...])",))
+            assert_tree_equal(infos1, infos5, ("reset(seed=s) vs seed list: infos",))
+        try:
+            envs.reset(seed=[seed] * (n + 1))
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"reset(seed=<list of {n + 1}>) with num_envs={n} must raise")
+    with _opened(make) as fresh:
+        obs6, _ = fresh.reset(seed=seed)
+        assert_tree_equal(obs1, obs6, ("reset(seed=int) on a fresh instance: obs",))
+
+
+def check_rollout(
+    make: MakeVecEnv,
+    *,
+    steps: int = 200,
+    seed: int = 0,
+    strict_episode_stats: bool = True,
+    min_episodes: int = 0,
+    reproducible: bool = True,
+) -> int:
+    """Step ``steps`` times with sampled actions and check every step's types, the info
+    layout, episode statistics and the autoreset mode's semantics; then (``reproducible``)
+    that a fresh instance with the same seed and actions gives a bit-identical rollout.
+
+    Autoreset rules checked: ``next_step``: the step after an episode ends is a reset
+    (reward 0, flags False); ``same_step``: ``final_obs``/``final_info`` are set exactly
+    for the envs that ended, ``final_obs`` lies in the single observation space;
+    ``disabled``: the loop resets finished envs with ``reset_mask`` and the other envs'
+    observations stay untouched.
+
+    Args:
+        make: returns a fresh vectorized env.
+        steps: steps to run.
+        seed: reset and action seed.
+        strict_episode_stats: every finished episode carries ``episode`` statistics whose
+            length ``l`` matches the steps counted here (False: only check that
+            statistics never appear for an env that did not just finish, e.g. for
+            Atari's episodic life, where stats come at game over only).
+        min_episodes: fail unless at least this many episodes ended.
+        reproducible: compare against a second fresh instance.
+
+    Returns:
+        The number of episodes that ended.
+    """
+    with _opened(make) as envs:
+        n = envs.num_envs
+        mode = autoreset_mode_of(envs)
+        actions = sample_actions(envs.single_action_space, n, steps, seed)
+        obs, _ = envs.reset(seed=seed)
+        prev_obs = _split(envs, obs)
+        prev_done = np.zeros(n, dtype=np.bool_)
+        ep_len = np.zeros(n, dtype=np.int64)
+        episodes = 0
+        for t in range(steps):
+            where = f"step {t}"
+            result = envs.step(actions[t])
+            _check_step_types(envs, result, where)
+            obs, rew, term, trunc, infos = result
+            done = term | trunc
+            if mode is AutoresetMode.NEXT_STEP:
+                auto = prev_done
+                assert not (rew[auto] != 0).any(), (
+                    f"{where}: next_step autoreset step must have reward 0 for envs "
+                    f"{np.flatnonzero(auto).tolist()}, got {rew[auto]}"
+                )
+                assert not done[auto].any(), (
+                    f"{where}: next_step autoreset step must not terminate/truncate envs "
+                    f"{np.flatnonzero(auto & done).tolist()}"
+                )
+                ep_len[auto] = 0
+                ep_len[~auto] += 1
+            else:
+                ep_len += 1
+            if mode is AutoresetMode.SAME_STEP:
+                for key in ("final_obs", "final_info"):
+                    mask = infos.get(f"_{key}", np.zeros(n, dtype=np.bool_))
+                    assert np.array_equal(mask, done), (
+                        f"{where}: same_step infos['_{key}'] {mask} must equal "
+                        f"terminations|truncations {done}"
+                    )
+                for i in np.flatnonzero(done):
+                    final = infos["final_obs"][i]
+                    assert envs.single_observation_space.contains(final), (
+                        f"{where}: infos['final_obs'][{i}] is not in single_observation_space"
+                    )
+                stats_root = infos.get("final_info", {})
+            else:
+                assert "final_obs" not in infos, (
+                    f"{where}: 'final_obs' in infos outside same_step mode ({mode})"
+                )
+                stats_root = infos
+            stats_mask = stats_root.get("_episode", np.zeros(n, dtype=np.bool_))
+            stray = stats_mask & ~done
+            assert not stray.any(), (
+                f"{where}: episode statistics for envs {np.flatnonzero(stray).tolist()} "
+                "that did not finish an episode"
+            )
+            if strict_episode_stats and done.any():
+                assert np.array_equal(stats_mask, done), (
+                    f"{where}: envs {np.flatnonzero(done & ~stats_mask).tolist()} finished "
+                    "an episode without infos['episode'] statistics (mask "
+                    f"'_episode'={stats_mask})"
+                )
+                stats = stats_root["episode"]
+                for key in ("r", "l", "t"):
+                    assert key in stats, f"{where}: infos['episode'] has no {key!r}"
+                lengths = np.asarray(stats["l"])[done]
+                assert np.array_equal(lengths, ep_len[done]), (
+                    f"{where}: infos['episode']['l'] {lengths} != steps counted since reset "
+                    f"{ep_len[done]} for envs {np.flatnonzero(done).tolist()}"
+                )
+            episodes += int(done.sum())
+            now_obs = _split(envs, obs)
+            if mode is AutoresetMode.SAME_STEP:
+                ep_len[done] = 0
+            if mode is AutoresetMode.DISABLED and done.any():
+                mask = done.copy()
+                obs, rinfos = envs.reset(options={"reset_mask": mask})
+                assert envs.observation_space.contains(obs), (
+                    f"{where}: observations after reset_mask not in observation_space"
+                )
+                assert_infos_layout(rinfos, n, f"{where}: reset_mask infos")
+                after = _split(envs, obs)
+                for i in np.flatnonzero(~mask):
+                    assert_tree_equal(
+                        after[i], now_obs[i], (f"{where}: obs of unmasked env {i}",)
+                    )
+                ep_len[mask] = 0
+                now_obs = after
+            prev_obs, prev_done = now_obs, done
+        del prev_obs
+        assert episodes >= min_episodes, (
+            f"only {episodes} episodes ended in {steps} steps; expected >= {min_episodes}"
+        )
+    if reproducible:
+        with _opened(make) as a, _opened(make) as b:
+            ra = rollout(a, steps=min(steps, 100), seed=seed, actions=actions)
+            rb = rollout(b, steps=min(steps, 100), seed=seed, actions=actions)
+        assert_rollouts_equal(ra, rb)
+    return episodes
+
+
+def check_reset_mask(make: MakeVecEnv, *, seed: int = 0, warmup: int = 3) -> None:
+    """``reset(options={"reset_mask": m})`` resets exactly the masked envs: the others keep
+    their observation bit for bit, the masked ones get what a full reset with the same
+    seeds gives, and every info mask is False for unmasked envs.
+
+    Args:
+        make: returns a fresh vectorized env.
+        seed: the seed.
+        warmup: steps taken before the masked reset (finished envs are handled per the
+            autoreset mode).
+    """
+    with _opened(make) as envs:
+        n = envs.num_envs
+        disabled = autoreset_mode_of(envs) is AutoresetMode.DISABLED
+        obs, _ = envs.reset(seed=seed)
+        for a in sample_actions(envs.single_action_space, n, warmup, seed):
+            obs, _, term, trunc, _ = envs.step(a)
+            done = term | trunc
+            if disabled and done.any():
+                obs, _ = envs.reset(options={"reset_mask": done})
+        before = _split(envs, obs)
+        mask = np.arange(n) % 2 == 0
+        seeds = [seed + 500 + i for i in range(n)]
+        obs, infos = envs.reset(seed=seeds, options={"reset_mask": mask.copy()})
+        assert envs.observation_space.contains(obs), "obs after reset_mask not in space"
+        assert_infos_layout(infos, n, "reset_mask infos")
+        for key, m in _masks(infos):
+            assert not (m & ~mask).any(), (
+                f"reset_mask infos mask {key!r}={m} is set for envs that were not reset "
+                f"(reset_mask={mask})"
+            )
+        after = _split(envs, obs)
+        for i in np.flatnonzero(~mask):
+            assert_tree_equal(after[i], before[i], (f"reset_mask: obs of unmasked env {i}",))
+        full, _ = envs.reset(seed=seeds)
+        full_obs = _split(envs, full)
+        for i in np.flatnonzero(mask):
+            assert_tree_equal(
+                after[i], full_obs[i], (f"reset_mask: obs of masked env {i} vs full reset",)
+            )
+        # the masked reset leaves every env steppable
+        envs.step(sample_actions(envs.single_action_space, n, 1, seed + 1)[0])
+
+
+def check_close(make: MakeVecEnv) -> None:
+    """``close()`` twice is fine, ``closed`` becomes True, and (when the env is a context
+    manager) leaving the ``with`` block closes it.
+
+    Args:
+        make: returns a fresh vectorized env.
+    """
+    envs = make()
+    envs.reset(seed=0)
+    envs.close()
+    assert envs.closed, "closed must be True after close()"
+    envs.close()
+    assert envs.closed
+    envs = make()
+    if hasattr(envs, "__enter__"):
+        with envs as inside:
+            assert inside is envs, "__enter__ must return the vectorized env itself"
+            inside.reset(seed=0)
+        assert envs.closed, "leaving the with block must close the vectorized env"
+    envs.close()
+
+
+def check_vecenv(
+    make: MakeVecEnv,
+    *,
+    steps: int = 200,
+    seed: int = 0,
+    seed_offsets: bool = True,
+    strict_episode_stats: bool = True,
+    min_episodes: int = 0,
+) -> None:
+    """Run the whole conformance suite against ``make``.
+
+    Args:
+        make: a zero-argument callable returning a fresh, unreset vectorized env; called
+            several times, and every env it returns is closed.
+        steps: length of the checked rollout.
+        seed: seed of resets and sampled actions.
+        seed_offsets: check that ``seed=s`` gives env *i* seed ``s + i``.
+        strict_episode_stats: see :func:`check_rollout`.
+        min_episodes: see :func:`check_rollout`.
+
+    Raises:
+        AssertionError: naming the first rule broken.
+    """
+    with _opened(make) as envs:
+        check_interface(envs)
+    check_reset_seeding(make, seed=seed, seed_offsets=seed_offsets)
+    check_rollout(
+        make,
+        steps=steps,
+        seed=seed,
+        strict_episode_stats=strict_episode_stats,
+        min_episodes=min_episodes,
+    )
+    check_reset_mask(make, seed=seed)
+    check_close(make)
+
+
+class VecEnvConformance:
+    """The conformance suite as pytest tests: subclass it under a ``Test*`` name and
+    define a ``make_vecenv`` fixture returning a zero-argument factory of fresh vectorized
+    envs (parametrize the fixture to cover several configs).
+
+    Class attributes tune the checks: ``steps``, ``seed``, ``seed_offsets``,
+    ``strict_episode_stats``, ``min_episodes`` (see :func:`check_vecenv`).
+    """
+
+    steps: int = 200
+    seed: int = 0
+    seed_offsets: bool = True
+    strict_episode_stats: bool = True
+    min_episodes: int = 0
+
+    def test_interface(self, make_vecenv: MakeVecEnv) -> None:
+        """VectorEnv subclass, batched spaces, ``metadata["autoreset_mode"]``."""
+        with _opened(make_vecenv) as envs:
+            check_interface(envs)
+
+    def test_reset_seeding(self, make_vecenv: MakeVecEnv) -> None:
+        """``reset(seed=int|list)`` reproducible, ``seed + i`` convention."""
+        check_reset_seeding(make_vecenv, seed=self.seed, seed_offsets=self.seed_offsets)
+
+    def test_rollout(self, make_vecenv: MakeVecEnv) -> None:
+        """Step types, info layout, episode statistics, autoreset semantics,
+        reproducibility."""
+        check_rollout(
+            make_vecenv,
+            steps=self.steps,
+            seed=self.seed,
+            strict_episode_stats=self.strict_episode_stats,
+            min_episodes=self.min_episodes,
+        )
+
+    def test_reset_mask(self, make_vecenv: MakeVecEnv) -> None:
+        """``reset_mask`` resets only the masked envs."""
+        check_reset_mask(make_vecenv, seed=self.seed)
+
+    def test_close(self, make_vecenv: MakeVecEnv) -> None:
+        """``close()`` is idempotent; the context manager closes."""
+        check_close(make_vecenv)

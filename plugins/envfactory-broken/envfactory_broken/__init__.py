@@ -1,0 +1,1 @@
+"""A deliberately broken envfactory plugin package (a test fixture)."""

@@ -1,0 +1,1 @@
+"""An envfactory plugin that clashes with a built-in name (a test fixture)."""

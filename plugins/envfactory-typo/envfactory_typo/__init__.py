@@ -1,0 +1,1 @@
+"""An envfactory plugin with a misspelled hook name (a test fixture)."""

@@ -1,0 +1,318 @@
+"""Plugins through real discovery: entry points of pip-installed packages under plugins/.
+
+The example plugin is installed in the test environment; the broken / conflict / typo
+plugins are installed into temporary folders and exercised in subprocesses (see
+``conftest.py``), so none of them can leak into this process.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envfactory
+from envfactory.plugin.manager import get_plugin_manager
+
+# Runs in a subprocess: load the plugins, report the registry, the plugin load warnings,
+# and (when asked) step the env an override list describes.
+PROBE = r"""
+import json, sys, warnings
+import envfactory
+from envfactory.plugin.manager import get_plugin_manager
+
+out = {}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try:
+        reg = envfactory.get_registry()
+    except envfactory.PluginConflictError as exc:
+        out["conflict"] = str(exc)
+    else:
+        out["registry"] = reg.as_dict()
+        out["plugins"] = sorted(get_plugin_manager().providers)
+        if len(sys.argv) > 1:
+            with envfactory.make_vec(overrides=sys.argv[1:]) as envs:
+                envs.reset(seed=0)
+                envs.step(envs.action_space.sample())
+                out["stepped"] = type(envs).__name__
+out["warnings"] = [
+    str(w.message) for w in caught if issubclass(w.category, envfactory.PluginLoadWarning)
+]
+print(json.dumps(out))
+"""
+
+
+def probe(run: Any, sites: list[Path], *overrides: str, env: dict[str, str] | None = None) -> Any:
+    proc = run(["python", "-c", PROBE, *overrides], pythonpath=sites, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- the example plugin (installed in the environment) --------------------------------
+
+
+def test_example_plugin_is_found_by_its_entry_point(example_version: str) -> None:
+    eps = [ep for ep in md.entry_points(group="envfactory") if ep.name == "envfactory_example"]
+    assert len(eps) == 1 and eps[0].dist is not None
+    assert (eps[0].dist.name, eps[0].value) == ("envfactory-example", "envfactory_example.plugin")
+
+    reg = envfactory.get_registry()
+    for table, name in (
+        (reg.families, "pendulum"),
+        (reg.wrappers, "scale_reward"),
+        (reg.vectorizers, "gym-sync"),
+    ):
+        provider = table[name].provider
+        assert (provider.distribution, provider.version, provider.plugin) == (
+            "envfactory-example",
+            example_version,
+            "envfactory_example",
+        )
+    assert "scale_reward" not in reg.vector_wrappers
+    [(conf, provider)] = [(d, p) for d, p in reg.config_dirs if p.distribution != "envfactory"]
+    assert Path(conf, "env", "pendulum_moon.yaml").is_file()
+    assert provider.distribution == "envfactory-example"
+    assert get_plugin_manager().providers["envfactory_example"].version == example_version
+
+
+def test_available_names_the_example_distribution(example_version: str) -> None:
+    avail = envfactory.available()
+    given = f"envfactory-example {example_version}"
+    assert avail["families"]["pendulum"] == given
+    assert avail["wrappers"]["scale_reward"] == given
+    assert avail["vectorizers"]["gym-sync"] == given
+    assert avail["families"]["gym"] == f"envfactory {md.version('envfactory')}"
+
+
+def test_plugins_command_json(run: Any, example_version: str) -> None:
+    proc = run(["envfactory-plugins", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(data) == {
+        "families",
+        "vectorizers",
+        "wrappers",
+        "vector_wrappers",
+        "config_dirs",
+        "failures",
+        "disabled",
+    }
+    for kind, name in (("families", "pendulum"), ("wrappers", "scale_reward")):
+        assert data[kind][name]["distribution"] == "envfactory-example"
+        assert data[kind][name]["version"] == example_version
+    assert data["vectorizers"]["gym-sync"]["plugin"] == "envfactory_example"
+    assert data["families"]["gym"]["distribution"] == "envfactory"
+    assert "time_limit" in data["wrappers"] and "normalize_reward" in data["vector_wrappers"]
+    assert any(
+        d["distribution"] == "envfactory-example" and d["path"].endswith("conf")
+        for d in data["config_dirs"]
+    )
+    assert not [f for f in data["failures"] if f["distribution"] == "envfactory-example"]
+
+
+def test_plugins_command_table(run: Any, example_version: str) -> None:
+    proc = run(["envfactory-plugins"])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for title in (
+        "Plugins",
+        "Env families",
+        "Vectorizers",
+        "Wrappers",
+        "Vector wrappers",
+        "Config dirs",
+        "Failed plugins",
+        "Disabled plugins",
+    ):
+        assert f"\n{title}" in f"\n{out}"
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
+    assert lines["pendulum"][1:3] == ["envfactory-example", example_version]
+    assert lines["gym-sync"][1:3] == ["envfactory-example", example_version]
+    assert lines["envfactory_example"][1:3] == ["envfactory-example", example_version]
+    assert lines["mountaincar"][1] == "envfactory"
+
+
+def test_pendulum_family_composes_and_steps() -> None:
+    cfg = envfactory.compose(["env=pendulum", "env.g=9.81", "num_envs=2"])
+    assert (cfg.env.family, cfg.env.g, cfg.env.max_episode_steps) == ("pendulum", 9.81, 200)
+    with envfactory.make_vec(cfg) as envs:
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (2, 3)
+        assert envs.get_attr("g") == (9.81, 9.81)
+        obs, rewards, *_ = envs.step(envs.action_space.sample())
+        assert obs.shape == (2, 3) and rewards.shape == (2,)
+
+
+def test_pendulum_preset_from_the_plugin_config_dir() -> None:
+    cfg = envfactory.compose(["env=pendulum_moon"])
+    assert (cfg.env.family, cfg.env.g, cfg.env.max_episode_steps) == ("pendulum", 1.62, 200)
+    cfg = envfactory.compose(["env=pendulum_moon", "env.g=3.7", "num_envs=1"])
+    with envfactory.make_vec(cfg) as envs:
+        assert envs.get_attr("g") == (3.7,)
+
+
+def _rewards(overrides: list[str] | dict[str, Any], steps: int = 30) -> np.ndarray:
+    if isinstance(overrides, dict):
+        envs = envfactory.make_vec(overrides)
+    else:
+        envs = envfactory.make_vec(overrides=overrides)
+    with envs:
+        envs.reset(seed=3)
+        envs.action_space.seed(3)
+        out = [envs.step(envs.action_space.sample())[1] for _ in range(steps)]
+    return np.array(out)
+
+
+def test_scale_reward_wrapper_scales_rewards() -> None:
+    base = _rewards(["env=pendulum", "num_envs=2"])
+    scaled = _rewards(["env=pendulum", "num_envs=2", "wrappers=[{name:scale_reward,scale:0.5}]"])
+    assert np.all(base < 0)  # pendulum rewards are never positive: a no-op would show
+    np.testing.assert_allclose(scaled, 0.5 * base)
+    as_dict = _rewards(
+        {"env": "pendulum", "num_envs": 2, "wrappers": [{"name": "scale_reward", "scale": -2.0}]}
+    )
+    np.testing.assert_allclose(as_dict, -2.0 * base)
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_gym_sync_vectorizer_matches_dummy(mode: str) -> None:
+    def trajectory(vectorizer: str) -> tuple[type, list[Any]]:
+        overrides = [f"vectorizer={vectorizer}", "num_envs=3", f"autoreset_mode={mode}"]
+        with envfactory.make_vec(overrides=overrides) as envs:
+            kind = type(envs)
+            assert envs.metadata["autoreset_mode"].name == mode.upper()
+            steps = [envs.reset(seed=7)[0]]
+            actions = gym.spaces.MultiDiscrete([2, 2, 2], seed=7)
+            for _ in range(80):
+                obs, rew, term, trunc, infos = envs.step(actions.sample())
+                ep = infos.get("final_info", infos) if mode == "same_step" else infos
+                lengths = ep["episode"]["l"][ep["_episode"]] if "episode" in ep else []
+                steps.append((obs, rew, term, trunc, list(lengths)))
+        return kind, steps
+
+    kind, sync = trajectory("gym-sync")
+    assert issubclass(kind, gym.vector.SyncVectorEnv)
+    _, dummy = trajectory("dummy")
+    assert sum(len(s[4]) for s in sync[1:]) > 0  # some episodes ended
+    for a, b in zip(sync, dummy):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+# -- bad plugins (installed into temporary folders, used in subprocesses only) ---------
+
+
+def test_broken_plugin_reported_by_distribution_and_others_load(
+    run: Any, plugin_sites: dict[str, Path], example_version: str
+) -> None:
+    out = probe(run, [plugin_sites["broken"]], "env=pendulum", "vectorizer=gym-sync")
+    failures = {(f["plugin"], f["stage"]): f for f in out["registry"]["failures"]}
+    assert set(failures) == {
+        ("broken_import", "import"),
+        ("broken_hook", "envfactory_env_families"),
+    }
+    assert all(f["distribution"] == "envfactory-broken" for f in failures.values())
+    assert all(f["version"] == "0.0.1" for f in failures.values())
+    assert "ImportError" in failures["broken_import", "import"]["error"]
+    assert "fancy_simulator" in failures["broken_import", "import"]["error"]
+    assert failures["broken_hook", "envfactory_env_families"]["error"] == (
+        "RuntimeError: simulator licence server unreachable"
+    )
+    assert len(out["warnings"]) == 2
+    assert all("'envfactory-broken'" in w for w in out["warnings"])
+    # everything else still loads, the example plugin included
+    families = out["registry"]["families"]
+    assert {"gym", "mountaincar", "atari", "pendulum"} <= set(families)
+    assert families["pendulum"]["version"] == example_version
+    assert out["stepped"] == "GymSyncVectorEnv"
+    # only the raising hook is skipped: the plugin's other hook still counts
+    assert out["registry"]["wrappers"]["broken_identity"]["distribution"] == "envfactory-broken"
+
+
+def test_conflict_error_names_both_distributions(run: Any, plugin_sites: dict[str, Path]) -> None:
+    out = probe(run, [plugin_sites["conflict"]])
+    msg = out["conflict"]
+    assert "two plugins register the env family 'gym'" in msg
+    assert f"envfactory {md.version('envfactory')} (plugin 'envfactory.families')" in msg
+    assert "envfactory-conflict 0.0.1 (plugin 'conflict')" in msg
+    assert "ENVFACTORY_DISABLED_PLUGINS" in msg
+
+    for command in (["envfactory-plugins"], ["envfactory", "run.total_steps=10"]):
+        proc = run(command, pythonpath=[plugin_sites["conflict"]])
+        assert proc.returncode == 1, proc.stdout
+        assert "envfactory-conflict" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("blocked", ["envfactory-conflict", "conflict", " other , conflict"])
+def test_disabled_plugins_env_var_unblocks(
+    run: Any, plugin_sites: dict[str, Path], blocked: str
+) -> None:
+    out = probe(
+        run,
+        [plugin_sites["conflict"]],
+        "env=gym",
+        env={"ENVFACTORY_DISABLED_PLUGINS": blocked},
+    )
+    assert "conflict" not in out
+    assert out["registry"]["disabled"] == ["conflict (envfactory-conflict)"]
+    assert out["registry"]["families"]["gym"]["distribution"] == "envfactory"
+    assert out["stepped"] == "DummyVecEnv"
+    assert out["warnings"] == []
+
+
+def test_misspelled_hook_reported_and_plugin_skipped(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    out = probe(run, [plugin_sites["typo"]], "env=gym")
+    [failure] = out["registry"]["failures"]
+    assert (failure["plugin"], failure["distribution"], failure["stage"]) == (
+        "typo",
+        "envfactory-typo",
+        "registration",
+    )
+    assert "unknown hook 'envfactory_env_familys'" in failure["error"]
+    assert "Did you mean 'envfactory_env_families'?" in failure["error"]
+    [warning] = out["warnings"]
+    assert "'envfactory-typo'" in warning and "envfactory_env_familys" in warning
+    # the whole plugin is skipped (its well-spelled hook too), and nothing else breaks
+    assert "typo" not in out["plugins"]
+    assert "typo_identity" not in out["registry"]["wrappers"]
+    assert "typo_family" not in out["registry"]["families"]
+    assert "envfactory_example" in out["plugins"]
+    assert out["stepped"] == "DummyVecEnv"
+
+
+def test_every_bad_plugin_at_once_and_the_cli_still_runs(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    sites = [plugin_sites[name] for name in ("broken", "conflict", "typo")]
+    env = {"ENVFACTORY_DISABLED_PLUGINS": "envfactory-conflict"}
+    proc = run(
+        [
+            "envfactory",
+            "env=pendulum",
+            "num_envs=2",
+            "run.total_steps=20",
+            "run.progress=false",
+            "hydra.run.dir=out",
+        ],
+        pythonpath=sites,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pendulum" in proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("envfactory: ")]
+    assert len(warnings) == 3, proc.stderr
+    assert sum("'envfactory-broken'" in w for w in warnings) == 2
+    assert sum("'envfactory-typo'" in w for w in warnings) == 1
+
+    listing = run(["envfactory-plugins"], pythonpath=sites, env=env)
+    assert listing.returncode == 0, listing.stderr
+    assert "Failed plugins (skipped) (3)" in listing.stdout
+    assert "conflict (envfactory-conflict)" in listing.stdout
