@@ -29,7 +29,7 @@ def test_defaults() -> None:
             ["env=nope"],
             UnknownNameError,
             [
-                "unknown env family 'nope' (at env=nope)",
+                "unknown env (family or preset) 'nope' (at env=nope)",
                 "atari",
                 "gym",
                 "mountaincar",

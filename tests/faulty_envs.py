@@ -1,0 +1,165 @@
+"""Envs that misbehave on purpose, for the subprocess vectorizer's fault tests.
+
+This is an importable module (``tests/`` is on ``sys.path`` under pytest, and
+``multiprocessing`` hands ``sys.path`` to spawn and forkserver workers), so its classes
+pickle by reference and its ``Faulty-v0`` registration runs in any process that imports
+it: ``faulty_envs:Faulty-v0`` works as a gymnasium id everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["FAULTS", "FaultyEnv", "Maker", "UnpicklableError", "run_in_daemon", "unpicklable_maker"]
+
+FAULTS = ("none", "raise", "raise-unpicklable", "hang", "exit", "sigkill")
+ENV_ID = "Faulty-v0"
+
+
+class UnpicklableError(RuntimeError):
+    """An exception that cannot be pickled back to the parent (it holds a lock)."""
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(msg)
+        self.lock = threading.Lock()
+
+
+class FaultyEnv(gym.Env):
+    """A tiny deterministic env that misbehaves on its ``at_step``-th ``step`` call.
+
+    Args:
+        fault: ``none``; ``raise`` (ValueError); ``raise-unpicklable`` (an exception
+            that cannot be pickled); ``hang`` (sleeps forever); ``exit``
+            (``os._exit(3)``); ``sigkill`` (SIGKILLs its own process).
+        at_step: the step call (1-based, counted since construction) that misbehaves;
+            0 makes ``reset`` misbehave instead (on its first call).
+        once_file: if set, misbehave only if this file does not exist yet (it is created
+            first), so a rebuilt env behaves: used to test ``restart``.
+        obs_dim: observation size (vary it to get a space mismatch).
+        step_sleep: seconds each step takes (a slow simulator).
+        episode_len: steps per episode (then ``terminated``).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        fault: str = "none",
+        at_step: int = 3,
+        once_file: str | None = None,
+        obs_dim: int = 4,
+        step_sleep: float = 0.0,
+        episode_len: int = 50,
+    ) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
+        self.fault, self.at_step, self.once_file = fault, at_step, once_file
+        self.step_sleep, self.episode_len = step_sleep, episode_len
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.steps = 0  # step calls since construction
+        self.t = 0  # steps in this episode
+        self.resets = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.full(self.observation_space.shape, self.t / 1000.0, np.float32)
+
+    def _misbehave(self) -> None:
+        if self.fault == "none":
+            return
+        if self.once_file is not None:
+            try:
+                os.close(os.open(self.once_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+        if self.fault == "raise":
+            raise ValueError(f"FaultyEnv fails on purpose at step {self.steps}")
+        if self.fault == "raise-unpicklable":
+            raise UnpicklableError("carries a lock")
+        if self.fault == "hang":
+            while True:
+                time.sleep(3600)
+        if self.fault == "exit":
+            os._exit(3)
+        if self.fault == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(3600)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        super().reset(seed=seed)
+        self.resets += 1
+        if self.at_step == 0 and self.resets == 1:
+            self._misbehave()
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        if self.step_sleep:
+            time.sleep(self.step_sleep)
+        if self.at_step and self.steps == self.at_step:
+            self._misbehave()
+        self.t += 1
+        return self._obs(), float(action), self.t >= self.episode_len, False, {}
+
+
+@dataclass
+class Maker:
+    """A picklable env constructor (as :class:`envfactory.factory.EnvThunk`); ``label`` is
+    the env id the vectorizer reports in its errors."""
+
+    fault: str = "none"
+    at_step: int = 3
+    once_file: str | None = None
+    obs_dim: int = 4
+    step_sleep: float = 0.0
+    label: str = ENV_ID
+
+    def __call__(self) -> gym.Env:
+        return FaultyEnv(self.fault, self.at_step, self.once_file, self.obs_dim, self.step_sleep)
+
+
+def unpicklable_maker() -> Any:
+    """An env constructor that cannot be pickled (a closure over a lock)."""
+    lock = threading.Lock()
+
+    def make() -> gym.Env:
+        with lock:
+            return FaultyEnv()
+
+    return make
+
+
+def run_in_daemon(contexts: list[str], queue: Any) -> None:
+    """Target of a daemonic ``multiprocessing.Process``: build a subproc vec env under each
+    start method, step it, and put ``(context, result or error text)`` on ``queue``."""
+    import multiprocessing as mp
+
+    from envfactory.vectorizers.subproc import SubprocVecEnv
+
+    queue.put(("daemon", mp.current_process().daemon))
+    for ctx in contexts:
+        try:
+            envs = SubprocVecEnv([Maker() for _ in range(4)], in_series=2, context=ctx, timeout=30)
+            try:
+                envs.reset(seed=0)
+                for _ in range(10):
+                    obs, *_ = envs.step(np.ones(4, np.int64))
+                queue.put((ctx, (obs.shape, len(envs.pids))))
+            finally:
+                envs.close()
+        except BaseException:
+            queue.put((ctx, traceback.format_exc()))
+
+
+if ENV_ID not in gym.registry:
+    gym.register(ENV_ID, entry_point="faulty_envs:FaultyEnv", max_episode_steps=200)

@@ -1,0 +1,721 @@
+"""Fault tests of the ``subproc`` vectorizer: real worker processes, real signals.
+
+Every failure must give one structured exception (worker index, pid, env indices, env id,
+exit code or signal, remote traceback) within about two seconds, and ``close()`` must leave
+no process behind (the ``no_leaks`` fixture checks the test process's descendants, except
+multiprocessing's own forkserver and resource tracker).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from functools import partial
+from multiprocessing import forkserver, resource_tracker
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+
+import envfactory
+from envfactory.errors import (
+    ClosedError,
+    ConfigError,
+    RemoteEnvError,
+    SpaceMismatchError,
+    UnpicklableEnvError,
+    VecEnvBrokenError,
+    WorkerDiedError,
+    WorkerError,
+    WorkerTimeoutError,
+)
+from envfactory.vectorizers.subproc import SubprocVecEnv
+
+import faulty_envs  # noqa: I001 - tests/ is on sys.path (pytest rootdir-relative import)
+from faulty_envs import FaultyEnv, Maker
+
+CONTEXTS = ("fork", "forkserver", "spawn")
+PICKLING_CONTEXTS = ("forkserver", "spawn")
+REPO = Path(__file__).resolve().parents[1]
+FAULT_SECONDS = 3.0  # upper bound for "within about 2 seconds"
+TIMEOUT = 1.0  # vectorizer.timeout used by these tests
+ACTIONS = np.ones(4, np.int64)
+FAULTY_WORKER, FAULTY_ENVS = 1, [2, 3]  # env 3 misbehaves; in_series=2 puts it in worker 1
+
+
+# -- helpers ---------------------------------------------------------------------------
+def _infrastructure() -> set[int]:
+    """multiprocessing's own helper processes, which outlive any one vec env."""
+    pids = {
+        getattr(forkserver._forkserver, "_forkserver_pid", None),
+        getattr(resource_tracker._resource_tracker, "_pid", None),
+    }
+    return {p for p in pids if p}
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _descendants(pid: int | None = None) -> set[int]:
+    try:
+        procs = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return set()
+    return {p.pid for p in procs} - _infrastructure()
+
+
+def _wait_gone(pids: set[int] | list[int], seconds: float) -> set[int]:
+    """Wait up to ``seconds`` for ``pids`` to exit; return those still running."""
+    deadline = time.monotonic() + seconds
+    left = {p for p in pids if _running(p)}
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = {p for p in left if _running(p)}
+    return left
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    """After the test (which closes its envs), no new descendant process may remain."""
+    before = _descendants()
+    yield
+    left = _wait_gone(_descendants() - before, 2.0)
+    assert not left, f"processes left after close(): {[psutil.Process(p).cmdline() for p in left]}"
+
+
+def subproc(fns: list[Any], context: str = "fork", **kwargs: Any) -> SubprocVecEnv:
+    kwargs.setdefault("timeout", TIMEOUT)
+    return SubprocVecEnv(fns, in_series=2, context=context, **kwargs)
+
+
+def faulty(fault: str, context: str = "fork", at_step: int = 3, **kwargs: Any) -> SubprocVecEnv:
+    """4 envs in 2 workers; env 3 (worker 1) misbehaves on its ``at_step``-th step."""
+    maker_kw = {k: kwargs.pop(k) for k in ("once_file", "step_sleep") if k in kwargs}
+    fns = [Maker(), Maker(), Maker(), Maker(fault, at_step, **maker_kw)]
+    return subproc(fns, context, **kwargs)
+
+
+def _assert_names(err: WorkerError, envs: SubprocVecEnv, worker: int, indices: list[int]) -> None:
+    """The exception names the worker, its pid, its env indices and the env id."""
+    pid = envs.pids[worker]
+    assert (err.worker, err.pid, err.env_indices, err.env_id) == (worker, pid, indices, "Faulty-v0")
+    text = str(err)
+    for part in (f"worker {worker}", f"pid {pid}", f"envs {indices}", "'Faulty-v0'"):
+        assert part in text, (part, text)
+
+
+def _assert_broken(envs: SubprocVecEnv) -> None:
+    """After a failure no call may return (stale) data."""
+    with pytest.raises(VecEnvBrokenError, match="unusable since"):
+        envs.step(ACTIONS)
+    with pytest.raises(VecEnvBrokenError):
+        envs.reset()
+    with pytest.raises(VecEnvBrokenError):
+        envs.get_attr("steps")
+
+
+def _kill_and_wait(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    assert not _wait_gone([pid], 2.0)
+
+
+# -- 1. an env raises in step / reset ------------------------------------------------
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_env_raising_in_step_gives_remote_env_error(context: str, no_leaks: None) -> None:
+    envs = faulty("raise", context)
+    try:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        envs.step(ACTIONS)
+        t0 = time.monotonic()
+        with pytest.raises(RemoteEnvError) as info:
+            envs.step(ACTIONS)  # env 3's third step raises
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        err = info.value
+        _assert_names(err, envs, FAULTY_WORKER, FAULTY_ENVS)
+        assert isinstance(err.__cause__, ValueError)
+        assert "fails on purpose at step 3" in str(err.__cause__)
+        assert err.exc_type == "builtins.ValueError"
+        assert err.exitcode is None and err.signal is None  # it raised; it is alive
+        assert err.call == "step" and "during step" in str(err)
+        assert "ValueError: FaultyEnv fails on purpose at step 3" in err.remote_traceback
+        assert "faulty_envs.py" in err.remote_traceback  # where it was raised, remotely
+        assert err.remote_traceback.rstrip() in str(err)
+        _assert_broken(envs)
+    finally:
+        envs.close()
+
+
+def test_env_raising_in_reset_gives_remote_env_error(no_leaks: None) -> None:
+    with faulty("raise", at_step=0) as envs, pytest.raises(RemoteEnvError) as info:
+        envs.reset(seed=0)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert info.value.call == "reset" and "in reset" in info.value.remote_traceback
+    _assert_names(info.value, envs, FAULTY_WORKER, FAULTY_ENVS)
+
+
+def test_unpicklable_remote_exception_still_gives_type_and_traceback(no_leaks: None) -> None:
+    with faulty("raise-unpicklable") as envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        envs.step(ACTIONS)
+        with pytest.raises(RemoteEnvError) as info:
+            envs.step(ACTIONS)
+    err = info.value
+    assert err.__cause__ is None  # could not be sent back: type name and text still are
+    assert err.exc_type == "faulty_envs.UnpicklableError"
+    assert "UnpicklableError: carries a lock" in err.remote_traceback
+
+
+def test_env_raising_through_make_vec_names_the_config_env_id(no_leaks: None) -> None:
+    envs = envfactory.make_vec(
+        overrides=[
+            "vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+            "vectorizer.context=forkserver", f"vectorizer.timeout={TIMEOUT}", "env.id=Faulty-v0",
+            "+env.kwargs.fault=raise", "+env.kwargs.at_step=2",
+        ]
+    )  # fmt: skip
+    with envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        with pytest.raises(RemoteEnvError) as info:
+            envs.step(ACTIONS)  # every env raises: the first worker is reported
+    _assert_names(info.value, envs, 0, [0, 1])
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+# -- 2. a worker is killed or exits ------------------------------------------------------
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_worker_sigkilled_between_steps_gives_worker_died_error(
+    context: str, no_leaks: None
+) -> None:
+    envs = subproc([Maker() for _ in range(4)], context)
+    try:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        pid = envs.pids[0]
+        _kill_and_wait(pid)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerDiedError) as info:  # not BrokenPipeError from the send
+            envs.step(ACTIONS)
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        err = info.value
+        _assert_names(err, envs, 0, [0, 1])
+        assert (err.exitcode, err.signal) == (-signal.SIGKILL, "SIGKILL")
+        assert "died during step; exit code -9 (SIGKILL)" in str(err)
+        _assert_broken(envs)
+    finally:
+        envs.close()
+
+
+def test_worker_sigkilled_mid_step_gives_worker_died_error(no_leaks: None) -> None:
+    with faulty("none", "forkserver", step_sleep=0.5) as envs:
+        envs.reset(seed=0)
+        envs.step_async(ACTIONS)
+        time.sleep(0.1)  # worker 1 is inside env 3's slow step
+        t0 = time.monotonic()
+        os.kill(envs.pids[FAULTY_WORKER], signal.SIGKILL)
+        with pytest.raises(WorkerDiedError) as info:
+            envs.step_wait()
+        assert time.monotonic() - t0 < FAULT_SECONDS
+    _assert_names(info.value, envs, FAULTY_WORKER, FAULTY_ENVS)
+    assert info.value.signal == "SIGKILL"
+
+
+@pytest.mark.parametrize(
+    ("fault", "exitcode", "sig"), [("exit", 3, None), ("sigkill", -signal.SIGKILL, "SIGKILL")]
+)
+def test_worker_dying_mid_step_gives_worker_died_error(
+    fault: str, exitcode: int, sig: str | None, no_leaks: None
+) -> None:
+    with faulty(fault) as envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        envs.step(ACTIONS)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerDiedError) as info:
+            envs.step(ACTIONS)
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        _assert_broken(envs)
+    err = info.value
+    _assert_names(err, envs, FAULTY_WORKER, FAULTY_ENVS)
+    assert (err.exitcode, err.signal) == (exitcode, sig)
+    assert f"exit code {exitcode}" in str(err)
+
+
+# -- 3. a hung env times out; nothing stale afterwards ------------------------------------
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_hung_env_times_out_and_breaks_the_vec_env(context: str, no_leaks: None) -> None:
+    envs = faulty("hang", context)
+    try:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        envs.step(ACTIONS)
+        pid = envs.pids[FAULTY_WORKER]
+        t0 = time.monotonic()
+        with pytest.raises(WorkerTimeoutError) as info:
+            envs.step(ACTIONS)
+        elapsed = time.monotonic() - t0
+        assert TIMEOUT - 0.05 <= elapsed < FAULT_SECONDS
+        err = info.value
+        assert isinstance(err, TimeoutError)
+        _assert_names(err, envs, FAULTY_WORKER, FAULTY_ENVS)
+        assert f"did not answer within {TIMEOUT:g} s and was killed" in str(err)
+        assert err.signal == "SIGKILL" and not _running(pid)
+        _assert_broken(envs)  # no later call returns the previous step's data
+        with pytest.raises(VecEnvBrokenError):
+            envs.step_async(ACTIONS)
+    finally:
+        envs.close()
+
+
+def test_step_wait_timeout_argument_applies_to_one_call(no_leaks: None) -> None:
+    with faulty("hang", timeout=None) as envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        envs.step(ACTIONS)
+        envs.step_async(ACTIONS)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerTimeoutError, match="within 0.5 s"):
+            envs.step_wait(timeout=0.5)
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        _assert_broken(envs)
+
+
+# -- 4. the parent is SIGKILLed -----------------------------------------------------------
+PARENT_SCRIPT = """
+import json, time
+import envfactory
+
+if __name__ == "__main__":
+    envs = []
+    for ctx in ("fork", "forkserver", "spawn"):
+        e = envfactory.make_vec(overrides=[
+            "vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+            f"vectorizer.context={ctx}",
+        ])
+        e.reset(seed=0)
+        envs.append(e)
+    print(json.dumps([p for e in envs for p in e.pids]), flush=True)
+    time.sleep(600)
+"""
+
+
+def _script(tmp_path: Path, text: str, *args: str) -> subprocess.Popen[str]:
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(text))
+    return subprocess.Popen(
+        [sys.executable, str(path), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=tmp_path, start_new_session=True,
+    )  # fmt: skip
+
+
+def _read_line(proc: subprocess.Popen[str], seconds: float = 60.0) -> str:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], seconds)
+    line = proc.stdout.readline() if ready else ""
+    if not line:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"script printed nothing (exit {proc.returncode}):\n{err}")
+    return line
+
+
+@pytest.mark.slow
+def test_parent_sigkill_leaves_no_worker(tmp_path: Path) -> None:
+    proc = _script(tmp_path, PARENT_SCRIPT)
+    try:
+        workers = set(json.loads(_read_line(proc)))
+        everything = {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
+        assert len(workers) == 6 and workers <= everything
+        t0 = time.monotonic()
+        proc.kill()
+        proc.wait()
+        left = _wait_gone(workers, 2.0)
+        elapsed = time.monotonic() - t0
+        assert not left, f"workers alive after the parent was SIGKILLed: {left}"
+        assert elapsed < FAULT_SECONDS
+        # multiprocessing's forkserver and resource tracker follow (EOF on their pipes)
+        assert not _wait_gone(everything, 2.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+# -- 5. Ctrl-C in the parent ---------------------------------------------------------------
+CTRL_C_SCRIPT = """
+import json, sys, time
+import envfactory
+
+if __name__ == "__main__":
+    envs = envfactory.make_vec(overrides=[
+        "vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+        f"vectorizer.context={sys.argv[1]}",
+    ])
+    envs.reset(seed=0)
+    steps = 0
+    try:
+        while True:
+            envs.step(envs.action_space.sample())
+            steps += 1
+            if steps == 200:
+                print(json.dumps(envs.pids), flush=True)
+    except KeyboardInterrupt:
+        t0 = time.monotonic()
+        envs.close()
+        print(f"closed after {steps} steps in {time.monotonic() - t0:.3f} s", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_ctrl_c_in_parent_closes_cleanly(context: str, tmp_path: Path) -> None:
+    proc = _script(tmp_path, CTRL_C_SCRIPT, context)
+    try:
+        workers = json.loads(_read_line(proc))
+        time.sleep(0.2)  # well inside the stepping loop
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        out, err = proc.communicate(timeout=20)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "closed after" in out and "Traceback" not in err, (out, err)
+    assert elapsed < FAULT_SECONDS, out
+    assert not _wait_gone(workers, 1.0)
+
+
+# -- 6, 7. close() while a call is pending, terminate, twice; use after close -------------
+def test_close_with_a_pending_step(no_leaks: None) -> None:
+    envs = faulty("none", step_sleep=0.3)
+    envs.reset(seed=0)
+    envs.step_async(ACTIONS)
+    t0 = time.monotonic()
+    envs.close()
+    assert time.monotonic() - t0 < FAULT_SECONDS
+    assert envs.closed and not any(_running(p) for p in envs.pids)
+    envs.close()  # twice: a no-op
+
+
+def test_close_terminate_with_a_hung_pending_step(no_leaks: None) -> None:
+    envs = faulty("hang", at_step=1, timeout=None)
+    envs.reset(seed=0)
+    envs.step_async(ACTIONS)  # worker 1 hangs for good
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    envs.close(terminate=True)
+    assert time.monotonic() - t0 < 1.0
+    assert not any(_running(p) for p in envs.pids)
+    envs.close(terminate=True)
+
+
+def test_close_timeout_bounds_a_graceful_close_of_a_hung_worker(no_leaks: None) -> None:
+    envs = faulty("hang", at_step=1, timeout=None)
+    envs.reset(seed=0)
+    envs.step_async(ACTIONS)
+    t0 = time.monotonic()
+    envs.close(timeout=0.5)
+    assert time.monotonic() - t0 < FAULT_SECONDS
+    assert not any(_running(p) for p in envs.pids)
+
+
+def test_close_twice_and_use_after_close(no_leaks: None) -> None:
+    envs = subproc([Maker() for _ in range(4)], "forkserver")
+    envs.reset(seed=0)
+    envs.step(ACTIONS)
+    envs.close()
+    envs.close()
+    calls = [
+        lambda: envs.step(ACTIONS),
+        lambda: envs.reset(),
+        lambda: envs.step_async(ACTIONS),
+        lambda: envs.step_wait(),
+        lambda: envs.reset_wait(),
+        lambda: envs.call("render"),
+        lambda: envs.get_attr("steps"),
+        lambda: envs.set_attr("steps", 0),
+        lambda: envs.render(),
+    ]
+    for call in calls:
+        with pytest.raises(ClosedError, match="closed SubprocVecEnv"):
+            call()
+
+
+def test_close_after_a_failure_closes_the_other_workers_promptly(no_leaks: None) -> None:
+    envs = faulty("raise")
+    envs.reset(seed=0)
+    envs.step(ACTIONS)
+    envs.step(ACTIONS)
+    with pytest.raises(RemoteEnvError):
+        envs.step(ACTIONS)
+    t0 = time.monotonic()
+    envs.close()
+    assert time.monotonic() - t0 < 0.5  # every worker answers "close"; none waits to be killed
+    assert not any(_running(p) for p in envs.pids)
+
+
+# -- 8. unpicklable env constructor -------------------------------------------------------
+@pytest.mark.parametrize("context", PICKLING_CONTEXTS)
+def test_unpicklable_env_fn_fails_before_any_process_starts(context: str) -> None:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    fns = [Maker(), Maker(), Maker(), faulty_envs.unpicklable_maker()]
+    with pytest.raises(UnpicklableEnvError) as info:
+        subproc(fns, context)
+    msg = str(info.value)
+    assert "env 3 ('make')" in msg and f"context={context!r}" in msg and "lock" in msg
+    assert "vectorizer.context=fork" in msg  # how to fix it
+    assert {p.pid for p in psutil.Process().children(recursive=True)} == before
+
+
+def test_unpicklable_env_fn_works_with_fork(no_leaks: None) -> None:
+    with subproc([faulty_envs.unpicklable_maker() for _ in range(4)], "fork") as envs:
+        obs, _ = envs.reset(seed=0)
+    assert obs.shape == (4, 4)
+
+
+# -- 9. spaces differ ---------------------------------------------------------------------
+def test_space_mismatch_names_the_env_and_both_spaces(no_leaks: None) -> None:
+    fns = [Maker(), Maker(), Maker(), Maker(obs_dim=5)]
+    with pytest.raises(SpaceMismatchError) as info:
+        subproc(fns, "forkserver")
+    msg = str(info.value)
+    assert "env 3 (Faulty-v0)" in msg
+    assert "Box(-1.0, 1.0, (5,), float32)" in msg and "Box(-1.0, 1.0, (4,), float32)" in msg
+
+
+# -- 10. wrong action batch ---------------------------------------------------------------
+def test_wrong_action_shape_is_rejected_before_sending(no_leaks: None) -> None:
+    with subproc([Maker() for _ in range(4)]) as envs:
+        envs.reset(seed=0)
+        obs, *_ = envs.step(ACTIONS)
+        seq = envs._seq
+        for bad in (np.ones(3, np.int64), np.ones((4, 2), np.int64)):
+            with pytest.raises(ValueError, match=r"expects \(4,\)"):
+                envs.step(bad)
+            with pytest.raises(ValueError):
+                envs.step_async(bad)
+        assert envs._seq == seq  # nothing was sent to any worker
+        obs2, rew, *_ = envs.step(ACTIONS)  # the workers are still in step
+        np.testing.assert_allclose(obs2, obs + 0.001)  # exactly one step later
+        assert rew.tolist() == [1.0] * 4
+
+
+# -- 11. restart=True ---------------------------------------------------------------------
+def _run_on(envs: SubprocVecEnv, steps: int) -> None:
+    for _ in range(steps):
+        obs, rew, term, trunc, infos = envs.step(ACTIONS)
+        assert obs.shape == (4, 4) and not trunc.any() and "restarted" not in infos
+
+
+@pytest.mark.parametrize(
+    ("context", "shared_memory"), [("fork", True), ("forkserver", False), ("spawn", True)]
+)
+def test_restart_rebuilds_a_killed_worker(
+    context: str, shared_memory: bool, no_leaks: None
+) -> None:
+    with subproc(
+        [Maker() for _ in range(4)], context, restart=True, shared_memory=shared_memory
+    ) as envs:
+        envs.reset(seed=0)
+        _run_on(envs, 5)
+        old = envs.pids[0]
+        _kill_and_wait(old)
+        t0 = time.monotonic()
+        with pytest.warns(RuntimeWarning, match=r"restarting after: worker 0 .* died"):
+            obs, rew, term, trunc, infos = envs.step(ACTIONS)
+        elapsed = time.monotonic() - t0
+        assert trunc.tolist() == [True, True, False, False]
+        assert infos["_restarted"].tolist() == [True, True, False, False]
+        assert infos["restarted"][:2].tolist() == [True, True]
+        np.testing.assert_allclose(obs[:2], 0.0)  # fresh episodes
+        np.testing.assert_allclose(obs[2:], 0.006)  # the others just went on
+        assert envs.pids[0] != old and _running(envs.pids[0])
+        assert elapsed < FAULT_SECONDS + (1.0 if context == "spawn" else 0.0)
+        envs.step(ACTIONS)  # the autoreset step of the truncated envs
+        _run_on(envs, 100)
+
+
+def test_restart_rebuilds_a_hung_worker(tmp_path: Path, no_leaks: None) -> None:
+    once = str(tmp_path / "hung-once")
+    with faulty("hang", "forkserver", at_step=5, once_file=once, restart=True) as envs:
+        envs.reset(seed=0)
+        _run_on(envs, 4)
+        old = envs.pids[FAULTY_WORKER]
+        t0 = time.monotonic()
+        with pytest.warns(RuntimeWarning, match="did not answer within 1 s"):
+            obs, rew, term, trunc, infos = envs.step(ACTIONS)
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        assert trunc.tolist() == [False, False, True, True]
+        assert infos["_restarted"].tolist() == [False, False, True, True]
+        assert not _running(old) and envs.pids[FAULTY_WORKER] != old
+        envs.step(ACTIONS)
+        _run_on(envs, 100)
+
+
+# -- 12. resource hygiene -----------------------------------------------------------------
+def _shm_entries() -> set[str]:
+    try:
+        return set(os.listdir("/dev/shm"))
+    except FileNotFoundError:
+        return set()
+
+
+CARTPOLE_FORKSERVER = [
+    "vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+    "vectorizer.context=forkserver", "vectorizer.timeout=30",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_build_close_cycles_leave_nothing_behind() -> None:
+    me = psutil.Process()
+    cfg = envfactory.compose(CARTPOLE_FORKSERVER)
+    envfactory.make_vec(cfg).close()  # starts the forkserver (and resource tracker) once
+
+    def snapshot() -> tuple[int, int, set[str]]:
+        return len(me.children(recursive=True)), me.num_fds(), _shm_entries()
+
+    procs0, fds0, shm0 = snapshot()
+    t0 = time.monotonic()
+    for i in range(200):
+        envs = envfactory.make_vec(cfg)
+        envs.reset(seed=i)
+        envs.step(envs.action_space.sample())
+        envs.close()
+    per_cycle = (time.monotonic() - t0) / 200
+    procs, fds, shm = snapshot()
+    assert procs == procs0, me.children(recursive=True)
+    assert fds <= fds0 + 2, f"fds {fds0} -> {fds} after 200 build/close cycles"
+    assert shm == shm0
+    assert per_cycle < 1.0
+
+
+@pytest.mark.slow
+def test_memory_is_flat_over_20k_steps() -> None:
+    def rss(envs: Any) -> int:
+        return psutil.Process().memory_info().rss + sum(
+            psutil.Process(p).memory_info().rss for p in envs.pids
+        )
+
+    with envfactory.make_vec(overrides=CARTPOLE_FORKSERVER) as envs:
+        envs.reset(seed=0)
+        actions = [envs.action_space.sample() for _ in range(64)]
+        for i in range(2_000):
+            envs.step(actions[i % 64])
+        at_2k = rss(envs)
+        for i in range(18_000):
+            envs.step(actions[i % 64])
+        at_20k = rss(envs)
+    assert at_20k - at_2k < 4 * 2**20, f"RSS grew {(at_20k - at_2k) / 2**20:.1f} MB"
+
+
+# -- 13. gymnasium ids registered in the parent, and module:Env-v0 ids, in workers --------
+@pytest.fixture
+def tmp_env_id() -> Iterator[str]:
+    gym.register("EnvfactoryTmp-v0", entry_point=FaultyEnv, kwargs={"obs_dim": 3})
+    try:
+        yield "EnvfactoryTmp-v0"
+    finally:
+        del gym.registry["EnvfactoryTmp-v0"]
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_id_registered_at_run_time_works_in_workers(
+    context: str, tmp_env_id: str, no_leaks: None
+) -> None:
+    overrides = ["vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+                 f"vectorizer.context={context}", f"env.id={tmp_env_id}"]  # fmt: skip
+    with envfactory.make_vec(overrides=overrides) as envs:
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (4, 3)
+        envs.step(ACTIONS)
+        assert envs.get_attr("steps") == (1, 1, 1, 1)  # FaultyEnv, in the workers
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_module_prefixed_id_is_imported_in_workers(context: str, no_leaks: None) -> None:
+    # gym.make("faulty_envs:Faulty-v0") in the worker imports faulty_envs, which registers
+    # Faulty-v0 there: nothing of faulty_envs is pickled with this constructor
+    fns = [partial(gym.make, "faulty_envs:Faulty-v0") for _ in range(4)]
+    with subproc(fns, context) as envs:
+        obs, _ = envs.reset(seed=0)
+        envs.step(ACTIONS)
+        assert obs.shape == (4, 4) and envs.get_attr("steps") == (1, 1, 1, 1)
+
+
+@pytest.mark.xfail(
+    raises=ConfigError,
+    reason="families/gym.py resolve_spec() calls gym.spec(), which does not import the "
+    "'module:' prefix (gymnasium's make() does, through registration._find_spec)",
+)
+def test_module_prefixed_id_through_make_vec(no_leaks: None) -> None:
+    overrides = ["vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+                 "vectorizer.context=spawn", "env.id=faulty_envs:Faulty-v0"]  # fmt: skip
+    with envfactory.make_vec(overrides=overrides) as envs:
+        obs, _ = envs.reset(seed=0)
+    assert obs.shape == (4, 4)
+
+
+# -- 14. inside a daemonic process --------------------------------------------------------
+def _in_daemon(start_method: str) -> dict[str, Any]:
+    ctx = mp.get_context(start_method)
+    queue = ctx.Queue()
+    proc = ctx.Process(
+        target=faulty_envs.run_in_daemon, args=(list(CONTEXTS), queue), daemon=True
+    )
+    proc.start()
+    try:
+        results = dict(queue.get(timeout=60) for _ in range(1 + len(CONTEXTS)))
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    assert proc.exitcode == 0
+    return results
+
+
+def test_inside_a_daemonic_forked_process(no_leaks: None) -> None:
+    # the parent has a forkserver running (as after any forkserver vec env): the forked
+    # daemon must start its own rather than fail on the inherited one
+    subproc([Maker() for _ in range(2)], "forkserver").close()
+    results = _in_daemon("fork")
+    assert results.pop("daemon") is True
+    assert results == {ctx: ((4, 4), 2) for ctx in CONTEXTS}, results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_inside_a_daemonic_process(start_method: str, no_leaks: None) -> None:
+    results = _in_daemon(start_method)
+    assert results.pop("daemon") is True
+    assert results == {ctx: ((4, 4), 2) for ctx in CONTEXTS}, results
+
+
+def test_faulty_env_module_is_what_the_tests_assume() -> None:
+    # the helper itself: a misconfigured fault must not silently test nothing
+    with pytest.raises(ValueError, match="fault must be one of"):
+        FaultyEnv("explode")
+    env = gym.make("Faulty-v0", fault="raise", at_step=1)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="on purpose"):
+        env.step(0)
