@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 import envfactory
 from envfactory.factory import env_thunks
@@ -107,8 +106,12 @@ def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
         cases: dict[str, Callable[[], Any]] = {
             f"subproc/{m}": (
                 lambda m=m: envfactory.make_vec(
-                    overrides=[*WORKLOADS[workload], f"num_envs={n}", "vectorizer=subproc",
-                               f"vectorizer.context={m}"]
+                    overrides=[
+                        *WORKLOADS[workload],
+                        f"num_envs={n}",
+                        "vectorizer=subproc",
+                        f"vectorizer.context={m}",
+                    ]
                 )
             )
             for m in ("fork", "forkserver", "spawn")
@@ -145,15 +148,26 @@ def main(argv: list[str] | None = None) -> int:
                     sps, mem = measure(make, seconds * (2 if wl == "Pong" else 1))
                     samples.setdefault((wl, n, name), []).append(sps)
                     peak[(wl, n, name)] = max(peak.get((wl, n, name), 0.0), mem)
-                    print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {name:24s} "
-                          f"{sps:10.0f} steps/s  {mem:7.0f} MB", file=sys.stderr, flush=True)
+                    print(
+                        f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {name:24s} "
+                        f"{sps:10.0f} steps/s  {mem:7.0f} MB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     starts = {wl: startup(wl, 8, rounds) for wl in args.workloads}
 
     results = []
     for (wl, n, name), vals in samples.items():
-        results.append({"workload": wl, "num_envs": n, "variant": name,
-                        "steps_per_s": statistics.median(vals), "samples": vals,
-                        "peak_rss_mb": peak[(wl, n, name)]})
+        results.append(
+            {
+                "workload": wl,
+                "num_envs": n,
+                "variant": name,
+                "steps_per_s": statistics.median(vals),
+                "samples": vals,
+                "peak_rss_mb": peak[(wl, n, name)],
+            }
+        )
     table = render(results, starts)
     print(table)
     out = args.out or os.path.join(
@@ -161,10 +175,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
-        json.dump({"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                               "gymnasium": gym.__version__, "envfactory": envfactory.__version__},
-                   "rounds": rounds, "seconds": seconds, "results": results,
-                   "startup_8_envs_s": starts, "table": table}, f, indent=1)
+        json.dump(
+            {
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "gymnasium": gym.__version__,
+                    "envfactory": envfactory.__version__,
+                },
+                "rounds": rounds,
+                "seconds": seconds,
+                "results": results,
+                "startup_8_envs_s": starts,
+                "table": table,
+            },
+            f,
+            indent=1,
+        )
     print(f"\nJSON: {out}", file=sys.stderr)
     return 0
 
@@ -174,8 +201,10 @@ def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:
     lines = []
     for wl in dict.fromkeys(r["workload"] for r in results):
         names = list(dict.fromkeys(r["variant"] for r in results if r["workload"] == wl))
-        lines.append(f"\n**{wl}** — steps/s summed over envs (median of rounds); ratios vs "
-                     "gymnasium in the same run\n")
+        lines.append(
+            f"\n**{wl}** — steps/s summed over envs (median of rounds); ratios vs "
+            "gymnasium in the same run\n"
+        )
         best = "subproc-atari" if wl == "Pong" else "subproc"
         head = ["envs", *names, f"{best} / gym-async", "dummy / gym-sync"]
         lines.append("| " + " | ".join(head) + " |")

@@ -130,9 +130,7 @@ class WorkerError(EnvfactoryError, RuntimeError):
             + (f" during {call}" if call else "")
         ]
         if exitcode is not None:
-            parts.append(
-                f"exit code {exitcode}" + (f" ({self.signal})" if self.signal else "")
-            )
+            parts.append(f"exit code {exitcode}" + (f" ({self.signal})" if self.signal else ""))
         msg = "; ".join(parts)
         if remote_traceback:
             msg += "\n--- remote traceback ---\n" + remote_traceback.rstrip()

@@ -81,8 +81,16 @@ def _ensure_registered(spec: Any) -> None:
 
 
 _SPEC_FIELDS = (
-    "id", "entry_point", "reward_threshold", "nondeterministic", "max_episode_steps",
-    "order_enforce", "disable_env_checker", "kwargs", "additional_wrappers", "vector_entry_point",
+    "id",
+    "entry_point",
+    "reward_threshold",
+    "nondeterministic",
+    "max_episode_steps",
+    "order_enforce",
+    "disable_env_checker",
+    "kwargs",
+    "additional_wrappers",
+    "vector_entry_point",
 )
 
 

@@ -112,7 +112,8 @@ def _check_keys(node: DictConfig, schema: type | None, path: str, name_key: str)
     for key in node:
         if key not in valid:
             raise ConfigError(
-                f"unknown option {path}.{key} for {path}={node[name_key]}.{did_you_mean(str(key), valid)} "
+                f"unknown option {path}.{key!s} for {path}={node[name_key]!s}."
+                f"{did_you_mean(str(key), valid)} "
                 f"Valid options: {', '.join(sorted(valid - {name_key}))}"
             )
 
@@ -146,7 +147,7 @@ def wrapper_options(
         for k, v in merged.items():
             if OmegaConf.is_missing(merged, str(k)):
                 raise ConfigError(
-                    f"wrapper {rec.name!r} at {key} needs option {k!r}; add {k}: <value>"
+                    f"wrapper {rec.name!r} at {key} needs option {k!r}; add {k!s}: <value>"
                 )
             _ = v
         options = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)  # type: ignore[assignment]

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from ..plugin.manager import get_registry
+from ..plugin.manager import Registered, get_registry
 from .schema import EnvfactoryConfig, RunConfig
 
 BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
@@ -42,14 +42,18 @@ def _attr_docs(cls: type) -> dict[str, str]:
 
 def _type_name(t: Any) -> str:
     s = t if isinstance(t, str) else getattr(t, "__name__", None) or str(t)
-    return str(s).replace("typing.", "").replace("Optional[", "").rstrip("]") if "Optional" in str(s) else str(s)
+    return (
+        str(s).replace("typing.", "").replace("Optional[", "").rstrip("]")
+        if "Optional" in str(s)
+        else str(s)
+    )
 
 
 def _default(f: dataclasses.Field) -> str:
     if f.default is not dataclasses.MISSING:
         v = f.default
-    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        v = f.default_factory()  # type: ignore[misc]
+    elif f.default_factory is not dataclasses.MISSING:
+        v = f.default_factory()
     else:
         return "(required)"
     if v is MISSING:
@@ -74,14 +78,29 @@ def table(cls: type, skip: tuple[str, ...] = ()) -> str:
 
 def options_markdown() -> str:
     reg = get_registry()
-    parts = ["#### Top level (`conf/envfactory.yaml`)", "", table(EnvfactoryConfig, ("env", "vectorizer")),
-             "", "#### `run` (the `envfactory` command's rollout)", "", table(RunConfig)]
-    for kind, items, key in (("env", reg.families, "family"), ("vectorizer", reg.vectorizers, "name")):
+    parts = [
+        "#### Top level (`conf/envfactory.yaml`)",
+        "",
+        table(EnvfactoryConfig, ("env", "vectorizer")),
+        "",
+        "#### `run` (the `envfactory` command's rollout)",
+        "",
+        table(RunConfig),
+    ]
+    groups: list[tuple[str, dict[str, Registered[Any]], str]] = [
+        ("env", dict(reg.families), "family"),
+        ("vectorizer", dict(reg.vectorizers), "name"),
+    ]
+    for kind, items, key in groups:
         for name, item in sorted(items.items()):
             if item.provider.distribution != "envfactory" or item.record.config is None:
                 continue
-            parts += ["", f"#### `{kind}={name}` — {item.record.summary}", "",
-                      table(item.record.config, (key,))]
+            parts += [
+                "",
+                f"#### `{kind}={name}` — {item.record.summary}",
+                "",
+                table(item.record.config, (key,)),
+            ]
     return "\n".join(parts) + "\n"
 
 
@@ -90,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     text = options_markdown()
     if args[:1] == ["--write"]:
         path = args[1]
-        doc = open(path).read()
+        with open(path) as f:
+            doc = f.read()
         a, b = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-        open(path, "w").write(doc[:a] + "\n" + text + doc[b:])
+        with open(path, "w") as f:
+            f.write(doc[:a] + "\n" + text + doc[b:])
     else:
         print(text)
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional  # noqa: UP035 - OmegaConf needs typing.Optional on 3.10
+from typing import Any, Optional
 
 
 class AutoresetMode(Enum):
@@ -61,7 +61,8 @@ class EnvfactoryConfig:
         seed: the seed the main job resets with (``reset(seed=seed)``); null = random.
         autoreset_mode: ``next_step`` | ``same_step`` | ``disabled``.
         seeding: ``offset`` (env i gets seed+i) | ``spawn`` (SeedSequence.spawn streams).
-        wrappers: per-env wrappers applied in order: ``[{name: time_limit, max_episode_steps: 500}]``.
+        wrappers: per-env wrappers applied in order:
+            ``[{name: time_limit, max_episode_steps: 500}]``.
         vector_wrappers: wrappers of the VectorEnv applied in order, same form.
         run: options of the ``envfactory`` command's rollout (``make_vec`` ignores it).
     """

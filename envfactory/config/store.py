@@ -43,8 +43,10 @@ def node_for(kind: str, name: str, registry: Registry | None = None) -> DictConf
     """The default node of family/vectorizer ``name`` (kind ``env`` or ``vectorizer``)."""
     reg = registry or get_registry()
     if kind == "env":
-        return schema_node(reg.family(name).config, "family", name)  # type: ignore[no-any-return]
-    return schema_node(reg.vectorizer(name).config, "name", name)  # type: ignore[no-any-return]
+        node: DictConfig = schema_node(reg.family(name).config, "family", name)
+    else:
+        node = schema_node(reg.vectorizer(name).config, "name", name)
+    return node
 
 
 def _forget() -> None:
@@ -89,9 +91,9 @@ def register_configs(registry: Registry | None = None) -> Registry:
         for name, item in reg.families.items():
             node = schema_node(item.record.config, "family", name)
             _store("env", name, node, item.provider.distribution)
-        for name, item in reg.vectorizers.items():
-            node = schema_node(item.record.config, "name", name)
-            _store("vectorizer", name, node, item.provider.distribution)
+        for name, vitem in reg.vectorizers.items():
+            node = schema_node(vitem.record.config, "name", name)
+            _store("vectorizer", name, node, vitem.provider.distribution)
         _stored_for[0] = reg
     return reg
 

@@ -4,7 +4,7 @@ stacked into one flat float32 vector."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional  # noqa: UP035
+from typing import Any, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -43,11 +43,12 @@ def make_mountaincar(
         raise ConfigError(f"env.id {id!r} is not a MountainCar id; valid: {', '.join(_IDS)}")
     if not isinstance(num_stack, int) or num_stack < 1:
         raise ConfigError(f"env.num_stack must be an integer >= 1, got {num_stack!r}")
-    kwargs = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    kwargs: dict[str, Any] = {}
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
     env = gym.make(id, **kwargs)
     env = gym.wrappers.FrameStackObservation(env, num_stack, padding_type="reset")
     env = gym.wrappers.FlattenObservation(env)
-    low = np.asarray(env.observation_space.low, dtype=np.float32)
-    high = np.asarray(env.observation_space.high, dtype=np.float32)
-    space = gym.spaces.Box(low, high, dtype=np.float32)
-    return gym.wrappers.TransformObservation(env, lambda o: o.astype(np.float32), space)
+    assert isinstance(env.observation_space, gym.spaces.Box)
+    assert env.observation_space.dtype == np.float32
+    return env

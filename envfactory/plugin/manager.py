@@ -8,7 +8,6 @@ skipped while the others still load.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata as md
 import os
 import threading
@@ -25,8 +24,8 @@ from . import spec
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
 __all__ = [
-    "DISABLE_ENV_VAR",
     "BUILTIN_MODULES",
+    "DISABLE_ENV_VAR",
     "PluginFailure",
     "Provider",
     "Registered",
@@ -244,7 +243,11 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         wrappers: dict[str, Registered[WrapperPlugin]] = {}
         _collect(self, "envfactory_wrappers", WrapperPlugin, wrappers, "wrapper", vector=False)
         _collect(
-            self, "envfactory_wrappers", WrapperPlugin, reg.vector_wrappers, "vector wrapper",
+            self,
+            "envfactory_wrappers",
+            WrapperPlugin,
+            reg.vector_wrappers,
+            "vector wrapper",
             vector=True,
         )
         reg.wrappers.update(wrappers)
@@ -257,12 +260,13 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
 def _collect(
     pm: EnvfactoryPluginManager,
     hook_name: str,
-    rtype: type,
+    rtype: type[Any],
     table: dict[str, Registered[Any]],
     kind: str,
     vector: bool | None = None,
 ) -> None:
     for provider, records in pm.call_each(hook_name):
+        rec: Any
         for rec in records:
             if not isinstance(rec, rtype):
                 pm._fail(
@@ -308,7 +312,8 @@ def get_plugin_manager() -> EnvfactoryPluginManager:
             pm.load_entrypoints(disabled=os.environ.get(DISABLE_ENV_VAR, "").split(","))
             pm.check_pending()
             _state["pm"] = pm
-        return _state["pm"]  # type: ignore[no-any-return]
+        pm_: EnvfactoryPluginManager = _state["pm"]
+        return pm_
 
 
 def get_registry() -> Registry:
@@ -316,7 +321,8 @@ def get_registry() -> Registry:
     with _lock:
         if "registry" not in _state:
             _state["registry"] = get_plugin_manager().build_registry()
-        return _state["registry"]  # type: ignore[no-any-return]
+        reg: Registry = _state["registry"]
+        return reg
 
 
 def reset_plugins() -> None:
@@ -343,5 +349,3 @@ def available() -> dict[str, dict[str, str]]:
             ("vector_wrappers", reg.vector_wrappers),
         )
     }
-
-

@@ -14,7 +14,7 @@ import functools
 import inspect
 import re
 import typing
-from typing import Any, Optional  # noqa: UP035
+from typing import Any, Optional
 
 from omegaconf import MISSING
 
@@ -44,11 +44,16 @@ def _field_type(annotation: Any) -> Any:
     return Any
 
 
+def _const(value: Any) -> Any:
+    return lambda: value
+
+
 def _schema(cls: type) -> type | None:
     """A dataclass schema from ``cls.__init__``, or None when it needs unbuildable values."""
-    sig = inspect.signature(cls.__init__)
+    init = cls.__dict__.get("__init__") or cls.__init__  # type: ignore[misc]
+    sig = inspect.signature(init)
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(init)
     except Exception:
         hints = {}
     fields: list[tuple[str, Any, Any]] = []
@@ -67,7 +72,7 @@ def _schema(cls: type) -> type | None:
             if callable(value):
                 fields.append((p.name, Any, dataclasses.field(default=None)))
             else:
-                fields.append((p.name, Any, dataclasses.field(default_factory=lambda v=value: v)))
+                fields.append((p.name, Any, dataclasses.field(default_factory=_const(value))))
         elif default is None or isinstance(default, _SIMPLE):
             if default is None and ftype is not Any and ftype in _SIMPLE:
                 ftype = Optional[ftype]  # noqa: UP045
