@@ -23,10 +23,12 @@ from multiprocessing import forkserver, resource_tracker
 from pathlib import Path
 from typing import Any
 
+import faulty_envs
 import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+from faulty_envs import FaultyEnv, Maker
 
 import envfactory
 from envfactory.errors import (
@@ -42,12 +44,8 @@ from envfactory.errors import (
 )
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
-import faulty_envs  # noqa: I001 - tests/ is on sys.path (pytest rootdir-relative import)
-from faulty_envs import FaultyEnv, Maker
-
 CONTEXTS = ("fork", "forkserver", "spawn")
 PICKLING_CONTEXTS = ("forkserver", "spawn")
-REPO = Path(__file__).resolve().parents[1]
 FAULT_SECONDS = 3.0  # upper bound for "within about 2 seconds"
 TIMEOUT = 1.0  # vectorizer.timeout used by these tests
 ACTIONS = np.ones(4, np.int64)
@@ -291,7 +289,7 @@ def test_step_wait_timeout_argument_applies_to_one_call(no_leaks: None) -> None:
         envs.step(ACTIONS)
         envs.step_async(ACTIONS)
         t0 = time.monotonic()
-        with pytest.raises(WorkerTimeoutError, match="within 0.5 s"):
+        with pytest.raises(WorkerTimeoutError, match=r"within 0\.5 s"):
             envs.step_wait(timeout=0.5)
         assert time.monotonic() - t0 < FAULT_SECONDS
         _assert_broken(envs)
@@ -360,10 +358,12 @@ def test_parent_sigkill_leaves_no_worker(tmp_path: Path) -> None:
 
 # -- 5. Ctrl-C in the parent ---------------------------------------------------------------
 CTRL_C_SCRIPT = """
-import json, sys, time
+import json, signal, sys, time
 import envfactory
 
 if __name__ == "__main__":
+    # as in an interactive shell (a background job of a non-interactive one ignores SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     envs = envfactory.make_vec(overrides=[
         "vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
         f"vectorizer.context={sys.argv[1]}",
@@ -402,6 +402,39 @@ def test_ctrl_c_in_parent_closes_cleanly(context: str, tmp_path: Path) -> None:
     assert "closed after" in out and "Traceback" not in err, (out, err)
     assert elapsed < FAULT_SECONDS, out
     assert not _wait_gone(workers, 1.0)
+
+
+class _InterruptedOnce:
+    """A worker connection whose next ``recv`` is interrupted (as by Ctrl-C) after reading
+    only the 4-byte length header: the stream is now out of step."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn, self._done = conn, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def recv(self) -> Any:
+        if self._done:
+            return self._conn.recv()
+        self._done = True
+        os.read(self._conn.fileno(), 4)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.timeout(30)
+def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(no_leaks: None) -> None:
+    envs = subproc([Maker() for _ in range(4)], timeout=None)
+    envs.reset(seed=0)
+    envs._workers[1].conn = _InterruptedOnce(envs._workers[1].conn)
+    with pytest.raises(KeyboardInterrupt):
+        envs.step(ACTIONS)
+    with pytest.raises(VecEnvBrokenError, match="interrupted"):
+        envs.step(ACTIONS)  # never reads the half-read stream again
+    t0 = time.monotonic()
+    envs.close()
+    assert time.monotonic() - t0 < FAULT_SECONDS
+    assert not any(_running(p) for p in envs.pids)
 
 
 # -- 6, 7. close() while a call is pending, terminate, twice; use after close -------------
@@ -469,7 +502,7 @@ def test_close_after_a_failure_closes_the_other_workers_promptly(no_leaks: None)
         envs.step(ACTIONS)
     t0 = time.monotonic()
     envs.close()
-    assert time.monotonic() - t0 < 0.5  # every worker answers "close"; none waits to be killed
+    assert time.monotonic() - t0 < 1.0  # every worker answers "close"; none waits to be killed
     assert not any(_running(p) for p in envs.pids)
 
 
@@ -522,7 +555,7 @@ def test_wrong_action_shape_is_rejected_before_sending(no_leaks: None) -> None:
 # -- 11. restart=True ---------------------------------------------------------------------
 def _run_on(envs: SubprocVecEnv, steps: int) -> None:
     for _ in range(steps):
-        obs, rew, term, trunc, infos = envs.step(ACTIONS)
+        obs, _, _, trunc, infos = envs.step(ACTIONS)
         assert obs.shape == (4, 4) and not trunc.any() and "restarted" not in infos
 
 
@@ -541,7 +574,7 @@ def test_restart_rebuilds_a_killed_worker(
         _kill_and_wait(old)
         t0 = time.monotonic()
         with pytest.warns(RuntimeWarning, match=r"restarting after: worker 0 .* died"):
-            obs, rew, term, trunc, infos = envs.step(ACTIONS)
+            obs, _, _, trunc, infos = envs.step(ACTIONS)
         elapsed = time.monotonic() - t0
         assert trunc.tolist() == [True, True, False, False]
         assert infos["_restarted"].tolist() == [True, True, False, False]
@@ -562,7 +595,7 @@ def test_restart_rebuilds_a_hung_worker(tmp_path: Path, no_leaks: None) -> None:
         old = envs.pids[FAULTY_WORKER]
         t0 = time.monotonic()
         with pytest.warns(RuntimeWarning, match="did not answer within 1 s"):
-            obs, rew, term, trunc, infos = envs.step(ACTIONS)
+            _, _, _, trunc, infos = envs.step(ACTIONS)
         assert time.monotonic() - t0 < FAULT_SECONDS
         assert trunc.tolist() == [False, False, True, True]
         assert infos["_restarted"].tolist() == [False, False, True, True]
@@ -604,7 +637,7 @@ def test_build_close_cycles_leave_nothing_behind() -> None:
     per_cycle = (time.monotonic() - t0) / 200
     procs, fds, shm = snapshot()
     assert procs == procs0, me.children(recursive=True)
-    assert fds <= fds0 + 2, f"fds {fds0} -> {fds} after 200 build/close cycles"
+    assert fds == fds0, f"fds {fds0} -> {fds} after 200 build/close cycles"
     assert shm == shm0
     assert per_cycle < 1.0
 
@@ -662,11 +695,6 @@ def test_module_prefixed_id_is_imported_in_workers(context: str, no_leaks: None)
         assert obs.shape == (4, 4) and envs.get_attr("steps") == (1, 1, 1, 1)
 
 
-@pytest.mark.xfail(
-    raises=ConfigError,
-    reason="families/gym.py resolve_spec() calls gym.spec(), which does not import the "
-    "'module:' prefix (gymnasium's make() does, through registration._find_spec)",
-)
 def test_module_prefixed_id_through_make_vec(no_leaks: None) -> None:
     overrides = ["vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
                  "vectorizer.context=spawn", "env.id=faulty_envs:Faulty-v0"]  # fmt: skip
@@ -679,9 +707,7 @@ def test_module_prefixed_id_through_make_vec(no_leaks: None) -> None:
 def _in_daemon(start_method: str) -> dict[str, Any]:
     ctx = mp.get_context(start_method)
     queue = ctx.Queue()
-    proc = ctx.Process(
-        target=faulty_envs.run_in_daemon, args=(list(CONTEXTS), queue), daemon=True
-    )
+    proc = ctx.Process(target=faulty_envs.run_in_daemon, args=(list(CONTEXTS), queue), daemon=True)
     proc.start()
     try:
         results = dict(queue.get(timeout=60) for _ in range(1 + len(CONTEXTS)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -34,6 +35,9 @@ def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """The EnvSpec of ``env_id`` (importing ``module:`` prefixes), or a ConfigError that
     suggests the closest registered id."""
     try:
+        if ":" in env_id:  # gymnasium.make's "module:Env-v0": import module, which registers
+            module, _, env_id = env_id.partition(":")
+            importlib.import_module(module)
         return gym.spec(env_id)
     except (gym.error.Error, ModuleNotFoundError, ImportError) as exc:
         ids = list(gym.registry)

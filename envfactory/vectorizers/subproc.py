@@ -9,10 +9,11 @@ indices, env id, exit code or signal and the remote traceback.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing as mp
-import multiprocessing.forkserver as mp_forkserver
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -114,16 +115,14 @@ def _forget_inherited_forkserver() -> None:
     ``ensure_running`` would ``waitpid`` a process that is not this one's child and raise
     ChildProcessError (e.g. a daemonic job process forked by a launcher, whose parent had
     used ``context=forkserver``). Forget it, so this process starts its own on first use."""
-    fs = getattr(mp_forkserver, "_forkserver", None)
+    fs = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
     if fs is None or getattr(fs, "_forkserver_pid", None) is None:
         return
     alive = getattr(fs, "_forkserver_alive_fd", None)
     fs._forkserver_pid = fs._forkserver_address = fs._forkserver_alive_fd = None
     if alive is not None:
-        try:
+        with contextlib.suppress(OSError):
             os.close(alive)  # nor keep the parent's forkserver alive
-        except OSError:
-            pass
 
 
 if hasattr(os, "register_at_fork"):
@@ -135,6 +134,7 @@ class _Worker:
         self.index, self.start, self.stop = index, start, stop
         self.fns, self.payload = fns, payload
         self.process: Any = None
+        self.pid: int | None = None
         self.conn: Any = None
         self.poller: Any = None
         self.seq = 0
@@ -265,7 +265,7 @@ class SubprocVecEnv(VecEnvBase):
             if was_daemon:
                 current._config["daemon"] = True  # type: ignore[attr-defined]
             child_conn.close()
-        w.process, w.conn, w.seq = proc, parent_conn, 0
+        w.process, w.pid, w.conn, w.seq = proc, proc.pid, parent_conn, 0
         w.poller = Poller(parent_conn)
 
     def _attach(self, w: _Worker) -> None:
@@ -369,7 +369,7 @@ class SubprocVecEnv(VecEnvBase):
         seq = self._next_seq()
         for w in self._workers:
             w.seq = seq
-            try:
+            try:  # noqa: SIM105 - hot path: try is free, contextlib.suppress is not
                 w.conn.send((cmd, seq, per_worker(w)))
             except OSError:  # the worker is gone: _recv reads EOF and says how it died
                 pass
@@ -447,7 +447,7 @@ class SubprocVecEnv(VecEnvBase):
         seq = self._next_seq()
         for w, local in groups:
             w.seq = seq
-            try:
+            try:  # noqa: SIM105 - as in _send_all
                 w.conn.send((cmd, seq, data(local, w)))
             except OSError:  # the worker is gone: _recv reads EOF and says how it died
                 pass
@@ -466,6 +466,11 @@ class SubprocVecEnv(VecEnvBase):
             for w in self._workers:
                 if w.process is not None:
                     self._kill(w)
+                    try:  # release its sentinel fds now, not when this object is collected
+                        w.process.close()
+                        w.process = None
+                    except ValueError:  # pragma: no cover - unkillable (D state)
+                        pass
                 if w.conn is not None:
                     w.conn.close()
                     w.conn = None
@@ -504,7 +509,7 @@ class SubprocVecEnv(VecEnvBase):
     @property
     def pids(self) -> list[int]:
         """Process ids of the workers."""
-        return [w.process.pid for w in self._workers if w.process is not None]
+        return [w.pid for w in self._workers if w.pid is not None]
 
 
 def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocVecEnv:

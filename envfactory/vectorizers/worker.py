@@ -8,6 +8,7 @@ drop a late answer to a call it gave up on, so no stale data is ever returned.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pickle
@@ -178,10 +179,8 @@ def _serve(conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid:
                 if buffers is not None:
                     buffers.close()
                 for e in envs:  # before answering, so the parent's close budget covers it
-                    try:
+                    with contextlib.suppress(Exception):
                         e.close()
-                    except Exception:
-                        pass
                 envs.clear()  # worker_main's finally has nothing left to close
                 conn.send((seq, "ok", None))
                 return
