@@ -47,7 +47,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -56,6 +56,8 @@ from gymnasium.vector.utils import batch_space, iterate
 
 __all__ = [
     "DEFAULT_IGNORE",
+    "MakeVecEnv",
+    "Record",
     "VecEnvConformance",
     "assert_infos_layout",
     "assert_rollouts_equal",
@@ -75,7 +77,9 @@ __all__ = [
 #: episode time of ``RecordEpisodeStatistics``. Their ``_t`` masks are still compared.
 DEFAULT_IGNORE: tuple[str, ...] = ("episode.t",)
 
+#: A zero-argument factory of fresh vectorized envs.
 MakeVecEnv = Callable[[], VectorEnv]
+#: One entry of a :func:`rollout`: ``{"call": "reset" | "step" | "reset_mask", ...}``.
 Record = dict[str, Any]
 
 
@@ -120,6 +124,11 @@ def sample_actions(space: gym.Space, num_envs: int, steps: int, seed: int) -> li
     batched = batch_space(space, num_envs)
     batched.seed(seed)
     return [batched.sample() for _ in range(steps)]
+
+
+def _reset(envs: VectorEnv, seed: Any = None, options: Any = None) -> tuple[Any, dict]:
+    # gymnasium types ``seed`` as ``int | None``; a list of seeds is part of its API too
+    return cast(Any, envs).reset(seed=seed, options=options)
 
 
 def _split(envs: VectorEnv, obs: Any) -> list[Any]:
@@ -295,7 +304,7 @@ def rollout(
     if actions is None:
         actions = sample_actions(envs.single_action_space, envs.num_envs, steps, action_seed)
     disabled = autoreset_mode_of(envs) is AutoresetMode.DISABLED
-    obs, infos = envs.reset(seed=seed)
+    obs, infos = _reset(envs, seed=seed)
     records: list[Record] = [{"call": "reset", "obs": copy.deepcopy(obs), "infos": infos}]
     for t in range(steps):
         obs, rew, term, trunc, infos = envs.step(actions[t])
@@ -346,9 +355,7 @@ def check_interface(envs: VectorEnv) -> None:
     Args:
         envs: an open vectorized env.
     """
-    assert isinstance(envs, VectorEnv), (
-        f"{type(envs).__name__} is not a gymnasium.vector.VectorEnv"
-    )
+    assert isinstance(envs, VectorEnv), f"{type(envs).__name__} is not a gymnasium.vector.VectorEnv"
     n = envs.num_envs
     assert isinstance(n, (int, np.integer)) and n >= 1, f"num_envs must be an int >= 1: {n!r}"
     for kind in ("observation", "action"):
@@ -390,16 +397,16 @@ def check_reset_seeding(make: MakeVecEnv, *, seed: int = 0, seed_offsets: bool =
         assert_tree_equal(obs1, obs2, ("reset(seed=int) twice: obs",))
         assert_tree_equal(infos1, infos2, ("reset(seed=int) twice: infos",))
         seeds = [seed + 1000 + 7 * i for i in range(n)]
-        obs3, _ = envs.reset(seed=seeds)
+        obs3, _ = _reset(envs, seed=seeds)
         assert envs.observation_space.contains(obs3), "reset(seed=list) obs not in space"
-        obs4, _ = envs.reset(seed=list(seeds))
+        obs4, _ = _reset(envs, seed=list(seeds))
         assert_tree_equal(obs3, obs4, ("reset(seed=list) twice: obs",))
         if seed_offsets:
-            obs5, infos5 = envs.reset(seed=[seed + i for i in range(n)])
+            obs5, infos5 = _reset(envs, seed=[seed + i for i in range(n)])
             assert_tree_equal(obs1, obs5, ("reset(seed=s) vs reset(seed=[s, s+1, ...])",))
             assert_tree_equal(infos1, infos5, ("reset(seed=s) vs seed list: infos",))
         try:
-            envs.reset(seed=[seed] * (n + 1))
+            _reset(envs, seed=[seed] * (n + 1))
         except ValueError:
             pass
         else:
@@ -446,8 +453,7 @@ def check_rollout(
         n = envs.num_envs
         mode = autoreset_mode_of(envs)
         actions = sample_actions(envs.single_action_space, n, steps, seed)
-        obs, _ = envs.reset(seed=seed)
-        prev_obs = _split(envs, obs)
+        envs.reset(seed=seed)
         prev_done = np.zeros(n, dtype=np.bool_)
         ep_len = np.zeros(n, dtype=np.int64)
         episodes = 0
@@ -504,31 +510,33 @@ def check_rollout(
                 stats = stats_root["episode"]
                 for key in ("r", "l", "t"):
                     assert key in stats, f"{where}: infos['episode'] has no {key!r}"
+                returns = np.asarray(stats["r"], dtype=np.float64)[done]
+                assert np.isfinite(returns).all(), f"{where}: episode returns {returns}"
                 lengths = np.asarray(stats["l"])[done]
                 assert np.array_equal(lengths, ep_len[done]), (
                     f"{where}: infos['episode']['l'] {lengths} != steps counted since reset "
                     f"{ep_len[done]} for envs {np.flatnonzero(done).tolist()}"
                 )
             episodes += int(done.sum())
-            now_obs = _split(envs, obs)
             if mode is AutoresetMode.SAME_STEP:
                 ep_len[done] = 0
             if mode is AutoresetMode.DISABLED and done.any():
+                before = _split(envs, obs)
                 mask = done.copy()
                 obs, rinfos = envs.reset(options={"reset_mask": mask})
                 assert envs.observation_space.contains(obs), (
                     f"{where}: observations after reset_mask not in observation_space"
                 )
                 assert_infos_layout(rinfos, n, f"{where}: reset_mask infos")
+                for key, m in _masks(rinfos):
+                    assert not (m & ~mask).any(), (
+                        f"{where}: reset_mask infos mask {key!r}={m} set for envs not reset"
+                    )
                 after = _split(envs, obs)
                 for i in np.flatnonzero(~mask):
-                    assert_tree_equal(
-                        after[i], now_obs[i], (f"{where}: obs of unmasked env {i}",)
-                    )
+                    assert_tree_equal(after[i], before[i], (f"{where}: obs of unmasked env {i}",))
                 ep_len[mask] = 0
-                now_obs = after
-            prev_obs, prev_done = now_obs, done
-        del prev_obs
+            prev_done = done
         assert episodes >= min_episodes, (
             f"only {episodes} episodes ended in {steps} steps; expected >= {min_episodes}"
         )
@@ -563,7 +571,7 @@ def check_reset_mask(make: MakeVecEnv, *, seed: int = 0, warmup: int = 3) -> Non
         before = _split(envs, obs)
         mask = np.arange(n) % 2 == 0
         seeds = [seed + 500 + i for i in range(n)]
-        obs, infos = envs.reset(seed=seeds, options={"reset_mask": mask.copy()})
+        obs, infos = _reset(envs, seed=seeds, options={"reset_mask": mask.copy()})
         assert envs.observation_space.contains(obs), "obs after reset_mask not in space"
         assert_infos_layout(infos, n, "reset_mask infos")
         for key, m in _masks(infos):
@@ -574,7 +582,7 @@ def check_reset_mask(make: MakeVecEnv, *, seed: int = 0, warmup: int = 3) -> Non
         after = _split(envs, obs)
         for i in np.flatnonzero(~mask):
             assert_tree_equal(after[i], before[i], (f"reset_mask: obs of unmasked env {i}",))
-        full, _ = envs.reset(seed=seeds)
+        full, _ = _reset(envs, seed=seeds)
         full_obs = _split(envs, full)
         for i in np.flatnonzero(mask):
             assert_tree_equal(
@@ -599,7 +607,7 @@ def check_close(make: MakeVecEnv) -> None:
     assert envs.closed
     envs = make()
     if hasattr(envs, "__enter__"):
-        with envs as inside:
+        with cast(Any, envs) as inside:
             assert inside is envs, "__enter__ must return the vectorized env itself"
             inside.reset(seed=0)
         assert envs.closed, "leaving the with block must close the vectorized env"

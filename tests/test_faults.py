@@ -33,7 +33,6 @@ from faulty_envs import FaultyEnv, Maker
 import envfactory
 from envfactory.errors import (
     ClosedError,
-    ConfigError,
     RemoteEnvError,
     SpaceMismatchError,
     UnpicklableEnvError,

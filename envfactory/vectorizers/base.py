@@ -198,6 +198,7 @@ class VecEnvBase(VectorEnv):
 
     # -- public API -------------------------------------------------------------------
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        self._check_open("reset")
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
@@ -225,6 +226,7 @@ class VecEnvBase(VectorEnv):
         return obs, infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        self._check_open("step")
         self.step_async(actions)
         return self.step_wait()
 
@@ -274,6 +276,7 @@ class VecEnvBase(VectorEnv):
 
     def env_method(self, name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
         """Stable-Baselines3 spelling of :meth:`call`, with ``indices=``."""
+        self._check_open("env_method")
         return list(self.call(name, *args, indices=indices, **kwargs))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
@@ -298,6 +301,7 @@ class VecEnvBase(VectorEnv):
 
     def render(self) -> tuple[Any, ...]:
         """One frame per env (as gymnasium's vector envs); see :func:`tile_images`."""
+        self._check_open("render")
         return self.call("render")
 
     def close(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
