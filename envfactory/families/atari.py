@@ -57,7 +57,8 @@ class AtariConfig:
         layout: ``hwc`` or ``chw`` (ignored for ``ram``).
         repeat_action_probability: sticky actions; 0.0 is DeepMind's setting.
         full_action_space: use all 18 actions instead of the game's minimal set.
-        max_episode_steps: cap in agent steps (after frame skip); None keeps ALE's own cap
+        max_episode_steps: cap in env steps after frame skip (the automatic FIRE and
+            life-continuation steps count too); None keeps ALE's own cap
             (108,000 frames).
     """
 

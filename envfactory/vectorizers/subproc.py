@@ -342,7 +342,11 @@ class SubprocVecEnv(VecEnvBase):
                     warnings.warn(f"restarting after: {err}", RuntimeWarning, stacklevel=4)
                     results[w.index] = self._restart(w, call)
             else:
-                self._broken = failures[0][1]
+                recoverable = call in ("call", "set_attr") and all(
+                    isinstance(err, RemoteEnvError) for _, err in failures
+                )  # the worker caught it and is still in step, as dummy would be
+                if not recoverable:
+                    self._broken = failures[0][1]
                 raise failures[0][1]
         return results
 
