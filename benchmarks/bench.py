@@ -1,7 +1,8 @@
 """Throughput, start-up and memory of envfactory's vectorizers against gymnasium's.
 
 Every variant steps the very same env constructors (``envfactory.factory.env_thunks``),
-so the numbers differ only by vectorization. Variants are measured interleaved, round by
+so the numbers differ only by vectorization. ``raw limit`` is the ceiling: one process
+per core stepping its share of the envs in a plain loop, with no communication at all. Variants are measured interleaved, round by
 round, and each cell is the median over rounds, because the machine is shared and noisy:
 only ratios measured in one run mean anything.
 
@@ -59,6 +60,41 @@ def variants(workload: str, n: int) -> dict[str, Callable[[], gym.vector.VectorE
     if workload == "Pong":
         out["subproc-atari"] = ef("subproc-atari")
     return out
+
+
+def _raw_worker(fns: list, seconds: float, queue: Any) -> None:
+    envs = [fn() for fn in fns]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+        e.action_space.seed(i)
+    bank = [[e.action_space.sample() for e in envs] for _ in range(64)]
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for acts in bank:
+            for e, a in zip(envs, acts):
+                _, _, term, trunc, _ = e.step(a)
+                if term or trunc:
+                    e.reset()
+            steps += len(envs)
+    queue.put(steps / (time.perf_counter() - t0))
+
+
+def raw_limit(workload: str, n: int, seconds: float) -> float:
+    """The ceiling: one process per core stepping its share of the envs, no IPC at all."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    fns = thunks(workload, n)
+    k = min(n, os.cpu_count() or 1)
+    shares = [fns[i::k] for i in range(k)]
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_raw_worker, args=(s, seconds, queue)) for s in shares]
+    for p in procs:
+        p.start()
+    total = sum(queue.get() for _ in procs)
+    for p in procs:
+        p.join()
+    return total
 
 
 def rss_tree_mb() -> float:
@@ -144,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(rounds):  # interleaved: every variant once per round
         for wl in args.workloads:
             for n in sizes:
+                secs = seconds * (2 if wl == "Pong" else 1)
+                samples.setdefault((wl, n, "raw limit"), []).append(raw_limit(wl, n, secs))
+                peak.setdefault((wl, n, "raw limit"), float("nan"))
                 for name, make in variants(wl, n).items():
-                    sps, mem = measure(make, seconds * (2 if wl == "Pong" else 1))
+                    sps, mem = measure(make, secs)
                     samples.setdefault((wl, n, name), []).append(sps)
                     peak[(wl, n, name)] = max(peak.get((wl, n, name), 0.0), mem)
                     print(
@@ -206,7 +245,7 @@ def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:
             "gymnasium in the same run\n"
         )
         best = "subproc-atari" if wl == "Pong" else "subproc"
-        head = ["envs", *names, f"{best} / gym-async", "dummy / gym-sync"]
+        head = ["envs", *names, f"{best} / gym-async", "dummy / gym-sync", f"{best} / raw limit"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for n in sorted({r["num_envs"] for r in results if r["workload"] == wl}):
@@ -216,9 +255,13 @@ def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:
                 row.append(f"{r['steps_per_s']:,.0f}" if r else "")
             sp = by[(wl, n, best)]["steps_per_s"] / by[(wl, n, "gym-async")]["steps_per_s"]
             dm = by[(wl, n, "dummy")]["steps_per_s"] / by[(wl, n, "gym-sync")]["steps_per_s"]
-            row += [f"{sp:.2f}x", f"{dm:.2f}x"]
+            lim = by[(wl, n, best)]["steps_per_s"] / by[(wl, n, "raw limit")]["steps_per_s"]
+            row += [f"{sp:.2f}x", f"{dm:.2f}x", f"{lim:.0%}"]
             lines.append("| " + " | ".join(row) + " |")
-        mem = max((r["peak_rss_mb"] for r in results if r["workload"] == wl), default=0)
+        mem = max(
+            (r["peak_rss_mb"] for r in results if r["workload"] == wl and r["peak_rss_mb"] > 0),
+            default=0,
+        )
         lines.append(f"\nPeak RSS of parent + workers during {wl} runs: {mem:,.0f} MB")
     lines.append("\n**Start-up, 8 envs** (construct + first reset, median seconds)\n")
     lines.append("| workload | " + " | ".join(next(iter(starts.values())).keys()) + " |")

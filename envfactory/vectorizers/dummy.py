@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from .base import MODE_NAMES, VecEnvBase, check_spaces
 from .runner import EnvRunner
+from .shared import copy_obs
 
 __all__ = ["DummyConfig", "DummyVecEnv", "build_dummy"]
 
@@ -51,10 +53,14 @@ class DummyVecEnv(VecEnvBase):
         self.render_mode = envs[0].render_mode
         self._runner = EnvRunner(envs, MODE_NAMES[self.autoreset_mode])
         self._obs = create_empty_array(obs_space, n=self.num_envs)
+        self._disabled = self.autoreset_mode is AutoresetMode.DISABLED
+        self._array_actions = isinstance(
+            self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+        )
 
     def _out(self) -> Any:
         self._obs = concatenate(self.single_observation_space, self._runner.obs, self._obs)
-        return deepcopy(self._obs) if self.copy else self._obs
+        return copy_obs(self._obs) if self.copy else self._obs
 
     def _start_reset(self, seeds: list, options: dict | None, mask: Any) -> None:
         self._pending_result = self._runner.reset(seeds, options, mask)
@@ -62,8 +68,25 @@ class DummyVecEnv(VecEnvBase):
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         return self._out(), self._merge_infos(self._pending_result)
 
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
+        """Same as ``step_async`` + ``step_wait``, minus their bookkeeping (the hot path)."""
+        if self.closed or self._pending is not None or (self._done.any() and self._disabled):
+            return super().step(actions)  # raises the right error
+        self.check_actions(actions)
+        r = self._runner
+        calls = r.step(self._per_env(actions))
+        np.logical_or(r.terminations, r.truncations, out=self._done)
+        obs = self._out()
+        infos = self._merge_infos(calls) if calls else {}
+        return obs, r.rewards.copy(), r.terminations.copy(), r.truncations.copy(), infos
+
+    def _per_env(self, actions: Any) -> Any:
+        if self._array_actions and isinstance(actions, np.ndarray):
+            return actions  # actions[i] is what iterate() would give
+        return list(iterate(self.action_space, actions))
+
     def _start_step(self, actions: Any) -> None:
-        self._pending_actions = list(iterate(self.action_space, actions))
+        self._pending_actions = self._per_env(actions)
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
         r = self._runner
