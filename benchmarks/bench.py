@@ -2,9 +2,9 @@
 
 Every variant steps the very same env constructors (``envfactory.factory.env_thunks``),
 so the numbers differ only by vectorization. ``raw limit`` is the ceiling: one process
-per core stepping its share of the envs in a plain loop, with no communication at all. Variants are measured interleaved, round by
-round, and each cell is the median over rounds, because the machine is shared and noisy:
-only ratios measured in one run mean anything.
+per core stepping its share of the envs in a plain loop, with no communication at all.
+Variants are measured interleaved, round by round, and each cell is the median over
+rounds, because the machine is shared and noisy: only ratios measured in one run mean anything.
 
     python benchmarks/bench.py                  # full table (about 5-8 minutes on 2 cores)
     python benchmarks/bench.py --quick          # fewer sizes and rounds (about 1-2 minutes)
