@@ -302,3 +302,32 @@ def test_import_is_lazy() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("obs_type", ["grayscale", "rgb"])
+def test_frames_equal_gymnasiums_own_atari_preprocessing(obs_type: str) -> None:
+    """The RAM-observation base env (which spares ALE an RGB render per skipped frame)
+    gives exactly the frames of gymnasium's AtariPreprocessing over an RGB base env."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+    ours = make_atari(
+        id="ALE/Breakout-v5", obs_type=obs_type, num_stack=1, episodic_life=False,
+        fire_reset=False, clip_reward=False,
+    )  # fmt: skip
+    ref = gym.wrappers.AtariPreprocessing(
+        gym.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.0),
+        noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=obs_type == "grayscale",
+    )  # fmt: skip
+    o1, _ = ours.reset(seed=7)
+    o2, _ = ref.reset(seed=7)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        assert np.array_equal(o1.reshape(o2.shape), o2)
+        a = int(rng.integers(ours.action_space.n))
+        o1, r1, t1, u1, _ = ours.step(a)
+        o2, r2, t2, u2, _ = ref.step(a)
+        assert (r1, t1, u1) == (r2, t2, u2)
+        if t1 or u1:
+            o1, _ = ours.reset()
+            o2, _ = ref.reset()
