@@ -132,7 +132,7 @@ class VecEnvBase(VectorEnv):
                 children = np.random.SeedSequence(int(seed)).spawn(n)
                 return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in children]
             return [int(seed) + i for i in range(n)]
-        seeds = list(seed)
+        seeds = list(seed)  # type: ignore[arg-type]  # not an int here: a sequence
         if len(seeds) != n:
             raise ValueError(
                 f"reset(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
@@ -170,14 +170,14 @@ class VecEnvBase(VectorEnv):
                     f"{self.single_action_space}); pass one action per env, e.g. "
                     "envs.action_space.sample()"
                 )
-        elif isinstance(space, gym.spaces.Tuple) and not isinstance(
-            self.single_action_space, gym.spaces.Tuple
+        elif (
+            isinstance(space, gym.spaces.Tuple)
+            and not isinstance(self.single_action_space, gym.spaces.Tuple)
+            and len(actions) != self.num_envs
         ):
-            if len(actions) != self.num_envs:
-                raise ValueError(
-                    f"got {len(actions)} actions for num_envs={self.num_envs}; pass one "
-                    "action per env"
-                )
+            raise ValueError(
+                f"got {len(actions)} actions for num_envs={self.num_envs}; pass one action per env"
+            )
 
     def _merge_infos(self, calls: InfoCalls, offset: int = 0, infos: dict | None = None) -> dict:
         infos = {} if infos is None else infos

@@ -59,7 +59,7 @@ class DummyVecEnv(VecEnvBase):
         )
 
     def _out(self) -> Any:
-        self._obs = concatenate(self.single_observation_space, self._runner.obs, self._obs)
+        self._obs = concatenate(self.single_observation_space, self._runner.obs, self._obs)  # type: ignore[arg-type]
         return copy_obs(self._obs) if self.copy else self._obs
 
     def _start_reset(self, seeds: list, options: dict | None, mask: Any) -> None:

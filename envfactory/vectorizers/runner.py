@@ -59,7 +59,9 @@ class EnvRunner:
                 calls.append((i, info))
         return calls
 
-    def step(self, actions: Sequence[Any], on_obs: Callable[[int, Any], None] | None = None) -> InfoCalls:
+    def step(
+        self, actions: Sequence[Any], on_obs: Callable[[int, Any], None] | None = None
+    ) -> InfoCalls:
         calls: InfoCalls = []
         mode, obs, rewards = self.mode, self.obs, self.rewards
         terms, truncs, autoreset = self.terminations, self.truncations, self.autoreset

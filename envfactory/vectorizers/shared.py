@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["SharedBuffers", "Layout", "layout_for", "supports_shared_memory"]
+__all__ = ["Layout", "SharedBuffers", "layout_for", "supports_shared_memory"]
 
 _BOXLIKE = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
@@ -61,7 +61,7 @@ def layout_for(space: gym.Space | None, num_envs: int) -> Layout:
         if isinstance(s, gym.spaces.Tuple):
             return tuple(leaves(v) for v in s.spaces)
         dtype = np.dtype(s.dtype)
-        shape = (num_envs, *s.shape)
+        shape = (num_envs, *(s.shape or ()))
         entry = (pos, dtype.str, shape)
         pos = _align(pos + int(np.prod(shape)) * dtype.itemsize)
         return entry
@@ -80,12 +80,12 @@ class SharedBuffers:
     def __init__(self, layout: Layout, fd: int | None = None) -> None:
         self.layout = layout
         owner = fd is None
-        if owner:
+        if fd is None:
             fd = _anonymous_fd(layout.size)
         self._mm: mmap.mmap | None = mmap.mmap(fd, layout.size)
         self.fd: int | None = fd if owner else None
         if not owner:
-            os.close(fd)  # type: ignore[arg-type]
+            os.close(fd)
         buf = self._mm
 
         def view(entry: Any) -> Any:
@@ -108,7 +108,7 @@ class SharedBuffers:
 
     def close(self) -> None:
         self.obs = None
-        self.rewards = self.terminations = self.truncations = None  # type: ignore[assignment]
+        self.rewards = self.terminations = self.truncations = None
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -156,7 +156,7 @@ def _anonymous_fd(size: int) -> int:
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("envfactory-vecenv", os.MFD_CLOEXEC)
     else:  # pragma: no cover - non-Linux: an unlinked temp file
-        f = tempfile.TemporaryFile(prefix="envfactory-")
+        f = tempfile.TemporaryFile(prefix="envfactory-")  # noqa: SIM115 - only its fd is kept
         fd = os.dup(f.fileno())
         f.close()
     os.ftruncate(fd, size)

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.reduction import send_handle
-from typing import Any, Optional  # noqa: UP035
+from typing import Any, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -38,8 +38,14 @@ from .base import MODE_NAMES, VecEnvBase, check_spaces
 from .shared import SharedBuffers, copy_obs, layout_for, supports_shared_memory
 from .worker import Poller, worker_main
 
-__all__ = ["SubprocAtariConfig", "SubprocConfig", "SubprocVecEnv", "build_subproc",
-           "build_subproc_atari", "split_envs"]
+__all__ = [
+    "SubprocAtariConfig",
+    "SubprocConfig",
+    "SubprocVecEnv",
+    "build_subproc",
+    "build_subproc_atari",
+    "split_envs",
+]
 
 START_METHODS = ("fork", "forkserver", "spawn")
 STARTUP_TIMEOUT = 120.0
@@ -65,6 +71,9 @@ class SubprocConfig:
             truncated (``infos["restarted"]``) instead of raising.
         copy: return a copy of the observation batch (false: a view of shared memory that
             the next step overwrites).
+        spin_us: microseconds a waiting process busy-polls (yielding the CPU) before it
+            sleeps. Waking a sleeping process costs 25-100 us on a VM, more than a cheap env
+            step; with one worker per core and costly envs, spinning only steals CPU (0).
     """
 
     name: str = "subproc"
@@ -74,14 +83,17 @@ class SubprocConfig:
     timeout: Optional[float] = None  # noqa: UP045
     restart: bool = False
     copy: bool = True
+    spin_us: int = 200
 
 
 @dataclass
 class SubprocAtariConfig(SubprocConfig):
     """Schema of ``vectorizer=subproc-atari``: ``subproc`` for uint8 image observations
-    (always shared memory; frames are stacked in the worker and written once)."""
+    (always shared memory; frames are stacked in the worker and written once), one worker
+    per core and no spinning by default."""
 
     name: str = "subproc-atari"
+    spin_us: int = 0
 
 
 def default_in_series(num_envs: int, leave_parent_a_core: bool) -> int:
@@ -99,7 +111,9 @@ def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:
     if in_series is None:
         in_series = default_in_series(num_envs, leave_parent_a_core=True)
     if not isinstance(in_series, int) or in_series < 1:
-        raise ConfigError(f"vectorizer.in_series must be an integer >= 1 or null, got {in_series!r}")
+        raise ConfigError(
+            f"vectorizer.in_series must be an integer >= 1 or null, got {in_series!r}"
+        )
     workers = math.ceil(num_envs / in_series)
     base, extra = divmod(num_envs, workers)
     out, start = [], 0
@@ -166,6 +180,7 @@ class SubprocVecEnv(VecEnvBase):
         copy: bool = True,
         seeding: str = "offset",
         uint8_images: bool = False,
+        spin_us: int = 200,
     ) -> None:
         super().__init__(len(env_fns), autoreset_mode, seeding)
         self._workers: list[_Worker] = []
@@ -179,8 +194,11 @@ class SubprocVecEnv(VecEnvBase):
             raise ConfigError(f"vectorizer.timeout must be > 0 seconds or null, got {timeout!r}")
         self.context, self.timeout, self.restart, self.copy = context, timeout, restart, copy
         self._timeout_used = 0.0
+        if spin_us < 0:
+            raise ConfigError(f"vectorizer.spin_us must be >= 0, got {spin_us!r}")
+        self.spin_us = spin_us
         self.env_id = _label(env_fns[0])
-        self._ctx = mp.get_context(context)
+        self._ctx: Any = mp.get_context(context)
         if context == "forkserver":
             self._ctx.set_forkserver_preload(["envfactory.vectorizers.worker", "gymnasium"])
         self._mode_name = MODE_NAMES[self.autoreset_mode]
@@ -192,7 +210,11 @@ class SubprocVecEnv(VecEnvBase):
         try:
             for w in self._workers:
                 self._spawn(w)
-            infos = self._gather("start", self._workers, STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT))
+            infos = self._gather(
+                "start",
+                self._workers,
+                STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT),
+            )
             per_env = [x for w in self._workers for x in infos[w.index]]
             obs_space, act_space = check_spaces([(o, a) for o, a, *_ in per_env], self.env_id)
             self._init_spaces(obs_space, act_space, per_env[0][2])
@@ -247,8 +269,16 @@ class SubprocVecEnv(VecEnvBase):
             close_fds.append(parent_conn)
         proc = self._ctx.Process(
             target=worker_main,
-            args=(child_conn, w.payload, w.start, self._mode_name, self.shared_memory,
-                  os.getpid(), close_fds),
+            args=(
+                child_conn,
+                w.payload,
+                w.start,
+                self._mode_name,
+                self.shared_memory,
+                os.getpid(),
+                close_fds,
+                self.spin_us * 1e-6,
+            ),
             name=f"envfactory-worker-{w.index}",
             daemon=True,
         )
@@ -266,7 +296,7 @@ class SubprocVecEnv(VecEnvBase):
                 current._config["daemon"] = True  # type: ignore[attr-defined]
             child_conn.close()
         w.process, w.pid, w.conn, w.seq = proc, proc.pid, parent_conn, 0
-        w.poller = Poller(parent_conn)
+        w.poller = Poller(parent_conn, self.spin_us * 1e-6)
 
     def _attach(self, w: _Worker) -> None:
         assert self._buffers is not None and self._buffers.fd is not None
@@ -284,11 +314,19 @@ class SubprocVecEnv(VecEnvBase):
         if w.process is not None:
             w.process.join(5.0)
 
-    def _error(self, cls: type[WorkerError], what: str, w: _Worker, call: str, tb: str = "") -> WorkerError:
+    def _error(
+        self, cls: type[WorkerError], what: str, w: _Worker, call: str, tb: str = ""
+    ) -> WorkerError:
         exitcode = w.process.exitcode if w.process is not None else None
         return cls(
-            what, worker=w.index, pid=getattr(w.process, "pid", None), env_indices=w.indices,
-            env_id=self.env_id, exitcode=exitcode, remote_traceback=tb, call=call,
+            what,
+            worker=w.index,
+            pid=getattr(w.process, "pid", None),
+            env_indices=w.indices,
+            env_id=self.env_id,
+            exitcode=exitcode,
+            remote_traceback=tb,
+            call=call,
         )
 
     def _recv(self, w: _Worker, deadline: float | None, call: str) -> Any:
@@ -302,7 +340,8 @@ class SubprocVecEnv(VecEnvBase):
                     raise self._error(
                         WorkerTimeoutError,
                         f"did not answer within {self._timeout_used:.3g} s and was killed",
-                        w, call,
+                        w,
+                        call,
                     )
             try:
                 seq, status, payload = w.conn.recv()
@@ -319,7 +358,9 @@ class SubprocVecEnv(VecEnvBase):
                 raise err
             return payload
 
-    def _gather(self, call: str, workers: Sequence[_Worker], timeout: float | None) -> dict[int, Any]:
+    def _gather(
+        self, call: str, workers: Sequence[_Worker], timeout: float | None
+    ) -> dict[int, Any]:
         self._timeout_used = timeout if timeout is not None else 0.0
         deadline = None if timeout is None else time.monotonic() + timeout
         results: dict[int, Any] = {}
@@ -338,8 +379,8 @@ class SubprocVecEnv(VecEnvBase):
                 raise
         if failures:
             if self.restart and call in ("step", "reset") and not self._broken:
-                for w, err in failures:
-                    warnings.warn(f"restarting after: {err}", RuntimeWarning, stacklevel=4)
+                for w, failure in failures:
+                    warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=4)
                     results[w.index] = self._restart(w, call)
             else:
                 recoverable = call in ("call", "set_attr") and all(
@@ -373,7 +414,7 @@ class SubprocVecEnv(VecEnvBase):
         seq = self._next_seq()
         for w in self._workers:
             w.seq = seq
-            try:  # noqa: SIM105 - hot path: try is free, contextlib.suppress is not
+            try:
                 w.conn.send((cmd, seq, per_worker(w)))
             except OSError:  # the worker is gone: _recv reads EOF and says how it died
                 pass
@@ -384,7 +425,11 @@ class SubprocVecEnv(VecEnvBase):
         self._reset_mask_now = mask
         self._send_all(
             "reset",
-            lambda w: (seeds[w.start : w.stop], options, None if mask is None else mask[w.start : w.stop]),
+            lambda w: (
+                seeds[w.start : w.stop],
+                options,
+                None if mask is None else mask[w.start : w.stop],
+            ),
         )
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
@@ -393,6 +438,7 @@ class SubprocVecEnv(VecEnvBase):
 
     def _start_step(self, actions: Any) -> None:
         self._check_usable("step")
+        batch: Any
         if isinstance(actions, np.ndarray):
             batch = actions
         else:
@@ -415,7 +461,7 @@ class SubprocVecEnv(VecEnvBase):
             for i, o in enumerate(obs):
                 if o is not None or (mask is None or mask[w.start + i]):
                     self._env_obs[w.start + i] = o
-        self._obs = concatenate(self.single_observation_space, self._env_obs, self._obs)
+        self._obs = concatenate(self.single_observation_space, self._env_obs, self._obs)  # type: ignore[arg-type]
         return (copy_obs(self._obs) if self.copy else self._obs), b
 
     def _collect_infos(self, results: dict[int, Any]) -> dict:
@@ -446,12 +492,14 @@ class SubprocVecEnv(VecEnvBase):
             "set_attr", indices, lambda loc, w: (name, [value_of[w.start + i] for i in loc], loc)
         )
 
-    def _per_index(self, cmd: str, indices: list[int], data: Callable[[list[int], _Worker], Any]) -> list[Any]:
+    def _per_index(
+        self, cmd: str, indices: list[int], data: Callable[[list[int], _Worker], Any]
+    ) -> list[Any]:
         groups = self._by_worker(indices)
         seq = self._next_seq()
         for w, local in groups:
             w.seq = seq
-            try:  # noqa: SIM105 - as in _send_all
+            try:
                 w.conn.send((cmd, seq, data(local, w)))
             except OSError:  # the worker is gone: _recv reads EOF and says how it died
                 pass

@@ -31,19 +31,22 @@ class Poller:
     """A cheap readiness check for one connection (``Connection.poll`` builds a selector
     per call: ~10 us; ``select.poll`` registered once: ~1 us)."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, spin_seconds: float = SPIN_SECONDS) -> None:
+        self.spin_seconds = spin_seconds
         self._poll = select.poll()
         self._poll.register(conn.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
 
     def ready(self, timeout_ms: int = 0) -> bool:
         return bool(self._poll.poll(timeout_ms))
 
-    def spin(self, seconds: float = SPIN_SECONDS) -> bool:
-        """Busy-poll for up to ``seconds``, with ``sched_yield`` so a spinning process never
-        starves a runnable one; True if a message (or EOF) is ready."""
+    def spin(self) -> bool:
+        """Busy-poll for up to ``spin_seconds``, with ``sched_yield`` so a spinning process
+        never starves a runnable one; True if a message (or EOF) is ready."""
         if self._poll.poll(0):
             return True
-        end = time.perf_counter() + seconds
+        if self.spin_seconds <= 0:
+            return False
+        end = time.perf_counter() + self.spin_seconds
         while time.perf_counter() < end:
             os.sched_yield()
             if self._poll.poll(0):
@@ -78,6 +81,7 @@ def worker_main(
     shared: bool,
     main_pid: int,
     close_fds: list[Any] | None = None,
+    spin_seconds: float = SPIN_SECONDS,
 ) -> None:
     """Entry point of a worker process."""
     _die_with_parent()
@@ -96,8 +100,13 @@ def worker_main(
             env_fns = cloudpickle.loads(env_fns)
         envs = [fn() for fn in env_fns]
         info = [
-            (e.observation_space, e.action_space, dict(e.metadata), e.render_mode,
-             getattr(e.spec, "id", None))
+            (
+                e.observation_space,
+                e.action_space,
+                dict(e.metadata),
+                e.render_mode,
+                getattr(e.spec, "id", None),
+            )
             for e in envs
         ]
     except BaseException as exc:
@@ -105,7 +114,7 @@ def worker_main(
         return
     conn.send((0, "ok", info))
     try:
-        _serve(conn, envs, start, mode, shared, main_pid)
+        _serve(conn, envs, start, mode, shared, main_pid, spin_seconds)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass
     finally:
@@ -126,14 +135,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _serve(conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid: int) -> None:
+def _serve(
+    conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid: int, spin: float
+) -> None:
     from multiprocessing.reduction import recv_handle
 
     from .runner import EnvRunner
     from .shared import SharedBuffers
 
     runner = EnvRunner(envs, mode)
-    poller = Poller(conn)
+    poller = Poller(conn, spin)
     n = len(envs)
     stop = start + n
     buffers: SharedBuffers | None = None
@@ -162,7 +173,9 @@ def _serve(conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid:
                 payload = []
                 for i in local:
                     attr = envs[i].get_wrapper_attr(name)
-                    payload.append(attr(*args, **kwargs) if args is not None and callable(attr) else attr)
+                    payload.append(
+                        attr(*args, **kwargs) if args is not None and callable(attr) else attr
+                    )
             elif cmd == "set_attr":
                 name, values, local = data
                 for i, v in zip(local, values):
@@ -193,7 +206,13 @@ def _serve(conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid:
 
 
 def _results(
-    runner: Any, buffers: Any, write: Any, start: int, stop: int, shared: bool, calls: list,
+    runner: Any,
+    buffers: Any,
+    write: Any,
+    start: int,
+    stop: int,
+    shared: bool,
+    calls: list,
     mask: Any,
 ) -> Any:
     b = buffers
