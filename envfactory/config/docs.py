@@ -21,8 +21,17 @@ BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
 
 
 def _attr_docs(cls: type) -> dict[str, str]:
-    """Field descriptions from the ``Attributes:`` section of a Google-style docstring."""
-    doc = inspect.getdoc(cls) or ""
+    """Field descriptions from the ``Attributes:`` sections of a Google-style docstring and
+    those of its base classes (a subclass documents only what it changes)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        out.update(_own_attr_docs(klass))
+    return out
+
+
+def _own_attr_docs(cls: type) -> dict[str, str]:
+    doc = cls.__dict__.get("__doc__") or ""
+    doc = inspect.cleandoc(doc)
     out: dict[str, str] = {}
     section = doc.split("Attributes:", 1)
     if len(section) < 2:
@@ -42,11 +51,10 @@ def _attr_docs(cls: type) -> dict[str, str]:
 
 def _type_name(t: Any) -> str:
     s = t if isinstance(t, str) else getattr(t, "__name__", None) or str(t)
-    return (
-        str(s).replace("typing.", "").replace("Optional[", "").rstrip("]")
-        if "Optional" in str(s)
-        else str(s)
-    )
+    s = str(s).replace("typing.", "")
+    if s.startswith("Optional["):
+        s = s[len("Optional[") : -1] + " | None"
+    return s
 
 
 def _default(f: dataclasses.Field) -> str:
