@@ -81,20 +81,16 @@ def validate(cfg: DictConfig, registry: Registry | None = None) -> None:
         raise ConfigError(
             f"num_envs must be a positive integer, got {num_envs!r}; set num_envs=1 or more"
         )
-    if not isinstance(cfg.get("env"), DictConfig) or "family" not in cfg.env:
-        raise ConfigError(
-            "the config has no env node with a 'family' key; select one with env=<family> "
-            f"(valid: {', '.join(sorted(reg.families))})"
-        )
-    family = reg.family(str(cfg.env.family))
-    _check_keys(cfg.env, family.config, "env", "family")
-    if not isinstance(cfg.get("vectorizer"), DictConfig) or "name" not in cfg.vectorizer:
-        raise ConfigError(
-            "the config has no vectorizer node with a 'name' key; select one with "
-            f"vectorizer=<name> (valid: {', '.join(sorted(reg.vectorizers))})"
-        )
-    vectorizer = reg.vectorizer(str(cfg.vectorizer.name))
-    _check_keys(cfg.vectorizer, vectorizer.config, "vectorizer", "name")
+    groups = (("env", "family", reg.families, reg.family),
+              ("vectorizer", "name", reg.vectorizers, reg.vectorizer))  # fmt: skip
+    for group, name_key, table, lookup in groups:
+        node = cfg.get(group)
+        if not isinstance(node, DictConfig) or name_key not in node:
+            raise ConfigError(
+                f"the config has no {group} node with a {name_key!r} key; select one with "
+                f"{group}=<{name_key}> (valid: {', '.join(sorted(table))})"
+            )
+        _check_keys(node, lookup(str(node[name_key])).config, group, name_key)
     for key, vector in (("wrappers", False), ("vector_wrappers", True)):
         for i, entry in enumerate(cfg.get(key) or []):
             wrapper_options(entry, vector=vector, key=f"{key}[{i}]", registry=reg)
