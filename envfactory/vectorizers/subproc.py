@@ -9,17 +9,13 @@ indices, env id, exit code or signal and the remote traceback.
 
 from __future__ import annotations
 
-import contextlib
-import math
 import multiprocessing as mp
 import os
-import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from multiprocessing.reduction import send_handle
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +32,15 @@ from ..errors import (
 )
 from .base import MODE_NAMES, VecEnvBase, check_spaces
 from .shared import SharedBuffers, copy_obs, layout_for, supports_shared_memory
+from .subproc_options import (
+    CLOSE_TIMEOUT,
+    START_METHODS,
+    STARTUP_TIMEOUT,
+    SubprocAtariConfig,
+    SubprocConfig,
+    default_in_series,
+    split_envs,
+)
 from .worker import Poller, worker_main
 
 __all__ = [
@@ -46,103 +51,6 @@ __all__ = [
     "build_subproc_atari",
     "split_envs",
 ]
-
-START_METHODS = ("fork", "forkserver", "spawn")
-STARTUP_TIMEOUT = 120.0
-CLOSE_TIMEOUT = 10.0
-
-
-@dataclass
-class SubprocConfig:
-    """Schema of ``vectorizer=subproc``.
-
-    Attributes:
-        name: always ``subproc``.
-        in_series: envs per worker process (any split of num_envs; the workers get as even
-            a share as possible); null = ceil(num_envs / (cpu count - 1)) for ``subproc``
-            (a core is left to the parent), ceil(num_envs / cpu count) for
-            ``subproc-atari``.
-        context: start method: ``forkserver`` (default: safe with threads, fast with its
-            preloaded imports), ``fork`` or ``spawn``.
-        shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
-            spaces are pickled).
-        timeout: seconds a worker may take for one call; null waits forever.
-        restart: rebuild a dead or hung worker's envs and report their episodes as
-            truncated (``infos["restarted"]``) instead of raising.
-        copy: return a copy of the observation batch (false: a view of shared memory that
-            the next step overwrites).
-        spin_us: microseconds a waiting process busy-polls (yielding the CPU) before it
-            sleeps (it yields the CPU while it spins). Waking a sleeping process costs
-            25-150 us on a VM, more than a cheap env step.
-    """
-
-    name: str = "subproc"
-    in_series: Optional[int] = None  # noqa: UP045
-    context: str = "forkserver"
-    shared_memory: bool = True
-    timeout: Optional[float] = None  # noqa: UP045
-    restart: bool = False
-    copy: bool = True
-    spin_us: int = 200
-
-
-@dataclass
-class SubprocAtariConfig(SubprocConfig):
-    """Schema of ``vectorizer=subproc-atari``: ``subproc`` for uint8 image observations
-    (always shared memory; frames are stacked in the worker and written once), one worker
-    per core, and a longer spin: a Pong step of 4 envs takes ~2 ms, and a 1 ms spin catches
-    the straggling worker and the next command without a sleep/wake-up (measured: +10-40%
-    over no spinning at 8 envs on 2 cores)."""
-
-    name: str = "subproc-atari"
-    spin_us: int = 1000
-
-
-def default_in_series(num_envs: int, leave_parent_a_core: bool) -> int:
-    """``subproc``: leave one core to the parent (it runs the learner, and cheap envs are
-    fastest with few workers); ``subproc-atari``: one worker per core (emulation dominates
-    and the parent mostly sleeps)."""
-    cpus = os.cpu_count() or 1
-    workers = max(1, cpus - 1) if leave_parent_a_core else cpus
-    return math.ceil(num_envs / workers)
-
-
-def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:
-    """``[(start, stop), ...]`` per worker: ceil(num_envs / in_series) workers with as
-    even a share as possible, none above ``in_series``."""
-    if in_series is None:
-        in_series = default_in_series(num_envs, leave_parent_a_core=True)
-    if not isinstance(in_series, int) or in_series < 1:
-        raise ConfigError(
-            f"vectorizer.in_series must be an integer >= 1 or null, got {in_series!r}"
-        )
-    workers = math.ceil(num_envs / in_series)
-    base, extra = divmod(num_envs, workers)
-    out, start = [], 0
-    for k in range(workers):
-        size = base + (1 if k < extra else 0)
-        out.append((start, start + size))
-        start += size
-    return out
-
-
-def _forget_inherited_forkserver() -> None:
-    """In a forked child, multiprocessing's forkserver handle is the parent's: its
-    ``ensure_running`` would ``waitpid`` a process that is not this one's child and raise
-    ChildProcessError (e.g. a daemonic job process forked by a launcher, whose parent had
-    used ``context=forkserver``). Forget it, so this process starts its own on first use."""
-    fs = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
-    if fs is None or getattr(fs, "_forkserver_pid", None) is None:
-        return
-    alive = getattr(fs, "_forkserver_alive_fd", None)
-    fs._forkserver_pid = fs._forkserver_address = fs._forkserver_alive_fd = None
-    if alive is not None:
-        with contextlib.suppress(OSError):
-            os.close(alive)  # nor keep the parent's forkserver alive
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_inherited_forkserver)
 
 
 class _Worker:
