@@ -6,6 +6,7 @@ statistics, apply ``wrappers`` in order, vectorize, apply ``vector_wrappers`` in
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,14 +22,44 @@ from .plugin.manager import get_registry
 __all__ = ["EnvThunk", "env_thunks", "has_wrapper", "make_env", "make_vec"]
 
 
-def has_wrapper(env: gym.Env, cls: type) -> bool:
-    """Whether ``cls`` is anywhere in ``env``'s wrapper chain."""
+def find_wrapper(env: gym.Env, cls: type) -> Any:
+    """The outermost ``cls`` in ``env``'s wrapper chain, or None."""
     while True:
         if isinstance(env, cls):
-            return True
+            return env
         if not isinstance(env, gym.Wrapper):
-            return False
+            return None
         env = env.env
+
+
+def has_wrapper(env: gym.Env, cls: type) -> bool:
+    """Whether ``cls`` is anywhere in ``env``'s wrapper chain."""
+    return find_wrapper(env, cls) is not None
+
+
+class FlushEpisodeStats(gym.Wrapper):
+    """Reports the inner ``RecordEpisodeStatistics`` when a wrapper above it ends the
+    episode (a ``time_limit`` in ``wrappers``, say), in the same format, so no episode's
+    statistics are lost. The returns stay those recorded below your wrappers."""
+
+    def __init__(self, env: gym.Env, stats: gym.wrappers.RecordEpisodeStatistics) -> None:
+        super().__init__(env)
+        self._stats = stats
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        s = self._stats
+        key = s._stats_key
+        if (terminated or truncated) and key not in info and s.episode_lengths > 0:
+            elapsed = round(time.perf_counter() - s.episode_start_time, 6)
+            info[key] = {"r": s.episode_returns, "l": s.episode_lengths, "t": elapsed}
+            s.time_queue.append(elapsed)
+            s.return_queue.append(s.episode_returns)
+            s.length_queue.append(s.episode_lengths)
+            s.episode_count += 1
+            s.episode_returns, s.episode_lengths = 0.0, 0  # no double count if stepped on
+            s.episode_start_time = time.perf_counter()
+        return obs, reward, terminated, truncated, info
 
 
 @dataclass
@@ -57,10 +88,13 @@ class EnvThunk:
                 f"env family make() for {self.label!r} returned {type(env).__name__}, not a "
                 "gymnasium.Env"
             )
-        if not has_wrapper(env, gym.wrappers.RecordEpisodeStatistics):
-            env = gym.wrappers.RecordEpisodeStatistics(env)
+        stats = find_wrapper(env, gym.wrappers.RecordEpisodeStatistics)
+        if stats is None:
+            env = stats = gym.wrappers.RecordEpisodeStatistics(env)
         for wrap, kwargs in self.wrappers:
             env = wrap(env, **kwargs)
+        if self.wrappers:
+            env = FlushEpisodeStats(env, stats)
         return env
 
 
