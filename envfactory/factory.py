@@ -37,20 +37,36 @@ def has_wrapper(env: gym.Env, cls: type) -> bool:
     return find_wrapper(env, cls) is not None
 
 
+class EpisodeEndProbe(gym.Wrapper):
+    """Sits on the family's env (below your wrappers) and remembers whether the family
+    itself ended the last step's episode (for Atari, a lost life counts: the family's
+    statistics then rightly wait for the real game over)."""
+
+    ended = False
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.ended = bool(terminated or truncated)
+        return obs, reward, terminated, truncated, info
+
+
 class FlushEpisodeStats(gym.Wrapper):
-    """Reports the inner ``RecordEpisodeStatistics`` when a wrapper above it ends the
+    """Reports the inner ``RecordEpisodeStatistics`` when one of your wrappers ends the
     episode (a ``time_limit`` in ``wrappers``, say), in the same format, so no episode's
     statistics are lost. The returns stay those recorded below your wrappers."""
 
-    def __init__(self, env: gym.Env, stats: gym.wrappers.RecordEpisodeStatistics) -> None:
+    def __init__(
+        self, env: gym.Env, stats: gym.wrappers.RecordEpisodeStatistics, probe: EpisodeEndProbe
+    ) -> None:
         super().__init__(env)
-        self._stats = stats
+        self._stats, self._probe = stats, probe
 
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
         s = self._stats
         key = s._stats_key
-        if (terminated or truncated) and key not in info and s.episode_lengths > 0:
+        ended_above = (terminated or truncated) and not self._probe.ended
+        if ended_above and key not in info and s.episode_lengths > 0:
             elapsed = round(time.perf_counter() - s.episode_start_time, 6)
             info[key] = {"r": s.episode_returns, "l": s.episode_lengths, "t": elapsed}
             s.time_queue.append(elapsed)
@@ -91,11 +107,12 @@ class EnvThunk:
         stats = find_wrapper(env, gym.wrappers.RecordEpisodeStatistics)
         if stats is None:
             env = stats = gym.wrappers.RecordEpisodeStatistics(env)
+        if not self.wrappers:
+            return env
+        env = probe = EpisodeEndProbe(env)
         for wrap, kwargs in self.wrappers:
             env = wrap(env, **kwargs)
-        if self.wrappers:
-            env = FlushEpisodeStats(env, stats)
-        return env
+        return FlushEpisodeStats(env, stats, probe)
 
 
 def _ensure_registered(spec: Any) -> None:
@@ -204,6 +221,15 @@ def make_vec(
     options = dict(vec_node)
     options["autoreset_mode"] = _value(cfg.get("autoreset_mode", "next_step"))
     envs = vec.build(thunks, **options)
+    try:
+        return _finish(envs, vec, cfg, reg)
+    except BaseException:
+        if hasattr(envs, "close"):
+            envs.close()  # no worker outlives a failed make_vec
+        raise
+
+
+def _finish(envs: Any, vec: Any, cfg: DictConfig, reg: Any) -> VectorEnv:
     if not isinstance(envs, VectorEnv):
         raise TypeError(
             f"vectorizer {vec.name!r} returned {type(envs).__name__}, not a "

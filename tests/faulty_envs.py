@@ -163,3 +163,23 @@ def run_in_daemon(contexts: list[str], queue: Any) -> None:
 
 if ENV_ID not in gym.registry:
     gym.register(ENV_ID, entry_point="faulty_envs:FaultyEnv", max_episode_steps=200)
+
+
+class AttrEnv(gym.Env):
+    """A well-behaved env with an unpicklable attribute and a method taking ``indices``."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+    def pick(self, indices: list[int]) -> str:
+        return f"got {indices}"

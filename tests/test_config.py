@@ -244,3 +244,11 @@ def test_conf_dir_of_a_non_editable_install(run: Any, wheel_site: Path, tmp_path
     assert Path(out["conf"]).resolve() == site / "envfactory" / "conf"
     assert (site / "envfactory" / "conf" / "envfactory.yaml").is_file()
     assert out["family"] == "mountaincar"
+
+
+def test_missing_required_wrapper_option_names_it() -> None:
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose(["wrappers=[{name: time_limit}]"])
+    message = str(info.value)
+    assert "wrapper 'time_limit' at wrappers[0] needs option max_episode_steps" in message
+    assert "{name: time_limit, max_episode_steps: ...}" in message

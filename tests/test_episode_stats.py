@@ -47,3 +47,34 @@ def test_stats_are_recorded_below_reward_wrappers() -> None:
             assert reward[0] == -0.5
         assert infos["episode"]["r"][0] == -10.0
         assert infos["episode"]["l"][0] == 10
+
+
+def _breakout(overrides: list[str]) -> list[str]:
+    return ["env=breakout", "num_envs=1", *overrides]
+
+
+def test_atari_with_a_user_wrapper_reports_real_games_not_lives() -> None:
+    over = _breakout(["wrappers=[{name: time_limit, max_episode_steps: 100000}]"])
+    with envfactory.make_vec(overrides=over) as envs:
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        life_ends, games = 0, 0
+        for _ in range(1500):
+            _, _, term, _, infos = envs.step(envs.action_space.sample())
+            life_ends += int(term[0])
+            games += int(infos.get("_episode", [False])[0])
+        assert games >= 1
+        assert life_ends >= 4 * games  # Breakout has 5 lives per game
+
+
+def test_masked_reset_after_a_lost_life_continues_the_game() -> None:
+    with envfactory.make_vec(overrides=_breakout(["autoreset_mode=disabled"])) as envs:
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        lives = []
+        while len(lives) < 3:
+            _, _, term, trunc, _ = envs.step(envs.action_space.sample())
+            if term[0] or trunc[0]:
+                envs.reset(options={"reset_mask": np.array([True])})
+                lives.append(envs.call("get_wrapper_attr", "ale")[0].lives())
+        assert lives == [4, 3, 2]

@@ -12,6 +12,7 @@ Wherever a call must leave the env untouched, the env is then compared step by s
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -755,3 +756,56 @@ def test_disabled_autoreset_refuses_to_step_a_finished_env(case: str) -> None:
             "reset with the mask of finished envs",
         )
         step_both(envs, ref, actions[t + 1 : t + 6], "after the masked reset")
+
+
+def _attr_envs(vectorizer: str) -> Any:
+    from faulty_envs import AttrEnv
+
+    from envfactory.vectorizers.dummy import DummyVecEnv
+    from envfactory.vectorizers.subproc import SubprocVecEnv
+
+    if vectorizer == "dummy":
+        return DummyVecEnv([AttrEnv, AttrEnv])
+    return SubprocVecEnv([AttrEnv, AttrEnv], context="fork")
+
+
+@pytest.mark.parametrize("vectorizer", ["dummy", "subproc"])
+def test_call_passes_an_indices_keyword_to_the_env_method(vectorizer: str) -> None:
+    """gymnasium's call forwards every keyword; only env_method/get_attr take indices=."""
+    with _attr_envs(vectorizer) as envs:
+        envs.reset(seed=0)
+        assert envs.call("pick", indices=[0, 1]) == ("got [0, 1]", "got [0, 1]")
+        assert envs.env_method("pick", [7], indices=[1]) == ["got [7]"]
+
+
+def test_unpicklable_attribute_is_an_error_not_a_dead_worker() -> None:
+    with _attr_envs("subproc") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(envfactory.RemoteEnvError, match="during call") as info:
+            envs.get_attr("lock")
+        assert "lock" in info.value.remote_traceback
+        envs.step(np.zeros(2, dtype=np.int64))  # the worker is alive and in step
+
+
+def test_make_vec_closes_what_it_built_when_a_vector_wrapper_fails() -> None:
+    import psutil
+
+    def workers() -> set[int]:
+        return {
+            p.pid
+            for p in psutil.Process().children(recursive=True)
+            if (p.status() != psutil.STATUS_ZOMBIE and "envfactory-worker" in " ".join(p.cmdline()))
+            or (p.status() != psutil.STATUS_ZOMBIE and p.ppid() == os.getpid())
+        }
+
+    before = workers()
+    overrides = [
+        "vectorizer=subproc",
+        "vectorizer.context=fork",
+        "num_envs=2",
+        "vector_wrappers=[{name: reshape_observation, shape: [3, 3]}]",
+    ]
+    with pytest.raises(ValueError, match="shape") as info:
+        envfactory.make_vec(overrides=overrides)
+    assert info.value is not None  # the exception (and its traceback) is still referenced
+    assert workers() <= before

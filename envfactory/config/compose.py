@@ -140,12 +140,12 @@ def wrapper_options(
                     "full_key: ", f"full_key: {key}."
                 )
             ) from None
-        for k, v in merged.items():
+        for k in merged:
             if OmegaConf.is_missing(merged, str(k)):
                 raise ConfigError(
-                    f"wrapper {rec.name!r} at {key} needs option {k!r}; add {k!s}: <value>"
+                    f"wrapper {rec.name!r} at {key} needs option {k!s}; add {k!s}: <value>, "
+                    f"e.g. {{name: {rec.name}, {k!s}: ...}}"
                 )
-            _ = v
         options = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)  # type: ignore[assignment]
         options.pop("name", None)
     else:

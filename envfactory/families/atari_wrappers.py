@@ -60,7 +60,7 @@ class EpisodicLife(gym.Wrapper):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset the game after game over (or when seeded); otherwise continue with a no-op."""
-        if self.was_real_done or seed is not None or options is not None:
+        if self.was_real_done or seed is not None or options:
             obs, info = self.env.reset(seed=seed, options=options)
         else:
             obs, _, terminated, truncated, info = self.env.step(0)

@@ -233,6 +233,15 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
                 continue
             if result is None:
                 continue
+            if isinstance(result, (str, os.PathLike)) and hook_name == "envfactory_config_dirs":
+                result = [result]
+            if not isinstance(result, (list, tuple)):
+                self._fail(
+                    provider,
+                    hook_name,
+                    TypeError(f"{hook_name} must return a list, got {type(result).__name__}"),
+                )
+                continue
             out.append((provider, result))
         return out
 

@@ -268,16 +268,18 @@ class VecEnvBase(VectorEnv):
             raise AsyncCallError(f"{what}() called but {now}; call {first} first")
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call method ``name`` (or get attribute ``name``) of every env."""
-        indices = kwargs.pop("indices", None)
-        self._check_open("call")
-        self._expect_idle("call")
-        return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
+        """Call method ``name`` (or get attribute ``name``) of every env; every keyword
+        argument goes to the method, as in gymnasium."""
+        return self._call("call", name, args, kwargs, None)
 
     def env_method(self, name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
         """Stable-Baselines3 spelling of :meth:`call`, with ``indices=``."""
-        self._check_open("env_method")
-        return list(self.call(name, *args, indices=indices, **kwargs))
+        return list(self._call("env_method", name, args, kwargs, indices))
+
+    def _call(self, what: str, name: str, args: Any, kwargs: Any, indices: Any) -> tuple:
+        self._check_open(what)
+        self._expect_idle(what)
+        return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
         """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``."""

@@ -258,6 +258,13 @@ class SubprocVecEnv(VecEnvBase):
             except (EOFError, OSError):
                 w.process.join(2.0)
                 raise self._error(WorkerDiedError, "died", w, call) from None
+            except Exception as bad:  # a whole answer arrived but cannot be unpickled here
+                raise self._error(
+                    RemoteEnvError,
+                    f"sent an answer this process cannot unpickle ({type(bad).__name__}: {bad})",
+                    w,
+                    call,
+                ) from bad
             if seq != w.seq:
                 continue  # a late answer to a call that was given up on: drop it
             if status == "error":

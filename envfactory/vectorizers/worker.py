@@ -66,7 +66,7 @@ def _die_with_parent() -> None:
 def _error_payload(exc: BaseException) -> tuple[str, Any, str]:
     tb = traceback.format_exc()
     try:
-        pickle.dumps(exc)
+        pickle.loads(pickle.dumps(exc))  # some pickle but cannot be rebuilt (__init__ args)
         picklable: Any = exc
     except Exception:
         picklable = None
@@ -138,7 +138,7 @@ def _alive(pid: int) -> bool:
 def _serve(
     conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid: int, spin: float
 ) -> None:
-    from multiprocessing.reduction import recv_handle
+    from multiprocessing.reduction import ForkingPickler, recv_handle
 
     from .runner import EnvRunner
     from .shared import SharedBuffers
@@ -199,10 +199,11 @@ def _serve(
                 return
             else:
                 raise ValueError(f"unknown command {cmd!r}")
-        except Exception as exc:
+            answer = ForkingPickler.dumps((seq, "ok", payload))  # an unpicklable result
+        except Exception as exc:  # (get_attr of a lock, say) is an error, not a dead worker
             conn.send((seq, "error", _error_payload(exc)))
             continue
-        conn.send((seq, "ok", payload))
+        conn.send_bytes(answer)
 
 
 def _results(
