@@ -603,6 +603,16 @@ def test_restart_rebuilds_a_hung_worker(tmp_path: Path, no_leaks: None) -> None:
         _run_on(envs, 100)
 
 
+def test_restart_during_a_seeded_reset_keeps_the_seeds(tmp_path: Path, no_leaks: None) -> None:
+    once = str(tmp_path / "exit-once")
+    with faulty("exit", "fork", at_step=0, once_file=once, restart=True) as envs:
+        with pytest.warns(RuntimeWarning, match="died"):
+            _, infos = envs.reset(seed=42)
+        assert infos["_restarted"].tolist() == [False, False, True, True]
+        assert envs.get_attr("np_random_seed") == (42, 43, 44, 45)
+        _run_on(envs, 20)
+
+
 # -- 12. resource hygiene -----------------------------------------------------------------
 def _shm_entries() -> set[str]:
     try:

@@ -62,6 +62,7 @@ class _Worker:
         self.conn: Any = None
         self.poller: Any = None
         self.seq = 0
+        self.last_reset: Any = None
         # an interrupt (Ctrl-C) stopped a receive from this worker part-way: its stream may
         # be out of step, so it is killed on close, never read again
         self.suspect = False
@@ -316,6 +317,14 @@ class SubprocVecEnv(VecEnvBase):
         self._attach(w)
         self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
         w.seq = self._next_seq()
+        if call == "reset" and w.last_reset is not None:
+            # redo the caller's reset (its seeds) on the new envs, flagged as restarted
+            w.conn.send(("reset", w.seq, w.last_reset))
+            payload = self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
+            flags = [(i, {"restarted": True}) for i in range(w.stop - w.start)]
+            if self._shm_obs:
+                return [*payload, *flags]
+            return [*payload[0], *flags], payload[1]
         w.conn.send(("restarted", w.seq, None))
         return self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
 
@@ -340,14 +349,13 @@ class SubprocVecEnv(VecEnvBase):
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._check_usable("reset")
         self._reset_mask_now = mask
-        self._send_all(
-            "reset",
-            lambda w: (
+        for w in self._workers:  # kept to redo the reset if a worker must be restarted
+            w.last_reset = (
                 seeds[w.start : w.stop],
                 options,
                 None if mask is None else mask[w.start : w.stop],
-            ),
-        )
+            )
+        self._send_all("reset", lambda w: w.last_reset)
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         results = self._gather("reset", self._workers, self.timeout if timeout is None else timeout)
