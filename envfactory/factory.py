@@ -19,7 +19,7 @@ from .config.compose import resolve_config, wrapper_options
 from .errors import ConfigError
 from .plugin.manager import get_registry
 
-__all__ = ["EnvThunk", "env_thunks", "has_wrapper", "make_env", "make_vec"]
+__all__ = ["EnvThunk", "env_thunks", "make_env", "make_vec"]
 
 
 def find_wrapper(env: gym.Env, cls: type) -> Any:
@@ -30,11 +30,6 @@ def find_wrapper(env: gym.Env, cls: type) -> Any:
         if not isinstance(env, gym.Wrapper):
             return None
         env = env.env
-
-
-def has_wrapper(env: gym.Env, cls: type) -> bool:
-    """Whether ``cls`` is anywhere in ``env``'s wrapper chain."""
-    return find_wrapper(env, cls) is not None
 
 
 class EpisodeEndProbe(gym.Wrapper):

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ..plugin.manager import Registry, _reset_callbacks, get_registry
 from .schema import EnvfactoryConfig
 
-__all__ = ["node_for", "register_configs", "schema_node"]
+__all__ = ["register_configs", "schema_node"]
 
 _lock = threading.Lock()
 _stored: list[tuple[str | None, str]] = []
@@ -36,16 +36,6 @@ def schema_node(cls: type | None, key: str, name: str) -> Any:
         )
     node = OmegaConf.structured(cls)
     node[key] = name
-    return node
-
-
-def node_for(kind: str, name: str, registry: Registry | None = None) -> DictConfig:
-    """The default node of family/vectorizer ``name`` (kind ``env`` or ``vectorizer``)."""
-    reg = registry or get_registry()
-    if kind == "env":
-        node: DictConfig = schema_node(reg.family(name).config, "family", name)
-    else:
-        node = schema_node(reg.vectorizer(name).config, "name", name)
     return node
 
 

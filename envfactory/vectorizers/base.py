@@ -4,7 +4,7 @@ idempotent close, context manager). Backends implement the ``_do_*`` methods."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -354,6 +354,3 @@ class VecEnvBase(VectorEnv):
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         raise NotImplementedError
-
-
-EnvFn = Callable[[], gym.Env]

@@ -4,7 +4,7 @@ worker processes, so every vectorizer produces the same trajectories as gymnasiu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -59,9 +59,7 @@ class EnvRunner:
                 calls.append((i, info))
         return calls
 
-    def step(
-        self, actions: Sequence[Any], on_obs: Callable[[int, Any], None] | None = None
-    ) -> InfoCalls:
+    def step(self, actions: Sequence[Any]) -> InfoCalls:
         calls: InfoCalls = []
         mode, obs, rewards = self.mode, self.obs, self.rewards
         terms, truncs, autoreset = self.terminations, self.truncations, self.autoreset
@@ -83,8 +81,6 @@ class EnvRunner:
                 obs[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
             if info:
                 calls.append((i, info))
-            if on_obs is not None:
-                on_obs(i, obs[i])
         np.logical_or(terms, truncs, out=autoreset)
         return calls
 
