@@ -712,6 +712,77 @@ def test_module_prefixed_id_through_make_vec(no_leaks: None) -> None:
     assert obs.shape == (4, 4)
 
 
+# -- 15. unguarded scripts; classes of the user's __main__ --------------------------------
+UNGUARDED_SCRIPT = """
+# no `if __name__ == "__main__":` guard, as a first script often is
+import sys
+import gymnasium as gym
+import numpy as np
+import envfactory
+from envfactory.vectorizers.subproc import SubprocVecEnv
+
+context = sys.argv[1]
+cfg = envfactory.compose(["vectorizer=subproc", "num_envs=4", f"vectorizer.context={context}"])
+with envfactory.make_vec(cfg) as envs:
+    obs, infos = envs.reset(seed=42)
+    obs, rew, term, trunc, infos = envs.step(envs.action_space.sample())
+    print(obs.shape)
+
+class Marker:  # crosses in infos, call results and set_attr values
+    def __init__(self, n):
+        self.n = n
+
+class Ring(gym.spaces.Box):  # a space class of the user's own
+    pass
+
+class MainEnv(gym.Env):
+    def __init__(self):
+        self.observation_space = Ring(-1.0, 1.0, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.value = Marker(-1)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {"marker": Marker(0)}
+
+    def step(self, action):
+        return np.ones(3, np.float32), 1.0, False, False, {"marker": Marker(1)}
+
+    def thing(self):
+        return Marker(7)
+
+gym.register("MainEnv-v0", entry_point=MainEnv)
+overrides = ["vectorizer=subproc", "num_envs=2", "env.id=MainEnv-v0",
+             f"vectorizer.context={context}"]
+with envfactory.make_vec(overrides=overrides) as envs:
+    envs.reset(seed=0)
+    infos = envs.step(np.array([0, 1]))[4]
+    envs.set_attr("value", Marker(3))
+    print(type(envs.single_observation_space).__name__, type(infos["marker"][1]).__name__,
+          infos["marker"][1].n, envs.call("thing")[0].n, envs.get_attr("value")[1].n)
+with SubprocVecEnv([MainEnv, MainEnv], context=context, shared_memory=False) as envs:
+    envs.reset(seed=0)
+    print(envs.step(np.array([0, 1]))[4]["marker"][1].n)
+"""
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_unguarded_script_with_classes_in_main(context: str, tmp_path: Path) -> None:
+    # workers never re-run the user's main module (an unguarded script would build its
+    # vec env again in every worker), and whatever is defined there crosses by value,
+    # both ways
+    proc = _script(tmp_path, UNGUARDED_SCRIPT, context)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out.split("\n")[:3] == ["(4, 4)", "Ring Marker 1 7 3", "1"], (out, err)
+    assert "Traceback" not in err, err
+
+
 # -- 14. inside a daemonic process --------------------------------------------------------
 def _in_daemon(start_method: str) -> dict[str, Any]:
     ctx = mp.get_context(start_method)

@@ -40,8 +40,9 @@ from .subproc_options import (
     SubprocConfig,
     default_in_series,
     split_envs,
+    without_main,
 )
-from .worker import Poller, worker_main
+from .worker import Poller, Sender, worker_main
 
 __all__ = [
     "SubprocAtariConfig",
@@ -60,6 +61,7 @@ class _Worker:
         self.process: Any = None
         self.pid: int | None = None
         self.conn: Any = None
+        self.sender: Any = None
         self.poller: Any = None
         self.seq = 0
         self.last_reset: Any = None
@@ -201,18 +203,20 @@ class SubprocVecEnv(VecEnvBase):
             # which is the concern behind that rule, so lift it while starting them.
             current._config["daemon"] = False  # type: ignore[attr-defined]
         try:
-            proc.start()
+            with without_main():
+                proc.start()
         finally:
             if was_daemon:
                 current._config["daemon"] = True  # type: ignore[attr-defined]
             child_conn.close()
         w.process, w.pid, w.conn, w.seq = proc, proc.pid, parent_conn, 0
         w.poller = Poller(parent_conn, self.spin_us * 1e-6)
+        w.sender = Sender(parent_conn, by_value=self.context != "fork")
 
     def _attach(self, w: _Worker) -> None:
         assert self._buffers is not None and self._buffers.fd is not None
         w.seq = self._next_seq()
-        w.conn.send(("attach", w.seq, self._buffers.layout))
+        w.sender.send(("attach", w.seq, self._buffers.layout))
         send_handle(w.conn, self._buffers.fd, w.process.pid)
 
     def _next_seq(self) -> int:
@@ -319,13 +323,13 @@ class SubprocVecEnv(VecEnvBase):
         w.seq = self._next_seq()
         if call == "reset" and w.last_reset is not None:
             # redo the caller's reset (its seeds) on the new envs, flagged as restarted
-            w.conn.send(("reset", w.seq, w.last_reset))
+            w.sender.send(("reset", w.seq, w.last_reset))
             payload = self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
             flags = [(i, {"restarted": True}) for i in range(w.stop - w.start)]
             if self._shm_obs:
                 return [*payload, *flags]
             return [*payload[0], *flags], payload[1]
-        w.conn.send(("restarted", w.seq, None))
+        w.sender.send(("restarted", w.seq, None))
         return self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
 
     def _check_usable(self, what: str) -> None:
@@ -336,12 +340,14 @@ class SubprocVecEnv(VecEnvBase):
                 "workers automatically"
             )
 
-    def _send_all(self, cmd: str, per_worker: Callable[[_Worker], Any]) -> None:
+    def _send_all(
+        self, cmd: str, per_worker: Callable[[_Worker], Any], plain: bool = False
+    ) -> None:
         seq = self._next_seq()
         for w in self._workers:
             w.seq = seq
             try:
-                w.conn.send((cmd, seq, per_worker(w)))
+                w.sender.send((cmd, seq, per_worker(w)), plain)
             except OSError:  # the worker is gone: _recv reads EOF and says how it died
                 pass
 
@@ -368,7 +374,8 @@ class SubprocVecEnv(VecEnvBase):
             batch = actions
         else:
             batch = list(iterate(self.action_space, actions))
-        self._send_all("step", lambda w: batch[w.start : w.stop])
+        plain = isinstance(batch, np.ndarray)  # the hot path: no cloudpickle
+        self._send_all("step", lambda w: batch[w.start : w.stop], plain)
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
         results = self._gather("step", self._workers, self.timeout if timeout is None else timeout)
@@ -425,7 +432,7 @@ class SubprocVecEnv(VecEnvBase):
         for w, local in groups:
             w.seq = seq
             try:
-                w.conn.send((cmd, seq, data(local, w)))
+                w.sender.send((cmd, seq, data(local, w)))
             except OSError:  # the worker is gone: _recv reads EOF and says how it died
                 pass
         results = self._gather(cmd, [w for w, _ in groups], self.timeout)
@@ -466,7 +473,7 @@ class SubprocVecEnv(VecEnvBase):
                 continue
             w.seq = seq
             try:
-                w.conn.send(("close", seq, None))
+                w.sender.send(("close", seq, None))
             except OSError:
                 continue
             asked.append(w)

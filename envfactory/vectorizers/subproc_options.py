@@ -1,5 +1,5 @@
 """Options of the subprocess vectorizers: their schemas, how envs are split over workers,
-and the start-method fix-up for forked children."""
+and the start-method fix-ups (forked children; workers that do not re-run ``__main__``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import contextlib
 import math
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -20,6 +22,7 @@ __all__ = [
     "SubprocConfig",
     "default_in_series",
     "split_envs",
+    "without_main",
 ]
 
 START_METHODS = ("fork", "forkserver", "spawn")
@@ -118,3 +121,46 @@ def _forget_inherited_forkserver() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited_forkserver)
+
+
+# -- workers do not re-run the user's __main__ ------------------------------------------
+# Under spawn and forkserver, multiprocessing makes every child re-run the parent's main
+# script (as ``__mp_main__``) so that objects pickled by reference to ``__main__`` resolve.
+# An unguarded script (no ``if __name__ == "__main__":``) then builds a vec env again in
+# each worker while it bootstraps, and every worker dies with multiprocessing's
+# "bootstrapping phase" traceback. envfactory's workers need nothing from ``__main__``: the
+# env constructors travel by cloudpickle, which carries ``__main__``'s functions and classes
+# by value (and gymnasium ids registered in the parent travel with make_vec's constructors),
+# and the worker's own target lives in envfactory. So while envfactory starts a worker, the
+# preparation data multiprocessing sends to it carries no main module to re-run. Only this
+# thread's starts are affected (a thread-local flag): other code's processes are not.
+_starting = threading.local()
+
+
+def _install_prep_filter() -> None:
+    from multiprocessing import spawn
+
+    original = spawn.get_preparation_data
+    if getattr(original, "_envfactory_filter", False):
+        return
+
+    def get_preparation_data(name: str) -> dict:
+        data = original(name)
+        if getattr(_starting, "worker", False):
+            data.pop("init_main_from_name", None)
+            data.pop("init_main_from_path", None)
+        return data
+
+    get_preparation_data._envfactory_filter = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = get_preparation_data
+
+
+@contextlib.contextmanager
+def without_main() -> Iterator[None]:
+    """Start processes in this block without re-running ``__main__`` in them."""
+    _install_prep_filter()
+    _starting.worker = True
+    try:
+        yield
+    finally:
+        _starting.worker = False

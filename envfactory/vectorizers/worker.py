@@ -4,6 +4,12 @@ Protocol (one message per worker per call, pickled by ``Connection``): the paren
 ``(cmd, seq, data)``; the worker answers ``(seq, "ok", payload)`` or
 ``(seq, "error", (exc_type, exception or None, traceback text))``. ``seq`` lets the parent
 drop a late answer to a call it gave up on, so no stale data is ever returned.
+
+Both directions pickle with multiprocessing's pickler and fall back to cloudpickle (the
+pickler that carried the env constructors) for what plain pickle cannot carry: classes and
+functions of the user's ``__main__`` (a space, an info value, a call result), which exist
+in a worker only by value. The fallback is sticky per connection end, so a stream that
+needs it does not fail plain pickle on every step, and one that does not never pays for it.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import signal
 import sys
 import time
 import traceback
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-__all__ = ["worker_main"]
+__all__ = ["Sender", "dumps", "worker_main"]
 
 PR_SET_PDEATHSIG = 1
 # Seconds to busy-poll (yielding the CPU) for the next message before blocking. Waking a
@@ -54,6 +61,47 @@ class Poller:
         return False
 
 
+def dumps(obj: Any, by_value: bool = False) -> Any:
+    """Pickle ``obj`` for a connection: multiprocessing's pickler, or cloudpickle if that
+    fails (or ``by_value``). Both are read back by ``Connection.recv`` (pickle.loads)."""
+    if not by_value:
+        try:
+            return ForkingPickler.dumps(obj)
+        except Exception:
+            pass
+    import cloudpickle
+
+    return cloudpickle.dumps(obj)
+
+
+class Sender:
+    """Sends messages on one connection with :func:`dumps`.
+
+    A worker's sender (``by_value=False``) tries plain pickle first and remembers a message
+    that needed cloudpickle (a class of ``__main__`` that exists in the worker only by
+    value), using cloudpickle directly from then on. The parent's sender starts with
+    ``by_value=True``: an object of the parent's ``__main__`` pickles fine by reference
+    there but cannot be found in a worker, so only the hot path (a step's ndarray of
+    actions) asks for plain pickle with ``plain=True``.
+    """
+
+    def __init__(self, conn: Any, by_value: bool = False) -> None:
+        self.conn = conn
+        self.by_value = by_value
+
+    def dumps(self, obj: Any, plain: bool = False) -> Any:
+        if plain or not self.by_value:
+            try:
+                return ForkingPickler.dumps(obj)
+            except Exception:
+                if not plain:
+                    self.by_value = True
+        return dumps(obj, by_value=True)
+
+    def send(self, obj: Any, plain: bool = False) -> None:
+        self.conn.send_bytes(self.dumps(obj, plain))
+
+
 def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (prctl PDEATHSIG)."""
     try:
@@ -66,7 +114,7 @@ def _die_with_parent() -> None:
 def _error_payload(exc: BaseException) -> tuple[str, Any, str]:
     tb = traceback.format_exc()
     try:
-        pickle.loads(pickle.dumps(exc))  # some pickle but cannot be rebuilt (__init__ args)
+        pickle.loads(dumps(exc))  # some pickle but cannot be rebuilt (__init__ args)
         picklable: Any = exc
     except Exception:
         picklable = None
@@ -110,11 +158,12 @@ def worker_main(
             for e in envs
         ]
     except BaseException as exc:
-        conn.send((0, "error", _error_payload(exc)))
+        conn.send_bytes(dumps((0, "error", _error_payload(exc))))
         return
-    conn.send((0, "ok", info))
+    sender = Sender(conn)
     try:
-        _serve(conn, envs, start, mode, shared, main_pid, spin_seconds)
+        sender.send((0, "ok", info))
+        _serve(sender, envs, start, mode, shared, main_pid, spin_seconds)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass
     finally:
@@ -136,13 +185,14 @@ def _alive(pid: int) -> bool:
 
 
 def _serve(
-    conn: Any, envs: list, start: int, mode: str, shared: bool, main_pid: int, spin: float
+    sender: Sender, envs: list, start: int, mode: str, shared: bool, main_pid: int, spin: float
 ) -> None:
-    from multiprocessing.reduction import ForkingPickler, recv_handle
+    from multiprocessing.reduction import recv_handle
 
     from .runner import EnvRunner
     from .shared import SharedBuffers
 
+    conn = sender.conn
     runner = EnvRunner(envs, mode)
     poller = Poller(conn, spin)
     n = len(envs)
@@ -195,13 +245,13 @@ def _serve(
                     with contextlib.suppress(Exception):
                         e.close()
                 envs.clear()  # worker_main's finally has nothing left to close
-                conn.send((seq, "ok", None))
+                sender.send((seq, "ok", None))
                 return
             else:
                 raise ValueError(f"unknown command {cmd!r}")
-            answer = ForkingPickler.dumps((seq, "ok", payload))  # an unpicklable result
+            answer = sender.dumps((seq, "ok", payload))  # an unpicklable result
         except Exception as exc:  # (get_attr of a lock, say) is an error, not a dead worker
-            conn.send((seq, "error", _error_payload(exc)))
+            sender.send((seq, "error", _error_payload(exc)))
             continue
         conn.send_bytes(answer)
 
