@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from .config import compose, register_configs
+from .episode_stats import EpisodeStatistics
 from .errors import (
     AsyncCallError,
     ClosedError,
@@ -47,6 +48,7 @@ __all__ = [
     "ConfigError",
     "EnvFamilyPlugin",
     "EnvfactoryError",
+    "EpisodeStatistics",
     "PluginConflictError",
     "PluginLoadWarning",
     "RemoteEnvError",

@@ -6,7 +6,6 @@ statistics, apply ``wrappers`` in order, vectorize, apply ``vector_wrappers`` in
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from gymnasium.vector import VectorEnv
 from omegaconf import DictConfig, OmegaConf
 
 from .config.compose import resolve_config, wrapper_options
+from .episode_stats import DEFAULT_KEY, EpisodeStatistics
 from .errors import ConfigError
 from .plugin.manager import get_registry
 
@@ -46,30 +46,19 @@ class EpisodeEndProbe(gym.Wrapper):
 
 
 class FlushEpisodeStats(gym.Wrapper):
-    """Reports the inner ``RecordEpisodeStatistics`` when one of your wrappers ends the
+    """Reports the inner :class:`EpisodeStatistics` when one of your wrappers ends the
     episode (a ``time_limit`` in ``wrappers``, say), in the same format, so no episode's
     statistics are lost. The returns stay those recorded below your wrappers."""
 
-    def __init__(
-        self, env: gym.Env, stats: gym.wrappers.RecordEpisodeStatistics, probe: EpisodeEndProbe
-    ) -> None:
+    def __init__(self, env: gym.Env, stats: EpisodeStatistics, probe: EpisodeEndProbe) -> None:
         super().__init__(env)
         self._stats, self._probe = stats, probe
 
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        s = self._stats
-        key = s._stats_key
         ended_above = (terminated or truncated) and not self._probe.ended
-        if ended_above and key not in info and s.episode_lengths > 0:
-            elapsed = round(time.perf_counter() - s.episode_start_time, 6)
-            info[key] = {"r": s.episode_returns, "l": s.episode_lengths, "t": elapsed}
-            s.time_queue.append(elapsed)
-            s.return_queue.append(s.episode_returns)
-            s.length_queue.append(s.episode_lengths)
-            s.episode_count += 1
-            s.episode_returns, s.episode_lengths = 0.0, 0  # no double count if stepped on
-            s.episode_start_time = time.perf_counter()
+        if ended_above and self._stats.key not in info:
+            self._stats.end_episode(info)
         return obs, reward, terminated, truncated, info
 
 
@@ -89,6 +78,7 @@ class EnvThunk:
     spec: Any = None
     index: int = 0
     label: str = ""
+    stats_key: str | None = DEFAULT_KEY
 
     def __call__(self) -> gym.Env:
         if self.spec is not None and self.spec.id not in gym.registry:
@@ -99,10 +89,12 @@ class EnvThunk:
                 f"env family make() for {self.label!r} returned {type(env).__name__}, not a "
                 "gymnasium.Env"
             )
-        stats = find_wrapper(env, gym.wrappers.RecordEpisodeStatistics)
-        if stats is None:
-            env = stats = gym.wrappers.RecordEpisodeStatistics(env)
-        if not self.wrappers:
+        stats = find_wrapper(env, EpisodeStatistics)
+        if stats is not None:  # the family placed it (atari: below life loss and clipping)
+            stats.key = self.stats_key
+        elif self.stats_key is not None:
+            env = stats = EpisodeStatistics(env, self.stats_key)
+        if not self.wrappers or stats is None or self.stats_key is None:
             return env
         env = probe = EpisodeEndProbe(env)
         for wrap, kwargs in self.wrappers:
@@ -171,10 +163,26 @@ def env_thunks(cfg: DictConfig) -> list[EnvThunk]:
     ]
     wraps = [(rec.wrap, opts) for rec, opts in wrappers]
     label = str(env_node.get("id", family.name))
+    key = stats_key(cfg)
     return [
-        EnvThunk(family.make, dict(env_node), list(wraps), spec, i, label)
+        EnvThunk(family.make, dict(env_node), list(wraps), spec, i, label, key)
         for i in range(int(cfg.num_envs))
     ]
+
+
+def stats_key(cfg: Any) -> str | None:
+    """The config's ``episode_stats_key`` (the info key of envfactory's episode
+    statistics; None when they are off)."""
+    key = cfg.get("episode_stats_key", DEFAULT_KEY)
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or key.startswith("_"):
+        raise ConfigError(
+            f"episode_stats_key={key!r} is not a valid info key; expected a non-empty string "
+            "not starting with '_' (e.g. episode_stats), or null to turn envfactory's episode "
+            "statistics off"
+        )
+    return key
 
 
 def make_env(

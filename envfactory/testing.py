@@ -30,7 +30,7 @@ them) plus envfactory's contract: batched spaces are ``batch_space`` of the sing
 spaces; ``metadata["autoreset_mode"]`` is an ``AutoresetMode``; ``reset(seed=int)`` is
 reproducible and gives env *i* the seed ``seed + i``; rewards are float64 and the flags
 bool arrays of shape ``(num_envs,)``; infos are dicts of arrays with ``_key`` masks;
-episode statistics (``infos["episode"]`` / ``_episode``) appear exactly when an episode
+episode statistics (``infos["episode_stats"]`` / ``_episode_stats``) appear exactly when an episode
 ends; each autoreset mode behaves as gymnasium's; ``reset_mask`` resets only the masked
 envs; ``close()`` is idempotent.
 
@@ -74,8 +74,9 @@ __all__ = [
 ]
 
 #: Info entries that legitimately differ between two identical runs: the wall-clock
-#: episode time of ``RecordEpisodeStatistics``. Their ``_t`` masks are still compared.
-DEFAULT_IGNORE: tuple[str, ...] = ("episode.t",)
+#: episode time of envfactory's ``episode_stats`` and gymnasium's ``RecordEpisodeStatistics``.
+#: Their ``_t`` masks are still compared.
+DEFAULT_IGNORE: tuple[str, ...] = ("episode.t", "episode_stats.t")
 
 #: A zero-argument factory of fresh vectorized envs.
 MakeVecEnv = Callable[[], VectorEnv]
@@ -424,6 +425,7 @@ def check_rollout(
     strict_episode_stats: bool = True,
     min_episodes: int = 0,
     reproducible: bool = True,
+    stats_key: str = "episode_stats",
 ) -> int:
     """Step ``steps`` times with sampled actions and check every step's types, the info
     layout, episode statistics and the autoreset mode's semantics; then (``reproducible``)
@@ -439,12 +441,14 @@ def check_rollout(
         make: returns a fresh vectorized env.
         steps: steps to run.
         seed: reset and action seed.
-        strict_episode_stats: every finished episode carries ``episode`` statistics whose
+        strict_episode_stats: every finished episode carries ``stats_key`` statistics whose
             length ``l`` matches the steps counted here (False: only check that
             statistics never appear for an env that did not just finish, e.g. for
             Atari's episodic life, where stats come at game over only).
         min_episodes: fail unless at least this many episodes ended.
         reproducible: compare against a second fresh instance.
+        stats_key: the info key of the episode statistics (envfactory's
+            ``episode_stats_key``; ``"episode"`` for gymnasium's RecordEpisodeStatistics).
 
     Returns:
         The number of episodes that ended.
@@ -495,7 +499,7 @@ def check_rollout(
                     f"{where}: 'final_obs' in infos outside same_step mode ({mode})"
                 )
                 stats_root = infos
-            stats_mask = stats_root.get("_episode", np.zeros(n, dtype=np.bool_))
+            stats_mask = stats_root.get(f"_{stats_key}", np.zeros(n, dtype=np.bool_))
             stray = stats_mask & ~done
             assert not stray.any(), (
                 f"{where}: episode statistics for envs {np.flatnonzero(stray).tolist()} "
@@ -504,17 +508,17 @@ def check_rollout(
             if strict_episode_stats and done.any():
                 assert np.array_equal(stats_mask, done), (
                     f"{where}: envs {np.flatnonzero(done & ~stats_mask).tolist()} finished "
-                    "an episode without infos['episode'] statistics (mask "
-                    f"'_episode'={stats_mask})"
+                    f"an episode without infos[{stats_key!r}] statistics (mask "
+                    f"'_{stats_key}'={stats_mask})"
                 )
-                stats = stats_root["episode"]
+                stats = stats_root[stats_key]
                 for key in ("r", "l", "t"):
-                    assert key in stats, f"{where}: infos['episode'] has no {key!r}"
+                    assert key in stats, f"{where}: infos[{stats_key!r}] has no {key!r}"
                 returns = np.asarray(stats["r"], dtype=np.float64)[done]
                 assert np.isfinite(returns).all(), f"{where}: episode returns {returns}"
                 lengths = np.asarray(stats["l"])[done]
                 assert np.array_equal(lengths, ep_len[done]), (
-                    f"{where}: infos['episode']['l'] {lengths} != steps counted since reset "
+                    f"{where}: infos[{stats_key!r}]['l'] {lengths} != steps counted since reset "
                     f"{ep_len[done]} for envs {np.flatnonzero(done).tolist()}"
                 )
             episodes += int(done.sum())

@@ -230,9 +230,10 @@ def test_noop_action() -> None:
 
 def test_episode_returns_reads_masks_and_final_info() -> None:
     infos = {
-        "episode": {"r": np.array([1.0, 2.0, 3.0]), "l": np.array([1, 2, 3])},
-        "_episode": np.array([True, False, True]),
+        "episode_stats": {"r": np.array([1.0, 2.0, 3.0]), "l": np.array([1, 2, 3])},
+        "_episode_stats": np.array([True, False, True]),
     }
     assert episode_returns(infos) == [1.0, 3.0]
-    assert episode_returns({"final_info": infos, "_final_info": infos["_episode"]}) == [1.0, 3.0]
+    final = {"final_info": infos, "_final_info": infos["_episode_stats"]}
+    assert episode_returns(final) == [1.0, 3.0]
     assert episode_returns({}) == []

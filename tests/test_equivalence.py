@@ -8,7 +8,7 @@
    ones included), start method, autoreset mode and ``shared_memory`` setting over a short
    run (the full cross product), plus a few long runs.
 
-Only ``infos["episode"]["t"]`` (wall-clock seconds) is left out of the comparisons; its
+Only ``infos["episode_stats"]["t"]`` (wall-clock seconds) is left out of the comparisons; its
 ``_t`` mask is compared.
 """
 
@@ -148,7 +148,7 @@ def test_dummy_matches_gymnasium_sync_vector_env(case: str, mode: str) -> None:
     terms, truncs = _ends(ours)
     assert terms >= min_terms and truncs >= min_truncs, (terms, truncs)
     assert _has_final_obs(ours) == (mode == "same_step")
-    assert any("episode" in r["infos"] or "episode" in r["infos"].get("final_info", {})
+    assert any("episode_stats" in r["infos"] or "episode_stats" in r["infos"].get("final_info", {})
                for r in ours)  # fmt: skip
     if mode == "disabled":
         assert sum(r["call"] == "reset_mask" for r in ours) >= 2

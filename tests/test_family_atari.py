@@ -148,7 +148,7 @@ def test_clip_reward_and_unclipped_episode_return() -> None:
     assert max(raw_rewards) > 1  # SpaceInvaders scores 5..30 per alien
     assert set(clip_rewards) <= {-1.0, 0.0, 1.0} and 1.0 in clip_rewards
     assert clip_rewards == [float(np.sign(r)) for r in raw_rewards]
-    assert info["episode"]["r"] == pytest.approx(raw_total)  # statistics see raw rewards
+    assert info["episode_stats"]["r"] == pytest.approx(raw_total)  # statistics see raw rewards
 
 
 def test_episodic_life_does_not_reset_game() -> None:
@@ -163,7 +163,7 @@ def test_episodic_life_does_not_reset_game() -> None:
     assert terminated and not truncated
     lives = _ale(env).lives()
     assert 0 < lives < lives0 and info["lives"] == lives
-    assert "episode" not in info  # not a real game over
+    assert "episode_stats" not in info  # not a real game over
     frame = _frame(env)
     _, info = env.reset()
     assert _ale(env).lives() == lives  # the game was not reset
@@ -172,13 +172,13 @@ def test_episodic_life_does_not_reset_game() -> None:
     seen_episode = []
     for _ in range(20000):
         _, _, terminated, truncated, info = env.step(int(rng.integers(4)))
-        seen_episode.append("episode" in info)
+        seen_episode.append("episode_stats" in info)
         if terminated or truncated:
             if _ale(env).lives() == 0:
                 break
             env.reset()
     assert _ale(env).lives() == 0 and seen_episode[-1] and sum(seen_episode) == 1
-    assert info["episode"]["l"] > len(seen_episode)  # counts all agent steps of the game
+    assert info["episode_stats"]["l"] > len(seen_episode)  # counts all agent steps of the game
     env.reset()
     assert _ale(env).lives() == lives0 and _frame(env) < 50  # real reset after game over
 
@@ -212,9 +212,9 @@ def test_episode_statistics_on_truncation() -> None:
     for step in range(1, 51):
         _, _, terminated, truncated, info = env.step(0)
         assert not terminated
-        assert truncated == (step == 50) and ("episode" in info) == (step == 50)
-    assert info["episode"]["l"] == 50
-    assert info["episode"]["r"] <= 0  # Pong under NOOP: only the opponent scores
+        assert truncated == (step == 50) and ("episode_stats" in info) == (step == 50)
+    assert info["episode_stats"]["l"] == 50
+    assert info["episode_stats"]["r"] <= 0  # Pong under NOOP: only the opponent scores
 
 
 def _rollout(env: gym.Env, seed: int, steps: int) -> tuple[list[np.ndarray], list[float]]:

@@ -192,7 +192,8 @@ def test_gym_sync_vectorizer_matches_dummy(mode: str) -> None:
             for _ in range(80):
                 obs, rew, term, trunc, infos = envs.step(actions.sample())
                 ep = infos.get("final_info", infos) if mode == "same_step" else infos
-                lengths = ep["episode"]["l"][ep["_episode"]] if "episode" in ep else []
+                stats = ep.get("episode_stats")
+                lengths = stats["l"][ep["_episode_stats"]] if stats is not None else []
                 steps.append((obs, rew, term, trunc, list(lengths)))
         return kind, steps
 

@@ -163,8 +163,8 @@ class _Float32Rewards(VectorWrapper):
 class _NoEpisodeStats(VectorWrapper):
     def step(self, actions: Any) -> Any:
         obs, rew, term, trunc, infos = self.env.step(actions)
-        infos.pop("episode", None)
-        infos.pop("_episode", None)
+        infos.pop("episode_stats", None)
+        infos.pop("_episode_stats", None)
         return obs, rew, term, trunc, infos
 
 
@@ -198,7 +198,7 @@ class _NoNextStepReset(VectorWrapper):
         final = infos.pop("final_info", {})
         for key in ("final_obs", "_final_obs", "_final_info"):
             infos.pop(key, None)
-        for key in ("episode", "_episode"):  # keep the episode statistics in sight
+        for key in ("episode_stats", "_episode_stats"):  # keep the episode statistics in sight
             if key in final:
                 infos[key] = final[key]
         return obs, rew, term, trunc, infos
@@ -208,7 +208,7 @@ class _NoNextStepReset(VectorWrapper):
     ("wrapper", "extra", "check", "message"),
     [
         (_Float32Rewards, (), check_rollout, "float64"),
-        (_NoEpisodeStats, (), check_rollout, "without infos\\['episode'\\]"),
+        (_NoEpisodeStats, (), check_rollout, "without infos\\['episode_stats'\\]"),
         (_NoNextStepReset, ("autoreset_mode=same_step",), check_rollout, "next_step"),
         (_IgnoresResetMask, (), check_reset_mask, "unmasked env"),
         (_IgnoresSeed, (), check_reset_seeding, "differ"),
@@ -566,12 +566,12 @@ def test_missing_attribute_raises_and_leaves_the_env_usable(case: str) -> None:
 
 @pytest.mark.parametrize("case", CPU_CASES)
 def test_gymnasium_vector_wrappers_take_it_unchanged(case: str) -> None:
-    """A VectorEnv for gymnasium's vector wrappers (``stats_key``: the per-env
-    ``RecordEpisodeStatistics`` already fills ``infos["episode"]``)."""
+    """A VectorEnv for gymnasium's vector wrappers (``RecordEpisodeStatistics`` with its
+    default key, next to envfactory's own ``infos["episode_stats"]``)."""
     from gymnasium.wrappers.vector import NormalizeObservation, RecordEpisodeStatistics
 
     def wrap(envs: VectorEnv) -> VectorEnv:
-        return RecordEpisodeStatistics(NormalizeObservation(envs), stats_key="vector_episode")
+        return RecordEpisodeStatistics(NormalizeObservation(envs))
 
     envs, ref = pair(case)
     with envs, ref:
@@ -581,7 +581,7 @@ def test_gymnasium_vector_wrappers_take_it_unchanged(case: str) -> None:
         for t, a in enumerate(actions):
             out, out_ref = wrapped.step(a), wrapped_ref.step(a)
             assert_tree_equal(
-                out, out_ref, (f"step {t}",), ignore=("episode.t", "vector_episode.t")
+                out, out_ref, (f"step {t}",), ignore=("episode.t", "episode_stats.t")
             )
         wrapped.close()
         assert envs.closed

@@ -19,7 +19,8 @@ Decisions:
       env construction nor the first reset).
     * ``random`` samples the batched action space seeded with ``seed``; ``noop`` is the
       zero action (clipped into a Box's bounds, a Discrete's ``start``).
-    * Episodes are counted from ``infos["episode"]`` with its ``_episode`` mask, and from
+    * Episodes are counted from envfactory's statistics, ``infos[episode_stats_key]`` with
+      its mask (gymnasium's ``infos["episode"]`` when ``episode_stats_key`` is null), and from
       ``infos["final_info"]`` under ``same_step`` autoreset; under ``disabled`` the finished
       envs are reset with ``options={"reset_mask": done}``.
     * The progress bar goes to stderr; it is off with ``run.progress=false`` and when
@@ -94,15 +95,15 @@ def noop_action(space: Any) -> Any:
     raise TypeError(f"run.policy=noop has no zero action for {space}; use run.policy=random")
 
 
-def episode_returns(infos: Mapping[str, Any]) -> list[float]:
-    """Returns of the episodes that ended in one step, from ``infos["episode"]["r"]`` and
-    its ``_episode`` mask (``infos["final_info"]`` too, for ``same_step`` autoreset)."""
+def episode_returns(infos: Mapping[str, Any], key: str = "episode_stats") -> list[float]:
+    """Returns of the episodes that ended in one step, from ``infos[key]["r"]`` and its
+    ``_<key>`` mask (``infos["final_info"]`` too, for ``same_step`` autoreset)."""
     out: list[float] = []
     for source in (infos, infos.get("final_info")):
-        if not isinstance(source, Mapping) or "episode" not in source:
+        if not isinstance(source, Mapping) or key not in source:
             continue
-        r = np.asarray(source["episode"]["r"], dtype=np.float64).reshape(-1)
-        mask = np.asarray(source.get("_episode", np.ones(r.shape, dtype=bool)), dtype=bool)
+        r = np.asarray(source[key]["r"], dtype=np.float64).reshape(-1)
+        mask = np.asarray(source.get(f"_{key}", np.ones(r.shape, dtype=bool)), dtype=bool)
         out.extend(float(x) for x in r[mask.reshape(-1)])
     return out
 
@@ -114,6 +115,7 @@ def rollout(
     policy: str = "random",
     seed: int | None = None,
     progress: bool = False,
+    stats_key: str = "episode_stats",
 ) -> RolloutStats:
     """Reset ``envs`` with ``seed`` and step it for ``total_steps`` env steps (summed over
     envs) with the ``random`` or ``noop`` policy."""
@@ -145,7 +147,7 @@ def rollout(
         for _ in range(iterations):
             actions = envs.action_space.sample() if noop is None else noop
             _, _, terminations, truncations, infos = envs.step(actions)
-            returns.extend(episode_returns(infos))
+            returns.extend(episode_returns(infos, stats_key))
             if disabled:
                 done = np.logical_or(terminations, truncations)
                 if done.any():
@@ -219,6 +221,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             policy=str(_plain(cfg.run.policy)),
             seed=cfg.seed,
             progress=bool(cfg.run.progress),
+            stats_key=cfg.get("episode_stats_key") or "episode",  # null: gymnasium's own
         )
     finally:
         envs.close()

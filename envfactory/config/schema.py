@@ -64,6 +64,9 @@ class EnvfactoryConfig:
         wrappers: per-env wrappers applied in order:
             ``[{name: time_limit, max_episode_steps: 500}]``.
         vector_wrappers: wrappers of the VectorEnv applied in order, same form.
+        episode_stats_key: the info key of envfactory's own episode statistics
+            (``infos[key]["r"|"l"|"t"]`` with the ``_<key>`` mask); null turns them off.
+            gymnasium's ``"episode"`` key is left to its own ``RecordEpisodeStatistics``.
         run: options of the ``envfactory`` command's rollout (``make_vec`` ignores it).
     """
 
@@ -75,4 +78,5 @@ class EnvfactoryConfig:
     seeding: Seeding = Seeding.offset
     wrappers: list[dict[str, Any]] = field(default_factory=list)
     vector_wrappers: list[dict[str, Any]] = field(default_factory=list)
+    episode_stats_key: Optional[str] = "episode_stats"  # noqa: UP045
     run: RunConfig = field(default_factory=RunConfig)

@@ -4,12 +4,15 @@
 is cheap. Wrapper order (outermost last)::
 
     ALE (frameskip=1) -> AtariPreprocessing | RamPreprocessing -> TimeLimit (optional)
-    -> RecordEpisodeStatistics -> EpisodicLife -> FireReset -> sign reward clip
+    -> EpisodeStatistics -> EpisodicLife -> FireReset -> sign reward clip
     -> FrameStackObservation -> StackLayout
 
-``RecordEpisodeStatistics`` sits inside the life-loss and reward-clip wrappers, so
-``info["episode"]`` holds the real, unclipped game return and the length in agent steps,
-and appears only at a real game over or truncation.
+envfactory's :class:`~envfactory.episode_stats.EpisodeStatistics` sits inside the
+life-loss and reward-clip wrappers, so ``info["episode_stats"]`` (the config's
+``episode_stats_key``) holds the real, unclipped game score and the length in agent steps,
+and appears only at a real game over or truncation. gymnasium's ``RecordEpisodeStatistics``
+added by the user (``info["episode"]``) sees what the learner sees: one episode per life,
+clipped rewards.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envfactory.episode_stats import EpisodeStatistics
 from envfactory.errors import ConfigError, did_you_mean
 from envfactory.families.atari_wrappers import (
     EpisodicLife,
@@ -242,7 +246,7 @@ def make_atari(**options: Any) -> gym.Env:
             )
         if opts["max_episode_steps"] is not None:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=opts["max_episode_steps"])
-        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = EpisodeStatistics(env)
         if opts["episodic_life"]:
             env = EpisodicLife(env)
         if opts["fire_reset"]:
