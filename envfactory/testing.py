@@ -67,6 +67,7 @@ __all__ = [
     "check_interface",
     "check_reset_mask",
     "check_reset_seeding",
+    "check_restarts",
     "check_rollout",
     "check_vecenv",
     "rollout",
@@ -616,6 +617,33 @@ def check_close(make: MakeVecEnv) -> None:
             inside.reset(seed=0)
         assert envs.closed, "leaving the with block must close the vectorized env"
     envs.close()
+
+
+def check_restarts(make: MakeVecEnv, *, steps: int = 200, seed: int = 0) -> int:
+    """For a vectorized env whose workers fail now and then and are rebuilt (``subproc``
+    with ``restart=true`` over an env that dies, hangs or raises from time to time): every
+    rule of :func:`check_rollout` still holds in its autoreset mode (a lost episode ends
+    ``truncated``; only its episode statistics may be missing), and so does
+    :func:`check_reset_mask`.
+
+    Args:
+        make: returns a fresh vectorized env whose workers fail during ``steps``.
+        steps: length of the checked rollout.
+        seed: reset and action seed.
+
+    Returns:
+        The number of restarts seen (each warns ``RuntimeWarning("restarting after: ...")``);
+        at least one, or the check tested nothing.
+    """
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check_rollout(make, steps=steps, seed=seed, strict_episode_stats=False, reproducible=False)
+        check_reset_mask(make, seed=seed)
+    restarts = sum("restarting after" in str(w.message) for w in seen)
+    assert restarts >= 1, f"no worker was restarted in {steps} steps: nothing was checked"
+    return restarts
 
 
 def check_vecenv(

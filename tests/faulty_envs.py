@@ -47,6 +47,11 @@ class FaultyEnv(gym.Env):
         obs_dim: observation size (vary it to get a space mismatch).
         step_sleep: seconds each step takes (a slow simulator).
         episode_len: steps per episode (then ``terminated``).
+        at_reset: misbehave on this reset call (1-based, since construction) instead.
+        every: misbehave on every ``every``-th step call (an env that fails now and then).
+        rebuild_file: if this file exists when the env is constructed (a rebuild, the test
+            having created it after the start), ``rebuild_fault`` applies: ``raise`` (the
+            constructor raises), ``obs5`` (observation size 5) or ``hang-reset``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -59,9 +64,21 @@ class FaultyEnv(gym.Env):
         obs_dim: int = 4,
         step_sleep: float = 0.0,
         episode_len: int = 50,
+        at_reset: int = 0,
+        every: int = 0,
+        rebuild_file: str | None = None,
+        rebuild_fault: str = "raise",
     ) -> None:
         if fault not in FAULTS:
             raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
+        self.at_reset, self.every = at_reset, every
+        self.hang_reset = False
+        if rebuild_file is not None and os.path.exists(rebuild_file):
+            if rebuild_fault == "raise":
+                raise RuntimeError("FaultyEnv cannot be rebuilt, on purpose")
+            if rebuild_fault == "obs5":
+                obs_dim = 5
+            self.hang_reset = rebuild_fault == "hang-reset"
         self.fault, self.at_step, self.once_file = fault, at_step, once_file
         self.step_sleep, self.episode_len = step_sleep, episode_len
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
@@ -97,7 +114,9 @@ class FaultyEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         super().reset(seed=seed)
         self.resets += 1
-        if self.at_step == 0 and self.resets == 1:
+        if self.hang_reset:
+            time.sleep(3600)
+        if (self.at_step == 0 and self.resets == 1) or self.resets == self.at_reset:
             self._misbehave()
         self.t = 0
         return self._obs(), {}
@@ -106,7 +125,9 @@ class FaultyEnv(gym.Env):
         self.steps += 1
         if self.step_sleep:
             time.sleep(self.step_sleep)
-        if self.at_step and self.steps == self.at_step:
+        if (self.at_step and self.steps == self.at_step) or (
+            self.every and self.steps % self.every == 0
+        ):
             self._misbehave()
         self.t += 1
         return self._obs(), float(action), self.t >= self.episode_len, False, {}
@@ -123,9 +144,17 @@ class Maker:
     obs_dim: int = 4
     step_sleep: float = 0.0
     label: str = ENV_ID
+    episode_len: int = 50
+    at_reset: int = 0
+    every: int = 0
+    rebuild_file: str | None = None
+    rebuild_fault: str = "raise"
 
     def __call__(self) -> gym.Env:
-        return FaultyEnv(self.fault, self.at_step, self.once_file, self.obs_dim, self.step_sleep)
+        return FaultyEnv(
+            self.fault, self.at_step, self.once_file, self.obs_dim, self.step_sleep,
+            self.episode_len, self.at_reset, self.every, self.rebuild_file, self.rebuild_fault,
+        )  # fmt: skip
 
 
 def unpicklable_maker() -> Any:

@@ -32,7 +32,9 @@ from faulty_envs import FaultyEnv, Maker
 
 import envfactory
 from envfactory.errors import (
+    AsyncCallError,
     ClosedError,
+    ConfigError,
     RemoteEnvError,
     SpaceMismatchError,
     UnpicklableEnvError,
@@ -41,6 +43,7 @@ from envfactory.errors import (
     WorkerError,
     WorkerTimeoutError,
 )
+from envfactory.testing import check_restarts
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 CONTEXTS = ("fork", "forkserver", "spawn")
@@ -578,11 +581,13 @@ def test_restart_rebuilds_a_killed_worker(
         assert trunc.tolist() == [True, True, False, False]
         assert infos["_restarted"].tolist() == [True, True, False, False]
         assert infos["restarted"][:2].tolist() == [True, True]
-        np.testing.assert_allclose(obs[:2], 0.0)  # fresh episodes
+        np.testing.assert_allclose(obs[:2], 0.005)  # the lost episodes end where last seen
         np.testing.assert_allclose(obs[2:], 0.006)  # the others just went on
         assert envs.pids[0] != old and _running(envs.pids[0])
         assert elapsed < FAULT_SECONDS + (1.0 if context == "spawn" else 0.0)
-        envs.step(ACTIONS)  # the autoreset step of the truncated envs
+        obs, rew, *_ = envs.step(ACTIONS)  # the autoreset step of the truncated envs
+        np.testing.assert_allclose(obs[:2], 0.0)
+        assert rew.tolist() == [0.0, 0.0, 1.0, 1.0] and envs.restarts == [1, 0]
         _run_on(envs, 100)
 
 
@@ -611,6 +616,146 @@ def test_restart_during_a_seeded_reset_keeps_the_seeds(tmp_path: Path, no_leaks:
         assert infos["_restarted"].tolist() == [False, False, True, True]
         assert envs.get_attr("np_random_seed") == (42, 43, 44, 45)
         _run_on(envs, 20)
+
+
+MODES = ("next_step", "same_step", "disabled")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_restart_ends_the_lost_episode_per_autoreset_mode(
+    mode: str, tmp_path: Path, no_leaks: None
+) -> None:
+    once = str(tmp_path / "exit-once")
+    with faulty("exit", at_step=5, once_file=once, restart=True, autoreset_mode=mode) as envs:
+        envs.reset(seed=0)
+        _run_on(envs, 4)
+        with pytest.warns(RuntimeWarning, match="died"):
+            obs, rew, term, trunc, infos = envs.step(ACTIONS)
+        assert trunc.tolist() == [False, False, True, True] and not term.any()
+        assert rew.tolist() == [1.0, 1.0, 0.0, 0.0]
+        assert infos["_restarted"].tolist() == [False, False, True, True]
+        if mode == "same_step":  # reset at once; the lost episode's end in final_obs
+            np.testing.assert_allclose(obs[2:], 0.0)
+            assert infos["_final_obs"].tolist() == [False, False, True, True]
+            np.testing.assert_allclose(np.stack(infos["final_obs"][2:]), 0.004)
+            assert infos["final_info"]["restarted"][2:].tolist() == [True, True]
+        else:  # ends at the last observation seen
+            np.testing.assert_allclose(obs[2:], 0.004)
+            assert "final_obs" not in infos
+        if mode == "disabled":
+            with pytest.raises(AsyncCallError, match=r"envs \[2, 3\] finished"):
+                envs.step(ACTIONS)
+            envs.reset(options={"reset_mask": trunc.copy()})
+        obs, rew, _, trunc, _ = envs.step(ACTIONS)
+        expected = [0.0, 0.0] if mode == "next_step" else [0.001, 0.001]  # autoreset step
+        np.testing.assert_allclose(obs[2:, 0], expected)
+        assert not trunc.any() and envs.restarts == [0, 1]
+        _run_on(envs, 10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_restart_during_a_masked_reset(mode: str, tmp_path: Path, no_leaks: None) -> None:
+    # env 2 dies in its second reset, a masked one; env 3 (same worker, not masked) lost
+    # its episode: it keeps its observation now and ends that episode at its next step
+    fns = [Maker(), Maker(), Maker("exit", at_step=-1, at_reset=2, once_file=str(tmp_path / "x")),
+           Maker()]  # fmt: skip
+    with subproc(fns, restart=True, autoreset_mode=mode) as envs:
+        envs.reset(seed=0)
+        _run_on(envs, 3)
+        mask = np.array([False, False, True, False])
+        with pytest.warns(RuntimeWarning, match="died during reset"):
+            obs, infos = envs.reset(seed=[0, 1, 52, 3], options={"reset_mask": mask})
+        np.testing.assert_allclose(obs[:, 0], [0.003, 0.003, 0.0, 0.003])
+        assert infos["_restarted"].tolist() == mask.tolist()
+        assert envs.get_attr("np_random_seed")[2] == 52  # the masked reset's seed
+        _, rew, _, trunc, _ = envs.step(ACTIONS)
+        assert trunc.tolist() == [False, False, False, True]
+        assert rew.tolist() == [1.0, 1.0, 1.0, 0.0]
+        if mode == "disabled":
+            envs.reset(options={"reset_mask": trunc.copy()})
+        envs.step(ACTIONS)
+        _run_on(envs, 10)
+
+
+def test_restart_that_cannot_rebuild_leaves_the_env_unusable(
+    tmp_path: Path, no_leaks: None
+) -> None:
+    flag = tmp_path / "rebuild"
+    fns = [Maker(rebuild_file=str(flag)) for _ in range(4)]
+    with subproc(fns, restart=True) as envs:
+        envs.reset(seed=0)
+        flag.touch()
+        _kill_and_wait(envs.pids[0])
+        with pytest.warns(RuntimeWarning), pytest.raises(RemoteEnvError, match="restart"):
+            envs.step(ACTIONS)
+        _assert_broken(envs)
+
+
+def test_restart_checks_the_rebuilt_spaces(tmp_path: Path, no_leaks: None) -> None:
+    flag = tmp_path / "rebuild"
+    fns = [Maker(rebuild_file=str(flag), rebuild_fault="obs5") for _ in range(4)]
+    with subproc(fns, restart=True) as envs:
+        envs.reset(seed=0)
+        flag.touch()
+        _kill_and_wait(envs.pids[1])
+        with pytest.warns(RuntimeWarning), pytest.raises(SpaceMismatchError) as info:
+            envs.step(ACTIONS)
+        assert "env 2 (Faulty-v0) was rebuilt" in str(info.value) and "(5,)" in str(info.value)
+        _assert_broken(envs)
+
+
+def test_restart_of_a_rebuild_that_hangs_honours_the_timeout(
+    tmp_path: Path, no_leaks: None
+) -> None:
+    flag = tmp_path / "rebuild"
+    fns = [Maker(rebuild_file=str(flag), rebuild_fault="hang-reset") for _ in range(4)]
+    with subproc(fns, restart=True, autoreset_mode="same_step") as envs:
+        envs.reset(seed=0)
+        flag.touch()
+        _kill_and_wait(envs.pids[0])
+        t0 = time.monotonic()
+        with pytest.warns(RuntimeWarning), pytest.raises(WorkerTimeoutError) as info:
+            envs.step(ACTIONS)  # same_step resets the rebuilt envs at once: that hangs
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        assert f"did not answer within {TIMEOUT:g} s" in str(info.value)
+        assert "during restart" in str(info.value)
+        _assert_broken(envs)
+
+
+def test_restart_cap_raises_the_fault(no_leaks: None) -> None:
+    with subproc([Maker() for _ in range(4)], restart=True, max_restarts=1) as envs:
+        envs.reset(seed=0)
+        _kill_and_wait(envs.pids[0])
+        with pytest.warns(RuntimeWarning):
+            envs.step(ACTIONS)
+        assert envs.restarts == [1, 0]
+        _kill_and_wait(envs.pids[0])
+        with pytest.raises(WorkerDiedError) as info:
+            envs.step(ACTIONS)
+        assert "not restarted: worker 0 was already restarted 1 times in the last 60 s" in str(
+            info.value
+        )
+        assert "vectorizer.max_restarts=1" in str(info.value)
+        _assert_broken(envs)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_conformance_with_an_env_that_dies_now_and_then(mode: str, no_leaks: None) -> None:
+    def make() -> SubprocVecEnv:
+        fns = [Maker(), Maker("exit", at_step=-1, every=23), Maker(), Maker("raise", -1, every=31)]
+        return subproc(fns, restart=True, max_restarts=100, autoreset_mode=mode)
+
+    assert check_restarts(make, steps=120) >= 4
+
+
+def test_infinite_timeout_waits_forever(no_leaks: None) -> None:
+    with subproc([Maker() for _ in range(4)], timeout=float("inf")) as envs:
+        assert envs.timeout is None
+        envs.reset(seed=0)
+        envs.step_async(ACTIONS)
+        envs.step_wait(timeout=float("inf"))
+    with pytest.raises(ConfigError, match="timeout must be > 0 seconds or null, got nan"):
+        subproc([Maker()], timeout=float("nan"))
 
 
 # -- 12. resource hygiene -----------------------------------------------------------------

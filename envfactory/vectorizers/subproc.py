@@ -9,6 +9,8 @@ indices, env id, exit code or signal and the remote traceback.
 
 from __future__ import annotations
 
+import copy as _copy
+import math
 import multiprocessing as mp
 import os
 import time
@@ -24,6 +26,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 from ..errors import (
     ConfigError,
     RemoteEnvError,
+    SpaceMismatchError,
     UnpicklableEnvError,
     VecEnvBrokenError,
     WorkerDiedError,
@@ -65,6 +68,7 @@ class _Worker:
         self.poller: Any = None
         self.seq = 0
         self.last_reset: Any = None
+        self.restarts: list[float] = []  # monotonic times of this worker's restarts
         # an interrupt (Ctrl-C) stopped a receive from this worker part-way: its stream may
         # be out of step, so it is killed on close, never read again
         self.suspect = False
@@ -90,6 +94,8 @@ class SubprocVecEnv(VecEnvBase):
         shared_memory: bool = True,
         timeout: float | None = None,
         restart: bool = False,
+        max_restarts: int = 5,
+        restart_window: float = 60.0,
         copy: bool = True,
         seeding: str = "offset",
         uint8_images: bool = False,
@@ -103,9 +109,17 @@ class SubprocVecEnv(VecEnvBase):
             raise ConfigError(
                 f"vectorizer.context must be one of {', '.join(START_METHODS)}, got {context!r}"
             )
-        if timeout is not None and timeout <= 0:
+        if timeout is not None and not timeout > 0:  # (nan too)
             raise ConfigError(f"vectorizer.timeout must be > 0 seconds or null, got {timeout!r}")
+        if timeout == math.inf:
+            timeout = None  # waits forever, as null
+        if max_restarts < 0 or not restart_window > 0:
+            raise ConfigError(
+                "vectorizer.max_restarts must be >= 0 and vectorizer.restart_window > 0 "
+                f"seconds, got {max_restarts!r} and {restart_window!r}"
+            )
         self.context, self.timeout, self.restart, self.copy = context, timeout, restart, copy
+        self.max_restarts, self.restart_window = max_restarts, restart_window
         self._timeout_used = 0.0
         if spin_us < 0:
             raise ConfigError(f"vectorizer.spin_us must be >= 0, got {spin_us!r}")
@@ -248,7 +262,7 @@ class SubprocVecEnv(VecEnvBase):
         while True:
             if w.poller.spin():
                 pass
-            elif deadline is not None:
+            elif deadline is not None and deadline != math.inf:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not w.conn.poll(remaining):
                     self._kill(w)
@@ -283,6 +297,8 @@ class SubprocVecEnv(VecEnvBase):
     def _gather(
         self, call: str, workers: Sequence[_Worker], timeout: float | None
     ) -> dict[int, Any]:
+        if timeout == math.inf:
+            timeout = None
         self._timeout_used = timeout if timeout is not None else 0.0
         deadline = None if timeout is None else time.monotonic() + timeout
         results: dict[int, Any] = {}
@@ -302,6 +318,7 @@ class SubprocVecEnv(VecEnvBase):
         if failures:
             if self.restart and call in ("step", "reset") and not self._broken:
                 for w, failure in failures:
+                    self._count_restart(w, failure)
                     warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=4)
                     results[w.index] = self._restart(w, call)
             else:
@@ -313,24 +330,79 @@ class SubprocVecEnv(VecEnvBase):
                 raise failures[0][1]
         return results
 
+    def _count_restart(self, w: _Worker, failure: WorkerError) -> None:
+        """Raise ``failure`` (the env is then unusable) if ``w`` already had
+        ``max_restarts`` restarts in the last ``restart_window`` seconds."""
+        now = time.monotonic()
+        recent = [t for t in w.restarts if now - t < self.restart_window]
+        if len(recent) >= self.max_restarts:
+            failure.args = (
+                f"{failure.args[0]}\nnot restarted: worker {w.index} was already restarted "
+                f"{len(recent)} times in the last {self.restart_window:g} s "
+                f"(vectorizer.max_restarts={self.max_restarts}, "
+                f"vectorizer.restart_window={self.restart_window:g})",
+            )
+            self._broken = failure
+            raise failure
+        w.restarts.append(now)
+
+    @property
+    def restarts(self) -> list[int]:
+        """How many times each worker was restarted (``vectorizer.restart=true``)."""
+        return [len(w.restarts) for w in self._workers]
+
+    def _last_obs(self, w: _Worker) -> list[Any]:
+        """The observation the caller last saw from each env of ``w`` (copies)."""
+        if not self._shm_obs:
+            return list(self._env_obs[w.start : w.stop])
+        assert self._buffers is not None
+        per_env = list(iterate(self.observation_space, self._buffers.obs))
+        return [_copy.deepcopy(per_env[i]) for i in range(w.start, w.stop)]
+
     def _restart(self, w: _Worker, call: str) -> Any:
+        """Rebuild ``w``'s envs in a new process and finish ``call`` on them (see the
+        worker's ``restarted`` / ``restart-reset``). Every wait is bounded: the start by
+        the startup budget, the redone call by ``timeout``. If the rebuild fails, the env
+        is unusable and that failure is raised."""
+        last = self._last_obs(w)
+        done = self._done[w.start : w.stop].tolist()
         self._kill(w)
         w.conn.close()
-        self._spawn(w)
-        self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
-        self._attach(w)
-        self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
-        w.seq = self._next_seq()
-        if call == "reset" and w.last_reset is not None:
-            # redo the caller's reset (its seeds) on the new envs, flagged as restarted
-            w.sender.send(("reset", w.seq, w.last_reset))
-            payload = self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
-            flags = [(i, {"restarted": True}) for i in range(w.stop - w.start)]
-            if self._shm_obs:
-                return [*payload, *flags]
-            return [*payload[0], *flags], payload[1]
-        w.sender.send(("restarted", w.seq, None))
-        return self._recv(w, time.monotonic() + STARTUP_TIMEOUT, "restart")
+        try:
+            self._spawn(w)
+            start_budget = (
+                STARTUP_TIMEOUT if self.timeout is None else max(self.timeout, STARTUP_TIMEOUT)
+            )
+            self._timeout_used = start_budget
+            info = self._recv(w, time.monotonic() + start_budget, "restart")
+            self._check_rebuilt_spaces(w, info)
+            self._attach(w)
+            self._recv(w, time.monotonic() + start_budget, "restart")
+            w.seq = self._next_seq()
+            if call == "reset":
+                seeds, options, mask = w.last_reset
+                w.sender.send(("restart-reset", w.seq, (seeds, options, mask, last, done)))
+            else:
+                w.sender.send(("restarted", w.seq, (last, done)))
+            self._timeout_used = self.timeout or 0.0
+            deadline = None if self.timeout is None else time.monotonic() + self.timeout
+            return self._recv(w, deadline, "restart")
+        except BaseException as exc:
+            self._broken = exc
+            raise
+
+    def _check_rebuilt_spaces(self, w: _Worker, info: list) -> None:
+        for i, (obs_space, act_space, *_) in enumerate(info):
+            for kind, new, old in (
+                ("observation", obs_space, self.single_observation_space),
+                ("action", act_space, self.single_action_space),
+            ):
+                if new != old:
+                    raise SpaceMismatchError(
+                        f"env {w.start + i} ({self.env_id}) was rebuilt after a worker fault "
+                        f"with {kind} space {new}, but the vectorized env has {old}; an env "
+                        "constructor must build the same spaces every time"
+                    )
 
     def _check_usable(self, what: str) -> None:
         if self._broken is not None:

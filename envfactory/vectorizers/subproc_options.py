@@ -45,8 +45,12 @@ class SubprocConfig:
         shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
             spaces are pickled).
         timeout: seconds a worker may take for one call; null waits forever.
-        restart: rebuild a dead or hung worker's envs and report their episodes as
-            truncated (``infos["restarted"]``) instead of raising.
+        restart: rebuild the envs of a worker that dies, hangs past ``timeout`` or raises
+            during ``step``/``reset``, and report their episodes as truncated (at the last
+            observation seen; ``infos["restarted"]``) instead of raising.
+        max_restarts: with ``restart``, the fault after this many restarts of one worker
+            within ``restart_window`` seconds is raised (a simulator that keeps failing).
+        restart_window: seconds over which ``max_restarts`` counts.
         copy: return a copy of the observation batch (false: a view of shared memory that
             the next step overwrites).
         spin_us: microseconds a waiting process busy-polls (yielding the CPU) before it
@@ -60,6 +64,8 @@ class SubprocConfig:
     shared_memory: bool = True
     timeout: Optional[float] = None  # noqa: UP045
     restart: bool = False
+    max_restarts: int = 5
+    restart_window: float = 60.0
     copy: bool = True
     spin_us: int = 200
 

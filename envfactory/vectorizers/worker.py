@@ -26,6 +26,8 @@ import traceback
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+import numpy as np
+
 __all__ = ["Sender", "dumps", "worker_main"]
 
 PR_SET_PDEATHSIG = 1
@@ -199,6 +201,7 @@ def _serve(
     stop = start + n
     buffers: SharedBuffers | None = None
     write = None
+    lost: dict[int, Any] = {}  # envs of a rebuilt worker whose lost episode is yet to end
     while True:
         if not poller.spin():
             while not poller.ready(1000):  # watchdog: exit if the main process is gone
@@ -207,12 +210,48 @@ def _serve(
         cmd, seq, data = conn.recv()
         try:
             if cmd == "step":
-                calls = runner.step(data)
+                calls = runner.step(data) if not lost else _step_lost(runner, data, lost)
                 payload = _results(runner, buffers, write, start, stop, shared, calls, None)
             elif cmd == "reset":
                 seeds, options, mask = data
+                if mask is None:
+                    lost.clear()
+                else:
+                    for j in np.flatnonzero(mask).tolist():
+                        lost.pop(j, None)
                 calls = runner.reset(seeds, options, mask)
                 payload = _results(runner, buffers, write, start, stop, shared, calls, mask)
+            elif cmd == "restarted":
+                # this worker replaces one that failed during a step: each env ends its lost
+                # episode now (truncated, at the last observation the caller saw), or, if
+                # that step was its next_step autoreset, is reset
+                last_obs, done = data
+                due = [i for i in range(n) if done[i] and mode == "next_step"]
+                for i in range(n):
+                    if i in due:
+                        runner.autoreset[i] = True
+                    else:
+                        lost[i] = last_obs[i]
+                calls = _step_lost(runner, [None] * n, lost)
+                calls += [(i, {"restarted": True}) for i in due]
+                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
+            elif cmd == "restart-reset":
+                # it replaces one that failed during a reset: the reset is redone (same seeds
+                # and options); with a reset_mask, the unmasked envs keep the observation
+                # the caller saw and end their lost episode (truncated) at their next step
+                seeds, options, mask, last_obs, done = data
+                calls = runner.reset(seeds, options, mask)
+                lost.clear()
+                for i in range(n):
+                    if mask is not None and not mask[i]:
+                        runner.obs[i] = last_obs[i]
+                        if done[i] and mode == "next_step":
+                            runner.autoreset[i] = True  # its next step is the autoreset
+                        elif not (done[i] and mode == "disabled"):  # (that one awaits a reset)
+                            lost[i] = last_obs[i]
+                    else:
+                        calls.append((i, {"restarted": True}))
+                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
             elif cmd == "attach":
                 fd = recv_handle(conn)
                 buffers = SharedBuffers(data, fd)
@@ -231,13 +270,6 @@ def _serve(
                 for i, v in zip(local, values):
                     envs[i].set_wrapper_attr(name, v)
                 payload = None
-            elif cmd == "restarted":
-                # this worker replaces a dead one: its envs report a truncated episode
-                calls = runner.reset([None] * n, None, None)
-                runner.truncations[:] = True
-                calls = [*calls, *[(i, {"restarted": True}) for i in range(n)]]
-                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
-                runner.autoreset[:] = mode == "next_step"
             elif cmd == "close":
                 if buffers is not None:
                     buffers.close()
@@ -254,6 +286,35 @@ def _serve(
             sender.send((seq, "error", _error_payload(exc)))
             continue
         conn.send_bytes(answer)
+
+
+class _LostEnv:
+    """Stands in for an env of a rebuilt worker for one step: the caller's episode was
+    lost with the old worker, so that step reports it truncated at the last observation
+    the caller saw (reward 0). ``reset`` is the new env's (same_step resets at once)."""
+
+    def __init__(self, env: Any, obs: Any) -> None:
+        self.env, self.obs = env, obs
+
+    def step(self, action: Any) -> tuple:
+        return self.obs, 0.0, False, True, {"restarted": True}
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self.env.reset(**kwargs)
+
+
+def _step_lost(runner: Any, actions: Any, lost: dict[int, Any]) -> list:
+    """``runner.step`` with the ``lost`` envs ending their lost episode instead of stepping
+    (every autoreset mode's bookkeeping is then the runner's own); empties ``lost``."""
+    real = runner.envs
+    runner.envs = [_LostEnv(e, lost[i]) if i in lost else e for i, e in enumerate(real)]
+    try:
+        calls = runner.step(actions)
+    finally:
+        runner.envs = real
+    calls += [(i, {"restarted": True}) for i in sorted(lost)]  # also top level in same_step
+    lost.clear()
+    return calls
 
 
 def _results(
