@@ -39,6 +39,10 @@ class EpisodeEndProbe(gym.Wrapper):
 
     ended = False
 
+    @property
+    def spec(self) -> Any:  # type: ignore[override]  # transparent: not in the recreatable spec
+        return self.env.spec
+
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.ended = bool(terminated or truncated)
@@ -53,6 +57,10 @@ class FlushEpisodeStats(gym.Wrapper):
     def __init__(self, env: gym.Env, stats: EpisodeStatistics, probe: EpisodeEndProbe) -> None:
         super().__init__(env)
         self._stats, self._probe = stats, probe
+
+    @property
+    def spec(self) -> Any:  # type: ignore[override]  # transparent: not in the recreatable spec
+        return self.env.spec
 
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)

@@ -188,12 +188,13 @@ def _make_base(env_id: str, obs_type: str, rap: float, full_action_space: bool) 
     )
 
 
-class _ScreenSpace(gym.ObservationWrapper):
+class _ScreenSpace(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Declares the screen's space over a RAM-observation ALE env, for AtariPreprocessing
     (which sizes its buffers from it and reads the screen straight from the ALE)."""
 
     def __init__(self, env: gym.Env, rgb: bool) -> None:
         super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, rgb=rgb)
         height, width = env.unwrapped.ale.getScreenDims()  # type: ignore[attr-defined]
         shape = (height, width, 3) if rgb else (height, width)
         self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)

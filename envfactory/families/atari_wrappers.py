@@ -23,7 +23,7 @@ def sign_reward(reward: SupportsFloat) -> float:
     return float(np.sign(float(reward)))
 
 
-class EpisodicLife(gym.Wrapper):
+class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Ends the learner's episode on every lost life; resets the game only on game over.
 
     When ``ale.lives()`` decreases and lives remain, ``step`` returns ``terminated=True``.
@@ -40,6 +40,7 @@ class EpisodicLife(gym.Wrapper):
             env: the environment; ``env.unwrapped.ale`` must exist.
         """
         super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
         self.lives = 0
         self.was_real_done = True
 
@@ -71,7 +72,7 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
-class FireReset(gym.Wrapper):
+class FireReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Presses FIRE (action 1) then action 2 after every reset, for games that need it.
 
     Applies only if the action meanings have ``"FIRE"`` at index 1 and at least 3 actions;
@@ -86,6 +87,7 @@ class FireReset(gym.Wrapper):
             env: the environment; ``env.unwrapped.get_action_meanings()`` must exist.
         """
         super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
         meanings = list(env.unwrapped.get_action_meanings())  # type: ignore[attr-defined]
         self.active = len(meanings) >= 3 and meanings[1] == "FIRE"
 
@@ -105,7 +107,7 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-class RamPreprocessing(gym.Wrapper):
+class RamPreprocessing(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """No-op reset and frame skipping for ``obs_type="ram"`` (no image processing).
 
     On reset, takes ``1..noop_max`` no-ops drawn from ``env.unwrapped.np_random`` (as
@@ -123,6 +125,7 @@ class RamPreprocessing(gym.Wrapper):
             frame_skip: frames per agent step (>= 1).
         """
         super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max, frame_skip=frame_skip)
         if frame_skip < 1 or noop_max < 0:
             raise ValueError(f"need frame_skip >= 1 and noop_max >= 0: {frame_skip}, {noop_max}")
         self.noop_max = noop_max
@@ -156,7 +159,7 @@ class RamPreprocessing(gym.Wrapper):
         return obs, info
 
 
-class StackLayout(gym.ObservationWrapper):
+class StackLayout(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Arranges (stacked) uint8 frames into the final layout in one copy.
 
     Input (after :class:`gymnasium.wrappers.FrameStackObservation`, or a single frame when
@@ -183,6 +186,9 @@ class StackLayout(gym.ObservationWrapper):
             stacked: whether the input has a leading stack axis.
         """
         super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(
+            self, obs_type=obs_type, layout=layout, stacked=stacked
+        )
         if obs_type not in ("grayscale", "rgb", "ram") or layout not in ("hwc", "chw"):
             raise ValueError(f"bad obs_type/layout: {obs_type!r}, {layout!r}")
         self.obs_type, self.layout, self.stacked = obs_type, layout, stacked
