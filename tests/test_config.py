@@ -138,58 +138,7 @@ def test_make_vec_from_a_dict() -> None:
         envfactory.make_vec({"env": "mountaincat"})
 
 
-USER_APP = """
-import json
-
-import hydra
-
-import envfactory
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg):
-    with envfactory.make_vec(cfg.envfactory) as envs:
-        obs, _ = envs.reset(seed=0)
-        envs.step(envs.action_space.sample())
-    node = cfg.envfactory
-    print(json.dumps({"shape": list(obs.shape), "family": node.env.family,
-                      "g": node.env.get("g"), "lr": cfg.lr}))
-
-
-if __name__ == "__main__":
-    main()
-"""
-
-USER_CONFIG = """
-defaults:
-  - envfactory@envfactory
-  - _self_
-
-envfactory:
-  num_envs: 2
-lr: 0.001
-"""
-
-
-@pytest.mark.parametrize(
-    ("overrides", "expected"),
-    [
-        ([], {"shape": [2, 4], "family": "gym", "g": None, "lr": 0.001}),
-        (
-            ["env@envfactory.env=pendulum_moon", "envfactory.num_envs=3", "lr=0.1"],
-            {"shape": [3, 3], "family": "pendulum", "g": 1.62, "lr": 0.1},
-        ),
-    ],
-)
-def test_users_own_hydra_app(
-    run: Any, tmp_path: Path, overrides: list[str], expected: dict[str, Any]
-) -> None:
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "config.yaml").write_text(USER_CONFIG)
-    (tmp_path / "app.py").write_text(USER_APP)
-    proc = run(["python", "app.py", f"hydra.run.dir={tmp_path / 'out'}", *overrides])
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected
+# A user's own @hydra.main app composing envfactory: tests/test_hydra_app.py
 
 
 def test_config_only_experiment(run: Any, tmp_path: Path) -> None:

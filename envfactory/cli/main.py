@@ -241,12 +241,13 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 def _load_registry() -> str:
     """Load plugins and store the config schemas before Hydra composes; plugin load
     warnings are printed as one line each. Returns the conf dir."""
-    from envfactory.config import conf_dir, register_configs
+    from envfactory.config import conf_dir
+    from envfactory.config.store import use_in_this_app
     from envfactory.errors import PluginLoadWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PluginLoadWarning)
-        register_configs()
+        use_in_this_app()
     for w in caught:
         if issubclass(w.category, PluginLoadWarning):
             print(f"envfactory: warning: {w.message}", file=sys.stderr)

@@ -12,7 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError, UnknownNameError
 from ..plugin.manager import Registry, get_registry
-from .store import register_configs, schema_node, search_dirs
+from .store import extend_search_path, root_configs, schema_node, search_dirs
 
 __all__ = ["compose", "resolve_config", "validate", "wrapper_options"]
 
@@ -28,18 +28,14 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         >>> cfg.env.family, cfg.num_envs, cfg.vectorizer.name
         ('mountaincar', 2, 'dummy')
     """
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.config_search_path import SearchPathQuery
     from hydra.types import RunMode
 
-    reg = register_configs()
-    dirs = search_dirs(reg)
-    csp = create_config_search_path(dirs[0])
-    anchor = SearchPathQuery(provider="main")
-    for i, d in reversed(list(enumerate(dirs[1:]))):  # after conf/, before Hydra's schema
-        csp.append(f"envfactory-plugin-{i}", f"file://{d}", anchor=anchor)
-    loader = ConfigLoaderImpl(config_search_path=csp)
+    from .. import _compat
+
+    reg = root_configs()
+    search_path, make_loader = _compat.hydra_config_loader(search_dirs(reg)[0])
+    extend_search_path(search_path, reg)
+    loader = make_loader(search_path)
     overrides = [str(o) for o in overrides]
     try:
         cfg = loader.load_configuration(config_name, overrides, RunMode.RUN, from_shell=False)

@@ -18,6 +18,7 @@ clipped rewards.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing as mp
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -223,7 +224,9 @@ def make_atari(**options: Any) -> gym.Env:
     import ale_py  # deferred: heavy, and only needed when an Atari env is built
 
     gym.register_envs(ale_py)
-    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
+    if mp.current_process().name.startswith("envfactory-worker-"):
+        # no banner per worker; a process of the user's keeps its ALE logger as set there
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     obs_type: str = opts["obs_type"]
     env = _make_base(
         opts["id"], obs_type, opts["repeat_action_probability"], opts["full_action_space"]

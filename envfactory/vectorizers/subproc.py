@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
+from .. import _compat
 from ..errors import (
     ConfigError,
     RemoteEnvError,
@@ -42,6 +43,7 @@ from .subproc_options import (
     SubprocAtariConfig,
     SubprocConfig,
     default_in_series,
+    install_fork_hook,
     split_envs,
     without_main,
 )
@@ -127,7 +129,10 @@ class SubprocVecEnv(VecEnvBase):
         self.env_id = _label(env_fns[0])
         self._ctx: Any = mp.get_context(context)
         if context == "forkserver":
-            self._ctx.set_forkserver_preload(["envfactory.vectorizers.worker", "gymnasium"])
+            # extend the user's preload list, never replace it; the at-fork hook only matters
+            # once a forkserver exists
+            _compat.forkserver_preload(self._ctx, ["envfactory.vectorizers.worker", "gymnasium"])
+            install_fork_hook()
         self._mode_name = MODE_NAMES[self.autoreset_mode]
         self._seq = 0
         for k, (a, b) in enumerate(split_envs(self.num_envs, in_series)):
@@ -209,19 +214,13 @@ class SubprocVecEnv(VecEnvBase):
             name=f"envfactory-worker-{w.index}",
             daemon=True,
         )
-        current = mp.current_process()
-        was_daemon = current._config.get("daemon", False)  # type: ignore[attr-defined]
-        if was_daemon:
-            # multiprocessing refuses children of daemonic processes (some Hydra launchers
-            # run jobs in one). Our workers die with their parent (PDEATHSIG + watchdog),
-            # which is the concern behind that rule, so lift it while starting them.
-            current._config["daemon"] = False  # type: ignore[attr-defined]
+        # multiprocessing refuses children of daemonic processes (some Hydra launchers run
+        # jobs in one). Our workers die with their parent (PDEATHSIG + watchdog), which is
+        # the concern behind that rule, so lift it while starting them.
         try:
-            with without_main():
+            with without_main(), _compat.non_daemonic():
                 proc.start()
         finally:
-            if was_daemon:
-                current._config["daemon"] = True  # type: ignore[attr-defined]
             child_conn.close()
         w.process, w.pid, w.conn, w.seq = proc, proc.pid, parent_conn, 0
         w.poller = Poller(parent_conn, self.spin_us * 1e-6)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import _compat
 from ..errors import ConfigError
 
 __all__ = [
@@ -110,23 +110,18 @@ def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:
     return out
 
 
-def _forget_inherited_forkserver() -> None:
-    """In a forked child, multiprocessing's forkserver handle is the parent's: its
-    ``ensure_running`` would ``waitpid`` a process that is not this one's child and raise
-    ChildProcessError (e.g. a daemonic job process forked by a launcher, whose parent had
-    used ``context=forkserver``). Forget it, so this process starts its own on first use."""
-    fs = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
-    if fs is None or getattr(fs, "_forkserver_pid", None) is None:
-        return
-    alive = getattr(fs, "_forkserver_alive_fd", None)
-    fs._forkserver_pid = fs._forkserver_address = fs._forkserver_alive_fd = None
-    if alive is not None:
-        with contextlib.suppress(OSError):
-            os.close(alive)  # nor keep the parent's forkserver alive
+_fork_hook: list[bool] = [False]
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_inherited_forkserver)
+def install_fork_hook() -> None:
+    """Once a forkserver is in use: make a forked child forget the parent's forkserver
+    handle, whose ``ensure_running`` would ``waitpid`` a process that is not the child's
+    own and raise ChildProcessError (e.g. a daemonic job process forked by a launcher whose
+    parent used ``context=forkserver``); the child starts its own on first use. Installed
+    only when envfactory starts a forkserver, never on import."""
+    if not _fork_hook[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_compat.forget_inherited_forkserver)
+        _fork_hook[0] = True
 
 
 # -- workers do not re-run the user's __main__ ------------------------------------------
