@@ -24,7 +24,7 @@ import envfactory
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "plugins"
 BIN = Path(sys.executable).parent
-BAD_PLUGINS = ("broken", "conflict", "typo")
+BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang")
 
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 

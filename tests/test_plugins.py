@@ -317,3 +317,81 @@ def test_every_bad_plugin_at_once_and_the_cli_still_runs(
     assert listing.returncode == 0, listing.stderr
     assert "Failed plugins (skipped) (3)" in listing.stdout
     assert "conflict (envfactory-conflict)" in listing.stdout
+
+
+# -- hostile plugins: sys.exit, bad schemas, impostor names, hangs ----------------------
+
+
+def test_hostile_plugins_reported_by_distribution_and_skipped(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    out = probe(run, [plugin_sites["hostile"]], "env=pendulum", "vectorizer=gym-sync")
+    failures = {(f["plugin"], f["stage"]): f for f in out["registry"]["failures"]}
+    # each hostile plugin is one failure, reported once (the wrappers hook included)
+    assert sorted(failures) == [
+        ("bad_name", "envfactory_env_families"),
+        ("bad_schema", "envfactory_env_families"),
+        ("bad_wrappers", "envfactory_wrappers"),
+        ("exit_hook", "envfactory_env_families"),
+        ("exit_import", "import"),
+    ]
+    assert len(out["registry"]["failures"]) == 5 and len(out["warnings"]) == 5
+    assert all(f["distribution"] == "envfactory-hostile" for f in failures.values())
+    assert all(f["version"] == "0.0.2" for f in failures.values())
+    assert all("'envfactory-hostile' 0.0.2" in w for w in out["warnings"])
+    assert failures["exit_import", "import"]["error"] == "SystemExit: 3"
+    assert failures["exit_hook", "envfactory_env_families"]["error"] == (
+        "SystemExit: exit_hook: no licence, giving up"
+    )
+    schema_error = failures["bad_schema", "envfactory_env_families"]["error"]
+    assert "WavyConfig of 'wavy' is not a valid OmegaConf schema" in schema_error
+    assert "complex" in schema_error
+    name_error = failures["bad_name", "envfactory_env_families"]["error"]
+    assert "ValueError: EnvFamilyPlugin name 'gym\\n' is not valid" in name_error
+    # nothing of theirs is registered; everything else works
+    families = out["registry"]["families"]
+    assert "wavy" not in families and [n for n in families if n.startswith("gym")] == ["gym"]
+    assert families["gym"]["distribution"] == "envfactory"
+    assert out["stepped"] == "GymSyncVectorEnv"
+
+
+def test_hostile_plugins_do_not_end_the_commands(run: Any, plugin_sites: dict[str, Path]) -> None:
+    sites = [plugin_sites["hostile"]]
+    argv = ["envfactory", "num_envs=2", "run.total_steps=10", "run.progress=false"]
+    proc = run([*argv, "hydra.run.dir=out"], pythonpath=sites)
+    assert proc.returncode == 0, proc.stderr
+    assert "steps/s" in proc.stdout or "CartPole" in proc.stdout, proc.stdout
+    warned = [line for line in proc.stderr.splitlines() if line.startswith("envfactory: ")]
+    assert len(warned) == 5 and all("'envfactory-hostile'" in w for w in warned), proc.stderr
+    listing = run(["envfactory-plugins"], pythonpath=sites)
+    assert listing.returncode == 0, listing.stderr
+    assert "Failed plugins (skipped) (5)" in listing.stdout
+
+
+def test_a_hanging_plugin_is_named_with_how_to_disable_it(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    from envfactory.plugin.manager import SLOW_AFTER_S
+
+    env = {"ENVFACTORY_HANG_SECONDS": str(SLOW_AFTER_S + 2)}
+    proc = run(["python", "-c", PROBE, "env=gym"], pythonpath=[plugin_sites["hang"]], env=env)
+    assert proc.returncode == 0, proc.stderr
+    [line] = [ln for ln in proc.stderr.splitlines() if "still importing" in ln]
+    assert "plugin 'hang' from distribution 'envfactory-hang' 0.0.3" in line
+    assert f"after {SLOW_AFTER_S:g} s" in line
+    assert "ENVFACTORY_DISABLED_PLUGINS=hang" in line
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # slow is not broken: once loaded, it counts
+    assert out["registry"]["wrappers"]["slow_identity"]["distribution"] == "envfactory-hang"
+    assert out["stepped"] == "DummyVecEnv"
+    # and disabled, it is not imported at all (no wait, no warning)
+    env["ENVFACTORY_DISABLED_PLUGINS"] = "hang"
+    proc = run(["python", "-c", PROBE], pythonpath=[plugin_sites["hang"]], env=env, timeout=60)
+    assert proc.returncode == 0 and "still importing" not in proc.stderr, proc.stderr
+
+
+def test_record_names_must_match_whole() -> None:
+    for bad in ("gym\n", "gym ", "", "1gym", "gym.x", "gym/x"):
+        with pytest.raises(ValueError, match="is not valid: use letters, digits"):
+            envfactory.EnvFamilyPlugin(bad, dict)
+    assert envfactory.EnvFamilyPlugin("my-gym_2", dict).name == "my-gym_2"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -195,13 +197,14 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
             if self.has_plugin(ep.name):
                 continue
             try:
-                plugin = ep.load()
-            except Exception as exc:  # a broken plugin must not break envfactory
+                with _watch(provider, "import"):
+                    plugin = ep.load()
+            except (Exception, SystemExit) as exc:  # a broken plugin must not break envfactory
                 self._fail(provider, "import", exc)
                 continue
             try:
                 self.register_plugin(plugin, provider)
-            except Exception as exc:  # misspelled hook, bad hook signature, ...
+            except (Exception, SystemExit) as exc:  # misspelled hook, bad signature, ...
                 self._fail(provider, "registration", exc)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException) -> None:
@@ -227,8 +230,9 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
             name = self.get_name(impl.plugin) or repr(impl.plugin)
             provider = self.providers.get(name, Provider(name, "<registered in code>", "-"))
             try:
-                result = impl.function()
-            except Exception as exc:
+                with _watch(provider, hook_name):
+                    result = impl.function()
+            except (Exception, SystemExit) as exc:  # sys.exit in a plugin ends nothing here
                 self._fail(provider, hook_name, exc)
                 continue
             if result is None:
@@ -249,17 +253,14 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         reg = Registry(failures=self.failures, disabled=self.disabled)
         _collect(self, "envfactory_env_families", EnvFamilyPlugin, reg.families, "env family")
         _collect(self, "envfactory_vectorizers", VectorizerPlugin, reg.vectorizers, "vectorizer")
-        wrappers: dict[str, Registered[WrapperPlugin]] = {}
-        _collect(self, "envfactory_wrappers", WrapperPlugin, wrappers, "wrapper", vector=False)
+        # one call of the wrappers hook (a failure is reported once), split by ``vector``
         _collect(
             self,
             "envfactory_wrappers",
             WrapperPlugin,
-            reg.vector_wrappers,
-            "vector wrapper",
-            vector=True,
+            lambda rec: reg.vector_wrappers if rec.vector else reg.wrappers,
+            lambda rec: "vector wrapper" if rec.vector else "wrapper",
         )
-        reg.wrappers.update(wrappers)
         for provider, dirs in self.call_each("envfactory_config_dirs"):
             for d in dirs:
                 reg.config_dirs.append((os.fspath(d), provider))
@@ -270,9 +271,8 @@ def _collect(
     pm: EnvfactoryPluginManager,
     hook_name: str,
     rtype: type[Any],
-    table: dict[str, Registered[Any]],
-    kind: str,
-    vector: bool | None = None,
+    table_: dict[str, Registered[Any]] | Callable[[Any], dict[str, Registered[Any]]],
+    kind_: str | Callable[[Any], str],
 ) -> None:
     for provider, records in pm.call_each(hook_name):
         rec: Any
@@ -284,8 +284,12 @@ def _collect(
                     TypeError(f"{hook_name} must return {rtype.__name__} records, got {rec!r}"),
                 )
                 continue
-            if vector is not None and rec.vector != vector:
+            problem = _schema_problem(rec)
+            if problem is not None:
+                pm._fail(provider, hook_name, problem)
                 continue
+            table = table_ if isinstance(table_, dict) else table_(rec)
+            kind = kind_ if isinstance(kind_, str) else kind_(rec)
             if rec.name in table:
                 other = table[rec.name].provider
                 raise PluginConflictError(
@@ -295,6 +299,53 @@ def _collect(
                     f"{DISABLE_ENV_VAR}=<plugin name>."
                 )
             table[rec.name] = Registered(rec, provider)
+
+
+def _schema_problem(rec: Any) -> Exception | None:
+    """Why OmegaConf cannot make a config node of ``rec.config`` (None when it can), so a
+    bad schema is that plugin's failure rather than every config's."""
+    if rec.config is None:
+        return None
+    from omegaconf import OmegaConf
+
+    try:
+        OmegaConf.structured(rec.config)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return TypeError(
+            f"the config dataclass {rec.config.__qualname__} of {rec.name!r} is not a valid "
+            f"OmegaConf schema: {first}"
+        )
+    return None
+
+
+SLOW_AFTER_S = 5.0
+"""A plugin still importing (or in a hook) after this many seconds is named on stderr."""
+
+
+@contextmanager
+def _watch(provider: Provider, stage: str) -> Iterator[None]:
+    """Name a plugin that is still busy after :data:`SLOW_AFTER_S` seconds, with how to
+    disable it (it is not interrupted: it may just be slow)."""
+
+    def warn() -> None:
+        stage_text = "importing" if stage == "import" else f"in its hook {stage}"
+        print(
+            f"envfactory: warning: plugin {provider.plugin!r} from distribution "
+            f"{provider.distribution!r} {provider.version} is still {stage_text} after "
+            f"{SLOW_AFTER_S:g} s. If it hangs, press Ctrl-C and disable it with "
+            f"{DISABLE_ENV_VAR}={provider.plugin} (or uninstall {provider.distribution}).",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    timer = threading.Timer(SLOW_AFTER_S, warn)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _entry_points(group: str) -> list[md.EntryPoint]:

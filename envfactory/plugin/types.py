@@ -15,11 +15,11 @@ from typing import Any
 
 __all__ = ["EnvFamilyPlugin", "PluginRecord", "VectorizerPlugin", "WrapperPlugin"]
 
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
+_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")  # whole name: fullmatch, no "gym\n"
 
 
 def _check_common(kind: str, name: Any, fn: Any, fn_field: str, config: Any) -> None:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ValueError(
             f"{kind} name {name!r} is not valid: use letters, digits, '_' or '-', starting "
             "with a letter (it becomes a Hydra config name)"

@@ -1,0 +1,1 @@
+"""A deliberately slow envfactory plugin (a test fixture)."""

@@ -1,0 +1,1 @@
+"""Deliberately hostile envfactory plugins (a test fixture)."""
