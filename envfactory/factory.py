@@ -230,7 +230,10 @@ def make_vec(
     vec_node = _container(cfg.vectorizer)
     vec = reg.vectorizer(str(vec_node.pop("name")))
     options = dict(vec_node)
-    options["autoreset_mode"] = _value(cfg.get("autoreset_mode", "next_step"))
+    # past the config boundary the mode is gymnasium's AutoresetMode, for every vectorizer
+    from .vectorizers.base import autoreset_mode
+
+    options["autoreset_mode"] = autoreset_mode(_value(cfg.get("autoreset_mode", "next_step")))
     envs = vec.build(thunks, **options)
     try:
         return _finish(envs, vec, cfg, reg)

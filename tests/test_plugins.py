@@ -395,3 +395,61 @@ def test_record_names_must_match_whole() -> None:
         with pytest.raises(ValueError, match="is not valid: use letters, digits"):
             envfactory.EnvFamilyPlugin(bad, dict)
     assert envfactory.EnvFamilyPlugin("my-gym_2", dict).name == "my-gym_2"
+
+
+# -- the hookspec docstring examples run as written -------------------------------------
+
+
+def _spec_examples() -> dict[str, str]:
+    import inspect
+    import textwrap
+
+    from envfactory.plugin import spec
+
+    out = {}
+    for name in ("envfactory_env_families", "envfactory_vectorizers", "envfactory_wrappers"):
+        doc = inspect.getdoc(getattr(spec, name)) or ""
+        body = doc.split("::", 1)[1].split("\n\n", 1)[1]
+        lines = []
+        for line in body.splitlines():
+            if line and not line.startswith("    "):
+                break
+            lines.append(line)
+        out[name] = textwrap.dedent("\n".join(lines))
+    return out
+
+
+@pytest.mark.parametrize("hook", sorted(_spec_examples()))
+def test_hookspec_example_runs_as_written(hook: str, tmp_path: Path) -> None:
+    import importlib.util
+    import sys
+
+    from envfactory.plugin.manager import Provider
+
+    path = tmp_path / f"doc_{hook}.py"
+    path.write_text(_spec_examples()[hook])
+    modspec = importlib.util.spec_from_file_location(path.stem, path)
+    assert modspec is not None and modspec.loader is not None
+    module = importlib.util.module_from_spec(modspec)
+    sys.modules[path.stem] = module  # cloudpickle pickles its functions by value anyway
+    try:
+        modspec.loader.exec_module(module)
+        pm = get_plugin_manager()
+        pm.register_plugin(module, Provider(path.stem, "docs", "0"))
+        from envfactory.config import store
+
+        store._root_for[0] = None  # the registry below is new
+        envfactory.plugin.manager._state.pop("registry", None)
+        reg = envfactory.get_registry()
+        assert not reg.failures
+        overrides = {
+            "envfactory_env_families": ["env=doc_pendulum", "env.g=9.81"],
+            "envfactory_vectorizers": ["vectorizer=doc-sync", "autoreset_mode=same_step"],
+            "envfactory_wrappers": ["wrappers=[{name: doc_scale_reward, scale: 0.5}]"],
+        }[hook]
+        with envfactory.make_vec(overrides=[*overrides, "num_envs=2"]) as envs:
+            envs.reset(seed=0)
+            envs.step(envs.action_space.sample())
+    finally:
+        sys.modules.pop(path.stem, None)
+        envfactory.reset_plugins()

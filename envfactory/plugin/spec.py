@@ -39,22 +39,22 @@ def envfactory_env_families() -> list[EnvFamilyPlugin]:  # type: ignore[empty-bo
 
 
         @dataclass
-        class PendulumConfig:
-            family: str = "pendulum"
+        class DocPendulumConfig:
+            family: str = "doc_pendulum"
             g: float = 10.0
             max_episode_steps: int = 200
 
 
-        def make_pendulum(g: float, max_episode_steps: int) -> gym.Env:
+        def make_doc_pendulum(g: float, max_episode_steps: int) -> gym.Env:
             return gym.make("Pendulum-v1", g=g, max_episode_steps=max_episode_steps)
 
 
         @envfactory.hookimpl
         def envfactory_env_families():
-            return [envfactory.EnvFamilyPlugin("pendulum", make_pendulum, PendulumConfig,
+            return [envfactory.EnvFamilyPlugin("doc_pendulum", make_doc_pendulum, DocPendulumConfig,
                                                summary="Pendulum with a gravity knob")]
 
-    ``envfactory env=pendulum env.g=9.81`` then works with no YAML.
+    ``envfactory env=doc_pendulum env.g=9.81`` then works with no YAML.
     """
 
 
@@ -71,21 +71,22 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:  # type: ignore[empty-bo
 
 
         @dataclass
-        class GymSyncConfig:
-            name: str = "gym-sync"
+        class DocSyncConfig:
+            name: str = "doc-sync"
             copy: bool = True
 
 
-        def build(env_fns, *, copy: bool, autoreset_mode: str):
+        def build(env_fns, *, copy: bool, autoreset_mode: gym.vector.AutoresetMode):
             return gym.vector.SyncVectorEnv(env_fns, copy=copy, autoreset_mode=autoreset_mode)
 
 
         @envfactory.hookimpl
         def envfactory_vectorizers():
-            return [envfactory.VectorizerPlugin("gym-sync", build, GymSyncConfig)]
+            return [envfactory.VectorizerPlugin("doc-sync", build, DocSyncConfig)]
 
     ``build`` receives the list of zero-argument env constructors (picklable with
-    cloudpickle), the vectorizer node's fields and the top-level ``autoreset_mode``.
+    cloudpickle), the vectorizer node's fields and the top-level ``autoreset_mode`` as gymnasium's
+    ``AutoresetMode``.
     """
 
 
@@ -102,19 +103,20 @@ def envfactory_wrappers() -> list[WrapperPlugin]:  # type: ignore[empty-body]
 
 
         @dataclass
-        class ScaleRewardConfig:
+        class DocScaleRewardConfig:
             scale: float = 1.0
 
 
-        def scale_reward(env: gym.Env, scale: float) -> gym.Env:
+        def doc_scale_reward(env: gym.Env, scale: float) -> gym.Env:
             return gym.wrappers.TransformReward(env, lambda r: r * scale)
 
 
         @envfactory.hookimpl
         def envfactory_wrappers():
-            return [envfactory.WrapperPlugin("scale_reward", scale_reward, ScaleRewardConfig)]
+            return [envfactory.WrapperPlugin("doc_scale_reward", doc_scale_reward,
+                                              DocScaleRewardConfig)]
 
-    Then ``wrappers=[{name: scale_reward, scale: 0.1}]``. With ``vector=True`` the record
+    Then ``wrappers=[{name: doc_scale_reward, scale: 0.1}]``. With ``vector=True`` the record
     wraps the VectorEnv and is used in ``vector_wrappers``.
     """
 

@@ -76,14 +76,6 @@ class GymSyncConfig:
     copy: bool = True
 
 
-# envfactory spells autoreset modes in snake_case; gymnasium's enum values are CamelCase.
-_AUTORESET = {
-    "next_step": AutoresetMode.NEXT_STEP,
-    "same_step": AutoresetMode.SAME_STEP,
-    "disabled": AutoresetMode.DISABLED,
-}
-
-
 class GymSyncVectorEnv(SyncVectorEnv):
     """gymnasium's ``SyncVectorEnv`` plus the context manager envfactory's VecEnvs have."""
 
@@ -98,15 +90,10 @@ def build_gym_sync(
     env_fns: Sequence[Callable[[], gym.Env]],
     *,
     copy: bool = True,
-    autoreset_mode: str = "next_step",
+    autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
 ) -> GymSyncVectorEnv:
-    try:
-        mode = _AUTORESET[str(autoreset_mode)]
-    except KeyError:
-        raise ValueError(
-            f"gym-sync: autoreset_mode must be one of {', '.join(_AUTORESET)}; "
-            f"got {autoreset_mode!r}"
-        ) from None
+    # envfactory hands vectorizers gymnasium's AutoresetMode, ready to pass on
+    mode = autoreset_mode
     return GymSyncVectorEnv(list(env_fns), copy=copy, autoreset_mode=mode)
 
 
