@@ -14,7 +14,8 @@ used instead (and noted here).
   ``Plugins.instance().register``.
 * multiprocessing: :func:`parent_daemon_flag` (``Process._config["daemon"]``) and
   :func:`forget_inherited_forkserver` (``multiprocessing.forkserver._forkserver``).
-* gymnasium: :func:`episode_stats` (``RecordEpisodeStatistics`` running fields).
+* gymnasium: none (episode statistics use envfactory's own wrapper, not
+  ``RecordEpisodeStatistics``' private fields).
 """
 
 from __future__ import annotations

@@ -1,0 +1,52 @@
+"""Every private API of a dependency that envfactory uses (all in envfactory/_compat.py)
+still exists and behaves as assumed. A failure here after an upgrade names the thing that
+moved: fix envfactory/_compat.py, nothing else."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.forkserver as forkserver
+from pathlib import Path
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.object_type import ObjectType
+from hydra.types import RunMode
+
+from envfactory import _compat
+
+
+def test_hydra_config_loader_composes(tmp_path: Path) -> None:
+    (tmp_path / "cfg.yaml").write_text("a: 1\n")
+    search_path, make_loader = _compat.hydra_config_loader(str(tmp_path))
+    loader = make_loader(search_path)
+    cfg = loader.load_configuration("cfg", ["a=2"], RunMode.RUN, from_shell=False)
+    assert cfg.a == 2
+
+
+def test_configstore_remove() -> None:
+    cs = ConfigStore.instance()
+    cs.store(group="envfactory_compat_test", name="x", node={"a": 1})
+    assert cs.get_type("envfactory_compat_test/x.yaml") is ObjectType.CONFIG
+    _compat.configstore_remove(cs, "envfactory_compat_test", "x")
+    assert cs.get_type("envfactory_compat_test/x.yaml") is ObjectType.NOT_FOUND
+    assert isinstance(cs.repo, dict)
+
+
+def test_non_daemonic_flag() -> None:
+    current = mp.current_process()
+    assert isinstance(current._config, dict)  # type: ignore[attr-defined]
+    with _compat.non_daemonic():
+        assert not current.daemon
+
+
+def test_forkserver_fields() -> None:
+    fs = forkserver._forkserver  # type: ignore[attr-defined]
+    for field in ("_forkserver_pid", "_forkserver_address", "_forkserver_alive_fd"):
+        assert hasattr(fs, field), field
+    assert isinstance(fs._preload_modules, list)
+    before = list(fs._preload_modules)
+    try:
+        _compat.forkserver_preload(mp.get_context("forkserver"), ["json"])
+        assert fs._preload_modules == [*before, "json"] or "json" in before
+    finally:
+        mp.get_context("forkserver").set_forkserver_preload(before)
