@@ -36,6 +36,7 @@ from .plugin import (
     available,
     get_registry,
     hookimpl,
+    register_plugin,
     reset_plugins,
 )
 from .vectorizers.base import VecEnvBase, tile_images
@@ -70,6 +71,7 @@ __all__ = [
     "make_env",
     "make_vec",
     "register_configs",
+    "register_plugin",
     "reset_plugins",
     "tile_images",
 ]

@@ -453,3 +453,31 @@ def test_hookspec_example_runs_as_written(hook: str, tmp_path: Path) -> None:
     finally:
         sys.modules.pop(path.stem, None)
         envfactory.reset_plugins()
+
+
+def test_register_plugin_in_process() -> None:
+    import doctest
+
+    from envfactory.plugin import manager
+
+    finder = doctest.DocTestFinder()
+    [test] = [t for t in finder.find(manager) if t.name == f"{manager.__name__}.register_plugin"]
+    result = doctest.DocTestRunner().run(test)
+    assert result.failed == 0 and result.attempted > 0
+
+    def make(**options: Any) -> gym.Env:
+        return gym.make("CartPole-v1")
+
+    assert envfactory.register_plugin(envfactory.EnvFamilyPlugin("nb_family", make)) == "nb_family"
+    assert envfactory.compose(["env=nb_family"]).env.family == "nb_family"
+    assert envfactory.get_registry().families["nb_family"].provider.distribution == (
+        "<registered in code>"
+    )
+    # duplicates are refused, naming both, and leave the registry as it was
+    with pytest.raises(envfactory.PluginConflictError, match="env family 'gym'"):
+        envfactory.register_plugin(envfactory.EnvFamilyPlugin("gym", make), name="again")
+    with pytest.raises(envfactory.PluginConflictError, match="already registered"):
+        envfactory.register_plugin(envfactory.EnvFamilyPlugin("nb_family", make))
+    assert envfactory.get_registry().families["gym"].provider.distribution == "envfactory"
+    with envfactory.make_vec(overrides=["env=nb_family", "num_envs=2"]) as envs:
+        assert envs.reset(seed=0)[0].shape == (2, 4)

@@ -1,6 +1,12 @@
 """envfactory's plugin system: hook specs, registration records and the manager."""
 
-from .manager import available, get_plugin_manager, get_registry, reset_plugins
+from .manager import (
+    available,
+    get_plugin_manager,
+    get_registry,
+    register_plugin,
+    reset_plugins,
+)
 from .spec import NAME, hookimpl, hookspec
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
@@ -14,5 +20,6 @@ __all__ = [
     "get_registry",
     "hookimpl",
     "hookspec",
+    "register_plugin",
     "reset_plugins",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "available",
     "get_plugin_manager",
     "get_registry",
+    "register_plugin",
     "reset_plugins",
 ]
 
@@ -409,3 +410,73 @@ def available() -> dict[str, dict[str, str]]:
             ("vector_wrappers", reg.vector_wrappers),
         )
     }
+
+
+def register_plugin(plugin: object, name: str | None = None) -> str:
+    """Register a plugin in this process, without packaging (notebooks, scripts).
+
+    ``plugin`` is a module or object with ``@envfactory.hookimpl`` functions, or one record
+    (``EnvFamilyPlugin`` / ``VectorizerPlugin`` / ``WrapperPlugin``) or a list of records.
+    The registry is rebuilt at once, so ``compose`` / ``make_vec`` see the new names.
+    A name already registered (by any plugin) raises ``PluginConflictError`` and leaves
+    everything as it was. Distribute a plugin with an ``envfactory`` entry point instead.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import envfactory
+        >>> def make_cartpole_long(max_episode_steps: int = 1000) -> gym.Env:
+        ...     return gym.make("CartPole-v1", max_episode_steps=max_episode_steps)
+        >>> record = envfactory.EnvFamilyPlugin("cartpole_long", make_cartpole_long)
+        >>> envfactory.register_plugin(record)
+        'cartpole_long'
+        >>> with envfactory.make_vec(overrides=["env=cartpole_long", "num_envs=2"]) as envs:
+        ...     envs.num_envs
+        2
+        >>> envfactory.reset_plugins()  # forget it again
+    """
+    records: list[Any] = list(plugin) if isinstance(plugin, (list, tuple)) else [plugin]
+    if records and all(
+        isinstance(r, (EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin)) for r in records
+    ):
+        plugin = _RecordsPlugin(records)
+        name = name or "+".join(r.name for r in records)
+    name = name or getattr(plugin, "__name__", None) or f"in-process-{id(plugin):x}"
+    with _lock:
+        pm = get_plugin_manager()
+        if pm.has_plugin(name) or pm.is_registered(plugin):
+            raise PluginConflictError(
+                f"a plugin named {name!r} is already registered in this process; pass "
+                f"name=... or call envfactory.reset_plugins() first"
+            )
+        pm.register_plugin(plugin, Provider(name, "<registered in code>", "-"))
+        failures = len(pm.failures)
+        try:
+            registry = pm.build_registry()
+        except Exception:
+            pm.unregister(plugin)
+            pm.providers.pop(name, None)
+            raise
+        finally:
+            del pm.failures[failures:]  # rebuilding must not repeat earlier reports
+        registry.failures = list(pm.failures)
+        _state["registry"] = registry
+    return name
+
+
+class _RecordsPlugin:
+    """A plugin object made from records passed to :func:`register_plugin`."""
+
+    def __init__(self, records: list[Any]) -> None:
+        self.records = records
+
+    @spec.hookimpl
+    def envfactory_env_families(self) -> list[Any]:
+        return [r for r in self.records if isinstance(r, EnvFamilyPlugin)]
+
+    @spec.hookimpl
+    def envfactory_vectorizers(self) -> list[Any]:
+        return [r for r in self.records if isinstance(r, VectorizerPlugin)]
+
+    @spec.hookimpl
+    def envfactory_wrappers(self) -> list[Any]:
+        return [r for r in self.records if isinstance(r, WrapperPlugin)]
