@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_KEY", "EpisodeStatistics"]
 DEFAULT_KEY = "episode_stats"
 
 
-class EpisodeStatistics(gym.Wrapper):
+class EpisodeStatistics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Records each episode's return, length and wall time under ``info[key]``.
 
     A family that wants its statistics recorded at a particular depth of its wrapper chain
@@ -52,6 +52,7 @@ class EpisodeStatistics(gym.Wrapper):
 
     def __init__(self, env: gym.Env, key: str | None = DEFAULT_KEY) -> None:
         super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, key=key)  # env.spec can remake it
         self.key = key
         self.episode_return = 0.0
         self.episode_length = 0

@@ -767,20 +767,27 @@ def _env_opened(make: MakeEnv) -> Iterator[gym.Env]:
         env.close()
 
 
-def episode_stats_key_of(env: gym.Env, default: str = "episode") -> str:
-    """The info key under which ``env`` reports episode statistics: the key of the
-    outermost ``RecordEpisodeStatistics`` in its wrapper chain (envfactory adds one to every
-    env and names it from the config), else ``default``.
+def episode_stats_key_of(env: gym.Env, default: str | None = "episode") -> str | None:
+    """The info key under which ``env`` reports episode statistics: that of envfactory's
+    own ``EpisodeStatistics`` in its wrapper chain (the config's ``episode_stats_key``;
+    None when turned off), else that of the outermost gymnasium
+    ``RecordEpisodeStatistics``, else ``default``.
 
     Args:
         env: a single env.
-        default: the key when no ``RecordEpisodeStatistics`` wraps ``env``.
+        default: the key when neither wraps ``env``.
     """
+    from .episode_stats import EpisodeStatistics
+
+    found: str | None = default
+    recorded = False
     while True:
-        if isinstance(env, gym.wrappers.RecordEpisodeStatistics):
-            return str(getattr(env, "_stats_key", default))
+        if isinstance(env, EpisodeStatistics):
+            return env.key
+        if isinstance(env, gym.wrappers.RecordEpisodeStatistics) and not recorded:
+            found, recorded = str(getattr(env, "_stats_key", default)), True
         if not isinstance(env, gym.Wrapper):
-            return default
+            return found
         env = env.env
 
 
@@ -871,7 +878,7 @@ def check_env_seeding(
     """
     with _env_opened(make) as a, _env_opened(make) as b:
         stats_key = episode_stats_key_of(a)
-        ignore = (*DEFAULT_IGNORE, f"{stats_key}.t")
+        ignore = (*DEFAULT_IGNORE, f"{stats_key}.t") if stats_key else DEFAULT_IGNORE
         ta, tb = _env_rollout(a, seed, steps), _env_rollout(b, seed, steps)
         assert_tree_equal(ta, tb, ("same seed, fresh envs",), ignore)
         assert_tree_equal(_env_rollout(a, seed, steps), ta, ("same seed, same env",), ignore)
@@ -936,6 +943,8 @@ def check_env_episode_stats(
     """
     with _env_opened(make) as env:
         key = stats_key or episode_stats_key_of(env)
+        if key is None:  # the config turned envfactory's statistics off
+            return 0
         env.action_space.seed(seed)
         _, info = env.reset(seed=seed)
         assert key not in info, f"reset: info has episode statistics {key!r}"

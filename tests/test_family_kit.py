@@ -65,6 +65,14 @@ def test_stats_key_is_read_from_the_env() -> None:
     assert episode_stats_key_of(env) == "my_stats"
     assert episode_stats_key_of(gym.make("CartPole-v1")) == "episode"
     assert check_env_episode_stats(lambda: env, max_steps=300, min_episodes=2) >= 2
+    assert episode_stats_key_of(envfactory.make_env(overrides=["env=gym"])) == "episode_stats"
+    make = _factory(
+        "env=mountaincar",
+        "episode_stats_key=my_key",
+        "wrappers=[{name: time_limit, max_episode_steps: 9}]",
+    )
+    assert episode_stats_key_of(make()) == "my_key"
+    assert check_env_episode_stats(make, max_steps=30, min_episodes=3) == 3
 
 
 @pytest.mark.parametrize(
