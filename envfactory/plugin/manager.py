@@ -40,11 +40,11 @@ __all__ = [
 ]
 
 DISABLE_ENV_VAR = "ENVFACTORY_DISABLED_PLUGINS"
-BUILTIN_MODULES = (
-    "envfactory.families",
-    "envfactory.vectorizers",
-    "envfactory.wrappers",
-)
+BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementations
+    "envfactory.families": "envfactory.families.builtin",
+    "envfactory.vectorizers": "envfactory.vectorizers.builtin",
+    "envfactory.wrappers": "envfactory.wrappers",
+}
 
 R = TypeVar("R")
 
@@ -181,9 +181,9 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         import importlib
 
         version = _version("envfactory")
-        for modname in BUILTIN_MODULES:
+        for name, modname in BUILTIN_MODULES.items():
             self.register_plugin(
-                importlib.import_module(modname), Provider(modname, "envfactory", version)
+                importlib.import_module(modname), Provider(name, "envfactory", version)
             )
 
     def load_entrypoints(self, group: str = spec.NAME, disabled: Iterable[str] = ()) -> None:
