@@ -49,6 +49,8 @@ class FaultyEnv(gym.Env):
         episode_len: steps per episode (then ``terminated``).
         at_reset: misbehave on this reset call (1-based, since construction) instead.
         every: misbehave on every ``every``-th step call (an env that fails now and then).
+        helper: start a helper process (``sleep 600``, pid in ``helper_pid``), as some
+            simulators do.
         rebuild_file: if this file exists when the env is constructed (a rebuild, the test
             having created it after the start), ``rebuild_fault`` applies: ``raise`` (the
             constructor raises), ``obs5`` (observation size 5) or ``hang-reset``.
@@ -68,10 +70,17 @@ class FaultyEnv(gym.Env):
         every: int = 0,
         rebuild_file: str | None = None,
         rebuild_fault: str = "raise",
+        helper: bool = False,
     ) -> None:
         if fault not in FAULTS:
             raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
         self.at_reset, self.every = at_reset, every
+        self.helper: Any = None
+        if helper:  # a simulator's own helper process
+            import subprocess
+
+            self.helper = subprocess.Popen(["sleep", "600"])
+            self.helper_pid = self.helper.pid
         self.hang_reset = False
         if rebuild_file is not None and os.path.exists(rebuild_file):
             if rebuild_fault == "raise":
@@ -149,11 +158,13 @@ class Maker:
     every: int = 0
     rebuild_file: str | None = None
     rebuild_fault: str = "raise"
+    helper: bool = False
 
     def __call__(self) -> gym.Env:
         return FaultyEnv(
             self.fault, self.at_step, self.once_file, self.obs_dim, self.step_sleep,
             self.episode_len, self.at_reset, self.every, self.rebuild_file, self.rebuild_fault,
+            self.helper,
         )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -756,6 +757,161 @@ def test_infinite_timeout_waits_forever(no_leaks: None) -> None:
         envs.step_wait(timeout=float("inf"))
     with pytest.raises(ConfigError, match="timeout must be > 0 seconds or null, got nan"):
         subproc([Maker()], timeout=float("nan"))
+
+
+# -- 16. threads, process groups, forks ---------------------------------------------------
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_vec_env_built_in_a_short_lived_thread_keeps_its_workers(
+    context: str, no_leaks: None
+) -> None:
+    # the parent-death signal fires when the *thread* that started a worker ends
+    box: dict[str, SubprocVecEnv] = {}
+    thread = threading.Thread(
+        target=lambda: box.setdefault("envs", subproc([Maker()] * 4, context))
+    )
+    thread.start()
+    thread.join()
+    with box["envs"] as envs:
+        time.sleep(0.3)
+        assert all(_running(p) for p in envs.pids)
+        envs.reset(seed=0)
+        obs, *_ = envs.step(ACTIONS)
+        np.testing.assert_allclose(obs, 0.001)
+
+
+def _helpers_end_with_workers(envs: SubprocVecEnv, end: Any) -> None:
+    helpers = envs.get_attr("helper_pid")
+    assert all(_running(h) for h in helpers)
+    end()
+    assert not _wait_gone(helpers, 2.0), "an env's helper process outlived its worker"
+
+
+def test_env_helper_processes_end_with_close_terminate(no_leaks: None) -> None:
+    envs = subproc([Maker(helper=True) for _ in range(4)])
+    envs.reset(seed=0)
+    _helpers_end_with_workers(envs, lambda: envs.close(terminate=True))
+
+
+def test_env_helper_processes_end_with_a_timeout_kill(no_leaks: None) -> None:
+    with subproc([Maker("hang", helper=True) for _ in range(4)]) as envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        envs.step(ACTIONS)
+
+        def step_into_the_timeout() -> None:
+            with pytest.raises(WorkerTimeoutError):
+                envs.step(ACTIONS)
+
+        _helpers_end_with_workers(envs, step_into_the_timeout)
+
+
+class _InterruptedSend:
+    """A worker connection whose ``send_bytes`` is interrupted (as by Ctrl-C)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def send_bytes(self, data: Any) -> None:
+        raise KeyboardInterrupt
+
+
+def test_interrupt_between_two_sends_of_a_step_is_not_silent(no_leaks: None) -> None:
+    envs = subproc([Maker() for _ in range(4)], timeout=None)
+    envs.reset(seed=0)
+    envs._workers[1].conn = _InterruptedSend(envs._workers[1].conn)  # worker 0 got the step
+    with pytest.raises(KeyboardInterrupt):
+        envs.step(ACTIONS)
+    with pytest.raises(VecEnvBrokenError, match=r"interrupted .* while it was being sent"):
+        envs.step(ACTIONS)  # worker 0 would step twice and one transition would be lost
+    envs._workers[1].conn = envs._workers[1].conn._conn
+    t0 = time.monotonic()
+    envs.close()
+    assert time.monotonic() - t0 < FAULT_SECONDS
+
+
+def _in_thread(fn: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="stepper")
+    thread.start()
+    time.sleep(0.2)  # well inside the slow step
+    return thread, box
+
+
+def test_two_threads_calling_one_vec_env_get_a_clear_error(no_leaks: None) -> None:
+    with subproc([Maker(step_sleep=0.5) for _ in range(4)], timeout=None) as envs:
+        envs.reset(seed=0)
+        thread, box = _in_thread(lambda: envs.step(ACTIONS))
+        with pytest.raises(RuntimeError, match=r"step_wait\(\) called from thread 'MainThread' "
+                           r"while step_wait\(\) is in progress in thread 'stepper'"):  # fmt: skip
+            envs.step_wait()
+        with pytest.raises(RuntimeError):  # AsyncCallError: a step is pending
+            envs.step(ACTIONS)
+        thread.join()
+        assert "error" not in box, box
+        np.testing.assert_allclose(box["result"][0], 0.001)  # exactly one step, intact
+        obs, *_ = envs.step(ACTIONS)
+        np.testing.assert_allclose(obs, 0.002)
+
+
+def test_close_from_another_thread_during_a_step(no_leaks: None) -> None:
+    envs = subproc([Maker(step_sleep=2.0) for _ in range(4)], timeout=None)
+    envs.reset(seed=0)
+    thread, box = _in_thread(lambda: envs.step(ACTIONS))
+    t0 = time.monotonic()
+    envs.close()
+    thread.join(5)
+    assert time.monotonic() - t0 < FAULT_SECONDS
+    assert isinstance(box.get("error"), ClosedError), box
+    assert "closed from thread 'MainThread' meanwhile" in str(box["error"])
+    assert not any(_running(p) for p in envs.pids)
+
+
+FORK_SCRIPT = """
+import os, sys
+sys.path.insert(0, TESTS)
+import numpy as np
+import faulty_envs
+from envfactory.vectorizers.subproc import SubprocVecEnv
+
+if __name__ == "__main__":
+    envs = SubprocVecEnv([faulty_envs.Maker()] * 4, in_series=2, context=sys.argv[1], timeout=5)
+    envs.reset(seed=0)
+    envs.step(np.ones(4, np.int64))
+    pid = os.fork()
+    if pid == 0:
+        try:
+            envs.step(np.ones(4, np.int64))
+        except RuntimeError as exc:
+            print("child:", exc, flush=True)
+        sys.exit(0)  # a normal exit, atexit hooks and all
+    os.waitpid(pid, 0)
+    obs = envs.step(np.ones(4, np.int64))[0]
+    print("parent:", [round(float(x), 6) for x in obs[:, 0]], flush=True)
+    envs.close()
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
+def test_a_forked_child_neither_uses_nor_ends_the_parents_workers(
+    context: str, tmp_path: Path
+) -> None:
+    script = FORK_SCRIPT.replace("TESTS", repr(str(Path(__file__).parent)))
+    proc = _script(tmp_path, script, context)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    child, parent = out.splitlines()
+    assert "was forked from it and does not own its workers" in child, out
+    assert parent == "parent: [0.002, 0.002, 0.002, 0.002]", (out, err)
 
 
 # -- 12. resource hygiene -----------------------------------------------------------------

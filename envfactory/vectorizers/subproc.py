@@ -9,10 +9,13 @@ indices, env id, exit code or signal and the remote traceback.
 
 from __future__ import annotations
 
+import contextlib
 import copy as _copy
 import math
 import multiprocessing as mp
 import os
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,6 +28,8 @@ from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
 from .. import _compat
 from ..errors import (
+    AsyncCallError,
+    ClosedError,
     ConfigError,
     RemoteEnvError,
     SpaceMismatchError,
@@ -45,7 +50,7 @@ from .subproc_options import (
     default_in_series,
     install_fork_hook,
     split_envs,
-    without_main,
+    start_process,
 )
 from .worker import Poller, Sender, worker_main
 
@@ -67,6 +72,7 @@ class _Worker:
         self.pid: int | None = None
         self.conn: Any = None
         self.sender: Any = None
+        self.killed_group: int | None = None
         self.poller: Any = None
         self.seq = 0
         self.last_reset: Any = None
@@ -107,6 +113,10 @@ class SubprocVecEnv(VecEnvBase):
         self._workers: list[_Worker] = []
         self._buffers: SharedBuffers | None = None
         self._broken: BaseException | None = None
+        self._owner_pid = os.getpid()
+        self._lock = threading.Lock()
+        self._active: tuple[str, threading.Thread] = ("", threading.current_thread())
+        self._closed_by: str | None = None
         if context not in START_METHODS:
             raise ConfigError(
                 f"vectorizer.context must be one of {', '.join(START_METHODS)}, got {context!r}"
@@ -214,15 +224,12 @@ class SubprocVecEnv(VecEnvBase):
             name=f"envfactory-worker-{w.index}",
             daemon=True,
         )
-        # multiprocessing refuses children of daemonic processes (some Hydra launchers run
-        # jobs in one). Our workers die with their parent (PDEATHSIG + watchdog), which is
-        # the concern behind that rule, so lift it while starting them.
+        w.process, w.pid, w.conn, w.seq = proc, None, parent_conn, 0  # (closed if interrupted)
         try:
-            with without_main(), _compat.non_daemonic():
-                proc.start()
+            start_process(proc)
         finally:
             child_conn.close()
-        w.process, w.pid, w.conn, w.seq = proc, proc.pid, parent_conn, 0
+        w.pid = proc.pid
         w.poller = Poller(parent_conn, self.spin_us * 1e-6)
         w.sender = Sender(parent_conn, by_value=self.context != "fork")
 
@@ -237,9 +244,15 @@ class SubprocVecEnv(VecEnvBase):
         return self._seq
 
     def _kill(self, w: _Worker) -> None:
-        if w.process is not None and w.process.is_alive():
+        """Kill the worker and its process group (the env's own helper processes: each
+        worker leads a group of its own)."""
+        if w.pid is not None and w.pid != w.killed_group:
+            w.killed_group = w.pid
+            with contextlib.suppress(OSError):  # no such group: it was never made, or is gone
+                os.killpg(w.pid, signal.SIGKILL)
+        if w.process is not None and w.process.pid is not None and w.process.is_alive():
             w.process.kill()
-        if w.process is not None:
+        if w.process is not None and w.process.pid is not None:
             w.process.join(5.0)
 
     def _error(
@@ -274,6 +287,11 @@ class SubprocVecEnv(VecEnvBase):
             try:
                 seq, status, payload = w.conn.recv()
             except (EOFError, OSError):
+                if self._closed_by is not None:
+                    raise ClosedError(
+                        f"{call}() did not finish: the {type(self).__name__} was closed from "
+                        f"thread {self._closed_by!r} meanwhile"
+                    ) from None
                 w.process.join(2.0)
                 raise self._error(WorkerDiedError, "died", w, call) from None
             except Exception as bad:  # a whole answer arrived but cannot be unpickled here
@@ -414,16 +432,83 @@ class SubprocVecEnv(VecEnvBase):
     def _send_all(
         self, cmd: str, per_worker: Callable[[_Worker], Any], plain: bool = False
     ) -> None:
+        self._send(cmd, self._workers, per_worker, plain)
+
+    def _send(
+        self,
+        cmd: str,
+        workers: Sequence[_Worker],
+        data_of: Callable[[_Worker], Any],
+        plain: bool = False,
+    ) -> None:
+        """Send one call to ``workers``. Interrupted part-way (Ctrl-C between two sends),
+        some workers have the call and others not: they are out of step, and the env is
+        marked unusable rather than losing that transition silently on the next call."""
         seq = self._next_seq()
-        for w in self._workers:
-            w.seq = seq
-            try:
-                w.sender.send((cmd, seq, per_worker(w)), plain)
-            except OSError:  # the worker is gone: _recv reads EOF and says how it died
-                pass
+        reached = False
+        try:
+            for w in workers:
+                w.seq = seq
+                data = w.sender.dumps((cmd, seq, data_of(w)), plain)  # nothing sent yet
+                reached = True
+                try:
+                    w.conn.send_bytes(data)
+                except OSError:  # the worker is gone: _recv reads EOF and says how it died
+                    pass
+        except BaseException as exc:
+            if reached:
+                self._broken = RuntimeError(
+                    f"{cmd} was interrupted ({type(exc).__name__}) while it was being sent "
+                    f"to the workers (worker {w.index} of {len(self._workers)}): some have it "
+                    "and some not, so they are no longer in step"
+                )
+            raise
+
+    # -- one call at a time, by its owner process ---------------------------------------
+    def _enter(self, what: str) -> None:
+        """Every backend call holds ``self._lock`` (taken without waiting): a second thread
+        gets a clear error instead of interleaving its messages with the first's; a forked
+        child (which copied this object, not the workers) is refused."""
+        if os.getpid() != self._owner_pid:
+            raise RuntimeError(
+                f"{what}() on a {type(self).__name__} made by process {self._owner_pid}; this "
+                f"process ({os.getpid()}) was forked from it and does not own its workers. "
+                "Make a new vectorized env in this process"
+            )
+        if not self._lock.acquire(blocking=False):
+            other, thread = self._active
+            raise RuntimeError(
+                f"{what}() called from thread {threading.current_thread().name!r} while "
+                f"{other}() is in progress in thread {thread.name!r}: a vectorized env serves "
+                "one call at a time. Give each thread its own env, or hold a lock around "
+                "every call"
+            )
+        self._active = (what, threading.current_thread())
+
+    def _leave(self) -> None:
+        self._lock.release()
+
+    def _check_idle(self, what: str) -> None:
+        # the base class checked this before the lock was taken: check again under it
+        if self._pending is not None:
+            raise AsyncCallError(
+                f"{what}() called while a {self._pending}_async() is pending; call "
+                f"{self._pending}_wait() first"
+            )
 
     # -- backend ----------------------------------------------------------------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
+        self._enter("reset_async")
+        try:
+            self._check_idle("reset_async")
+            self._start_reset_locked(seeds, options, mask)
+            self._pending = "reset"
+        finally:
+            self._leave()
+
+    def _start_reset_locked(
+        self, seeds: list, options: dict | None, mask: np.ndarray | None
+    ) -> None:
         self._check_usable("reset")
         self._reset_mask_now = mask
         for w in self._workers:  # kept to redo the reset if a worker must be restarted
@@ -435,10 +520,25 @@ class SubprocVecEnv(VecEnvBase):
         self._send_all("reset", lambda w: w.last_reset)
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        results = self._gather("reset", self._workers, self.timeout if timeout is None else timeout)
-        return self._collect(results, self._reset_mask_now)[0], self._collect_infos(results)
+        self._enter("reset_wait")
+        try:
+            results = self._gather(
+                "reset", self._workers, self.timeout if timeout is None else timeout
+            )
+            return self._collect(results, self._reset_mask_now)[0], self._collect_infos(results)
+        finally:
+            self._leave()
 
     def _start_step(self, actions: Any) -> None:
+        self._enter("step_async")
+        try:
+            self._check_idle("step_async")
+            self._start_step_locked(actions)
+            self._pending = "step"
+        finally:
+            self._leave()
+
+    def _start_step_locked(self, actions: Any) -> None:
         self._check_usable("step")
         batch: Any
         if isinstance(actions, np.ndarray):
@@ -449,10 +549,16 @@ class SubprocVecEnv(VecEnvBase):
         self._send_all("step", lambda w: batch[w.start : w.stop], plain)
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
-        results = self._gather("step", self._workers, self.timeout if timeout is None else timeout)
-        obs, b = self._collect(results, None)
-        infos = self._collect_infos(results)
-        return obs, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+        self._enter("step_wait")
+        try:
+            results = self._gather(
+                "step", self._workers, self.timeout if timeout is None else timeout
+            )
+            obs, b = self._collect(results, None)
+            infos = self._collect_infos(results)
+            return obs, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+        finally:
+            self._leave()
 
     def _collect(self, results: dict[int, Any], mask: Any) -> tuple[Any, SharedBuffers]:
         b = self._buffers
@@ -485,27 +591,35 @@ class SubprocVecEnv(VecEnvBase):
         return out
 
     def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
-        self._check_usable("call")
-        return self._per_index("call", indices, lambda loc, _: (name, args, kwargs, loc))
+        what = "get_attr" if args is None else "call"
+        self._enter(what)
+        try:
+            self._check_idle(what)
+            self._check_usable(what)
+            return self._per_index("call", indices, lambda loc, _: (name, args, kwargs, loc))
+        finally:
+            self._leave()
 
     def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        self._check_usable("set_attr")
-        value_of = dict(zip(indices, values))
-        self._per_index(
-            "set_attr", indices, lambda loc, w: (name, [value_of[w.start + i] for i in loc], loc)
-        )
+        self._enter("set_attr")
+        try:
+            self._check_idle("set_attr")
+            self._check_usable("set_attr")
+            value_of = dict(zip(indices, values))
+            self._per_index(
+                "set_attr",
+                indices,
+                lambda loc, w: (name, [value_of[w.start + i] for i in loc], loc),
+            )
+        finally:
+            self._leave()
 
     def _per_index(
         self, cmd: str, indices: list[int], data: Callable[[list[int], _Worker], Any]
     ) -> list[Any]:
         groups = self._by_worker(indices)
-        seq = self._next_seq()
-        for w, local in groups:
-            w.seq = seq
-            try:
-                w.sender.send((cmd, seq, data(local, w)))
-            except OSError:  # the worker is gone: _recv reads EOF and says how it died
-                pass
+        local_of = {w.index: local for w, local in groups}
+        self._send(cmd, [w for w, _ in groups], lambda w: data(local_of[w.index], w))
         results = self._gather(cmd, [w for w, _ in groups], self.timeout)
         by_index: dict[int, Any] = {}
         for w, local in groups:
@@ -514,6 +628,39 @@ class SubprocVecEnv(VecEnvBase):
         return [by_index[i] for i in indices]
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
+        if os.getpid() != self._owner_pid:
+            self._forget()  # a forked child's copy: the workers are the parent's
+            return
+        locked = self._lock.acquire(blocking=False)
+        if not locked:
+            # another thread's call is in progress (or this thread's, from a signal
+            # handler): end the workers, so that call ends with ClosedError, and let it
+            # leave before the connections and shared memory go
+            self._closed_by = threading.current_thread().name
+            terminate = True
+            for w in self._workers:
+                self._kill(w)
+            if self._active[1] is not threading.current_thread():
+                locked = self._lock.acquire(timeout=CLOSE_TIMEOUT)
+        try:
+            self._close_all(timeout, terminate, release_buffers=locked)
+        finally:
+            if locked:
+                self._lock.release()
+
+    def _forget(self) -> None:
+        """Drop this process's copies of the connections and shared memory, touching no
+        worker (used in a forked child)."""
+        for w in self._workers:
+            if w.conn is not None:
+                w.conn.close()
+                w.conn = None
+            w.process = None
+        if self._buffers is not None:
+            self._buffers.close()
+            self._buffers = None
+
+    def _close_all(self, timeout: float | None, terminate: bool, release_buffers: bool) -> None:
         try:
             if not terminate:
                 self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
@@ -529,7 +676,7 @@ class SubprocVecEnv(VecEnvBase):
                 if w.conn is not None:
                     w.conn.close()
                     w.conn = None
-            if self._buffers is not None:
+            if self._buffers is not None and release_buffers:
                 self._buffers.close()
                 self._buffers = None
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import queue
+import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from .. import _compat
 from ..errors import ConfigError
@@ -22,6 +25,7 @@ __all__ = [
     "SubprocConfig",
     "default_in_series",
     "split_envs",
+    "start_process",
     "without_main",
 ]
 
@@ -124,6 +128,24 @@ def install_fork_hook() -> None:
         _fork_hook[0] = True
 
 
+# Worker processes started in this process: a child that the user's program forks must not
+# treat them as its own. multiprocessing's list of children is inherited by os.fork(), and
+# at the child's normal exit its atexit hook would terminate every "daemonic child" on it:
+# the parent's workers. Installed when envfactory first starts a worker, never on import.
+_started: weakref.WeakSet = weakref.WeakSet()
+_child_hook: list[bool] = [False]
+
+
+def _after_fork_in_child() -> None:
+    global _launcher_lock
+    _launcher_lock = threading.Lock()  # another thread may have held it at the fork
+    children = getattr(sys.modules.get("multiprocessing.process"), "_children", None)
+    if children is not None:
+        for proc in list(_started):
+            children.discard(proc)
+    _started.clear()
+
+
 # -- workers do not re-run the user's __main__ ------------------------------------------
 # Under spawn and forkserver, multiprocessing makes every child re-run the parent's main
 # script (as ``__mp_main__``) so that objects pickled by reference to ``__main__`` resolve.
@@ -165,3 +187,63 @@ def without_main() -> Iterator[None]:
         yield
     finally:
         _starting.worker = False
+
+
+# -- workers are started from one thread that lives as long as the process ----------------
+# The workers ask Linux for SIGKILL when their parent dies (PR_SET_PDEATHSIG). Linux sends it
+# when the *thread* that started the process ends, not the process: a vec env built in a
+# short-lived thread (an executor, some launchers) would lose every worker with that thread.
+# So every worker is started from one daemon thread, started on first use (and again in a
+# forked child, where it does not exist), that lives until the process exits.
+_launcher: tuple[int, queue.SimpleQueue] | None = None
+_launcher_lock = threading.Lock()
+
+
+def _serve_launches(jobs: queue.SimpleQueue) -> None:
+    while True:
+        fn, box, done = jobs.get()
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # handed to the thread that asked
+            box["error"] = exc
+        finally:
+            done.set()
+
+
+def _launcher_queue() -> queue.SimpleQueue:
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None or _launcher[0] != os.getpid():
+            jobs: queue.SimpleQueue = queue.SimpleQueue()
+            threading.Thread(
+                target=_serve_launches, args=(jobs,), name="envfactory-launcher", daemon=True
+            ).start()
+            _launcher = (os.getpid(), jobs)
+        return _launcher[1]
+
+
+def _start(proc: Any) -> None:
+    # multiprocessing refuses children of daemonic processes (some Hydra launchers run
+    # jobs in one). Our workers die with their parent (PDEATHSIG + watchdog), which is
+    # the concern behind that rule, so lift it while starting them.
+    if not _child_hook[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _child_hook[0] = True
+    with without_main(), _compat.non_daemonic():
+        proc.start()
+    _started.add(proc)
+
+
+def start_process(proc: Any) -> None:
+    """``proc.start()`` from the launcher thread (see above), without re-running
+    ``__main__`` in it, also from inside a daemonic process."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    _launcher_queue().put((lambda: _start(proc), box, done))
+    try:
+        done.wait()
+    except BaseException:  # Ctrl-C: the start is under way; let it finish, so that the
+        done.wait()  # caller, which recorded ``proc``, can end it
+        raise
+    if "error" in box:
+        raise box["error"]

@@ -135,6 +135,8 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process."""
     _die_with_parent()
+    with contextlib.suppress(OSError):  # a process group of its own: the parent ends the
+        os.setpgid(0, 0)  # env's helper processes with the worker (timeout, terminate)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     for c in close_fds or ():  # fork: drop inherited parent ends of other workers' pipes
         try:
