@@ -585,7 +585,8 @@ def test_restart_rebuilds_a_killed_worker(
         np.testing.assert_allclose(obs[:2], 0.005)  # the lost episodes end where last seen
         np.testing.assert_allclose(obs[2:], 0.006)  # the others just went on
         assert envs.pids[0] != old and _running(envs.pids[0])
-        assert elapsed < FAULT_SECONDS + (1.0 if context == "spawn" else 0.0)
+        # spawn starts a fresh interpreter (imports and all): seconds on a loaded 2-core box
+        assert elapsed < FAULT_SECONDS + (3.0 if context == "spawn" else 0.0)
         obs, rew, *_ = envs.step(ACTIONS)  # the autoreset step of the truncated envs
         np.testing.assert_allclose(obs[:2], 0.0)
         assert rew.tolist() == [0.0, 0.0, 1.0, 1.0] and envs.restarts == [1, 0]

@@ -40,6 +40,19 @@ from ..errors import (
     WorkerTimeoutError,
 )
 from .base import MODE_NAMES, VecEnvBase, check_spaces
+from .protocol import (
+    ERROR,
+    Call,
+    Cmd,
+    EnvInfo,
+    Failure,
+    Reset,
+    Restarted,
+    RestartReset,
+    Sender,
+    SetAttr,
+    WorkerSpec,
+)
 from .shared import SharedBuffers, copy_obs, layout_for, supports_shared_memory
 from .subproc_options import (
     CLOSE_TIMEOUT,
@@ -52,7 +65,7 @@ from .subproc_options import (
     split_envs,
     start_process,
 )
-from .worker import Poller, Sender, worker_main
+from .worker import Poller, worker_main
 
 __all__ = [
     "SubprocAtariConfig",
@@ -157,10 +170,12 @@ class SubprocVecEnv(VecEnvBase):
                 self._workers,
                 STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT),
             )
-            per_env = [x for w in self._workers for x in infos[w.index]]
-            obs_space, act_space = check_spaces([(o, a) for o, a, *_ in per_env], self.env_id)
-            self._init_spaces(obs_space, act_space, per_env[0][2])
-            self.render_mode = per_env[0][3]
+            per_env: list[EnvInfo] = [x for w in self._workers for x in infos[w.index]]
+            obs_space, act_space = check_spaces(
+                [(e.observation_space, e.action_space) for e in per_env], self.env_id
+            )
+            self._init_spaces(obs_space, act_space, per_env[0].metadata)
+            self.render_mode = per_env[0].render_mode
             if uint8_images and not (
                 isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8
             ):
@@ -213,13 +228,15 @@ class SubprocVecEnv(VecEnvBase):
             target=worker_main,
             args=(
                 child_conn,
-                w.payload,
-                w.start,
-                self._mode_name,
-                self.shared_memory,
-                os.getpid(),
-                close_fds,
-                self.spin_us * 1e-6,
+                WorkerSpec(
+                    env_fns=w.payload,
+                    start=w.start,
+                    autoreset_mode=self._mode_name,
+                    shared_memory=self.shared_memory,
+                    main_pid=os.getpid(),
+                    close_fds=close_fds,
+                    spin_seconds=self.spin_us * 1e-6,
+                ),
             ),
             name=f"envfactory-worker-{w.index}",
             daemon=True,
@@ -236,7 +253,7 @@ class SubprocVecEnv(VecEnvBase):
     def _attach(self, w: _Worker) -> None:
         assert self._buffers is not None and self._buffers.fd is not None
         w.seq = self._next_seq()
-        w.sender.send(("attach", w.seq, self._buffers.layout))
+        w.sender.send((Cmd.ATTACH, w.seq, self._buffers.layout))
         send_handle(w.conn, self._buffers.fd, w.process.pid)
 
     def _next_seq(self) -> int:
@@ -303,11 +320,13 @@ class SubprocVecEnv(VecEnvBase):
                 ) from bad
             if seq != w.seq:
                 continue  # a late answer to a call that was given up on: drop it
-            if status == "error":
-                exc_type, exc, tb = payload
-                err = self._error(RemoteEnvError, f"raised {exc_type}", w, call, tb)
-                err.exc_type = exc_type  # type: ignore[attr-defined]
-                err.__cause__ = exc
+            if status == ERROR:
+                failure: Failure = payload
+                err = self._error(
+                    RemoteEnvError, f"raised {failure.exc_type}", w, call, failure.traceback
+                )
+                err.exc_type = failure.exc_type  # type: ignore[attr-defined]
+                err.__cause__ = failure.exc
                 raise err
             return payload
 
@@ -397,10 +416,10 @@ class SubprocVecEnv(VecEnvBase):
             self._recv(w, time.monotonic() + start_budget, "restart")
             w.seq = self._next_seq()
             if call == "reset":
-                seeds, options, mask = w.last_reset
-                w.sender.send(("restart-reset", w.seq, (seeds, options, mask, last, done)))
+                redo = RestartReset(w.last_reset, last, done)
+                w.sender.send((Cmd.RESTART_RESET, w.seq, redo))
             else:
-                w.sender.send(("restarted", w.seq, (last, done)))
+                w.sender.send((Cmd.RESTARTED, w.seq, Restarted(last, done)))
             self._timeout_used = self.timeout or 0.0
             deadline = None if self.timeout is None else time.monotonic() + self.timeout
             return self._recv(w, deadline, "restart")
@@ -408,11 +427,11 @@ class SubprocVecEnv(VecEnvBase):
             self._broken = exc
             raise
 
-    def _check_rebuilt_spaces(self, w: _Worker, info: list) -> None:
-        for i, (obs_space, act_space, *_) in enumerate(info):
+    def _check_rebuilt_spaces(self, w: _Worker, info: list[EnvInfo]) -> None:
+        for i, env in enumerate(info):
             for kind, new, old in (
-                ("observation", obs_space, self.single_observation_space),
-                ("action", act_space, self.single_action_space),
+                ("observation", env.observation_space, self.single_observation_space),
+                ("action", env.action_space, self.single_action_space),
             ):
                 if new != old:
                     raise SpaceMismatchError(
@@ -512,12 +531,10 @@ class SubprocVecEnv(VecEnvBase):
         self._check_usable("reset")
         self._reset_mask_now = mask
         for w in self._workers:  # kept to redo the reset if a worker must be restarted
-            w.last_reset = (
-                seeds[w.start : w.stop],
-                options,
-                None if mask is None else mask[w.start : w.stop],
+            w.last_reset = Reset(
+                seeds[w.start : w.stop], options, None if mask is None else mask[w.start : w.stop]
             )
-        self._send_all("reset", lambda w: w.last_reset)
+        self._send_all(Cmd.RESET, lambda w: w.last_reset)
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         self._enter("reset_wait")
@@ -546,7 +563,7 @@ class SubprocVecEnv(VecEnvBase):
         else:
             batch = list(iterate(self.action_space, actions))
         plain = isinstance(batch, np.ndarray)  # the hot path: no cloudpickle
-        self._send_all("step", lambda w: batch[w.start : w.stop], plain)
+        self._send_all(Cmd.STEP, lambda w: batch[w.start : w.stop], plain)
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
         self._enter("step_wait")
@@ -566,7 +583,7 @@ class SubprocVecEnv(VecEnvBase):
         if self._shm_obs:
             return (copy_obs(b.obs) if self.copy else b.obs), b
         for w in self._workers:
-            _, obs = results[w.index]
+            _, obs = results[w.index]  # a StepResult
             for i, o in enumerate(obs):
                 if o is not None or (mask is None or mask[w.start + i]):
                     self._env_obs[w.start + i] = o
@@ -576,8 +593,7 @@ class SubprocVecEnv(VecEnvBase):
     def _collect_infos(self, results: dict[int, Any]) -> dict:
         infos: dict = {}
         for w in self._workers:
-            payload = results[w.index]
-            calls = payload if self._shm_obs else payload[0]
+            calls, _ = results[w.index]  # a StepResult
             if calls:
                 infos = self._merge_infos(calls, w.start, infos)
         return infos
@@ -596,7 +612,7 @@ class SubprocVecEnv(VecEnvBase):
         try:
             self._check_idle(what)
             self._check_usable(what)
-            return self._per_index("call", indices, lambda loc, _: (name, args, kwargs, loc))
+            return self._per_index(Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc))
         finally:
             self._leave()
 
@@ -607,9 +623,9 @@ class SubprocVecEnv(VecEnvBase):
             self._check_usable("set_attr")
             value_of = dict(zip(indices, values))
             self._per_index(
-                "set_attr",
+                Cmd.SET_ATTR,
                 indices,
-                lambda loc, w: (name, [value_of[w.start + i] for i in loc], loc),
+                lambda loc, w: SetAttr(name, [value_of[w.start + i] for i in loc], loc),
             )
         finally:
             self._leave()
@@ -691,7 +707,7 @@ class SubprocVecEnv(VecEnvBase):
                 continue
             w.seq = seq
             try:
-                w.sender.send(("close", seq, None))
+                w.sender.send((Cmd.CLOSE, seq, None))
             except OSError:
                 continue
             asked.append(w)

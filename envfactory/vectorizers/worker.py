@@ -1,16 +1,5 @@
-"""The worker process: hosts a slice of envs and answers small batched messages.
-
-Protocol (one message per worker per call, pickled by ``Connection``): the parent sends
-``(cmd, seq, data)``; the worker answers ``(seq, "ok", payload)`` or
-``(seq, "error", (exc_type, exception or None, traceback text))``. ``seq`` lets the parent
-drop a late answer to a call it gave up on, so no stale data is ever returned.
-
-Both directions pickle with multiprocessing's pickler and fall back to cloudpickle (the
-pickler that carried the env constructors) for what plain pickle cannot carry: classes and
-functions of the user's ``__main__`` (a space, an info value, a call result), which exist
-in a worker only by value. The fallback is sticky per connection end, so a stream that
-needs it does not fail plain pickle on every step, and one that does not never pays for it.
-"""
+"""The worker process: hosts a slice of envs and answers small batched messages (the
+messages are in :mod:`.protocol`)."""
 
 from __future__ import annotations
 
@@ -23,12 +12,28 @@ import signal
 import sys
 import time
 import traceback
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Sender", "dumps", "worker_main"]
+from .protocol import (
+    ERROR,
+    OK,
+    Call,
+    Cmd,
+    EnvInfo,
+    Failure,
+    Reset,
+    Restarted,
+    RestartReset,
+    Sender,
+    SetAttr,
+    StepResult,
+    WorkerSpec,
+    dumps,
+)
+
+__all__ = ["Poller", "worker_main"]
 
 PR_SET_PDEATHSIG = 1
 # Seconds to busy-poll (yielding the CPU) for the next message before blocking. Waking a
@@ -63,47 +68,6 @@ class Poller:
         return False
 
 
-def dumps(obj: Any, by_value: bool = False) -> Any:
-    """Pickle ``obj`` for a connection: multiprocessing's pickler, or cloudpickle if that
-    fails (or ``by_value``). Both are read back by ``Connection.recv`` (pickle.loads)."""
-    if not by_value:
-        try:
-            return ForkingPickler.dumps(obj)
-        except Exception:
-            pass
-    import cloudpickle
-
-    return cloudpickle.dumps(obj)
-
-
-class Sender:
-    """Sends messages on one connection with :func:`dumps`.
-
-    A worker's sender (``by_value=False``) tries plain pickle first and remembers a message
-    that needed cloudpickle (a class of ``__main__`` that exists in the worker only by
-    value), using cloudpickle directly from then on. The parent's sender starts with
-    ``by_value=True``: an object of the parent's ``__main__`` pickles fine by reference
-    there but cannot be found in a worker, so only the hot path (a step's ndarray of
-    actions) asks for plain pickle with ``plain=True``.
-    """
-
-    def __init__(self, conn: Any, by_value: bool = False) -> None:
-        self.conn = conn
-        self.by_value = by_value
-
-    def dumps(self, obj: Any, plain: bool = False) -> Any:
-        if plain or not self.by_value:
-            try:
-                return ForkingPickler.dumps(obj)
-            except Exception:
-                if not plain:
-                    self.by_value = True
-        return dumps(obj, by_value=True)
-
-    def send(self, obj: Any, plain: bool = False) -> None:
-        self.conn.send_bytes(self.dumps(obj, plain))
-
-
 def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (prctl PDEATHSIG)."""
     try:
@@ -113,46 +77,38 @@ def _die_with_parent() -> None:
         pass
 
 
-def _error_payload(exc: BaseException) -> tuple[str, Any, str]:
+def _failure(exc: BaseException) -> Failure:
     tb = traceback.format_exc()
     try:
         pickle.loads(dumps(exc))  # some pickle but cannot be rebuilt (__init__ args)
-        picklable: Any = exc
+        picklable: BaseException | None = exc
     except Exception:
         picklable = None
-    return f"{type(exc).__module__}.{type(exc).__qualname__}", picklable, tb
+    return Failure(f"{type(exc).__module__}.{type(exc).__qualname__}", picklable, tb)
 
 
-def worker_main(
-    conn: Any,
-    env_fns: Any,
-    start: int,
-    mode: str,
-    shared: bool,
-    main_pid: int,
-    close_fds: list[Any] | None = None,
-    spin_seconds: float = SPIN_SECONDS,
-) -> None:
-    """Entry point of a worker process."""
+def worker_main(conn: Any, spec: WorkerSpec) -> None:
+    """Entry point of a worker process: build the envs, report them, serve commands."""
     _die_with_parent()
     with contextlib.suppress(OSError):  # a process group of its own: the parent ends the
         os.setpgid(0, 0)  # env's helper processes with the worker (timeout, terminate)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    for c in close_fds or ():  # fork: drop inherited parent ends of other workers' pipes
+    for c in spec.close_fds or ():  # fork: drop inherited parent ends of other workers' pipes
         try:
             c.close()
         except OSError:
             pass
-    if os.getppid() != main_pid and not _alive(main_pid):
+    if os.getppid() != spec.main_pid and not _alive(spec.main_pid):
         return
     try:
+        env_fns = spec.env_fns
         if isinstance(env_fns, bytes):
             import cloudpickle
 
             env_fns = cloudpickle.loads(env_fns)
         envs = [fn() for fn in env_fns]
         info = [
-            (
+            EnvInfo(
                 e.observation_space,
                 e.action_space,
                 dict(e.metadata),
@@ -162,12 +118,12 @@ def worker_main(
             for e in envs
         ]
     except BaseException as exc:
-        conn.send_bytes(dumps((0, "error", _error_payload(exc))))
+        conn.send_bytes(dumps((0, ERROR, _failure(exc))))
         return
     sender = Sender(conn)
     try:
-        sender.send((0, "ok", info))
-        _serve(sender, envs, start, mode, shared, main_pid, spin_seconds)
+        sender.send((0, OK, info))
+        _serve(sender, envs, spec)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass
     finally:
@@ -188,22 +144,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _serve(
-    sender: Sender, envs: list, start: int, mode: str, shared: bool, main_pid: int, spin: float
-) -> None:
+def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
     from multiprocessing.reduction import recv_handle
 
     from .runner import EnvRunner
     from .shared import SharedBuffers
 
-    conn = sender.conn
+    conn, mode, main_pid = sender.conn, spec.autoreset_mode, spec.main_pid
     runner = EnvRunner(envs, mode)
-    poller = Poller(conn, spin)
+    poller = Poller(conn, spec.spin_seconds)
     n = len(envs)
-    stop = start + n
-    buffers: SharedBuffers | None = None
-    write = None
+    out = _Results(runner, spec.start)
     lost: dict[int, Any] = {}  # envs of a rebuilt worker whose lost episode is yet to end
+    payload: Any
     while True:
         if not poller.spin():
             while not poller.ready(1000):  # watchdog: exit if the main process is gone
@@ -211,81 +164,81 @@ def _serve(
                     return
         cmd, seq, data = conn.recv()
         try:
-            if cmd == "step":
+            if cmd == Cmd.STEP:
                 calls = runner.step(data) if not lost else _step_lost(runner, data, lost)
-                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
-            elif cmd == "reset":
-                seeds, options, mask = data
-                if mask is None:
+                payload = out.collect(calls, None)
+            elif cmd == Cmd.RESET:
+                r: Reset = data
+                if r.mask is None:
                     lost.clear()
                 else:
-                    for j in np.flatnonzero(mask).tolist():
+                    for j in np.flatnonzero(r.mask).tolist():
                         lost.pop(j, None)
-                calls = runner.reset(seeds, options, mask)
-                payload = _results(runner, buffers, write, start, stop, shared, calls, mask)
-            elif cmd == "restarted":
+                payload = out.collect(runner.reset(r.seeds, r.options, r.mask), r.mask)
+            elif cmd == Cmd.RESTARTED:
                 # this worker replaces one that failed during a step: each env ends its lost
                 # episode now (truncated, at the last observation the caller saw), or, if
                 # that step was its next_step autoreset, is reset
-                last_obs, done = data
-                due = [i for i in range(n) if done[i] and mode == "next_step"]
+                rs: Restarted = data
+                due = [i for i in range(n) if rs.done[i] and mode == "next_step"]
                 for i in range(n):
                     if i in due:
                         runner.autoreset[i] = True
                     else:
-                        lost[i] = last_obs[i]
+                        lost[i] = rs.last_obs[i]
                 calls = _step_lost(runner, [None] * n, lost)
                 calls += [(i, {"restarted": True}) for i in due]
-                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
-            elif cmd == "restart-reset":
+                payload = out.collect(calls, None)
+            elif cmd == Cmd.RESTART_RESET:
                 # it replaces one that failed during a reset: the reset is redone (same seeds
                 # and options); with a reset_mask, the unmasked envs keep the observation
                 # the caller saw and end their lost episode (truncated) at their next step
-                seeds, options, mask, last_obs, done = data
-                calls = runner.reset(seeds, options, mask)
+                rr: RestartReset = data
+                mask = rr.reset.mask
+                calls = runner.reset(rr.reset.seeds, rr.reset.options, mask)
                 lost.clear()
                 for i in range(n):
                     if mask is not None and not mask[i]:
-                        runner.obs[i] = last_obs[i]
-                        if done[i] and mode == "next_step":
+                        runner.obs[i] = rr.last_obs[i]
+                        if rr.done[i] and mode == "next_step":
                             runner.autoreset[i] = True  # its next step is the autoreset
-                        elif not (done[i] and mode == "disabled"):  # (that one awaits a reset)
-                            lost[i] = last_obs[i]
+                        elif not (rr.done[i] and mode == "disabled"):  # (awaits a reset)
+                            lost[i] = rr.last_obs[i]
                     else:
                         calls.append((i, {"restarted": True}))
-                payload = _results(runner, buffers, write, start, stop, shared, calls, None)
-            elif cmd == "attach":
-                fd = recv_handle(conn)
-                buffers = SharedBuffers(data, fd)
-                write = buffers.writer() if (shared and buffers.obs is not None) else None
+                payload = out.collect(calls, None)
+            elif cmd == Cmd.ATTACH:
+                out.buffers = SharedBuffers(data, recv_handle(conn))
+                if spec.shared_memory and out.buffers.obs is not None:
+                    out.write = out.buffers.writer()
                 payload = None
-            elif cmd == "call":
-                name, args, kwargs, local = data
+            elif cmd == Cmd.CALL:
+                c: Call = data
                 payload = []
-                for i in local:
-                    attr = envs[i].get_wrapper_attr(name)
+                for i in c.local:
+                    attr = envs[i].get_wrapper_attr(c.name)
                     payload.append(
-                        attr(*args, **kwargs) if args is not None and callable(attr) else attr
+                        attr(*c.args, **c.kwargs) if c.args is not None and callable(attr) else attr
                     )
-            elif cmd == "set_attr":
-                name, values, local = data
-                for i, v in zip(local, values):
-                    envs[i].set_wrapper_attr(name, v)
+            elif cmd == Cmd.SET_ATTR:
+                sa: SetAttr = data
+                for i, v in zip(sa.local, sa.values):
+                    envs[i].set_wrapper_attr(sa.name, v)
                 payload = None
-            elif cmd == "close":
-                if buffers is not None:
-                    buffers.close()
+            elif cmd == Cmd.CLOSE:
+                if out.buffers is not None:
+                    out.buffers.close()
                 for e in envs:  # before answering, so the parent's close budget covers it
                     with contextlib.suppress(Exception):
                         e.close()
                 envs.clear()  # worker_main's finally has nothing left to close
-                sender.send((seq, "ok", None))
+                sender.send((seq, OK, None))
                 return
             else:
                 raise ValueError(f"unknown command {cmd!r}")
-            answer = sender.dumps((seq, "ok", payload))  # an unpicklable result
+            answer = sender.dumps((seq, OK, payload))  # an unpicklable result
         except Exception as exc:  # (get_attr of a lock, say) is an error, not a dead worker
-            sender.send((seq, "error", _error_payload(exc)))
+            sender.send((seq, ERROR, _failure(exc)))
             continue
         conn.send_bytes(answer)
 
@@ -319,27 +272,26 @@ def _step_lost(runner: Any, actions: Any, lost: dict[int, Any]) -> list:
     return calls
 
 
-def _results(
-    runner: Any,
-    buffers: Any,
-    write: Any,
-    start: int,
-    stop: int,
-    shared: bool,
-    calls: list,
-    mask: Any,
-) -> Any:
-    b = buffers
-    b.rewards[start:stop] = runner.rewards
-    b.terminations[start:stop] = runner.terminations
-    b.truncations[start:stop] = runner.truncations
-    if write is not None:
-        for i, o in enumerate(runner.obs):
-            if mask is None or mask[i]:
-                write(start + i, o)
-        return calls
-    obs = [o if (mask is None or mask[i]) else None for i, o in enumerate(runner.obs)]
-    return calls, obs
+class _Results:
+    """Puts the runner's latest rewards, flags and (shared-memory) observations where the
+    parent reads them, and makes the :data:`~.protocol.StepResult` answer."""
+
+    def __init__(self, runner: Any, start: int) -> None:
+        self.runner, self.start, self.stop = runner, start, start + len(runner.envs)
+        self.buffers: Any = None
+        self.write: Any = None  # writes one env's observation into shared memory
+
+    def collect(self, calls: list, mask: Any) -> StepResult:
+        runner, b, start, stop = self.runner, self.buffers, self.start, self.stop
+        b.rewards[start:stop] = runner.rewards
+        b.terminations[start:stop] = runner.terminations
+        b.truncations[start:stop] = runner.truncations
+        if self.write is not None:
+            for i, o in enumerate(runner.obs):
+                if mask is None or mask[i]:
+                    self.write(start + i, o)
+            return calls, None
+        return calls, [o if (mask is None or mask[i]) else None for i, o in enumerate(runner.obs)]
 
 
 if __name__ == "__main__":  # pragma: no cover

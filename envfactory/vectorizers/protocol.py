@@ -1,0 +1,193 @@
+"""The messages between the subprocess vectorizer and its workers, in one place.
+
+One connection per worker. The parent sends ``(cmd, seq, data)``: ``cmd`` one of
+:class:`Cmd`, ``seq`` a number that grows with every call, ``data`` the command's record
+below (a step's is the worker's slice of the action batch itself: the hot path stays one
+small tuple of a string, an int and an array). The worker answers ``(seq, OK, payload)`` or
+``(seq, ERROR, Failure)``; the parent drops an answer whose ``seq`` is not the one it waits
+for (the late answer to a call it gave up on), so no stale data is ever returned. The
+worker's first message, before any command, is ``(0, OK, [EnvInfo, ...])`` or
+``(0, ERROR, Failure)``.
+
+Both directions pickle with multiprocessing's pickler and fall back to cloudpickle (the
+pickler that carried the env constructors) for what plain pickle cannot carry: classes and
+functions of the user's ``__main__`` (a space, an info value, a call result), which exist
+in a worker only by value. See :class:`Sender`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+__all__ = [
+    "ERROR",
+    "OK",
+    "Call",
+    "Cmd",
+    "EnvInfo",
+    "Failure",
+    "Reset",
+    "RestartReset",
+    "Restarted",
+    "Sender",
+    "SetAttr",
+    "StepResult",
+    "WorkerSpec",
+    "dumps",
+]
+
+OK, ERROR = "ok", "error"
+
+#: What ``step``/``reset`` answer: the info calls to merge (``(local index, info)``), and the
+#: observations when they are not in shared memory (else ``None``; with a ``reset_mask``,
+#: ``None`` for the envs that were not reset).
+StepResult = tuple[list[tuple[int, dict[str, Any]]], "list[Any] | None"]
+
+
+class Cmd:
+    """The commands (plain strings on the wire: cheap to pickle)."""
+
+    STEP = "step"  #: data: this worker's actions; answer: StepResult
+    RESET = "reset"  #: data: Reset; answer: StepResult
+    ATTACH = "attach"  #: data: the shared-memory Layout, then its fd; answer: None
+    CALL = "call"  #: data: Call; answer: one result per env
+    SET_ATTR = "set_attr"  #: data: SetAttr; answer: None
+    RESTARTED = "restarted"  #: data: Restarted; answer: StepResult
+    RESTART_RESET = "restart-reset"  #: data: RestartReset; answer: StepResult
+    CLOSE = "close"  #: data: None; answer: None, then the worker exits
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker process starts with.
+
+    Attributes:
+        env_fns: its env constructors (cloudpickle bytes under spawn/forkserver).
+        start: the index of its first env in the vectorized env.
+        autoreset_mode: ``next_step`` | ``same_step`` | ``disabled``.
+        shared_memory: write Box-like observations into shared memory.
+        main_pid: the parent's pid (the worker exits when it is gone).
+        close_fds: under fork, the parent's connection ends this worker inherited.
+        spin_seconds: how long to busy-poll for the next message before sleeping.
+    """
+
+    env_fns: Any
+    start: int
+    autoreset_mode: str
+    shared_memory: bool
+    main_pid: int
+    close_fds: list[Any] | None
+    spin_seconds: float
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What a worker reports about each env it built."""
+
+    observation_space: Any
+    action_space: Any
+    metadata: dict[str, Any]
+    render_mode: str | None
+    spec_id: str | None
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Reset the worker's envs (``mask``: only those; ``None``: all)."""
+
+    seeds: list[int | None]
+    options: dict[str, Any] | None
+    mask: Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """Call method ``name`` (``args is None``: get attribute ``name``) of envs ``local``."""
+
+    name: str
+    args: Any
+    kwargs: Any
+    local: list[int]
+
+
+@dataclass(frozen=True)
+class SetAttr:
+    """Set attribute ``name`` of envs ``local`` to ``values`` (one each)."""
+
+    name: str
+    values: list[Any]
+    local: list[int]
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """To a rebuilt worker, for the step its predecessor failed: each env ends its lost
+    episode (truncated at ``last_obs``, the observation the caller last saw), or, if that
+    step was its ``next_step`` autoreset (``done``), is reset."""
+
+    last_obs: list[Any]
+    done: list[bool]
+
+
+@dataclass(frozen=True)
+class RestartReset:
+    """To a rebuilt worker, for the reset its predecessor failed: redo ``reset``; with a
+    mask, the unmasked envs keep ``last_obs`` and end their lost episode at their next
+    step (unless ``done``: then they await their reset as before)."""
+
+    reset: Reset
+    last_obs: list[Any]
+    done: list[bool]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An exception in the worker: its qualified type name, the exception itself if it
+    survives pickling (else ``None``), and the traceback text."""
+
+    exc_type: str
+    exc: BaseException | None
+    traceback: str
+
+
+def dumps(obj: Any, by_value: bool = False) -> Any:
+    """Pickle ``obj`` for a connection: multiprocessing's pickler, or cloudpickle if that
+    fails (or ``by_value``). Both are read back by ``Connection.recv`` (pickle.loads)."""
+    if not by_value:
+        try:
+            return ForkingPickler.dumps(obj)
+        except Exception:
+            pass
+    import cloudpickle
+
+    return cloudpickle.dumps(obj)
+
+
+class Sender:
+    """Sends messages on one connection with :func:`dumps`.
+
+    A worker's sender (``by_value=False``) tries plain pickle first and remembers a message
+    that needed cloudpickle (a class of ``__main__`` that exists in the worker only by
+    value), using cloudpickle directly from then on. The parent's sender starts with
+    ``by_value=True``: an object of the parent's ``__main__`` pickles fine by reference
+    there but cannot be found in a worker, so only the hot path (a step's ndarray of
+    actions) asks for plain pickle with ``plain=True``.
+    """
+
+    def __init__(self, conn: Any, by_value: bool = False) -> None:
+        self.conn = conn
+        self.by_value = by_value
+
+    def dumps(self, obj: Any, plain: bool = False) -> Any:
+        if plain or not self.by_value:
+            try:
+                return ForkingPickler.dumps(obj)
+            except Exception:
+                if not plain:
+                    self.by_value = True
+        return dumps(obj, by_value=True)
+
+    def send(self, obj: Any, plain: bool = False) -> None:
+        self.conn.send_bytes(self.dumps(obj, plain))
