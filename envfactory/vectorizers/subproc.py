@@ -357,6 +357,7 @@ class SubprocVecEnv(VecEnvBase):
                     self._count_restart(w, failure)
                     warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=4)
                     results[w.index] = self._restart(w, call)
+                self._timeout_used = timeout if timeout is not None else 0.0
             else:
                 recoverable = call in ("call", "set_attr") and all(
                     isinstance(err, RemoteEnvError) for _, err in failures
