@@ -1,0 +1,113 @@
+"""envfactory-ale, pip-installed and found through its entry point."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+
+import numpy as np
+import pytest
+
+import envfactory
+from envfactory.testing import VecEnvConformance
+
+CASES = {
+    "pong-gray-hwc-next": ("env.id=ALE/Pong-v5", "autoreset_mode=next_step"),
+    "breakout-rgb-chw-same": (
+        "env.id=ALE/Breakout-v5",
+        "env.obs_type=rgb",
+        "env.layout=chw",
+        "autoreset_mode=same_step",
+    ),
+}
+
+
+class TestALEVector(VecEnvConformance):
+    """The vectorizer suite (lost lives end episodes without statistics: not strict)."""
+
+    steps = 100
+    strict_episode_stats = False
+
+    @pytest.fixture(params=list(CASES))
+    def make_vecenv(self, request: pytest.FixtureRequest):
+        cfg = envfactory.compose(
+            [
+                "env=atari",
+                "vectorizer=ale-vector",
+                "num_envs=3",
+                "env.max_episode_steps=40",
+                *list(CASES[request.param]),
+            ]
+        )
+        return lambda: envfactory.make_vec(cfg)
+
+
+def test_found_through_the_entry_point() -> None:
+    provider = envfactory.get_registry().vectorizers["ale-vector"].provider
+    assert provider.distribution == "envfactory-ale"
+    assert provider.version == md.version("envfactory-ale")
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        (),
+        ("env.layout=chw",),
+        ("env.obs_type=rgb",),
+        ("env.obs_type=rgb", "env.layout=chw", "env.num_stack=2", "env.image_size=[64,48]"),
+        ("env.full_action_space=true", "env.num_stack=1"),
+    ],
+)
+def test_spaces_and_dtypes_equal_the_python_family(env: tuple[str, ...]) -> None:
+    base = ["env=atari", "num_envs=2", *env]
+    with (
+        envfactory.make_vec(overrides=[*base, "vectorizer=ale-vector"]) as ale,
+        envfactory.make_vec(overrides=[*base, "vectorizer=dummy"]) as py,
+    ):
+        assert ale.single_observation_space == py.single_observation_space
+        assert ale.single_action_space == py.single_action_space
+        assert ale.observation_space == py.observation_space
+        obs, _ = ale.reset(seed=1)
+        assert obs.dtype == np.uint8 and obs.shape == py.observation_space.shape
+        _, rew, term, trunc, _ = ale.step(ale.action_space.sample())
+        assert rew.dtype == np.float64 and term.dtype == trunc.dtype == np.bool_
+
+
+def test_seeds() -> None:
+    """Same seed, same frames; different seeds, different frames (noop starts)."""
+    ov = ["env=atari", "env.id=ALE/Breakout-v5", "vectorizer=ale-vector", "num_envs=2"]
+
+    def run(seed: int) -> np.ndarray:
+        with envfactory.make_vec(overrides=ov) as envs:
+            frames = [envs.reset(seed=seed)[0]]
+            for _ in range(30):
+                frames.append(envs.step(np.array([1, 3]))[0])
+            return np.stack(frames)
+
+    a = run(0)
+    assert np.array_equal(a, run(0))
+    assert not np.array_equal(a, run(7))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["env=gym"], "vectorizer=ale-vector runs only env=atari (got env family 'gym')"),
+        (
+            ["env=atari", "env.obs_type=ram"],
+            "vectorizer=ale-vector cannot honour env.obs_type='ram'",
+        ),
+        (
+            ["env=atari", "autoreset_mode=disabled"],
+            "vectorizer=ale-vector cannot honour autoreset_mode=disabled",
+        ),
+        (
+            ["env=atari", "wrappers=[{name: time_limit, max_episode_steps: 5}]"],
+            "vectorizer=ale-vector cannot honour per-env wrappers",
+        ),
+    ],
+)
+def test_refusals_are_one_line(overrides: list[str], message: str) -> None:
+    with pytest.raises(envfactory.ConfigError) as info:
+        envfactory.make_vec(overrides=[*overrides, "vectorizer=ale-vector"])
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
