@@ -183,6 +183,66 @@ def test_episodic_life_does_not_reset_game() -> None:
     assert _ale(env).lives() == lives0 and _frame(env) < 50  # real reset after game over
 
 
+def _lose_a_life(env: gym.Env, seed: int = 0) -> int:
+    """Reset with ``seed`` and play seeded random actions until a life is lost; return
+    the number of learner steps."""
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    for step in range(1, 2000):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            assert terminated and not truncated and _ale(env).lives() == 4
+            return step
+    raise AssertionError("no life lost")
+
+
+def test_a_time_limit_in_wrappers_starts_a_new_game() -> None:
+    """A user time_limit truncates: the next episode is a new game (5 lives, frame ~0), not
+    the old game continued."""
+    import envfactory
+
+    over = ["env=breakout", "num_envs=1", "wrappers=[{name: time_limit, max_episode_steps: 15}]"]
+    with envfactory.make_vec(overrides=over) as envs:
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        new_games = 0
+        for step in range(1, 49):
+            _, _, term, trunc, infos = envs.step(envs.action_space.sample())
+            if step % 16 == 15:
+                assert trunc[0] and not term[0] and infos["_episode_stats"][0]
+            elif step % 16 == 0:  # next_step autoreset: the reset step
+                assert infos["lives"][0] == 5 and infos["episode_frame_number"][0] < 60
+                new_games += 1
+            else:
+                assert not (term[0] or trunc[0])
+        assert new_games == 3
+
+
+def test_only_the_reset_right_after_a_lost_life_continues_the_game() -> None:
+    env = make_atari(id="ALE/Breakout-v5")
+    _lose_a_life(env)
+    _, info = env.reset()
+    assert info["lives"] == 4 and info["episode_frame_number"] > 60  # continued
+    _, info = env.reset()  # a second unseeded reset in a row: a new game
+    assert info["lives"] == 5 and info["episode_frame_number"] < 60
+    env.close()
+
+
+def test_a_game_that_ends_during_the_continuation_keeps_its_statistics() -> None:
+    """max_episode_steps falls on the continuation no-op after a lost life: the game is
+    reset and its statistics come with the reset's info."""
+    probe = make_atari(id="ALE/Breakout-v5")
+    steps = _lose_a_life(probe)
+    probe.close()
+    limit = 2 + steps + 1  # FIRE + action 2 at reset, the learner's steps, the no-op
+    env = make_atari(id="ALE/Breakout-v5", max_episode_steps=limit)
+    assert _lose_a_life(env) == steps
+    _, info = env.reset()
+    assert info["episode_stats"]["l"] == limit
+    assert info["lives"] == 5 and info["episode_frame_number"] < 60  # a new game
+    env.close()
+
+
 def test_fire_reset_presses_fire() -> None:
     fire = make_atari(id="ALE/Breakout-v5", noop_max=0, episodic_life=False)
     plain = make_atari(id="ALE/Breakout-v5", noop_max=0, episodic_life=False, fire_reset=False)

@@ -53,8 +53,8 @@ class AtariConfig:
         noop_max: random no-ops (``1..noop_max``) on reset; 0 disables.
         frame_skip: repeat each action this many frames, max-pooling the last two
             (images only).
-        episodic_life: a lost life ends the learner's episode; the game resets only on
-            game over.
+        episodic_life: a lost life ends the learner's episode, and only the reset right
+            after it continues the game; every other reset starts a new game.
         fire_reset: press FIRE then action 2 after reset, for games whose action 1 is FIRE.
         obs_type: ``grayscale``, ``rgb`` or ``ram``.
         image_size: an int (square) or ``[height, width]``; ignored for ``ram``.

@@ -27,10 +27,15 @@ class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Ends the learner's episode on every lost life; resets the game only on game over.
 
     When ``ale.lives()`` decreases and lives remain, ``step`` returns ``terminated=True``.
-    The following ``reset()`` does not reset the game: it takes one no-op step (action 0)
-    and returns that observation. A real reset happens after a real game over (the inner
-    env terminated), an inner truncation, or whenever ``reset`` is given a ``seed`` or
-    ``options`` (so seeded resets are reproducible).
+    Only the ``reset()`` right after such a step continues the game: it takes one no-op
+    step (action 0) and returns that observation. Every other reset resets the game: after
+    a real game over or truncation, after a step that ended the episode for any other
+    reason (a ``time_limit`` in ``wrappers`` above this one), a second reset in a row, and
+    any reset given a ``seed`` or ``options`` (so seeded resets are reproducible).
+
+    If the game ends during the continuation no-op (a ``max_episode_steps`` truncation,
+    say), the game is reset and the info of that last step (its episode statistics
+    included) is kept in the returned reset info, under the reset's own entries.
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -42,7 +47,7 @@ class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
         super().__init__(env)
         gym.utils.RecordConstructorArgs.__init__(self)
         self.lives = 0
-        self.was_real_done = True
+        self.life_lost = False  # the last step ended the learner's episode on a lost life
 
     def _ale_lives(self) -> int:
         return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
@@ -50,8 +55,8 @@ class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the game; report a lost life (with lives left) as ``terminated``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.was_real_done = bool(terminated or truncated)
         lives = self._ale_lives()
+        self.life_lost = 0 < lives < self.lives and not (terminated or truncated)
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
@@ -60,14 +65,15 @@ class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset the game after game over (or when seeded); otherwise continue with a no-op."""
-        if self.was_real_done or seed is not None or options:
-            obs, info = self.env.reset(seed=seed, options=options)
-        else:
+        """Continue the game with a no-op right after a lost life; otherwise reset it."""
+        if self.life_lost and seed is None and not options:
             obs, _, terminated, truncated, info = self.env.step(0)
-            if terminated or truncated:
-                obs, info = self.env.reset(seed=seed, options=options)
-        self.was_real_done = False
+            if terminated or truncated:  # the game ended during the no-op
+                obs, reset_info = self.env.reset()
+                info = {**info, **reset_info}
+        else:
+            obs, info = self.env.reset(seed=seed, options=options)
+        self.life_lost = False
         self.lives = self._ale_lives()
         return obs, info
 
@@ -76,7 +82,9 @@ class FireReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Presses FIRE (action 1) then action 2 after every reset, for games that need it.
 
     Applies only if the action meanings have ``"FIRE"`` at index 1 and at least 3 actions;
-    otherwise it is a pass-through. If either step ends the episode, the env is reset again.
+    otherwise it is a pass-through. If either step ends the episode, the env is reset
+    again, and the info of the step that ended it (episode statistics included) is kept
+    in the returned info under the new reset's entries.
     Placed outside :class:`EpisodicLife`, FIRE is pressed again after each lost life.
     """
 
@@ -101,7 +109,8 @@ class FireReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
         for action in (1, 2):
             obs, _, terminated, truncated, step_info = self.env.step(action)
             if terminated or truncated:
-                obs, info = self.env.reset(seed=seed, options=options)
+                obs, reset_info = self.env.reset(seed=seed, options=options)
+                info = {**info, **step_info, **reset_info}
             else:
                 info = {**info, **step_info}
         return obs, info
