@@ -22,7 +22,7 @@ import multiprocessing as mp
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -37,10 +37,11 @@ from envfactory.families.atari_wrappers import (
     sign_reward,
 )
 
-__all__ = ["LAYOUTS", "OBS_TYPES", "AtariConfig", "make_atari"]
+__all__ = ["LAYOUTS", "OBS_TYPES", "RENDER_MODES", "AtariConfig", "make_atari"]
 
 OBS_TYPES = ("grayscale", "rgb", "ram")
 LAYOUTS = ("hwc", "chw")
+RENDER_MODES = ("rgb_array", "human")
 
 
 @dataclass
@@ -66,6 +67,9 @@ class AtariConfig:
         max_episode_steps: cap in env steps after frame skip (the automatic FIRE and
             life-continuation steps count too); None keeps ALE's own cap
             (108,000 frames).
+        render_mode: null (no rendering), ``rgb_array`` (``render()`` returns the ALE's
+            full RGB screen, 210x160x3 for most games, whatever ``obs_type``) or ``human``
+            (ALE's own window).
     """
 
     family: str = "atari"
@@ -82,6 +86,7 @@ class AtariConfig:
     repeat_action_probability: float = 0.0
     full_action_space: bool = False
     max_episode_steps: int | None = None
+    render_mode: Optional[str] = None  # noqa: UP045
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(AtariConfig) if f.name != "family"}
@@ -160,10 +165,14 @@ def _validate(options: dict[str, Any]) -> dict[str, Any]:
     opts["repeat_action_probability"] = float(rap)
     if opts["max_episode_steps"] is not None:
         _check_int(opts, "max_episode_steps", 1)
+    if opts["render_mode"] is not None:
+        _check_choice(opts, "render_mode", RENDER_MODES)
     return opts
 
 
-def _make_base(env_id: str, obs_type: str, rap: float, full_action_space: bool) -> gym.Env:
+def _make_base(
+    env_id: str, obs_type: str, rap: float, full_action_space: bool, render_mode: str | None = None
+) -> gym.Env:
     """``gym.make`` an ALE env with ``frameskip=1``, turning a bad id into a ConfigError."""
     try:
         spec = gym.spec(env_id)
@@ -184,8 +193,10 @@ def _make_base(env_id: str, obs_type: str, rap: float, full_action_space: bool) 
         full_action_space=full_action_space,
         # AtariPreprocessing reads the screen from the ALE itself and ignores the base env's
         # observation, which ALE would otherwise render as RGB on every skipped frame
-        # (~30 us each, ~18% of a Pong step): ask for the 128-byte RAM instead.
+        # (~30 us each, ~18% of a Pong step): ask for the 128-byte RAM instead. render()
+        # still returns the real RGB screen (ALE's getScreenRGB), and only when called.
         obs_type="ram",
+        render_mode=render_mode,
     )
 
 
@@ -229,7 +240,11 @@ def make_atari(**options: Any) -> gym.Env:
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     obs_type: str = opts["obs_type"]
     env = _make_base(
-        opts["id"], obs_type, opts["repeat_action_probability"], opts["full_action_space"]
+        opts["id"],
+        obs_type,
+        opts["repeat_action_probability"],
+        opts["full_action_space"],
+        opts["render_mode"],
     )
     try:
         if obs_type == "ram":

@@ -10,7 +10,7 @@ import gymnasium as gym
 
 from ..errors import ConfigError, did_you_mean
 
-__all__ = ["GymConfig", "make_gym", "resolve_spec"]
+__all__ = ["GymConfig", "make_gym", "render_modes", "resolve_spec"]
 
 
 @dataclass
@@ -23,12 +23,16 @@ class GymConfig:
             worker processes too).
         kwargs: keyword arguments for ``gymnasium.make``.
         max_episode_steps: overrides the id's time limit; null keeps the registered one.
+        render_mode: null, or one of the env's ``metadata["render_modes"]`` (``rgb_array``
+            gives ``render()`` frames; classic-control envs need ``pip install
+            envfactory[render]``, i.e. pygame).
     """
 
     family: str = "gym"
     id: str = "CartPole-v1"
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_episode_steps: Optional[int] = None  # noqa: UP045
+    render_mode: Optional[str] = None  # noqa: UP045
 
 
 def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
@@ -50,10 +54,45 @@ def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
 
 
 def make_gym(
-    id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+    id: str,
+    kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    render_mode: str | None = None,
 ) -> gym.Env:
-    """``gymnasium.make(id, **kwargs)`` with an optional time-limit override."""
+    """``gymnasium.make(id, **kwargs)`` with optional time-limit and render-mode
+    overrides."""
     extra: dict[str, Any] = dict(kwargs or {})
     if max_episode_steps is not None:
         extra["max_episode_steps"] = max_episode_steps
+    if render_mode is not None:
+        if extra.get("render_mode", render_mode) != render_mode:
+            raise ConfigError(
+                f"env.render_mode={render_mode!r} and env.kwargs.render_mode="
+                f"{extra['render_mode']!r} disagree; set only env.render_mode"
+            )
+        extra["render_mode"] = render_mode
+    mode = extra.get("render_mode")
+    if mode is not None:
+        modes = render_modes(id)
+        if modes is not None and mode not in modes:
+            raise ConfigError(
+                f"env.render_mode={mode!r} is not supported by {id!r}; valid choices: "
+                f"{', '.join(map(str, modes)) or '(none: it cannot render)'}, or null"
+            )
     return gym.make(id, **extra)
+
+
+def render_modes(env_id: str) -> list[str] | None:
+    """The ``metadata["render_modes"]`` of ``env_id``'s env class (None when its entry
+    point is a function without metadata), without building the env."""
+    try:
+        spec = resolve_spec(env_id)
+        creator: Any = spec.entry_point
+        if isinstance(creator, str):
+            creator = gym.envs.registration.load_env_creator(creator)
+    except Exception:  # gym.make reports an unknown id or a broken entry point
+        return None
+    metadata = getattr(creator, "metadata", None)
+    if not isinstance(metadata, dict):
+        return None
+    return [str(m) for m in metadata.get("render_modes") or []]

@@ -23,19 +23,28 @@ class MountainCarConfig:
         id: ``MountainCar-v0`` (discrete) or ``MountainCarContinuous-v0``.
         num_stack: observations stacked, oldest first; shape ``(2 * num_stack,)``.
         max_episode_steps: overrides the id's time limit (200 / 999); null keeps it.
+        render_mode: null, ``rgb_array`` (``render()`` frames, 400x600x3; needs
+            ``pip install envfactory[render]``, i.e. pygame) or ``human``.
     """
 
     family: str = "mountaincar"
     id: str = "MountainCar-v0"
     num_stack: int = 4
     max_episode_steps: Optional[int] = None  # noqa: UP045
+    render_mode: Optional[str] = None  # noqa: UP045
 
 
 _IDS = ("MountainCar-v0", "MountainCarContinuous-v0")
 
 
+_RENDER_MODES = ("rgb_array", "human")
+
+
 def make_mountaincar(
-    id: str = "MountainCar-v0", num_stack: int = 4, max_episode_steps: int | None = None
+    id: str = "MountainCar-v0",
+    num_stack: int = 4,
+    max_episode_steps: int | None = None,
+    render_mode: str | None = None,
 ) -> gym.Env:
     """MountainCar whose observation is the last ``num_stack`` observations, oldest first,
     flattened to float32; right after reset every slot holds the reset observation."""
@@ -43,7 +52,12 @@ def make_mountaincar(
         raise ConfigError(f"env.id {id!r} is not a MountainCar id; valid: {', '.join(_IDS)}")
     if not isinstance(num_stack, int) or num_stack < 1:
         raise ConfigError(f"env.num_stack must be an integer >= 1, got {num_stack!r}")
-    kwargs: dict[str, Any] = {}
+    if render_mode is not None and render_mode not in _RENDER_MODES:
+        raise ConfigError(
+            f"env.render_mode {render_mode!r} is not a MountainCar render mode; valid: "
+            f"{', '.join(_RENDER_MODES)}, or null"
+        )
+    kwargs: dict[str, Any] = {"render_mode": render_mode}
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
     env = gym.make(id, **kwargs)
