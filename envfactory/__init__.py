@@ -13,13 +13,19 @@ from __future__ import annotations
 from .config import compose, register_configs
 from .episode_stats import EpisodeStatistics
 from .errors import (
+    AlreadyPendingError,
     AsyncCallError,
     ClosedError,
     ConfigError,
     EnvfactoryError,
+    InvalidActionError,
+    InvalidSeedError,
+    NoPendingCallError,
+    ObservationError,
     PluginConflictError,
     PluginLoadWarning,
     RemoteEnvError,
+    ResetNeededError,
     SpaceMismatchError,
     UnknownNameError,
     UnpicklableEnvError,
@@ -44,15 +50,21 @@ from .vectorizers.base import VecEnvBase, tile_images
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyPendingError",
     "AsyncCallError",
     "ClosedError",
     "ConfigError",
     "EnvFamilyPlugin",
     "EnvfactoryError",
     "EpisodeStatistics",
+    "InvalidActionError",
+    "InvalidSeedError",
+    "NoPendingCallError",
+    "ObservationError",
     "PluginConflictError",
     "PluginLoadWarning",
     "RemoteEnvError",
+    "ResetNeededError",
     "SpaceMismatchError",
     "UnknownNameError",
     "UnpicklableEnvError",

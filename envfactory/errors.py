@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import difflib
+import multiprocessing
+import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+from gymnasium import error as gym_error
 
 __all__ = [
+    "AlreadyPendingError",
     "AsyncCallError",
     "ClosedError",
     "ConfigError",
     "EnvfactoryError",
+    "InvalidActionError",
+    "InvalidSeedError",
+    "NoPendingCallError",
+    "ObservationError",
     "PluginConflictError",
     "PluginLoadWarning",
     "RemoteEnvError",
+    "ResetNeededError",
     "SpaceMismatchError",
     "UnknownNameError",
     "UnpicklableEnvError",
@@ -21,6 +32,7 @@ __all__ = [
     "WorkerError",
     "WorkerTimeoutError",
     "did_you_mean",
+    "remote_env_error",
 ]
 
 
@@ -65,15 +77,58 @@ class PluginLoadWarning(UserWarning):
 
 
 class AsyncCallError(EnvfactoryError, RuntimeError):
-    """An async half was called out of order (e.g. ``step_wait`` with no ``step_async``)."""
+    """A call came at the wrong time: an async half out of order (see the two subclasses),
+    or a step of a finished env in ``disabled`` autoreset mode."""
 
 
-class ClosedError(EnvfactoryError, RuntimeError):
-    """The vectorized environment was used after ``close()``."""
+class NoPendingCallError(AsyncCallError, gym_error.NoAsyncCallError):
+    """``step_wait``/``reset_wait`` with no matching ``*_async`` pending; also gymnasium's
+    ``NoAsyncCallError``. ``name`` is the call that is pending (``""`` if none)."""
+
+    def __init__(self, message: str, name: str = "") -> None:
+        Exception.__init__(self, message)
+        self.name = name
 
 
-class SpaceMismatchError(EnvfactoryError, ValueError):
-    """Sub-environments of one vectorized env have different spaces."""
+class AlreadyPendingError(AsyncCallError, gym_error.AlreadyPendingCallError):
+    """A call while a ``step_async``/``reset_async`` is pending; also gymnasium's
+    ``AlreadyPendingCallError``. ``name`` is the pending call (``"step"``/``"reset"``)."""
+
+    def __init__(self, message: str, name: str = "") -> None:
+        Exception.__init__(self, message)
+        self.name = name
+
+
+class ClosedError(EnvfactoryError, RuntimeError, gym_error.ClosedEnvironmentError):
+    """The vectorized environment was used after ``close()``; also gymnasium's
+    ``ClosedEnvironmentError``."""
+
+
+class SpaceMismatchError(EnvfactoryError, ValueError, RuntimeError):
+    """Sub-environments of one vectorized env have different spaces (a ``RuntimeError`` as
+    in gymnasium's vector envs, and a ``ValueError``)."""
+
+
+class ResetNeededError(AsyncCallError, gym_error.ResetNeeded):
+    """``step`` of an env that needs a reset: before the first ``reset()``, or (autoreset
+    mode ``disabled``) after its episode ended. Also gymnasium's ``ResetNeeded``."""
+
+
+class InvalidSeedError(EnvfactoryError, ValueError, TypeError):
+    """A seed passed to ``reset`` is not an int >= 0 or None, or a seed list has the
+    wrong length; checked before anything reaches an env."""
+
+
+class ObservationError(EnvfactoryError, ValueError):
+    """An env returned an observation that does not fit its declared observation space
+    (wrong shape, a scalar, None, a dtype that cannot be cast safely): raised under every
+    vectorizer, naming the env index and the expected and actual shape and dtype."""
+
+
+class InvalidActionError(EnvfactoryError, ValueError, TypeError):
+    """An action batch does not fit the action space (wrong shape, type or value); checked
+    before anything reaches an env, so the vectorized env stays usable. A ``TypeError`` as
+    in gymnasium's vector envs, and a ``ValueError``."""
 
 
 class UnpicklableEnvError(EnvfactoryError, TypeError):
@@ -134,19 +189,109 @@ class WorkerError(EnvfactoryError, RuntimeError):
         msg = "; ".join(parts)
         if remote_traceback:
             msg += "\n--- remote traceback ---\n" + remote_traceback.rstrip()
-        super().__init__(msg)
+        # not super(): a RemoteEnvError subclass also derives from an env's own exception
+        # type, whose __init__ may take other arguments
+        Exception.__init__(self, msg)
 
 
 class RemoteEnvError(WorkerError):
     """An env raised inside a worker. The original exception is ``__cause__`` (when it could
-    be pickled) and its type name is ``exc_type``."""
+    be pickled) and its type name is ``exc_type``.
+
+    :func:`remote_env_error` raises it as a class that also derives from the original
+    exception's type (``RemoteEnvError(ValueError)``, as Ray's task errors do), so
+    ``except ValueError`` catches it as it would under ``dummy`` or gymnasium.
+    """
 
     exc_type: str = ""
+
+    def __str__(self) -> str:  # the original type's __str__ (KeyError's quoting) is not ours
+        return BaseException.__str__(self)
+
+    def __reduce__(self) -> Any:
+        original = type(self).__bases__[-1] if type(self) is not RemoteEnvError else None
+        return _rebuild_remote, (original, self.args, self.__dict__)
+
+
+_REMOTE_CLASSES: dict[type, type[RemoteEnvError]] = {}
+
+
+def _remote_class(original: type | None) -> type[RemoteEnvError]:
+    if (
+        original is None
+        or not isinstance(original, type)
+        or not issubclass(original, Exception)
+        or issubclass(original, WorkerError)
+    ):
+        return RemoteEnvError
+    cls = _REMOTE_CLASSES.get(original)
+    if cls is None:
+        try:
+            cls = type(
+                f"RemoteEnvError({original.__name__})",
+                (RemoteEnvError, original),
+                {"__module__": __name__, "__doc__": RemoteEnvError.__doc__},
+            )
+        except TypeError:  # final classes, instance lay-out conflicts
+            cls = RemoteEnvError
+        _REMOTE_CLASSES[original] = cls
+    return cls
+
+
+def _rebuild_remote(original: type | None, args: tuple, state: dict) -> RemoteEnvError:
+    err = _remote_class(original).__new__(_remote_class(original), *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
+
+def _type_by_name(dotted: str) -> type | None:
+    """The exception class ``module.qualname`` if its module is already imported here."""
+    module, _, qualname = dotted.rpartition(".")
+    obj: Any = sys.modules.get(module or "builtins")
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) else None
+
+
+def remote_env_error(
+    what: str, *, exc_type: str, original: BaseException | None, **fields: Any
+) -> RemoteEnvError:
+    """The :class:`RemoteEnvError` for an exception an env raised in a worker: an instance
+    of a (cached) class deriving from both ``RemoteEnvError`` and the original exception's
+    type, or plain ``RemoteEnvError`` when that type cannot be subclassed or is unknown
+    here.
+
+    Args:
+        what: what happened (``"raised ValueError"``).
+        exc_type: ``module.qualname`` of the original exception's type.
+        original: the original exception, unpickled (None if it could not be pickled).
+        **fields: :class:`WorkerError`'s keyword arguments (worker, pid, env_indices, ...).
+
+    Returns:
+        The error, with ``exc_type`` set and ``original`` as its ``__cause__``.
+
+    Example:
+        >>> err = remote_env_error("raised ValueError", exc_type="builtins.ValueError",
+        ...     original=ValueError("bad"), worker=0, pid=1, env_indices=[0], env_id="x")
+        >>> isinstance(err, ValueError), isinstance(err, RemoteEnvError)
+        (True, True)
+    """
+    cls = _remote_class(type(original) if original is not None else _type_by_name(exc_type))
+    try:
+        err = cls(what, **fields)
+    except Exception:  # the original type's __new__ wants other arguments
+        err = RemoteEnvError(what, **fields)
+    err.exc_type = exc_type
+    err.__cause__ = original
+    return err
 
 
 class WorkerDiedError(WorkerError):
     """A worker process exited or was killed (e.g. SIGKILL) while the parent waited on it."""
 
 
-class WorkerTimeoutError(WorkerError, TimeoutError):
-    """A worker did not answer within ``timeout`` seconds; it was killed."""
+class WorkerTimeoutError(WorkerError, multiprocessing.TimeoutError, TimeoutError):
+    """A worker did not answer within ``timeout`` seconds; it was killed. Also
+    ``multiprocessing.TimeoutError`` (what gymnasium's ``AsyncVectorEnv`` raises) and the
+    builtin ``TimeoutError``."""

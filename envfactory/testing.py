@@ -25,6 +25,12 @@ Two ways to use it:
               ov = ["vectorizer=my-vec", f"autoreset_mode={request.param}"]
               return lambda: envfactory.make_vec(overrides=ov)
 
+* :class:`SpacesConformance` (and :func:`check_spaces`) checks observations of every
+  space gymnasium ships (Text, Graph, Sequence, OneOf, nested Dict/Tuple, ...) against
+  ``SyncVectorEnv`` in every autoreset mode, ``copy`` on and off; it builds the
+  vectorized env from env constructors, so override its ``build_vecenv(env_fns,
+  **options)``.
+
 The rules are gymnasium 1.x's (as :class:`gymnasium.vector.SyncVectorEnv` implements
 them) plus envfactory's contract: batched spaces are ``batch_space`` of the single
 spaces; ``metadata["autoreset_mode"]`` is an ``AutoresetMode``; ``reset(seed=int)`` is
@@ -62,6 +68,7 @@ import copy
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from copy import deepcopy as _deepcopy
 from typing import Any, cast
 
 import gymnasium as gym
@@ -71,10 +78,13 @@ from gymnasium.vector.utils import batch_space, iterate
 
 __all__ = [
     "DEFAULT_IGNORE",
+    "BuildVecEnv",
     "FamilyConformance",
     "MakeEnv",
     "MakeVecEnv",
     "Record",
+    "SpaceEnv",
+    "SpacesConformance",
     "VecEnvConformance",
     "assert_infos_layout",
     "assert_rollouts_equal",
@@ -86,14 +96,18 @@ __all__ = [
     "check_env_episode_stats",
     "check_env_seeding",
     "check_env_spaces",
+    "check_errors",
     "check_family",
     "check_interface",
     "check_reset_mask",
     "check_reset_seeding",
     "check_restarts",
     "check_rollout",
+    "check_space",
+    "check_spaces",
     "check_vecenv",
     "episode_stats_key_of",
+    "gymnasium_spaces",
     "rollout",
     "sample_actions",
 ]
@@ -670,6 +684,75 @@ def check_restarts(make: MakeVecEnv, *, steps: int = 200, seed: int = 0) -> int:
     return restarts
 
 
+def _expect(
+    exc: type[BaseException] | tuple[type[BaseException], ...], what: str, fn: Callable[[], Any]
+) -> BaseException:
+    try:
+        fn()
+    except exc as err:
+        return err
+    except Exception as err:
+        raise AssertionError(f"{what} must raise {exc}, got {type(err).__name__}: {err}") from err
+    raise AssertionError(f"{what} must raise {exc}, but nothing was raised")
+
+
+def check_errors(make: MakeVecEnv, *, seed: int = 0) -> None:
+    """Errors are gymnasium's classes (envfactory's own classes may subclass them), and a
+    mistake the caller can see leaves the env usable:
+
+    * ``step()`` before ``reset()``: ``gymnasium.error.ResetNeeded``;
+    * out-of-order async halves (when the env has them): ``NoAsyncCallError`` /
+      ``AlreadyPendingCallError``;
+    * a batch of ``num_envs + 1`` actions: ``TypeError``; an out-of-range ``Discrete``
+      action: ``ValueError``; a negative seed: ``ValueError``; a float seed: ``TypeError``;
+      each followed by a normal step;
+    * any call after ``close()``: ``ClosedEnvironmentError``.
+
+    Args:
+        make: returns a fresh vectorized env.
+        seed: the seed.
+    """
+    from gymnasium import error as gym_error
+
+    with _opened(make) as envs:
+        n = envs.num_envs
+        space = envs.single_action_space
+        acts = sample_actions(space, n, 3, seed)
+        _expect(gym_error.ResetNeeded, "step() before reset()", lambda: envs.step(acts[0]))
+        _expect(ValueError, "reset(seed=-1)", lambda: _reset(envs, seed=-1))
+        _expect(TypeError, "reset(seed=1.5)", lambda: _reset(envs, seed=1.5))
+        envs.reset(seed=seed)
+        if hasattr(envs, "step_async"):
+            e = cast(Any, envs)
+            _expect(gym_error.NoAsyncCallError, "step_wait() with nothing pending", e.step_wait)
+            _expect(gym_error.NoAsyncCallError, "reset_wait() with nothing pending", e.reset_wait)
+            e.step_async(acts[0])
+            _expect(gym_error.AlreadyPendingCallError, "step_async() while a step is pending",
+                    lambda: e.step_async(acts[0]))  # fmt: skip
+            _expect(gym_error.AlreadyPendingCallError, "reset_async() while a step is pending",
+                    e.reset_async)  # fmt: skip
+            _expect(gym_error.NoAsyncCallError, "reset_wait() while a step is pending",
+                    e.reset_wait)  # fmt: skip
+            e.step_wait()
+        else:
+            envs.step(acts[0])
+        too_many = sample_actions(space, n + 1, 1, seed)[0]
+        _expect(TypeError, f"step() with {n + 1} actions for num_envs={n}",
+                lambda: envs.step(too_many))  # fmt: skip
+        if isinstance(space, gym.spaces.Discrete):
+            bad = np.full(n, space.start, dtype=np.int64)
+            bad[-1] = space.start + space.n
+            _expect(ValueError, f"step() with action {bad[-1]} for {space}",
+                    lambda: envs.step(bad))  # fmt: skip
+        envs.step(acts[1])  # every mistake above left the env usable
+    envs = make()
+    envs.reset(seed=seed)
+    envs.close()
+    closed = gym_error.ClosedEnvironmentError
+    _expect(closed, "step() after close()", lambda: envs.step(acts[0]))
+    _expect(closed, "reset() after close()", lambda: envs.reset(seed=seed))
+
+
 def check_vecenv(
     make: MakeVecEnv,
     *,
@@ -678,6 +761,7 @@ def check_vecenv(
     seed_offsets: bool = True,
     strict_episode_stats: bool = True,
     min_episodes: int = 0,
+    error_classes: bool = True,
 ) -> None:
     """Run the whole conformance suite against ``make``.
 
@@ -689,6 +773,8 @@ def check_vecenv(
         seed_offsets: check that ``seed=s`` gives env *i* seed ``s + i``.
         strict_episode_stats: see :func:`check_rollout`.
         min_episodes: see :func:`check_rollout`.
+        error_classes: run :func:`check_errors` (gymnasium's ``SyncVectorEnv`` neither
+            checks actions nor refuses calls after ``close()``).
 
     Raises:
         AssertionError: naming the first rule broken.
@@ -705,6 +791,213 @@ def check_vecenv(
     )
     check_reset_mask(make, seed=seed)
     check_close(make)
+    if error_classes:
+        check_errors(make, seed=seed)
+
+
+# --------------------------------------------------------------------------------------
+# every space gymnasium ships
+# --------------------------------------------------------------------------------------
+def gymnasium_spaces() -> dict[str, gym.Space]:
+    """One observation space of every kind gymnasium ships, plus nestings of them.
+
+    Returns:
+        ``{name: space}``: Box, Discrete, MultiDiscrete, MultiBinary, Text, Graph (with
+        and without an edge space), Sequence (``stack=False`` and ``stack=True``),
+        OneOf, Dict, Tuple, and a Dict/Tuple nesting that mixes array and non-array
+        leaves.
+    """
+    S = gym.spaces
+    box = S.Box(-1.0, 1.0, (2, 3), np.float32)
+    graph = S.Graph(node_space=S.Box(-1.0, 1.0, (3,), np.float32), edge_space=S.Discrete(3))
+    return {
+        "box": box,
+        "discrete": S.Discrete(5, start=-2),
+        "multidiscrete": S.MultiDiscrete([3, 4]),
+        "multibinary": S.MultiBinary(4),
+        "text": S.Text(6),
+        "graph": graph,
+        "graph_no_edges": S.Graph(node_space=S.Discrete(4), edge_space=None),
+        "sequence": S.Sequence(S.Box(-1.0, 1.0, (2,), np.float32), stack=False),
+        "sequence_stacked": S.Sequence(S.Discrete(3), stack=True),
+        "oneof": S.OneOf([S.Discrete(3), S.Box(-1.0, 1.0, (2,), np.float32)]),
+        "dict": S.Dict({"pos": box, "k": S.Discrete(7), "bits": S.MultiBinary(3)}),
+        "tuple": S.Tuple((S.Discrete(2), S.Box(0, 255, (2, 2), np.uint8))),
+        "nested": S.Dict(
+            {
+                "img": S.Box(0, 255, (2, 2), np.uint8),
+                "t": S.Tuple((S.Text(4), S.MultiDiscrete([2, 2]))),
+                "g": graph,
+                "seq": S.Sequence(S.Discrete(4), stack=False),
+            }
+        ),
+    }
+
+
+class SpaceEnv(gym.Env):
+    """An env whose observations are seeded samples of ``observation_space`` (any space),
+    for checking how a vectorizer batches, copies and ships observations.
+
+    Episodes terminate by chance (seeded) and are truncated after ``max_steps``; the
+    reward is the action; infos carry the step count. Picklable (module level), so it can
+    be sent to worker processes.
+
+    Args:
+        observation_space: the space to sample observations from.
+        max_steps: truncate after this many steps.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, observation_space: gym.Space, max_steps: int = 5) -> None:
+        self.observation_space = _deepcopy(observation_space)  # its own sampling generator
+        self.action_space = gym.spaces.Discrete(3)
+        self.max_steps = max_steps
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        self.t = 0
+        return self.observation_space.sample(), {"t": 0}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        terminated = bool(self.np_random.random() < 0.2)
+        return (
+            self.observation_space.sample(),
+            float(action),
+            terminated,
+            self.t >= self.max_steps,
+            {"t": self.t},
+        )
+
+
+#: Builds a vectorized env from env constructors: ``build(env_fns, autoreset_mode=...,
+#: copy=...)``, the signature of a vectorizer plugin's ``build`` (bind other options with
+#: ``functools.partial``).
+BuildVecEnv = Callable[..., VectorEnv]
+
+
+def check_space(
+    build: BuildVecEnv,
+    space: gym.Space,
+    *,
+    autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
+    copy: bool = True,
+    num_envs: int = 3,
+    steps: int = 12,
+    seed: int = 0,
+) -> None:
+    """``build`` handles observations of ``space`` exactly as gymnasium's
+    ``SyncVectorEnv`` does: the same observations (types included: tuples, strings,
+    ``GraphInstance``), rewards, flags and infos over a rollout with resets, and the
+    batched observation lies in ``observation_space``. With ``copy=True`` the returned
+    observations are never overwritten by later calls.
+
+    Args:
+        build: ``build(env_fns, autoreset_mode=..., copy=...)`` returning a vectorized env.
+        space: the single observation space.
+        autoreset_mode: the autoreset mode to build with.
+        copy: the ``copy`` option to build with.
+        num_envs: how many envs.
+        steps: how many steps.
+        seed: reset and action seed.
+    """
+    import functools
+
+    fns = [functools.partial(SpaceEnv, space) for _ in range(num_envs)]
+    where = f"{space} ({autoreset_mode.value}, copy={copy})"
+    actions = sample_actions(gym.spaces.Discrete(3), num_envs, steps, seed)
+    ref = gym.vector.SyncVectorEnv(fns, copy=True, autoreset_mode=autoreset_mode)
+    try:
+        expected = rollout(ref, steps=steps, seed=seed, actions=actions)
+    finally:
+        ref.close()
+    envs = build(fns, autoreset_mode=autoreset_mode, copy=copy)
+    try:
+        assert envs.single_observation_space == space, (
+            f"{where}: single_observation_space is {envs.single_observation_space}"
+        )
+        kept: list[tuple[Any, Any]] = []  # (as returned, deep copy at the time)
+        disabled = autoreset_mode is AutoresetMode.DISABLED
+        obs, infos = _reset(envs, seed=seed)
+        records: list[Record] = [{"call": "reset", "obs": _deepcopy(obs), "infos": infos}]
+        kept.append((obs, _deepcopy(obs)))
+        for t in range(steps):
+            obs, rew, term, trunc, infos = envs.step(actions[t])
+            assert envs.observation_space.contains(obs), (
+                f"{where}: step {t} observations are not in observation_space"
+            )
+            records.append(
+                {
+                    "call": "step",
+                    "obs": _deepcopy(obs),
+                    "rewards": np.array(rew, copy=True),
+                    "terminations": np.array(term, copy=True),
+                    "truncations": np.array(trunc, copy=True),
+                    "infos": infos,
+                }
+            )
+            kept.append((obs, _deepcopy(obs)))
+            done = np.logical_or(term, trunc)
+            if disabled and done.any():
+                obs, infos = envs.reset(options={"reset_mask": done.copy()})
+                records.append(
+                    {"call": "reset_mask", "mask": done, "obs": _deepcopy(obs),
+                     "infos": infos}
+                )  # fmt: skip
+                kept.append((obs, _deepcopy(obs)))
+        try:
+            assert_rollouts_equal(records, expected)
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{where}: differs from gymnasium's SyncVectorEnv: {exc}"
+            ) from None
+        if copy:
+            for k, (returned, snapshot) in enumerate(kept):
+                try:
+                    assert_tree_equal(returned, snapshot, (f"observation {k}",))
+                except AssertionError as exc:
+                    raise AssertionError(
+                        f"{where}: copy=True, but an observation returned earlier was changed "
+                        f"by a later call: {exc}"
+                    ) from None
+    finally:
+        envs.close()
+
+
+def check_spaces(
+    build: BuildVecEnv,
+    *,
+    spaces: Mapping[str, gym.Space] | None = None,
+    modes: Iterable[AutoresetMode] = tuple(AutoresetMode),
+    copies: Iterable[bool] = (True, False),
+    num_envs: int = 3,
+    steps: int = 12,
+    seed: int = 0,
+) -> None:
+    """:func:`check_space` for every space of :func:`gymnasium_spaces` (or ``spaces``),
+    every autoreset mode and both ``copy`` settings.
+
+    Args:
+        build: ``build(env_fns, autoreset_mode=..., copy=...)`` returning a vectorized env.
+        spaces: ``{name: space}`` to check (default: every space gymnasium ships).
+        modes: autoreset modes to check.
+        copies: ``copy`` settings to check.
+        num_envs: how many envs.
+        steps: how many steps per rollout.
+        seed: reset and action seed.
+    """
+    spaces = gymnasium_spaces() if spaces is None else spaces
+    for mode in tuple(modes):
+        for copy_ in tuple(copies):
+            for name, space in spaces.items():
+                try:
+                    check_space(build, space, autoreset_mode=mode, copy=copy_,
+                                num_envs=num_envs, steps=steps, seed=seed)  # fmt: skip
+                except Exception as exc:
+                    raise AssertionError(f"space {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
 class VecEnvConformance:
@@ -713,7 +1006,8 @@ class VecEnvConformance:
     envs (parametrize the fixture to cover several configs).
 
     Class attributes tune the checks: ``steps``, ``seed``, ``seed_offsets``,
-    ``strict_episode_stats``, ``min_episodes`` (see :func:`check_vecenv`).
+    ``strict_episode_stats``, ``min_episodes``, ``error_classes`` (see
+    :func:`check_vecenv`).
     """
 
     steps: int = 200
@@ -721,6 +1015,7 @@ class VecEnvConformance:
     seed_offsets: bool = True
     strict_episode_stats: bool = True
     min_episodes: int = 0
+    error_classes: bool = True
 
     def test_interface(self, make_vecenv: MakeVecEnv) -> None:
         """VectorEnv subclass, batched spaces, ``metadata["autoreset_mode"]``."""
@@ -1099,3 +1394,55 @@ class FamilyConformance:
     def test_close(self, make_env: MakeEnv) -> None:
         """``close()`` works at any point and twice."""
         check_env_close(make_env)
+
+    def test_error_classes(self, make_vecenv: MakeVecEnv) -> None:
+        """gymnasium's error classes; mistakes leave the env usable."""
+        if self.error_classes:
+            check_errors(make_vecenv, seed=self.seed)
+
+
+class SpacesConformance:
+    """:func:`check_spaces` as pytest tests (one per autoreset mode): subclass it under a
+    ``Test*`` name and override :meth:`build_vecenv`::
+
+        from envfactory.testing import SpacesConformance
+
+        class TestMyVectorizerSpaces(SpacesConformance):
+            def build_vecenv(self, env_fns, **options):
+                return my_build(env_fns, **options)  # options: autoreset_mode, copy
+
+    Class attributes narrow the matrix: ``spaces`` (``{name: space}``, default every
+    space gymnasium ships), ``copies`` (``copy`` settings), ``num_envs``, ``steps``.
+    """
+
+    spaces: Mapping[str, gym.Space] | None = None
+    copies: tuple[bool, ...] = (True, False)
+    num_envs: int = 3
+    steps: int = 8
+
+    def build_vecenv(self, env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> VectorEnv:
+        """Build the vectorized env under test from ``env_fns`` with ``options``
+        (``autoreset_mode``: a gymnasium ``AutoresetMode``; ``copy``: bool)."""
+        raise NotImplementedError("override build_vecenv(env_fns, **options)")
+
+    def _check(self, mode: AutoresetMode) -> None:
+        check_spaces(
+            self.build_vecenv,
+            spaces=self.spaces,
+            modes=(mode,),
+            copies=self.copies,
+            num_envs=self.num_envs,
+            steps=self.steps,
+        )
+
+    def test_spaces_next_step(self) -> None:
+        """Every space, ``next_step`` autoreset, as SyncVectorEnv."""
+        self._check(AutoresetMode.NEXT_STEP)
+
+    def test_spaces_same_step(self) -> None:
+        """Every space, ``same_step`` autoreset (``final_obs`` of every space type)."""
+        self._check(AutoresetMode.SAME_STEP)
+
+    def test_spaces_disabled(self) -> None:
+        """Every space, ``disabled`` autoreset with ``reset_mask``."""
+        self._check(AutoresetMode.DISABLED)

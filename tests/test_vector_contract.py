@@ -12,7 +12,9 @@ Wherever a call must leave the env untouched, the env is then compared step by s
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -143,6 +145,7 @@ class TestSyncVectorEnvConformance(VecEnvConformance):
     """The suite accepts gymnasium's own SyncVectorEnv (it encodes gymnasium's rules)."""
 
     steps = 150
+    error_classes = False  # SyncVectorEnv checks no actions and works after close()
 
     @pytest.fixture(params=["NextStep", "SameStep", "Disabled"])
     def make_vecenv(self, request: pytest.FixtureRequest) -> Callable[[], VectorEnv]:
@@ -809,3 +812,265 @@ def test_make_vec_closes_what_it_built_when_a_vector_wrapper_fails() -> None:
         envfactory.make_vec(overrides=overrides)
     assert info.value is not None  # the exception (and its traceback) is still referenced
     assert workers() <= before
+
+
+# --------------------------------------------------------------------------------------
+# gymnasium's error classes (envfactory's are subclasses, so both except clauses work)
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", CPU_CASES)
+def test_errors_are_gymnasium_classes(case: str) -> None:
+    envs, ref = pair(case)
+    with envs, ref:
+        actions = sample_actions(envs.single_action_space, envs.num_envs, 3, seed=1)
+        assert_same(envs.reset(seed=2), ref.reset(seed=2), "reset")
+        with pytest.raises(gym.error.NoAsyncCallError) as no_call:
+            envs.step_wait()
+        assert isinstance(no_call.value, AsyncCallError) and no_call.value.name == ""
+        envs.step_async(actions[0])
+        with pytest.raises(gym.error.AlreadyPendingCallError) as pending:
+            envs.reset_async(seed=1)
+        assert isinstance(pending.value, envfactory.AlreadyPendingError)
+        assert pending.value.name == "step"
+        with pytest.raises(gym.error.NoAsyncCallError, match=r"a step_async.. is pending"):
+            envs.reset_wait()
+        assert_same(envs.step_wait(), ref.step(actions[0]), "the pending step")
+        with pytest.raises(TypeError) as wrong:  # gymnasium's class for a wrong batch
+            envs.step(np.zeros(envs.num_envs + 1, np.int64))
+        assert isinstance(wrong.value, ValueError)
+        assert isinstance(wrong.value, envfactory.InvalidActionError)
+        step_both(envs, ref, actions[1:], "after the errors")
+    for call in (lambda: envs.step(actions[0]), lambda: envs.reset(seed=0), envs.step_wait):
+        with pytest.raises(gym.error.ClosedEnvironmentError):
+            call()
+
+
+@pytest.mark.parametrize("case", CPU_CASES)
+def test_close_with_a_pending_call_warns_as_gymnasium(case: str) -> None:
+    envs = make(*CASES[case])
+    envs.reset(seed=0)
+    envs.step_async(envs.action_space.sample())
+    with pytest.warns(UserWarning, match=r"close\(\) called while a step_async\(\) is pending"):
+        envs.close()
+    assert envs.closed
+
+
+def test_space_mismatch_is_a_runtime_error_as_in_gymnasium() -> None:
+    from envfactory.vectorizers.dummy import build_dummy
+
+    fns = [lambda: gym.make("CartPole-v1"), lambda: gym.make("MountainCar-v0")]
+    with pytest.raises(RuntimeError, match=r"env 1.*observation space") as info:
+        build_dummy(fns)
+    assert isinstance(info.value, envfactory.SpaceMismatchError)
+    assert isinstance(info.value, ValueError)
+
+
+class _TwoArgError(Exception):
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+
+
+class _Slotted(Exception):
+    __slots__ = ("x",)
+
+
+def test_remote_env_error_is_also_the_original_type() -> None:
+    from envfactory.errors import remote_env_error
+
+    fields: dict[str, Any] = dict(worker=1, pid=42, env_indices=[2, 3], env_id="X-v0",
+                                  remote_traceback="Traceback ...\nKeyError: 'k'")  # fmt: skip
+    err = remote_env_error("raised KeyError", exc_type="builtins.KeyError",
+                           original=KeyError("k"), **fields)  # fmt: skip
+    assert isinstance(err, KeyError) and isinstance(err, envfactory.RemoteEnvError)
+    assert type(err).__name__ == "RemoteEnvError(KeyError)"
+    assert str(err).startswith("worker 1 (pid 42, envs [2, 3], env 'X-v0') raised KeyError")
+    assert "--- remote traceback ---" in str(err)
+    again = remote_env_error("raised KeyError", exc_type="builtins.KeyError",
+                             original=KeyError("j"), **fields)  # fmt: skip
+    assert type(again) is type(err)  # one cached class per original type
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is type(err) and clone.env_indices == [2, 3] and str(clone) == str(err)
+    # an original that could not be pickled back: its type is found by name if imported
+    by_name = remote_env_error("raised OSError", exc_type="builtins.FileNotFoundError",
+                               original=None, **fields)  # fmt: skip
+    assert isinstance(by_name, FileNotFoundError) and by_name.__cause__ is None
+    # an __init__ with other arguments is not called; an unknown type falls back
+    two = remote_env_error("raised", exc_type="x._TwoArgError", original=_TwoArgError(1, "a"),
+                           **fields)  # fmt: skip
+    assert isinstance(two, _TwoArgError) and isinstance(two.__cause__, _TwoArgError)
+    for exc_type, original in (("nowhere.Gone", None), ("m._Slotted", _Slotted())):
+        plain = remote_env_error("raised", exc_type=exc_type, original=original, **fields)
+        assert isinstance(plain, envfactory.RemoteEnvError)
+    assert type(remote_env_error("r", exc_type="nowhere.Gone", original=None, **fields)) is (
+        envfactory.RemoteEnvError
+    )
+
+
+class _RaisesKeyError(gym.Wrapper):
+    def step(self, action: Any) -> Any:
+        raise KeyError("no such key, on purpose")
+
+
+def _cartpole_raising_key_error() -> gym.Env:
+    return _RaisesKeyError(gym.make("CartPole-v1"))
+
+
+@pytest.mark.parametrize("vectorizer", ["dummy", "subproc"])
+def test_an_env_exception_is_caught_as_its_own_type_under_every_vectorizer(
+    vectorizer: str,
+) -> None:
+    from envfactory.vectorizers import dummy, subproc
+
+    build = dummy.build_dummy if vectorizer == "dummy" else subproc.build_subproc
+    with build([_cartpole_raising_key_error] * 2) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(KeyError, match="on purpose") as info:
+            envs.step(np.zeros(2, np.int64))
+    if vectorizer == "subproc":
+        err = info.value
+        assert isinstance(err, envfactory.RemoteEnvError)
+        assert err.exc_type == "builtins.KeyError" and isinstance(err.__cause__, KeyError)
+        assert "KeyError: 'no such key, on purpose'" in err.remote_traceback
+
+
+# --------------------------------------------------------------------------------------
+# mistakes the parent can see never reach a worker: the env stays usable
+# --------------------------------------------------------------------------------------
+MISTAKE_CASES = {
+    "dummy": CASES["dummy"],
+    "subproc": CASES["subproc"],
+    "subproc-noshm": (*CASES["subproc"], "vectorizer.shared_memory=false"),
+}
+
+
+def _mistakes(n: int) -> list[tuple[str, Callable[[VectorEnv], Any], type, str]]:
+    out_of_range = np.zeros(n, np.int64)
+    out_of_range[2] = 7
+    negative = np.zeros(n, np.int64)
+    negative[-1] = -1
+    return [
+        ("action 7", lambda e: e.step(out_of_range), envfactory.InvalidActionError,
+         r"actions\[2\] = 7 \(env 2\) is not in single_action_space Discrete\(2\): valid "
+         r"values are 0\.\.1"),
+        ("action -1", lambda e: e.step(negative), envfactory.InvalidActionError,
+         rf"actions\[{n - 1}\] = -1 \(env {n - 1}\)"),
+        ("float actions", lambda e: e.step(np.full(n, 0.5)), envfactory.InvalidActionError,
+         r"actions must be integers for single_action_space Discrete\(2\), got dtype float64"),
+        ("str actions", lambda e: e.step(["a"] * n), envfactory.InvalidActionError,
+         "actions must be integers"),
+        ("async action", lambda e: e.step_async(out_of_range), envfactory.InvalidActionError,
+         r"actions\[2\] = 7"),
+        ("seed -1", lambda e: e.reset(seed=-1), envfactory.InvalidSeedError,
+         r"reset\(seed=-1\): the seed must be an int >= 0"),
+        ("seed 1.5", lambda e: e.reset(seed=1.5), envfactory.InvalidSeedError,
+         r"reset\(seed=1\.5\).*got float"),
+        ("seed '3'", lambda e: e.reset(seed="3"), envfactory.InvalidSeedError, "got str"),
+        ("seed list", lambda e: e.reset(seed=[0, -4, *range(n - 2)]), envfactory.InvalidSeedError,
+         r"seed for env 1 must be an int >= 0 or None, got -4"),
+        ("seed list type", lambda e: e.reset_async(seed=[0.5] * n), envfactory.InvalidSeedError,
+         "seed for env 0 must be an int >= 0 or None, got float 0.5"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MISTAKE_CASES))
+def test_mistakes_are_caught_in_the_parent_and_leave_the_env_usable(case: str) -> None:
+    overrides = MISTAKE_CASES[case]
+    with make(*overrides) as envs, make(*as_dummy(overrides)) as ref:
+        n = envs.num_envs
+        actions = sample_actions(envs.single_action_space, n, 6, seed=4)
+        with pytest.raises(envfactory.ResetNeededError, match=r"step\(\) before reset\(\)"):
+            envs.step(actions[0])
+        with pytest.raises(gym.error.ResetNeeded):
+            envs.step_async(actions[0])
+        # a masked reset first would leave the other envs with no observation at all
+        with pytest.raises(envfactory.ResetNeededError, match="before the first full reset"):
+            envs.reset(seed=0, options={"reset_mask": np.arange(n) < 2})
+        assert_same(envs.reset(seed=1), ref.reset(seed=1), "reset")
+        for t, (what, mistake, cls, message) in enumerate(_mistakes(n)):
+            with pytest.raises(cls, match=message):
+                mistake(envs)
+            # the env is where the reference is, and steps on
+            assert_same(envs.step(actions[t % 6]), ref.step(actions[t % 6]), f"after {what}")
+        assert_same(envs.reset(seed=[3] * n), ref.reset(seed=[3] * n), "a valid reset")
+        step_both(envs, ref, actions, "at the end")
+
+
+def test_action_check_is_vectorised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Array action spaces are checked with numpy on the batch, never ``contains`` per env."""
+    from envfactory.vectorizers.checks import action_checker
+
+    def fail(*args: Any) -> None:
+        raise AssertionError("contains() ran in the hot path")
+
+    for cls in (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary,
+                gym.spaces.Box):  # fmt: skip
+        monkeypatch.setattr(cls, "contains", fail)
+    for space in (gym.spaces.Discrete(2), gym.spaces.MultiDiscrete([2, 3]),
+                  gym.spaces.MultiBinary(3), gym.spaces.Box(-1, 1, (2,))):  # fmt: skip
+        for n in (8, 100):
+            batch = gym.vector.utils.batch_space(space, n)
+            batch.seed(0)
+            action_checker(space, n)(batch.sample())
+
+
+# --------------------------------------------------------------------------------------
+# np_random_seed / np_random as gymnasium's vector envs
+# --------------------------------------------------------------------------------------
+def _states(gens: Sequence[np.random.Generator]) -> list[Any]:
+    return [g.bit_generator.state for g in gens]
+
+
+@pytest.mark.parametrize("case", CPU_CASES)
+def test_np_random_seed_and_np_random_match_gymnasium(case: str) -> None:
+    cfg = envfactory.compose([*CASES[case], "num_envs=3"])
+    sync = SyncVectorEnv(env_thunks(cfg))
+    with envfactory.make_vec(cfg) as envs, contextlib.closing(sync):
+        before = envs.np_random_seed  # each env's own random seed, as gymnasium
+        assert isinstance(before, tuple) and len(before) == 3
+        assert all(isinstance(s, int) for s in before)
+        envs.reset(seed=42)
+        sync.reset(seed=42)
+        assert envs.np_random_seed == sync.np_random_seed == (42, 43, 44)
+        gens = envs.np_random
+        assert isinstance(gens, tuple) and all(isinstance(g, np.random.Generator) for g in gens)
+        assert _states(gens) == _states(sync.np_random)
+        a = np.zeros(3, np.int64)
+        envs.step(a)
+        sync.step(a)
+        assert _states(envs.np_random) == _states(sync.np_random)
+        envs.reset(seed=[7, None, 9], options={"reset_mask": np.array([True, False, True])})
+        sync.reset(seed=[7, None, 9], options={"reset_mask": np.array([True, False, True])})
+        assert envs.np_random_seed == sync.np_random_seed == (7, 43, 9)
+        envs.reset()  # unseeded: the generators go on, the seeds stay
+        sync.reset()
+        assert envs.np_random_seed == sync.np_random_seed == (7, 43, 9)
+        assert _states(envs.np_random) == _states(sync.np_random)
+    spawn = envfactory.compose([*CASES[case], "num_envs=3", "seeding=spawn"])
+    with envfactory.make_vec(spawn) as envs:
+        envs.reset(seed=42)
+        children = np.random.SeedSequence(42).spawn(3)
+        expected = tuple(int(c.generate_state(1, dtype=np.uint64)[0]) for c in children)
+        assert envs.np_random_seed == expected
+
+
+# --------------------------------------------------------------------------------------
+# every public VecEnv method documents itself with an example that runs
+# --------------------------------------------------------------------------------------
+PUBLIC_METHODS = ("reset", "reset_async", "reset_wait", "step", "step_async", "step_wait",
+                  "call", "env_method", "get_attr", "set_attr", "render", "close")  # fmt: skip
+
+
+def test_public_methods_have_google_docstrings_with_running_examples() -> None:
+    import doctest
+    import inspect
+
+    from envfactory import errors
+    from envfactory.vectorizers import base
+
+    for name in PUBLIC_METHODS:
+        doc = inspect.getdoc(getattr(base.VecEnvBase, name)) or ""
+        assert "Example:" in doc and ">>> " in doc, f"VecEnvBase.{name} has no example"
+        assert f":meth:`{name}`" in (base.VecEnvBase.__doc__ or ""), f"class doc omits {name}"
+    for module in (base, errors):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

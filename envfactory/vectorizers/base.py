@@ -4,7 +4,9 @@ idempotent close, context manager). Backends implement the ``_do_*`` methods."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import enum
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -12,10 +14,27 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..errors import AsyncCallError, ClosedError, ConfigError, SpaceMismatchError
+from ..errors import (
+    AlreadyPendingError,
+    ClosedError,
+    ConfigError,
+    InvalidSeedError,
+    NoPendingCallError,
+    ResetNeededError,
+    SpaceMismatchError,
+)
+from .checks import action_checker, check_seeds
 from .runner import InfoCalls
+from .shared import obs_copier
 
-__all__ = ["MODE_NAMES", "VecEnvBase", "autoreset_mode", "check_spaces", "tile_images"]
+__all__ = [
+    "MODE_NAMES",
+    "PendingCall",
+    "VecEnvBase",
+    "autoreset_mode",
+    "check_spaces",
+    "tile_images",
+]
 
 _MODES = {
     "next_step": AutoresetMode.NEXT_STEP,
@@ -39,6 +58,14 @@ def autoreset_mode(value: Any) -> AutoresetMode:
         raise ConfigError(
             f"autoreset_mode must be one of {', '.join(_MODES)}; got {value!r}"
         ) from None
+
+
+class PendingCall(enum.Enum):
+    """Which async half a vectorized env waits on (gymnasium's ``AsyncState``, by call)."""
+
+    NONE = "none"
+    RESET = "reset"
+    STEP = "step"
 
 
 def check_spaces(
@@ -82,10 +109,28 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
 
 
 class VecEnvBase(VectorEnv):
-    """Shared front half of envfactory's vectorizers.
+    """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``.
 
-    Subclasses set spaces through :meth:`_init_spaces` and implement ``_do_reset``,
-    ``_do_step``, ``_do_call``, ``_do_set_attr`` and ``_do_close``.
+    Public methods (each documented with an example): :meth:`reset`, :meth:`step`, the
+    async halves :meth:`reset_async`/:meth:`reset_wait` and
+    :meth:`step_async`/:meth:`step_wait`, :meth:`call`, :meth:`env_method`,
+    :meth:`get_attr`, :meth:`set_attr`, :meth:`render`, :meth:`close` (also a context
+    manager), the properties :attr:`np_random_seed` and :attr:`np_random`, and
+    :meth:`check_actions` / :meth:`seeds_for`. This class checks every argument
+    (actions, seeds, ``reset_mask``, call order, use after close) before anything
+    reaches an env, keeps the pending-call state (:class:`PendingCall`), and merges
+    infos as gymnasium does.
+
+    A backend calls :meth:`_init_spaces` once its spaces are known and implements
+    ``_start_reset``/``_finish_reset``, ``_start_step``/``_finish_step``, ``_do_call``,
+    ``_do_set_attr`` and ``_do_close``.
+
+    Example:
+        >>> import envfactory, gymnasium
+        >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+        >>> isinstance(envs, gymnasium.vector.VectorEnv), envs.num_envs
+        (True, 2)
+        >>> envs.close()
     """
 
     env_id: str = ""
@@ -99,9 +144,10 @@ class VecEnvBase(VectorEnv):
         if seeding not in ("offset", "spawn"):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
-        self._pending: str | None = None
-        self._pending_args: Any = None
+        self._pending = PendingCall.NONE
+        self._pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
         self._done = np.zeros(num_envs, dtype=np.bool_)
+        self._ready = False  # a full reset() has been done
         self.closed = False
 
     # -- set-up ---------------------------------------------------------------------
@@ -112,6 +158,8 @@ class VecEnvBase(VectorEnv):
         self.action_space = batch_space(act_space, self.num_envs)
         self.metadata = dict(metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
+        self._copy_obs = obs_copier(obs_space)  # copy=True: copies a batch per space type
+        self._check_actions = action_checker(act_space, self.num_envs)
 
     # -- helpers ----------------------------------------------------------------------
     def _check_open(self, what: str) -> None:
@@ -123,22 +171,38 @@ class VecEnvBase(VectorEnv):
 
     def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         """Per-env seeds: int -> ``seed + i`` (or ``SeedSequence.spawn`` streams with
-        ``seeding='spawn'``); a list must have ``num_envs`` entries."""
+        ``seeding='spawn'``); a list must have ``num_envs`` entries, each an int >= 0 or
+        None.
+
+        Raises:
+            InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
+        """
         n = self.num_envs
         if seed is None:
             return [None] * n
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            if seed < 0:
+                raise InvalidSeedError(
+                    f"reset(seed={seed}): the seed must be an int >= 0 (env i gets seed + i), "
+                    "a list with one such seed (or None) per env, or None"
+                )
             if self.seeding == "spawn":
                 children = np.random.SeedSequence(int(seed)).spawn(n)
                 return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in children]
             return [int(seed) + i for i in range(n)]
-        seeds = list(seed)  # type: ignore[arg-type]  # not an int here: a sequence
+        if isinstance(seed, (str, bytes, Mapping)) or not isinstance(seed, Iterable):
+            raise InvalidSeedError(
+                f"reset(seed={seed!r}): the seed must be an int >= 0 (env i gets seed + i), a "
+                f"list of {n} seeds (int >= 0 or None), or None; got {type(seed).__name__}"
+            )
+        seeds = list(seed)
         if len(seeds) != n:
-            raise ValueError(
+            raise InvalidSeedError(
                 f"reset(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
                 f"num_envs={n}; pass an int (env i gets seed+i) or a list of {n}"
             )
-        return seeds
+        check_seeds(seeds)
+        return [None if s is None else int(s) for s in seeds]
 
     def _reset_mask(self, options: dict[str, Any] | None) -> tuple[dict | None, np.ndarray | None]:
         if not options or "reset_mask" not in options:
@@ -158,26 +222,14 @@ class VecEnvBase(VectorEnv):
             raise ValueError("options['reset_mask'] must select at least one env (all False)")
         return options, mask
 
-    def check_actions(self, actions: Any) -> None:
-        """Reject a wrong action batch before anything is stepped."""
-        space = self.action_space
-        if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
-            shape = np.shape(actions)
-            if shape != space.shape:
-                raise ValueError(
-                    f"actions have shape {shape}, but this vectorized env expects "
-                    f"{space.shape} (num_envs={self.num_envs}, single_action_space="
-                    f"{self.single_action_space}); pass one action per env, e.g. "
-                    "envs.action_space.sample()"
-                )
-        elif (
-            isinstance(space, gym.spaces.Tuple)
-            and not isinstance(self.single_action_space, gym.spaces.Tuple)
-            and len(actions) != self.num_envs
-        ):
-            raise ValueError(
-                f"got {len(actions)} actions for num_envs={self.num_envs}; pass one action per env"
-            )
+    def check_actions(self, actions: Any) -> Any:
+        """Reject a wrong action batch before anything is stepped (see
+        :mod:`.checks`): returns the batch, a list or scalar batch as a numpy array.
+
+        Raises:
+            InvalidActionError: (a ValueError and a TypeError) naming the env and value.
+        """
+        return self._check_actions(actions)
 
     def _merge_infos(self, calls: InfoCalls, offset: int = 0, infos: dict | None = None) -> dict:
         infos = {} if infos is None else infos
@@ -198,82 +250,252 @@ class VecEnvBase(VectorEnv):
 
     # -- public API -------------------------------------------------------------------
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Reset every env (or those of ``options["reset_mask"]``) and return the batch.
+
+        Args:
+            seed: None; an int ``s`` (env ``i`` gets ``s + i``, or a ``SeedSequence.spawn``
+                stream with ``seeding=spawn``); or a list of ``num_envs`` ints >= 0 / None.
+            options: passed to every env's ``reset``; ``{"reset_mask": bool array of shape
+                (num_envs,)}`` resets only the masked envs, the others keep their obs.
+
+        Returns:
+            ``(observations, infos)``: a batch of ``observation_space``, infos as a dict
+            of arrays with ``_key`` masks.
+
+        Raises:
+            InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
+            ResetNeededError: a ``reset_mask`` before the first full reset.
+            ClosedError: after :meth:`close`.
+
+        Example:
+            >>> import envfactory, numpy as np
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> obs, infos = envs.reset(seed=42)
+            >>> obs.shape, envs.np_random_seed
+            ((2, 4), (42, 43))
+            >>> obs, infos = envs.reset(options={"reset_mask": np.array([False, True])})
+            >>> envs.close()
+        """
         self._check_open("reset")
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
+        """Start a :meth:`reset` (same arguments); :meth:`reset_wait` returns its result.
+
+        Raises:
+            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
+                pending.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> envs.reset_async(seed=0)
+            >>> obs, infos = envs.reset_wait()
+            >>> obs.shape
+            (2, 4)
+            >>> envs.close()
+        """
         self._check_open("reset_async")
         self._expect_idle("reset_async")
         seeds = self.seeds_for(seed)
         options, mask = self._reset_mask(options)
+        if mask is not None and not self._ready:
+            raise ResetNeededError(
+                "reset(options={'reset_mask': ...}) before the first full reset: a masked "
+                "reset keeps the other envs' observations, and these have none yet; call "
+                "envs.reset(seed=...) without a mask first"
+            )
         self._start_reset(seeds, options, mask)
-        self._pending = "reset"
-        self._pending_args = mask
+        self._pending = PendingCall.RESET
+        self._pending_mask = mask
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict]:
+        """Wait for the :meth:`reset_async` in flight and return ``(observations, infos)``.
+
+        Args:
+            timeout: seconds to wait for worker processes (None: the vectorizer's own
+                ``timeout``); ignored in-process.
+
+        Raises:
+            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no reset is pending.
+            WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> envs.reset_wait()
+            Traceback (most recent call last):
+            ...
+            envfactory.errors.NoPendingCallError: reset_wait() called but nothing is pending; ...
+            >>> envs.close()
+        """
         self._check_open("reset_wait")
-        self._expect_pending("reset", "reset_wait", "reset_async(seed=..., options=...)")
-        mask = self._pending_args
+        self._expect_pending(PendingCall.RESET, "reset_wait", "reset_async(seed=..., options=...)")
+        mask = self._pending_mask
         try:
             obs, infos = self._finish_reset(timeout)
         finally:
-            self._pending = None
+            self._pending = PendingCall.NONE
         if mask is None:
             self._done[:] = False
+            self._ready = True
         else:
             self._done[mask] = False
         return obs, infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step every env with its action; finished envs autoreset per
+        ``metadata["autoreset_mode"]`` (``next_step``, ``same_step`` or ``disabled``).
+
+        Args:
+            actions: a batch of ``action_space`` (one action per env), checked against
+                ``single_action_space`` before anything is stepped.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``: rewards float64
+            and flags bool arrays of shape ``(num_envs,)``; infos a dict of arrays with
+            ``_key`` masks (``same_step``: ``final_obs``/``final_info``).
+
+        Raises:
+            InvalidActionError: (a TypeError and a ValueError) a wrong batch or an action
+                outside the space, naming the env and value; the env stays usable.
+            ResetNeededError: (gymnasium's ``ResetNeeded``) before the first reset, or a
+                finished env in ``disabled`` mode.
+
+        Example:
+            >>> import envfactory, numpy as np
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> _ = envs.reset(seed=0)
+            >>> obs, rewards, terminations, truncations, infos = envs.step(np.array([0, 1]))
+            >>> obs.shape, rewards.tolist(), terminations.tolist()
+            ((2, 4), [1.0, 1.0], [False, False])
+            >>> envs.step(np.array([0, 2]))
+            Traceback (most recent call last):
+            ...
+            envfactory.errors.InvalidActionError: actions[1] = 2 (env 1) is not in ...
+            >>> envs.close()
+        """
         self._check_open("step")
         self.step_async(actions)
         return self.step_wait()
 
     def step_async(self, actions: Any) -> None:
+        """Start a :meth:`step` (same argument, checked now); :meth:`step_wait` returns
+        its result. Worker processes step while the caller does other work.
+
+        Raises:
+            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
+                pending.
+
+        Example:
+            >>> import envfactory, numpy as np
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> _ = envs.reset(seed=0)
+            >>> envs.step_async(np.array([1, 0]))
+            >>> envs.step_async(np.array([1, 0]))
+            Traceback (most recent call last):
+            ...
+            envfactory.errors.AlreadyPendingError: step_async() called while a step_async() ...
+            >>> obs, rewards, terminations, truncations, infos = envs.step_wait()
+            >>> envs.close()
+        """
         self._check_open("step_async")
         self._expect_idle("step_async")
-        self.check_actions(actions)
+        actions = self._check_actions(actions)
+        self._check_reset_done()
+        self._start_step(actions)
+        self._pending = PendingCall.STEP
+
+    def _check_reset_done(self) -> None:
+        if not self._ready:
+            raise ResetNeededError(
+                "step() before reset(): the envs have not been reset yet; call "
+                "envs.reset(seed=...) first"
+            )
         if self.autoreset_mode is AutoresetMode.DISABLED and self._done.any():
             idx = np.flatnonzero(self._done).tolist()
-            raise AsyncCallError(
+            raise ResetNeededError(
                 f"envs {idx} finished an episode and autoreset_mode is 'disabled': reset them "
                 "with envs.reset(options={'reset_mask': mask}) before stepping them again"
             )
-        self._start_step(actions)
-        self._pending = "step"
 
     def step_wait(
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Wait for the :meth:`step_async` in flight and return what :meth:`step` returns.
+
+        Args:
+            timeout: seconds to wait for worker processes (None: the vectorizer's own
+                ``timeout``); a worker that misses it is killed, and no stale data is
+                ever returned.
+
+        Raises:
+            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no step is pending.
+            WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
+
+        Example:
+            >>> import envfactory, numpy as np
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> _ = envs.reset(seed=0)
+            >>> envs.step_async(np.array([1, 0]))
+            >>> obs, rewards, terminations, truncations, infos = envs.step_wait(timeout=10)
+            >>> rewards.dtype, terminations.shape
+            (dtype('float64'), (2,))
+            >>> envs.close()
+        """
         self._check_open("step_wait")
-        self._expect_pending("step", "step_wait", "step_async(actions)")
+        self._expect_pending(PendingCall.STEP, "step_wait", "step_async(actions)")
         try:
             obs, rew, term, trunc, infos = self._finish_step(timeout)
         finally:
-            self._pending = None
+            self._pending = PendingCall.NONE
         np.logical_or(term, trunc, out=self._done)
         return obs, rew, term, trunc, infos
 
     def _expect_idle(self, what: str) -> None:
-        if self._pending is not None:
-            raise AsyncCallError(
-                f"{what}() called while a {self._pending}_async() is pending; call "
-                f"{self._pending}_wait() first"
+        if self._pending is not PendingCall.NONE:
+            p = self._pending.value
+            raise AlreadyPendingError(
+                f"{what}() called while a {p}_async() is pending; call {p}_wait() first", p
             )
 
-    def _expect_pending(self, kind: str, what: str, first: str) -> None:
-        if self._pending != kind:
-            now = f"a {self._pending}_async() is pending" if self._pending else "nothing is pending"
-            raise AsyncCallError(f"{what}() called but {now}; call {first} first")
+    def _expect_pending(self, kind: PendingCall, what: str, first: str) -> None:
+        if self._pending is not kind:
+            p = self._pending.value
+            now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
+            raise NoPendingCallError(
+                f"{what}() called but {now}; call {first} first", "" if p == "none" else p
+            )
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call method ``name`` (or get attribute ``name``) of every env; every keyword
-        argument goes to the method, as in gymnasium."""
+        """Call method ``name`` of every env with ``args``/``kwargs`` (every keyword goes
+        to the method, as in gymnasium), or get attribute ``name`` if it is not callable.
+
+        Returns:
+            One result per env, as a tuple.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> [spec.id for spec in envs.call("get_wrapper_attr", "spec")]
+            ['CartPole-v1', 'CartPole-v1']
+            >>> envs.close()
+        """
         return self._call("call", name, args, kwargs, None)
 
     def env_method(self, name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
-        """Stable-Baselines3 spelling of :meth:`call`, with ``indices=``."""
+        """Stable-Baselines3 spelling of :meth:`call`: only the envs of ``indices`` (an
+        int, a list, or None for all), results as a list.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=3"])
+            >>> _ = envs.reset(seed=5)
+            >>> envs.env_method("get_wrapper_attr", "np_random_seed", indices=[0, 2])
+            [5, 7]
+            >>> envs.close()
+        """
         return list(self._call("env_method", name, args, kwargs, indices))
 
     def _call(self, what: str, name: str, args: Any, kwargs: Any, indices: Any) -> tuple:
@@ -282,13 +504,36 @@ class VecEnvBase(VectorEnv):
         return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
-        """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``."""
+        """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> envs.get_attr("gravity")
+            (9.8, 9.8)
+            >>> envs.get_attr("gravity", indices=1)
+            (9.8,)
+            >>> envs.close()
+        """
         self._check_open("get_attr")
         self._expect_idle("get_attr")
         return tuple(self._do_call(name, None, None, self._indices(indices)))
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
-        """Set attribute ``name``: one value for all, or a list with one per index."""
+        """Set attribute ``name`` (via ``set_wrapper_attr``) of every env or of
+        ``indices``: one value for all, or a list or tuple with one value per env.
+
+        Raises:
+            ValueError: a list of values of the wrong length.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> envs.set_attr("gravity", [9.8, 1.6])
+            >>> envs.get_attr("gravity")
+            (9.8, 1.6)
+            >>> envs.close()
+        """
         self._check_open("set_attr")
         self._expect_idle("set_attr")
         idx = self._indices(indices)
@@ -301,20 +546,69 @@ class VecEnvBase(VectorEnv):
             )
         self._do_set_attr(name, list(values), idx)
 
+    @property
+    def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]
+        """Each env's ``np_random_seed``, as gymnasium's Sync/AsyncVectorEnv: after
+        ``reset(seed=42)`` on 3 envs ``(42, 43, 44)`` (with ``seeding=spawn``, the spawned
+        seeds); before any seeded reset, the random seed each env drew for itself."""
+        return self.get_attr("np_random_seed")
+
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """Each env's random generator ``np_random`` (copies, under worker processes), as
+        gymnasium's Sync/AsyncVectorEnv."""
+        return self.get_attr("np_random")
+
     def render(self) -> tuple[Any, ...]:
-        """One frame per env (as gymnasium's vector envs); see :func:`tile_images`."""
+        """One frame per env (as gymnasium's vector envs), from each env's ``render()``;
+        :func:`tile_images` tiles them into one image. Needs ``env.render_mode``.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> _ = envs.reset(seed=0)
+            >>> envs.render()  # no render_mode: one None per env, as gymnasium
+            (None, None)
+            >>> envs.close()
+        """
         self._check_open("render")
         return self.call("render")
 
     def close(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
-        """Close every env and release every resource; safe to call twice."""
+        """Close every env and release every resource (worker processes, shared memory);
+        safe to call twice; leaving a ``with`` block calls it. A call still pending is
+        dropped with a warning, as gymnasium does.
+
+        Args:
+            timeout: seconds the workers get to close their envs before they are killed.
+            terminate: kill the workers at once.
+
+        Example:
+            >>> import envfactory
+            >>> with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"]) as envs:
+            ...     _ = envs.reset(seed=0)
+            >>> envs.closed
+            True
+            >>> envs.step([0, 0])
+            Traceback (most recent call last):
+            ...
+            envfactory.errors.ClosedError: step() on a closed DummyVecEnv; ...
+        """
         if self.closed:
             return
+        if self._pending is not PendingCall.NONE:
+            p = self._pending.value
+            warnings.warn(
+                f"close() called while a {p}_async() is pending: its result is dropped "
+                f"(call {p}_wait() before close() to keep it)",
+                UserWarning,
+                stacklevel=2,
+            )
         try:
             self._do_close(timeout=timeout, terminate=terminate)
         finally:
             self.closed = True
-            self._pending = None
+            self._pending = PendingCall.NONE
 
     def __enter__(self) -> VecEnvBase:
         return self
@@ -324,6 +618,7 @@ class VecEnvBase(VectorEnv):
 
     def __del__(self) -> None:
         if not getattr(self, "closed", True):
+            self._pending = PendingCall.NONE  # no warning from the garbage collector
             try:
                 self.close(terminate=True)
             except Exception:

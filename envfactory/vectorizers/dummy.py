@@ -9,11 +9,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import create_empty_array, iterate
 
-from .base import MODE_NAMES, VecEnvBase, check_spaces
+from .base import MODE_NAMES, PendingCall, VecEnvBase, check_spaces
 from .runner import EnvRunner
-from .shared import copy_obs
+from .shared import concatenate_checked
 
 __all__ = ["DummyConfig", "DummyVecEnv", "build_dummy"]
 
@@ -59,8 +59,8 @@ class DummyVecEnv(VecEnvBase):
         )
 
     def _out(self) -> Any:
-        self._obs = concatenate(self.single_observation_space, self._runner.obs, self._obs)  # type: ignore[arg-type]
-        return copy_obs(self._obs) if self.copy else self._obs
+        self._obs = concatenate_checked(self.single_observation_space, self._runner.obs, self._obs)
+        return self._copy_obs(self._obs) if self.copy else self._obs
 
     def _start_reset(self, seeds: list, options: dict | None, mask: Any) -> None:
         self._pending_result = self._runner.reset(seeds, options, mask)
@@ -70,9 +70,14 @@ class DummyVecEnv(VecEnvBase):
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         """Same as ``step_async`` + ``step_wait``, minus their bookkeeping (the hot path)."""
-        if self.closed or self._pending is not None or (self._done.any() and self._disabled):
+        if (
+            self.closed
+            or self._pending is not PendingCall.NONE
+            or not self._ready
+            or (self._disabled and self._done.any())
+        ):
             return super().step(actions)  # raises the right error
-        self.check_actions(actions)
+        actions = self._check_actions(actions)
         r = self._runner
         calls = r.step(self._per_env(actions))
         np.logical_or(r.terminations, r.truncations, out=self._done)

@@ -10,17 +10,29 @@ an env just to learn the spaces.
 
 from __future__ import annotations
 
+import copy
 import mmap
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector.utils import concatenate
 
-__all__ = ["Layout", "SharedBuffers", "layout_for", "supports_shared_memory"]
+from ..errors import ObservationError
+
+__all__ = [
+    "Layout",
+    "SharedBuffers",
+    "check_observation",
+    "concatenate_checked",
+    "layout_for",
+    "obs_copier",
+    "supports_shared_memory",
+]
 
 _BOXLIKE = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
@@ -120,36 +132,131 @@ class SharedBuffers:
             self.fd = None
 
 
-def _make_writer(target: Any) -> Callable[[int, Any], None]:
+def _leaf_error(
+    path: str, i: int, value: Any, shape: tuple[int, ...], dtype: np.dtype
+) -> ObservationError | None:
+    """Why ``value`` cannot be env ``i``'s leaf of shape ``shape`` and dtype ``dtype``
+    (None if it can: same shape, a dtype that casts within its kind, as ``concatenate``)."""
+    want = f"the observation space expects shape {shape} and dtype {dtype}"
+    fix = "; return observations that fit env.observation_space (or wrap the env in an "
+    fix += "ObservationWrapper that reshapes or casts them)"
+    if value is None:
+        return ObservationError(f"env {i} returned observation{path} = None, but {want}{fix}")
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:
+        return ObservationError(
+            f"env {i} returned observation{path} of type {type(value).__name__}, which is "
+            f"not an array ({exc}), but {want}{fix}"
+        )
+    if arr.shape != shape or not np.can_cast(arr.dtype, dtype, "same_kind"):
+        return ObservationError(
+            f"env {i} returned observation{path} of shape {arr.shape} and dtype {arr.dtype}, "
+            f"but {want}{fix}"
+        )
+    return None
+
+
+def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
     if isinstance(target, np.ndarray):
+        shape, dtype = target.shape[1:], target.dtype
 
         def write(i: int, value: Any) -> None:
+            # the common case costs three attribute checks; anything else is checked in full
+            # so nothing is silently broadcast (a scalar, a wrong shape) or cast (complex)
+            if not (type(value) is np.ndarray and value.shape == shape and value.dtype == dtype):
+                err = _leaf_error(path, i, value, shape, dtype)
+                if err is not None:
+                    raise err
             target[i] = value
 
         return write
     if isinstance(target, dict):
-        subs = {k: _make_writer(v) for k, v in target.items()}
+        subs = {k: _make_writer(v, f"{path}[{k!r}]") for k, v in target.items()}
+        keys = set(subs)
 
         def write_dict(i: int, value: Any) -> None:
+            if not isinstance(value, Mapping) or value.keys() != keys:
+                got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+                raise ObservationError(
+                    f"env {i} returned observation{path} = {got}, but the observation space "
+                    f"is a Dict with keys {sorted(keys)}"
+                )
             for k, w in subs.items():
                 w(i, value[k])
 
         return write_dict
-    parts = [_make_writer(v) for v in target]
+    parts = [_make_writer(v, f"{path}[{k}]") for k, v in enumerate(target)]
 
     def write_tuple(i: int, value: Any) -> None:
+        if not isinstance(value, (tuple, list)) or len(value) != len(parts):
+            got = f"length {len(value)}" if isinstance(value, (tuple, list)) else type(value)
+            raise ObservationError(
+                f"env {i} returned observation{path} of {got}, but the observation space is "
+                f"a Tuple of {len(parts)}"
+            )
         for w, v in zip(parts, value):
             w(i, v)
 
     return write_tuple
 
 
-def copy_obs(obs: Any) -> Any:
-    if isinstance(obs, np.ndarray):
-        return obs.copy()
-    if isinstance(obs, dict):
-        return {k: copy_obs(v) for k, v in obs.items()}
-    return tuple(copy_obs(v) for v in obs)
+def check_observation(space: gym.Space, i: int, value: Any, path: str = "") -> None:
+    """Raise :class:`~envfactory.errors.ObservationError` if env ``i``'s observation does
+    not fit the Box-like leaves of ``space`` (the check the shared-memory writer does; used
+    to explain a failed ``concatenate`` on the other paths)."""
+    if isinstance(space, _BOXLIKE):
+        err = _leaf_error(path, i, value, tuple(space.shape or ()), np.dtype(space.dtype))
+        if err is not None:
+            raise err
+    elif isinstance(space, gym.spaces.Dict):
+        if not isinstance(value, Mapping) or value.keys() != space.spaces.keys():
+            got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+            raise ObservationError(
+                f"env {i} returned observation{path} = {got}, but the observation space is a "
+                f"Dict with keys {sorted(space.spaces)}"
+            )
+        for k, sub in space.spaces.items():
+            check_observation(sub, i, value[k], f"{path}[{k!r}]")
+    elif isinstance(space, gym.spaces.Tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(space.spaces):
+            raise ObservationError(
+                f"env {i} returned observation{path} = {type(value).__name__}, but the "
+                f"observation space is a Tuple of {len(space.spaces)}"
+            )
+        for j, (sub, v) in enumerate(zip(space.spaces, value)):
+            check_observation(sub, i, v, f"{path}[{j}]")
+
+
+def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any:
+    """gymnasium's ``concatenate``; if it fails, the error names the env whose observation
+    does not fit ``space`` (its index, the expected and actual shape and dtype)."""
+    try:
+        return concatenate(space, items, out)
+    except Exception as exc:
+        for i, value in enumerate(items):
+            check_observation(space, i, value)
+        raise ObservationError(
+            f"the envs' observations cannot be batched for observation space {space}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
+    """A function that copies a batch of observations of the single space ``space`` (what
+    ``concatenate`` returns for it), as ``copy.deepcopy`` would but built once per space:
+    ``ndarray.copy`` for Box-like leaves, recursion through Dict and Tuple, and
+    ``copy.deepcopy`` for every other space (Text, Graph, Sequence, OneOf, custom spaces),
+    whose batches are tuples of strings, ``GraphInstance``s, tuples or custom objects."""
+    if isinstance(space, _BOXLIKE):
+        return np.ndarray.copy
+    if isinstance(space, gym.spaces.Dict):
+        subs = {k: obs_copier(v) for k, v in space.spaces.items()}
+        return lambda batch: {k: c(batch[k]) for k, c in subs.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        parts = [obs_copier(v) for v in space.spaces]
+        return lambda batch: tuple(c(b) for c, b in zip(parts, batch))
+    return copy.deepcopy
 
 
 def _anonymous_fd(size: int) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import (
@@ -38,6 +38,7 @@ from ..errors import (
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
+    remote_env_error,
 )
 from .base import MODE_NAMES, VecEnvBase, check_spaces
 from .protocol import (
@@ -53,7 +54,7 @@ from .protocol import (
     SetAttr,
     WorkerSpec,
 )
-from .shared import SharedBuffers, copy_obs, layout_for, supports_shared_memory
+from .shared import SharedBuffers, concatenate_checked, layout_for, supports_shared_memory
 from .subproc_options import (
     CLOSE_TIMEOUT,
     START_METHODS,
@@ -287,6 +288,23 @@ class SubprocVecEnv(VecEnvBase):
             call=call,
         )
 
+    def _remote_error(
+        self, w: _Worker, call: str, exc_type: str, exc: Any, tb: str
+    ) -> RemoteEnvError:
+        """An env's exception: a RemoteEnvError that is also the original's type."""
+        return remote_env_error(
+            f"raised {exc_type}",
+            exc_type=exc_type,
+            original=exc,
+            worker=w.index,
+            pid=getattr(w.process, "pid", None),
+            env_indices=w.indices,
+            env_id=self.env_id,
+            exitcode=w.process.exitcode if w.process is not None else None,
+            remote_traceback=tb,
+            call=call,
+        )
+
     def _recv(self, w: _Worker, deadline: float | None, call: str) -> Any:
         while True:
             if w.poller.spin():
@@ -322,12 +340,7 @@ class SubprocVecEnv(VecEnvBase):
                 continue  # a late answer to a call that was given up on: drop it
             if status == ERROR:
                 failure: Failure = payload
-                err = self._error(
-                    RemoteEnvError, f"raised {failure.exc_type}", w, call, failure.traceback
-                )
-                err.exc_type = failure.exc_type  # type: ignore[attr-defined]
-                err.__cause__ = failure.exc
-                raise err
+                raise self._remote_error(w, call, failure.exc_type, failure.exc, failure.traceback)
             return payload
 
     def _gather(
@@ -582,14 +595,14 @@ class SubprocVecEnv(VecEnvBase):
         b = self._buffers
         assert b is not None
         if self._shm_obs:
-            return (copy_obs(b.obs) if self.copy else b.obs), b
+            return (self._copy_obs(b.obs) if self.copy else b.obs), b
         for w in self._workers:
             _, obs = results[w.index]  # a StepResult
             for i, o in enumerate(obs):
                 if o is not None or (mask is None or mask[w.start + i]):
                     self._env_obs[w.start + i] = o
-        self._obs = concatenate(self.single_observation_space, self._env_obs, self._obs)  # type: ignore[arg-type]
-        return (copy_obs(self._obs) if self.copy else self._obs), b
+        self._obs = concatenate_checked(self.single_observation_space, self._env_obs, self._obs)
+        return (self._copy_obs(self._obs) if self.copy else self._obs), b
 
     def _collect_infos(self, results: dict[int, Any]) -> dict:
         infos: dict = {}
