@@ -1045,6 +1045,11 @@ class VecEnvConformance:
         """``close()`` is idempotent; the context manager closes."""
         check_close(make_vecenv)
 
+    def test_error_classes(self, make_vecenv: MakeVecEnv) -> None:
+        """gymnasium's error classes; mistakes leave the env usable."""
+        if self.error_classes:
+            check_errors(make_vecenv, seed=self.seed)
+
 
 # --------------------------------------------------------------------------------------
 # the family conformance kit (one env of a family, as ``envfactory.make_env`` builds it)
@@ -1394,11 +1399,6 @@ class FamilyConformance:
     def test_close(self, make_env: MakeEnv) -> None:
         """``close()`` works at any point and twice."""
         check_env_close(make_env)
-
-    def test_error_classes(self, make_vecenv: MakeVecEnv) -> None:
-        """gymnasium's error classes; mistakes leave the env usable."""
-        if self.error_classes:
-            check_errors(make_vecenv, seed=self.seed)
 
 
 class SpacesConformance:
