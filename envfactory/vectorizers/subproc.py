@@ -28,7 +28,6 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import (
-    AsyncCallError,
     ClosedError,
     ConfigError,
     RemoteEnvError,
@@ -40,7 +39,7 @@ from ..errors import (
     WorkerTimeoutError,
     remote_env_error,
 )
-from .base import MODE_NAMES, VecEnvBase, check_spaces
+from .base import MODE_NAMES, PendingCall, VecEnvBase, check_spaces
 from .protocol import (
     ERROR,
     Call,
@@ -523,11 +522,7 @@ class SubprocVecEnv(VecEnvBase):
 
     def _check_idle(self, what: str) -> None:
         # the base class checked this before the lock was taken: check again under it
-        if self._pending is not None:
-            raise AsyncCallError(
-                f"{what}() called while a {self._pending}_async() is pending; call "
-                f"{self._pending}_wait() first"
-            )
+        self._expect_idle(what)  # AlreadyPendingError
 
     # -- backend ----------------------------------------------------------------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
@@ -535,7 +530,7 @@ class SubprocVecEnv(VecEnvBase):
         try:
             self._check_idle("reset_async")
             self._start_reset_locked(seeds, options, mask)
-            self._pending = "reset"
+            self._pending = PendingCall.RESET
         finally:
             self._leave()
 
@@ -565,7 +560,7 @@ class SubprocVecEnv(VecEnvBase):
         try:
             self._check_idle("step_async")
             self._start_step_locked(actions)
-            self._pending = "step"
+            self._pending = PendingCall.STEP
         finally:
             self._leave()
 
