@@ -49,6 +49,12 @@ def gymnasium_pong() -> gym.Env:
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
+def _ale_native(n: int) -> gym.vector.VectorEnv:
+    from ale_py.vector_env import AtariVectorEnv
+
+    return AtariVectorEnv("pong", n, episodic_life=False, life_loss_info=True)
+
+
 def variants(workload: str, n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
     fns = thunks(workload, n)
 
@@ -67,8 +73,16 @@ def variants(workload: str, n: int) -> dict[str, Callable[[], gym.vector.VectorE
         out[f"subproc(in_series={n // 2})"] = ef("subproc", in_series=n // 2)
     if n >= 2:
         out["subproc(in_series=1)"] = ef("subproc", in_series=1)
+    plugins = envfactory.get_registry().vectorizers  # rows of installed plugin packages
+    if "gymnasium-async" in plugins:
+        out["gymnasium-async"] = ef("gymnasium-async")
     if workload == "Pong":
         out["subproc-atari"] = ef("subproc-atari")
+        if "ale-vector" in plugins:
+            # same settings side by side: ALE's own layout (chw), life loss as the family's
+            chw = [*WORKLOADS[workload], "env.layout=chw", f"num_envs={n}", "vectorizer=ale-vector"]
+            out["ale-vector"] = lambda: envfactory.make_vec(overrides=chw)
+            out["AtariVectorEnv (ale_py)"] = lambda: _ale_native(n)
         out["gym-async, gymnasium's stack"] = lambda: gym.vector.AsyncVectorEnv(
             [gymnasium_pong] * n, shared_memory=True
         )
@@ -261,6 +275,9 @@ def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:
         head = ["envs", *names, f"{best} / gym-async", "dummy / gym-sync", f"{best} / raw limit"]
         if wl == "Pong":
             head.append(f"{best} / gym-async, gymnasium's stack")
+        native = wl == "Pong" and "ale-vector" in names
+        if native:
+            head.append("ale-vector / AtariVectorEnv (ale_py)")
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for n in sorted({r["num_envs"] for r in results if r["workload"] == wl}):
@@ -275,6 +292,9 @@ def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:
             if wl == "Pong":
                 own = by[(wl, n, "gym-async, gymnasium's stack")]["steps_per_s"]
                 row.append(f"{by[(wl, n, best)]['steps_per_s'] / own:.2f}x")
+            if native:
+                ale = by[(wl, n, "ale-vector")]["steps_per_s"]
+                row.append(f"{ale / by[(wl, n, 'AtariVectorEnv (ale_py)')]['steps_per_s']:.2f}x")
             lines.append("| " + " | ".join(row) + " |")
         mem = max(
             (r["peak_rss_mb"] for r in results if r["workload"] == wl and r["peak_rss_mb"] > 0),
