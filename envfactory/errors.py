@@ -20,6 +20,7 @@ __all__ = [
     "InvalidSeedError",
     "NoPendingCallError",
     "ObservationError",
+    "OptionError",
     "PluginConflictError",
     "PluginLoadWarning",
     "RemoteEnvError",
@@ -66,6 +67,38 @@ class UnknownNameError(ConfigError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class OptionError(ConfigError):
+    """One option of a config schema has a bad value: what a schema's ``__post_init__``
+    raises (see :mod:`envfactory.config.checks`). envfactory adds the node's path, so the
+    message reads ``env.frame_skip=0: expected an integer >= 1``.
+
+    Args:
+        field: the option's name in its schema (``frame_skip``).
+        value: the bad value.
+        expected: what would be valid (``an integer >= 1``, ``one of grayscale, rgb, ram``).
+        hint: more text: a "did you mean", or how to fix it.
+        path: the node's path (``env``); envfactory sets it.
+    """
+
+    def __init__(
+        self, field: str, value: object, expected: str, *, hint: str = "", path: str = ""
+    ) -> None:
+        self.field, self.value, self.expected, self.hint, self.path = (
+            field,
+            value,
+            expected,
+            hint,
+            path,
+        )
+        key = f"{path}.{field}" if path else field
+        hint = f" {hint.strip()}" if hint.strip() else ""
+        super().__init__(f"{key}={value!r}: expected {expected}.{hint}")
+
+    def at(self, path: str) -> OptionError:
+        """The same error, named by its full path (``env.frame_skip``)."""
+        return OptionError(self.field, self.value, self.expected, hint=self.hint, path=path)
 
 
 class PluginConflictError(EnvfactoryError):

@@ -12,9 +12,9 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import VectorEnv
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from .config.compose import resolve_config, wrapper_options
+from .config.compose import checked_node, resolve_config, wrapper_options
 from .episode_stats import DEFAULT_KEY, EpisodeStatistics
 from .errors import ConfigError
 from .plugin.manager import get_registry
@@ -140,12 +140,6 @@ _SPEC_FIELDS = (
 )
 
 
-def _container(node: Any) -> dict[str, Any]:
-    if isinstance(node, DictConfig):
-        return OmegaConf.to_container(node, resolve=True, enum_to_str=True)  # type: ignore[return-value]
-    return dict(node)
-
-
 def _parent_spec(env_id: Any) -> Any:
     if not isinstance(env_id, str):
         return None
@@ -158,13 +152,8 @@ def _parent_spec(env_id: Any) -> Any:
 def env_thunks(cfg: DictConfig) -> list[EnvThunk]:
     """One :class:`EnvThunk` per env of a validated config."""
     reg = get_registry()
-    env_node = _container(cfg.env)
-    family = reg.family(str(env_node.pop("family")))
+    family, env_node = checked_node(cfg, "env", reg)
     spec = _parent_spec(env_node.get("id"))
-    if family.name == "gym":
-        from .families.gym import resolve_spec
-
-        spec = resolve_spec(str(env_node["id"]))
     wrappers = [
         wrapper_options(entry, vector=False, key=f"wrappers[{i}]", registry=reg)
         for i, entry in enumerate(cfg.get("wrappers") or [])
@@ -227,9 +216,7 @@ def make_vec(
     cfg = resolve_config(cfg, overrides)
     reg = get_registry()
     thunks = env_thunks(cfg)
-    vec_node = _container(cfg.vectorizer)
-    vec = reg.vectorizer(str(vec_node.pop("name")))
-    options = dict(vec_node)
+    vec, options = checked_node(cfg, "vectorizer", reg)
     # past the config boundary the mode is gymnasium's AutoresetMode, for every vectorizer
     from .vectorizers.base import autoreset_mode
 

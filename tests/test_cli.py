@@ -27,6 +27,7 @@ SUMMARY_KEYS = {
     "steps_per_second",
     "episodes",
     "mean_return",
+    "status",
     "overrides",
     "job_num",
     "output_dir",
@@ -105,18 +106,142 @@ def test_main_job_options(run: Any, tmp_path: Path) -> None:
     assert (out / "envfactory.log").exists()  # hydra.job.name is envfactory, not "main"
 
 
-def test_config_error_exits_nonzero_with_hydras_message(run: Any) -> None:
-    proc = run(["envfactory", "vectorizer=dumy", "hydra.run.dir=out"])
-    assert proc.returncode == 1
-    assert "vectorizer/dumy" in proc.stderr and "dummy" in proc.stderr
-    for override, text in (
-        ("wrappers=[{name:time_limt}]", "Did you mean 'time_limit'?"),
-        ("num_envs=0", "num_envs must be a positive integer, got 0"),
-    ):
-        proc = run(["envfactory", override, "hydra.run.dir=out"])
-        assert proc.returncode == 1
-        assert proc.stderr.startswith("envfactory: error: ") and text in proc.stderr
-        assert "Traceback" not in proc.stderr
+BAD_INPUTS = [  # (arguments, a fragment of the one line the user sees)
+    (["vectorizer=dumy"], "unknown vectorizer 'dumy' (at vectorizer=dumy). Did you mean 'dummy'?"),
+    (["+num_env=8"], "unknown key num_env. Did you mean 'num_envs'?"),
+    (["numenvs=4"], "unknown key numenvs. Did you mean 'num_envs'?"),
+    (["+run.foo=1"], "unknown key run.foo. Valid keys under run: policy, progress, total_steps"),
+    (["run.total_steps=0"], "run.total_steps=0: expected an integer >= 1"),
+    (["env.idd=x"], "unknown key env.idd. Did you mean 'id'?"),
+    (["num_envs=abc"], "num_envs: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["num_envs=0"], "num_envs must be a positive integer, got 0"),
+    (["seed=-1"], "seed=-1: expected an integer >= 0 or null"),
+    (["env=atari", "env.image_size=-1"], "env.image_size=-1: expected a positive int"),
+    (["env.id=CartPol-v1"], "Did you mean 'CartPole-v1'?"),
+    (["env.id=ALE/Pong-v5"], "Use env=atari env.id=ALE/Pong-v5"),
+    (["env.id=nomod:X-v0"], "Module 'nomod' was not found"),
+    (["env=mountaincar", "env.num_stack=0"], "env.num_stack=0: expected an integer >= 1"),
+    (["vectorizer=subproc", "vectorizer.timeout=nan"], "vectorizer.timeout=nan: expected"),
+    (["vectorizer=subproc", "vectorizer.context=forks"], "Did you mean 'fork'?"),
+    (["wrappers=[{name:time_limt}]"], "Did you mean 'time_limit'?"),
+    (["num_envs=${foo:bar}"], "unknown interpolation resolver 'foo'"),
+]
+
+
+def test_config_errors_are_one_line_and_exit_status_2(tmp_path: Path) -> None:
+    """Each bad input from issue 8: one line ``envfactory: error: ...``, no traceback, status
+    2, nothing run. The commands run side by side (each is a real ``envfactory`` process)."""
+    import subprocess
+
+    from conftest import BIN, subprocess_env
+
+    procs = [
+        subprocess.Popen(
+            [str(BIN / "envfactory"), *args, f"hydra.run.dir={tmp_path / str(i)}"],
+            cwd=tmp_path,
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, (args, _) in enumerate(BAD_INPUTS)
+    ]
+    for proc, (args, text) in zip(procs, BAD_INPUTS):
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 2, (args, err)
+        assert err.startswith("envfactory: error: ") and text in err, (args, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, (args, err)
+        assert "envfactory summary" not in out
+    assert not list(tmp_path.glob("*/summary.json"))
+
+
+def test_version_and_python_m_envfactory(run: Any, tmp_path: Path) -> None:
+    for argv in (["envfactory", "--version"], ["python", "-m", "envfactory", "--version"]):
+        proc = run(argv)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(f"envfactory {envfactory.__version__} (hydra-core ")
+        assert "Hydra" not in proc.stdout
+    out = tmp_path / "job"
+    proc = run(["python", "-m", "envfactory", "run.total_steps=40", f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "summary.json").read_text())["steps"] == 40
+    proc = run(["python", "-m", "envfactory", "num_envs=0", f"hydra.run.dir={out}"])
+    assert proc.returncode == 2
+    assert (
+        proc.stderr == "envfactory: error: num_envs must be a positive integer, got 0; set "
+        "num_envs=1 or more\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("sweep", "failed_job", "error"),
+    [
+        ("num_envs=2,0,4", 1, "num_envs must be a positive integer, got 0"),
+        ("env.id=CartPol-v1,CartPole-v1", 0, "Did you mean 'CartPole-v1'?"),
+    ],
+)
+def test_sweep_survives_a_bad_job(
+    run: Any, tmp_path: Path, sweep: str, failed_job: int, error: str
+) -> None:
+    out = tmp_path / "sweep"
+    proc = run(["envfactory", "-m", sweep, "run.total_steps=20", f"hydra.sweep.dir={out}"])
+    assert proc.returncode == 1  # the sweep ran to the end, but a job failed
+    jobs = json.loads((out / "sweep_summary.json").read_text())["jobs"]
+    values = sweep.split("=", 1)[1].split(",")
+    assert [j["job_num"] for j in jobs] == list(range(len(values)))  # every job ran
+    for job in jobs:
+        if job["job_num"] == failed_job:
+            assert job["status"] == "failed" and error in job["error"]
+            assert "\n" not in job["error"]
+        else:
+            assert job["status"] == "ok" and job["steps"] >= 20
+    table = (out / "sweep_summary.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith(f"| {failed_job} |"))
+    assert "| failed: " in row and error in row
+    assert f"envfactory: error: job {failed_job}: " in proc.stderr
+    assert f"1 of {len(values)} sweep jobs failed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_stops_with_one_line_and_a_partial_summary(tmp_path: Path) -> None:
+    """A real SIGINT to the process group of a real ``envfactory`` (what Ctrl-C in a
+    terminal does) during a long rollout."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import BIN, subprocess_env
+
+    out = tmp_path / "job"
+    proc = subprocess.Popen(
+        [str(BIN / "envfactory"), "run.total_steps=1000000000", f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / ".hydra" / "overrides.yaml").exists():  # the job has started
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(3)
+        os.killpg(proc.pid, signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert summary["steps"] < 1000000000 and summary["overrides"] == ["run.total_steps=1000000000"]
+    assert stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"envfactory: interrupted after {summary['steps']} steps; partial ")
+    assert str(out / "summary.json") in stderr
 
 
 def test_sweep_writes_one_table_of_all_jobs(run: Any, tmp_path: Path) -> None:
@@ -170,11 +295,16 @@ def test_sweep_table_marks_a_job_without_summary(tmp_path: Path) -> None:
             }
         )
     )
-    (tmp_path / "1" / ".hydra").mkdir(parents=True)
-    (tmp_path / "1" / ".hydra" / "overrides.yaml").write_text("- num_envs=8\n")
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "summary.json").write_text(
+        json.dumps({"job_num": 1, "overrides": ["num_envs=0"], "status": "failed", "error": "a|b"})
+    )
+    (tmp_path / "2" / ".hydra").mkdir(parents=True)
+    (tmp_path / "2" / ".hydra" / "overrides.yaml").write_text("- num_envs=8\n")
     table = markdown_table(collect_jobs(tmp_path))
     assert "| 0 | num_envs=1 | CartPole-v1 | dummy | 1 | 10 | 1,234 | 0 | - |" in table
-    assert "| 1 | num_envs=8 | failed (no summary.json) |" in table
+    assert "| 1 | num_envs=0 | failed: a\\|b | - |" in table
+    assert "| 2 | num_envs=8 | failed: no summary.json |" in table
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])

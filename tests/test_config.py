@@ -4,14 +4,16 @@ user's own Hydra app, config-only experiments, and the conf dir of a non-editabl
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 import envfactory
-from envfactory.errors import ConfigError, UnknownNameError
+from envfactory.errors import ConfigError, OptionError, UnknownNameError
 
 
 def test_defaults() -> None:
@@ -20,6 +22,9 @@ def test_defaults() -> None:
     assert (cfg.num_envs, cfg.seed, cfg.wrappers, cfg.vector_wrappers) == (4, None, [], [])
     assert cfg.run.total_steps > 0 and cfg.run.progress is True
     assert "hydra" not in cfg
+
+
+KEYS = "Valid keys: autoreset_mode, env, num_envs, run, seed, seeding, vector_wrappers, vectorizer"
 
 
 @pytest.mark.parametrize(
@@ -47,13 +52,47 @@ def test_defaults() -> None:
         pytest.param(
             ["env.idd=CartPole-v1"],
             ConfigError,
-            ["Could not override 'env.idd'", "full_key: env.idd"],
+            [
+                "unknown key env.idd. Did you mean 'id'? Valid keys under env: family, id, kwargs,"
+                " max_episode_steps"
+            ],
             id="unknown-key-path",
+        ),
+        pytest.param(
+            ["numenvs=4"],
+            ConfigError,
+            ["unknown key numenvs. Did you mean 'num_envs'?", KEYS, "a '+' cannot add keys"],
+            id="unknown-key-no-plus-advice",
+        ),
+        pytest.param(
+            ["+num_env=8"],
+            ConfigError,
+            ["unknown key num_env. Did you mean 'num_envs'?", KEYS],
+            id="unknown-key-added-with-plus",
+        ),
+        pytest.param(["+foo=1"], ConfigError, ["unknown key foo.", KEYS], id="plus-foo"),
+        pytest.param(
+            ["+run.foo=1"],
+            ConfigError,
+            ["unknown key run.foo. Valid keys under run: policy, progress, total_steps"],
+            id="plus-run-foo",
+        ),
+        pytest.param(
+            ["+env.frame_skip=2"],
+            ConfigError,
+            ["unknown key env.frame_skip of env=gym.", "Valid keys under env: family, id"],
+            id="plus-env-key-of-another-family",
+        ),
+        pytest.param(
+            ["run.total_steps=0"],
+            ConfigError,
+            ["run.total_steps=0: expected an integer >= 1"],
+            id="total-steps-zero-not-clamped",
         ),
         pytest.param(
             ["num_envs=abc"],
             ConfigError,
-            ["Value 'abc' of type 'str' could not be converted to Integer", "full_key: num_envs"],
+            ["num_envs: Value 'abc' of type 'str' could not be converted to Integer"],
             id="wrong-type",
         ),
         pytest.param(
@@ -61,6 +100,15 @@ def test_defaults() -> None:
             ConfigError,
             ["num_envs must be a positive integer, got 0; set num_envs=1 or more"],
             id="num-envs-zero",
+        ),
+        pytest.param(
+            ["seed=-1"], ConfigError, ["seed=-1: expected an integer >= 0 or null"], id="seed"
+        ),
+        pytest.param(
+            ["num_envs=${foo:bar}"],
+            ConfigError,
+            ["num_envs: unknown interpolation resolver 'foo'", "register_new_resolver"],
+            id="unknown-resolver",
         ),
         pytest.param(
             ["wrappers=[{name:time_limt,max_episode_steps:5}]"],
@@ -72,32 +120,149 @@ def test_defaults() -> None:
             ["wrappers=[{name:record_episode_statistics},{name:time_limit,max_episode_steps:x}]"],
             ConfigError,
             [
-                "invalid option for wrapper 'time_limit' at wrappers[1]",
-                "full_key: wrappers[1].max_episode_steps",
+                "wrappers[1].max_episode_steps: Value 'x' of type 'str' could not be converted "
+                "to Integer (wrapper 'time_limit')"
             ],
             id="bad-wrapper-option-type-second",
         ),
         pytest.param(
-            ["wrappers=[{name:time_limit,max_episode_steps:abc}]"],
-            ConfigError,
-            [
-                "invalid option for wrapper 'time_limit' at wrappers[0]",
-                "could not be converted to Integer",
-                "full_key: wrappers[0].max_episode_steps",
-            ],
-            id="bad-wrapper-option-type",
-        ),
-        pytest.param(
             ["env=pendulum", "env.g=heavy"],
             ConfigError,
-            ["Value 'heavy' of type 'str' could not be converted to Float", "full_key: env.g"],
+            ["env.g: Value 'heavy' of type 'str' could not be converted to Float"],
             id="plugin-schema-wrong-type",
+        ),
+        pytest.param(
+            ["env=pendulum", "env.g=-1"],
+            ConfigError,
+            ["env.g=-1.0: expected a gravity > 0"],
+            id="plugin-schema-own-check",
         ),
         pytest.param(
             ["wrappers=[{name:scale_reward,scael:2}]"],
             ConfigError,
-            ["invalid option for wrapper 'scale_reward' at wrappers[0]", "scael"],
+            ["unknown key wrappers[0].scael of wrapper 'scale_reward'. Did you mean 'scale'?"],
             id="plugin-wrapper-unknown-option",
+        ),
+        # every family / vectorizer check, at compose time
+        pytest.param(
+            ["env=atari", "env.image_size=-1"],
+            ConfigError,
+            ["env.image_size=-1: expected a positive int or [height, width] of positive ints"],
+            id="atari-image-size",
+        ),
+        pytest.param(
+            ["env=atari", "env.frame_skip=0"],
+            ConfigError,
+            ["env.frame_skip=0: expected an integer >= 1"],
+            id="atari-frame-skip",
+        ),
+        pytest.param(
+            ["env=atari", "env.noop_max=-1"],
+            ConfigError,
+            ["env.noop_max=-1: expected an integer >= 0"],
+            id="atari-noop-max",
+        ),
+        pytest.param(
+            ["env=atari", "env.obs_type=gray"],
+            ConfigError,
+            ["env.obs_type='gray': expected one of grayscale, rgb, ram. Did you mean 'grayscale'?"],
+            id="atari-obs-type",
+        ),
+        pytest.param(
+            ["env=atari", "env.layout=CHW"],
+            ConfigError,
+            ["env.layout='CHW': expected one of hwc, chw"],
+            id="atari-layout",
+        ),
+        pytest.param(
+            ["env=atari", "env.repeat_action_probability=1.5"],
+            ConfigError,
+            ["env.repeat_action_probability=1.5: expected a number in [0, 1]"],
+            id="atari-sticky",
+        ),
+        pytest.param(
+            ["env=atari", "env.max_episode_steps=0"],
+            ConfigError,
+            ["env.max_episode_steps=0: expected an integer >= 1 or null"],
+            id="atari-max-episode-steps",
+        ),
+        pytest.param(
+            ["env=atari", "env.id=ALE/Pongg-v5"],
+            ConfigError,
+            ["env.id='ALE/Pongg-v5': expected an ALE id", "Did you mean 'ALE/Pong-v5'?"],
+            id="atari-id",
+        ),
+        pytest.param(
+            ["env=atari", "env.id=CartPole-v1"],
+            ConfigError,
+            ["env.id='CartPole-v1'", "use env=gym env.id=CartPole-v1"],
+            id="atari-id-of-a-gym-env",
+        ),
+        pytest.param(
+            ["env.id=ALE/Pong-v5"],
+            ConfigError,
+            ["env.id='ALE/Pong-v5'", "Use env=atari env.id=ALE/Pong-v5"],
+            id="gym-family-ale-id-points-to-atari",
+        ),
+        pytest.param(
+            ["env.id=no_such_module:Foo-v0"],
+            ConfigError,
+            ["env.id='no_such_module:Foo-v0'", "Module 'no_such_module' was not found"],
+            id="gym-module-not-found",
+        ),
+        pytest.param(
+            ["env.id=CartPol-v1"],
+            ConfigError,
+            ["env.id='CartPol-v1': expected a registered gymnasium id. Did you mean 'CartPole-v1'"],
+            id="gym-id",
+        ),
+        pytest.param(
+            ["env.max_episode_steps=0"],
+            ConfigError,
+            ["env.max_episode_steps=0: expected an integer >= 1 or null"],
+            id="gym-max-episode-steps",
+        ),
+        pytest.param(
+            ["env=mountaincar", "env.num_stack=0"],
+            ConfigError,
+            ["env.num_stack=0: expected an integer >= 1"],
+            id="mountaincar-num-stack",
+        ),
+        pytest.param(
+            ["env=mountaincar", "env.id=MountainCar-v1"],
+            ConfigError,
+            ["env.id='MountainCar-v1': expected one of MountainCar-v0, MountainCarContinuous-v0"],
+            id="mountaincar-id",
+        ),
+        pytest.param(
+            ["vectorizer=subproc", "vectorizer.in_series=0"],
+            ConfigError,
+            ["vectorizer.in_series=0: expected an integer >= 1 or null"],
+            id="subproc-in-series",
+        ),
+        pytest.param(
+            ["vectorizer=subproc-atari", "vectorizer.context=forks"],
+            ConfigError,
+            ["vectorizer.context='forks': expected one of fork, forkserver, spawn."],
+            id="subproc-context",
+        ),
+        pytest.param(
+            ["vectorizer=subproc", "vectorizer.timeout=nan"],
+            ConfigError,
+            ["vectorizer.timeout=nan: expected a number of seconds > 0, or null (or inf)"],
+            id="subproc-timeout-nan",
+        ),
+        pytest.param(
+            ["vectorizer=subproc", "vectorizer.timeout=0"],
+            ConfigError,
+            ["vectorizer.timeout=0.0: expected a number of seconds > 0"],
+            id="subproc-timeout-zero",
+        ),
+        pytest.param(
+            ["vectorizer=subproc", "vectorizer.spin_us=-1"],
+            ConfigError,
+            ["vectorizer.spin_us=-1: expected an integer >= 0"],
+            id="subproc-spin-us",
         ),
     ],
 )
@@ -107,8 +272,77 @@ def test_config_error_messages(
     with pytest.raises(error) as info:
         envfactory.compose(overrides)
     message = str(info.value)
+    assert "\n" not in message, message  # one line
     for fragment in fragments:
         assert fragment in message, message
+
+
+@pytest.mark.parametrize("vectorizer", ["dummy", "subproc"])
+@pytest.mark.parametrize(
+    ("overrides", "text"),
+    [
+        (["env=atari", "env.frame_skip=0"], "env.frame_skip=0: expected an integer >= 1"),
+        (["env=mountaincar", "env.num_stack=0"], "env.num_stack=0: expected an integer >= 1"),
+    ],
+)
+def test_bad_family_option_is_the_same_error_under_every_vectorizer(
+    vectorizer: str, overrides: list[str], text: str
+) -> None:
+    """Checked in the parent before a worker exists: not a RemoteEnvError from a worker."""
+    with pytest.raises(OptionError, match=re.escape(text)):
+        envfactory.make_vec(overrides=[*overrides, f"vectorizer={vectorizer}", "num_envs=2"])
+    # a config composed elsewhere and edited by hand is checked again by make_vec
+    cfg = envfactory.compose([f"vectorizer={vectorizer}", overrides[0], "num_envs=2"])
+    key, value = overrides[1].split("=")
+    OmegaConf.update(cfg, key, int(value))
+    with pytest.raises(OptionError, match=re.escape(text)):
+        envfactory.make_vec(cfg)
+
+
+def test_compose_checks_atari_ids_without_importing_ale_py(run: Any) -> None:
+    code = (
+        "import sys, time, envfactory\n"
+        "envfactory.compose([])\n"
+        "t = time.perf_counter()\n"
+        "cfg = envfactory.compose(['env=atari', 'env.id=ALE/SpaceInvaders-v5'])\n"
+        "print(cfg.env.id, 'ale_py' in sys.modules, time.perf_counter() - t)\n"
+    )
+    proc = run(["python", "-c", code])
+    assert proc.returncode == 0, proc.stderr
+    env_id, imported, _seconds = proc.stdout.split()
+    assert (env_id, imported) == ("ALE/SpaceInvaders-v5", "False")
+
+
+def test_vectorizer_timeout_inf_means_no_timeout() -> None:
+    cfg = envfactory.compose(["vectorizer=subproc", "vectorizer.timeout=inf", "num_envs=1"])
+    assert cfg.vectorizer.timeout == float("inf")
+    with envfactory.make_vec(cfg) as envs:
+        assert envs.timeout is None
+        envs.reset(seed=0)
+        envs.step(envs.action_space.sample())
+
+
+def test_env_kwargs_the_natural_way(run: Any, tmp_path: Path) -> None:
+    for cfg in (
+        envfactory.compose(["env.kwargs={render_mode: rgb_array}"]),
+        envfactory.compose(["+env.kwargs.render_mode=rgb_array"]),
+        {"env": {"kwargs": {"render_mode": "rgb_array"}}},
+    ):
+        with envfactory.make_vec(cfg) as envs:  # type: ignore[arg-type]
+            assert envs.get_attr("render_mode") == ("rgb_array",) * 4
+    out = tmp_path / "job"
+    proc = run(
+        [
+            "envfactory",
+            "env.id=MountainCar-v0",  # never solved in 10 random steps: episodes of exactly 10
+            "env.kwargs={max_episode_steps: 10}",
+            "num_envs=1",
+            "run.total_steps=110",  # next_step autoreset: 10 steps + 1 reset step per episode
+            f"hydra.run.dir={out}",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "summary.json").read_text())["episodes"] == 10
 
 
 def test_wrapper_options_reach_the_wrapper() -> None:

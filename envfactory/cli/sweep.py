@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def _read_overrides(path: Path) -> list[str]:
     from omegaconf import OmegaConf
 
     try:
-        return [str(o) for o in OmegaConf.load(path)]
+        return [str(o) for o in OmegaConf.to_container(OmegaConf.load(path))]  # type: ignore[union-attr]
     except Exception:
         return []
 
@@ -99,8 +100,10 @@ def markdown_table(jobs: Sequence[Mapping[str, Any]]) -> str:
     for i, job in enumerate(jobs):
         overrides = [o for o in job.get("overrides") or [] if o not in common]
         cells = [_cell(job.get("job_num", i)), _cell(" ".join(overrides) or "(none)")]
-        if job.get("status", "ok") != "ok":
-            cells += ["failed (no summary.json)", *["-"] * (len(_COLUMNS) - 1)]
+        status = job.get("status", "ok")
+        if status == "failed":
+            error = " ".join(str(job.get("error") or "no summary.json").split())
+            cells += [_cell(f"failed: {error}"), *["-"] * (len(_COLUMNS) - 1)]
         else:
             cells += [_cell(job.get(key), fmt) for _, key, fmt in _COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
@@ -115,6 +118,8 @@ class SweepSummary(Callback):
         echo: print the table.
     """
 
+    last: SweepResult | None = None  # the latest sweep in this process (the CLI's exit status)
+
     def __init__(self, filename: str = "sweep_summary", echo: bool = True) -> None:
         self.filename = filename
         self.echo = echo
@@ -124,7 +129,10 @@ class SweepSummary(Callback):
         jobs = collect_jobs(sweep_dir)
         common = common_overrides(jobs)
         table = markdown_table(jobs)
+        failed = sum(1 for j in jobs if j.get("status", "ok") == "failed")
         head = f"envfactory sweep: {len(jobs)} job(s) in {sweep_dir}"
+        if failed:
+            head += f" ({failed} failed)"
         if common:
             head += f"\ncommon overrides: {' '.join(common)}"
         md_path = sweep_dir / f"{self.filename}.md"
@@ -137,5 +145,15 @@ class SweepSummary(Callback):
             )
             + "\n"
         )
+        SweepSummary.last = SweepResult(len(jobs), failed, md_path)
         if self.echo:
             print(f"\n{head}\n\n{table}\n\nsaved to {md_path} and {json_path.name}", flush=True)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """How a sweep went: jobs, failed jobs, where the table is."""
+
+    total: int
+    failed: int
+    table_path: Path

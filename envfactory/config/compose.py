@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ConfigError, UnknownNameError
+from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..plugin.manager import Registry, get_registry
+from .checks import check_keys, checked_options, omegaconf_error, one_line
+from .schema import EnvfactoryConfig, RunConfig
 from .store import extend_search_path, root_configs, schema_node, search_dirs
 
-__all__ = ["compose", "resolve_config", "validate", "wrapper_options"]
+__all__ = [
+    "checked_node",
+    "compose",
+    "hydra_error",
+    "resolve_config",
+    "validate",
+    "wrapper_options",
+]
 
 _GROUP_KIND = {"env": "env (family or preset)", "vectorizer": "vectorizer"}
 
@@ -39,75 +49,131 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     overrides = [str(o) for o in overrides]
     try:
         cfg = loader.load_configuration(config_name, overrides, RunMode.RUN, from_shell=False)
-    except MissingConfigException as exc:
-        raise _missing(exc, overrides) from None
     except (ConfigCompositionException, HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(f"invalid envfactory config: {_cause_text(exc)}") from exc
+        raise hydra_error(exc) from None
     with open_dict(cfg):
         cfg.pop("hydra", None)
     validate(cfg, reg)
     return cfg
 
 
-def _cause_text(exc: BaseException) -> str:
-    parts = [str(exc)]
-    cause = exc.__cause__
-    while cause is not None and str(cause) not in parts[-1]:
-        parts.append(str(cause))
-        cause = cause.__cause__
-    return "\n".join(p for p in parts if p)
-
-
-def _missing(exc: MissingConfigException, overrides: Sequence[str]) -> Exception:
-    missing = exc.missing_cfg_file or ""
-    if "/" in missing:
+def hydra_error(exc: BaseException) -> ConfigError:
+    """One line (path, value, valid choices, fix) for an error Hydra raised while composing:
+    an unknown config group option, an unknown key, a wrong type."""
+    if isinstance(exc, MissingConfigException):
+        missing = exc.missing_cfg_file or ""
         group, _, value = missing.rpartition("/")
         if group in _GROUP_KIND:
             return UnknownNameError(
                 _GROUP_KIND[group], value, list(exc.options or []), key=f"{group}={value}"
             )
-    return ConfigError(f"invalid envfactory config: {exc}")
+        options = f" Valid options: {', '.join(exc.options)}." if exc.options else ""
+        return ConfigError(f"{one_line(exc)}.{options}".replace("..", "."))
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, OmegaConfBaseException):
+        cause = cause.__cause__
+    text = one_line(exc)
+    override = ""
+    for prefix in ("Could not override '", "Could not append to config. An item is already at '"):
+        if text.startswith(prefix):
+            override = text[len(prefix) :].split("'", 1)[0]
+    if cause is not None and override:
+        unknown = unknown_key_error(cause, override)
+        if unknown is not None:
+            return unknown
+    if isinstance(cause, OmegaConfBaseException):
+        merging = text.startswith("Error merging override ")
+        what = f" (in {text[len('Error merging override ') :]})" if merging else ""
+        err = omegaconf_error(cause)
+        return ConfigError(f"{err}{what}")
+    return ConfigError(f"invalid envfactory config: {text}")
+
+
+def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError | None:
+    """The unknown-key message (valid keys, did you mean) for OmegaConf's struct-mode
+    error, or None if ``exc`` is not one."""
+    parent = getattr(exc, "parent_node", None)
+    if not isinstance(exc, (ConfigAttributeError, ConfigKeyError)):
+        return None
+    if not isinstance(parent, DictConfig) or not OmegaConf.is_struct(parent):
+        return None
+    full = str(getattr(exc, "full_key", "") or default_key)
+    path, _, key = full.rpartition(".")
+    valid = [str(k) for k in parent if str(k) != "hydra"]
+    return ConfigError(
+        f"unknown key {full}.{did_you_mean(key, valid)} Valid keys"
+        f"{' under ' + path if path else ''}: {', '.join(sorted(valid))}. Fix the "
+        "spelling (a '+' cannot add keys to envfactory's config)"
+    )
 
 
 def validate(cfg: DictConfig, registry: Registry | None = None) -> None:
-    """Check what a schema cannot: ranges, registered names, wrapper options."""
+    """Check everything about a composed ``envfactory`` node before any env exists.
+
+    Unknown keys anywhere (also those added with ``+``), interpolations that cannot be
+    resolved, the top-level ranges, every family/vectorizer schema's own checks
+    (:mod:`envfactory.config.checks`) and every wrapper entry.
+
+    Raises:
+        ConfigError: one line naming the key's path, the value and what is valid.
+    """
     reg = registry or get_registry()
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise omegaconf_error(exc) from None
+    top = {f.name for f in dataclasses.fields(EnvfactoryConfig)}
+    check_keys({str(k): None for k in cfg if str(k) != "hydra"}, top, "")
+    run = cfg.get("run")
+    if isinstance(run, DictConfig):
+        check_keys(run, [f.name for f in dataclasses.fields(RunConfig)], "run")
+        steps = run.get("total_steps")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ConfigError(
+                f"run.total_steps={steps!r}: expected an integer >= 1 (env steps summed over "
+                "envs); set run.total_steps=1000, say"
+            )
     num_envs = cfg.get("num_envs")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise ConfigError(
             f"num_envs must be a positive integer, got {num_envs!r}; set num_envs=1 or more"
         )
-    groups = (("env", "family", reg.families, reg.family),
-              ("vectorizer", "name", reg.vectorizers, reg.vectorizer))  # fmt: skip
-    for group, name_key, table, lookup in groups:
+    seed = cfg.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ConfigError(
+            f"seed={seed!r}: expected an integer >= 0 or null (gymnasium seeds are "
+            "non-negative); set seed=0, say"
+        )
+    for group, name_key, table, lookup in _groups(reg):
         node = cfg.get(group)
         if not isinstance(node, DictConfig) or name_key not in node:
             raise ConfigError(
                 f"the config has no {group} node with a {name_key!r} key; select one with "
                 f"{group}=<{name_key}> (valid: {', '.join(sorted(table))})"
             )
-        _check_keys(node, lookup(str(node[name_key])).config, group, name_key)
+        name = str(node[name_key])
+        checked_options(node, lookup(name, key=f"{group}={name}").config, group, name_key, name)
     for key, vector in (("wrappers", False), ("vector_wrappers", True)):
         for i, entry in enumerate(cfg.get(key) or []):
             wrapper_options(entry, vector=vector, key=f"{key}[{i}]", registry=reg)
 
 
-def _check_keys(node: DictConfig, schema: type | None, path: str, name_key: str) -> None:
-    """Keys added with Hydra's ``+`` bypass struct mode; check them against the schema."""
-    if schema is None:
-        return
-    import dataclasses
+def _groups(reg: Registry) -> list[tuple[str, str, Any, Any]]:
+    return [
+        ("env", "family", reg.families, reg.family),
+        ("vectorizer", "name", reg.vectorizers, reg.vectorizer),
+    ]
 
-    from ..errors import did_you_mean
 
-    valid = {f.name for f in dataclasses.fields(schema)} | {name_key}
-    for key in node:
-        if key not in valid:
-            raise ConfigError(
-                f"unknown option {path}.{key!s} for {path}={node[name_key]!s}."
-                f"{did_you_mean(str(key), valid)} "
-                f"Valid options: {', '.join(sorted(valid - {name_key}))}"
-            )
+def checked_node(cfg: DictConfig, group: str, registry: Registry | None = None) -> Any:
+    """``(record, options)`` of the ``env`` or ``vectorizer`` node of a config: the
+    family/vectorizer record and the schema-checked options for its ``make``/``build``."""
+    reg = registry or get_registry()
+    [(_, name_key, _, lookup)] = [g for g in _groups(reg) if g[0] == group]
+    node = cfg[group]
+    name = str(node[name_key])
+    rec = lookup(name, key=f"{group}={name}")
+    return rec, checked_options(node, rec.config, group, name_key, name)
 
 
 def wrapper_options(
@@ -128,13 +194,13 @@ def wrapper_options(
     rec = reg.wrapper(str(entry["name"]), vector=vector, key=f"{key}.name")
     if rec.config is not None:
         node = schema_node(rec.config, "name", rec.name)
+        fields = [f.name for f in dataclasses.fields(rec.config) if f.name != "name"]
+        check_keys(options, fields, key, f"wrapper {rec.name!r}", fix="Fix the spelling")
         try:
             merged = OmegaConf.merge(node, options)
         except OmegaConfBaseException as exc:
             raise ConfigError(
-                f"invalid option for wrapper {rec.name!r} at {key}: {exc}".replace(
-                    "full_key: ", f"full_key: {key}."
-                )
+                f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})"
             ) from None
         for k in merged:
             if OmegaConf.is_missing(merged, str(k)):
@@ -198,7 +264,7 @@ def resolve_config(
         try:
             merged = OmegaConf.merge(base, data)
         except OmegaConfBaseException as exc:
-            raise ConfigError(f"invalid envfactory config: {exc}") from None
+            raise (unknown_key_error(exc) or omegaconf_error(exc)) from None
         assert isinstance(merged, DictConfig)
         validate(merged)
         return merged

@@ -18,17 +18,22 @@ clipped rewards.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
+import importlib.util
 import multiprocessing as mp
-from collections.abc import Sequence
+import re
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Integral
+from pathlib import Path
 from typing import Any, Optional
 
 import gymnasium as gym
 import numpy as np
 
+from envfactory.config.checks import check_bool, check_choice, check_int, check_number
 from envfactory.episode_stats import EpisodeStatistics
-from envfactory.errors import ConfigError, did_you_mean
+from envfactory.errors import ConfigError, OptionError, did_you_mean
 from envfactory.families.atari_wrappers import (
     EpisodicLife,
     FireReset,
@@ -37,7 +42,15 @@ from envfactory.families.atari_wrappers import (
     sign_reward,
 )
 
-__all__ = ["LAYOUTS", "OBS_TYPES", "RENDER_MODES", "AtariConfig", "make_atari"]
+__all__ = [
+    "LAYOUTS",
+    "OBS_TYPES",
+    "RENDER_MODES",
+    "AtariConfig",
+    "ale_game",
+    "check_ale_id",
+    "make_atari",
+]
 
 OBS_TYPES = ("grayscale", "rgb", "ram")
 LAYOUTS = ("hwc", "chw")
@@ -88,28 +101,26 @@ class AtariConfig:
     max_episode_steps: int | None = None
     render_mode: Optional[str] = None  # noqa: UP045
 
+    def __post_init__(self) -> None:
+        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`);
+        the id is checked without importing ale_py (:func:`check_ale_id`)."""
+        if self.family != "atari":
+            raise OptionError("family", self.family, "'atari'")
+        for key, minimum in (("noop_max", 0), ("frame_skip", 1), ("num_stack", 1)):
+            check_int(self, key, minimum)
+        check_int(self, "max_episode_steps", 1, optional=True)
+        for key in ("episodic_life", "fire_reset", "clip_reward", "full_action_space"):
+            check_bool(self, key)
+        check_choice(self, "obs_type", OBS_TYPES)
+        check_choice(self, "layout", LAYOUTS)
+        _image_hw(self.image_size)
+        check_number(self, "repeat_action_probability", 0.0, 1.0)
+        if self.render_mode is not None:
+            check_choice(self, "render_mode", RENDER_MODES)
+        check_ale_id(self.id)
 
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(AtariConfig) if f.name != "family"}
 
-
-def _bad(key: str, value: Any, expected: str) -> ConfigError:
-    return ConfigError(f"atari: invalid {key}={value!r}; expected {expected}")
-
-
-def _check_int(opts: dict[str, Any], key: str, minimum: int) -> None:
-    value = opts[key]
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
-        raise _bad(key, value, f"an integer >= {minimum}")
-    opts[key] = int(value)
-
-
-def _check_choice(opts: dict[str, Any], key: str, choices: Sequence[str]) -> None:
-    value = opts[key]
-    if value not in choices:
-        hint = did_you_mean(str(value), choices)
-        raise ConfigError(
-            f"atari: invalid {key}={value!r}; valid choices: {', '.join(choices)}.{hint}"
-        )
+_FIELDS = [f.name for f in dataclasses.fields(AtariConfig) if f.name != "family"]
 
 
 def _image_hw(value: Any) -> tuple[int, int]:
@@ -127,46 +138,97 @@ def _image_hw(value: Any) -> tuple[int, int]:
             items = []
         if len(items) == 2 and all(positive(v) for v in items):
             return int(items[0]), int(items[1])
-    raise _bad("image_size", value, "a positive int or [height, width] of positive ints")
+    raise OptionError("image_size", value, "a positive int or [height, width] of positive ints")
+
+
+def _rom_name(rom: str) -> str:
+    return rom.title().replace("_", "")  # ale_py.registration.rom_id_to_name
+
+
+@functools.lru_cache(maxsize=1)
+def _ale_games() -> dict[str, str]:
+    """``{"SpaceInvaders": "space_invaders", ...}`` from the ROM files ale_py ships, found
+    without importing ale_py (importing it loads the emulator)."""
+    spec = importlib.util.find_spec("ale_py")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    roms = Path(next(iter(spec.submodule_search_locations))) / "roms"
+    return {_rom_name(p.stem): p.stem for p in sorted(roms.glob("*.bin"))}
+
+
+_ALE_ID = re.compile(r"^(?:ALE/(?P<v5>\w+)-v5|(?P<old>\w+?)(?:NoFrameskip|Deterministic)?-v[04])$")
+
+
+def ale_game(env_id: str) -> str | None:
+    """The ROM name of an ALE id (``ALE/Pong-v5`` -> ``pong``; ``PongNoFrameskip-v4`` too),
+    or None if ``env_id`` does not name a game ale_py ships."""
+    m = _ALE_ID.match(env_id)
+    if not m:
+        return None
+    return _ale_games().get(m.group("v5") or m.group("old") or "")
+
+
+def check_ale_id(env_id: Any) -> None:
+    """Raise :class:`~envfactory.OptionError` unless ``env_id`` is an ALE id.
+
+    Decision: ale_py registers its ids with gymnasium only when imported, and importing it
+    loads the emulator, so the check does not import it. An id is valid when gymnasium
+    already knows it with an ale_py entry point, or when it has the form of ale_py's ids
+    (``ALE/<Game>-v5``, ``<Game>[NoFrameskip]-v0|v4``) and ``<Game>`` is one of the ROMs
+    in ale_py's package folder.
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise OptionError("id", env_id, "an ALE id such as 'ALE/Pong-v5'")
+    if ale_game(env_id) is not None:
+        return
+    spec = gym.registry.get(env_id)
+    if spec is not None:
+        entry = spec.entry_point
+        entry_name = entry if isinstance(entry, str) else getattr(entry, "__module__", "")
+        if str(entry_name).startswith("ale_py"):
+            return
+        raise OptionError(
+            "id",
+            env_id,
+            "an ALE (Atari) id such as 'ALE/Pong-v5'",
+            hint=f"{env_id!r} is not an Atari game: use env=gym env.id={env_id}.",
+        )
+    games = _ale_games()
+    if not games:
+        raise OptionError(
+            "id", env_id, "an ALE id", hint="ale-py is not installed: pip install ale-py."
+        )
+    ids = [f"ALE/{g}-v5" for g in games]
+    guess = env_id.removeprefix("ALE/").split("-")[0].removesuffix("NoFrameskip")
+    close = difflib.get_close_matches(guess, list(games), n=1, cutoff=0.5)
+    hint = did_you_mean(env_id, ids) or (f" Did you mean 'ALE/{close[0]}-v5'?" if close else "")
+    raise OptionError(
+        "id",
+        env_id,
+        "an ALE id of the form ALE/<Game>-v5",
+        hint=f"{hint} Games: {', '.join(list(games)[:6])}, ... ({len(games)} in all).",
+    )
 
 
 def _validate(options: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``options`` over the defaults and check every value.
+    """Merge ``options`` over the defaults and check every value with
+    :meth:`AtariConfig.__post_init__`.
 
     Raises:
         ConfigError: on an unknown key or an invalid value.
     """
     options = dict(options)
-    family = options.pop("family", "atari")
-    if family != "atari":
-        raise _bad("family", family, "'atari'")
-    unknown = sorted(set(options) - set(_DEFAULTS))
+    unknown = sorted(set(options) - set(_FIELDS) - {"family"})
     if unknown:
         key = unknown[0]
         raise ConfigError(
-            f"atari: unknown option {key!r}.{did_you_mean(key, _DEFAULTS)} "
-            f"Valid options: {', '.join(_DEFAULTS)}"
+            f"atari: unknown option {key!r}.{did_you_mean(key, _FIELDS)} "
+            f"Valid options: {', '.join(_FIELDS)}"
         )
-    opts = {**_DEFAULTS, **options}
-    if not isinstance(opts["id"], str) or not opts["id"]:
-        raise _bad("id", opts["id"], "a gymnasium ALE id such as 'ALE/Pong-v5'")
-    _check_int(opts, "noop_max", 0)
-    _check_int(opts, "frame_skip", 1)
-    _check_int(opts, "num_stack", 1)
-    for key in ("episodic_life", "fire_reset", "clip_reward", "full_action_space"):
-        if not isinstance(opts[key], bool):
-            raise _bad(key, opts[key], "true or false")
-    _check_choice(opts, "obs_type", OBS_TYPES)
-    _check_choice(opts, "layout", LAYOUTS)
+    cfg = AtariConfig(**options)
+    opts = {name: getattr(cfg, name) for name in _FIELDS}
     opts["image_size"] = _image_hw(opts["image_size"])
-    rap = opts["repeat_action_probability"]
-    if isinstance(rap, bool) or not isinstance(rap, Real) or not 0.0 <= float(rap) <= 1.0:
-        raise _bad("repeat_action_probability", rap, "a number in [0, 1]")
-    opts["repeat_action_probability"] = float(rap)
-    if opts["max_episode_steps"] is not None:
-        _check_int(opts, "max_episode_steps", 1)
-    if opts["render_mode"] is not None:
-        _check_choice(opts, "render_mode", RENDER_MODES)
+    opts["repeat_action_probability"] = float(opts["repeat_action_probability"])
     return opts
 
 
@@ -185,7 +247,7 @@ def _make_base(
     entry = spec.entry_point
     entry_name = entry if isinstance(entry, str) else getattr(entry, "__module__", "")
     if not entry_name.startswith("ale_py"):
-        raise _bad("id", env_id, "an ALE (Atari) environment id such as 'ALE/Pong-v5'")
+        raise OptionError("id", env_id, "an ALE (Atari) environment id such as 'ALE/Pong-v5'")
     return gym.make(
         env_id,
         frameskip=1,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import gymnasium as gym
 
-from ..errors import ConfigError, did_you_mean
+from ..config.checks import check_int
+from ..errors import ConfigError, OptionError, did_you_mean
 
 __all__ = ["GymConfig", "make_gym", "render_modes", "resolve_spec"]
 
@@ -34,23 +36,66 @@ class GymConfig:
     max_episode_steps: Optional[int] = None  # noqa: UP045
     render_mode: Optional[str] = None  # noqa: UP045
 
+    def __post_init__(self) -> None:
+        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`):
+        the id exists (a ``module:`` prefix is imported), the time limit is >= 1."""
+        if not isinstance(self.id, str) or not self.id:
+            raise OptionError("id", self.id, "a registered gymnasium id such as 'CartPole-v1'")
+        if not isinstance(self.kwargs, Mapping):
+            raise OptionError(
+                "kwargs", self.kwargs, "a mapping of gymnasium.make keyword arguments"
+            )
+        check_int(self, "max_episode_steps", 1, optional=True)
+        resolve_spec(self.id)
+
 
 def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The EnvSpec of ``env_id`` (importing ``module:`` prefixes), or a ConfigError that
-    suggests the closest registered id."""
-    try:
-        if ":" in env_id:  # gymnasium.make's "module:Env-v0": import module, which registers
-            module, _, env_id = env_id.partition(":")
+    """The EnvSpec of ``env_id`` (importing a ``module:`` prefix first, as ``gym.make``
+    does), or an :class:`~envfactory.OptionError` for ``id`` that says what is wrong: the
+    module was not found, the module did not register the id, an Atari id (made by
+    ``env=atari``), or an unknown id with the closest registered one."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
             importlib.import_module(module)
-        return gym.spec(env_id)
-    except (gym.error.Error, ModuleNotFoundError, ImportError) as exc:
-        ids = list(gym.registry)
-        raise ConfigError(
-            f"env.id {env_id!r} is not a registered gymnasium id ({type(exc).__name__}: "
-            f"{exc}).{did_you_mean(env_id, ids)} Register it with gymnasium.register, use a "
-            f"'module:Env-v0' id whose module registers it, or pick a registered id such as "
-            f"{', '.join(sorted(ids)[:8])}, ..."
-        ) from None
+        except ModuleNotFoundError as exc:
+            raise OptionError(
+                "id",
+                env_id,
+                "a 'module:Env-v0' id whose module can be imported",
+                hint=f"Module {exc.name or module!r} was not found ({exc}): install it, or fix "
+                "the module name before ':'.",
+            ) from None
+        except Exception as exc:
+            raise OptionError(
+                "id",
+                env_id,
+                "a 'module:Env-v0' id whose module can be imported",
+                hint=f"Importing {module!r} raised {type(exc).__name__}: {exc}".rstrip(".") + ".",
+            ) from None
+    try:
+        return gym.spec(name)
+    except gym.error.Error:
+        pass
+    from .atari import ale_game
+
+    if ale_game(name) is not None:
+        raise OptionError(
+            "id",
+            env_id,
+            "a gymnasium id; Atari ids are made by the atari family",
+            hint=f"Use env=atari env.id={name} (DeepMind preprocessing), or "
+            f"env.id=ale_py:{name} for the raw ALE env.",
+        )
+    ids = list(gym.registry)
+    where = f"Module {module!r} did not register it." if module else ""
+    raise OptionError(
+        "id",
+        env_id,
+        "a registered gymnasium id",
+        hint=f"{where}{did_you_mean(name, ids)} Register it with gymnasium.register, or use a "
+        "'module:Env-v0' id whose module registers it.",
+    )
 
 
 def make_gym(

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 
-from ..errors import ConfigError
+from ..config.checks import check_choice, check_int
 
 __all__ = ["MountainCarConfig", "make_mountaincar"]
 
@@ -33,6 +33,14 @@ class MountainCarConfig:
     max_episode_steps: Optional[int] = None  # noqa: UP045
     render_mode: Optional[str] = None  # noqa: UP045
 
+    def __post_init__(self) -> None:
+        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`)."""
+        check_choice(self, "id", _IDS)
+        check_int(self, "num_stack", 1)
+        check_int(self, "max_episode_steps", 1, optional=True)
+        if self.render_mode is not None:
+            check_choice(self, "render_mode", _RENDER_MODES)
+
 
 _IDS = ("MountainCar-v0", "MountainCarContinuous-v0")
 
@@ -48,15 +56,9 @@ def make_mountaincar(
 ) -> gym.Env:
     """MountainCar whose observation is the last ``num_stack`` observations, oldest first,
     flattened to float32; right after reset every slot holds the reset observation."""
-    if id not in _IDS:
-        raise ConfigError(f"env.id {id!r} is not a MountainCar id; valid: {', '.join(_IDS)}")
-    if not isinstance(num_stack, int) or num_stack < 1:
-        raise ConfigError(f"env.num_stack must be an integer >= 1, got {num_stack!r}")
-    if render_mode is not None and render_mode not in _RENDER_MODES:
-        raise ConfigError(
-            f"env.render_mode {render_mode!r} is not a MountainCar render mode; valid: "
-            f"{', '.join(_RENDER_MODES)}, or null"
-        )
+    MountainCarConfig(  # the schema's checks
+        id=id, num_stack=num_stack, max_episode_steps=max_episode_steps, render_mode=render_mode
+    )
     kwargs: dict[str, Any] = {"render_mode": render_mode}
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps

@@ -9,6 +9,13 @@ group ``envfactory``::
     my_plugin = "my_package.plugin"
 
 Each hook returns a list of registration records; a plugin implements any subset.
+
+A record's ``config`` dataclass checks its own values in ``__post_init__`` (raise
+``envfactory.OptionError(field, value, expected)``, or any ``ValueError``). envfactory runs
+it in the parent whenever a config is composed or passed to ``make_vec``, so a bad option
+is one ``ConfigError`` naming its path (``env.g=-1.0: expected a gravity > 0``) before any
+env or worker exists, for built-in and third-party schemas alike; ``make``/``build``
+receive the checked fields (see :mod:`envfactory.config.checks`).
 """
 
 from __future__ import annotations
@@ -54,7 +61,9 @@ def envfactory_env_families() -> list[EnvFamilyPlugin]:  # type: ignore[empty-bo
             return [envfactory.EnvFamilyPlugin("doc_pendulum", make_doc_pendulum, DocPendulumConfig,
                                                summary="Pendulum with a gravity knob")]
 
-    ``envfactory env=doc_pendulum env.g=9.81`` then works with no YAML.
+    ``envfactory env=doc_pendulum env.g=9.81`` then works with no YAML. To check a value, give
+    the schema a ``__post_init__`` that raises ``envfactory.OptionError("g", self.g, "a
+    gravity > 0")``: ``env.g=-1`` then fails at compose time.
     """
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
+from ..config.checks import check_bool
 from .base import MODE_NAMES, PendingCall, VecEnvBase, check_spaces
 from .runner import EnvRunner
 from .shared import concatenate_checked
@@ -29,6 +30,10 @@ class DummyConfig:
 
     name: str = "dummy"
     copy: bool = True
+
+    def __post_init__(self) -> None:
+        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`)."""
+        check_bool(self, "copy")
 
 
 class DummyVecEnv(VecEnvBase):

@@ -12,10 +12,12 @@ import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Optional
 
 from .. import _compat
-from ..errors import ConfigError
+from ..config.checks import check_bool, check_choice, check_int
+from ..errors import ConfigError, OptionError
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -48,7 +50,8 @@ class SubprocConfig:
             preloaded imports), ``fork`` or ``spawn``.
         shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
             spaces are pickled).
-        timeout: seconds a worker may take for one call; null waits forever.
+        timeout: seconds a worker may take for one call (> 0); null or ``inf`` waits
+            forever.
         restart: rebuild the envs of a worker that dies, hangs past ``timeout`` or raises
             during ``step``/``reset``, and report their episodes as truncated (at the last
             observation seen; ``infos["restarted"]``) instead of raising.
@@ -72,6 +75,23 @@ class SubprocConfig:
     restart_window: float = 60.0
     copy: bool = True
     spin_us: int = 200
+
+    def __post_init__(self) -> None:
+        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`);
+        ``timeout=inf`` becomes None (no timeout)."""
+        check_int(self, "in_series", 1, optional=True)
+        check_choice(self, "context", START_METHODS)
+        for key in ("shared_memory", "restart", "copy"):
+            check_bool(self, key)
+        check_int(self, "spin_us", 0)
+        if self.timeout is not None:
+            t = self.timeout
+            if isinstance(t, bool) or not isinstance(t, Real) or math.isnan(t) or t <= 0:
+                raise OptionError(
+                    "timeout", t, "a number of seconds > 0, or null (or inf) for no timeout"
+                )
+            if math.isinf(t):
+                self.timeout = None
 
 
 @dataclass

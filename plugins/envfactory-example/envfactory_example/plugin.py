@@ -32,6 +32,11 @@ class PendulumConfig:
     g: float = 10.0
     max_episode_steps: int = 200
 
+    def __post_init__(self) -> None:
+        # envfactory runs this check in the parent whenever a config is composed.
+        if not self.g > 0:
+            raise envfactory.OptionError("g", self.g, "a gravity > 0")
+
 
 def make_pendulum(g: float = 10.0, max_episode_steps: int = 200) -> gym.Env:
     return gym.make("Pendulum-v1", g=g, max_episode_steps=max_episode_steps)

@@ -1,0 +1,173 @@
+"""How a config schema checks its values, and where envfactory runs those checks.
+
+A schema (the dataclass given as ``config=`` to a plugin record) checks its own values in
+``__post_init__``, the dataclass's own hook for it: raise :class:`envfactory.OptionError`
+(the field, the value, what was expected) for a bad value, or any ``ValueError`` /
+``TypeError``. envfactory runs it in the parent process whenever a config is checked
+(``compose()``, ``make_vec()``, ``make_env()``, the ``envfactory`` command), by building
+the dataclass from the config node with ``OmegaConf.to_object``; so a bad option is one
+:class:`~envfactory.ConfigError` naming its full path (``env.frame_skip=0: expected an
+integer >= 1``) before any env or worker exists, the same under every vectorizer, for
+built-in and third-party schemas alike. ``make`` / ``build`` then receive the checked
+fields, so ``__post_init__`` may normalize a value (``vectorizer.timeout=inf`` becomes
+``None``).
+
+The helpers below (:func:`check_int`, :func:`check_choice`, ...) are what the built-in
+schemas use; plugins may use them too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ..errors import ConfigError, OptionError, did_you_mean
+
+__all__ = [
+    "check_bool",
+    "check_choice",
+    "check_int",
+    "check_keys",
+    "check_number",
+    "checked_options",
+    "omegaconf_error",
+    "one_line",
+]
+
+
+# -- helpers for a schema's __post_init__ ----------------------------------------------------
+def check_int(obj: Any, name: str, minimum: int, *, optional: bool = False) -> None:
+    """``obj.<name>`` must be an int >= ``minimum`` (or None when ``optional``)."""
+    value = getattr(obj, name)
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
+        expected = f"an integer >= {minimum}" + (" or null" if optional else "")
+        raise OptionError(name, value, expected)
+
+
+def check_number(
+    obj: Any, name: str, low: float, high: float = math.inf, *, optional: bool = False
+) -> None:
+    """``obj.<name>`` must be a real number in ``[low, high]`` (not NaN)."""
+    value = getattr(obj, name)
+    if optional and value is None:
+        return
+    ok = isinstance(value, Real) and not isinstance(value, bool)
+    if not ok or math.isnan(float(value)) or not low <= float(value) <= high:
+        span = f"a number >= {low:g}" if high == math.inf else f"a number in [{low:g}, {high:g}]"
+        raise OptionError(name, value, span + (" or null" if optional else ""))
+
+
+def check_bool(obj: Any, name: str) -> None:
+    value = getattr(obj, name)
+    if not isinstance(value, bool):
+        raise OptionError(name, value, "true or false")
+
+
+def check_choice(obj: Any, name: str, choices: Sequence[str]) -> None:
+    """``obj.<name>`` must be one of ``choices``; the error has a "did you mean"."""
+    value = getattr(obj, name)
+    if value not in choices:
+        raise OptionError(
+            name, value, f"one of {', '.join(choices)}", hint=did_you_mean(str(value), choices)
+        )
+
+
+# -- running the checks --------------------------------------------------------------------
+def one_line(exc: BaseException) -> str:
+    """The first line of an OmegaConf/Hydra message (the rest repeats the key and type)."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigError:
+    """One line for an OmegaConf error: ``<path>: <what>``."""
+    key = str(getattr(exc, "full_key", None) or "")
+    if prefix and key and key != prefix and not key.startswith(prefix + "."):
+        key = f"{prefix}.{key}"
+    where = f"{key or prefix}: " if key or prefix else ""
+    msg = one_line(exc)
+    if msg.startswith("Unsupported interpolation type"):
+        resolver = msg.rsplit(" ", 1)[-1]
+        msg = (
+            f"unknown interpolation resolver {resolver!r} (in ${{{resolver}:...}}); register "
+            f"it with OmegaConf.register_new_resolver({resolver!r}, ...) before composing, "
+            "or use a plain value"
+        )
+    return ConfigError(f"{where}{msg}")
+
+
+def check_keys(
+    node: Mapping[str, Any],
+    valid: Iterable[str],
+    path: str,
+    what: str = "",
+    fix: str = "Fix the spelling (a '+' cannot add keys to envfactory's config)",
+) -> None:
+    """Every key of ``node`` must be in ``valid`` (keys added with Hydra's ``+`` bypass
+    OmegaConf's struct mode); the error lists the valid keys with a "did you mean"."""
+    names = sorted(str(v) for v in valid)
+    for key in node:
+        if str(key) not in names:
+            full = f"{path}.{key}" if path else str(key)
+            where = f" of {what}" if what else ""
+            raise ConfigError(
+                f"unknown key {full}{where}.{did_you_mean(str(key), names)} "
+                f"Valid keys{' under ' + path if path else ''}: {', '.join(names)}. {fix}"
+            )
+
+
+def checked_options(
+    node: Any, schema: type | None, path: str, key: str, name: str
+) -> dict[str, Any]:
+    """The checked fields (without ``key``) of one env/vectorizer node, from its schema's
+    ``__post_init__`` (see the module docstring).
+
+    Raises:
+        ConfigError: an unknown key, a wrong type, a missing or a bad value (an
+            :class:`~envfactory.OptionError` for a bad value), each named by its path.
+    """
+    try:
+        raw = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    except OmegaConfBaseException as exc:
+        raise omegaconf_error(exc, prefix=path) from None
+    data: dict[str, Any] = {str(k): v for k, v in dict(raw).items()}  # type: ignore[arg-type]
+    if schema is None:
+        data.pop(key, None)
+        return data
+    from .store import schema_node
+
+    fields = {f.name for f in dataclasses.fields(schema) if f.init} | {key}
+    check_keys(data, fields, path, f"{path}={name}")
+    base = schema_node(schema, key, name)
+    try:
+        merged = OmegaConf.merge(base, data)
+        obj = OmegaConf.to_object(merged)
+    except OptionError as exc:
+        raise exc.at(path) from None
+    except OmegaConfBaseException as exc:
+        if type(exc).__name__ == "MissingMandatoryValue":
+            k = getattr(exc, "full_key", "") or "?"
+            raise ConfigError(
+                f"{path}.{k} is required by {path}={name}: set {path}.{k}=<value>"
+            ) from None
+        raise omegaconf_error(exc, prefix=path) from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path}={name}: {one_line(exc)}") from None
+    return {
+        f.name: _plain(getattr(obj, f.name))
+        for f in dataclasses.fields(obj)  # type: ignore[arg-type]
+        if f.name != key
+    }
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
