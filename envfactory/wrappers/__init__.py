@@ -24,6 +24,10 @@ from ..plugin.types import WrapperPlugin
 __all__ = ["envfactory_wrappers", "gymnasium_wrappers", "snake_case"]
 
 _SIMPLE = (int, float, bool, str)
+LIBRARY_DEFAULT = "<library default>"
+"""Schema default of a wrapper option whose library default a config cannot hold (a
+callable): the option is then not passed, so the wrapped class keeps its own default."""
+
 # Constructor parameters that configs cannot hold (callables, spaces, envs).
 _UNBUILDABLE = ("Callable", "Space", "Env", "function", "Wrapper", "type[")
 
@@ -70,7 +74,10 @@ def _schema(cls: type) -> type | None:
         elif callable(default) or isinstance(default, (list, dict, tuple, set)):
             value = list(default) if isinstance(default, (list, tuple, set)) else default
             if callable(value):
-                fields.append((p.name, Any, dataclasses.field(default=None)))
+                # a config cannot hold the callable: the field says "keep gymnasium's
+                # default", and _construct then leaves the argument out (an explicit null
+                # still reaches gymnasium as None)
+                fields.append((p.name, Any, dataclasses.field(default=LIBRARY_DEFAULT)))
             else:
                 fields.append((p.name, Any, dataclasses.field(default_factory=_const(value))))
         elif default is None or isinstance(default, _SIMPLE):
@@ -82,11 +89,28 @@ def _schema(cls: type) -> type | None:
     return dataclasses.make_dataclass(f"{cls.__name__}Config", fields)
 
 
+@functools.cache
+def _tuple_params(cls: type) -> frozenset[str]:
+    init = cls.__dict__.get("__init__") or cls.__init__  # type: ignore[misc]
+    params = inspect.signature(init).parameters.values()
+    return frozenset(
+        p.name for p in params if isinstance(p.default, tuple) or p.name in ("shape",)
+    )
+
+
 def _construct(cls: type, env: Any, **options: Any) -> Any:
-    for k, v in list(options.items()):
-        if isinstance(v, list) and k in ("shape", "low", "high"):
-            options[k] = tuple(v) if k == "shape" else v
-    return cls(env, **options)
+    """Build ``cls(env, **options)`` passing only what the library can take as set: options
+    still at :data:`LIBRARY_DEFAULT` are left out, lists go back to tuples where the
+    library's default is a tuple (YAML has no tuples)."""
+    tuples = _tuple_params(cls)
+    kwargs = {}
+    for k, v in options.items():
+        if isinstance(v, str) and v == LIBRARY_DEFAULT:
+            continue
+        if isinstance(v, list) and k in tuples:
+            v = tuple(v)
+        kwargs[k] = v
+    return cls(env, **kwargs)
 
 
 def _records(module: Any, base: type, vector: bool) -> list[WrapperPlugin]:
