@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,17 @@ import pytest
 import envfactory
 from envfactory.cli.main import episode_returns, format_summary, noop_action, rollout, run
 from envfactory.cli.sweep import collect_jobs, markdown_table
+
+# not imported from conftest: with the plugin packages' test folders in testpaths, the name
+# "conftest" can resolve to another folder's conftest module
+BIN = Path(sys.executable).parent
+
+
+def subprocess_env() -> dict[str, str]:
+    """This environment for a real CLI subprocess, without knobs that change its output."""
+    env = {k: v for k, v in os.environ.items() if k != "ENVFACTORY_DISABLED_PLUGINS"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
 
 SUMMARY_KEYS = {
     "env",
@@ -133,7 +146,6 @@ def test_config_errors_are_one_line_and_exit_status_2(tmp_path: Path) -> None:
     2, nothing run. The commands run side by side (each is a real ``envfactory`` process)."""
     import subprocess
 
-    from conftest import BIN, subprocess_env
 
     procs = [
         subprocess.Popen(
@@ -211,7 +223,6 @@ def test_ctrl_c_stops_with_one_line_and_a_partial_summary(tmp_path: Path) -> Non
     import subprocess
     import time
 
-    from conftest import BIN, subprocess_env
 
     out = tmp_path / "job"
     proc = subprocess.Popen(
