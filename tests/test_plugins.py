@@ -481,3 +481,68 @@ def test_register_plugin_in_process() -> None:
     assert envfactory.get_registry().families["gym"].provider.distribution == "envfactory"
     with envfactory.make_vec(overrides=["env=nb_family", "num_envs=2"]) as envs:
         assert envs.reset(seed=0)[0].shape == (2, 4)
+
+
+# -- start-up: nothing heavy until it is used ------------------------------------------
+
+HEAVY = ("torch", "jax", "array_api_compat")
+
+NO_HEAVY_PROBE = r"""
+import json, sys
+import envfactory
+reg = envfactory.get_registry()
+with envfactory.make_vec(overrides=["num_envs=2", "vectorizer=subproc"]) as envs:
+    envs.reset(seed=0)
+    envs.step(envs.action_space.sample())
+print(json.dumps({
+    "imported": [m for m in HEAVY if m in sys.modules],
+    "lazy": sorted(n for n, r in reg.wrappers.items() if "imported on use" in r.record.summary),
+    "vector_lazy": sorted(
+        n for n, r in reg.vector_wrappers.items() if "imported on use" in r.record.summary
+    ),
+}))
+"""
+
+
+def test_make_vec_imports_neither_torch_nor_jax(run: Any) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip(
+            "torch is not installed, so nothing could import it; the check needs it: "
+            "pip install torch==2.13.0"
+        )
+    code = f"HEAVY = {HEAVY!r}\n{NO_HEAVY_PROBE}"
+    proc = run(["python", "-c", code])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["imported"] == [], f"make_vec of CartPole imported {out['imported']}"
+    # gymnasium's torch/jax wrappers are still registered by name (their classes unloaded)
+    assert {"numpy_to_torch", "jax_to_numpy", "jax_to_torch"} <= set(out["lazy"])
+    assert {"numpy_to_torch", "jax_to_numpy"} <= set(out["vector_lazy"])
+
+
+def test_lazy_wrapper_schema_is_checked_at_compose_time() -> None:
+    """A lazily loaded wrapper's options are checked when a config names it: an unknown
+    option gets the valid ones (its class imported), or, without its optional
+    dependency, one line naming what to install."""
+    import importlib.util
+
+    torch_ok = all(importlib.util.find_spec(m) for m in ("torch", "array_api_compat"))
+    bad = ["wrappers=[{name: numpy_to_torch, devic: cpu}]"]
+    if torch_ok:
+        with pytest.raises(envfactory.ConfigError, match=r"Did you mean 'device'\?"):
+            envfactory.compose(bad)
+        cfg = envfactory.compose(["wrappers=[{name: numpy_to_torch, device: cpu}]"])
+        with envfactory.make_vec(cfg) as envs:
+            envs.reset(seed=0)
+    else:
+        with pytest.raises(envfactory.ConfigError) as info:
+            envfactory.compose(bad)
+        msg = str(info.value)
+        assert msg.startswith("wrappers[0].name=numpy_to_torch: gymnasium's NumpyToTorch")
+        assert "pip install" in msg and "\n" not in msg
+    # jax is never installed here: its wrapper says so in one line, at compose time
+    if importlib.util.find_spec("jax") is None:
+        with pytest.raises(envfactory.ConfigError, match=r"^wrappers\[0\].name=jax_to_numpy: "):
+            envfactory.compose(["wrappers=[{name: jax_to_numpy}]"])

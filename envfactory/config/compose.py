@@ -192,9 +192,21 @@ def wrapper_options(
         )
     options = {k: v for k, v in entry.items() if k != "name"}
     rec = reg.wrapper(str(entry["name"]), vector=vector, key=f"{key}.name")
-    if rec.config is not None:
-        node = schema_node(rec.config, "name", rec.name)
-        fields = [f.name for f in dataclasses.fields(rec.config) if f.name != "name"]
+    config = rec.config
+    lazy = getattr(rec.wrap, "envfactory_config", None)
+    if config is None and callable(lazy):  # a schema known only once its class is imported
+        try:
+            config = lazy()
+        except ConfigError as exc:
+            raise ConfigError(f"{key}.name={rec.name}: {exc}") from None
+        if config is None:
+            raise ConfigError(
+                f"wrapper {rec.name!r} at {key} needs values a config cannot hold (a "
+                "function, a module, a space); wrap the env in Python instead"
+            )
+    if config is not None:
+        node = schema_node(config, "name", rec.name)
+        fields = [f.name for f in dataclasses.fields(config) if f.name != "name"]
         check_keys(options, fields, key, f"wrapper {rec.name!r}", fix="Fix the spelling")
         try:
             merged = OmegaConf.merge(node, options)

@@ -43,7 +43,7 @@ DISABLE_ENV_VAR = "ENVFACTORY_DISABLED_PLUGINS"
 BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementations
     "envfactory.families": "envfactory.families.builtin",
     "envfactory.vectorizers": "envfactory.vectorizers.builtin",
-    "envfactory.wrappers": "envfactory.wrappers",
+    "envfactory.wrappers": "envfactory.wrappers.builtin",
 }
 
 R = TypeVar("R")

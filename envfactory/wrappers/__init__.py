@@ -1,16 +1,28 @@
 """Named wrappers: every gymnasium wrapper that can be built from config values,
-registered by its snake_case class name through the ``envfactory_wrappers`` hook.
+registered by its snake_case class name through the ``envfactory_wrappers`` hook (its
+implementation is in :mod:`.builtin`).
 
 A wrapper whose constructor needs a value a config cannot hold (a function, a space) is
 left out. The schema of each is generated from its ``__init__`` signature: plain
 ``int``/``float``/``bool``/``str`` (optional or not) parameters are typed, others are
 ``Any``, required ones are ``MISSING``.
+
+Nothing heavy is imported to build the registry: the wrappers gymnasium itself loads only
+on first access (``numpy_to_torch``, ``jax_to_numpy``, ``array_conversion``, ..., which
+import torch, jax or array-api-compat) are registered by name from the module's
+``__all__`` without touching them, and wrap a :class:`LazyWrapper`. Their class, and
+the schema that checks their options, are loaded when a config first names one (at
+compose time, in the parent), so ``make_vec`` of an env that does not use them imports
+neither torch nor jax (importing torch costs seconds and hundreds of MiB per process).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
+import importlib
+import importlib.util
 import inspect
 import re
 import typing
@@ -18,10 +30,9 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from ..plugin.spec import hookimpl
 from ..plugin.types import WrapperPlugin
 
-__all__ = ["envfactory_wrappers", "gymnasium_wrappers", "snake_case"]
+__all__ = ["LIBRARY_DEFAULT", "LazyWrapper", "gymnasium_wrappers", "snake_case"]
 
 _SIMPLE = (int, float, bool, str)
 LIBRARY_DEFAULT = "<library default>"
@@ -113,18 +124,30 @@ def _construct(cls: type, env: Any, **options: Any) -> Any:
     return cls(env, **kwargs)
 
 
+def _skipped_name(name: str) -> bool:
+    """gymnasium's base classes for writing wrappers (``ObservationWrapper``, ...)."""
+    return name.startswith(("Vector", "Observation", "Action", "Reward")) and name.endswith(
+        "Wrapper"
+    )
+
+
+def _summary(cls: type, name: str) -> str:
+    doc = (inspect.getdoc(cls) or "").strip().splitlines()
+    return (doc[0] if doc else f"gymnasium {name}")[:100]
+
+
 def _records(module: Any, base: type, vector: bool) -> list[WrapperPlugin]:
     out = []
+    loaded = vars(module)
     for name in sorted(getattr(module, "__all__", [])):
-        try:
-            cls = getattr(module, name, None)
-        except ImportError:  # needs an optional dependency (jax, torch, array-api-compat)
+        if name not in loaded:  # loaded on first access by the module's __getattr__
+            if not _skipped_name(name):
+                out.append(_lazy_record(module, name, vector))
             continue
+        cls = loaded[name]
         if not (isinstance(cls, type) and issubclass(cls, base)) or cls is base:
             continue
-        if name.startswith(("Vector", "Observation", "Action", "Reward")) and name.endswith(
-            "Wrapper"
-        ):
+        if _skipped_name(name):
             continue
         try:
             schema = _schema(cls)
@@ -132,22 +155,111 @@ def _records(module: Any, base: type, vector: bool) -> list[WrapperPlugin]:
             schema = None
         if schema is None:
             continue
-        doc = (inspect.getdoc(cls) or "").strip().splitlines()
         out.append(
             WrapperPlugin(
                 snake_case(name),
                 functools.partial(_construct, cls),
                 schema,
                 vector=vector,
-                summary=(doc[0] if doc else f"gymnasium {name}")[:100],
+                summary=_summary(cls, name),
             )
         )
     return out
 
 
+class LazyWrapper:
+    """The ``wrap`` of a gymnasium wrapper that gymnasium loads only on first access.
+
+    Registering it imports nothing: the class (and with it torch, jax, ...) is imported
+    when :meth:`envfactory_config` or the call needs it. envfactory calls
+    ``wrap.envfactory_config()`` when a config names the wrapper (at compose time, in the
+    parent) to get the schema that checks its options: the protocol for a ``WrapperPlugin``
+    whose ``config`` is ``None`` and whose schema is costly to know.
+
+    Args:
+        module: the module whose attribute the class is (``gymnasium.wrappers``).
+        attr: the class name (``NumpyToTorch``).
+    """
+
+    def __init__(self, module: str, attr: str) -> None:
+        self.module, self.attr = module, attr
+
+    def load(self) -> type:
+        """The wrapper class (imports it and what it needs)."""
+        cls: type = getattr(importlib.import_module(self.module), self.attr)
+        return cls
+
+    def envfactory_config(self) -> type | None:
+        """The options schema (None: the wrapper needs values a config cannot hold).
+
+        Raises:
+            ConfigError: the class cannot be imported (torch or jax missing, ...).
+        """
+        return _lazy_schema(self.module, self.attr)
+
+    def __call__(self, env: Any, **options: Any) -> Any:
+        return _construct(self.load(), env, **options)
+
+    def __repr__(self) -> str:
+        return f"LazyWrapper({self.module}.{self.attr})"
+
+
+@functools.cache
+def _lazy_schema(module: str, attr: str) -> type | None:
+    from ..errors import ConfigError
+
+    try:
+        cls = LazyWrapper(module, attr).load()
+    except Exception as exc:  # ImportError for torch/jax, or whatever the import raises
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        missing = getattr(exc, "name", None)
+        fix = f"pip install {missing}" if isinstance(missing, str) and missing else "install it"
+        raise ConfigError(
+            f"gymnasium's {attr} ({module}.{attr}) cannot be imported: "
+            f"{type(exc).__name__}: {text}. It needs an optional dependency: {fix}, or "
+            f"remove the wrapper {snake_case(attr)!r} from the config"
+        ) from None
+    try:
+        return _schema(cls)
+    except (TypeError, ValueError):
+        return None
+
+
+def _lazy_record(module: Any, name: str, vector: bool) -> WrapperPlugin:
+    submodule = getattr(module, "_wrapper_to_class", {}).get(name)
+    doc = _static_doc(f"{module.__name__}.{submodule}", name) if submodule else ""
+    summary = f"{(doc or f'gymnasium {name}')[:80]} (imported on use)"
+    return WrapperPlugin(
+        snake_case(name),
+        LazyWrapper(module.__name__, name),
+        None,
+        vector=vector,
+        summary=summary[:100],
+    )
+
+
+def _static_doc(modname: str, cls_name: str) -> str:
+    """First docstring line of class ``cls_name`` in module ``modname``, read from its
+    source without importing it ("" if that fails)."""
+    try:
+        spec = importlib.util.find_spec(modname)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            return ""
+        with open(spec.origin, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return ""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls_name:
+            doc = (ast.get_docstring(node) or "").strip().splitlines()
+            return doc[0].strip() if doc else ""
+    return ""
+
+
 @functools.lru_cache(maxsize=1)
 def gymnasium_wrappers() -> tuple[WrapperPlugin, ...]:
-    """Every config-buildable gymnasium wrapper, per-env then vector."""
+    """Every config-buildable gymnasium wrapper, per-env then vector. Imports nothing
+    beyond ``gymnasium.wrappers`` (which ``import gymnasium`` has already done)."""
     import gymnasium
     import gymnasium.wrappers
     import gymnasium.wrappers.vector
@@ -156,7 +268,3 @@ def gymnasium_wrappers() -> tuple[WrapperPlugin, ...]:
     vector = _records(gymnasium.wrappers.vector, gymnasium.vector.VectorWrapper, vector=True)
     return (*per_env, *vector)
 
-
-@hookimpl
-def envfactory_wrappers() -> list[WrapperPlugin]:
-    return list(gymnasium_wrappers())

@@ -1,0 +1,15 @@
+"""The built-in named wrappers (gymnasium's), registered through the same hook as third
+parties."""
+
+from __future__ import annotations
+
+from ..plugin.spec import hookimpl
+from ..plugin.types import WrapperPlugin
+from . import gymnasium_wrappers
+
+__all__ = ["envfactory_wrappers"]
+
+
+@hookimpl
+def envfactory_wrappers() -> list[WrapperPlugin]:
+    return list(gymnasium_wrappers())
