@@ -11,7 +11,7 @@ from hydra.errors import ConfigCompositionException, HydraException, MissingConf
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ConfigError, UnknownNameError, did_you_mean
+from ..errors import ConfigError, OptionError, UnknownNameError, did_you_mean
 from ..plugin.manager import Registry, get_registry
 from .checks import check_keys, checked_options, omegaconf_error, one_line
 from .schema import EnvfactoryConfig, RunConfig
@@ -153,9 +153,27 @@ def validate(cfg: DictConfig, registry: Registry | None = None) -> None:
             )
         name = str(node[name_key])
         checked_options(node, lookup(name, key=f"{group}={name}").config, group, name_key, name)
+    _check_batch_size(cfg, num_envs)
     for key, vector in (("wrappers", False), ("vector_wrappers", True)):
         for i, entry in enumerate(cfg.get(key) or []):
             wrapper_options(entry, vector=vector, key=f"{key}[{i}]", registry=reg)
+
+
+def _check_batch_size(cfg: DictConfig, num_envs: int) -> None:
+    """``vectorizer.batch_size`` (the async pool of subproc/subproc-atari) is at most
+    ``num_envs``: the one option whose range depends on another node."""
+    node = cfg.get("vectorizer")
+    if not isinstance(node, DictConfig) or node.get("name") not in ("subproc", "subproc-atari"):
+        return
+    size = node.get("batch_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size > num_envs:
+        raise OptionError(
+            "batch_size",
+            size,
+            f"an integer in [1, num_envs={num_envs}] or null (null: a synchronous VecEnv)",
+            hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})",
+            path="vectorizer",
+        )
 
 
 def _groups(reg: Registry) -> list[tuple[str, str, Any, Any]]:

@@ -50,6 +50,9 @@ class Cmd:
     """The commands (plain strings on the wire: cheap to pickle)."""
 
     STEP = "step"  #: data: this worker's actions; answer: StepResult
+    #: the async pool: data: (local env indices, their actions); answer: StepResult (with
+    #: pickled observations, ``None`` for the envs not stepped)
+    STEP_ENVS = "step-envs"
     RESET = "reset"  #: data: Reset; answer: StepResult
     ATTACH = "attach"  #: data: the shared-memory Layout, then its fd; answer: None
     CALL = "call"  #: data: Call; answer: one result per env

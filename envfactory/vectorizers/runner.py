@@ -59,11 +59,19 @@ class EnvRunner:
                 calls.append((i, info))
         return calls
 
-    def step(self, actions: Sequence[Any]) -> InfoCalls:
+    def step(self, actions: Sequence[Any], only: Sequence[int] | None = None) -> InfoCalls:
+        """Step every env (``actions[i]`` for env ``i``), or only the envs ``only`` (the
+        async pool: ``actions[k]`` for env ``only[k]``; the others keep their state)."""
         calls: InfoCalls = []
         mode, obs, rewards = self.mode, self.obs, self.rewards
         terms, truncs, autoreset = self.terminations, self.truncations, self.autoreset
-        for i, env in enumerate(self.envs):
+        if only is not None:
+            envs = self.envs
+            actions = _Scatter(only, actions)  # type: ignore[assignment]
+            pairs: Any = ((i, envs[i]) for i in only)
+        else:
+            pairs = enumerate(self.envs)
+        for i, env in pairs:
             if mode == NEXT_STEP:
                 if autoreset[i]:
                     obs[i], info = env.reset()
@@ -87,3 +95,14 @@ class EnvRunner:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+class _Scatter:
+    """``actions[k]`` of env ``only[k]``, indexed by env (what :meth:`EnvRunner.step` reads)."""
+
+    def __init__(self, only: Sequence[int], actions: Sequence[Any]) -> None:
+        self.pos = dict(zip(only, range(len(only))))
+        self.actions = actions
+
+    def __getitem__(self, i: int) -> Any:
+        return self.actions[self.pos[i]]

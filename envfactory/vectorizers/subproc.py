@@ -740,7 +740,13 @@ class SubprocVecEnv(VecEnvBase):
 
 
 def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocVecEnv:
-    """The ``subproc`` vectorizer's build function."""
+    """The ``subproc`` vectorizer's build function (``batch_size`` set: the async pool,
+    :class:`~.pool.SubprocPool`)."""
+    batch_size = options.pop("batch_size", None)
+    if batch_size is not None:
+        from .pool import SubprocPool
+
+        return SubprocPool(env_fns, batch_size, **options)
     return SubprocVecEnv(env_fns, **options)
 
 
@@ -749,4 +755,4 @@ def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any
     options["shared_memory"] = True
     if options.get("in_series") is None:
         options["in_series"] = default_in_series(len(env_fns), leave_parent_a_core=False)
-    return SubprocVecEnv(env_fns, uint8_images=True, **options)
+    return build_subproc(env_fns, uint8_images=True, **options)

@@ -63,6 +63,11 @@ class SubprocConfig:
         spin_us: microseconds a waiting process busy-polls (yielding the CPU) before it
             sleeps (it yields the CPU while it spins). Waking a sleeping process costs
             25-150 us on a VM, more than a cheap env step.
+        batch_size: null: a synchronous VecEnv (every step waits for every env). An int in
+            [1, num_envs]: an async pool with envpool's calls (``async_reset``, ``send``,
+            ``recv`` returning the first batch_size envs that are ready, with
+            ``infos["env_id"]``); any value works with any in_series (a multiple of
+            in_series is fastest). See the README's async pool section.
     """
 
     name: str = "subproc"
@@ -75,6 +80,7 @@ class SubprocConfig:
     restart_window: float = 60.0
     copy: bool = True
     spin_us: int = 200
+    batch_size: Optional[int] = None  # noqa: UP045
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`);
@@ -84,6 +90,7 @@ class SubprocConfig:
         for key in ("shared_memory", "restart", "copy"):
             check_bool(self, key)
         check_int(self, "spin_us", 0)
+        check_int(self, "batch_size", 1, optional=True)  # <= num_envs: config.compose
         if self.timeout is not None:
             t = self.timeout
             if isinstance(t, bool) or not isinstance(t, Real) or math.isnan(t) or t <= 0:

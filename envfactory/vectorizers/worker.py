@@ -167,6 +167,13 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
             if cmd == Cmd.STEP:
                 calls = runner.step(data) if not lost else _step_lost(runner, data, lost)
                 payload = out.collect(calls, None)
+            elif cmd == Cmd.STEP_ENVS:  # the async pool: step only some of the envs
+                local, acts = data
+                step_some = _step_lost if lost else _step_some
+                calls = step_some(runner, acts, lost, local)
+                stepped = np.zeros(n, dtype=np.bool_)
+                stepped[local] = True
+                payload = out.collect(calls, stepped)
             elif cmd == Cmd.RESET:
                 r: Reset = data
                 if r.mask is None:
@@ -258,17 +265,24 @@ class _LostEnv:
         return self.env.reset(**kwargs)
 
 
-def _step_lost(runner: Any, actions: Any, lost: dict[int, Any]) -> list:
+def _step_some(runner: Any, actions: Any, lost: dict[int, Any], only: Any) -> list:
+    return runner.step(actions, only)
+
+
+def _step_lost(runner: Any, actions: Any, lost: dict[int, Any], only: Any = None) -> list:
     """``runner.step`` with the ``lost`` envs ending their lost episode instead of stepping
-    (every autoreset mode's bookkeeping is then the runner's own); empties ``lost``."""
+    (every autoreset mode's bookkeeping is then the runner's own); removes the stepped
+    envs (all, or those of ``only``) from ``lost``."""
     real = runner.envs
     runner.envs = [_LostEnv(e, lost[i]) if i in lost else e for i, e in enumerate(real)]
     try:
-        calls = runner.step(actions)
+        calls = runner.step(actions, only)
     finally:
         runner.envs = real
-    calls += [(i, {"restarted": True}) for i in sorted(lost)]  # also top level in same_step
-    lost.clear()
+    ended = sorted(lost) if only is None else sorted(i for i in only if i in lost)
+    calls += [(i, {"restarted": True}) for i in ended]  # also top level in same_step
+    for i in ended:
+        del lost[i]
     return calls
 
 

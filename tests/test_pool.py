@@ -1,0 +1,482 @@
+"""The async env pool (``vectorizer.batch_size``) of ``subproc`` and ``subproc-atari``.
+
+Real worker processes and real envs throughout. The conformance core: every env's
+trajectory in the pool (whatever order the envs come back in) equals ``dummy``'s for the
+same per-env actions and seeds, in every autoreset mode, with uneven splits and under
+every start method; faults, timeouts, restart and close behave as in synchronous mode.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+from faulty_envs import Maker
+
+import envfactory
+from envfactory.errors import (
+    AlreadyPendingError,
+    ClosedError,
+    ConfigError,
+    InvalidActionError,
+    NoPendingCallError,
+    RemoteEnvError,
+    ResetNeededError,
+    VecEnvBrokenError,
+    WorkerDiedError,
+    WorkerTimeoutError,
+)
+from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.subproc import SubprocVecEnv
+
+MODES = ("next_step", "same_step", "disabled")
+CONTEXTS = ("fork", "forkserver", "spawn")
+
+
+def _descendants() -> set[int]:
+    from multiprocessing import forkserver, resource_tracker
+
+    infra = {
+        getattr(forkserver._forkserver, "_forkserver_pid", None),
+        getattr(resource_tracker._resource_tracker, "_pid", None),
+    }
+    return {p.pid for p in psutil.Process().children(recursive=True)} - infra
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    before = _descendants()
+    yield
+    left = _descendants() - before
+    for _ in range(200):
+        left = {p for p in left if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"}
+        if not left:
+            break
+        time.sleep(0.01)
+    assert not left, f"processes left after close(): {left}"
+
+
+def action(i: int, k: int) -> int:
+    """Env ``i``'s action at its ``k``-th step (a fixed, env-specific pattern)."""
+    return (i * 7 + k * 3 + (k * k) % 5) % 2
+
+
+def _record(obs: Any, rew: Any, term: Any, trunc: Any, infos: dict, row: int) -> tuple:
+    final = None
+    if "_final_obs" in infos and infos["_final_obs"][row]:
+        final = np.asarray(infos["final_obs"][row]).tobytes()
+    ep = None
+    if "_episode" in infos and infos["_episode"][row]:
+        ep = (float(infos["episode"]["r"][row]), int(infos["episode"]["l"][row]))
+    return (np.asarray(obs[row]).tobytes(), float(rew[row]), bool(term[row]), bool(trunc[row]),
+            final, ep)  # fmt: skip
+
+
+def dummy_trajectories(overrides: list[str], steps: int, seed: int = 3) -> list[list[tuple]]:
+    """Per env: the reset record, then one record per step (``disabled``: until the
+    first episode end)."""
+    with envfactory.make_vec(overrides=[*overrides, "vectorizer=dummy"]) as envs:
+        n = envs.num_envs
+        obs, infos = envs.reset(seed=seed)
+        zeros = np.zeros(n)
+        out = [[_record(obs, zeros, zeros, zeros, infos, i)] for i in range(n)]
+        ended = np.zeros(n, bool)
+        for k in range(steps):
+            acts = np.array([action(i, k) for i in range(n)])
+            obs, rew, term, trunc, infos = envs.step(acts)
+            for i in range(n):
+                if not ended[i]:
+                    out[i].append(_record(obs, rew, term, trunc, infos, i))
+            if envs.metadata["autoreset_mode"].value == "Disabled":
+                ended |= term | trunc
+                if (term | trunc).any():
+                    envs.reset(options={"reset_mask": term | trunc})
+    return out
+
+
+def pool_trajectories(envs: SubprocPool, steps: int, seed: int = 3) -> list[list[tuple]]:
+    """The same, through async_reset / recv / send, each env advancing at its own pace."""
+    n, disabled = envs.num_envs, envs.metadata["autoreset_mode"].value == "Disabled"
+    out: list[list[tuple]] = [[] for _ in range(n)]
+    ended = np.zeros(n, bool)
+    envs.async_reset(seed=seed)
+    in_flight = n
+    while in_flight >= envs.batch_size and not all(
+        ended[i] or len(out[i]) > steps for i in range(n)
+    ):
+        obs, rew, term, trunc, infos = envs.recv()
+        ids = infos["env_id"]
+        assert ids.dtype == np.int32 and len(ids) == envs.batch_size == len(obs)
+        in_flight -= len(ids)
+        send = []
+        for row, i in enumerate(ids.tolist()):
+            out[i].append(_record(obs, rew, term, trunc, infos, row))
+            ended[i] |= disabled and bool(term[row] or trunc[row])
+            if not ended[i]:  # (also past ``steps``: the others may need more recv()s)
+                send.append(i)
+        if send:
+            envs.send(np.array([action(i, len(out[i]) - 1) for i in send]), np.array(send))
+            in_flight += len(send)
+    return [traj[: steps + 1] for traj in out]
+
+
+def _pool(overrides: list[str], **opts: Any) -> SubprocPool:
+    over = [*overrides, "vectorizer=subproc"]
+    over += [f"vectorizer.{k}={'null' if v is None else v}" for k, v in opts.items()]
+    envs = envfactory.make_vec(overrides=over)
+    assert isinstance(envs, SubprocPool)
+    return envs
+
+
+def _check_equal(ref: list[list[tuple]], got: list[list[tuple]]) -> None:
+    for i, (a, b) in enumerate(zip(ref, got)):
+        n = min(len(a), len(b))
+        assert n > 1, f"env {i}: nothing compared"
+        assert a[:n] == b[:n], f"env {i} differs from dummy"
+
+
+# -- conformance: per-env trajectories ---------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+def test_pool_matches_dummy_in_every_autoreset_mode(mode: str, no_leaks: None) -> None:
+    over = ["env=gym", "num_envs=5", f"autoreset_mode={mode}"]
+    ref = dummy_trajectories(over, 60)
+    with _pool(over, batch_size=2, in_series=2, context="fork") as envs:  # uneven: 2+2+1
+        got = pool_trajectories(envs, 60)
+    _check_equal(ref, got)
+    if mode != "disabled":
+        assert all(len(t) == 61 for t in got)
+        assert sum(r[2] or r[3] for t in got for r in t) >= 5  # episodes ended and went on
+    if mode == "same_step":
+        assert any(r[4] is not None for t in got for r in t)  # final_obs kept
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_pool_matches_dummy_under_every_start_method(context: str, no_leaks: None) -> None:
+    over = ["env=mountaincar", "num_envs=4"]
+    ref = dummy_trajectories(over, 30)
+    with _pool(over, batch_size=3, in_series=3, context=context) as envs:  # 3+1, batch 3
+        _check_equal(ref, pool_trajectories(envs, 30))
+
+
+@pytest.mark.parametrize("batch_size", [1, 4, 6])
+def test_any_batch_size_with_any_in_series(batch_size: int, no_leaks: None) -> None:
+    """The batch unit is the env: a worker's extra ready envs wait for the next recv."""
+    over = ["env=gym", "num_envs=6"]
+    ref = dummy_trajectories(over, 25)
+    with _pool(over, batch_size=batch_size, in_series=4, context="fork") as envs:  # 3+3
+        _check_equal(ref, pool_trajectories(envs, 25))
+
+
+def test_pickled_observations_without_shared_memory(no_leaks: None) -> None:
+    over = ["env=gym", "num_envs=4", "autoreset_mode=same_step"]
+    ref = dummy_trajectories(over, 40)
+    with _pool(over, batch_size=2, in_series=1, context="fork", shared_memory=False) as envs:
+        assert not envs._shm_obs
+        _check_equal(ref, pool_trajectories(envs, 40))
+
+
+def test_subproc_atari_pool_matches_dummy(no_leaks: None) -> None:
+    over = ["env=atari", "env.id=ALE/Pong-v5", "num_envs=3", "env.noop_max=5"]
+    ref = dummy_trajectories(over, 12)
+    envs = envfactory.make_vec(
+        overrides=[*over, "vectorizer=subproc-atari", "vectorizer.batch_size=2"]
+    )
+    with envs:
+        assert isinstance(envs, SubprocPool) and envs.batch_size == 2
+        got = pool_trajectories(envs, 12)
+    _check_equal(ref, got)
+
+
+def test_step_with_env_ids_is_send_then_recv_and_order_does_not_matter(
+    no_leaks: None,
+) -> None:
+    """Envs sent in any grouping and order give the trajectories of ``dummy``."""
+    over = ["env=gym", "num_envs=4"]
+    ref = dummy_trajectories(over, 20)
+    got: list[list[tuple]] = [[] for _ in range(4)]
+    with _pool(over, batch_size=2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=3)
+        pending: list[int] = []
+        for _ in range(2):
+            obs, rew, term, trunc, infos = envs.recv()
+            for row, i in enumerate(infos["env_id"].tolist()):
+                got[i].append(_record(obs, rew, term, trunc, infos, row))
+                pending.append(i)
+        rng = np.random.default_rng(0)
+        while min(len(t) for t in got) <= 20:
+            rng.shuffle(pending)
+            ids, pending = pending[:2], pending[2:]  # two envs, maybe of one worker
+            obs, rew, term, trunc, infos = envs.step(
+                np.array([action(i, len(got[i]) - 1) for i in ids]), np.array(ids)
+            )
+            for row, i in enumerate(infos["env_id"].tolist()):
+                got[i].append(_record(obs, rew, term, trunc, infos, row))
+                pending.append(i)
+    _check_equal(ref, got)
+
+
+# -- the pool is a gymnasium VectorEnv --------------------------------------------------
+def test_pool_is_a_vector_env_whose_reset_and_step_are_synchronous(no_leaks: None) -> None:
+    over = ["env=gym", "num_envs=4", "autoreset_mode=same_step"]
+    sync = envfactory.make_vec(overrides=[*over, "vectorizer=subproc"])
+    with _pool(over, batch_size=2, in_series=2, context="fork") as pool, sync:
+        assert type(sync) is SubprocVecEnv and isinstance(pool, gym.vector.VectorEnv)
+        for envs in (pool, sync):
+            envs.reset(seed=1)
+        pool = gym.wrappers.vector.RecordEpisodeStatistics(pool)
+        for k in range(40):
+            acts = np.array([action(i, k) for i in range(4)])
+            a, b = pool.step(acts), sync.step(acts)
+            for x, y in zip(a[:4], b[:4]):
+                np.testing.assert_array_equal(x, y)
+        # then the pool calls, from the state the synchronous calls left
+        base = pool.unwrapped
+        base.send(np.zeros(4, np.int64), np.arange(4))
+        with pytest.raises(AlreadyPendingError, match="in flight"):
+            pool.step(np.zeros(4, np.int64))  # synchronous: not while envs are in flight
+        obs, *_ = base.recv()
+        assert obs.shape == (2, 4)
+        assert base.get_attr("gravity") == (9.8,) * 4  # a call while envs are in flight
+        assert base.recv()[0].shape == (2, 4)  # nothing was lost by the call
+
+
+def test_calls_while_envs_are_in_flight_lose_nothing(no_leaks: None) -> None:
+    with _pool(["env=gym", "num_envs=4"], batch_size=2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        first = envs.recv()[4]["env_id"].tolist()
+        envs.send(np.zeros(2, np.int64), np.array(first))
+        assert envs.env_method("get_wrapper_attr", "np_random_seed") == [0, 1, 2, 3]
+        envs.set_attr("gravity", 1.0, indices=[0])
+        seen = envs.recv()[4]["env_id"].tolist() + envs.recv()[4]["env_id"].tolist()
+        assert sorted(seen) == [0, 1, 2, 3]
+
+
+# -- bad input: one clear error each ------------------------------------------------------
+def test_batch_size_out_of_range_fails_at_compose_time() -> None:
+    with pytest.raises(ConfigError) as err:
+        envfactory.compose(["vectorizer=subproc", "num_envs=4", "vectorizer.batch_size=5"])
+    assert str(err.value) == (
+        "vectorizer.batch_size=5: expected an integer in [1, num_envs=4] or null (null: a "
+        "synchronous VecEnv). Lower vectorizer.batch_size or raise num_envs (now 4)"
+    )
+    for bad in ("0", "-1", "true"):
+        with pytest.raises(ConfigError, match=r"vectorizer.batch_size"):
+            envfactory.compose(["vectorizer=subproc-atari", f"vectorizer.batch_size={bad}"])
+    with pytest.raises(ConfigError, match=r"must be in \[1, num_envs=2\]"):
+        SubprocPool([Maker(), Maker()], 3)
+
+
+def test_out_of_order_and_wrong_calls_say_what_to_do(no_leaks: None) -> None:
+    with _pool(["env=gym", "num_envs=4"], batch_size=2, in_series=2, context="fork") as envs:
+        with pytest.raises(ResetNeededError, match="async_reset"):
+            envs.send(np.zeros(2, np.int64), np.array([0, 1]))
+        with pytest.raises(NoPendingCallError, match="needs 2 envs"):
+            envs.recv()  # nothing in flight: it would wait forever
+        envs.async_reset(seed=0)
+        with pytest.raises(AlreadyPendingError, match="recv"):
+            envs.async_reset()
+        with pytest.raises(AlreadyPendingError, match="in flight"):
+            envs.reset()
+        ids = envs.recv()[4]["env_id"]
+        with pytest.raises(ValueError, match="not received yet"):
+            envs.send(np.zeros(2, np.int64), np.array([j for j in range(4) if j not in ids]))
+        with pytest.raises(ValueError, match="at most once"):
+            envs.send(np.zeros(2, np.int64), np.array([ids[0], ids[0]]))
+        with pytest.raises(ValueError, match="out of range"):
+            envs.send(np.zeros(1, np.int64), np.array([7]))
+        with pytest.raises(InvalidActionError):
+            envs.send(np.array([0, 5]), ids)
+        envs.send(np.zeros(2, np.int64), ids)  # still usable after the refusals
+        envs.recv()
+        envs.recv()
+        with pytest.raises(
+            NoPendingCallError,
+            match=r"needs 2 envs \(batch_size\) in flight, but 0 are ready and 0",
+        ):
+            envs.recv()
+    with pytest.raises(ClosedError):
+        envs.recv()
+    with pytest.raises(ClosedError):
+        envs.send(np.zeros(2, np.int64), ids)
+
+
+def test_disabled_mode_refuses_a_finished_env_until_reset(no_leaks: None) -> None:
+    fns = [Maker(episode_len=2) for _ in range(2)]
+    with SubprocPool(fns, 1, in_series=1, context="fork", autoreset_mode="disabled") as envs:
+        envs.async_reset(seed=0)
+        for _ in range(2):
+            i = envs.recv()[4]["env_id"]
+            envs.send(np.ones(1, np.int64), i)
+        done = []
+        while len(done) < 2:
+            _, _, term, _, infos = envs.recv()
+            i = infos["env_id"]
+            if term[0]:
+                done.append(int(i[0]))
+                with pytest.raises(ResetNeededError, match="disabled"):
+                    envs.send(np.ones(1, np.int64), i)
+            else:
+                envs.send(np.ones(1, np.int64), i)
+        envs.reset(options={"reset_mask": np.array([True, True])})  # drained: allowed
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        assert envs.recv()[1].tolist() == [1.0]
+
+
+# -- faults: the synchronous mode's errors ------------------------------------------------
+def _faulty_pool(fault: str, **kwargs: Any) -> SubprocPool:
+    maker = {k: kwargs.pop(k) for k in ("once_file",) if k in kwargs}
+    fns = [Maker(), Maker(), Maker(), Maker(fault, 3, **maker)]
+    kwargs.setdefault("timeout", 1.0)
+    return SubprocPool(fns, 2, in_series=2, context="fork", **kwargs)
+
+
+def _run_pool(envs: SubprocPool, recvs: int, seconds: float = 0.0) -> list[tuple]:
+    """``recvs`` recv/send rounds, and more until ``seconds`` have passed (a hung worker is
+    noticed after its timeout while the other worker keeps the pool going)."""
+    seen = []
+    end = time.monotonic() + seconds
+    k = 0
+    while k < recvs or time.monotonic() < end:
+        k += 1
+        _, rew, _, trunc, infos = envs.recv()
+        ids = infos["env_id"]
+        for row, i in enumerate(ids.tolist()):
+            restarted = bool(infos.get("_restarted", np.zeros(2, bool))[row])
+            seen.append((i, float(rew[row]), bool(trunc[row]), restarted))
+        envs.send(np.ones(len(ids), np.int64), ids)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("raise", ValueError),
+        ("exit", WorkerDiedError),
+        ("sigkill", WorkerDiedError),
+        ("hang", WorkerTimeoutError),
+    ],
+)
+def test_faults_raise_the_synchronous_errors(fault: str, error: type, no_leaks: None) -> None:
+    with _faulty_pool(fault) as envs:
+        envs.async_reset(seed=0)
+        with pytest.raises(error) as err:
+            _run_pool(envs, 20, seconds=3.0 if fault == "hang" else 0.0)
+        assert err.value.worker == 1 and err.value.env_indices == [2, 3]
+        assert err.value.env_id == "Faulty-v0"
+        if fault == "raise":
+            assert isinstance(err.value, RemoteEnvError) and "faulty_envs.py" in str(
+                err.value.remote_traceback
+            )
+        if fault == "hang":
+            assert isinstance(err.value, multiprocessing.TimeoutError)
+        with pytest.raises(VecEnvBrokenError, match="unusable since"):
+            envs.recv()  # never stale data
+        with pytest.raises(VecEnvBrokenError):
+            envs.send(np.ones(1, np.int64), np.array([0]))
+
+
+def test_recv_timeout_argument(no_leaks: None) -> None:
+    fns = [Maker(step_sleep=0.5), Maker()]
+    with SubprocPool(fns, 2, in_series=1, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        with pytest.raises(WorkerTimeoutError, match=r"within 0.1 s"):
+            envs.recv(timeout=0.1)
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "hang"])
+def test_restart_in_pool_mode_truncates_the_lost_episodes(
+    fault: str, tmp_path: Path, no_leaks: None
+) -> None:
+    once = str(tmp_path / "once")
+    with _faulty_pool(fault, once_file=once, restart=True) as envs:
+        envs.async_reset(seed=0)
+        with pytest.warns(RuntimeWarning, match="restarting after: worker 1"):
+            seen = _run_pool(envs, 30, seconds=1.5 if fault == "hang" else 0.0)
+        assert envs.restarts == [0, 1]
+        lost = [s for s in seen if s[3]]
+        assert {s[0] for s in lost} == {2, 3}  # both envs of the rebuilt worker
+        assert all(s[2] and s[1] == 0.0 for s in lost)  # truncated, reward 0
+        assert not any(s[3] or s[2] for s in seen if s[0] in (0, 1))  # the others go on
+
+
+def test_fault_during_async_reset(no_leaks: None) -> None:
+    fns = [Maker(), Maker("raise", 0)]
+    with SubprocPool(fns, 1, in_series=1, context="fork", timeout=5) as envs:
+        envs.async_reset(seed=0)
+        with pytest.raises(ValueError, match="fails on purpose"):
+            envs.recv()
+            envs.recv()
+
+
+# -- close and leaks -----------------------------------------------------------------------
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _shm() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _cycles(n: int, context: str) -> None:
+    for k in range(n):
+        envs = SubprocPool([Maker(), Maker(), Maker()], 2, in_series=2, context=context)
+        envs.async_reset(seed=k)
+        ids = envs.recv()[4]["env_id"]
+        envs.send(np.ones(2, np.int64), ids)  # closed with envs in flight
+        envs.close()
+
+
+def test_close_with_envs_in_flight_leaves_nothing(no_leaks: None) -> None:
+    _cycles(1, "fork")
+    fds, shm = _fds(), _shm()
+    _cycles(5, "fork")
+    assert _fds() == fds and _shm() <= shm
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
+def test_no_leaks_over_200_build_close_cycles(context: str, no_leaks: None) -> None:
+    _cycles(2, context)
+    fds, shm, procs = _fds(), _shm(), _descendants()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _cycles(200, context)
+    assert _fds() == fds, "file descriptors leaked"
+    assert _shm() <= shm, "/dev/shm entries leaked"
+    assert _descendants() <= procs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_pool_matches_dummy_long_runs(mode: str, no_leaks: None) -> None:
+    over = ["env=gym", "num_envs=7", f"autoreset_mode={mode}"]
+    ref = dummy_trajectories(over, 600)
+    with _pool(over, batch_size=3, in_series=3, context="forkserver") as envs:
+        _check_equal(ref, pool_trajectories(envs, 600))
+
+
+@pytest.mark.slow
+def test_restart_again_and_again_keeps_the_other_envs_exact(no_leaks: None) -> None:
+    """An env that dies now and then (every 7th step): the pool goes on with restart."""
+    fns = [Maker(episode_len=10) for _ in range(3)] + [Maker("sigkill", every=7)]
+    with SubprocPool(
+        fns, 2, in_series=2, context="fork", restart=True, max_restarts=100, timeout=5
+    ) as envs:
+        envs.async_reset(seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            seen = _run_pool(envs, 200)
+        assert sum(envs.restarts) >= 5
+        assert not any(s[3] or s[2] for s in seen if s[0] < 2)  # worker 0 never noticed
+        assert any(s[3] for s in seen if s[0] == 3)
