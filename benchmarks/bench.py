@@ -9,6 +9,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py                  # full table (about 5-8 minutes on 2 cores)
     python benchmarks/bench.py --quick          # fewer sizes and rounds (about 1-2 minutes)
     python benchmarks/bench.py --out results.json
+    python benchmarks/bench.py --pool           # the async pool vs two processes and gym-async
 """
 
 from __future__ import annotations
@@ -189,6 +190,98 @@ def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in out.items()}
 
 
+# -- the async pool (vectorizer.batch_size) ---------------------------------------------
+POOL_CASES = {"Pong": (8, 4), "CartPole": (16, 8)}  # workload: (num_envs, batch_size)
+
+
+def measure_pool(make: Callable[[], Any], seconds: float) -> float:
+    """Steps/s of an envpool-style loop: ``recv`` a batch, ``send`` its actions."""
+    envs = make()
+    try:
+        envs.async_reset(seed=0)
+        bs = envs.batch_size
+        envs.single_action_space.seed(0)
+        space = gym.vector.utils.batch_space(envs.single_action_space, bs)
+        space.seed(0)
+        bank = [space.sample() for _ in range(64)]
+        for a in bank[:8]:  # warm-up
+            envs.send(a, envs.recv()[4]["env_id"])
+        steps, t0 = 0, time.perf_counter()
+        while True:
+            for a in bank:
+                envs.send(a, envs.recv()[4]["env_id"])
+            steps += len(bank) * bs
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds:
+                return steps / elapsed
+    finally:
+        envs.close()
+        gc.collect()
+
+
+def pool_variants(workload: str) -> dict[str, Callable[[], float]]:
+    """Each returns steps/s: the ceiling (two plain processes, no communication: each
+    stepping one Pong, or half the CartPoles), gymnasium's AsyncVectorEnv, the synchronous
+    vectorizer and the pool, all over the same env constructors."""
+    n, bs = POOL_CASES[workload]
+    vec = "subproc-atari" if workload == "Pong" else "subproc"
+    over = [*WORKLOADS[workload], f"num_envs={n}", f"vectorizer={vec}"]
+    fns = thunks(workload, n)
+    pool = [*over, f"vectorizer.batch_size={bs}"]
+    ceiling_envs = 2 if workload == "Pong" else n
+    return {
+        "two-process ceiling": lambda: raw_limit(workload, ceiling_envs, _SECS[0]),
+        "gym-async": lambda: measure(
+            lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True), _SECS[0]
+        )[0],
+        vec: lambda: measure(lambda: envfactory.make_vec(overrides=over), _SECS[0])[0],
+        f"{vec} pool (batch_size={bs})": lambda: measure_pool(
+            lambda: envfactory.make_vec(overrides=pool), _SECS[0]
+        ),
+    }
+
+
+_SECS = [1.0]
+
+
+def pool_main(workloads: list[str], rounds: int, seconds: float) -> str:
+    """``--pool``: the pool's rows, interleaved round by round; medians and ratios."""
+    samples: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        for wl in workloads:
+            _SECS[0] = seconds * (2 if wl == "Pong" else 1)
+            for name, run in pool_variants(wl).items():
+                sps = run()
+                samples.setdefault((wl, name), []).append(sps)
+                print(f"round {r + 1}/{rounds} {wl:8s} {name:32s} {sps:10.0f} steps/s",
+                      file=sys.stderr, flush=True)  # fmt: skip
+    lines = [f"\n**Async pool** (steps/s, median of {rounds} rounds; load {_load()})\n"]
+    for wl in workloads:
+        n = POOL_CASES[wl][0]
+        names = [name for (w, name) in samples if w == wl]
+        med = {name: statistics.median(samples[(wl, name)]) for name in names}
+        pool = names[-1]
+        head = [*names, "pool / ceiling", "pool / gym-async", "sync / ceiling"]
+        lines.append(f"{wl}, {n} envs\n")
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        row = [f"{med[x]:,.0f}" for x in names]
+        row += [
+            f"{med[pool] / med['two-process ceiling']:.2f}x",
+            f"{med[pool] / med['gym-async']:.2f}x",
+            f"{med[names[2]] / med['two-process ceiling']:.2f}x",
+        ]
+        lines.append("| " + " | ".join(row) + " |\n")
+    return "\n".join(lines)
+
+
+def _load() -> str:
+    try:
+        return ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cpus"
+    except OSError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="sizes 1, 8; 2 rounds; shorter runs")
@@ -197,7 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="per measurement")
     p.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/...)")
+    p.add_argument("--pool", action="store_true", help="only the async pool's rows")
     args = p.parse_args(argv)
+    if args.pool:
+        print(pool_main(args.workloads, args.rounds or 3, args.seconds or 1.5))
+        return 0
     sizes = args.sizes or ([1, 8] if args.quick else [1, 2, 4, 8, 16])
     rounds = args.rounds or (2 if args.quick else 3)
     seconds = args.seconds or (0.7 if args.quick else 1.5)

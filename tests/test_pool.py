@@ -8,6 +8,7 @@ every start method; faults, timeouts, restart and close behave as in synchronous
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import time
@@ -480,3 +481,16 @@ def test_restart_again_and_again_keeps_the_other_envs_exact(no_leaks: None) -> N
         assert sum(envs.restarts) >= 5
         assert not any(s[3] or s[2] for s in seen if s[0] < 2)  # worker 0 never noticed
         assert any(s[3] for s in seen if s[0] == 3)
+
+
+def test_default_in_series_fits_a_worker_into_one_batch(no_leaks: None) -> None:
+    """in_series null: one worker per core, none with more envs than batch_size."""
+    cpus = os.cpu_count() or 1
+    with _pool(["env=gym", "num_envs=6"], batch_size=2) as envs:
+        sizes = [w.stop - w.start for w in envs._workers]
+        assert max(sizes) == min(2, math.ceil(6 / cpus)) and sum(sizes) == 6
+    atari = ["env=atari", "env.id=ALE/Pong-v5", "num_envs=2", "vectorizer=subproc-atari"]
+    with envfactory.make_vec(overrides=[*atari, "vectorizer.batch_size=1"]) as envs:
+        assert [w.stop - w.start for w in envs._workers] == [1, 1]
+    with _pool(["env=gym", "num_envs=4"], batch_size=2, in_series=3) as envs:  # as set
+        assert [w.stop - w.start for w in envs._workers] == [2, 2]

@@ -52,11 +52,23 @@ from .checks import action_checker
 from .protocol import Cmd, Reset
 from .shared import concatenate_checked
 from .subproc import SubprocVecEnv, _Worker
+from .subproc_options import default_in_series
 
 __all__ = ["SubprocPool"]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
 _POLL = select.POLLIN | select.POLLHUP | select.POLLERR
+
+
+def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int | None:
+    """``in_series`` of a pool when the config leaves it null: one worker per core, as
+    ``subproc-atari`` (the parent mostly waits; a learner shares its core), but no worker
+    with more envs than ``batch_size``, so a worker's answer fits one ``recv`` and at
+    least ``num_envs / batch_size`` workers take turns (16 CartPoles, ``batch_size=8``: 2
+    workers of 8; 8 Pongs, ``batch_size=4`` on 2 cores: 2 workers of 4)."""
+    if in_series is not None or isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        return in_series
+    return max(1, min(default_in_series(num_envs, leave_parent_a_core=False), batch_size))
 
 
 class _Infos(VectorEnv):
@@ -112,6 +124,7 @@ class SubprocPool(SubprocVecEnv):
         self._by_fd: dict[int, _Worker] = {}
         self._poll = select.poll()
         self._checkers: dict[int, Callable[[Any], Any]] = {}
+        self._spin_skip = self._spin_backoff = 0
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
@@ -323,10 +336,17 @@ class SubprocPool(SubprocVecEnv):
         poll = self._poll.poll
         ready = poll(0)
         if not ready and block and self.spin_us > 0:
-            end = time.perf_counter() + self.spin_us * 1e-6
-            while not ready and time.perf_counter() < end:
-                os.sched_yield()
-                ready = poll(0)
+            # spin only while spinning pays: after a spin that ended in a sleep anyway (a
+            # Pong batch takes milliseconds), skip spinning for 1, 3, 7, ... 63 waits
+            if self._spin_skip:
+                self._spin_skip -= 1
+            else:
+                end = time.perf_counter() + self.spin_us * 1e-6
+                while not ready and time.perf_counter() < end:
+                    os.sched_yield()
+                    ready = poll(0)
+                self._spin_backoff = 0 if ready else min(2 * self._spin_backoff + 1, 63)
+                self._spin_skip = self._spin_backoff
         while not ready:
             if limit is None:
                 if not block:

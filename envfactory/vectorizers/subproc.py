@@ -744,8 +744,9 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> S
     :class:`~.pool.SubprocPool`)."""
     batch_size = options.pop("batch_size", None)
     if batch_size is not None:
-        from .pool import SubprocPool
+        from .pool import SubprocPool, pool_in_series
 
+        options["in_series"] = pool_in_series(len(env_fns), batch_size, options.get("in_series"))
         return SubprocPool(env_fns, batch_size, **options)
     return SubprocVecEnv(env_fns, **options)
 
@@ -753,6 +754,6 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> S
 def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocVecEnv:
     """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory)."""
     options["shared_memory"] = True
-    if options.get("in_series") is None:
+    if options.get("in_series") is None and options.get("batch_size") is None:
         options["in_series"] = default_in_series(len(env_fns), leave_parent_a_core=False)
     return build_subproc(env_fns, uint8_images=True, **options)

@@ -45,7 +45,7 @@ class SubprocConfig:
         in_series: envs per worker process (any split of num_envs; the workers get as even
             a share as possible); null = ceil(num_envs / (cpu count - 1)) for ``subproc``
             (a core is left to the parent), ceil(num_envs / cpu count) for
-            ``subproc-atari``.
+            ``subproc-atari`` and for a pool (``batch_size`` set; then at most batch_size).
         context: start method: ``forkserver`` (default: safe with threads, fast with its
             preloaded imports), ``fork`` or ``spawn``.
         shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
