@@ -1,0 +1,130 @@
+"""The plugin module named by the ``envfactory`` entry point: vectorizer ``ray``.
+
+``import envfactory_ray.plugin`` does not import Ray: Ray is imported when a ``ray``
+vectorized env is built.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any, Optional
+
+import gymnasium as gym
+
+import envfactory
+from envfactory import OptionError
+
+__all__ = ["RayConfig", "build_ray", "envfactory_vectorizers"]
+
+
+@dataclass
+class RayConfig:
+    """Schema of ``vectorizer=ray``.
+
+    Attributes:
+        name: always ``ray``.
+        address: the Ray to use: null starts a local Ray, or joins the one ``ray start``
+            left running on this machine (or ``RAY_ADDRESS``); otherwise a cluster address
+            (``ray://head:10001`` through Ray Client, or ``head:6379`` from a cluster node).
+            A Ray already initialized in this process (your own ``ray.init``) is used as is.
+        in_series: envs per actor (any split of num_envs, as even as possible); null = as
+            many actors as the cluster's CPUs hold at ``num_cpus`` each.
+        num_cpus: CPUs Ray reserves for each actor for its lifetime (> 0; fractions such as
+            0.5 allowed); null = Ray's default for actors (1 CPU to place it, none held while
+            it lives, so any number of actors fit).
+        timeout: seconds an actor may take for one call (> 0); null or ``inf`` waits forever.
+        restart: rebuild the envs of an actor that dies, hangs past ``timeout`` or raises
+            during ``step``/``reset`` (a new actor), and report their episodes as truncated
+            (``infos["restarted"]``), as ``subproc``'s ``restart``.
+        max_restarts: with ``restart``, the fault after this many restarts of one actor
+            within ``restart_window`` seconds is raised.
+        restart_window: seconds over which ``max_restarts`` counts.
+        copy: return a copy of the observation batch (false: a buffer reused each step).
+    """
+
+    name: str = "ray"
+    address: Optional[str] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
+    in_series: Optional[int] = None  # noqa: UP045
+    num_cpus: Optional[float] = None  # noqa: UP045
+    timeout: Optional[float] = None  # noqa: UP045
+    restart: bool = False
+    max_restarts: int = 5
+    restart_window: float = 60.0
+    copy: bool = True
+
+    def __post_init__(self) -> None:
+        """The checks envfactory runs at compose time (each raises ``OptionError``, which
+        envfactory reports as ``vectorizer.<key>=<value>: expected ...``)."""
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            raise OptionError(
+                "address",
+                self.address,
+                "null (start or join a local Ray) or a Ray address such as "
+                "'ray://head:10001' or 'head:6379'",
+            )
+        if self.in_series is not None and (
+            isinstance(self.in_series, bool)
+            or not isinstance(self.in_series, Integral)
+            or self.in_series < 1
+        ):
+            raise OptionError("in_series", self.in_series, "an integer >= 1 or null")
+        if self.num_cpus is not None and (
+            not _positive(self.num_cpus) or math.isinf(self.num_cpus)
+        ):
+            raise OptionError(
+                "num_cpus",
+                self.num_cpus,
+                "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)",
+            )
+        if self.timeout is not None:
+            if not _positive(self.timeout):
+                raise OptionError(
+                    "timeout",
+                    self.timeout,
+                    "a number of seconds > 0, or null (or inf) for no timeout",
+                )
+            if math.isinf(self.timeout):
+                self.timeout = None
+        for key in ("restart", "copy"):
+            if not isinstance(getattr(self, key), bool):
+                raise OptionError(key, getattr(self, key), "true or false")
+        if (
+            isinstance(self.max_restarts, bool)
+            or not isinstance(self.max_restarts, Integral)
+            or self.max_restarts < 0
+        ):
+            raise OptionError("max_restarts", self.max_restarts, "an integer >= 0")
+        if not _positive(self.restart_window):
+            raise OptionError("restart_window", self.restart_window, "a number of seconds > 0")
+
+
+def _positive(value: Any) -> bool:
+    return (
+        isinstance(value, Real)
+        and not isinstance(value, bool)
+        and not math.isnan(float(value))
+        and float(value) > 0
+    )
+
+
+def build_ray(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> Any:
+    """The ``ray`` vectorizer's build function: a :class:`envfactory_ray.vecenv.RayVecEnv`."""
+    from .vecenv import RayVecEnv
+
+    options.pop("name", None)
+    return RayVecEnv(env_fns, **options)
+
+
+@envfactory.hookimpl
+def envfactory_vectorizers() -> list[envfactory.VectorizerPlugin]:
+    return [
+        envfactory.VectorizerPlugin(
+            "ray",
+            build_ray,
+            RayConfig,
+            summary="envs in Ray actors, on this machine or a Ray cluster",
+        )
+    ]

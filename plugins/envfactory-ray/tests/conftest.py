@@ -1,0 +1,64 @@
+"""One real local Ray per test module (``num_cpus=2``, no dashboard), shut down at the end
+with a check that none of its processes is left; and a fresh envfactory plugin registry
+around every test."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+import envfactory
+
+
+def ray_processes(since: set[int]) -> set[int]:
+    """Descendants of this process that did not exist before (Ray's daemons, workers)."""
+    return {p.pid for p in psutil.Process().children(recursive=True)} - since
+
+
+def wait_gone(pids: set[int], seconds: float) -> set[int]:
+    end = time.monotonic() + seconds
+    left = set(pids)
+    while left and time.monotonic() < end:
+        left = {p for p in left if psutil.pid_exists(p) and _running(p)}
+        time.sleep(0.1)
+    return left
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[object]:
+    """``ray.init(num_cpus=2, include_dashboard=False)`` for the module; after
+    ``ray.shutdown()`` no process Ray started is left (checked with psutil)."""
+    import ray
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=256 * 1024**2,
+        logging_level="WARNING",
+    )
+    try:
+        yield ray
+    finally:
+        started = ray_processes(before)
+        ray.shutdown()
+        left = wait_gone(started, 30.0)
+        assert not left, f"Ray left processes behind: {sorted(left)}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("ENVFACTORY_DISABLED_PLUGINS", raising=False)
+    envfactory.reset_plugins()
+    yield
+    envfactory.reset_plugins()
