@@ -113,7 +113,7 @@ class EnvfactoryConfigSource(ConfigSource):
     def load_config(self, config_path: str) -> ConfigResult:
         key = self._normalize_file_name(config_path)
         with _lock:
-            entry = _root.get(key)
+            entry = _filled().get(key)
         if entry is None:
             raise ConfigLoadError(f"envfactory config not found: {config_path}")
         node, provider = entry
@@ -130,17 +130,17 @@ class EnvfactoryConfigSource(ConfigSource):
     def is_group(self, config_path: str) -> bool:
         prefix = config_path.strip("/")
         with _lock:
-            return prefix == "" or any(k.startswith(prefix + "/") for k in _root)
+            return prefix == "" or any(k.startswith(prefix + "/") for k in _filled())
 
     def is_config(self, config_path: str) -> bool:
         with _lock:
-            return self._normalize_file_name(config_path.rstrip("/")) in _root
+            return self._normalize_file_name(config_path.rstrip("/")) in _filled()
 
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         prefix = config_path.strip("/")
         prefix = f"{prefix}/" if prefix else ""
         with _lock:
-            children = {k[len(prefix) :].split("/")[0] for k in _root if k.startswith(prefix)}
+            children = {k[len(prefix) :].split("/")[0] for k in _filled() if k.startswith(prefix)}
         out: list[str] = []
         for child in sorted(children):
             self._list_add_result(
@@ -150,6 +150,17 @@ class EnvfactoryConfigSource(ConfigSource):
                 results_filter=results_filter,
             )
         return sorted(set(out))
+
+
+def _filled() -> dict[str, tuple[DictConfig, str]]:
+    """The root configs, filled from this process's registry if still empty: a Hydra
+    launcher that runs jobs in other processes (joblib/loky, multiprocessing, submitit,
+    Ray) pickles the config loader with this source, and its worker process has not
+    loaded envfactory's plugins yet."""
+    with _lock:
+        if not _root:
+            root_configs()
+        return _root
 
 
 def root_configs(registry: Registry | None = None) -> Registry:

@@ -199,6 +199,11 @@ def _install_prep_filter() -> None:
         if getattr(_starting, "worker", False):
             data.pop("init_main_from_name", None)
             data.pop("init_main_from_path", None)
+            if data.get("start_method") not in START_METHODS:
+                # a start method the worker cannot know: joblib's loky workers (Hydra's joblib
+                # launcher) set the global one to "loky", and the child's set_start_method
+                # would fail; the worker needs none (it starts no processes of its own)
+                data.pop("start_method", None)
         return data
 
     get_preparation_data._envfactory_filter = True  # type: ignore[attr-defined]
