@@ -10,6 +10,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --quick          # fewer sizes and rounds (about 1-2 minutes)
     python benchmarks/bench.py --out results.json
     python benchmarks/bench.py --pool           # the async pool vs two processes and gym-async
+    python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
 """
 
 from __future__ import annotations
@@ -275,6 +276,66 @@ def pool_main(workloads: list[str], rounds: int, seconds: float) -> str:
     return "\n".join(lines)
 
 
+# -- the Ray vectorizer (plugins/envfactory-ray) -----------------------------------------
+RAY_SIZES = (8, 16)
+
+
+def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float) -> str:
+    """``--ray`` (and the full run, when envfactory-ray is installed): ``ray`` against
+    ``subproc`` (and ``subproc-atari`` for Pong) in the same run, interleaved round by
+    round; medians and ratios. One local Ray is started first (as a user running many
+    envs would) so each cell measures the actors, not Ray's start; ``ray start`` is the
+    median seconds to build the env and reset it (its actors' processes start then)."""
+    if "ray" not in envfactory.get_registry().vectorizers:
+        return "\n(envfactory-ray is not installed: no ray rows)\n"
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, logging_level="WARNING")
+    samples: dict[tuple[str, int, str], list[float]] = {}
+    starts: dict[tuple[str, int], list[float]] = {}
+    try:
+        for r in range(rounds):
+            for wl in workloads:
+                for n in sizes:
+                    base = [*WORKLOADS[wl], f"num_envs={n}"]
+                    vecs = ["subproc", "ray"]
+                    if wl == "Pong":
+                        vecs.insert(1, "subproc-atari")
+                    for vec in vecs:
+                        over = [*base, f"vectorizer={vec}"]
+                        if vec == "ray":
+                            t0 = time.perf_counter()
+                            envfactory.make_vec(overrides=over).close()
+                            starts.setdefault((wl, n), []).append(time.perf_counter() - t0)
+                        secs = seconds * (2 if wl == "Pong" else 1)
+                        make = lambda over=over: envfactory.make_vec(overrides=over)  # noqa: E731
+                        sps, _ = measure(make, secs)
+                        samples.setdefault((wl, n, vec), []).append(sps)
+                        print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {vec:14s} {sps:10.0f} "
+                              "steps/s", file=sys.stderr, flush=True)  # fmt: skip
+    finally:
+        ray.shutdown()
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    lines = [
+        f"\n**Ray vectorizer** (steps/s summed over envs, median of {rounds} rounds; load "
+        f"{_load()}); ratios in the same run\n",
+        "| workload | envs | subproc | subproc-atari | ray | ray / subproc | ray / subproc-atari "
+        "| ray start (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for wl in workloads:
+        for n in sizes:
+            sub, ray_sps = med[(wl, n, "subproc")], med[(wl, n, "ray")]
+            atari = med.get((wl, n, "subproc-atari"))
+            cells = [wl, str(n), f"{sub:,.0f}", f"{atari:,.0f}" if atari else "",
+                     f"{ray_sps:,.0f}", f"{ray_sps / sub:.2f}x",
+                     f"{ray_sps / atari:.2f}x" if atari else "",
+                     f"{statistics.median(starts[(wl, n)]):.1f}"]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _load() -> str:
     try:
         return ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cpus"
@@ -291,9 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/...)")
     p.add_argument("--pool", action="store_true", help="only the async pool's rows")
+    p.add_argument("--ray", action="store_true", help="only the ray rows (envfactory-ray)")
     args = p.parse_args(argv)
     if args.pool:
         print(pool_main(args.workloads, args.rounds or 3, args.seconds or 1.5))
+        return 0
+    if args.ray:
+        sizes = args.sizes or list(RAY_SIZES)
+        print(ray_main(args.workloads, sizes, args.rounds or 3, args.seconds or 1.5))
         return 0
     sizes = args.sizes or ([1, 8] if args.quick else [1, 2, 4, 8, 16])
     rounds = args.rounds or (2 if args.quick else 3)
@@ -332,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     table = render(results, starts)
+    ray_sizes = [n for n in sizes if n in RAY_SIZES]
+    if ray_sizes and "ray" in envfactory.get_registry().vectorizers:
+        table += ray_main(args.workloads, ray_sizes, rounds, seconds)
     print(table)
     out = args.out or os.path.join(
         os.path.dirname(__file__), "results", time.strftime("bench-%Y%m%d-%H%M%S.json")

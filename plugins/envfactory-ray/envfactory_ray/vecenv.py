@@ -320,6 +320,23 @@ class RayVecEnv(VecEnvBase):
 
     _closing = False
 
+    def _get_all(self, actors: Sequence[_Actor], deadline: float | None) -> dict[int, Any]:
+        """The hot path: one ``ray.get`` for every actor's answer. Anything unusual (a
+        timeout, a dead actor, an env's error) is left to the per-actor path, which names
+        the actor; the refs stay valid for it."""
+        ray = self._ray
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            answers = ray.get([act.ref for act in actors], timeout=remaining)
+        except Exception:
+            return {}
+        out = {}
+        for act, (status, payload) in zip(actors, answers):
+            if status != ERROR:
+                out[act.index] = payload
+                act.ref = None
+        return out
+
     def _gather(
         self,
         call: str,
@@ -333,7 +350,11 @@ class RayVecEnv(VecEnvBase):
         deadline = None if timeout is None else time.monotonic() + timeout
         results: dict[int, Any] = {}
         failures: list[tuple[_Actor, WorkerError]] = []
+        if call in ("step", "reset") and len(actors) > 1:
+            results = self._get_all(actors, deadline)
         for act in actors:
+            if act.index in results:
+                continue
             try:
                 results[act.index] = self._get(act, deadline, call, budget)
             except WorkerError as err:
