@@ -177,7 +177,7 @@ class WorkerError(EnvfactoryError, RuntimeError):
     remote traceback text.
 
     Attributes:
-        worker: index of the worker process.
+        worker: index of the worker process (-1: the parent's own envs, ``in_parent``).
         pid: its process id.
         env_indices: the env indices it hosts.
         env_id: the env id (or family) of those envs.
@@ -213,8 +213,9 @@ class WorkerError(EnvfactoryError, RuntimeError):
                 self.signal = _signal.Signals(-exitcode).name
             except ValueError:
                 self.signal = f"signal {-exitcode}"
+        who = f"worker {worker}" if worker >= 0 else "the parent process (in_parent)"
         parts = [
-            f"worker {worker} (pid {pid}, envs {self.env_indices}, env {env_id!r}) {what}"
+            f"{who} (pid {pid}, envs {self.env_indices}, env {env_id!r}) {what}"
             + (f" during {call}" if call else "")
         ]
         if exitcode is not None:

@@ -52,6 +52,9 @@ PICKLING_CONTEXTS = ("forkserver", "spawn")
 FAULT_SECONDS = 3.0  # upper bound for "within about 2 seconds"
 TIMEOUT = 1.0  # vectorizer.timeout used by these tests
 ACTIONS = np.ones(4, np.int64)
+# a batch of another dtype than the action space's goes by pipe (ACTIONS goes through the
+# shared control slots): the tests of an interrupted pipe message use it
+PIPE_ACTIONS = ACTIONS.astype(np.int32)
 FAULTY_WORKER, FAULTY_ENVS = 1, [2, 3]  # env 3 misbehaves; in_series=2 puts it in worker 1
 
 
@@ -431,7 +434,7 @@ def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(no_leaks: 
     envs.reset(seed=0)
     envs._workers[1].conn = _InterruptedOnce(envs._workers[1].conn)
     with pytest.raises(KeyboardInterrupt):
-        envs.step(ACTIONS)
+        envs.step(PIPE_ACTIONS)
     with pytest.raises(VecEnvBrokenError, match="interrupted"):
         envs.step(ACTIONS)  # never reads the half-read stream again
     t0 = time.monotonic()
@@ -824,7 +827,7 @@ def test_interrupt_between_two_sends_of_a_step_is_not_silent(no_leaks: None) -> 
     envs.reset(seed=0)
     envs._workers[1].conn = _InterruptedSend(envs._workers[1].conn)  # worker 0 got the step
     with pytest.raises(KeyboardInterrupt):
-        envs.step(ACTIONS)
+        envs.step(PIPE_ACTIONS)
     with pytest.raises(VecEnvBrokenError, match=r"interrupted .* while it was being sent"):
         envs.step(ACTIONS)  # worker 0 would step twice and one transition would be lost
     envs._workers[1].conn = envs._workers[1].conn._conn

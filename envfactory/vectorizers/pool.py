@@ -503,13 +503,17 @@ class SubprocPool(SubprocVecEnv):
         super()._start_step(actions)
 
     def _per_index(
-        self, cmd: str, indices: list[int], data: Callable[[list[int], _Worker], Any]
+        self,
+        cmd: str,
+        indices: list[int],
+        data: Callable[[list[int], _Worker], Any],
+        here: Callable[[Any, int], Any],
     ) -> list[Any]:
         # call / get_attr / set_attr / render: first let the workers concerned finish
         # their step (its envs then wait in recv()'s queue), then resume the queued sends
         self._settle([w for w, _ in self._by_worker(indices)])
         try:
-            return super()._per_index(cmd, indices, data)
+            return super()._per_index(cmd, indices, data, here)
         finally:
             if not self._broken:
                 self._resume()

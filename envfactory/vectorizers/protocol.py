@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "ERROR",
     "OK",
+    "Attach",
     "Call",
     "Cmd",
     "EnvInfo",
@@ -54,7 +55,7 @@ class Cmd:
     #: pickled observations, ``None`` for the envs not stepped)
     STEP_ENVS = "step-envs"
     RESET = "reset"  #: data: Reset; answer: StepResult
-    ATTACH = "attach"  #: data: the shared-memory Layout, then its fd; answer: None
+    ATTACH = "attach"  #: data: Attach, then the region's fd (and two eventfds); answer: None
     CALL = "call"  #: data: Call; answer: one result per env
     SET_ATTR = "set_attr"  #: data: SetAttr; answer: None
     RESTARTED = "restarted"  #: data: Restarted; answer: StepResult
@@ -83,6 +84,16 @@ class WorkerSpec:
     main_pid: int
     close_fds: list[Any] | None
     spin_seconds: float
+
+
+@dataclass(frozen=True)
+class Attach:
+    """Map the shared region (its fd follows by SCM_RIGHTS). ``worker >= 0``: steps come
+    through control slot ``worker`` of the region (see :mod:`.wakeup`), and two eventfds
+    follow the region's: the worker's wake-up, then the parent's; ``-1``: by pipe."""
+
+    layout: Any
+    worker: int
 
 
 @dataclass(frozen=True)

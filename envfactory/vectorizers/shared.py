@@ -57,13 +57,26 @@ class Layout:
     rewards: int
     flags: int  # terminations then truncations, 2 * num_envs bools
     size: int
+    actions: Any = None  # (offset, dtype str, shape) of the action batch, or None (pipe)
+    control: int = 0  # offset of the workers' control slots (see .wakeup)
+    workers: int = 0
 
 
 def _align(n: int, a: int = 64) -> int:
     return (n + a - 1) // a * a
 
 
-def layout_for(space: gym.Space | None, num_envs: int) -> Layout:
+def layout_for(
+    space: gym.Space | None,
+    num_envs: int,
+    action_space: gym.Space | None = None,
+    workers: int = 0,
+) -> Layout:
+    """Where each buffer lies: the observations of ``space`` (None: none), rewards, flags,
+    the action batch when ``action_space`` is Box-like (else actions go by pipe), and one
+    control slot per worker."""
+    from .wakeup import SLOT_WORDS
+
     pos = 0
 
     def leaves(s: gym.Space) -> Any:
@@ -83,7 +96,12 @@ def layout_for(space: gym.Space | None, num_envs: int) -> Layout:
     pos = _align(pos + 8 * num_envs)
     flags = pos
     pos = _align(pos + 2 * num_envs)
-    return Layout(num_envs, obs, rewards, flags, max(pos, 64))
+    actions = None
+    if action_space is not None and isinstance(action_space, _BOXLIKE):
+        actions = leaves(action_space)
+    control = pos
+    pos = _align(pos + 8 * SLOT_WORDS * workers)
+    return Layout(num_envs, obs, rewards, flags, max(pos, 64), actions, control, workers)
 
 
 class SharedBuffers:
@@ -113,13 +131,19 @@ class SharedBuffers:
         self.rewards = np.ndarray((n,), np.float64, buffer=buf, offset=layout.rewards)
         flags = np.ndarray((2, n), np.bool_, buffer=buf, offset=layout.flags)
         self.terminations, self.truncations = flags[0], flags[1]
+        self.actions = view(layout.actions) if layout.actions is not None else None
+        self.control = None
+        if layout.workers:
+            from .wakeup import control_view
+
+            self.control = control_view(buf, layout.control, layout.workers)
 
     def writer(self) -> Callable[[int, Any], None]:
         """``write(i, obs)`` puts env i's observation into the batch buffers."""
         return _make_writer(self.obs)
 
     def close(self) -> None:
-        self.obs = None
+        self.obs = self.actions = self.control = None
         self.rewards = self.terminations = self.truncations = None
         if self._mm is not None:
             try:

@@ -14,6 +14,7 @@ import copy as _copy
 import math
 import multiprocessing as mp
 import os
+import select
 import signal
 import threading
 import time
@@ -42,6 +43,7 @@ from ..errors import (
 from .base import MODE_NAMES, PendingCall, VecEnvBase, check_spaces
 from .protocol import (
     ERROR,
+    Attach,
     Call,
     Cmd,
     EnvInfo,
@@ -53,6 +55,7 @@ from .protocol import (
     SetAttr,
     WorkerSpec,
 )
+from .runner import EnvRunner
 from .shared import SharedBuffers, concatenate_checked, layout_for, supports_shared_memory
 from .subproc_options import (
     CLOSE_TIMEOUT,
@@ -62,10 +65,24 @@ from .subproc_options import (
     SubprocConfig,
     default_in_series,
     install_fork_hook,
+    parent_share,
     split_envs,
     start_process,
 )
-from .worker import Poller, worker_main
+from .wakeup import (
+    CMD,
+    DONE,
+    MSG,
+    PARENT_SLEEPING,
+    SLEEP_SLICE_MS,
+    WORKER_SLEEPING,
+    Waiter,
+    drain_eventfd,
+    fence,
+    make_eventfd,
+    signal_eventfd,
+)
+from .worker import Poller, _Results, worker_main
 
 __all__ = [
     "SubprocAtariConfig",
@@ -90,6 +107,11 @@ class _Worker:
         self.seq = 0
         self.last_reset: Any = None
         self.restarts: list[float] = []  # monotonic times of this worker's restarts
+        self.slot: Any = None  # its control slot in the shared region (see .wakeup)
+        self.go = self.done = -1  # eventfds: wakes the worker / wakes the parent
+        self.waiter: Waiter | None = None
+        self.done_poll: Any = None  # select.poll over ``done`` and the connection
+        self.via_slot = False  # the pending step went through the control slot
         # an interrupt (Ctrl-C) stopped a receive from this worker part-way: its stream may
         # be out of step, so it is killed on close, never read again
         self.suspect = False
@@ -121,6 +143,7 @@ class SubprocVecEnv(VecEnvBase):
         seeding: str = "offset",
         uint8_images: bool = False,
         spin_us: int = 200,
+        in_parent: int | None = None,
     ) -> None:
         super().__init__(len(env_fns), autoreset_mode, seeding)
         self._workers: list[_Worker] = []
@@ -158,19 +181,31 @@ class SubprocVecEnv(VecEnvBase):
             install_fork_hook()
         self._mode_name = MODE_NAMES[self.autoreset_mode]
         self._seq = 0
-        for k, (a, b) in enumerate(split_envs(self.num_envs, in_series)):
+        local = parent_share(self.num_envs, in_parent, in_series, timeout, restart, uint8_images)
+        self.in_parent = local
+        self._local_start = self.num_envs - local
+        self._local: _Results | None = None  # the parent's own envs (in_parent)
+        self._local_actions: Any = None
+        for k, (a, b) in enumerate(split_envs(self._local_start, in_series)):
             fns = list(env_fns[a:b])
             self._workers.append(_Worker(k, a, b, fns, self._payload(fns, a)))
         self.shared_memory = shared_memory
         try:
             for w in self._workers:
                 self._spawn(w)
+            local_envs = [fn() for fn in env_fns[self._local_start :]]  # while workers build
+            if local_envs:
+                self._local = _Results(EnvRunner(local_envs, self._mode_name), self._local_start)
             infos = self._gather(
                 "start",
                 self._workers,
                 STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT),
             )
-            per_env: list[EnvInfo] = [x for w in self._workers for x in infos[w.index]]
+            per_env: list[Any] = [x for w in self._workers for x in infos[w.index]]
+            per_env += [
+                EnvInfo(e.observation_space, e.action_space, dict(e.metadata), e.render_mode, None)
+                for e in local_envs
+            ]
             obs_space, act_space = check_spaces(
                 [(e.observation_space, e.action_space) for e in per_env], self.env_id
             )
@@ -185,7 +220,18 @@ class SubprocVecEnv(VecEnvBase):
                 )
             use_shm = shared_memory and supports_shared_memory(obs_space)
             self._shm_obs = use_shm
-            self._buffers = SharedBuffers(layout_for(obs_space if use_shm else None, self.num_envs))
+            self._buffers = SharedBuffers(
+                layout_for(
+                    obs_space if use_shm else None,
+                    self.num_envs,
+                    act_space,
+                    workers=len(self._workers),
+                )
+            )
+            if self._local is not None:
+                self._local.buffers = self._buffers
+                if use_shm:
+                    self._local.write = self._buffers.writer()
             for w in self._workers:
                 self._attach(w)
             self._gather("attach", self._workers, STARTUP_TIMEOUT)
@@ -251,10 +297,20 @@ class SubprocVecEnv(VecEnvBase):
         w.sender = Sender(parent_conn, by_value=self.context != "fork")
 
     def _attach(self, w: _Worker) -> None:
-        assert self._buffers is not None and self._buffers.fd is not None
+        b = self._buffers
+        assert b is not None and b.fd is not None and b.control is not None
+        if w.go < 0:  # kept over restarts; closed with the env
+            w.go, w.done = make_eventfd(), make_eventfd()
+            w.slot = b.control[w.index]
+            w.waiter = Waiter(self.spin_us * 1e-6)
+        w.done_poll = select.poll()
+        w.done_poll.register(w.done, select.POLLIN)
+        w.done_poll.register(w.conn.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
         w.seq = self._next_seq()
-        w.sender.send((Cmd.ATTACH, w.seq, self._buffers.layout))
-        send_handle(w.conn, self._buffers.fd, w.process.pid)
+        w.sender.send((Cmd.ATTACH, w.seq, Attach(b.layout, w.index)))
+        send_handle(w.conn, b.fd, w.process.pid)
+        send_handle(w.conn, w.go, w.process.pid)
+        send_handle(w.conn, w.done, w.process.pid)
 
     def _next_seq(self) -> int:
         self._seq += 1
@@ -342,6 +398,61 @@ class SubprocVecEnv(VecEnvBase):
                 raise self._remote_error(w, call, failure.exc_type, failure.exc, failure.traceback)
             return payload
 
+    def _await_step(self, w: _Worker, deadline: float | None, call: str) -> Any:
+        """Wait for the step ``w.seq`` asked of ``w`` through its control slot: spin while
+        spinning pays, then sleep on its eventfd and its pipe (a worker that dies wakes
+        this at once; see :mod:`.wakeup`). Its answer follows by pipe only when it has
+        infos, pickled observations or an error."""
+        slot, seq, waiter = w.slot, w.seq, w.waiter
+        assert waiter is not None
+        t0 = time.perf_counter()
+        if slot[DONE] != seq and not waiter.spin(slot, DONE, seq):
+            while True:
+                slot[PARENT_SLEEPING] = 1
+                fence()
+                if slot[DONE] == seq:
+                    slot[PARENT_SLEEPING] = 0
+                    break
+                if deadline is None:
+                    wait_ms = SLEEP_SLICE_MS
+                else:
+                    wait_ms = math.ceil(max(0.0, deadline - time.monotonic()) * 1000)
+                events = w.done_poll.poll(min(wait_ms, SLEEP_SLICE_MS))
+                slot[PARENT_SLEEPING] = 0
+                drain_eventfd(w.done)
+                if slot[DONE] == seq:
+                    break
+                for fd, ev in events:
+                    if fd != w.done:  # nothing of this step comes by pipe before ``done``
+                        self._pipe_before_done(w, ev, call)
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._kill(w)
+                    raise self._error(
+                        WorkerTimeoutError,
+                        f"did not answer within {self._timeout_used:.3g} s and was killed",
+                        w,
+                        call,
+                    )
+        waiter.record(time.perf_counter() - t0)
+        fence()  # its results were written before ``done``
+        if slot[MSG]:
+            return self._recv(w, deadline, call)
+        return [], None  # a StepResult: no infos, observations in shared memory
+
+    def _pipe_before_done(self, w: _Worker, events: int, call: str) -> None:
+        """The pipe of ``w`` woke a wait for a step's ``done``: a hang-up (the worker died,
+        or the env was closed from another thread: _recv raises which), else a late
+        answer to a call given up on, dropped."""
+        if events & ~select.POLLIN:
+            self._recv(w, time.monotonic(), call)
+        try:
+            seq, status, payload = w.conn.recv()
+        except (EOFError, OSError):
+            self._recv(w, time.monotonic(), call)
+            raise  # (not reached: _recv raised)
+        if seq == w.seq and status == ERROR:
+            raise self._remote_error(w, call, payload.exc_type, payload.exc, payload.traceback)
+
     def _gather(
         self, call: str, workers: Sequence[_Worker], timeout: float | None
     ) -> dict[int, Any]:
@@ -353,7 +464,11 @@ class SubprocVecEnv(VecEnvBase):
         failures: list[tuple[_Worker, WorkerError]] = []
         for w in workers:
             try:
-                results[w.index] = self._recv(w, deadline, call)
+                if w.via_slot:
+                    w.via_slot = False
+                    results[w.index] = self._await_step(w, deadline, call)
+                else:
+                    results[w.index] = self._recv(w, deadline, call)
             except WorkerError as err:
                 failures.append((w, err))
             except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
@@ -539,6 +654,8 @@ class SubprocVecEnv(VecEnvBase):
     ) -> None:
         self._check_usable("reset")
         self._reset_mask_now = mask
+        k = self._local_start
+        self._local_reset = Reset(seeds[k:], options, None if mask is None else mask[k:])
         for w in self._workers:  # kept to redo the reset if a worker must be restarted
             w.last_reset = Reset(
                 seeds[w.start : w.stop], options, None if mask is None else mask[w.start : w.stop]
@@ -548,9 +665,14 @@ class SubprocVecEnv(VecEnvBase):
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         self._enter("reset_wait")
         try:
+            r = self._local_reset
+            mine = self._in_parent(
+                "reset", lambda run: run.reset(r.seeds, r.options, r.mask), r.mask
+            )
             results = self._gather(
                 "reset", self._workers, self.timeout if timeout is None else timeout
             )
+            self._raise_local(mine, results)
             return self._collect(results, self._reset_mask_now)[0], self._collect_infos(results)
         finally:
             self._leave()
@@ -571,15 +693,94 @@ class SubprocVecEnv(VecEnvBase):
             batch = actions
         else:
             batch = list(iterate(self.action_space, actions))
+        self._local_actions = batch[self._local_start :]
+        shared = self._buffers.actions if self._buffers is not None else None
+        if (
+            shared is not None
+            and isinstance(batch, np.ndarray)
+            and batch.dtype == shared.dtype  # else by pipe: the envs get the caller's dtype
+            and batch.shape == shared.shape
+        ):
+            self._post_step(batch, shared)
+            return
         plain = isinstance(batch, np.ndarray)  # the hot path: no cloudpickle
         self._send_all(Cmd.STEP, lambda w: batch[w.start : w.stop], plain)
+
+    def _post_step(self, batch: np.ndarray, shared: np.ndarray) -> None:
+        """Ask every worker for a step through its control slot (see :mod:`.wakeup`)."""
+        k = self._local_start
+        shared[:k] = batch[:k]
+        seq = self._next_seq()
+        reached = 0
+        try:
+            for w in self._workers:
+                w.seq, w.via_slot = seq, True
+                w.slot[CMD] = seq
+                reached += 1
+            fence()  # the seqs are visible before the sleeping words are read
+            for w in self._workers:
+                if w.slot[WORKER_SLEEPING]:
+                    signal_eventfd(w.go)
+        except BaseException as exc:  # Ctrl-C part-way: some workers have the step
+            if 0 < reached < len(self._workers):
+                self._broken = RuntimeError(
+                    f"step was interrupted ({type(exc).__name__}) while it was being sent "
+                    f"to the workers: some have it and some not, so they are no longer in step"
+                )
+            raise
+
+    def _in_parent(self, call: str, run: Callable[[Any], Any], mask: Any = None) -> Any:
+        """Run ``call`` on the parent's own envs (``in_parent``): their StepResult, or the
+        error they raised (raised once the workers have answered, so that they stay in
+        step); an interrupt leaves the env unusable (the workers have the call)."""
+        local = self._local
+        if local is None:
+            return None
+        try:
+            return local.collect(run(local.runner), mask)
+        except Exception as exc:
+            return self._local_error(exc, call, local.runner.envs)
+        except BaseException as exc:
+            self._broken = RuntimeError(
+                f"{call} was interrupted ({type(exc).__name__}) while the parent stepped its "
+                "own envs (vectorizer.in_parent)"
+            )
+            raise
+
+    def _local_error(self, exc: BaseException, call: str, envs: Any) -> RemoteEnvError:
+        """An exception of one of the parent's own envs, as the workers' (a RemoteEnvError
+        that is also the original's type; worker -1 names the parent process)."""
+        import traceback
+
+        return remote_env_error(
+            f"raised {type(exc).__name__}",
+            exc_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
+            original=exc,
+            worker=-1,
+            pid=os.getpid(),
+            env_indices=list(range(self._local_start, self.num_envs)),
+            env_id=self.env_id,
+            remote_traceback=traceback.format_exc(),
+            call=call,
+        )
+
+    def _raise_local(self, mine: Any, results: dict[int, Any], broken: bool = True) -> None:
+        if isinstance(mine, RemoteEnvError):
+            if broken:
+                self._broken = mine
+            raise mine
+        if mine is not None:
+            results[-1] = mine
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
         self._enter("step_wait")
         try:
+            acts = self._local_actions
+            mine = self._in_parent("step", lambda run: run.step(acts))
             results = self._gather(
                 "step", self._workers, self.timeout if timeout is None else timeout
             )
+            self._raise_local(mine, results)
             obs, b = self._collect(results, None)
             infos = self._collect_infos(results)
             return obs, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
@@ -591,21 +792,26 @@ class SubprocVecEnv(VecEnvBase):
         assert b is not None
         if self._shm_obs:
             return (self._copy_obs(b.obs) if self.copy else b.obs), b
-        for w in self._workers:
-            _, obs = results[w.index]  # a StepResult
+        for start, (_, obs) in self._shares(results):  # StepResults
             for i, o in enumerate(obs):
-                if o is not None or (mask is None or mask[w.start + i]):
-                    self._env_obs[w.start + i] = o
+                if o is not None or (mask is None or mask[start + i]):
+                    self._env_obs[start + i] = o
         self._obs = concatenate_checked(self.single_observation_space, self._env_obs, self._obs)
         return (self._copy_obs(self._obs) if self.copy else self._obs), b
 
     def _collect_infos(self, results: dict[int, Any]) -> dict:
         infos: dict = {}
-        for w in self._workers:
-            calls, _ = results[w.index]  # a StepResult
+        for start, (calls, _) in self._shares(results):  # StepResults
             if calls:
-                infos = self._merge_infos(calls, w.start, infos)
+                infos = self._merge_infos(calls, start, infos)
         return infos
+
+    def _shares(self, results: dict[int, Any]) -> list[tuple[int, Any]]:
+        """``(first env index, result)`` of each worker, then of the parent's own envs."""
+        out = [(w.start, results[w.index]) for w in self._workers]
+        if -1 in results:
+            out.append((self._local_start, results[-1]))
+        return out
 
     def _by_worker(self, indices: list[int]) -> list[tuple[_Worker, list[int]]]:
         out = []
@@ -621,7 +827,14 @@ class SubprocVecEnv(VecEnvBase):
         try:
             self._check_idle(what)
             self._check_usable(what)
-            return self._per_index(Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc))
+
+            def here(env: Any, _: int) -> Any:
+                attr = env.get_wrapper_attr(name)
+                return attr(*args, **kwargs) if args is not None and callable(attr) else attr
+
+            return self._per_index(
+                Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc), here
+            )
         finally:
             self._leave()
 
@@ -635,18 +848,34 @@ class SubprocVecEnv(VecEnvBase):
                 Cmd.SET_ATTR,
                 indices,
                 lambda loc, w: SetAttr(name, [value_of[w.start + i] for i in loc], loc),
+                lambda env, i: env.set_wrapper_attr(name, value_of[i]),
             )
         finally:
             self._leave()
 
     def _per_index(
-        self, cmd: str, indices: list[int], data: Callable[[list[int], _Worker], Any]
+        self,
+        cmd: str,
+        indices: list[int],
+        data: Callable[[list[int], _Worker], Any],
+        here: Callable[[Any, int], Any],
     ) -> list[Any]:
         groups = self._by_worker(indices)
         local_of = {w.index: local for w, local in groups}
         self._send(cmd, [w for w, _ in groups], lambda w: data(local_of[w.index], w))
-        results = self._gather(cmd, [w for w, _ in groups], self.timeout)
         by_index: dict[int, Any] = {}
+        failed: RemoteEnvError | None = None
+        if self._local is not None:  # the parent's own envs, in-process (as dummy)
+            envs = self._local.runner.envs
+            for i in indices:
+                if i >= self._local_start and failed is None:
+                    try:
+                        by_index[i] = here(envs[i - self._local_start], i)
+                    except Exception as exc:
+                        failed = self._local_error(exc, cmd, envs)
+        results = self._gather(cmd, [w for w, _ in groups], self.timeout)
+        if failed is not None:
+            raise failed  # the envs stay in step, as after a worker's RemoteEnvError
         for w, local in groups:
             for i, r in zip(local, results[w.index] or [None] * len(local)):
                 by_index[w.start + i] = r
@@ -680,7 +909,13 @@ class SubprocVecEnv(VecEnvBase):
             if w.conn is not None:
                 w.conn.close()
                 w.conn = None
+            for fd in (w.go, w.done):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            w.go = w.done = -1
             w.process = None
+        self._local = None  # the parent's own envs: this child's copies are not its to close
         if self._buffers is not None:
             self._buffers.close()
             self._buffers = None
@@ -701,6 +936,16 @@ class SubprocVecEnv(VecEnvBase):
                 if w.conn is not None:
                     w.conn.close()
                     w.conn = None
+                for fd in (w.go, w.done):
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                w.go = w.done = -1
+            if self._local is not None:
+                local, self._local = self._local, None
+                for env in local.runner.envs:
+                    with contextlib.suppress(Exception):
+                        env.close()
             if self._buffers is not None and release_buffers:
                 self._buffers.close()
                 self._buffers = None
@@ -746,6 +991,13 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> S
     if batch_size is not None:
         from .pool import SubprocPool, pool_in_series
 
+        if options.get("in_parent"):
+            raise ConfigError(
+                f"vectorizer.in_parent={options['in_parent']} cannot be combined with "
+                f"vectorizer.batch_size={batch_size}: the async pool steps every env in a "
+                "worker. Set vectorizer.in_parent=0 (or null), or batch_size=null"
+            )
+        options["in_parent"] = 0
         options["in_series"] = pool_in_series(len(env_fns), batch_size, options.get("in_series"))
         return SubprocPool(env_fns, batch_size, **options)
     return SubprocVecEnv(env_fns, **options)

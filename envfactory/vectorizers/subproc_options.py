@@ -26,6 +26,7 @@ __all__ = [
     "SubprocAtariConfig",
     "SubprocConfig",
     "default_in_series",
+    "parent_share",
     "split_envs",
     "start_process",
     "without_main",
@@ -60,9 +61,16 @@ class SubprocConfig:
         restart_window: seconds over which ``max_restarts`` counts.
         copy: return a copy of the observation batch (false: a view of shared memory that
             the next step overwrites).
-        spin_us: microseconds a waiting process busy-polls (yielding the CPU) before it
-            sleeps (it yields the CPU while it spins). Waking a sleeping process costs
-            25-150 us on a VM, more than a cheap env step.
+        spin_us: the most microseconds a waiting process spins (yielding the CPU) before
+            it sleeps; it spins only while recent waits were shorter than this (waking a
+            sleeping process costs 25-300 us on a VM, more than a cheap env step). 0:
+            never spin (a machine whose cores are all busy).
+        in_parent: envs the parent steps itself while the workers step theirs (the last
+            ``in_parent`` envs; 0 .. num_envs - 1). null = auto: a share as large as one
+            worker's when ``in_series``, ``timeout`` and ``restart`` are unset (an env in
+            the parent can be neither timed out nor restarted), else 0; always 0 for
+            ``subproc-atari``. Their exceptions are RemoteEnvErrors naming worker -1 (the
+            parent); ``call``/``get_attr`` on them answer in-process, as ``dummy``.
         batch_size: null: a synchronous VecEnv (every step waits for every env). An int in
             [1, num_envs]: an async pool with envpool's calls (``async_reset``, ``send``,
             ``recv`` returning the first batch_size envs that are ready, with
@@ -81,6 +89,7 @@ class SubprocConfig:
     copy: bool = True
     spin_us: int = 200
     batch_size: Optional[int] = None  # noqa: UP045
+    in_parent: Optional[int] = None  # noqa: UP045
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`);
@@ -91,6 +100,7 @@ class SubprocConfig:
             check_bool(self, key)
         check_int(self, "spin_us", 0)
         check_int(self, "batch_size", 1, optional=True)  # <= num_envs: config.compose
+        check_int(self, "in_parent", 0, optional=True)
         if self.timeout is not None:
             t = self.timeout
             if isinstance(t, bool) or not isinstance(t, Real) or math.isnan(t) or t <= 0:
@@ -120,6 +130,35 @@ def default_in_series(num_envs: int, leave_parent_a_core: bool) -> int:
     cpus = os.cpu_count() or 1
     workers = max(1, cpus - 1) if leave_parent_a_core else cpus
     return math.ceil(num_envs / workers)
+
+
+def parent_share(
+    num_envs: int,
+    in_parent: int | None,
+    in_series: int | None,
+    timeout: float | None,
+    restart: bool,
+    images: bool,
+) -> int:
+    """How many envs (the last ones) the parent steps itself: ``in_parent``, or (null) as
+    many as one worker gets, when nothing asks for what only a worker process gives
+    (``timeout``, ``restart``, a fixed ``in_series`` split) and the envs are cheap
+    (``subproc-atari``'s are not: its parent is left to the learner)."""
+    if in_parent is not None:
+        if isinstance(in_parent, bool) or not isinstance(in_parent, int):
+            in_parent = -1
+        if not 0 <= in_parent < num_envs:
+            raise ConfigError(
+                f"vectorizer.in_parent must be an integer from 0 to num_envs - 1 "
+                f"({num_envs - 1}) or null (auto), got {in_parent!r}: the parent steps that "
+                "many envs itself, and at least one must be in a worker (for all of them, "
+                "use vectorizer=dummy)"
+            )
+        return in_parent
+    if in_series is not None or timeout is not None or restart or images:
+        return 0
+    workers = max(1, (os.cpu_count() or 1) - 1)
+    return num_envs // (workers + 1)
 
 
 def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:

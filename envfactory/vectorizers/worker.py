@@ -19,6 +19,7 @@ import numpy as np
 from .protocol import (
     ERROR,
     OK,
+    Attach,
     Call,
     Cmd,
     EnvInfo,
@@ -47,8 +48,9 @@ class Poller:
 
     def __init__(self, conn: Any, spin_seconds: float = SPIN_SECONDS) -> None:
         self.spin_seconds = spin_seconds
+        self.fd = conn.fileno()
         self._poll = select.poll()
-        self._poll.register(conn.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
+        self._poll.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
 
     def ready(self, timeout_ms: int = 0) -> bool:
         return bool(self._poll.poll(timeout_ms))
@@ -157,8 +159,27 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
     out = _Results(runner, spec.start)
     lost: dict[int, Any] = {}  # envs of a rebuilt worker whose lost episode is yet to end
     payload: Any
+    wake: _Wake | None = None  # after ATTACH: steps through the shared control slot
     while True:
-        if not poller.spin():
+        if wake is not None:
+            seq = wake.wait(poller, main_pid)
+            if seq < 0:
+                return  # the main process is gone
+            if seq > 0:  # a step through shared memory
+                try:
+                    actions = wake.actions()
+                    calls = runner.step(actions) if not lost else _step_lost(runner, actions, lost)
+                    result = out.collect(calls, None)
+                    answer = None
+                    if result[0] or result[1] is not None:  # infos or pickled observations
+                        answer = sender.dumps((seq, OK, result))
+                except Exception as exc:
+                    answer = sender.dumps((seq, ERROR, _failure(exc)))
+                wake.finish(seq, answer is not None)
+                if answer is not None:
+                    conn.send_bytes(answer)
+                continue
+        elif not poller.spin():
             while not poller.ready(1000):  # watchdog: exit if the main process is gone
                 if not _alive(main_pid):
                     return
@@ -215,9 +236,13 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
                         calls.append((i, {"restarted": True}))
                 payload = out.collect(calls, None)
             elif cmd == Cmd.ATTACH:
-                out.buffers = SharedBuffers(data, recv_handle(conn))
+                att: Attach = data
+                out.buffers = SharedBuffers(att.layout, recv_handle(conn))
                 if spec.shared_memory and out.buffers.obs is not None:
                     out.write = out.buffers.writer()
+                if att.worker >= 0:
+                    go, done = recv_handle(conn), recv_handle(conn)
+                    wake = _Wake(out.buffers, att.worker, spec, go, done, n)
                 payload = None
             elif cmd == Cmd.CALL:
                 c: Call = data
@@ -233,6 +258,8 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
                     envs[i].set_wrapper_attr(sa.name, v)
                 payload = None
             elif cmd == Cmd.CLOSE:
+                if wake is not None:
+                    wake.close()
                 if out.buffers is not None:
                     out.buffers.close()
                 for e in envs:  # before answering, so the parent's close budget covers it
@@ -248,6 +275,83 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
             sender.send((seq, ERROR, _failure(exc)))
             continue
         conn.send_bytes(answer)
+
+
+class _Wake:
+    """The worker's side of :mod:`.wakeup`: waits for a step (or a pipe message) and
+    reports a finished one."""
+
+    def __init__(self, buffers: Any, worker: int, spec: WorkerSpec, go: int, done: int, n: int):
+        from .wakeup import CMD, Waiter
+
+        self.slot = buffers.control[worker]
+        self.go, self.done = go, done
+        self.waiter = Waiter(spec.spin_seconds)
+        self.last = int(self.slot[CMD])  # steps asked for before this worker existed
+        self.buffers, self.start, self.stop = buffers, spec.start, spec.start + n
+        self.since = time.perf_counter()
+
+    def actions(self) -> Any:
+        return self.buffers.actions[self.start : self.stop].copy()
+
+    def wait(self, poller: Poller, main_pid: int) -> int:
+        """The seq of the next shared-memory step (> 0), 0 if a pipe message is ready, or
+        -1 if the main process is gone. A step asked for before a pipe message goes first
+        (the parent sends a message only once the steps it asked for are answered, except
+        ``close`` with a step pending)."""
+        from .wakeup import CMD, SLEEP_SLICE_MS, WORKER_SLEEPING, drain_eventfd, fence
+
+        slot, last = self.slot, self.last
+        t0 = time.perf_counter()
+        got = slot[CMD] != last or poller.ready(0)
+        if not got and self.waiter.budget() > 0:
+            end = t0 + self.waiter.max_spin
+            while not got and time.perf_counter() < end:
+                os.sched_yield()
+                got = slot[CMD] != last or poller.ready(0)
+        if not got:
+            pl = select.poll()
+            pl.register(self.go, select.POLLIN)
+            pl.register(poller.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+            while True:
+                slot[WORKER_SLEEPING] = 1
+                fence()
+                if slot[CMD] != last or poller.ready(0):
+                    slot[WORKER_SLEEPING] = 0
+                    break
+                events = pl.poll(SLEEP_SLICE_MS)
+                slot[WORKER_SLEEPING] = 0
+                drain_eventfd(self.go)
+                if slot[CMD] != last or poller.ready(0):
+                    break
+                if not events and not _alive(main_pid):
+                    return -1
+        self.waiter.record(time.perf_counter() - t0)
+        seq = int(slot[CMD])
+        if seq != last:
+            fence()  # the actions were written before the seq
+            self.last = seq
+            return seq
+        return 0
+
+    def finish(self, seq: int, message: bool) -> None:
+        """Report step ``seq`` done (``message``: its answer follows by pipe)."""
+        from .wakeup import DONE, MSG, PARENT_SLEEPING, fence, signal_eventfd
+
+        slot = self.slot
+        slot[MSG] = 1 if message else 0
+        fence()
+        slot[DONE] = seq
+        fence()
+        if slot[PARENT_SLEEPING]:
+            signal_eventfd(self.done)
+
+    def close(self) -> None:
+        for fd in (self.go, self.done):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class _LostEnv:

@@ -1,0 +1,271 @@
+"""The synchronous ``subproc`` step path: steps through shared control slots (no pipe round
+trip), adaptive spin-then-sleep wake-ups, and the parent stepping a share of the envs
+itself (``vectorizer.in_parent``). Real worker processes, compared bit for bit with
+``dummy``."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import select
+import signal
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from test_equivalence import (
+    CARTPOLE,
+    MOUNTAINCAR,
+    MOUNTAINCAR_BOX,
+    RICH,
+    _compose,
+    _run,
+    dummy_rollout,
+)
+
+import envfactory
+from envfactory.errors import ConfigError, VecEnvBrokenError, WorkerDiedError
+from envfactory.testing import assert_rollouts_equal
+from envfactory.vectorizers.subproc import SubprocVecEnv
+from envfactory.vectorizers.subproc_options import parent_share
+
+MODES = ("next_step", "same_step", "disabled")
+CASES = list(
+    itertools.product(
+        (("cartpole", CARTPOLE), ("mountaincar", MOUNTAINCAR), ("rich", RICH)),
+        MODES,
+        ((1, "true"), (2, "false")),
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "mode", "split"),
+    CASES,
+    ids=[f"{e[0]}-{m}-in_parent{k}-shm{s}" for e, m, (k, s) in CASES],
+)
+def test_in_parent_matches_dummy(env: Any, mode: str, split: tuple[int, str]) -> None:
+    """The parent's own envs and the workers' give dummy's trajectories bit for bit (obs,
+    rewards, flags, infos, final obs, masked resets), with and without shared memory."""
+    (_, overrides), (in_parent, shm) = env, split
+    env_over, steps = (*overrides, "num_envs=5"), 120
+    envs = envfactory.make_vec(
+        _compose(
+            *env_over, "vectorizer=subproc", f"vectorizer.in_parent={in_parent}",
+            f"vectorizer.shared_memory={shm}", "vectorizer.context=fork", f"autoreset_mode={mode}",
+        )
+    )  # fmt: skip
+    assert envs.in_parent == in_parent
+    assert_rollouts_equal(_run(envs, steps), dummy_rollout(env_over, mode, steps))
+
+
+@pytest.mark.parametrize("spin_us", [0, 5])
+def test_sleeping_sides_are_woken(spin_us: int) -> None:
+    """With no (or almost no) spinning every wait sleeps on the eventfd handshake: the
+    results are still dummy's, and a step after a long pause (both sides asleep) is quick."""
+    env_over, steps = (*MOUNTAINCAR_BOX, "num_envs=4"), 80
+    envs = envfactory.make_vec(
+        _compose(*env_over, "vectorizer=subproc", "vectorizer.in_series=2",
+                 f"vectorizer.spin_us={spin_us}")
+    )  # fmt: skip
+    assert_rollouts_equal(_run(envs, steps), dummy_rollout(env_over, "next_step", steps))
+    with envfactory.make_vec(
+        overrides=["vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+                   f"vectorizer.spin_us={spin_us}"]
+    ) as envs:  # fmt: skip
+        envs.reset(seed=0)
+        for _ in range(3):
+            time.sleep(0.3)  # both workers sleep now
+            t0 = time.perf_counter()
+            envs.step(np.zeros(4, np.int64))
+            assert time.perf_counter() - t0 < 0.15  # woken, not waiting out a sleep slice
+
+
+def test_actions_of_another_dtype_go_by_pipe_and_keep_their_dtype() -> None:
+    """A batch whose dtype differs from the action space's (float64 for a float32 Box) is
+    not cast through the shared buffer: the envs get what dummy's get."""
+    env_over, steps = (*MOUNTAINCAR_BOX, "num_envs=4"), 60
+    actions = [np.random.default_rng(t).uniform(-1, 1, (4, 1)) for t in range(steps)]  # float64
+    got = []
+    for vec in ("vectorizer=dummy", "vectorizer=subproc"):
+        options = ["vectorizer.in_parent=1"] if vec.endswith("subproc") else []
+        with envfactory.make_vec(_compose(*env_over, vec, *options)) as envs:
+            obs, _ = envs.reset(seed=3)
+            got.append([obs] + [envs.step(a)[0] for a in actions])
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_auto_share_and_bad_values() -> None:
+    cpus = os.cpu_count() or 1
+    share = 8 // (max(1, cpus - 1) + 1)
+    assert parent_share(8, None, None, None, False, False) == share
+    assert parent_share(1, None, None, None, False, False) == 0
+    # what only a worker process gives: no share unless asked for
+    assert parent_share(8, None, 2, None, False, False) == 0
+    assert parent_share(8, None, None, 5.0, False, False) == 0
+    assert parent_share(8, None, None, None, True, False) == 0
+    assert parent_share(8, None, None, None, False, True) == 0  # subproc-atari
+    assert parent_share(8, 3, 2, 5.0, False, False) == 3  # explicit wins
+    with pytest.raises(ConfigError) as info:
+        parent_share(4, 4, None, None, False, False)
+    msg = str(info.value)
+    assert "vectorizer.in_parent must be an integer from 0 to num_envs - 1 (3)" in msg
+    assert "got 4" in msg and "vectorizer=dummy" in msg
+    with pytest.raises(Exception, match="in_parent"):
+        envfactory.compose(["vectorizer=subproc", "vectorizer.in_parent=-1"])
+    with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=8"]) as envs:
+        assert envs.in_parent == share
+        assert sum(w.stop - w.start for w in envs._workers) == 8 - share
+
+
+class _KeyErrorEnv:
+    """CartPole whose step raises KeyError after 2 steps."""
+
+    def __new__(cls) -> Any:
+        import gymnasium as gym
+
+        class Raising(gym.Wrapper):
+            n = 0
+
+            def step(self, action: Any) -> Any:
+                self.n += 1
+                if self.n > 2:
+                    raise KeyError("parent env, on purpose")
+                return self.env.step(action)
+
+        return Raising(gym.make("CartPole-v1"))
+
+
+def test_a_parent_env_raising_is_a_remote_env_error_and_the_workers_stay_in_step() -> None:
+    import gymnasium as gym
+
+    fns = [lambda: gym.make("CartPole-v1")] * 3 + [_KeyErrorEnv]
+    envs = SubprocVecEnv(fns, context="fork", in_parent=1)
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))
+        envs.step(np.zeros(4, np.int64))
+        with pytest.raises(KeyError) as info:
+            envs.step(np.zeros(4, np.int64))
+        err = info.value
+        assert isinstance(err, envfactory.RemoteEnvError)
+        assert (err.worker, err.pid, err.env_indices) == (-1, os.getpid(), [3])
+        assert "the parent process (in_parent)" in str(err)
+        assert "parent env, on purpose" in err.remote_traceback
+        with pytest.raises(VecEnvBrokenError, match="parent env, on purpose"):
+            envs.step(np.zeros(4, np.int64))
+    finally:
+        t0 = time.monotonic()
+        envs.close()
+        assert time.monotonic() - t0 < 5
+    assert all(not _alive(p) for p in envs.pids)
+
+
+def test_call_get_attr_set_attr_span_the_parent_and_the_workers() -> None:
+    with envfactory.make_vec(
+        overrides=["vectorizer=subproc", "num_envs=4", "vectorizer.in_parent=2"]
+    ) as envs:  # fmt: skip
+        envs.reset(seed=7)
+        assert envs.np_random_seed == (7, 8, 9, 10)
+        envs.set_attr("gravity", [1.0, 2.0, 3.0, 4.0])
+        assert envs.get_attr("gravity") == (1.0, 2.0, 3.0, 4.0)
+        assert envs.get_attr("gravity", indices=[3, 0]) == (4.0, 1.0)
+        assert envs.env_method("get_wrapper_attr", "gravity", indices=[1, 2]) == [2.0, 3.0]
+        with pytest.raises(AttributeError) as info:
+            envs.get_attr("no_such_attribute", indices=[2])
+        assert isinstance(info.value, envfactory.RemoteEnvError)
+        envs.step(np.zeros(4, np.int64))  # still in step (a call's error is recoverable)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        import psutil
+
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:
+        return False
+
+
+def test_a_worker_killed_while_the_parent_sleeps_is_reported_in_milliseconds() -> None:
+    """The parent sleeps in poll on the worker's eventfd *and* its pipe: a SIGKILL wakes it
+    at once (no waiting for a time-out)."""
+    from faulty_envs import Maker
+
+    envs = SubprocVecEnv([Maker("none", step_sleep=0.5)] * 2, context="fork", in_series=1,
+                         spin_us=0)  # fmt: skip
+    assert envs.in_parent == 0
+    try:
+        envs.reset(seed=0)
+        envs.step_async(np.ones(2, np.int64))
+        time.sleep(0.1)  # both workers are in their slow step, the parent not waiting yet
+        os.kill(envs.pids[1], signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerDiedError) as info:
+            envs.step_wait()
+        assert time.monotonic() - t0 < 0.8  # worker 0's step (0.5 s) + a few ms
+        assert info.value.worker == 1 and info.value.signal == "SIGKILL"
+    finally:
+        envs.close()
+
+
+def test_interrupt_while_waiting_for_a_step_in_shared_memory_is_not_silent() -> None:
+    """Ctrl-C while the parent sleeps on a worker's step: the env is unusable after it
+    (never a stale or shifted step), and closes promptly."""
+    from faulty_envs import Maker
+
+    envs = SubprocVecEnv([Maker("none", step_sleep=0.05)] * 4, context="fork", in_series=2)
+    envs.reset(seed=0)
+    w = envs._workers[1]
+
+    class _Interrupted:
+        def poll(self, *args: Any) -> Any:
+            raise KeyboardInterrupt
+
+    real, w.done_poll = w.done_poll, _Interrupted()
+    w.waiter.avg = 1.0  # no spinning: straight to the (interrupted) sleep
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(np.ones(4, np.int64))
+        with pytest.raises(VecEnvBrokenError, match="interrupted"):
+            envs.step(np.ones(4, np.int64))
+    finally:
+        w.done_poll = real
+        t0 = time.monotonic()
+        envs.close()
+        assert time.monotonic() - t0 < 5
+
+
+def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
+    envs = envfactory.make_vec(
+        overrides=["vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
+                   "vectorizer.context=fork"]
+    )  # fmt: skip
+    envs.reset(seed=0)
+    w = envs._workers[1]
+
+    class _Slot:
+        def __setitem__(self, key: Any, value: Any) -> None:
+            raise KeyboardInterrupt
+
+    real, w.slot = w.slot, _Slot()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(np.zeros(4, np.int64))
+        w.slot = real
+        with pytest.raises(VecEnvBrokenError, match=r"interrupted .* while it was being sent"):
+            envs.step(np.zeros(4, np.int64))
+    finally:
+        w.slot = real
+        envs.close()
+
+
+def test_poll_is_what_the_wait_uses() -> None:
+    """(guards the test above: the parent's sleep is select.poll on eventfd + pipe)"""
+    with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
+        assert isinstance(envs._workers[0].done_poll, type(select.poll()))
