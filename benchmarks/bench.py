@@ -11,19 +11,29 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --out results.json
     python benchmarks/bench.py --pool           # the async pool vs two processes and gym-async
     python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
+    python benchmarks/bench.py --load           # CartPole idle / one busy core / oversubscribed
+
+Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
+PufferLib's ``Multiprocessing`` backend (synchronous and ``batch_size = num_envs / 2``)
+and envpool's async mode (its own C++ CartPole: a ceiling, not the same env). The
+``under load`` table measures CartPole again with CPU-bound processes running beside it
+(a stand-in for a learner): idle, one busy core, and the machine oversubscribed three
+times (2 x cores busy processes beside the vec env's own).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -343,6 +353,222 @@ def _load() -> str:
         return "unknown"
 
 
+# -- peers: PufferLib's Multiprocessing backend, envpool --------------------------------
+class _Loop:
+    """A peer's stepping loop in the shape ``measure_loop`` wants: ``step()`` steps one
+    batch and returns how many env steps it made."""
+
+    def __init__(self, step: Callable[[], int], close: Callable[[], Any]) -> None:
+        self.step, self.close = step, close
+
+
+def _puffer_cartpole(buf: Any = None, seed: int = 0) -> Any:
+    """The creator PufferLib wants: a ``GymnasiumPufferEnv`` over the same CartPole."""
+    import pufferlib.emulation
+
+    return pufferlib.emulation.GymnasiumPufferEnv(
+        env=thunks("CartPole", 1)[0](), buf=buf, seed=seed
+    )
+
+
+def _puffer(n: int, batch: int) -> _Loop:
+    import numpy as np
+    import pufferlib.vector
+
+    workers = min(n, os.cpu_count() or 1)
+    while n % workers:
+        workers -= 1
+    vec = pufferlib.vector.make(
+        _puffer_cartpole,
+        backend=pufferlib.vector.Multiprocessing,
+        num_envs=n,
+        num_workers=workers,
+        batch_size=batch,
+        overwork=True,  # (it counts physical cores: one on some VMs)
+    )
+    rng = np.random.default_rng(0)
+    bank = [rng.integers(0, 2, batch) for _ in range(64)]
+    k = [0]
+    if batch == n:
+        vec.reset(seed=0)
+
+        def step() -> int:
+            k[0] += 1
+            vec.step(bank[k[0] % 64])
+            return n
+
+    else:
+        vec.async_reset(seed=0)
+
+        def step() -> int:
+            vec.recv()
+            k[0] += 1
+            vec.send(bank[k[0] % 64])
+            return batch
+
+    return _Loop(step, vec.close)
+
+
+def _envpool(n: int, batch: int) -> _Loop:
+    import envpool
+    import numpy as np
+
+    env = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=n, batch_size=batch)
+    rng = np.random.default_rng(0)
+    bank = [rng.integers(0, 2, batch) for _ in range(64)]
+    k = [0]
+    env.async_reset()
+
+    def step() -> int:
+        *_, info = env.recv()
+        k[0] += 1
+        env.send(bank[k[0] % 64], info["env_id"])
+        return batch
+
+    return _Loop(step, env.close)
+
+
+def peer_variants(workload: str, n: int) -> dict[str, Callable[[], _Loop]]:
+    """PufferLib and envpool rows, when installed (CartPole only)."""
+    out: dict[str, Callable[[], _Loop]] = {}
+    if workload != "CartPole":
+        return out
+    import importlib.util
+
+    if importlib.util.find_spec("pufferlib") is not None:
+        out["pufferlib-mp"] = lambda: _puffer(n, n)
+        if n >= 2 and n % 2 == 0:
+            out["pufferlib-mp(batch=n/2)"] = lambda: _puffer(n, n // 2)
+    if importlib.util.find_spec("envpool") is not None and n >= 2:
+        out["envpool-async(batch=n/2, C++ env)"] = lambda: _envpool(n, n // 2)
+    return out
+
+
+def measure_loop(make: Callable[[], _Loop], seconds: float) -> float:
+    loop = make()
+    try:
+        for _ in range(8):
+            loop.step()
+        steps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(64):
+                steps += loop.step()
+        return steps / (time.perf_counter() - t0)
+    finally:
+        loop.close()
+        gc.collect()
+
+
+def peer_available() -> dict[str, str]:
+    """Which peers could not be imported, and why (printed under the tables)."""
+    why = {}
+    for mod in ("pufferlib.vector", "envpool"):
+        try:
+            __import__(mod)
+        except Exception as exc:
+            why[mod.split(".")[0]] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return why
+
+
+# -- under load: idle, one busy core, oversubscribed 3x -------------------------------
+LOADS = {"idle": 0, "one busy core": 1, "oversubscribed 3x": 2 * (os.cpu_count() or 1)}
+
+
+@contextlib.contextmanager
+def busy(processes: int) -> Iterator[None]:
+    """``processes`` CPU-bound processes (a stand-in for a learner) while the block runs."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        time.sleep(0.2 if procs else 0)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def load_variants(n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
+    """The CartPole variants the load table compares."""
+    allv = variants("CartPole", n)
+    keep = ["gym-async", "dummy", "subproc"]
+    out = {k: allv[k] for k in keep}
+    over = ["env=gym", "env.id=CartPole-v1", f"num_envs={n}", "vectorizer=subproc"]
+    out["subproc(in_parent=0)"] = lambda: envfactory.make_vec(
+        overrides=[*over, "vectorizer.in_parent=0"]
+    )
+    out["subproc(spin_us=0)"] = lambda: envfactory.make_vec(
+        overrides=[*over, "vectorizer.spin_us=0"]
+    )
+    return out
+
+
+def under_load(sizes: list[int], rounds: int, seconds: float) -> list[dict]:
+    """CartPole at ``sizes`` under every load of :data:`LOADS`, interleaved by round."""
+    samples: dict[tuple[int, str, str], list[float]] = {}
+    for r in range(rounds):
+        for load, k in LOADS.items():
+            with busy(k):
+                for n in sizes:
+                    for name, make in load_variants(n).items():
+                        sps, _ = measure(make, seconds)
+                        samples.setdefault((n, name, load), []).append(sps)
+                        print(
+                            f"round {r + 1}/{rounds} load={load:18s} n={n:<2d} {name:22s} "
+                            f"{sps:10.0f} steps/s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+    return [
+        {"num_envs": n, "variant": name, "load": load, "steps_per_s": statistics.median(v),
+         "samples": v}
+        for (n, name, load), v in samples.items()
+    ]  # fmt: skip
+
+
+def render_load(rows: list[dict]) -> str:
+    by = {(r["num_envs"], r["variant"], r["load"]): r["steps_per_s"] for r in rows}
+    loads = list(LOADS)
+    lines = [
+        "\n**CartPole under load** — steps/s (median of rounds) with CPU-bound processes "
+        f"beside the vec env: {', '.join(f'{k} = {v}' for k, v in LOADS.items())} busy "
+        "processes; ratios in the same run\n"
+    ]
+    head = ["envs", "variant", *loads, "busy / idle", *[f"/ gym-async ({x})" for x in loads]]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for n in sorted({r["num_envs"] for r in rows}):
+        for name in dict.fromkeys(r["variant"] for r in rows if r["num_envs"] == n):
+            vals = [by.get((n, name, x), float("nan")) for x in loads]
+            row = [str(n), name, *[f"{v:,.0f}" for v in vals], f"{vals[1] / vals[0]:.2f}x"]
+            row += [f"{v / by[(n, 'gym-async', x)]:.2f}x" for v, x in zip(vals, loads)]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def render_peers(results: list[dict], missing: dict[str, str]) -> str:
+    """Ratios of ``subproc`` to the peers and to the two-process ceiling, same run."""
+    by = {(r["workload"], r["num_envs"], r["variant"]): r["steps_per_s"] for r in results}
+    names = dict.fromkeys(r["variant"] for r in results)
+    peers = [v for v in names if v.startswith(("puffer", "envpool"))]
+    lines = ["\n**Ratios to peers and to the ceiling** (CartPole, same run)\n"]
+    head = ["envs", "subproc / dummy", "subproc / gym-async", "subproc / raw limit"]
+    head += [f"subproc / {p}" for p in peers]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for n in sorted({r["num_envs"] for r in results if r["workload"] == "CartPole"}):
+        ours = by.get(("CartPole", n, "subproc"))
+        if not ours:
+            continue
+        row = [str(n)]
+        for other in ("dummy", "gym-async", "raw limit", *peers):
+            theirs = by.get(("CartPole", n, other))
+            row.append(f"{ours / theirs:.2f}x" if theirs else "")
+        lines.append("| " + " | ".join(row) + " |")
+    for name, why in missing.items():
+        lines.append(f"\n{name} not measured: {why}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="sizes 1, 8; 2 rounds; shorter runs")
@@ -353,7 +579,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/...)")
     p.add_argument("--pool", action="store_true", help="only the async pool's rows")
     p.add_argument("--ray", action="store_true", help="only the ray rows (envfactory-ray)")
+    p.add_argument("--no-load", action="store_true", help="skip the under-load table")
+    p.add_argument("--load-sizes", type=int, nargs="*", default=None)
+    p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
     args = p.parse_args(argv)
+    if args.load:
+        rows = under_load(args.load_sizes or [8, 16], args.rounds or 3, args.seconds or 1.5)
+        print(render_load(rows))
+        return 0
     if args.pool:
         print(pool_main(args.workloads, args.rounds or 3, args.seconds or 1.5))
         return 0
@@ -383,7 +616,17 @@ def main(argv: list[str] | None = None) -> int:
                         file=sys.stderr,
                         flush=True,
                     )
+                for name, make_loop in peer_variants(wl, n).items():
+                    sps = measure_loop(make_loop, secs)
+                    samples.setdefault((wl, n, name), []).append(sps)
+                    peak.setdefault((wl, n, name), float("nan"))
+                    print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {name:24s} {sps:10.0f}",
+                          file=sys.stderr, flush=True)  # fmt: skip
     starts = {wl: startup(wl, 8, rounds) for wl in args.workloads}
+    load_rows: list[dict] = []
+    if not args.no_load and "CartPole" in args.workloads:
+        load_sizes = args.load_sizes or [n for n in sizes if n in (8, 16)] or sizes[-1:]
+        load_rows = under_load(load_sizes, rounds, seconds)
 
     results = []
     for (wl, n, name), vals in samples.items():
@@ -401,6 +644,10 @@ def main(argv: list[str] | None = None) -> int:
     ray_sizes = [n for n in sizes if n in RAY_SIZES]
     if ray_sizes and "ray" in envfactory.get_registry().vectorizers:
         table += ray_main(args.workloads, ray_sizes, rounds, seconds)
+    if "CartPole" in args.workloads:
+        table += "\n" + render_peers(results, peer_available())
+    if load_rows:
+        table += "\n" + render_load(load_rows)
     print(table)
     out = args.out or os.path.join(
         os.path.dirname(__file__), "results", time.strftime("bench-%Y%m%d-%H%M%S.json")
@@ -419,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": seconds,
                 "results": results,
                 "startup_8_envs_s": starts,
+                "under_load": load_rows,
                 "table": table,
             },
             f,
