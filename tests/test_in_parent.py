@@ -221,7 +221,7 @@ def test_interrupt_while_waiting_for_a_step_in_shared_memory_is_not_silent() -> 
 
     envs = SubprocVecEnv([Maker("none", step_sleep=0.05)] * 4, context="fork", in_series=2)
     envs.reset(seed=0)
-    w = envs._workers[1]
+    w = envs._workers[0]  # the first one waited for: still in its 0.1 s step
 
     class _Interrupted:
         def poll(self, *args: Any) -> Any:
