@@ -422,6 +422,29 @@ def test_more_actors_than_the_local_ray_has_cpus_is_one_clear_error() -> None:
     )
 
 
+def test_malformed_address_is_one_clear_error() -> None:
+    """In a fresh process (this one has its own Ray, which make_vec would use as is)."""
+    code = (
+        "import envfactory\n"
+        "try:\n"
+        "    envfactory.make_vec(overrides=['vectorizer=ray', 'num_envs=2',"
+        " 'vectorizer.address=not-an-address'])\n"
+        "except envfactory.ConfigError as e:\n"
+        "    print('ERR', e)\n"
+    )
+    env = {**os.environ, "RAY_ADDRESS": ""}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("ERR")] or [proc.stderr]
+    assert line == (
+        "ERR vectorizer=ray: cannot start or join the Ray cluster at 'not-an-address': "
+        "ValueError: Invalid address format: not-an-address (set vectorizer.address=null for "
+        "a local Ray, or the address of a running cluster such as 'ray://head:10001' or "
+        "'head:6379')"
+    )
+
+
 # -- envfactory's own Ray: started by make_vec, shut down by close ---------------------------
 SCRIPT = """
 import json, sys, psutil, ray
