@@ -370,7 +370,7 @@ def test_faults_raise_the_synchronous_errors(fault: str, error: type, no_leaks: 
     with _faulty_pool(fault) as envs:
         envs.async_reset(seed=0)
         with pytest.raises(error) as err:
-            _run_pool(envs, 20, seconds=3.0 if fault == "hang" else 0.0)
+            _run_pool(envs, 20, seconds=3.0)  # (a loaded machine may starve a worker)
         assert err.value.worker == 1 and err.value.env_indices == [2, 3]
         assert err.value.env_id == "Faulty-v0"
         if fault == "raise":
@@ -403,7 +403,7 @@ def test_restart_in_pool_mode_truncates_the_lost_episodes(
     with _faulty_pool(fault, once_file=once, restart=True) as envs:
         envs.async_reset(seed=0)
         with pytest.warns(RuntimeWarning, match="restarting after: worker 1"):
-            seen = _run_pool(envs, 30, seconds=1.5 if fault == "hang" else 0.0)
+            seen = _run_pool(envs, 30, seconds=1.5)
         assert envs.restarts == [0, 1]
         lost = [s for s in seen if s[3]]
         assert {s[0] for s in lost} == {2, 3}  # both envs of the rebuilt worker

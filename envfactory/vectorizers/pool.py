@@ -34,6 +34,7 @@ import select
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -69,6 +70,15 @@ def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int
     if in_series is not None or isinstance(batch_size, bool) or not isinstance(batch_size, int):
         return in_series
     return max(1, min(default_in_series(num_envs, leave_parent_a_core=False), batch_size))
+
+
+@dataclass(frozen=True)
+class _Message:
+    """A message in flight to a worker: its ``seq``, the envs it carries, its kind."""
+
+    seq: int
+    envs: list[int]
+    kind: str  # "step" | "reset"
 
 
 class _Infos(VectorEnv):
@@ -117,10 +127,10 @@ class SubprocPool(SubprocVecEnv):
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._env_infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
         self._owner = [w for w in self._workers for _ in range(w.start, w.stop)]
-        self._flight: dict[int, list[int]] = {}  # worker -> envs in flight
-        self._kind: dict[int, str] = {}  # worker -> "step" | "reset"
-        self._sent_at: dict[int, float] = {}
-        self._queued: dict[int, dict[int, Any]] = {}  # worker -> {env: action} to send next
+        # worker -> its messages in flight, oldest first (a worker answers in order; the
+        # next message waits in its pipe while it steps one: no idle round trip)
+        self._flight: dict[int, deque[_Message]] = {}
+        self._since: dict[int, float] = {}  # when the oldest message became the worker's
         self._by_fd: dict[int, _Worker] = {}
         self._poll = select.poll()
         self._checkers: dict[int, Callable[[Any], Any]] = {}
@@ -198,13 +208,7 @@ class SubprocPool(SubprocVecEnv):
                     continue
                 groups.setdefault(self._owner[i].index, {})[i] = per_env[k]
             for wi, acts in groups.items():
-                w = self._workers[wi]
-                if wi in self._flight:  # busy with earlier envs: these go when it answers
-                    self._queued.setdefault(wi, {}).update(acts)
-                    for i in acts:
-                        self._state[i] = IN_FLIGHT
-                else:
-                    self._dispatch(w, acts)
+                self._dispatch(self._workers[wi], acts)
         finally:
             self._leave()
 
@@ -242,10 +246,10 @@ class SubprocPool(SubprocVecEnv):
             # answers already there, dead workers and workers past their timeout first, even
             # when the queue holds enough: a hung or dead worker is reported at once
             for w in self._wait(limit, block=False):
-                self._complete(w, limit, dispatch=True)
+                self._complete(w, limit)
             while len(self._queue) < need:
                 for w in self._wait(limit):
-                    self._complete(w, limit, dispatch=True)
+                    self._complete(w, limit)
             ids = [self._queue.popleft() for _ in range(need)]
             return self._deliver(ids)
         finally:
@@ -306,21 +310,29 @@ class SubprocPool(SubprocVecEnv):
             )
 
     def _in_flight(self, w: _Worker, envs: list[int], kind: str) -> None:
-        self._flight[w.index] = envs
-        self._kind[w.index] = kind
-        self._sent_at[w.index] = time.monotonic()
+        flight = self._flight.get(w.index)
+        now = time.monotonic()
+        if flight is None:
+            flight = self._flight[w.index] = deque()
+            self._since[w.index] = now
+            fd = w.conn.fileno()
+            self._by_fd[fd] = w
+            self._poll.register(fd, _POLL)
+        flight.append(_Message(w.seq, envs, kind))
         self._state[envs] = IN_FLIGHT
-        fd = w.conn.fileno()
-        self._by_fd[fd] = w
-        self._poll.register(fd, _POLL)
 
     def _dispatch(self, w: _Worker, acts: dict[int, Any]) -> None:
+        """Send ``acts`` to ``w`` as one message now, also while it is busy: its pipe
+        holds the message, and the worker starts it as soon as it has answered the one
+        before (no round trip through this process in between). Splitting a worker's
+        envs into two messages (double buffering) was measured: 10% more CPU per Pong
+        step and no gain on 2 busy cores, so a send is one message per worker."""
         envs = sorted(acts)
         local = [i - w.start for i in envs]
         rows = [acts[i] for i in envs]
         plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
         payload = (local, np.stack(rows) if plain else rows)
-        self._send(Cmd.STEP_ENVS, [w], lambda _: payload, plain)
+        self._send(Cmd.STEP_ENVS, [w], _const(payload), plain)
         self._in_flight(w, envs, "step")
 
     def _unregister(self, w: _Worker) -> None:
@@ -353,10 +365,10 @@ class SubprocPool(SubprocVecEnv):
                     return []
                 ready = poll(1000)
                 continue
-            first = min(self._flight, key=self._sent_at.__getitem__, default=None)
+            first = min(self._flight, key=self._since.__getitem__, default=None)
             if first is None:
                 return []
-            left = self._sent_at[first] + limit - time.monotonic()
+            left = self._since[first] + limit - time.monotonic()
             if left <= 0:
                 return [self._workers[first]]
             if not block:
@@ -364,35 +376,40 @@ class SubprocPool(SubprocVecEnv):
             ready = poll(max(1, math.ceil(left * 1000)))
         return [self._by_fd[fd] for fd, _ in ready]
 
-    def _complete(self, w: _Worker, limit: float | None, dispatch: bool) -> None:
-        """Read ``w``'s answer: its envs become READY (infos and pickled observations
-        kept); then send what was queued for it (``dispatch``)."""
-        kind, envs = self._kind[w.index], self._flight[w.index]
+    def _complete(self, w: _Worker, limit: float | None) -> None:
+        """Read ``w``'s answer to its oldest message: those envs become READY (infos and
+        pickled observations kept)."""
+        msg = self._flight[w.index][0]
+        w.seq = msg.seq  # (a later send moved it on; answers come in order)
         self._timeout_used = limit or 0.0
-        deadline = None if limit is None else self._sent_at[w.index] + limit
+        since = self._since[w.index]
+        deadline = None if limit is None else since + limit
         try:
             try:
-                result = self._recv(w, deadline, kind)
+                result = self._recv(w, deadline, msg.kind)
             except WorkerError as failure:
                 self._unregister(w)
                 if not (self.restart and not self._broken):
                     self._broken = failure
                     raise
-                self._restart_in_pool(w, failure, kind)
+                self._restart_in_pool(w, failure, msg.kind)
                 return
         except BaseException as exc:
             if not isinstance(exc, WorkerError):  # Ctrl-C in the middle of a message
                 w.suspect = True
                 self._broken = RuntimeError(
-                    f"{kind} was interrupted ({type(exc).__name__}) while reading worker {w.index}"
+                    f"{msg.kind} was interrupted ({type(exc).__name__}) while reading worker "
+                    f"{w.index}"
                 )
             raise
-        self._unregister(w)
-        del self._flight[w.index]
-        self._accept(w, envs, result)
-        queued = self._queued.pop(w.index, None) if dispatch else None
-        if queued:
-            self._dispatch(w, queued)
+        flight = self._flight[w.index]
+        flight.popleft()
+        if flight:
+            self._since[w.index] = time.monotonic()
+        else:
+            self._unregister(w)
+            del self._flight[w.index]
+        self._accept(w, msg.envs, result)
 
     def _accept(self, w: _Worker, envs: list[int], result: Any) -> None:
         calls, obs = result
@@ -424,7 +441,6 @@ class SubprocPool(SubprocVecEnv):
         finally:
             self._done[:] = saved
         self._flight.pop(w.index, None)
-        self._queued.pop(w.index, None)
         calls, obs = result
         for i in mine:
             self._env_infos.pop(i, None)
@@ -464,16 +480,11 @@ class SubprocPool(SubprocVecEnv):
         return obs, rewards, terms, truncs, infos
 
     def _settle(self, workers: Sequence[_Worker]) -> None:
-        """Wait for the answers of ``workers`` in flight (their envs become READY, queued
-        actions stay queued), so that a call can use their pipes."""
+        """Wait for every answer ``workers`` owe (their envs become READY), so that a
+        call can use their pipes."""
         for w in workers:
-            if w.index in self._flight:
-                limit = self.timeout
-                self._complete(w, limit, dispatch=False)
-
-    def _resume(self) -> None:
-        for wi in [wi for wi in self._queued if wi not in self._flight]:
-            self._dispatch(self._workers[wi], self._queued.pop(wi))
+            while w.index in self._flight:
+                self._complete(w, self.timeout)
 
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
@@ -510,13 +521,9 @@ class SubprocPool(SubprocVecEnv):
         here: Callable[[Any, int], Any],
     ) -> list[Any]:
         # call / get_attr / set_attr / render: first let the workers concerned finish
-        # their step (its envs then wait in recv()'s queue), then resume the queued sends
+        # their steps (their envs then wait in recv()'s queue)
         self._settle([w for w, _ in self._by_worker(indices)])
-        try:
-            return super()._per_index(cmd, indices, data, here)
-        finally:
-            if not self._broken:
-                self._resume()
+        return super()._per_index(cmd, indices, data, here)
 
 
 def _take(tree: Any, idx: np.ndarray) -> Any:
@@ -525,3 +532,7 @@ def _take(tree: Any, idx: np.ndarray) -> Any:
     if isinstance(tree, tuple):
         return tuple(_take(v, idx) for v in tree)
     return tree[idx]
+
+
+def _const(value: Any) -> Callable[[Any], Any]:
+    return lambda _: value
