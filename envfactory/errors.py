@@ -15,6 +15,7 @@ __all__ = [
     "AsyncCallError",
     "ClosedError",
     "ConfigError",
+    "ConflictingNameError",
     "EnvfactoryError",
     "InvalidActionError",
     "InvalidSeedError",
@@ -103,6 +104,15 @@ class OptionError(ConfigError):
 
 class PluginConflictError(EnvfactoryError):
     """Two plugins registered the same name for the same kind of record."""
+
+
+class ConflictingNameError(PluginConflictError, ConfigError, KeyError):
+    """A config names a family, vectorizer or wrapper that two installed plugins register:
+    that name is unusable until one is disabled (everything else works). A config error
+    (the CLI prints one line and exits 2) and a ``KeyError``, as an unknown name is."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class PluginLoadWarning(UserWarning):

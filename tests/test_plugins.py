@@ -36,11 +36,16 @@ with warnings.catch_warnings(record=True) as caught:
     else:
         out["registry"] = reg.as_dict()
         out["plugins"] = sorted(get_plugin_manager().providers)
+        rows = out["registry"]["plugins"]
+        out["statuses"] = {p["plugin"]: [p["status"], p["detail"]] for p in rows}
         if len(sys.argv) > 1:
-            with envfactory.make_vec(overrides=sys.argv[1:]) as envs:
-                envs.reset(seed=0)
-                envs.step(envs.action_space.sample())
-                out["stepped"] = type(envs).__name__
+            try:
+                with envfactory.make_vec(overrides=sys.argv[1:]) as envs:
+                    envs.reset(seed=0)
+                    envs.step(envs.action_space.sample())
+                    out["stepped"] = type(envs).__name__
+            except envfactory.ConfigError as exc:
+                out["error"] = [type(exc).__name__, str(exc)]
 out["warnings"] = [
     str(w.message) for w in caught if issubclass(w.category, envfactory.PluginLoadWarning)
 ]
@@ -95,6 +100,8 @@ def test_plugins_command_json(run: Any, example_version: str) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert set(data) == {
+        "plugins",
+        "conflicts",
         "families",
         "vectorizers",
         "wrappers",
@@ -114,6 +121,17 @@ def test_plugins_command_json(run: Any, example_version: str) -> None:
         for d in data["config_dirs"]
     )
     assert not [f for f in data["failures"] if f["distribution"] == "envfactory-example"]
+    plugins = {p["plugin"]: p for p in data["plugins"]}
+    example = plugins["envfactory_example"]
+    assert (example["distribution"], example["version"], example["status"]) == (
+        "envfactory-example",
+        example_version,
+        "active",
+    )
+    assert example["registers"]["families"] == ["pendulum"]
+    assert "scale_reward" in example["registers"]["wrappers"]
+    assert plugins["envfactory.wrappers"]["status"] == "active"
+    assert data["conflicts"] == []
 
 
 def test_plugins_command_table(run: Any, example_version: str) -> None:
@@ -236,18 +254,52 @@ def test_broken_plugin_reported_by_distribution_and_others_load(
     assert out["registry"]["wrappers"]["broken_identity"]["distribution"] == "envfactory-broken"
 
 
-def test_conflict_error_names_both_distributions(run: Any, plugin_sites: dict[str, Path]) -> None:
-    out = probe(run, [plugin_sites["conflict"]])
-    msg = out["conflict"]
-    assert "two plugins register the env family 'gym'" in msg
+def test_a_name_clash_makes_only_that_name_unusable(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    """envfactory-conflict registers a family 'gym' as the built-in does: 'gym' is
+    unusable (one error naming both distributions and how to disable one), everything
+    else composes and steps, and the listing shows the conflict."""
+    out = probe(run, [plugin_sites["conflict"]], "env=gym")
+    kind, msg = out["error"]
+    assert kind == "ConflictingNameError" and "\n" not in msg
+    assert "the env family 'gym' (at env=gym) is registered by 2 plugins" in msg
     assert f"envfactory {md.version('envfactory')} (plugin 'envfactory.families')" in msg
     assert "envfactory-conflict 0.0.1 (plugin 'conflict')" in msg
-    assert "ENVFACTORY_DISABLED_PLUGINS" in msg
+    assert "Disable one with ENVFACTORY_DISABLED_PLUGINS=conflict" in msg
+    assert "gym" not in out["registry"]["families"]
+    [clash] = out["registry"]["conflicts"]
+    assert (clash["kind"], clash["name"]) == ("env family", "gym")
+    assert [p["distribution"] for p in clash["providers"]] == ["envfactory", "envfactory-conflict"]
+    assert out["statuses"]["conflict"] == [
+        "conflicting",
+        "env family 'gym' with envfactory.families (envfactory)",
+    ]
+    assert out["statuses"]["envfactory.families"][0] == "conflicting"
+    assert out["statuses"]["envfactory_example"] == ["active", ""]
+    assert [w for w in out["warnings"] if "registered by 2 plugins" in w] == [clash["error"]]
+    # everything else works: another family, the example plugin's vectorizer
+    out = probe(run, [plugin_sites["conflict"]], "env=mountaincar", "vectorizer=gym-sync")
+    assert out["stepped"] == "GymSyncVectorEnv" and "error" not in out
 
-    for command in (["envfactory-plugins"], ["envfactory", "run.total_steps=10"]):
-        proc = run(command, pythonpath=[plugin_sites["conflict"]])
-        assert proc.returncode == 1, proc.stdout
-        assert "envfactory-conflict" in proc.stderr and "Traceback" not in proc.stderr
+    sites = [plugin_sites["conflict"]]
+    argv = ["envfactory", "run.total_steps=10", "run.progress=false", "hydra.run.dir=out"]
+    proc = run(argv, pythonpath=sites)  # the default env is gym: one line, exit 2
+    assert proc.returncode == 2, proc.stdout
+    [error] = [ln for ln in proc.stderr.splitlines() if ln.startswith("envfactory: error: ")]
+    assert "'gym' (at env=gym) is registered by 2 plugins" in error
+    assert "envfactory-conflict" in error
+    assert "Traceback" not in proc.stderr
+    proc = run([*argv, "env=mountaincar"], pythonpath=sites)
+    assert proc.returncode == 0, proc.stderr
+    listing = run(["envfactory-plugins"], pythonpath=sites)
+    assert listing.returncode == 0, listing.stderr
+    rows = {ln.split()[0]: ln.split() for ln in listing.stdout.splitlines() if ln.strip()}
+    assert rows["conflict"][1:4] == ["envfactory-conflict", "0.0.1", "conflicting"]
+    assert "Conflicts (unusable until one plugin is disabled) (1)" in listing.stdout
+    assert "envfactory.families (envfactory " in listing.stdout
+    data = json.loads(run(["envfactory-plugins", "--json"], pythonpath=sites).stdout)
+    assert [c["name"] for c in data["conflicts"]] == ["gym"]
 
 
 @pytest.mark.parametrize("blocked", ["envfactory-conflict", "conflict", " other , conflict"])
@@ -260,8 +312,11 @@ def test_disabled_plugins_env_var_unblocks(
         "env=gym",
         env={"ENVFACTORY_DISABLED_PLUGINS": blocked},
     )
-    assert "conflict" not in out
+    assert out["registry"]["conflicts"] == []
     assert out["registry"]["disabled"] == ["conflict (envfactory-conflict)"]
+    token = next(t.strip() for t in blocked.split(",") if "conflict" in t)
+    assert out["statuses"]["conflict"] == ["disabled", f"by ENVFACTORY_DISABLED_PLUGINS={token}"]
+    assert out["statuses"]["envfactory.families"] == ["active", ""]
     assert out["registry"]["families"]["gym"]["distribution"] == "envfactory"
     assert out["stepped"] == "DummyVecEnv"
     assert out["warnings"] == []
@@ -546,3 +601,88 @@ def test_lazy_wrapper_schema_is_checked_at_compose_time() -> None:
     if importlib.util.find_spec("jax") is None:
         with pytest.raises(envfactory.ConfigError, match=r"^wrappers\[0\].name=jax_to_numpy: "):
             envfactory.compose(["wrappers=[{name: jax_to_numpy}]"])
+
+
+# -- hooks go through pluggy's own call path --------------------------------------------
+
+
+class _FilteringWrapper:
+    """A plugin with a new-style pluggy hook wrapper around ``envfactory_wrappers``: it
+    drops ``clip_reward`` and adds a record of its own."""
+
+    @envfactory.hookimpl(wrapper=True)
+    def envfactory_wrappers(self) -> Any:
+        results = yield
+        kept = [[r for r in recs if r.name != "clip_reward"] for recs in results]
+        return [*kept, [envfactory.WrapperPlugin("added_by_wrapper", lambda env: env)]]
+
+
+class _RaisingWrapper:
+    @envfactory.hookimpl(wrapper=True)
+    def envfactory_vectorizers(self) -> Any:
+        yield
+        raise RuntimeError("wrapper broke")
+
+
+def test_hooks_are_called_once_through_pluggy_with_tracing_and_hook_wrappers() -> None:
+    pm = get_plugin_manager()
+    lines: list[str] = []
+    pm.trace.root.setwriter(lines.append)
+    undo = pm.enable_tracing()
+    try:
+        envfactory.register_plugin(_FilteringWrapper(), name="filtering")
+    finally:
+        undo()
+        pm.trace.root.setwriter(None)
+    called = [ln.strip() for ln in lines if ln.strip().startswith("envfactory_")]
+    for hook in ("envfactory_env_families", "envfactory_vectorizers", "envfactory_wrappers"):
+        assert sum(ln.startswith(f"{hook} [hook]") for ln in called) == 1, called
+    reg = envfactory.get_registry()
+    assert "clip_reward" not in reg.wrappers and "clip_reward" not in reg.vector_wrappers
+    assert reg.wrappers["added_by_wrapper"].provider.plugin == "filtering"
+    # what the wrapper passed through keeps its own plugin
+    assert reg.wrappers["time_limit"].provider.plugin == "envfactory.wrappers"
+    assert reg.wrappers["scale_reward"].provider.distribution == "envfactory-example"
+    cfg = envfactory.compose(["wrappers=[{name: added_by_wrapper}]"])
+    with envfactory.make_vec(cfg) as envs:
+        envs.reset(seed=0)
+
+    # a hook wrapper that raises is reported and skipped; the hook's results still count
+    with pytest.warns(envfactory.PluginLoadWarning, match="'raising'.*wrapper broke"):
+        envfactory.register_plugin(_RaisingWrapper(), name="raising")
+    reg = envfactory.get_registry()
+    assert {"dummy", "subproc", "gym-sync"} <= set(reg.vectorizers)
+    [failure] = [f for f in reg.failures if f.provider.plugin == "raising"]
+    assert failure.stage == "envfactory_vectorizers (hook wrapper)"
+    assert {p.provider.plugin: p.status for p in reg.plugins}["raising"] == "failed"
+
+
+def test_disabled_plugins_use_pluggys_block_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFACTORY_DISABLED_PLUGINS", "envfactory-example")
+    envfactory.reset_plugins()
+    pm = get_plugin_manager()
+    assert pm.is_blocked("envfactory_example") and not pm.has_plugin("envfactory_example")
+    reg = envfactory.get_registry()
+    assert "pendulum" not in reg.families and "gym" in reg.families
+    statuses = {p.provider.plugin: (p.status, p.detail) for p in reg.plugins}
+    assert statuses["envfactory_example"] == (
+        "disabled",
+        "by ENVFACTORY_DISABLED_PLUGINS=envfactory-example",
+    )
+    with pytest.raises(envfactory.UnknownNameError, match="unknown env"):
+        envfactory.compose(["env=pendulum"])
+
+
+def test_a_removed_plugins_vectorizer_is_one_line_with_choices(run: Any) -> None:
+    """After a plugin is uninstalled (or disabled) its names give envfactory's one line
+    (valid names, did you mean), not Hydra's multi-line "Could not find"."""
+    env = {"ENVFACTORY_DISABLED_PLUGINS": "envfactory-gymnasium"}
+    for argv in (
+        ["envfactory", "vectorizer=gymnasium-async"],
+        ["envfactory", "-m", "vectorizer=gymnasium-async", "hydra.sweep.dir=sweep"],
+    ):
+        proc = run(argv, env=env)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        [line] = proc.stderr.strip().splitlines()
+        assert line.startswith("envfactory: error: unknown vectorizer 'gymnasium-async'"), line
+        assert "Valid vectorizer names: dummy" in line and "Could not find" not in line

@@ -1,12 +1,13 @@
 """``envfactory-plugins``: list the installed plugins and everything they register.
 
-Every family, vectorizer, wrapper and vector wrapper, every config dir, every plugin that
+Every plugin with its status (``active``; ``disabled`` and by what; ``failed`` with the
+stage and error; ``conflicting`` and with whom), every family, vectorizer, wrapper and
+vector wrapper, every name two plugins clash on, every config dir, every plugin that
 failed to load and every disabled plugin, each with the distribution and version that gave
 it, as readable tables; ``--json`` prints :meth:`envfactory.plugin.manager.Registry.as_dict`.
 
-Exit status: 0, or 1 when the registry cannot be built (two plugins register one name).
-Plugin load failures do not change the exit status: they are listed (the one-line
-warnings they raise are silenced here, since the listing shows them).
+Exit status: 0. Failed, disabled and conflicting plugins do not change it: they are
+listed (the one-line warnings they raise are silenced here, since the listing shows them).
 """
 
 from __future__ import annotations
@@ -41,7 +42,15 @@ def render(data: dict[str, Any], plugins: Sequence[Sequence[str]] = ()) -> str:
     """The readable listing of a :meth:`Registry.as_dict` dict (and the loaded plugins as
     ``(plugin, distribution, version)`` rows)."""
     parts = []
-    if plugins:
+    if data.get("plugins"):
+        rows = [
+            (p["plugin"], p["distribution"], p["version"], p["status"], p["detail"])
+            for p in data["plugins"]
+        ]
+        parts.append(
+            _section("Plugins", ("PLUGIN", "DISTRIBUTION", "VERSION", "STATUS", "DETAIL"), rows)
+        )
+    elif plugins:
         parts.append(_section("Plugins", ("PLUGIN", "DISTRIBUTION", "VERSION"), plugins))
     record_headers = ("NAME", "DISTRIBUTION", "VERSION", "PLUGIN", "SUMMARY")
     for key, title in (
@@ -55,6 +64,23 @@ def render(data: dict[str, Any], plugins: Sequence[Sequence[str]] = ()) -> str:
             for name, r in data[key].items()
         ]
         parts.append(_section(title, record_headers, rows))
+    parts.append(
+        _section(
+            "Conflicts (unusable until one plugin is disabled)",
+            ("KIND", "NAME", "REGISTERED BY"),
+            [
+                (
+                    c["kind"],
+                    c["name"],
+                    " and ".join(
+                        f"{p['plugin']} ({p['distribution']} {p['version']})"
+                        for p in c["providers"]
+                    ),
+                )
+                for c in data.get("conflicts", [])
+            ],
+        )
+    )
     parts.append(
         _section(
             "Config dirs",
@@ -83,8 +109,8 @@ def render(data: dict[str, Any], plugins: Sequence[Sequence[str]] = ()) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from envfactory.errors import PluginConflictError, PluginLoadWarning
-    from envfactory.plugin.manager import get_plugin_manager, get_registry
+    from envfactory.errors import PluginLoadWarning
+    from envfactory.plugin.manager import get_registry
 
     parser = argparse.ArgumentParser(
         prog="envfactory-plugins",
@@ -96,17 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PluginLoadWarning)
-        try:
-            registry = get_registry()
-        except PluginConflictError as exc:
-            print(f"envfactory-plugins: error: {exc}", file=sys.stderr)
-            return 1
+        registry = get_registry()
     data = registry.as_dict()
     if args.json:
         return _emit(json.dumps(data, indent=2))
-    providers = get_plugin_manager().providers.values()
-    plugins = [(p.plugin, p.distribution, p.version) for p in providers]
-    return _emit(render(data, plugins))
+    return _emit(render(data))
 
 
 def _emit(text: str) -> int:

@@ -90,6 +90,12 @@ def _schema_entries(reg: Registry) -> Iterator[tuple[str, str, Any, str]]:
     for name, vitem in reg.vectorizers.items():
         node = schema_node(vitem.record.config, "name", name)
         yield "vectorizer", name, node, vitem.provider.distribution
+    # a name two plugins register composes as an open node, so that validation (not
+    # Hydra's "could not find") says who clashes and how to disable one
+    for table, group, key in (("families", "env", "family"), ("vectorizers", "vectorizer", "name")):
+        for name, regs in reg.conflicts.get(table, {}).items():
+            dists = "+".join(r.provider.distribution for r in regs)
+            yield group, name, schema_node(None, key, name), dists
 
 
 # -- envfactory's own composition: the private ``envfactory://`` source -----------------

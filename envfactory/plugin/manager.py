@@ -4,12 +4,27 @@ Built-ins register through the same hooks as third parties. Entry points in grou
 ``envfactory`` are loaded one at a time (not with pluggy's all-or-nothing
 ``load_setuptools_entrypoints``) so one broken plugin is reported by distribution name and
 skipped while the others still load.
+
+The registry degrades instead of failing:
+
+* ``ENVFACTORY_DISABLED_PLUGINS`` (plugin or distribution names, comma-separated) goes
+  to pluggy's own block list (``set_blocked``); a blocked plugin is never imported.
+* Hooks are called once each through pluggy's normal call path (``pm.hook.<name>()``),
+  so ``pm.enable_tracing()``, ``add_hookcall_monitoring`` and hook wrappers
+  (``@hookimpl(wrapper=True)``) work. Each plugin's implementation is guarded when it is
+  registered: one that raises (``SystemExit`` included) is reported by distribution and
+  its result left out, and every result is attributed to the plugin that returned it.
+* A name registered by two plugins is unusable (using it raises
+  :class:`~envfactory.errors.ConflictingNameError` naming both distributions and how to
+  disable one), everything else works, and ``envfactory-plugins`` shows the conflict.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import os
+import re
 import sys
 import threading
 import traceback
@@ -21,7 +36,13 @@ from typing import Any, Generic, TypeVar
 
 import pluggy
 
-from ..errors import PluginConflictError, PluginLoadWarning, UnknownNameError, did_you_mean
+from ..errors import (
+    ConflictingNameError,
+    PluginConflictError,
+    PluginLoadWarning,
+    UnknownNameError,
+    did_you_mean,
+)
 from . import spec
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
@@ -29,6 +50,7 @@ __all__ = [
     "BUILTIN_MODULES",
     "DISABLE_ENV_VAR",
     "PluginFailure",
+    "PluginStatus",
     "Provider",
     "Registered",
     "Registry",
@@ -44,6 +66,12 @@ BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementation
     "envfactory.families": "envfactory.families.builtin",
     "envfactory.vectorizers": "envfactory.vectorizers.builtin",
     "envfactory.wrappers": "envfactory.wrappers.builtin",
+}
+_TABLE_KIND = {
+    "families": "env family",
+    "vectorizers": "vectorizer",
+    "wrappers": "wrapper",
+    "vector_wrappers": "vector wrapper",
 }
 
 R = TypeVar("R")
@@ -75,9 +103,24 @@ class PluginFailure:
     traceback: str
 
 
+@dataclass(frozen=True)
+class PluginStatus:
+    """One plugin's state: ``active``, ``disabled`` (``detail``: by what), ``failed``
+    (``detail``: the stage and error) or ``conflicting`` (``detail``: with whom)."""
+
+    provider: Provider
+    status: str
+    detail: str = ""
+
+
 @dataclass
 class Registry:
-    """Every record the loaded plugins gave, by kind and name, with its provider."""
+    """Every record the loaded plugins gave, by kind and name, with its provider.
+
+    ``conflicts`` holds the names two or more plugins registered (``{"families": {"gym":
+    [Registered, Registered]}}``): they are in no table, and looking one up raises
+    :class:`~envfactory.errors.ConflictingNameError`.
+    """
 
     families: dict[str, Registered[EnvFamilyPlugin]] = field(default_factory=dict)
     vectorizers: dict[str, Registered[VectorizerPlugin]] = field(default_factory=dict)
@@ -86,17 +129,29 @@ class Registry:
     config_dirs: list[tuple[str, Provider]] = field(default_factory=list)
     failures: list[PluginFailure] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
+    conflicts: dict[str, dict[str, list[Registered[Any]]]] = field(default_factory=dict)
+    plugins: list[PluginStatus] = field(default_factory=list)
 
     def family(self, name: str, key: str = "env.family") -> EnvFamilyPlugin:
-        return _lookup(self.families, "env family", name, key).record
+        return self._lookup("families", name, key).record
 
     def vectorizer(self, name: str, key: str = "vectorizer.name") -> VectorizerPlugin:
-        return _lookup(self.vectorizers, "vectorizer", name, key).record
+        return self._lookup("vectorizers", name, key).record
 
     def wrapper(self, name: str, *, vector: bool = False, key: str = "") -> WrapperPlugin:
-        table = self.vector_wrappers if vector else self.wrappers
-        kind = "vector wrapper" if vector else "wrapper"
-        return _lookup(table, kind, name, key).record
+        return self._lookup("vector_wrappers" if vector else "wrappers", name, key).record
+
+    def _lookup(self, table_name: str, name: str, key: str) -> Registered[Any]:
+        table: dict[str, Registered[Any]] = getattr(self, table_name)
+        kind = _TABLE_KIND[table_name]
+        try:
+            return table[name]
+        except KeyError:
+            clash = self.conflicts.get(table_name, {}).get(name)
+            if clash:
+                raise ConflictingNameError(conflict_message(kind, name, clash, key)) from None
+            valid = [*table, *self.conflicts.get(table_name, {})]
+            raise UnknownNameError(kind, name, valid, key=key) from None
 
     def as_dict(self) -> dict[str, Any]:
         def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:
@@ -111,10 +166,38 @@ class Registry:
             }
 
         return {
+            "plugins": [
+                {
+                    "plugin": p.provider.plugin,
+                    "distribution": p.provider.distribution,
+                    "version": p.provider.version,
+                    "status": p.status,
+                    "detail": p.detail,
+                    "registers": self.registered_by(p.provider.plugin),
+                }
+                for p in self.plugins
+            ],
             "families": rows(self.families),
             "vectorizers": rows(self.vectorizers),
             "wrappers": rows(self.wrappers),
             "vector_wrappers": rows(self.vector_wrappers),
+            "conflicts": [
+                {
+                    "kind": _TABLE_KIND[table_name],
+                    "name": name,
+                    "providers": [
+                        {
+                            "plugin": r.provider.plugin,
+                            "distribution": r.provider.distribution,
+                            "version": r.provider.version,
+                        }
+                        for r in regs
+                    ],
+                    "error": conflict_message(_TABLE_KIND[table_name], name, regs),
+                }
+                for table_name, names in sorted(self.conflicts.items())
+                for name, regs in sorted(names.items())
+            ],
             "config_dirs": [
                 {"path": p, "distribution": prov.distribution, "version": prov.version}
                 for p, prov in self.config_dirs
@@ -132,16 +215,44 @@ class Registry:
             "disabled": list(self.disabled),
         }
 
+    def registered_by(self, plugin: str) -> dict[str, list[str]]:
+        """The names ``plugin`` registered, by kind (conflicting ones included)."""
+        out: dict[str, list[str]] = {}
+        for table_name in _TABLE_KIND:
+            table: dict[str, Registered[Any]] = getattr(self, table_name)
+            names = [n for n, r in table.items() if r.provider.plugin == plugin]
+            names += [
+                n
+                for n, regs in self.conflicts.get(table_name, {}).items()
+                if any(r.provider.plugin == plugin for r in regs)
+            ]
+            if names:
+                out[table_name] = sorted(names)
+        dirs = [d for d, prov in self.config_dirs if prov.plugin == plugin]
+        if dirs:
+            out["config_dirs"] = dirs
+        return out
 
-def _lookup(table: dict[str, Registered[R]], kind: str, name: str, key: str) -> Registered[R]:
-    try:
-        return table[name]
-    except KeyError:
-        raise UnknownNameError(kind, name, list(table), key=key) from None
+
+def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str = "") -> str:
+    """One line: who registered ``name``, that it is unusable, how to disable one."""
+    providers = [r.provider for r in regs]
+    where = f" (at {key})" if key else ""
+    who = " and ".join(str(p) for p in providers)
+    # a built-in never needs disabling: suggest the third-party plugins first
+    third = [p for p in providers if p.distribution != "envfactory"] or providers
+    how = " or ".join(f"{DISABLE_ENV_VAR}={p.plugin}" for p in third)
+    dists = " / ".join(sorted({p.distribution for p in third}))
+    return (
+        f"the {kind} {name!r}{where} is registered by {len(providers)} plugins: {who}, so it "
+        f"cannot be used. Disable one with {how} (or uninstall {dists}); "
+        f"'envfactory-plugins' lists every conflict"
+    )
 
 
 class EnvfactoryPluginManager(pluggy.PluginManager):
-    """A pluggy manager that remembers which distribution gave each plugin."""
+    """A pluggy manager that remembers which distribution gave each plugin, guards each
+    plugin's hook implementations and blocks what ``ENVFACTORY_DISABLED_PLUGINS`` names."""
 
     def __init__(self) -> None:
         super().__init__(spec.NAME)
@@ -149,6 +260,86 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         self.providers: dict[str, Provider] = {}
         self.failures: list[PluginFailure] = []
         self.disabled: list[str] = []
+        self.blocked_by: dict[str, tuple[Provider, str]] = {}
+        self._disable_tokens: dict[str, str] = {}  # normalized token -> as written
+        self._returned: list[tuple[Provider, Any]] | None = None
+        self._warned: set[tuple[Any, ...]] = set()
+
+    # -- blocking -------------------------------------------------------------------
+
+    def block(self, names: Iterable[str]) -> None:
+        """Block plugins by plugin or distribution name (``ENVFACTORY_DISABLED_PLUGINS``),
+        with pluggy's own block list: a blocked plugin is never imported or registered."""
+        for raw in names:
+            token = raw.strip()
+            if not token:
+                continue
+            self._disable_tokens[_normalize(token)] = token
+            if not self.is_blocked(token):
+                self.set_blocked(token)
+
+    def _blocked_reason(self, plugin: str, distribution: str) -> str | None:
+        for name in (plugin, distribution):
+            token = self._disable_tokens.get(_normalize(name))
+            if token is not None:
+                return f"{DISABLE_ENV_VAR}={token}"
+        if self.is_blocked(plugin):
+            return "set_blocked() in code"
+        return None
+
+    def _skip_blocked(self, provider: Provider) -> bool:
+        reason = self._blocked_reason(provider.plugin, provider.distribution)
+        if reason is None:
+            return False
+        if not self.is_blocked(provider.plugin):
+            self.set_blocked(provider.plugin)  # blocked by its distribution's name
+        if provider.plugin not in self.blocked_by:
+            self.blocked_by[provider.plugin] = (provider, reason)
+            self.disabled.append(f"{provider.plugin} ({provider.distribution})")
+        return True
+
+    # -- registration ---------------------------------------------------------------
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        """pluggy's ``register``, then each (non-wrapper) hook implementation of the
+        plugin is guarded: it runs in pluggy's normal call path, but an exception (also
+        ``SystemExit``) is reported by distribution and the plugin's result left out,
+        a plugin still busy after :data:`SLOW_AFTER_S` is named, and each result is
+        attributed to its plugin."""
+        registered = super().register(plugin, name)
+        if registered is None:
+            return None
+        for caller in self.get_hookcallers(plugin) or []:
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin and not (impl.hookwrapper or impl.wrapper):
+                    # HookImpl.function is what pluggy's _multicall calls (typed Final)
+                    guarded = self._guard(caller.name, impl.plugin_name, impl.function)
+                    setattr(impl, "function", guarded)  # noqa: B010
+        return registered
+
+    def _guard(self, hook_name: str, plugin_name: str, fn: Callable[..., Any]) -> Any:
+        if getattr(fn, "_envfactory_guarded", False):
+            return fn
+
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            provider = self.provider(plugin_name)
+            try:
+                with _watch(provider, hook_name):
+                    result = fn(*args, **kwargs)
+            except (Exception, SystemExit) as exc:  # sys.exit in a plugin ends nothing here
+                self._fail(provider, hook_name, exc)
+                return None
+            if result is not None and self._returned is not None:
+                self._returned.append((provider, result))
+            return result
+
+        guarded._envfactory_guarded = True  # type: ignore[attr-defined]
+        return guarded
+
+    def provider(self, plugin_name: str) -> Provider:
+        """Who gave the plugin registered as ``plugin_name``."""
+        return self.providers.get(plugin_name) or Provider(plugin_name, "<registered in code>", "-")
 
     def register_plugin(self, plugin: object, provider: Provider) -> None:
         """Register ``plugin`` and check its hook names at once.
@@ -159,7 +350,8 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         ``pluggy.PluginValidationError`` is raised naming the hook and the closest valid
         name, so the caller can report and skip just that plugin.
         """
-        self.register(plugin, name=provider.plugin)
+        if self.register(plugin, name=provider.plugin) is None:  # blocked
+            return
         unknown = [
             caller.name
             for caller in self.get_hookcallers(plugin) or []
@@ -182,18 +374,18 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
 
         version = _version("envfactory")
         for name, modname in BUILTIN_MODULES.items():
-            self.register_plugin(
-                importlib.import_module(modname), Provider(name, "envfactory", version)
-            )
+            provider = Provider(name, "envfactory", version)
+            if self._skip_blocked(provider):
+                continue
+            self.register_plugin(importlib.import_module(modname), provider)
 
     def load_entrypoints(self, group: str = spec.NAME, disabled: Iterable[str] = ()) -> None:
-        blocked = {d.strip() for d in disabled if d.strip()}
+        self.block(disabled)
         for ep in _entry_points(group):
             dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
             version = ep.dist.version if ep.dist is not None else "?"
             provider = Provider(ep.name, dist, version)
-            if ep.name in blocked or dist in blocked:
-                self.disabled.append(f"{ep.name} ({dist})")
+            if self._skip_blocked(provider):
                 continue
             if self.has_plugin(ep.name):
                 continue
@@ -209,9 +401,10 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
                 self._fail(provider, "registration", exc)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException) -> None:
-        failure = PluginFailure(
-            provider, stage, f"{type(exc).__name__}: {exc}", traceback.format_exc()
-        )
+        error = f"{type(exc).__name__}: {exc}"
+        if any((f.provider, f.stage, f.error) == (provider, stage, error) for f in self.failures):
+            return  # reported once
+        failure = PluginFailure(provider, stage, error, traceback.format_exc())
         self.failures.append(failure)
         warnings.warn(
             f"envfactory plugin {provider.plugin!r} from distribution "
@@ -222,22 +415,36 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
             stacklevel=3,
         )
 
-    def call_each(self, hook_name: str) -> list[tuple[Provider, Any]]:
-        """Call one hook on every plugin separately, so results stay attributed and one
-        plugin raising does not hide the others' results."""
-        out: list[tuple[Provider, Any]] = []
+    # -- calling --------------------------------------------------------------------
+
+    def call_hook(self, hook_name: str) -> list[tuple[Provider, Any]]:
+        """Call one hook once, through pluggy's normal call path, and return each
+        plugin's result with its provider, in registration order.
+
+        A result a hook wrapper added or replaced is attributed to the wrapper's plugin.
+        If a hook wrapper itself raises, it is reported and the hook is called again
+        without the wrappers, so the other plugins' results still count.
+        """
         hook = getattr(self.hook, hook_name)
-        for impl in reversed(hook.get_hookimpls()):  # registration order
-            name = self.get_name(impl.plugin) or repr(impl.plugin)
-            provider = self.providers.get(name, Provider(name, "<registered in code>", "-"))
-            try:
-                with _watch(provider, hook_name):
-                    result = impl.function()
-            except (Exception, SystemExit) as exc:  # sys.exit in a plugin ends nothing here
-                self._fail(provider, hook_name, exc)
-                continue
-            if result is None:
-                continue
+        wrappers = [i for i in hook.get_hookimpls() if i.hookwrapper or i.wrapper]
+        results, returned = self._call_once(hook, hook_name, wrappers)
+        by_result = {id(result): provider for provider, result in returned}
+        by_record = {
+            id(rec): provider
+            for provider, result in returned
+            if isinstance(result, (list, tuple))
+            for rec in result
+        }
+        fallback = (
+            self.provider(wrappers[0].plugin_name)
+            if len(wrappers) == 1
+            else Provider(
+                "+".join(w.plugin_name for w in wrappers) or "?", "<hook wrappers>", "-"
+            )
+        )
+        out: list[tuple[Provider, Any]] = []
+        for result in reversed(results):  # pluggy calls the last registered first
+            provider = by_result.get(id(result), fallback)
             if isinstance(result, (str, os.PathLike)) and hook_name == "envfactory_config_dirs":
                 result = [result]
             if not isinstance(result, (list, tuple)):
@@ -247,35 +454,119 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
                     TypeError(f"{hook_name} must return a list, got {type(result).__name__}"),
                 )
                 continue
-            out.append((provider, result))
+            if id(result) in by_result:
+                out.append((provider, result))
+                continue
+            # a list a hook wrapper made: each record keeps the plugin that returned it
+            for rec in result:
+                out.append((by_record.get(id(rec), fallback), [rec]))
         return out
 
-    def build_registry(self) -> Registry:
+    def _call_once(
+        self, hook: Any, hook_name: str, wrappers: list[Any]
+    ) -> tuple[list[Any], list[tuple[Provider, Any]]]:
+        returned: list[tuple[Provider, Any]] = []
+        self._returned = returned
+        try:
+            try:
+                return list(hook() or []), returned
+            except (Exception, SystemExit) as exc:  # a hook wrapper raised
+                if not wrappers:
+                    raise
+                for w in wrappers:
+                    self._fail(self.provider(w.plugin_name), f"{hook_name} (hook wrapper)", exc)
+            plain = [w.plugin for w in wrappers]
+            self._returned = returned = []
+            return list(self.subset_hook_caller(hook_name, plain)() or []), returned
+        finally:
+            self._returned = None
+
+    def build_registry(self, warn: bool = True) -> Registry:
+        """Call each hook once and index the records; a name two plugins register goes to
+        ``conflicts`` (one :class:`PluginLoadWarning` each, unless ``warn`` is false)."""
         reg = Registry(failures=self.failures, disabled=self.disabled)
-        _collect(self, "envfactory_env_families", EnvFamilyPlugin, reg.families, "env family")
-        _collect(self, "envfactory_vectorizers", VectorizerPlugin, reg.vectorizers, "vectorizer")
+        _collect(self, reg, "envfactory_env_families", EnvFamilyPlugin, lambda rec: "families")
+        _collect(self, reg, "envfactory_vectorizers", VectorizerPlugin, lambda rec: "vectorizers")
         # one call of the wrappers hook (a failure is reported once), split by ``vector``
         _collect(
             self,
+            reg,
             "envfactory_wrappers",
             WrapperPlugin,
-            lambda rec: reg.vector_wrappers if rec.vector else reg.wrappers,
-            lambda rec: "vector wrapper" if rec.vector else "wrapper",
+            lambda rec: "vector_wrappers" if rec.vector else "wrappers",
         )
-        for provider, dirs in self.call_each("envfactory_config_dirs"):
+        for provider, dirs in self.call_hook("envfactory_config_dirs"):
             for d in dirs:
                 reg.config_dirs.append((os.fspath(d), provider))
+        reg.plugins = self.statuses(reg)
+        for table_name, names in reg.conflicts.items() if warn else ():
+            for name, regs in names.items():
+                key = (table_name, name, tuple(r.provider for r in regs))
+                if key in self._warned:
+                    continue
+                self._warned.add(key)
+                warnings.warn(
+                    conflict_message(_TABLE_KIND[table_name], name, regs),
+                    PluginLoadWarning,
+                    stacklevel=3,
+                )
         return reg
+
+    def statuses(self, reg: Registry) -> list[PluginStatus]:
+        """Every plugin's status: registered ones in registration order, then the ones
+        that failed before registering, then the disabled ones."""
+        out: list[PluginStatus] = []
+        seen: set[str] = set()
+        clashes: dict[str, list[str]] = {}
+        for table_name, names in reg.conflicts.items():
+            for name, regs in names.items():
+                for r in regs:
+                    others = ", ".join(
+                        f"{o.provider.plugin} ({o.provider.distribution})"
+                        for o in regs
+                        if o.provider != r.provider
+                    )
+                    clashes.setdefault(r.provider.plugin, []).append(
+                        f"{_TABLE_KIND[table_name]} {name!r} with {others}"
+                    )
+        failed: dict[str, list[PluginFailure]] = {}
+        for f in reg.failures:
+            failed.setdefault(f.provider.plugin, []).append(f)
+        providers = [*self.providers.values()]
+        providers += [f.provider for f in reg.failures if f.provider.plugin not in self.providers]
+        for provider in providers:
+            if provider.plugin in seen:
+                continue
+            seen.add(provider.plugin)
+            if provider.plugin in failed:
+                detail = "; ".join(f"in {f.stage}: {f.error}" for f in failed[provider.plugin])
+                if provider.plugin in clashes:
+                    detail += "; conflicts: " + "; ".join(clashes[provider.plugin])
+                out.append(PluginStatus(provider, "failed", detail))
+            elif provider.plugin in clashes:
+                detail = "; ".join(clashes[provider.plugin])
+                out.append(PluginStatus(provider, "conflicting", detail))
+            else:
+                out.append(PluginStatus(provider, "active"))
+        for name, (provider, reason) in self.blocked_by.items():
+            if name not in seen:
+                out.append(PluginStatus(provider, "disabled", f"by {reason}"))
+        return out
+
+
+def _normalize(name: str) -> str:
+    """Plugin and distribution names compare as PEP 503 does (``Foo_Bar`` = ``foo-bar``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _collect(
     pm: EnvfactoryPluginManager,
+    reg: Registry,
     hook_name: str,
     rtype: type[Any],
-    table_: dict[str, Registered[Any]] | Callable[[Any], dict[str, Registered[Any]]],
-    kind_: str | Callable[[Any], str],
+    table_of: Callable[[Any], str],
 ) -> None:
-    for provider, records in pm.call_each(hook_name):
+    for provider, records in pm.call_hook(hook_name):
         rec: Any
         for rec in records:
             if not isinstance(rec, rtype):
@@ -289,17 +580,19 @@ def _collect(
             if problem is not None:
                 pm._fail(provider, hook_name, problem)
                 continue
-            table = table_ if isinstance(table_, dict) else table_(rec)
-            kind = kind_ if isinstance(kind_, str) else kind_(rec)
-            if rec.name in table:
-                other = table[rec.name].provider
-                raise PluginConflictError(
-                    f"two plugins register the {kind} {rec.name!r}: {other} and {provider}. "
-                    f"Uninstall one of the distributions {other.distribution!r} / "
-                    f"{provider.distribution!r}, or disable one plugin with "
-                    f"{DISABLE_ENV_VAR}=<plugin name>."
-                )
-            table[rec.name] = Registered(rec, provider)
+            table_name = table_of(rec)
+            table: dict[str, Registered[Any]] = getattr(reg, table_name)
+            clashes = reg.conflicts.setdefault(table_name, {})
+            entry = Registered(rec, provider)
+            if rec.name in clashes:
+                clashes[rec.name].append(entry)
+            elif rec.name in table:
+                clashes[rec.name] = [table.pop(rec.name), entry]
+            else:
+                table[rec.name] = entry
+        for table_name in _TABLE_KIND:
+            if not reg.conflicts.get(table_name):
+                reg.conflicts.pop(table_name, None)
 
 
 def _schema_problem(rec: Any) -> Exception | None:
@@ -369,8 +662,9 @@ def get_plugin_manager() -> EnvfactoryPluginManager:
     with _lock:
         if "pm" not in _state:
             pm = EnvfactoryPluginManager()
+            pm.block(os.environ.get(DISABLE_ENV_VAR, "").split(","))
             pm.load_builtins()
-            pm.load_entrypoints(disabled=os.environ.get(DISABLE_ENV_VAR, "").split(","))
+            pm.load_entrypoints()
             pm.check_pending()
             _state["pm"] = pm
         pm_: EnvfactoryPluginManager = _state["pm"]
@@ -419,7 +713,9 @@ def register_plugin(plugin: object, name: str | None = None) -> str:
     (``EnvFamilyPlugin`` / ``VectorizerPlugin`` / ``WrapperPlugin``) or a list of records.
     The registry is rebuilt at once, so ``compose`` / ``make_vec`` see the new names.
     A name already registered (by any plugin) raises ``PluginConflictError`` and leaves
-    everything as it was. Distribute a plugin with an ``envfactory`` entry point instead.
+    everything as it was (code that registers a plugin is told at once; installed plugins
+    that clash leave just that name unusable instead). Distribute a plugin with an
+    ``envfactory`` entry point instead.
 
     Example:
         >>> import gymnasium as gym
@@ -449,18 +745,26 @@ def register_plugin(plugin: object, name: str | None = None) -> str:
                 f"name=... or call envfactory.reset_plugins() first"
             )
         pm.register_plugin(plugin, Provider(name, "<registered in code>", "-"))
-        failures = len(pm.failures)
         try:
-            registry = pm.build_registry()
+            registry = pm.build_registry(warn=False)
+            clash = _conflicts_of(registry, name)
+            if clash is not None:
+                raise PluginConflictError(clash)
         except Exception:
             pm.unregister(plugin)
             pm.providers.pop(name, None)
             raise
-        finally:
-            del pm.failures[failures:]  # rebuilding must not repeat earlier reports
-        registry.failures = list(pm.failures)
         _state["registry"] = registry
     return name
+
+
+def _conflicts_of(reg: Registry, plugin: str) -> str | None:
+    """The conflict message of the first name ``plugin`` clashes on (None if none)."""
+    for table_name, names in reg.conflicts.items():
+        for name, regs in names.items():
+            if any(r.provider.plugin == plugin for r in regs):
+                return conflict_message(_TABLE_KIND[table_name], name, regs)
+    return None
 
 
 class _RecordsPlugin:
