@@ -12,6 +12,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --pool           # the async pool vs two processes and gym-async
     python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
     python benchmarks/bench.py --load           # CartPole idle / one busy core / oversubscribed
+    python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
 PufferLib's ``Multiprocessing`` backend (synchronous and ``batch_size = num_envs / 2``)
@@ -569,6 +570,82 @@ def render_peers(results: list[dict], missing: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+# -- start-up and memory in a fresh process (torch installed or not) ---------------------
+STARTUP_CODE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+kind = sys.argv[1]
+if kind == "envfactory":
+    import envfactory
+    envs = envfactory.make_vec(overrides=["num_envs=8", "vectorizer=subproc",
+                                          "vectorizer.context=forkserver"])
+else:
+    import gymnasium as gym
+    ctx = None if kind == "gym-async/default" else "forkserver"
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 8, context=ctx)
+envs.reset(seed=0)
+elapsed = time.perf_counter() - t0
+import psutil
+pss = psutil.Process().memory_full_info().pss / 2**20
+heavy = [m for m in ("torch", "jax") if m in sys.modules]
+envs.close()
+print(json.dumps({"seconds": elapsed, "pss_mb": pss, "imported": heavy}))
+"""
+STARTUP_KINDS = ("envfactory", "gym-async/forkserver", "gym-async/default")
+
+
+def startup_memory(rounds: int) -> dict[str, Any]:
+    """Import + construct + first reset of 8 CartPoles, each in a fresh interpreter
+    (envfactory ``subproc`` under forkserver vs gymnasium's ``AsyncVectorEnv``), and the
+    parent's PSS afterwards; medians over ``rounds`` interleaved runs."""
+    import importlib.util
+
+    runs: dict[str, list[dict]] = {k: [] for k in STARTUP_KINDS}
+    for _ in range(rounds):
+        for kind in STARTUP_KINDS:
+            proc = subprocess.run(
+                [sys.executable, "-c", STARTUP_CODE, kind],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"start-up run {kind} failed:\n{proc.stderr}")
+            runs[kind].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    out: dict[str, Any] = {"torch_installed": importlib.util.find_spec("torch") is not None}
+    for kind, rs in runs.items():
+        out[kind] = {
+            "seconds": statistics.median(r["seconds"] for r in rs),
+            "pss_mb": statistics.median(r["pss_mb"] for r in rs),
+            "imported": sorted({m for r in rs for m in r["imported"]}),
+        }
+    return out
+
+
+def render_startup(res: dict[str, Any]) -> str:
+    torch = "installed" if res["torch_installed"] else "NOT installed"
+    lines = [
+        f"Start-up and memory: import + construct + first reset of 8 CartPoles in a fresh "
+        f"process (torch {torch})",
+        f"  {'variant':24s} {'seconds':>8s} {'parent PSS MiB':>15s}  imports torch/jax",
+    ]
+    for kind in STARTUP_KINDS:
+        r = res[kind]
+        lines.append(
+            f"  {kind:24s} {r['seconds']:8.2f} {r['pss_mb']:15.0f}  "
+            f"{', '.join(r['imported']) or 'neither'}"
+        )
+    ef, ga = res["envfactory"], res["gym-async/forkserver"]
+    t_ratio, m_ratio = ef["seconds"] / ga["seconds"], ef["pss_mb"] / ga["pss_mb"]
+    lines.append(
+        f"  envfactory / gym-async (forkserver): time {t_ratio:.2f}x (target <= 1.5x), "
+        f"parent PSS {m_ratio:.2f}x (target <= 2x); vs gym-async default context: time "
+        f"{ef['seconds'] / res['gym-async/default']['seconds']:.2f}x, PSS "
+        f"{ef['pss_mb'] / res['gym-async/default']['pss_mb']:.2f}x"
+    )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="sizes 1, 8; 2 rounds; shorter runs")
@@ -582,7 +659,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-load", action="store_true", help="skip the under-load table")
     p.add_argument("--load-sizes", type=int, nargs="*", default=None)
     p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
+    p.add_argument("--startup", action="store_true", help="only start-up and memory")
     args = p.parse_args(argv)
+    if args.startup:
+        print(render_startup(startup_memory(args.rounds or 3)))
+        return 0
     if args.load:
         rows = under_load(args.load_sizes or [8, 16], args.rounds or 3, args.seconds or 1.5)
         print(render_load(rows))
@@ -648,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
         table += "\n" + render_peers(results, peer_available())
     if load_rows:
         table += "\n" + render_load(load_rows)
+    startup_mem = startup_memory(rounds) if "CartPole" in args.workloads else {}
+    if startup_mem:
+        table += "\n" + render_startup(startup_mem)
     print(table)
     out = args.out or os.path.join(
         os.path.dirname(__file__), "results", time.strftime("bench-%Y%m%d-%H%M%S.json")
@@ -667,6 +751,7 @@ def main(argv: list[str] | None = None) -> int:
                 "results": results,
                 "startup_8_envs_s": starts,
                 "under_load": load_rows,
+                "startup_memory": startup_mem,
                 "table": table,
             },
             f,
