@@ -655,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/...)")
     p.add_argument("--pool", action="store_true", help="only the async pool's rows")
+    p.add_argument("--no-pool", action="store_true", help="skip the async pool's rows")
     p.add_argument("--ray", action="store_true", help="only the ray rows (envfactory-ray)")
     p.add_argument("--no-load", action="store_true", help="skip the under-load table")
     p.add_argument("--load-sizes", type=int, nargs="*", default=None)
@@ -727,6 +728,8 @@ def main(argv: list[str] | None = None) -> int:
         table += ray_main(args.workloads, ray_sizes, rounds, seconds)
     if "CartPole" in args.workloads:
         table += "\n" + render_peers(results, peer_available())
+    if not args.no_pool:
+        table += "\n" + pool_main(args.workloads, rounds, seconds)
     if load_rows:
         table += "\n" + render_load(load_rows)
     startup_mem = startup_memory(rounds) if "CartPole" in args.workloads else {}
