@@ -272,6 +272,15 @@ def test_batch_size_out_of_range_fails_at_compose_time() -> None:
     for bad in ("0", "-1", "true"):
         with pytest.raises(ConfigError, match=r"vectorizer.batch_size"):
             envfactory.compose(["vectorizer=subproc-atari", f"vectorizer.batch_size={bad}"])
+    with pytest.raises(ConfigError) as err:
+        envfactory.compose(
+            ["vectorizer=subproc", "vectorizer.batch_size=2", "vectorizer.in_parent=1"]
+        )
+    assert str(err.value) == (
+        "vectorizer.in_parent=1: expected 0 or null with vectorizer.batch_size=2 (the async "
+        "pool steps every env in a worker). Set vectorizer.in_parent=0 (or null), or "
+        "vectorizer.batch_size=null"
+    )
     with pytest.raises(ConfigError, match=r"must be in \[1, num_envs=2\]"):
         SubprocPool([Maker(), Maker()], 3)
 
@@ -337,7 +346,8 @@ def _faulty_pool(fault: str, **kwargs: Any) -> SubprocPool:
     maker = {k: kwargs.pop(k) for k in ("once_file",) if k in kwargs}
     fns = [Maker(), Maker(), Maker(), Maker(fault, 3, **maker)]
     kwargs.setdefault("timeout", 1.0)
-    return SubprocPool(fns, 2, in_series=2, context="fork", **kwargs)
+    kwargs.setdefault("context", "fork")
+    return SubprocPool(fns, 2, in_series=2, **kwargs)
 
 
 def _run_pool(envs: SubprocPool, recvs: int, seconds: float = 0.0) -> list[tuple]:
@@ -395,12 +405,14 @@ def test_recv_timeout_argument(no_leaks: None) -> None:
             envs.recv(timeout=0.1)
 
 
-@pytest.mark.parametrize("fault", ["sigkill", "hang"])
+@pytest.mark.parametrize(
+    ("fault", "context"), [("sigkill", "fork"), ("hang", "fork"), ("sigkill", "forkserver")]
+)
 def test_restart_in_pool_mode_truncates_the_lost_episodes(
-    fault: str, tmp_path: Path, no_leaks: None
+    fault: str, context: str, tmp_path: Path, no_leaks: None
 ) -> None:
     once = str(tmp_path / "once")
-    with _faulty_pool(fault, once_file=once, restart=True) as envs:
+    with _faulty_pool(fault, once_file=once, restart=True, context=context) as envs:
         envs.async_reset(seed=0)
         with pytest.warns(RuntimeWarning, match="restarting after: worker 1"):
             seen = _run_pool(envs, 30, seconds=1.5)

@@ -166,6 +166,15 @@ def _check_batch_size(cfg: DictConfig, num_envs: int) -> None:
     if not isinstance(node, DictConfig) or node.get("name") not in ("subproc", "subproc-atari"):
         return
     size = node.get("batch_size")
+    if size is not None and node.get("in_parent"):
+        raise OptionError(
+            "in_parent",
+            node.get("in_parent"),
+            f"0 or null with vectorizer.batch_size={size} (the async pool steps every env "
+            "in a worker)",
+            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
+            path="vectorizer",
+        )
     if isinstance(size, int) and not isinstance(size, bool) and size > num_envs:
         raise OptionError(
             "batch_size",
