@@ -585,8 +585,11 @@ else:
     envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 8, context=ctx)
 envs.reset(seed=0)
 elapsed = time.perf_counter() - t0
-import psutil
-pss = psutil.Process().memory_full_info().pss / 2**20
+try:
+    import psutil
+    pss = psutil.Process().memory_full_info().pss / 2**20
+except ImportError:
+    pss = float("nan")
 heavy = [m for m in ("torch", "jax") if m in sys.modules]
 envs.close()
 print(json.dumps({"seconds": elapsed, "pss_mb": pss, "imported": heavy}))
