@@ -494,9 +494,10 @@ def load_variants(n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
     keep = ["gym-async", "dummy", "subproc"]
     out = {k: allv[k] for k in keep}
     over = ["env=gym", "env.id=CartPole-v1", f"num_envs={n}", "vectorizer=subproc"]
-    out["subproc(in_parent=0)"] = lambda: envfactory.make_vec(
-        overrides=[*over, "vectorizer.in_parent=0"]
-    )
+    for k in (0, n // 2):  # auto picks one of these by the load when it is built
+        out[f"subproc(in_parent={k})"] = lambda k=k: envfactory.make_vec(
+            overrides=[*over, f"vectorizer.in_parent={k}"]
+        )
     out["subproc(spin_us=0)"] = lambda: envfactory.make_vec(
         overrides=[*over, "vectorizer.spin_us=0"]
     )

@@ -99,14 +99,16 @@ def test_actions_of_another_dtype_go_by_pipe_and_keep_their_dtype() -> None:
 
 def test_auto_share_and_bad_values() -> None:
     cpus = os.cpu_count() or 1
-    share = 8 // (max(1, cpus - 1) + 1)
-    assert parent_share(8, None, None, None, False, False) == share
-    assert parent_share(1, None, None, None, False, False) == 0
+    share = 8 // cpus if cpus >= 2 else 0
+    assert parent_share(8, None, None, None, False, False, load=0.0) == share
+    assert parent_share(1, None, None, None, False, False, load=0.0) == 0
+    # no idle core for the parent: the workers step every env
+    assert parent_share(8, None, None, None, False, False, load=cpus - 1.0) == 0
     # what only a worker process gives: no share unless asked for
-    assert parent_share(8, None, 2, None, False, False) == 0
-    assert parent_share(8, None, None, 5.0, False, False) == 0
-    assert parent_share(8, None, None, None, True, False) == 0
-    assert parent_share(8, None, None, None, False, True) == 0  # subproc-atari
+    assert parent_share(8, None, 2, None, False, False, load=0.0) == 0
+    assert parent_share(8, None, None, 5.0, False, False, load=0.0) == 0
+    assert parent_share(8, None, None, None, True, False, load=0.0) == 0
+    assert parent_share(8, None, None, None, False, True, load=0.0) == 0  # subproc-atari
     assert parent_share(8, 3, 2, 5.0, False, False) == 3  # explicit wins
     with pytest.raises(ConfigError) as info:
         parent_share(4, 4, None, None, False, False)
@@ -116,8 +118,8 @@ def test_auto_share_and_bad_values() -> None:
     with pytest.raises(Exception, match="in_parent"):
         envfactory.compose(["vectorizer=subproc", "vectorizer.in_parent=-1"])
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=8"]) as envs:
-        assert envs.in_parent == share
-        assert sum(w.stop - w.start for w in envs._workers) == 8 - share
+        assert envs.in_parent in (0, share)  # (0 while the machine is busy)
+        assert sum(w.stop - w.start for w in envs._workers) == 8 - envs.in_parent
 
 
 class _KeyErrorEnv:
