@@ -381,7 +381,9 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
 
     def load_entrypoints(self, group: str = spec.NAME, disabled: Iterable[str] = ()) -> None:
         self.block(disabled)
-        for ep in _entry_points(group):
+        eps = _entry_points(group)
+        self._warn_unknown_tokens(eps)
+        for ep in eps:
             dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
             version = ep.dist.version if ep.dist is not None else "?"
             provider = Provider(ep.name, dist, version)
@@ -399,6 +401,27 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
                 self.register_plugin(plugin, provider)
             except (Exception, SystemExit) as exc:  # misspelled hook, bad signature, ...
                 self._fail(provider, "registration", exc)
+
+    def _warn_unknown_tokens(self, eps: list[md.EntryPoint]) -> None:
+        """A name in ``ENVFACTORY_DISABLED_PLUGINS`` that is no installed plugin or
+        distribution is a typo or a stale setting: say so once (it blocks nothing)."""
+        names = {*BUILTIN_MODULES, "envfactory"}
+        for ep in eps:
+            names.add(ep.name)
+            if ep.dist is not None:
+                names.add(ep.dist.name)
+        known = {_normalize(n) for n in names}
+        choices = sorted({*BUILTIN_MODULES, *(ep.name for ep in eps)})
+        for norm, token in self._disable_tokens.items():
+            if norm in known:
+                continue
+            warnings.warn(
+                f"{DISABLE_ENV_VAR} names {token!r}, which is no installed envfactory plugin "
+                f"or distribution, so it blocks nothing.{did_you_mean(token, sorted(names))} "
+                f"Plugins: {', '.join(choices)}",
+                PluginLoadWarning,
+                stacklevel=4,
+            )
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"

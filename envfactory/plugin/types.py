@@ -85,7 +85,10 @@ class WrapperPlugin:
         wrap: ``wrap(env, **options) -> env`` (a ``gymnasium.Env`` or, with ``vector=True``,
             a ``gymnasium.vector.VectorEnv``).
         config: a dataclass schema for the options; ``None`` accepts the keyword arguments
-            of ``wrap`` (checked against its signature).
+            of ``wrap`` (checked against its signature), unless ``wrap`` has a method
+            ``envfactory_config()`` returning the schema: envfactory calls it only when a
+            config names the wrapper (how gymnasium's torch/jax wrappers stay unimported,
+            see :class:`envfactory.wrappers.LazyWrapper`).
         vector: whether this wraps a VectorEnv.
         summary: one line shown by ``envfactory-plugins``.
     """
