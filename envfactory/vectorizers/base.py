@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -468,9 +468,12 @@ class VecEnvBase(VectorEnv):
                 f"{what}() called but {now}; call {first} first", "" if p == "none" else p
             )
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env with ``args``/``kwargs`` (every keyword goes
         to the method, as in gymnasium), or get attribute ``name`` if it is not callable.
+        A function instead of a name runs as ``name(env, *args, **kwargs)`` where the env
+        lives (in its worker process), so it can inspect the env without pickling it:
+        ``envs.call(stable_baselines3.common.env_util.is_wrapped, Monitor)``.
 
         Returns:
             One result per env, as a tuple.
@@ -484,7 +487,9 @@ class VecEnvBase(VectorEnv):
         """
         return self._call("call", name, args, kwargs, None)
 
-    def env_method(self, name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+    def env_method(
+        self, name: str | Callable[..., Any], *args: Any, indices: Any = None, **kwargs: Any
+    ) -> list[Any]:
         """Stable-Baselines3 spelling of :meth:`call`: only the envs of ``indices`` (an
         int, a list, or None for all), results as a list.
 
@@ -498,7 +503,7 @@ class VecEnvBase(VectorEnv):
         """
         return list(self._call("env_method", name, args, kwargs, indices))
 
-    def _call(self, what: str, name: str, args: Any, kwargs: Any, indices: Any) -> tuple:
+    def _call(self, what: str, name: Any, args: Any, kwargs: Any, indices: Any) -> tuple:
         self._check_open(what)
         self._expect_idle(what)
         return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
@@ -517,6 +522,11 @@ class VecEnvBase(VectorEnv):
         """
         self._check_open("get_attr")
         self._expect_idle("get_attr")
+        if not isinstance(name, str):
+            raise TypeError(
+                f"get_attr(name) takes an attribute name (str), got {type(name).__name__}; "
+                "to run a function on each env use envs.call(fn)"
+            )
         return tuple(self._do_call(name, None, None, self._indices(indices)))
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:

@@ -112,6 +112,9 @@ class DummyVecEnv(VecEnvBase):
     def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
         out = []
         for i in indices:
+            if callable(name):  # call(fn): fn(env, *args, **kwargs)
+                out.append(name(self.envs[i], *args, **kwargs))
+                continue
             attr = self.envs[i].get_wrapper_attr(name)
             out.append(attr(*args, **kwargs) if args is not None and callable(attr) else attr)
         return out

@@ -17,6 +17,7 @@ in a worker only by value. See :class:`Sender`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
@@ -118,9 +119,10 @@ class Reset:
 
 @dataclass(frozen=True)
 class Call:
-    """Call method ``name`` (``args is None``: get attribute ``name``) of envs ``local``."""
+    """Call method ``name`` (``args is None``: get attribute ``name``) of envs ``local``;
+    a callable ``name`` is called as ``name(env, *args, **kwargs)``."""
 
-    name: str
+    name: str | Callable[..., Any]
     args: Any
     kwargs: Any
     local: list[int]

@@ -248,6 +248,9 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
                 c: Call = data
                 payload = []
                 for i in c.local:
+                    if callable(c.name):  # call(fn): fn(env, *args, **kwargs) in this process
+                        payload.append(c.name(envs[i], *c.args, **c.kwargs))
+                        continue
                     attr = envs[i].get_wrapper_attr(c.name)
                     payload.append(
                         attr(*c.args, **c.kwargs) if c.args is not None and callable(attr) else attr
