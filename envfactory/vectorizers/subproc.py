@@ -829,6 +829,8 @@ class SubprocVecEnv(VecEnvBase):
             self._check_usable(what)
 
             def here(env: Any, _: int) -> Any:
+                if callable(name):  # call(fn): fn(env, *args, **kwargs)
+                    return name(env, *args, **kwargs)
                 attr = env.get_wrapper_attr(name)
                 return attr(*args, **kwargs) if args is not None and callable(attr) else attr
 
