@@ -37,7 +37,7 @@ def test_cleanrl_ppo_learns_cartpole() -> None:
     episodes passes 150 within 40,960 steps (a random policy gets ~22). Fixed seeds and one
     torch thread make the run reproducible: it stops at the target at step 24,088 (measured;
     ``vectorizer=subproc`` gives the same run, its trajectories being bit-identical), about
-    60 s on a loaded 2-core machine, 25 s idle."""
+    20 s on a quiet 2-core machine, 90 s on a loaded one."""
     summary = run_example(
         "cleanrl_ppo.py",
         ["vectorizer=dummy", "--seed", "1", "--total-steps", "40960", "--target-return", "150"],
