@@ -89,7 +89,7 @@ def _outcomes(junit: Path) -> dict[str, dict[str, str]]:
 @pytest.mark.slow
 @pytest.mark.timeout(3000)
 def test_sb3_vec_env_tests_pass_through_to_sb3() -> None:
-    """10 to 19 minutes on the shared 2-core machine (load average 8 to 13): SB3's own
+    """3 minutes on a quiet 2-core machine, 10 to 19 loaded (load average 8 to 13): SB3's own
     SubprocVecEnv starts one process per env, each importing torch. (A folder of its own,
     not ``tmp_path``: another pytest session's clean-up may remove an old ``tmp_path``
     during a run this long.)"""
