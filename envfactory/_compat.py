@@ -12,8 +12,11 @@ used instead (and noted here).
   :func:`configstore_remove` (``ConfigStore.repo``): ConfigStore has no public removal.
   Registering a config source or a search-path plugin uses the public
   ``Plugins.instance().register``.
-* multiprocessing: :func:`parent_daemon_flag` (``Process._config["daemon"]``) and
-  :func:`forget_inherited_forkserver` (``multiprocessing.forkserver._forkserver``).
+* multiprocessing: :func:`non_daemonic` (``Process._config["daemon"]``),
+  :func:`forget_inherited_forkserver` and :func:`forkserver_preload`
+  (``multiprocessing.forkserver._forkserver``), :func:`forget_children`
+  (``multiprocessing.process._children``) and :func:`without_main` (wraps the undocumented
+  ``multiprocessing.spawn.get_preparation_data``).
 * gymnasium: none (episode statistics use envfactory's own wrapper, not
   ``RecordEpisodeStatistics``' private fields).
 """
@@ -21,17 +24,21 @@ used instead (and noted here).
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
     "configstore_remove",
+    "forget_children",
     "forget_inherited_forkserver",
+    "forkserver_preload",
     "hydra_config_loader",
     "non_daemonic",
     "register_config_source",
     "register_hydra_plugin",
+    "without_main",
 ]
 
 
@@ -133,3 +140,61 @@ def forkserver_preload(ctx: Any, modules: Sequence[str]) -> None:
     wanted = current + [m for m in modules if m not in current]
     if wanted != current:
         ctx.set_forkserver_preload(wanted)
+
+
+def forget_children(procs: Sequence[Any]) -> None:
+    """In a forked child: drop ``procs`` (the parent's workers) from multiprocessing's list
+    of this process's children, so the child's exit does not terminate them (private:
+    ``multiprocessing.process._children``)."""
+    children = getattr(sys.modules.get("multiprocessing.process"), "_children", None)
+    if children is not None:
+        for proc in procs:
+            children.discard(proc)
+
+
+# Under spawn and forkserver, multiprocessing makes every child re-run the parent's main
+# script (as ``__mp_main__``) so that objects pickled by reference to ``__main__`` resolve.
+# An unguarded script (no ``if __name__ == "__main__":``) then builds a vec env again in
+# each worker while it bootstraps, and every worker dies with multiprocessing's
+# "bootstrapping phase" traceback. envfactory's workers need nothing from ``__main__``: the
+# env constructors travel by cloudpickle, which carries ``__main__``'s functions and classes
+# by value, and the worker's own target lives in envfactory. multiprocessing has no option
+# for this: the preparation data comes from ``spawn.get_preparation_data``, called inline by
+# every Popen class. So that function is wrapped once (on envfactory's first worker start,
+# never on import), and the wrapper drops the main-module entries only while a thread-local
+# flag is set: other code's processes, in other threads or outside the block, are untouched.
+_starting = threading.local()
+
+
+def _install_prep_filter() -> None:
+    from multiprocessing import spawn
+
+    original = spawn.get_preparation_data
+    if getattr(original, "_envfactory_filter", False):
+        return
+
+    def get_preparation_data(name: str) -> dict:
+        data = original(name)
+        if getattr(_starting, "worker", False):
+            data.pop("init_main_from_name", None)
+            data.pop("init_main_from_path", None)
+            if data.get("start_method") not in ("fork", "forkserver", "spawn"):
+                # a start method the worker cannot know: joblib's loky workers (Hydra's joblib
+                # launcher) set the global one to "loky", and the child's set_start_method
+                # would fail; the worker needs none (it starts no processes of its own)
+                data.pop("start_method", None)
+        return data
+
+    get_preparation_data._envfactory_filter = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = get_preparation_data
+
+
+@contextmanager
+def without_main() -> Iterator[None]:
+    """Processes started by this thread inside the block do not re-run ``__main__``."""
+    _install_prep_filter()
+    _starting.worker = True
+    try:
+        yield
+    finally:
+        _starting.worker = False

@@ -50,3 +50,25 @@ def test_forkserver_fields() -> None:
         assert fs._preload_modules == [*before, "json"] or "json" in before
     finally:
         mp.get_context("forkserver").set_forkserver_preload(before)
+
+
+def test_children_registry() -> None:
+    import multiprocessing.process as mp_process
+
+    assert isinstance(mp_process._children, set)  # type: ignore[attr-defined]
+    proc = mp.get_context("fork").Process(target=int)
+    mp_process._children.add(proc)  # type: ignore[attr-defined]
+    _compat.forget_children([proc])
+    assert proc not in mp_process._children  # type: ignore[attr-defined]
+
+
+def test_without_main_drops_the_main_module_only_inside_the_block() -> None:
+    from multiprocessing import spawn
+
+    with _compat.without_main():
+        inside = spawn.get_preparation_data("x")
+    outside = spawn.get_preparation_data("x")
+    assert "init_main_from_name" not in inside and "init_main_from_path" not in inside
+    # pytest's __main__ is a module run by path or name: outside the block it is kept
+    assert {"init_main_from_name", "init_main_from_path"} & set(outside)
+    assert {k: v for k, v in outside.items() if not k.startswith("init_main")} == inside

@@ -3,14 +3,11 @@ and the start-method fix-ups (forked children; workers that do not re-run ``__ma
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import queue
-import sys
 import threading
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Optional
@@ -29,7 +26,6 @@ __all__ = [
     "parent_share",
     "split_envs",
     "start_process",
-    "without_main",
 ]
 
 START_METHODS = ("fork", "forkserver", "spawn")
@@ -217,59 +213,8 @@ _child_hook: list[bool] = [False]
 def _after_fork_in_child() -> None:
     global _launcher_lock
     _launcher_lock = threading.Lock()  # another thread may have held it at the fork
-    children = getattr(sys.modules.get("multiprocessing.process"), "_children", None)
-    if children is not None:
-        for proc in list(_started):
-            children.discard(proc)
+    _compat.forget_children(list(_started))
     _started.clear()
-
-
-# -- workers do not re-run the user's __main__ ------------------------------------------
-# Under spawn and forkserver, multiprocessing makes every child re-run the parent's main
-# script (as ``__mp_main__``) so that objects pickled by reference to ``__main__`` resolve.
-# An unguarded script (no ``if __name__ == "__main__":``) then builds a vec env again in
-# each worker while it bootstraps, and every worker dies with multiprocessing's
-# "bootstrapping phase" traceback. envfactory's workers need nothing from ``__main__``: the
-# env constructors travel by cloudpickle, which carries ``__main__``'s functions and classes
-# by value (and gymnasium ids registered in the parent travel with make_vec's constructors),
-# and the worker's own target lives in envfactory. So while envfactory starts a worker, the
-# preparation data multiprocessing sends to it carries no main module to re-run. Only this
-# thread's starts are affected (a thread-local flag): other code's processes are not.
-_starting = threading.local()
-
-
-def _install_prep_filter() -> None:
-    from multiprocessing import spawn
-
-    original = spawn.get_preparation_data
-    if getattr(original, "_envfactory_filter", False):
-        return
-
-    def get_preparation_data(name: str) -> dict:
-        data = original(name)
-        if getattr(_starting, "worker", False):
-            data.pop("init_main_from_name", None)
-            data.pop("init_main_from_path", None)
-            if data.get("start_method") not in START_METHODS:
-                # a start method the worker cannot know: joblib's loky workers (Hydra's joblib
-                # launcher) set the global one to "loky", and the child's set_start_method
-                # would fail; the worker needs none (it starts no processes of its own)
-                data.pop("start_method", None)
-        return data
-
-    get_preparation_data._envfactory_filter = True  # type: ignore[attr-defined]
-    spawn.get_preparation_data = get_preparation_data
-
-
-@contextlib.contextmanager
-def without_main() -> Iterator[None]:
-    """Start processes in this block without re-running ``__main__`` in them."""
-    _install_prep_filter()
-    _starting.worker = True
-    try:
-        yield
-    finally:
-        _starting.worker = False
 
 
 # -- workers are started from one thread that lives as long as the process ----------------
@@ -312,7 +257,7 @@ def _start(proc: Any) -> None:
     if not _child_hook[0] and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _child_hook[0] = True
-    with without_main(), _compat.non_daemonic():
+    with _compat.without_main(), _compat.non_daemonic():
         proc.start()
     _started.add(proc)
 
