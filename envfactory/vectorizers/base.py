@@ -28,7 +28,6 @@ from .runner import InfoCalls
 from .shared import obs_copier
 
 __all__ = [
-    "MODE_NAMES",
     "PendingCall",
     "VecEnvBase",
     "autoreset_mode",
@@ -41,7 +40,6 @@ _MODES = {
     "same_step": AutoresetMode.SAME_STEP,
     "disabled": AutoresetMode.DISABLED,
 }
-MODE_NAMES = {m: name for name, m in _MODES.items()}
 
 
 def autoreset_mode(value: Any) -> AutoresetMode:

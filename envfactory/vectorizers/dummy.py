@@ -12,7 +12,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
-from .base import MODE_NAMES, PendingCall, VecEnvBase, check_spaces
+from .base import PendingCall, VecEnvBase, check_spaces
 from .runner import EnvRunner
 from .shared import concatenate_checked
 
@@ -56,7 +56,7 @@ class DummyVecEnv(VecEnvBase):
         )
         self._init_spaces(obs_space, act_space, envs[0].metadata)
         self.render_mode = envs[0].render_mode
-        self._runner = EnvRunner(envs, MODE_NAMES[self.autoreset_mode])
+        self._runner = EnvRunner(envs, self.autoreset_mode)
         self._obs = create_empty_array(obs_space, n=self.num_envs)
         self._disabled = self.autoreset_mode is AutoresetMode.DISABLED
         self._array_actions = isinstance(

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from gymnasium.vector import AutoresetMode
+
 __all__ = [
     "ERROR",
     "OK",
@@ -71,7 +73,7 @@ class WorkerSpec:
     Attributes:
         env_fns: its env constructors (cloudpickle bytes under spawn/forkserver).
         start: the index of its first env in the vectorized env.
-        autoreset_mode: ``next_step`` | ``same_step`` | ``disabled``.
+        autoreset_mode: gymnasium's ``AutoresetMode``.
         shared_memory: write Box-like observations into shared memory.
         main_pid: the parent's pid (the worker exits when it is gone).
         close_fds: under fork, the parent's connection ends this worker inherited.
@@ -80,7 +82,7 @@ class WorkerSpec:
 
     env_fns: Any
     start: int
-    autoreset_mode: str
+    autoreset_mode: AutoresetMode
     shared_memory: bool
     main_pid: int
     close_fds: list[Any] | None

@@ -9,13 +9,14 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 __all__ = ["EnvRunner", "InfoCalls"]
 
 # (local env index, info dict) in the order SyncVectorEnv passes them to ``_add_info``.
 InfoCalls = list[tuple[int, dict[str, Any]]]
 
-NEXT_STEP, SAME_STEP, DISABLED = "next_step", "same_step", "disabled"
+NEXT_STEP, SAME_STEP = AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP
 
 
 class EnvRunner:
@@ -26,7 +27,7 @@ class EnvRunner:
     merged with ``VectorEnv._add_info`` (empty infos are skipped: merging them is a no-op).
     """
 
-    def __init__(self, envs: Sequence[gym.Env], autoreset_mode: str) -> None:
+    def __init__(self, envs: Sequence[gym.Env], autoreset_mode: AutoresetMode) -> None:
         n = len(envs)
         self.envs = list(envs)
         self.mode = autoreset_mode

@@ -40,7 +40,7 @@ from ..errors import (
     WorkerTimeoutError,
     remote_env_error,
 )
-from .base import MODE_NAMES, PendingCall, VecEnvBase, check_spaces
+from .base import PendingCall, VecEnvBase, check_spaces
 from .protocol import (
     ERROR,
     Attach,
@@ -179,7 +179,6 @@ class SubprocVecEnv(VecEnvBase):
             # once a forkserver exists
             _compat.forkserver_preload(self._ctx, ["envfactory.vectorizers.worker", "gymnasium"])
             install_fork_hook()
-        self._mode_name = MODE_NAMES[self.autoreset_mode]
         self._seq = 0
         local = parent_share(self.num_envs, in_parent, in_series, timeout, restart, uint8_images)
         self.in_parent = local
@@ -277,7 +276,7 @@ class SubprocVecEnv(VecEnvBase):
                 WorkerSpec(
                     env_fns=w.payload,
                     start=w.start,
-                    autoreset_mode=self._mode_name,
+                    autoreset_mode=self.autoreset_mode,
                     shared_memory=self.shared_memory,
                     main_pid=os.getpid(),
                     close_fds=close_fds,

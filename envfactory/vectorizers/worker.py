@@ -15,6 +15,7 @@ import traceback
 from typing import Any
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from .protocol import (
     ERROR,
@@ -208,7 +209,7 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
                 # episode now (truncated, at the last observation the caller saw), or, if
                 # that step was its next_step autoreset, is reset
                 rs: Restarted = data
-                due = [i for i in range(n) if rs.done[i] and mode == "next_step"]
+                due = [i for i in range(n) if rs.done[i] and mode is AutoresetMode.NEXT_STEP]
                 for i in range(n):
                     if i in due:
                         runner.autoreset[i] = True
@@ -228,9 +229,9 @@ def _serve(sender: Sender, envs: list, spec: WorkerSpec) -> None:
                 for i in range(n):
                     if mask is not None and not mask[i]:
                         runner.obs[i] = rr.last_obs[i]
-                        if rr.done[i] and mode == "next_step":
+                        if rr.done[i] and mode is AutoresetMode.NEXT_STEP:
                             runner.autoreset[i] = True  # its next step is the autoreset
-                        elif not (rr.done[i] and mode == "disabled"):  # (awaits a reset)
+                        elif not (rr.done[i] and mode is AutoresetMode.DISABLED):  # awaits reset
                             lost[i] = rr.last_obs[i]
                     else:
                         calls.append((i, {"restarted": True}))
