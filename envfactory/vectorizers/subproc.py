@@ -194,7 +194,8 @@ class SubprocVecEnv(VecEnvBase):
                 self._spawn(w)
             local_envs = [fn() for fn in env_fns[self._local_start :]]  # while workers build
             if local_envs:
-                self._local = _Results(EnvRunner(local_envs, self._mode_name), self._local_start)
+                runner = EnvRunner(local_envs, self.autoreset_mode)
+                self._local = _Results(runner, self._local_start)
             infos = self._gather(
                 "start",
                 self._workers,

@@ -22,6 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 from envfactory import ObservationError
@@ -82,7 +83,9 @@ class EnvActor:
     """Hosts envs ``start .. start + len(env_fns)`` of a vectorized env (made a Ray actor
     with ``ray.remote(EnvActor)`` by :class:`envfactory_ray.RayVecEnv`)."""
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: str) -> None:
+    def __init__(
+        self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode
+    ) -> None:
         self.start, self.mode = start, mode
         self.envs: list[gym.Env] = []
         self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end (restart)
@@ -179,7 +182,7 @@ class EnvActor:
         was its ``next_step`` autoreset, is reset."""
         try:
             n, r = len(self.envs), self.runner
-            due = [i for i in range(n) if done[i] and self.mode == "next_step"]
+            due = [i for i in range(n) if done[i] and self.mode is AutoresetMode.NEXT_STEP]
             for i in range(n):
                 if i in due:
                     r.autoreset[i] = True
@@ -203,9 +206,9 @@ class EnvActor:
             for i in range(len(self.envs)):
                 if mask is not None and not mask[i]:
                     r.obs[i] = last_obs[i]
-                    if done[i] and self.mode == "next_step":
+                    if done[i] and self.mode is AutoresetMode.NEXT_STEP:
                         r.autoreset[i] = True  # its next step is the autoreset
-                    elif not (done[i] and self.mode == "disabled"):  # (awaits a reset)
+                    elif not (done[i] and self.mode is AutoresetMode.DISABLED):  # (awaits a reset)
                         self.lost[i] = last_obs[i]
                 else:
                     calls.append((i, {"restarted": True}))

@@ -35,7 +35,7 @@ from envfactory import (
     WorkerTimeoutError,
 )
 from envfactory.errors import remote_env_error
-from envfactory.vectorizers.base import MODE_NAMES, check_spaces
+from envfactory.vectorizers.base import check_spaces
 from envfactory.vectorizers.shared import concatenate_checked
 
 from .actor import ERROR, EnvActor, array_batched
@@ -170,7 +170,6 @@ class RayVecEnv(VecEnvBase):
         self.restart, self.max_restarts, self.restart_window = restart, max_restarts, restart_window
         self.copy, self.num_cpus, self.address = copy, num_cpus, address
         self.env_id = _label(env_fns[0])
-        self._mode_name = MODE_NAMES[self.autoreset_mode]
         import ray
 
         self._ray = ray
@@ -219,7 +218,7 @@ class RayVecEnv(VecEnvBase):
         self._truncs = np.zeros(self.num_envs, dtype=np.bool_)
 
     def _spawn(self, act: _Actor) -> None:
-        act.handle = self._cls.remote(act.fns, act.start, self._mode_name)
+        act.handle = self._cls.remote(act.fns, act.start, self.autoreset_mode)
         act.ref = act.handle.describe.remote()
         act.pid = None
 
