@@ -16,6 +16,7 @@ Each block must exit 0 and print no traceback.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -114,6 +115,10 @@ def _write(block: Block, workdir: Path) -> Path | None:
     return target
 
 
+def _installed() -> set[str]:
+    return {d.metadata["Name"] for d in importlib.metadata.distributions()}
+
+
 def _run_block(block: Block, workdir: Path) -> None:
     env = _env(workdir)
     if block.lang == "python":
@@ -128,15 +133,26 @@ def _run_block(block: Block, workdir: Path) -> None:
         venv = workdir / ".venv"
         if not venv.exists():
             venv.symlink_to(Path(sys.executable).parent.parent)
-        for raw in block.text.splitlines():
-            line = raw.split("  #", 1)[0].strip()
-            if not line or line.startswith("#"):
-                continue
-            proc = subprocess.run(
-                ["bash", "-c", line],
-                cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
-            )
-            _check(proc, f"README line {line!r} (block at line {block.line})")
+        before = _installed()
+        try:
+            for raw in block.text.splitlines():
+                line = raw.split("  #", 1)[0].strip()
+                if not line or line.startswith("#"):
+                    continue
+                proc = subprocess.run(
+                    ["bash", "-c", line],
+                    cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+                )
+                _check(proc, f"README line {line!r} (block at line {block.line})")
+        finally:
+            # a block that installs a package (the README's plugin) must not leave it in the
+            # test environment, also when it fails before its own uninstall line
+            extra = sorted(_installed() - before)
+            if extra:
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "uninstall", "-y", "-q", *extra],
+                    capture_output=True, check=False,
+                )
     else:
         _write(block, workdir)
 
