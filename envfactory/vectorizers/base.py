@@ -5,6 +5,7 @@ idempotent close, context manager). Backends implement the ``_do_*`` methods."""
 from __future__ import annotations
 
 import enum
+import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "VecEnvBase",
     "autoreset_mode",
     "check_spaces",
+    "count_restart",
     "tile_images",
 ]
 
@@ -81,6 +83,25 @@ def check_spaces(
                     f"space (check per-env options and wrappers)"
                 )
     return obs0, act0
+
+
+def count_restart(
+    times: list[float], failure: Exception, who: str, max_restarts: int, window: float
+) -> None:
+    """The restart budget shared by the vectorizers with ``restart: true``: record a
+    restart of ``who`` (``"worker 1"``, ``"actor 0"``) now in ``times``, or raise
+    ``failure``, its message extended with why, if ``who`` already had ``max_restarts``
+    restarts in the last ``window`` seconds."""
+    now = time.monotonic()
+    recent = [t for t in times if now - t < window]
+    if len(recent) >= max_restarts:
+        failure.args = (
+            f"{failure.args[0]}\nnot restarted: {who} was already restarted "
+            f"{len(recent)} times in the last {window:g} s "
+            f"(vectorizer.max_restarts={max_restarts}, vectorizer.restart_window={window:g})",
+        )
+        raise failure
+    times.append(now)
 
 
 def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.ndarray:

@@ -40,7 +40,7 @@ from ..errors import (
     WorkerTimeoutError,
     remote_env_error,
 )
-from .base import PendingCall, VecEnvBase, check_spaces
+from .base import PendingCall, VecEnvBase, check_spaces, count_restart
 from .protocol import (
     ERROR,
     Attach,
@@ -497,18 +497,13 @@ class SubprocVecEnv(VecEnvBase):
     def _count_restart(self, w: _Worker, failure: WorkerError) -> None:
         """Raise ``failure`` (the env is then unusable) if ``w`` already had
         ``max_restarts`` restarts in the last ``restart_window`` seconds."""
-        now = time.monotonic()
-        recent = [t for t in w.restarts if now - t < self.restart_window]
-        if len(recent) >= self.max_restarts:
-            failure.args = (
-                f"{failure.args[0]}\nnot restarted: worker {w.index} was already restarted "
-                f"{len(recent)} times in the last {self.restart_window:g} s "
-                f"(vectorizer.max_restarts={self.max_restarts}, "
-                f"vectorizer.restart_window={self.restart_window:g})",
+        try:
+            count_restart(
+                w.restarts, failure, f"worker {w.index}", self.max_restarts, self.restart_window
             )
+        except WorkerError:
             self._broken = failure
-            raise failure
-        w.restarts.append(now)
+            raise
 
     @property
     def restarts(self) -> list[int]:

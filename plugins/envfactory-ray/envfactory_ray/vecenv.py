@@ -35,7 +35,7 @@ from envfactory import (
     WorkerTimeoutError,
 )
 from envfactory.errors import remote_env_error
-from envfactory.vectorizers.base import check_spaces
+from envfactory.vectorizers.base import check_spaces, count_restart
 from envfactory.vectorizers.shared import concatenate_checked
 
 from .actor import ERROR, EnvActor, array_batched
@@ -375,18 +375,13 @@ class RayVecEnv(VecEnvBase):
 
     # -- restarts -----------------------------------------------------------------------
     def _count_restart(self, act: _Actor, failure: WorkerError) -> None:
-        now = time.monotonic()
-        recent = [t for t in act.restarts if now - t < self.restart_window]
-        if len(recent) >= self.max_restarts:
-            failure.args = (
-                f"{failure.args[0]}\nnot restarted: actor {act.index} was already restarted "
-                f"{len(recent)} times in the last {self.restart_window:g} s "
-                f"(vectorizer.max_restarts={self.max_restarts}, "
-                f"vectorizer.restart_window={self.restart_window:g})",
+        try:
+            count_restart(
+                act.restarts, failure, f"actor {act.index}", self.max_restarts, self.restart_window
             )
+        except WorkerError:
             self._broken = failure
-            raise failure
-        act.restarts.append(now)
+            raise
 
     @property
     def restarts(self) -> list[int]:
