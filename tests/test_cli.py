@@ -27,6 +27,7 @@ def subprocess_env() -> dict[str, str]:
     env.pop("HYDRA_FULL_ERROR", None)
     return env
 
+
 SUMMARY_KEYS = {
     "env",
     "family",
@@ -123,7 +124,11 @@ BAD_INPUTS = [  # (arguments, a fragment of the one line the user sees)
     (["vectorizer=dumy"], "unknown vectorizer 'dumy' (at vectorizer=dumy). Did you mean 'dummy'?"),
     (["+num_env=8"], "unknown key num_env. Did you mean 'num_envs'?"),
     (["numenvs=4"], "unknown key numenvs. Did you mean 'num_envs'?"),
-    (["+run.foo=1"], "unknown key run.foo. Valid keys under run: policy, progress, total_steps"),
+    (
+        ["+run.foo=1"],
+        "unknown key run.foo. Valid keys under run: fps, job, policy, progress, render_steps, "
+        "total_steps",
+    ),
     (["run.total_steps=0"], "run.total_steps=0: expected an integer >= 1"),
     (["env.idd=x"], "unknown key env.idd. Did you mean 'id'?"),
     (["num_envs=abc"], "num_envs: Value 'abc' of type 'str' could not be converted to Integer"),
@@ -145,7 +150,6 @@ def test_config_errors_are_one_line_and_exit_status_2(tmp_path: Path) -> None:
     """Each bad input from issue 8: one line ``envfactory: error: ...``, no traceback, status
     2, nothing run. The commands run side by side (each is a real ``envfactory`` process)."""
     import subprocess
-
 
     procs = [
         subprocess.Popen(
@@ -222,7 +226,6 @@ def test_ctrl_c_stops_with_one_line_and_a_partial_summary(tmp_path: Path) -> Non
     import signal
     import subprocess
     import time
-
 
     out = tmp_path / "job"
     proc = subprocess.Popen(

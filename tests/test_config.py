@@ -74,7 +74,11 @@ KEYS = "Valid keys: autoreset_mode, env, "  # ... num_envs, run, seed, ... wrapp
         pytest.param(
             ["+run.foo=1"],
             ConfigError,
-            ["unknown key run.foo. Valid keys under run: policy, progress, total_steps"],
+            [
+                "unknown key run.foo. Valid keys under run: fps, job, policy, progress, "
+                "render_steps, "
+                "total_steps"
+            ],
             id="plus-run-foo",
         ),
         pytest.param(

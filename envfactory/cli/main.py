@@ -243,13 +243,20 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from envfactory.config import validate
 
     job = _job_info()
+    render = str(_plain(OmegaConf.select(cfg, "run.job", default="rollout"))) == "render"
     try:
+        if render:
+            from envfactory.cli.render import force_rgb_array
+
+            force_rgb_array(cfg)
         validate(cfg)
         envs = envfactory.make_vec(cfg)
     except KeyboardInterrupt:
         _interrupted(cfg, job, None)
     except Exception as exc:
         return _failed(cfg, job, exc)
+    if render:
+        return _render(cfg, job, envs)
     try:
         stats = rollout(
             envs,
@@ -268,6 +275,30 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     print(format_summary(summary), flush=True)
     if stats.interrupted:
         _interrupted(cfg, job, summary)
+    return summary
+
+
+def _render(cfg: DictConfig, job: dict[str, Any], envs: Any) -> dict[str, Any]:
+    """The render job (:mod:`envfactory.cli.render`): PNG and MP4 into the run dir."""
+    from envfactory.cli.render import render_job
+
+    try:
+        out = render_job(cfg, envs, Path(job.get("output_dir") or os.getcwd()))
+    except KeyboardInterrupt:
+        _close(envs)
+        _interrupted(cfg, job, None)
+    except Exception as exc:
+        _close(envs)
+        return _failed(cfg, job, exc)
+    _close(envs)
+    summary: dict[str, Any] = {**_settings(cfg), "job": "render", "status": "ok", **out}
+    _save(summary, job)
+    w, h = out["image_size"]
+    print(
+        f"envfactory render: {summary['env']} x{summary['num_envs']}: {out['png']} ({w}x{h}), "
+        f"{out['mp4']} ({out['frames']} frames at {out['fps']} fps)",
+        flush=True,
+    )
     return summary
 
 

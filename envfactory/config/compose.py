@@ -133,6 +133,15 @@ def validate(cfg: DictConfig, registry: Registry | None = None) -> None:
                 f"run.total_steps={steps!r}: expected an integer >= 1 (env steps summed over "
                 "envs); set run.total_steps=1000, say"
             )
+        for key, hint in (
+            ("render_steps", "the render job's vector steps"),
+            ("fps", "MP4 frames/s"),
+        ):
+            value = run.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"run.{key}={value!r}: expected an integer >= 1 ({hint}); set run.{key}=30, say"
+                )
     num_envs = cfg.get("num_envs")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise ConfigError(

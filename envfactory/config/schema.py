@@ -28,6 +28,14 @@ class Seeding(Enum):
     spawn = "spawn"
 
 
+class Job(Enum):
+    """What the ``envfactory`` command does: ``rollout`` (measure steps/s) or ``render``
+    (write a tiled PNG and an MP4 of the envs' frames)."""
+
+    rollout = "rollout"
+    render = "render"
+
+
 class Policy(Enum):
     """Action policy of the main job's rollout."""
 
@@ -43,11 +51,20 @@ class RunConfig:
         total_steps: env steps to run, summed over envs.
         policy: ``random`` (sample the action space) | ``noop`` (action 0 / zeros).
         progress: show a progress bar.
+        job: ``rollout`` (measure steps/s) | ``render`` (``env.render_mode=rgb_array``
+            forced; ``render.png``, every env's frame tiled, and ``render.mp4`` in the run
+            dir); ``job=render`` is short for ``run.job=render``.
+        render_steps: the render job's vector steps: the PNG shows the frames after
+            ``reset(seed)`` and this many steps, the MP4 one frame per step.
+        fps: frames per second of the render job's MP4.
     """
 
     total_steps: int = 2000
     policy: Policy = Policy.random
     progress: bool = True
+    job: Job = Job.rollout
+    render_steps: int = 60
+    fps: int = 30
 
 
 @dataclass

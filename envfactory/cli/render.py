@@ -1,0 +1,105 @@
+"""The render job (``envfactory job=render``, i.e. ``run.job=render``): pictures of the
+configured envs.
+
+It forces ``env.render_mode=rgb_array``, resets with ``seed``, takes ``run.render_steps``
+vector steps with ``run.policy`` and writes, in the Hydra run dir:
+
+* ``render.png``: every env's frame after the last step, tiled row-major in a
+  ``ceil(sqrt(num_envs))``-column grid (:func:`envfactory.tile_images`; one panel per env,
+  black padding);
+* ``render.mp4``: the tiled frames, one per step (``run.render_steps`` frames at
+  ``run.fps``), written with OpenCV's ``VideoWriter`` (``mp4v``); an odd width or height
+  is padded by one black pixel (MPEG-4 needs even sizes).
+
+Any family whose ``render()`` returns ``rgb_array`` frames works, Atari included (ALE's
+full 210x160 RGB screen, whatever ``obs_type``). CartPole and MountainCar frames need
+pygame (``pip install 'envfactory[render]'``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+__all__ = ["MP4_FILE", "PNG_FILE", "force_rgb_array", "render_job", "tiled_frame"]
+
+PNG_FILE = "render.png"
+MP4_FILE = "render.mp4"
+
+
+def force_rgb_array(cfg: DictConfig) -> None:
+    """Set ``env.render_mode=rgb_array``; a family without ``render_mode`` is a config error."""
+    from envfactory.errors import ConfigError
+
+    env = cfg.get("env")
+    if not isinstance(env, DictConfig) or "render_mode" not in env:
+        family = OmegaConf.select(cfg, "env.family", default=None)
+        raise ConfigError(
+            f"run.job=render: env family {family!r} has no render_mode option, so it cannot "
+            "render rgb_array frames; use a family that has one (gym, atari) or run.job=rollout"
+        )
+    with open_dict(cfg):
+        cfg.env.render_mode = "rgb_array"
+
+
+def tiled_frame(envs: Any) -> np.ndarray:
+    """Every env's current ``render()`` frame tiled into one HxWx3 uint8 image."""
+    from envfactory import tile_images
+    from envfactory.errors import EnvfactoryError
+
+    frames = list(envs.render())
+    for i, f in enumerate(frames):
+        shape = getattr(f, "shape", None)
+        if shape is None or len(shape) != 3 or shape[2] != 3:
+            raise EnvfactoryError(
+                f"run.job=render: env {i}'s render() returned "
+                f"{type(f).__name__} {shape if shape is not None else ''}, not an HxWx3 "
+                "rgb_array frame; this family does not render rgb_array"
+            )
+    return np.ascontiguousarray(tile_images(frames), dtype=np.uint8)
+
+
+def render_job(cfg: DictConfig, envs: Any, out_dir: Path) -> dict[str, Any]:
+    """Reset, step ``run.render_steps`` times, write ``render.png`` and ``render.mp4`` into
+    ``out_dir``; returns what it wrote (paths, frame count, sizes)."""
+    import cv2
+
+    from envfactory.cli.main import noop_action
+    from envfactory.errors import EnvfactoryError
+
+    steps, fps = int(cfg.run.render_steps), int(cfg.run.fps)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png, mp4 = out_dir / PNG_FILE, out_dir / MP4_FILE
+    envs.reset(seed=cfg.seed)
+    envs.action_space.seed(cfg.seed)
+    policy = str(getattr(cfg.run.policy, "value", cfg.run.policy))
+    noop = noop_action(envs.action_space) if policy == "noop" else None
+    frame = tiled_frame(envs)
+    h, w = frame.shape[:2]
+    vh, vw = h + h % 2, w + w % 2  # MPEG-4 wants even sizes
+    fourcc = cv2.VideoWriter_fourcc(*"mp4v")  # type: ignore[attr-defined]
+    writer = cv2.VideoWriter(str(mp4), fourcc, fps, (vw, vh))
+    if not writer.isOpened():
+        raise EnvfactoryError(f"run.job=render: OpenCV cannot write {mp4} (mp4v codec)")
+    try:
+        for _ in range(steps):
+            envs.step(envs.action_space.sample() if noop is None else noop)
+            frame = tiled_frame(envs)
+            padded = np.zeros((vh, vw, 3), np.uint8)
+            padded[:h, :w] = frame
+            writer.write(cv2.cvtColor(padded, cv2.COLOR_RGB2BGR))
+    finally:
+        writer.release()
+    if not cv2.imwrite(str(png), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)):
+        raise EnvfactoryError(f"run.job=render: OpenCV cannot write {png}")
+    return {
+        "png": str(png),
+        "mp4": str(mp4),
+        "frames": steps,
+        "fps": fps,
+        "image_size": [int(w), int(h)],
+        "video_size": [int(vw), int(vh)],
+    }

@@ -1,0 +1,111 @@
+"""The render job (``envfactory job=render``): a real CLI subprocess writes a tiled PNG and an
+MP4 into its Hydra run dir; the test opens both with OpenCV."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR",)}
+    env.pop("ENVFACTORY_DISABLED_PLUGINS", None)
+    return subprocess.run(
+        [str(BIN / "envfactory"), *args, "run.progress=false"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "num_envs", "frame_hw", "grid"),
+    [
+        (["env=gym", "vectorizer=dummy"], 4, (400, 600), (2, 2)),
+        (["env=pong", "vectorizer=subproc-atari"], 2, (210, 160), (1, 2)),
+    ],
+    ids=["cartpole-4", "pong-subproc-atari-2"],
+)
+def test_render_job_writes_tiled_png_and_mp4(
+    tmp_path: Path,
+    overrides: list[str],
+    num_envs: int,
+    frame_hw: tuple[int, int],
+    grid: tuple[int, int],
+) -> None:
+    steps = 12
+    out = tmp_path / "run"
+    proc = _cli(
+        [
+            "job=render",
+            *overrides,
+            f"num_envs={num_envs}",
+            f"run.render_steps={steps}",
+            "seed=3",
+            f"hydra.run.dir={out}",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "render.png" in proc.stdout
+    (fh, fw), (rows, cols) = frame_hw, grid
+    img = cv2.imread(str(out / "render.png"))
+    assert img is not None and img.shape == (rows * fh, cols * fw, 3)
+    assert img.std() > 0
+    panels = [
+        img[r * fh : (r + 1) * fh, c * fw : (c + 1) * fw] for r in range(rows) for c in range(cols)
+    ]
+    assert len(panels) == num_envs  # one panel per env, no padding panel in these grids
+    for p in panels:  # every env drew something: no constant panel
+        assert p.std() > 0
+    # different seeds per env: the envs' frames are not all the same picture
+    assert any(not np.array_equal(panels[0], p) for p in panels[1:])
+    cap = cv2.VideoCapture(str(out / "render.mp4"))
+    try:
+        assert cap.isOpened()
+        assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == steps
+        assert int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)) == cols * fw
+        assert int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)) == rows * fh
+        frames = 0
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            assert frame.shape == (rows * fh, cols * fw, 3)
+            frames += 1
+        assert frames == steps
+    finally:
+        cap.release()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["job"] == "render" and summary["status"] == "ok"
+    assert summary["image_size"] == [cols * fw, rows * fh]
+
+
+def test_render_job_bad_option_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = _cli(["job=render", "run.render_steps=0", f"hydra.run.dir={tmp_path / 'r'}"], tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [
+        "envfactory: error: run.render_steps=0: expected an integer >= 1 (the render job's "
+        "vector steps); set run.render_steps=30, say"
+    ]
+    assert not (tmp_path / "r" / "render.png").exists()
+
+
+def test_unknown_job_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = _cli(["run.job=paint", f"hydra.run.dir={tmp_path / 'r'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line]
+    assert len(lines) == 1 and "run.job" in lines[0] and "paint" in lines[0], lines
+    assert "render" in lines[0]
