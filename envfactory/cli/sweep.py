@@ -1,6 +1,8 @@
 """The sweep table: a Hydra callback that, when a ``-m`` sweep ends, collects every job's
 ``summary.json`` from the sweep dir and prints one markdown table of all jobs, saved as
-``sweep_summary.md`` and ``sweep_summary.json`` in the sweep dir.
+``sweep_summary.md`` and ``sweep_summary.json`` in the sweep dir, with a plot of steps/s
+against num_envs (one line per vectorizer, and per env id when the sweep has several),
+``sweep_summary.png`` (:mod:`envfactory.cli.plot`).
 
 It reads the jobs' files rather than their return values so it works with any launcher
 (jobs of a remote or process-pool launcher do not return to this process). It is
@@ -19,6 +21,7 @@ job's full summary, overrides included.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,9 +148,24 @@ class SweepSummary(Callback):
             )
             + "\n"
         )
+        plot = self._plot(jobs, sweep_dir / f"{self.filename}.png")
         SweepSummary.last = SweepResult(len(jobs), failed, md_path)
         if self.echo:
-            print(f"\n{head}\n\n{table}\n\nsaved to {md_path} and {json_path.name}", flush=True)
+            saved = f"{json_path.name}" + (f" and {plot.name}" if plot else "")
+            print(f"\n{head}\n\n{table}\n\nsaved to {md_path}, {saved}", flush=True)
+
+    @staticmethod
+    def _plot(jobs: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+        """``sweep_summary.png``: steps/s against num_envs per vectorizer (and env id);
+        none when no job has numbers. A plot that cannot be drawn is one warning line (the
+        table is saved already)."""
+        from envfactory.cli.plot import throughput_plot
+
+        try:
+            return throughput_plot(jobs, path, title=f"envfactory sweep: {path.parent.name}")
+        except Exception as exc:  # the table matters more than the picture
+            print(f"envfactory: warning: sweep plot not written: {exc}", file=sys.stderr)
+            return None
 
 
 @dataclass(frozen=True)

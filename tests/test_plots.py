@@ -1,0 +1,74 @@
+"""Throughput plots: the sweep summary's ``sweep_summary.png`` (a real ``-m`` sweep through
+the CLI) and :func:`envfactory.cli.plot.throughput_plot`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from envfactory.cli.plot import PLOT_SIZE, _series, throughput_plot
+
+BIN = Path(sys.executable).parent
+# matplotlib's first two default line colours (tab:blue, tab:orange), BGR as OpenCV reads
+C0, C1 = (180, 119, 31), (14, 127, 255)
+
+
+def _pixels_of(img: np.ndarray, bgr: tuple[int, int, int]) -> int:
+    return int((np.abs(img.astype(int) - np.array(bgr)).sum(axis=2) < 30).sum())
+
+
+def test_sweep_writes_a_throughput_plot_next_to_its_table(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env.pop("ENVFACTORY_DISABLED_PLUGINS", None)
+    sweep = tmp_path / "sweep"
+    proc = subprocess.run(
+        [
+            str(BIN / "envfactory"),
+            "-m",
+            "vectorizer=dummy,subproc",
+            "num_envs=1,2",
+            "run.total_steps=200",
+            "run.progress=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (sweep / "sweep_summary.md").exists()
+    assert "sweep_summary.png" in proc.stdout
+    img = cv2.imread(str(sweep / "sweep_summary.png"))
+    assert img is not None
+    assert img.shape == (PLOT_SIZE[1], PLOT_SIZE[0], 3)
+    assert img.std() > 0
+    # one line per vectorizer: two line colours, each drawn over many pixels
+    assert _pixels_of(img, C0) > 200 and _pixels_of(img, C1) > 200
+    assert _pixels_of(img, (40, 39, 214)) == 0  # no third line (tab:red would be C3)
+
+
+def test_plot_lines_per_vectorizer_and_env_and_failed_rows_skipped(tmp_path: Path) -> None:
+    rows = [
+        {"env": "CartPole-v1", "vectorizer": "dummy", "num_envs": 4, "steps_per_second": 40.0},
+        {"env": "CartPole-v1", "vectorizer": "dummy", "num_envs": 1, "steps_per_second": 10.0},
+        {"env": "CartPole-v1", "vectorizer": "dummy", "num_envs": 1, "steps_per_second": 20.0},
+        {"env": "ALE/Pong-v5", "vectorizer": "dummy", "num_envs": 1, "steps_per_second": 5.0},
+        {"env": "CartPole-v1", "vectorizer": "subproc", "status": "failed", "num_envs": 2},
+    ]
+    assert _series(rows) == {
+        "dummy (ALE/Pong-v5)": [(1, 5.0)],
+        "dummy (CartPole-v1)": [(1, 15.0), (4, 40.0)],  # two runs at one point: averaged
+    }
+    out = throughput_plot(rows, tmp_path / "deep" / "p.png", title="t")
+    assert out is not None
+    img = cv2.imread(str(out))
+    assert img is not None and img.shape == (PLOT_SIZE[1], PLOT_SIZE[0], 3)
+    assert throughput_plot(rows[-1:], tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
