@@ -13,6 +13,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
     python benchmarks/bench.py --load           # CartPole idle / one busy core / oversubscribed
     python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS
+    python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
 PufferLib's ``Multiprocessing`` backend (synchronous and ``batch_size = num_envs / 2``)
@@ -665,7 +666,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-sizes", type=int, nargs="*", default=None)
     p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
     p.add_argument("--startup", action="store_true", help="only start-up and memory")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="PATH",
+        help="also write steps/s against num_envs as a PNG (one per workload)",
+    )
+    p.add_argument("--plot-from", default=None, metavar="JSON",
+                   help="only plot an earlier run's JSON (needs --plot)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.plot_from:
+        if not args.plot:
+            p.error("--plot-from needs --plot PATH")
+        with open(args.plot_from) as f:
+            plot_results(json.load(f)["results"], args.plot)
+        return 0
     if args.startup:
         print(render_startup(startup_memory(args.rounds or 3)))
         return 0
@@ -765,7 +780,35 @@ def main(argv: list[str] | None = None) -> int:
             indent=1,
         )
     print(f"\nJSON: {out}", file=sys.stderr)
+    if args.plot:
+        plot_results(results, args.plot)
     return 0
+
+
+def plot_results(results: list[dict], path: str) -> list[str]:
+    """The sweep summary's kind of plot (envfactory.cli.plot) of the main table: steps/s
+    against num_envs, one line per variant; one PNG per workload (``PATH`` itself for one
+    workload, else ``<stem>-<workload><suffix>``). Returns the paths written."""
+    from pathlib import Path
+
+    from envfactory.cli.plot import throughput_plot
+
+    target = Path(path)
+    workloads = sorted({r["workload"] for r in results})
+    written = []
+    for wl in workloads:
+        rows = [
+            {"env": wl, "vectorizer": r["variant"], "num_envs": r["num_envs"],
+             "steps_per_second": r["steps_per_s"]}
+            for r in results if r["workload"] == wl
+        ]  # fmt: skip
+        one = target if len(workloads) == 1 else target.with_name(
+            f"{target.stem}-{wl}{target.suffix or '.png'}"
+        )  # fmt: skip
+        if throughput_plot(rows, one, title=f"envfactory benchmark: {wl}") is not None:
+            written.append(str(one))
+            print(f"plot: {one}", file=sys.stderr)
+    return written
 
 
 def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:

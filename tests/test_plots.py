@@ -72,3 +72,34 @@ def test_plot_lines_per_vectorizer_and_env_and_failed_rows_skipped(tmp_path: Pat
     assert img is not None and img.shape == (PLOT_SIZE[1], PLOT_SIZE[0], 3)
     assert throughput_plot(rows[-1:], tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
+
+
+def test_bench_plot_one_png_per_workload(tmp_path: Path) -> None:
+    """``bench.py --plot PATH --plot-from JSON`` (the plot a full run writes, from its JSON)."""
+    import json
+
+    results = [
+        {"workload": "CartPole", "num_envs": n, "variant": v, "steps_per_s": sps}
+        for v, pts in (("dummy", ((1, 50e3), (8, 90e3))), ("subproc", ((1, 15e3), (8, 50e3))))
+        for n, sps in pts
+    ] + [{"workload": "Pong", "num_envs": 8, "variant": "subproc-atari", "steps_per_s": 2.5e3}]
+    src = tmp_path / "bench.json"
+    src.write_text(json.dumps({"results": results}))
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "bench.py"), "--plot", str(tmp_path / "b.png"),
+         "--plot-from", str(src)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cart = cv2.imread(str(tmp_path / "b-CartPole.png"))
+    pong = cv2.imread(str(tmp_path / "b-Pong.png"))
+    assert cart is not None and pong is not None
+    assert cart.shape == pong.shape == (PLOT_SIZE[1], PLOT_SIZE[0], 3)
+    assert _pixels_of(cart, C0) > 200 and _pixels_of(cart, C1) > 200  # dummy, subproc
+    assert _pixels_of(pong, C1) == 0  # one variant: one colour
+    no_plot = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "bench.py"), "--plot-from", str(src)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert no_plot.returncode == 2 and "--plot-from needs --plot PATH" in no_plot.stderr

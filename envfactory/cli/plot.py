@@ -22,11 +22,11 @@ _DPI = 100
 
 def _series(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     """``{label: [(num_envs, steps/s), ...]}``; rows without numbers (failed jobs) are
-    skipped; several rows at one point (a seed varied too) are averaged."""
+    skipped (NaN too); several rows at one point (a seed varied too) are averaged."""
     points: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         n, sps = row.get("num_envs"), row.get("steps_per_second")
-        if not isinstance(n, int) or not isinstance(sps, (int, float)) or sps <= 0:
+        if not isinstance(n, int) or not isinstance(sps, (int, float)) or not sps > 0:
             continue
         if row.get("status", "ok") != "ok":
             continue
