@@ -109,3 +109,18 @@ def test_unknown_job_is_one_line_exit_2(tmp_path: Path) -> None:
     lines = [line for line in proc.stderr.strip().splitlines() if line]
     assert len(lines) == 1 and "run.job" in lines[0] and "paint" in lines[0], lines
     assert "render" in lines[0]
+
+
+def test_render_job_resets_finished_envs_under_disabled_autoreset(tmp_path: Path) -> None:
+    # CartPole's random episodes last about 20 steps: 60 steps finish several of them
+    out = tmp_path / "run"
+    proc = _cli(
+        ["job=render", "autoreset_mode=disabled", "num_envs=2", "seed=0", f"hydra.run.dir={out}"],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    cap = cv2.VideoCapture(str(out / "render.mp4"))
+    try:
+        assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 60
+    finally:
+        cap.release()

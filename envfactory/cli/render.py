@@ -66,6 +66,7 @@ def render_job(cfg: DictConfig, envs: Any, out_dir: Path) -> dict[str, Any]:
     """Reset, step ``run.render_steps`` times, write ``render.png`` and ``render.mp4`` into
     ``out_dir``; returns what it wrote (paths, frame count, sizes)."""
     import cv2
+    from gymnasium.vector import AutoresetMode
 
     from envfactory.cli.main import noop_action
     from envfactory.errors import EnvfactoryError
@@ -77,6 +78,10 @@ def render_job(cfg: DictConfig, envs: Any, out_dir: Path) -> dict[str, Any]:
     envs.action_space.seed(cfg.seed)
     policy = str(getattr(cfg.run.policy, "value", cfg.run.policy))
     noop = noop_action(envs.action_space) if policy == "noop" else None
+    disabled = str(getattr(envs, "metadata", {}).get("autoreset_mode")) in (
+        str(AutoresetMode.DISABLED),
+        "disabled",
+    )
     frame = tiled_frame(envs)
     h, w = frame.shape[:2]
     vh, vw = h + h % 2, w + w % 2  # MPEG-4 wants even sizes
@@ -86,7 +91,10 @@ def render_job(cfg: DictConfig, envs: Any, out_dir: Path) -> dict[str, Any]:
         raise EnvfactoryError(f"run.job=render: OpenCV cannot write {mp4} (mp4v codec)")
     try:
         for _ in range(steps):
-            envs.step(envs.action_space.sample() if noop is None else noop)
+            _, _, term, trunc, _ = envs.step(envs.action_space.sample() if noop is None else noop)
+            done = np.logical_or(term, trunc)
+            if disabled and done.any():  # as the rollout: reset the finished envs
+                envs.reset(options={"reset_mask": done})
             frame = tiled_frame(envs)
             padded = np.zeros((vh, vw, 3), np.uint8)
             padded[:h, :w] = frame
