@@ -29,6 +29,16 @@ BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang")
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The quick loop (``-m "not slow"``) leaves out the ``spawn`` variants of parametrized
+    tests: a spawned worker imports everything again (1-2 s per start), and the fork and
+    forkserver variants of the same tests stay in the loop. CI runs them all."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "spawn" in callspec.id.split("-"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _hermetic_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A fresh plugin manager and registry before and after every test, and no

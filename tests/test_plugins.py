@@ -690,4 +690,6 @@ def test_a_removed_plugins_vectorizer_is_one_line_with_choices(run: Any) -> None
         assert proc.returncode == 2, proc.stdout + proc.stderr
         [line] = [ln for ln in proc.stderr.splitlines() if not ln.startswith("envfactory: warn")]
         assert line.startswith("envfactory: error: unknown vectorizer 'gymnasium-async'"), line
-        assert "Valid vectorizer names: dummy" in line and "Could not find" not in line
+        valid = line.split("Valid vectorizer names: ", 1)[1]
+        assert "dummy" in valid and "subproc" in valid and "gymnasium-async" not in valid, line
+        assert "Could not find" not in line

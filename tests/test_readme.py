@@ -163,7 +163,14 @@ def test_readme_blocks_were_found() -> None:
     assert BLOCKS[0].lang == "bash" and "pytest" in BLOCKS[0].text
 
 
-@pytest.mark.parametrize("block", BLOCKS[1:], ids=lambda b: b.id)
+def _param(block: Block) -> object:
+    # shell blocks run whole jobs of the envfactory command (Pong, sweeps, a plugin install):
+    # seconds to tens of seconds each, so they belong to the slow set; Python blocks stay quick
+    slow = block.lang in ("bash", "sh", "shell", "console")
+    return pytest.param(block, id=block.id, marks=[pytest.mark.slow] if slow else [])
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in BLOCKS[1:]])
 def test_readme_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     if block.skip:
         pytest.skip(block.skip)

@@ -39,6 +39,8 @@ class JobInfo(Callback):
         (out / "jobinfo.json").write_text(json.dumps(info))
 """
 
+pytestmark = pytest.mark.slow  # real launcher sweeps: 5-10 s each
+
 
 def _envfactory() -> str:
     exe = Path(sys.executable).with_name("envfactory")

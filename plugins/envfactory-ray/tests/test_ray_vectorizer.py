@@ -144,6 +144,7 @@ class TestRayConformance(VecEnvConformance):
         return lambda: envfactory.make_vec(cfg)
 
 
+@pytest.mark.slow  # every gymnasium space, three modes: 20 s each
 class TestRaySpaces(SpacesConformance):
     """Observations of every space gymnasium ships (arrays through the object store as
     one batch per actor; Text, Graph, Sequence, OneOf as one list per actor)."""
@@ -376,6 +377,7 @@ def test_restart_cap_raises_the_fault() -> None:
     [pytest.param("next_step", marks=pytest.mark.slow), "same_step",
      pytest.param("disabled", marks=pytest.mark.slow)],
 )  # fmt: skip
+@pytest.mark.slow
 def test_restart_conformance_with_an_env_that_fails_now_and_then(mode: str) -> None:
     def make() -> RayVecEnv:
         fns = [maker(), maker("exit", at_step=-1, every=37), maker(), maker("raise", -1, every=41)]
@@ -463,6 +465,7 @@ print(json.dumps({"code": code, "initialized": ray.is_initialized(), "left": lef
 """
 
 
+@pytest.mark.slow  # starts its own Ray (about 10-20 s)
 def test_cli_main_job_starts_ray_and_close_shuts_it_down(tmp_path: Path) -> None:
     """The acceptance line, ``envfactory vectorizer=ray num_envs=8``, run in a fresh
     process with no Ray: envfactory starts a local Ray, runs the main job, and the env's

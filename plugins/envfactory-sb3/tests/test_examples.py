@@ -47,6 +47,7 @@ def test_cleanrl_ppo_learns_cartpole() -> None:
     assert summary["mean_return"] > 150 and summary["window"] == 20
 
 
+@pytest.mark.slow
 def test_sb3_ppo_runs_on_cartpole() -> None:
     """The SB3 script runs end to end through to_sb3 (a few updates, not learning)."""
     summary = run_example(
