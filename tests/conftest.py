@@ -30,13 +30,21 @@ Run = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The quick loop (``-m "not slow"``) leaves out the ``spawn`` variants of parametrized
-    tests: a spawned worker imports everything again (1-2 s per start), and the fork and
-    forkserver variants of the same tests stay in the loop. CI runs them all."""
+    """The quick loop (``-m "not slow"``) runs each parametrized test once, with its first
+    parameter set that is not a ``spawn`` variant (a spawned worker imports everything
+    again, 1-2 s per start); its other parameter sets are marked slow. Together with the
+    tests marked slow by hand (each above ~3 s on a 2-core machine: whole CLI jobs, pip
+    installs, Atari conformance, Ray) that keeps it to a few minutes. CI runs them all."""
+    seen: set[str] = set()
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and "spawn" in callspec.id.split("-"):
+        if callspec is None:
+            continue
+        function = item.nodeid.split("[", 1)[0]
+        if "spawn" in callspec.id.split("-") or function in seen:
             item.add_marker(pytest.mark.slow)
+        else:
+            seen.add(function)
 
 
 @pytest.fixture(autouse=True)

@@ -83,6 +83,7 @@ def test_main_job_with_no_arguments_from_any_cwd(run: Any, tmp_path: Path) -> No
     assert proc.stderr == ""  # no warnings; no progress bar when stderr is not a terminal
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_main_job_of_a_non_editable_install(run: Any, wheel_site: Path, tmp_path: Path) -> None:
     script = wheel_site / "bin" / "envfactory"
     argv = [script] if script.exists() else ["python", "-m", "envfactory.cli.main"]
@@ -146,6 +147,7 @@ BAD_INPUTS = [  # (arguments, a fragment of the one line the user sees)
 ]
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_config_errors_are_one_line_and_exit_status_2(tmp_path: Path) -> None:
     """Each bad input from issue 8: one line ``envfactory: error: ...``, no traceback, status
     2, nothing run. The commands run side by side (each is a real ``envfactory`` process)."""
@@ -171,6 +173,7 @@ def test_config_errors_are_one_line_and_exit_status_2(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*/summary.json"))
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_version_and_python_m_envfactory(run: Any, tmp_path: Path) -> None:
     for argv in (["envfactory", "--version"], ["python", "-m", "envfactory", "--version"]):
         proc = run(argv)
@@ -189,6 +192,7 @@ def test_version_and_python_m_envfactory(run: Any, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize(
     ("sweep", "failed_job", "error"),
     [
@@ -219,6 +223,7 @@ def test_sweep_survives_a_bad_job(
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_ctrl_c_stops_with_one_line_and_a_partial_summary(tmp_path: Path) -> None:
     """A real SIGINT to the process group of a real ``envfactory`` (what Ctrl-C in a
     terminal does) during a long rollout."""
@@ -258,6 +263,7 @@ def test_ctrl_c_stops_with_one_line_and_a_partial_summary(tmp_path: Path) -> Non
     assert str(out / "summary.json") in stderr
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_sweep_writes_one_table_of_all_jobs(run: Any, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     proc = run(

@@ -326,6 +326,7 @@ def test_vectorizer_timeout_inf_means_no_timeout() -> None:
         envs.step(envs.action_space.sample())
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_env_kwargs_the_natural_way(run: Any, tmp_path: Path) -> None:
     for cfg in (
         envfactory.compose(["env.kwargs={render_mode: rgb_array}"]),

@@ -132,6 +132,7 @@ def _breakout(overrides: list[str]) -> list[str]:
     return ["env=breakout", "num_envs=1", *overrides]
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_atari_with_a_user_wrapper_reports_real_games_not_lives() -> None:
     over = _breakout(["wrappers=[{name: time_limit, max_episode_steps: 100000}]"])
     with envfactory.make_vec(overrides=over) as envs:
@@ -166,6 +167,7 @@ def _first_game(extra: list[str]) -> dict[str, Any]:
     raise AssertionError("no game over in 5000 steps")
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_builtin_statistics_give_the_real_atari_score() -> None:
     """With DeepMind's defaults (clipped rewards, one episode per life), envfactory's key
     reports the real game score at the real game over; gymnasium's wrapper outside the

@@ -260,6 +260,7 @@ ATARI_CASES = {
 }  # fmt: skip
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize("name", list(ATARI_CASES))
 def test_subproc_atari_matches_dummy(name: str) -> None:
     vectorizer, mode, extra = ATARI_CASES[name]

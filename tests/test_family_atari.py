@@ -290,6 +290,7 @@ def _rollout(env: gym.Env, seed: int, steps: int) -> tuple[list[np.ndarray], lis
     return observations, rewards
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize("options", [{}, {"repeat_action_probability": 0.25, "obs_type": "ram"}])
 def test_determinism_same_seed(options: dict[str, Any]) -> None:
     env = make_atari(id="ALE/Breakout-v5", **options)
@@ -301,6 +302,7 @@ def test_determinism_same_seed(options: dict[str, Any]) -> None:
         assert all(np.array_equal(a, b) for a, b in zip(first[0], other[0]))
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_noops_come_from_the_seed() -> None:
     env = make_atari(fire_reset=False, episodic_life=False)
     frames, firsts = [], []

@@ -44,6 +44,7 @@ class TestMountainCarFamily(FamilyConformance):
     stats_max_steps = 100
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 class TestAtariFamily(FamilyConformance):
     """Pong (every end is a game over) and Breakout (lost lives end the learner's episode
     without statistics; the truncation at max_episode_steps is a real end). FIRE steps

@@ -905,6 +905,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize("context", ["fork", "forkserver"])
 def test_a_forked_child_neither_uses_nor_ends_the_parents_workers(
     context: str, tmp_path: Path
@@ -1071,6 +1072,7 @@ with SubprocVecEnv([MainEnv, MainEnv], context=context, shared_memory=False) as 
 """
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_unguarded_script_with_classes_in_main(context: str, tmp_path: Path) -> None:
     # workers never re-run the user's main module (an unguarded script would build its
@@ -1105,6 +1107,7 @@ def _in_daemon(start_method: str) -> dict[str, Any]:
     return results
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_inside_a_daemonic_forked_process(no_leaks: None) -> None:
     # the parent has a forkserver running (as after any forkserver vec env): the forked
     # daemon must start its own rather than fail on the inherited one

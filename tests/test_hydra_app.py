@@ -82,6 +82,7 @@ def _run(run: Any, app: Path, *overrides: str, ask: bool) -> Any:
     return run(["python", "app.py", f"hydra.run.dir={app / 'out'}", *overrides], cwd=app, env=env)
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_an_app_that_does_not_ask_is_untouched(run: Any, tmp_path: Path) -> None:
     app = _app(tmp_path, CONFIG)
     proc = _run(run, app, ask=False)
@@ -125,6 +126,7 @@ def test_an_app_that_asks_composes_under_envfactory(
     assert out["vectorizer"] == "dummy"
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_an_app_that_asks_keeps_its_own_env_group(run: Any, tmp_path: Path) -> None:
     app = _app(tmp_path, CONFIG_ASKING)
     proc = _run(run, app, "env=atari", ask=True)
@@ -208,6 +210,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_no_global_state_changes(run: Any) -> None:
     proc = run(["python", "-c", SIDE_EFFECTS])
     assert proc.returncode == 0, proc.stderr

@@ -9,6 +9,8 @@ import itertools
 import os
 import select
 import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -28,7 +30,7 @@ import envfactory
 from envfactory.errors import ConfigError, VecEnvBrokenError, WorkerDiedError
 from envfactory.testing import assert_rollouts_equal
 from envfactory.vectorizers.subproc import SubprocVecEnv
-from envfactory.vectorizers.subproc_options import parent_share
+from envfactory.vectorizers.subproc_options import others_running, parent_share
 
 MODES = ("next_step", "same_step", "disabled")
 CASES = list(
@@ -271,3 +273,56 @@ def test_poll_is_what_the_wait_uses() -> None:
     """(guards the test above: the parent's sleep is select.poll on eventfd + pipe)"""
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
         assert isinstance(envs._workers[0].done_poll, type(select.poll()))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs /proc/loadavg")
+def test_the_idle_probe_sees_a_busy_process_and_forgets_it_when_it_exits() -> None:
+    """The auto ``in_parent`` share looks at what runs *now*: a CPU-bound process counts
+    while it runs and stops counting as soon as it exits (the 1-minute load average would
+    remember it for a minute, and so denied the parent its share right after a previous
+    vec env's workers had exited)."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        during = others_running(samples=50)
+    finally:
+        busy.kill()
+        busy.wait()
+    after = others_running(samples=50)
+    assert during >= 0.75, during
+    assert during - after >= 0.5, (during, after)
+
+
+def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_one() -> None:
+    """A steady 1.2 ms wait (a CartPole step of 16 envs in one worker, here): nap until
+    NAP_MARGIN before its expected end, then spin past it, so neither side pays a wake-up;
+    a 50 ms wait (a learner's update): no nap, no spin, sleep until woken; spin_us=0:
+    neither. The first waits (nothing learnt yet) only spin."""
+    from envfactory.vectorizers.wakeup import MAX_NAP, NAP_MARGIN, RECENT, Waiter
+
+    w = Waiter(200e-6)
+    assert w.plan() == (0.0, 200e-6)
+    for _ in range(RECENT):
+        w.record(1.2e-3)
+    nap, spin = w.plan()
+    assert nap == pytest.approx(1.2e-3 - NAP_MARGIN)
+    assert spin == pytest.approx(NAP_MARGIN + 200e-6)
+    w.record(0.1e-3)  # one short wait: the shortest of the recent ones predicts
+    assert w.plan() == (0.0, pytest.approx(0.3e-3))
+    for _ in range(RECENT):
+        w.record(50e-3)
+    assert MAX_NAP < 50e-3 and w.plan() == (0.0, 0.0)
+    off = Waiter(0.0)
+    for _ in range(RECENT):
+        off.record(1.2e-3)
+    assert off.plan() == (0.0, 0.0)
+
+    # a nap ends early enough to catch the answer spinning (a timer wakes ~0.1 ms late)
+    for _ in range(RECENT):
+        w.record(2e-3)
+    t0 = time.perf_counter()
+    assert w.wait(lambda: time.perf_counter() - t0 >= 2e-3, t0)
+    assert time.perf_counter() - t0 < 2e-3 + 200e-6 + NAP_MARGIN + 5e-3  # (a loaded machine)
+    t0 = time.perf_counter()
+    assert not w.wait(lambda: False, t0)  # never ready: the caller then sleeps until woken
+    assert time.perf_counter() - t0 >= 2e-3 + 200e-6 - 1e-5

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pytest
 
 from envfactory.cli.plot import PLOT_SIZE, _series, throughput_plot
 
@@ -22,6 +23,7 @@ def _pixels_of(img: np.ndarray, bgr: tuple[int, int, int]) -> int:
     return int((np.abs(img.astype(int) - np.array(bgr)).sum(axis=2) < 30).sum())
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_sweep_writes_a_throughput_plot_next_to_its_table(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     env.pop("ENVFACTORY_DISABLED_PLUGINS", None)
@@ -74,6 +76,7 @@ def test_plot_lines_per_vectorizer_and_env_and_failed_rows_skipped(tmp_path: Pat
     assert not (tmp_path / "none.png").exists()
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_bench_plot_one_png_per_workload(tmp_path: Path) -> None:
     """``bench.py --plot PATH --plot-from JSON`` (the plot a full run writes, from its JSON)."""
     import json

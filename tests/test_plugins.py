@@ -227,6 +227,7 @@ def test_gym_sync_vectorizer_matches_dummy(mode: str) -> None:
 # -- bad plugins (installed into temporary folders, used in subprocesses only) ---------
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_broken_plugin_reported_by_distribution_and_others_load(
     run: Any, plugin_sites: dict[str, Path], example_version: str
 ) -> None:
@@ -254,6 +255,7 @@ def test_broken_plugin_reported_by_distribution_and_others_load(
     assert out["registry"]["wrappers"]["broken_identity"]["distribution"] == "envfactory-broken"
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_a_name_clash_makes_only_that_name_unusable(
     run: Any, plugin_sites: dict[str, Path]
 ) -> None:
@@ -349,6 +351,7 @@ def test_misspelled_hook_reported_and_plugin_skipped(
     assert out["stepped"] == "DummyVecEnv"
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_every_bad_plugin_at_once_and_the_cli_still_runs(
     run: Any, plugin_sites: dict[str, Path]
 ) -> None:
@@ -415,6 +418,7 @@ def test_hostile_plugins_reported_by_distribution_and_skipped(
     assert out["stepped"] == "GymSyncVectorEnv"
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_hostile_plugins_do_not_end_the_commands(run: Any, plugin_sites: dict[str, Path]) -> None:
     sites = [plugin_sites["hostile"]]
     argv = ["envfactory", "num_envs=2", "run.total_steps=10", "run.progress=false"]
@@ -428,6 +432,7 @@ def test_hostile_plugins_do_not_end_the_commands(run: Any, plugin_sites: dict[st
     assert "Failed plugins (skipped) (5)" in listing.stdout
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_a_hanging_plugin_is_named_with_how_to_disable_it(
     run: Any, plugin_sites: dict[str, Path]
 ) -> None:
@@ -564,6 +569,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_make_vec_imports_neither_torch_nor_jax(run: Any) -> None:
     import importlib.util
 
@@ -678,6 +684,7 @@ def test_disabled_plugins_use_pluggys_block_list(monkeypatch: pytest.MonkeyPatch
         envfactory.compose(["env=pendulum"])
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_a_removed_plugins_vectorizer_is_one_line_with_choices(run: Any) -> None:
     """After a plugin is uninstalled (or disabled) its names give envfactory's one line
     (valid names, did you mean), not Hydra's multi-line "Could not find"."""

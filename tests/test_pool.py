@@ -185,6 +185,7 @@ def test_pickled_observations_without_shared_memory(no_leaks: None) -> None:
         _check_equal(ref, pool_trajectories(envs, 40))
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_subproc_atari_pool_matches_dummy(no_leaks: None) -> None:
     over = ["env=atari", "env.id=ALE/Pong-v5", "num_envs=3", "env.noop_max=5"]
     ref = dummy_trajectories(over, 12)

@@ -126,7 +126,11 @@ def _run_block(block: Block, workdir: Path) -> None:
         script.write_text(block.text)
         proc = subprocess.run(
             [sys.executable, str(script)],
-            cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         _check(proc, f"README python block at line {block.line}")
     elif block.lang in ("bash", "sh", "shell", "console"):
@@ -141,7 +145,11 @@ def _run_block(block: Block, workdir: Path) -> None:
                     continue
                 proc = subprocess.run(
                     ["bash", "-c", line],
-                    cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+                    cwd=workdir,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
                 )
                 _check(proc, f"README line {line!r} (block at line {block.line})")
         finally:
@@ -151,7 +159,8 @@ def _run_block(block: Block, workdir: Path) -> None:
             if extra:
                 subprocess.run(
                     [sys.executable, "-m", "pip", "uninstall", "-y", "-q", *extra],
-                    capture_output=True, check=False,
+                    capture_output=True,
+                    check=False,
                 )
     else:
         _write(block, workdir)
@@ -186,9 +195,24 @@ def test_benchmark_runs(tmp_path: Path) -> None:
     """The README's benchmark command runs (tiny sizes; the numbers are not checked here)."""
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--sizes", "2", "--rounds", "1",
-         "--seconds", "0.2", "--workloads", "CartPole", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench.py"),
+            "--sizes",
+            "2",
+            "--rounds",
+            "1",
+            "--seconds",
+            "0.2",
+            "--workloads",
+            "CartPole",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     _check(proc, "benchmarks/bench.py")
     assert out.exists() and "CartPole" in proc.stdout

@@ -52,6 +52,7 @@ def test_render_gives_one_real_frame_per_env(
     np.testing.assert_array_equal(tiled[:, : shape[1]], frames[0])
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_atari_frames_are_the_emulators_rgb_screen_under_every_vectorizer() -> None:
     """The atari family steps a RAM base env for speed; render() is still ALE's RGB screen,
     the same under every vectorizer."""

@@ -29,6 +29,7 @@ def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize(
     ("overrides", "num_envs", "frame_hw", "grid"),
     [
@@ -111,6 +112,7 @@ def test_unknown_job_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "render" in lines[0]
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_render_job_resets_finished_envs_under_disabled_autoreset(tmp_path: Path) -> None:
     # CartPole's random episodes last about 20 steps: 60 steps finish several of them
     out = tmp_path / "run"

@@ -117,6 +117,7 @@ class TestConformance(VecEnvConformance):
         return lambda: envfactory.make_vec(cfg)
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 class TestAtariConformance(VecEnvConformance):
     """Pong under subproc-atari, with a 15-step time limit so episodes end."""
 
@@ -467,6 +468,7 @@ def test_async_calls_out_of_order_raise_async_call_error(case: str, name: str) -
         _check_misuse(envs, ref, name)
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_async_calls_out_of_order_subproc_atari() -> None:
     envs, ref = pair("subproc-atari")
     with envs, ref:
@@ -583,9 +585,7 @@ def test_gymnasium_vector_wrappers_take_it_unchanged(case: str) -> None:
         actions = sample_actions(envs.single_action_space, envs.num_envs, 60, 0)
         for t, a in enumerate(actions):
             out, out_ref = wrapped.step(a), wrapped_ref.step(a)
-            assert_tree_equal(
-                out, out_ref, (f"step {t}",), ignore=("episode.t", "episode_stats.t")
-            )
+            assert_tree_equal(out, out_ref, (f"step {t}",), ignore=("episode.t", "episode_stats.t"))
         wrapped.close()
         assert envs.closed
 
@@ -596,6 +596,7 @@ def test_gymnasium_vector_wrappers_take_it_unchanged(case: str) -> None:
 RENDER = ("env=gym", "env.id=ALE/Pong-v5", "+env.kwargs.render_mode=rgb_array", "num_envs=3")
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize(
     "vectorizer",
     [("vectorizer=dummy",), ("vectorizer=subproc", "vectorizer.in_series=2"),
@@ -1060,6 +1061,7 @@ PUBLIC_METHODS = ("reset", "reset_async", "reset_wait", "step", "step_async", "s
                   "call", "env_method", "get_attr", "set_attr", "render", "close")  # fmt: skip
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_public_methods_have_google_docstrings_with_running_examples() -> None:
     import doctest
     import inspect

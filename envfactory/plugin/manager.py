@@ -461,9 +461,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         fallback = (
             self.provider(wrappers[0].plugin_name)
             if len(wrappers) == 1
-            else Provider(
-                "+".join(w.plugin_name for w in wrappers) or "?", "<hook wrappers>", "-"
-            )
+            else Provider("+".join(w.plugin_name for w in wrappers) or "?", "<hook wrappers>", "-")
         )
         out: list[tuple[Provider, Any]] = []
         for result in reversed(results):  # pluggy calls the last registered first

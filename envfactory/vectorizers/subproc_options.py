@@ -7,6 +7,7 @@ import math
 import os
 import queue
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from numbers import Real
@@ -60,12 +61,15 @@ class SubprocConfig:
         spin_us: the most microseconds a waiting process spins (yielding the CPU) before
             it sleeps; it spins only while recent waits were shorter than this (waking a
             sleeping process costs 25-300 us on a VM, more than a cheap env step). 0:
-            never spin (a machine whose cores are all busy).
+            never spin (a machine whose cores are all busy). Workers of a vec env whose
+            parent steps a share (``in_parent`` > 0) spin at least 1000 us: each step they
+            wait while the parent steps its own envs.
         in_parent: envs the parent steps itself while the workers step theirs (the last
             ``in_parent`` envs; 0 .. num_envs - 1). null = auto: num_envs // cpus (a
             worker's share) when ``in_series``, ``timeout`` and ``restart`` are unset (an env
             in the parent can be neither timed out nor restarted) and a core is idle when
-            the env is built (1-minute load average < cpus - 1.5), else 0; always 0 for
+            the env is built (no other program running on the cores it needs, sampled
+            from /proc/loadavg over 10 ms), else 0; always 0 for
             ``subproc-atari``. Their exceptions are RemoteEnvErrors naming worker -1 (the
             parent); ``call``/``get_attr`` on them answer in-process, as ``dummy``.
         batch_size: null: a synchronous VecEnv (every step waits for every env). An int in
@@ -129,6 +133,27 @@ def default_in_series(num_envs: int, leave_parent_a_core: bool) -> int:
     return math.ceil(num_envs / workers)
 
 
+def others_running(samples: int = 8, gap: float = 0.001) -> float:
+    """How many threads of other programs are running or runnable now: the mean of
+    ``/proc/loadavg``'s running count (less this reader) over ``samples`` reads ``gap``
+    seconds apart (about 10 ms). Unlike the 1-minute load average it does not remember
+    processes that have just exited (a previous vec env's workers, a benchmark's last
+    variant). Falls back to the 1-minute load average where there is no /proc."""
+    counts = []
+    try:
+        for k in range(samples):
+            if k:
+                time.sleep(gap)
+            with open("/proc/loadavg", encoding="ascii") as f:
+                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0]
+        except OSError:  # pragma: no cover - no load average on this platform
+            return 0.0
+    return sum(counts) / len(counts)
+
+
 def parent_share(
     num_envs: int,
     in_parent: int | None,
@@ -142,9 +167,10 @@ def parent_share(
     many as one worker gets, when nothing asks for what only a worker process gives
     (``timeout``, ``restart``, a fixed ``in_series`` split), the envs are cheap
     (``subproc-atari``'s are not: its parent is left to the learner), and a core is idle
-    for the parent to step them on (the 1-minute load average ``load`` is below cpus - 1.5:
-    measured on 2 busy cores, a parent share made steps slower, 0.55x vs 0.64x of dummy,
-    because the parent and the worker must then both get a core at once)."""
+    for the parent to step them on beside its workers (``load``: other programs' runnable
+    threads now, :func:`others_running`). On 2 idle cores a parent share made CartPole at 16
+    envs 1.34x dummy against 0.62x without; with a busy core it made steps slower, because
+    the parent and the worker must then both get a core at once."""
     if in_parent is not None:
         if isinstance(in_parent, bool) or not isinstance(in_parent, int):
             in_parent = -1
@@ -159,14 +185,15 @@ def parent_share(
     if in_series is not None or timeout is not None or restart or images:
         return 0
     cpus = os.cpu_count() or 1
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except OSError:  # pragma: no cover - no load average on this platform
-            load = 0.0
-    if cpus < 2 or load > cpus - 1.5:
+    if cpus < 2:
         return 0
-    return num_envs // cpus  # as many as each of the cpus - 1 workers
+    if load is None:
+        load = others_running()
+    share = num_envs // cpus  # as many as each of the cpus - 1 workers
+    workers = min(cpus - 1, num_envs - share)
+    if share == 0 or load > cpus - 1 - workers + 0.5:  # no core left for the parent
+        return 0
+    return share
 
 
 def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:

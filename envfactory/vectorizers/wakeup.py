@@ -13,7 +13,8 @@ no system call while both sides are running:
    ``msg = 1`` if a pipe message follows: non-empty infos, pickled observations, an
    error); the parent, spinning on ``done``, sees it.
 
-A side that has waited longer than spinning pays (:class:`Waiter`) sleeps in ``poll`` on
+A side naps through a short wait it expects and spins at its end (:class:`Waiter`); one
+that has waited longer than that pays sleeps in ``poll`` on
 an eventfd of its own *and* its pipe (so a worker that dies wakes the parent at once, as
 with pipes alone): it sets its ``sleeping`` word, issues a full memory barrier and checks
 the word it waits on once more; the other side writes its word, issues a barrier, and
@@ -84,37 +85,72 @@ def drain_eventfd(fd: int) -> None:
         pass
 
 
-class Waiter:
-    """How long to spin before sleeping, learnt from the waits so far.
+#: a nap ends this long before the wait is expected to end (a timer wakes a sleeping
+#: thread 85-280 us late on the 2-core VM this was tuned on), then the side spins
+NAP_MARGIN = 300e-6
+#: the longest expected wait that is napped through; a longer one sleeps until woken
+#: (its wake-up cost is then small against the wait, and a nap delays noticing a fault)
+MAX_NAP = 4e-3
+#: how many recent waits predict the next one (the shortest of them is the prediction)
+RECENT = 8
 
-    Spinning (a load of a shared word, then ``sched_yield`` so a runnable process on this
-    core still gets it) pays when the other side answers within about a sleep/wake-up's
-    cost (25-300 us on a VM); for a longer wait it burns a core for nothing. So the
-    budget follows a moving average of recent wait times: while waits are shorter than
-    ``max_spin`` this side spins up to ``max_spin``, else it only checks once and sleeps.
-    A sleep's wake-up cost is part of the measured wait, so spinning comes back only when
-    waits really get short. ``max_spin = 0`` never spins.
+
+class Waiter:
+    """How a side waits for the other, learnt from its recent waits.
+
+    Waking a sleeping process costs 25-300 us on a VM (the other side's ``eventfd`` write
+    and the scheduler), more than a cheap env step, so the expected wait decides:
+
+    - short (at most ``MAX_NAP``, predicted by the shortest of the last ``RECENT`` waits):
+      nap until ``NAP_MARGIN`` before it is expected to end (a plain timed sleep: the
+      other side need not wake this one, so that costs it nothing), then spin (a load of
+      the shared word and ``sched_yield``, so a runnable process on this core still gets
+      it) up to ``max_spin`` past the expected end. A steady step loop thus never pays a
+      wake-up, and burns only the margin of a core per wait;
+    - longer (a learner's update, a slow env): spin up to ``max_spin`` only while the
+      average wait is below it, else sleep at once until the other side wakes this one
+      (the caller's flagged sleep).
+
+    ``max_spin = 0`` never spins nor naps.
     """
 
-    __slots__ = ("avg", "max_spin")
+    __slots__ = ("avg", "k", "max_spin", "recent")
 
     def __init__(self, max_spin: float) -> None:
         self.max_spin = max_spin
         self.avg = 0.0
+        self.recent = [0.0] * RECENT
+        self.k = 0
 
-    def budget(self) -> float:
-        return self.max_spin if self.avg < self.max_spin else 0.0
+    def plan(self) -> tuple[float, float]:
+        """``(nap, spin)`` seconds for the next wait."""
+        if self.max_spin <= 0:
+            return 0.0, 0.0
+        low = min(self.recent)
+        if low <= MAX_NAP:
+            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
+            return nap, low - nap + self.max_spin
+        return 0.0, (self.max_spin if self.avg < self.max_spin else 0.0)
 
     def record(self, seconds: float) -> None:
         self.avg += 0.2 * (seconds - self.avg)
+        self.recent[self.k] = seconds
+        self.k = (self.k + 1) % RECENT
 
-    def spin(self, word: Any, index: int, value: int) -> bool:
-        """Spin while ``word[index] != value``, for at most the budget; True if it got it."""
-        budget = self.budget()
-        if budget <= 0:
-            return bool(word[index] == value)
-        end = time.perf_counter() + budget
-        while word[index] != value:
+    def wait(self, ready: Any, t0: float) -> bool:
+        """Nap and spin (see the class) until ``ready()``, counting from ``t0``; True if
+        it got it, False if the caller is to sleep until woken."""
+        nap, spin = self.plan()
+        if nap > 0:
+            left = t0 + nap - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+            if ready():
+                return True
+        if spin <= 0:
+            return bool(ready())
+        end = t0 + nap + spin
+        while not ready():
             if time.perf_counter() > end:
                 return False
             os.sched_yield()

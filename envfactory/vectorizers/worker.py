@@ -307,13 +307,11 @@ class _Wake:
 
         slot, last = self.slot, self.last
         t0 = time.perf_counter()
-        got = slot[CMD] != last or poller.ready(0)
-        if not got and self.waiter.budget() > 0:
-            end = t0 + self.waiter.max_spin
-            while not got and time.perf_counter() < end:
-                os.sched_yield()
-                got = slot[CMD] != last or poller.ready(0)
-        if not got:
+
+        def ready() -> bool:
+            return bool(slot[CMD] != last or poller.ready(0))
+
+        if not ready() and not self.waiter.wait(ready, t0):
             pl = select.poll()
             pl.register(self.go, select.POLLIN)
             pl.register(poller.fd, select.POLLIN | select.POLLHUP | select.POLLERR)

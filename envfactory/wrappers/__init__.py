@@ -104,9 +104,7 @@ def _schema(cls: type) -> type | None:
 def _tuple_params(cls: type) -> frozenset[str]:
     init = cls.__dict__.get("__init__") or cls.__init__  # type: ignore[misc]
     params = inspect.signature(init).parameters.values()
-    return frozenset(
-        p.name for p in params if isinstance(p.default, tuple) or p.name in ("shape",)
-    )
+    return frozenset(p.name for p in params if isinstance(p.default, tuple) or p.name in ("shape",))
 
 
 def _construct(cls: type, env: Any, **options: Any) -> Any:
@@ -267,4 +265,3 @@ def gymnasium_wrappers() -> tuple[WrapperPlugin, ...]:
     per_env = _records(gymnasium.wrappers, gymnasium.Wrapper, vector=False)
     vector = _records(gymnasium.wrappers.vector, gymnasium.vector.VectorWrapper, vector=True)
     return (*per_env, *vector)
-

@@ -21,6 +21,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 class TestALEVector(VecEnvConformance):
     """The vectorizer suite (lost lives end episodes without statistics: not strict)."""
 
@@ -81,6 +82,7 @@ def test_spaces_and_dtypes_equal_the_python_family(env: tuple[str, ...]) -> None
         assert rew.dtype == np.float64 and term.dtype == trunc.dtype == np.bool_
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_seeds() -> None:
     """Same seed, same frames; different seeds, different frames (noop starts)."""
     ov = ["env=atari", "env.id=ALE/Breakout-v5", "vectorizer=ale-vector", "num_envs=2"]

@@ -32,6 +32,9 @@ from envfactory.testing import (
 )
 
 MODES = ("next_step", "same_step", "disabled")
+# a local Ray takes 10-20 s to start here: the whole module is left out of the quick loop
+# (-m "not slow"); CI runs it
+pytestmark = pytest.mark.slow
 FAULT_SECONDS = 30.0  # bound on noticing a fault (the machine is small and shared)
 
 

@@ -59,6 +59,7 @@ def test_every_autoreset_mode_gives_sb3_dummyvecenv_trajectories(vectorizer, mod
     assert {trunc for _, _, trunc, _ in ends} == {True, False}  # both kinds were checked
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_sb3_wrappers_stack_on_it_like_on_sb3s_own() -> None:
     """VecMonitor(VecNormalize(VecFrameStack(.))) over to_sb3(subproc) matches the same stack
     over SB3's DummyVecEnv, step by step, and VecMonitor sees the same episodes."""
@@ -117,6 +118,7 @@ def test_episode_statistics_reach_sb3_as_episode() -> None:
     plain.close()
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize("factory", [dummy_vec_env, subproc_vec_env])
 def test_env_is_wrapped_runs_where_the_env_lives(factory) -> None:
     """env_is_wrapped runs SB3's is_wrapped in each env's own process (envfactory's
