@@ -255,6 +255,8 @@ def pool_variants(workload: str) -> dict[str, Callable[[], float]]:
 
 
 _SECS = [1.0]
+#: the pool table's medians per workload (for the targets summary)
+POOL_MEDIANS: dict[str, dict[str, float]] = {}
 
 
 def pool_main(workloads: list[str], rounds: int, seconds: float) -> str:
@@ -273,6 +275,7 @@ def pool_main(workloads: list[str], rounds: int, seconds: float) -> str:
         n = POOL_CASES[wl][0]
         names = [name for (w, name) in samples if w == wl]
         med = {name: statistics.median(samples[(wl, name)]) for name in names}
+        POOL_MEDIANS[wl] = med
         pool = names[-1]
         head = [*names, "pool / ceiling", "pool / gym-async", "sync / ceiling"]
         lines.append(f"{wl}, {n} envs\n")
@@ -627,6 +630,56 @@ def startup_memory(rounds: int) -> dict[str, Any]:
     return out
 
 
+def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict[str, Any]) -> str:
+    """Issue 9's throughput targets, each with its ratio from this run and whether it is
+    met (only those whose rows were measured)."""
+    main = {(r["workload"], r["num_envs"], r["variant"]): r["steps_per_s"] for r in results}
+    load = {(r["num_envs"], r["variant"], r["load"]): r["steps_per_s"] for r in load_rows}
+    rows: list[tuple[str, float, str, float]] = []  # (what, ratio, op, bound)
+
+    def add(what: str, num: float | None, den: float | None, op: str, bound: float) -> None:
+        if num is not None and den:
+            rows.append((what, num / den, op, bound))
+
+    sub16 = main.get(("CartPole", 16, "subproc"))
+    add("CartPole 16 envs: subproc / dummy", sub16, main.get(("CartPole", 16, "dummy")), ">=", 1.2)
+    add("CartPole 16 envs: subproc / gym-async", sub16, main.get(("CartPole", 16, "gym-async")),
+        ">=", 5.0)  # fmt: skip
+    pong = POOL_MEDIANS.get("Pong", {})
+    pool = next((v for k, v in pong.items() if "pool" in k), None)
+    add("Pong 8 envs: pool(batch_size=4) / two-process ceiling", pool,
+        pong.get("two-process ceiling"), ">=", 0.9)  # fmt: skip
+    add("Pong 8 envs: pool(batch_size=4) / gym-async", pool, pong.get("gym-async"), ">=", 1.6)
+    idle, busy1, over = list(LOADS)
+    sub8 = load.get((8, "subproc", busy1))
+    add("CartPole 8 envs, one busy core: subproc / its idle rate", sub8,
+        load.get((8, "subproc", idle)), ">=", 0.9)  # fmt: skip
+    add("CartPole 8 envs, one busy core: subproc / gym-async", sub8,
+        load.get((8, "gym-async", busy1)), ">=", 2.0)  # fmt: skip
+    for n in sorted({r["num_envs"] for r in load_rows}):
+        lowest = min(
+            (v / load[(n, "gym-async", over)], name)
+            for (m, name, x), v in load.items()
+            if m == n and x == over and name.startswith("subproc")
+        )
+        rows.append((f"CartPole {n} envs, oversubscribed 3x: slowest subproc variant "
+                     f"({lowest[1]}) / gym-async", lowest[0], ">=", 1.0))  # fmt: skip
+    if startup_mem:
+        ef, ga = startup_mem["envfactory"], startup_mem["gym-async/forkserver"]
+        rows.append(("start-up with torch: envfactory / gym-async (forkserver)",
+                     ef["seconds"] / ga["seconds"], "<=", 1.5))  # fmt: skip
+        rows.append(("parent PSS with torch: envfactory / gym-async (forkserver)",
+                     ef["pss_mb"] / ga["pss_mb"], "<=", 2.0))  # fmt: skip
+    if not rows:
+        return ""
+    lines = ["\n**Targets** (issue 9; ratios from this run)\n", "| target | ratio | met |",
+             "|---|---|---|"]  # fmt: skip
+    for what, ratio, op, bound in rows:
+        met = ratio >= bound if op == ">=" else ratio <= bound
+        lines.append(f"| {what} {op} {bound:g}x | {ratio:.2f}x | {'yes' if met else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
 def render_startup(res: dict[str, Any]) -> str:
     torch = "installed" if res["torch_installed"] else "NOT installed"
     lines = [
@@ -686,10 +739,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.load:
         rows = under_load(args.load_sizes or [8, 16], args.rounds or 3, args.seconds or 1.5)
-        print(render_load(rows))
+        print(render_load(rows) + "\n" + render_targets([], rows, {}))
         return 0
     if args.pool:
         print(pool_main(args.workloads, args.rounds or 3, args.seconds or 1.5))
+        print(render_targets([], [], {}))
         return 0
     if args.ray:
         sizes = args.sizes or list(RAY_SIZES)
@@ -754,6 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     startup_mem = startup_memory(rounds) if "CartPole" in args.workloads else {}
     if startup_mem:
         table += "\n" + render_startup(startup_mem)
+    table += render_targets(results, load_rows, startup_mem)
     print(table)
     out = args.out or os.path.join(
         os.path.dirname(__file__), "results", time.strftime("bench-%Y%m%d-%H%M%S.json")

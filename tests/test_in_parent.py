@@ -326,3 +326,13 @@ def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_o
     t0 = time.perf_counter()
     assert not w.wait(lambda: False, t0)  # never ready: the caller then sleeps until woken
     assert time.perf_counter() - t0 >= 2e-3 + 200e-6 - 1e-5
+    # a wasted spin (an oversubscribed machine): the next wait sleeps at once, then 3 ...
+    t0 = time.perf_counter()
+    assert not w.wait(lambda: False, t0) and time.perf_counter() - t0 < 1e-3
+    assert not w.wait(lambda: False, time.perf_counter())  # spins again, fails again
+    assert w.skip == 3 and w.backoff == 3
+    while w.skip:
+        w.wait(lambda: False, time.perf_counter())
+    assert w.wait(lambda: True, time.perf_counter()) and w.backoff == 3  # answered at once
+    t0 = time.perf_counter()
+    assert w.wait(lambda: time.perf_counter() - t0 >= 2e-3, t0) and w.backoff == 0

@@ -111,16 +111,19 @@ class Waiter:
       average wait is below it, else sleep at once until the other side wakes this one
       (the caller's flagged sleep).
 
+    A spin that ends without the answer (the other side was not running: an
+    oversubscribed machine) makes the next 1, 3, 7, ... 63 waits sleep at once.
     ``max_spin = 0`` never spins nor naps.
     """
 
-    __slots__ = ("avg", "k", "max_spin", "recent")
+    __slots__ = ("avg", "backoff", "k", "max_spin", "recent", "skip")
 
     def __init__(self, max_spin: float) -> None:
         self.max_spin = max_spin
         self.avg = 0.0
         self.recent = [0.0] * RECENT
         self.k = 0
+        self.skip = self.backoff = 0  # waits left to sleep at once; the next such run
 
     def plan(self) -> tuple[float, float]:
         """``(nap, spin)`` seconds for the next wait."""
@@ -140,6 +143,9 @@ class Waiter:
     def wait(self, ready: Any, t0: float) -> bool:
         """Nap and spin (see the class) until ``ready()``, counting from ``t0``; True if
         it got it, False if the caller is to sleep until woken."""
+        if self.skip:  # recent spins were wasted (the other side was not running)
+            self.skip -= 1
+            return bool(ready())
         nap, spin = self.plan()
         if nap > 0:
             left = t0 + nap - time.perf_counter()
@@ -152,8 +158,14 @@ class Waiter:
         end = t0 + nap + spin
         while not ready():
             if time.perf_counter() > end:
+                # on an oversubscribed machine the answer does not come while we spin and
+                # spinning only delays the side we wait for: sleep at once for the next
+                # 1, 3, 7, ... 63 waits
+                self.backoff = min(2 * self.backoff + 1, 63)
+                self.skip = self.backoff
                 return False
             os.sched_yield()
+        self.backoff = 0
         return True
 
 
