@@ -152,6 +152,7 @@ class Waiter:
             if left > 0:
                 time.sleep(left)
             if ready():
+                self.backoff = 0
                 return True
         if spin <= 0:
             return bool(ready())
