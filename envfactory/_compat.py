@@ -17,8 +17,10 @@ used instead (and noted here).
   (``multiprocessing.forkserver._forkserver``), :func:`forget_children`
   (``multiprocessing.process._children``) and :func:`without_main` (wraps the undocumented
   ``multiprocessing.spawn.get_preparation_data``).
-* gymnasium: none (episode statistics use envfactory's own wrapper, not
-  ``RecordEpisodeStatistics``' private fields).
+* gymnasium: :func:`add_info` (``VectorEnv._add_info``, how a vector env merges one
+  env's info into the batch's infos, called for a batch that is not a ``VectorEnv``'s
+  own: the async pool's ``batch_size`` rows). Episode statistics use envfactory's own
+  wrapper, not ``RecordEpisodeStatistics``' private fields.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
+    "add_info",
     "configstore_remove",
     "forget_children",
     "forget_inherited_forkserver",
@@ -198,3 +201,24 @@ def without_main() -> Iterator[None]:
         yield
     finally:
         _starting.worker = False
+
+
+# -- gymnasium --------------------------------------------------------------------------
+
+
+class _InfoBatch:
+    """What ``VectorEnv._add_info`` reads of its vector env: ``num_envs`` (and itself,
+    for nested info dicts)."""
+
+    def __init__(self, num_envs: int) -> None:
+        from gymnasium.vector import VectorEnv
+
+        self.num_envs = num_envs
+        self._add_info = VectorEnv._add_info.__get__(self)
+
+
+def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, num_envs: int) -> dict:
+    """Merge env ``index``'s ``info`` into ``infos``, the infos of a batch of ``num_envs``
+    rows, as gymnasium's vector envs do (``VectorEnv._add_info``: one array per key and a
+    ``_key`` mask; ``final_obs`` as an object array; nested dicts recursively)."""
+    return _InfoBatch(num_envs)._add_info(infos, info, index)

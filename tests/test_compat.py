@@ -72,3 +72,30 @@ def test_without_main_drops_the_main_module_only_inside_the_block() -> None:
     # pytest's __main__ is a module run by path or name: outside the block it is kept
     assert {"init_main_from_name", "init_main_from_path"} & set(outside)
     assert {k: v for k, v in outside.items() if not k.startswith("init_main")} == inside
+
+
+def test_add_info_merges_as_a_vector_env_of_that_many_rows() -> None:
+    """The async pool's batches merge infos as gymnasium's vector envs (SyncVectorEnv's
+    infos for the same per-env infos are the reference)."""
+    import gymnasium as gym
+    import numpy as np
+
+    per_env = [
+        (1, {"a": 2, "nested": {"x": 1.5}, "final_obs": np.ones(2)}),
+        (0, {"a": 7, "tag": "t"}),
+    ]
+    infos: dict = {}
+    for row, info in per_env:
+        infos = _compat.add_info(infos, info, row, 3)
+    ref: dict = {}
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+    for row, info in per_env:
+        ref = vec._add_info(ref, info, row)
+    vec.close()
+    assert infos.keys() == ref.keys() == {
+        "a", "_a", "nested", "_nested", "final_obs", "_final_obs", "tag", "_tag"
+    }  # fmt: skip
+    assert infos["a"].tolist() == [7, 2, 0] and infos["_a"].tolist() == [True, True, False]
+    assert infos["nested"]["x"].tolist() == [0.0, 1.5, 0.0]
+    assert infos["final_obs"].shape == (3,) and infos["final_obs"].dtype == object
+    assert infos["tag"].tolist() == ["t", None, None]

@@ -432,7 +432,7 @@ class _InterruptedOnce:
 def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(no_leaks: None) -> None:
     envs = subproc([Maker() for _ in range(4)], timeout=None)
     envs.reset(seed=0)
-    envs._workers[1].conn = _InterruptedOnce(envs._workers[1].conn)
+    envs.workers[1].conn = _InterruptedOnce(envs.workers[1].conn)
     with pytest.raises(KeyboardInterrupt):
         envs.step(PIPE_ACTIONS)
     with pytest.raises(VecEnvBrokenError, match="interrupted"):
@@ -546,13 +546,13 @@ def test_wrong_action_shape_is_rejected_before_sending(no_leaks: None) -> None:
     with subproc([Maker() for _ in range(4)]) as envs:
         envs.reset(seed=0)
         obs, *_ = envs.step(ACTIONS)
-        seq = envs._seq
+        seq = [w.seq for w in envs.workers]
         for bad in (np.ones(3, np.int64), np.ones((4, 2), np.int64)):
             with pytest.raises(ValueError, match=r"expects \(4,\)"):
                 envs.step(bad)
             with pytest.raises(ValueError):
                 envs.step_async(bad)
-        assert envs._seq == seq  # nothing was sent to any worker
+        assert [w.seq for w in envs.workers] == seq  # nothing was sent to any worker
         obs2, rew, *_ = envs.step(ACTIONS)  # the workers are still in step
         np.testing.assert_allclose(obs2, obs + 0.001)  # exactly one step later
         assert rew.tolist() == [1.0] * 4
@@ -825,12 +825,12 @@ class _InterruptedSend:
 def test_interrupt_between_two_sends_of_a_step_is_not_silent(no_leaks: None) -> None:
     envs = subproc([Maker() for _ in range(4)], timeout=None)
     envs.reset(seed=0)
-    envs._workers[1].conn = _InterruptedSend(envs._workers[1].conn)  # worker 0 got the step
+    envs.workers[1].conn = _InterruptedSend(envs.workers[1].conn)  # worker 0 got the step
     with pytest.raises(KeyboardInterrupt):
         envs.step(PIPE_ACTIONS)
     with pytest.raises(VecEnvBrokenError, match=r"interrupted .* while it was being sent"):
         envs.step(ACTIONS)  # worker 0 would step twice and one transition would be lost
-    envs._workers[1].conn = envs._workers[1].conn._conn
+    envs.workers[1].conn = envs.workers[1].conn._conn
     t0 = time.monotonic()
     envs.close()
     assert time.monotonic() - t0 < FAULT_SECONDS

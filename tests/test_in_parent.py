@@ -121,7 +121,7 @@ def test_auto_share_and_bad_values() -> None:
         envfactory.compose(["vectorizer=subproc", "vectorizer.in_parent=-1"])
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=8"]) as envs:
         assert envs.in_parent in (0, share)  # (0 while the machine is busy)
-        assert sum(w.stop - w.start for w in envs._workers) == 8 - envs.in_parent
+        assert sum(w.stop - w.start for w in envs.workers) == 8 - envs.in_parent
 
 
 class _KeyErrorEnv:
@@ -225,7 +225,7 @@ def test_interrupt_while_waiting_for_a_step_in_shared_memory_is_not_silent() -> 
 
     envs = SubprocVecEnv([Maker("none", step_sleep=0.05)] * 4, context="fork", in_series=2)
     envs.reset(seed=0)
-    w = envs._workers[0]  # the first one waited for: still in its 0.1 s step
+    w = envs.workers[0]  # the first one waited for: still in its 0.1 s step
 
     class _Interrupted:
         def poll(self, *args: Any) -> Any:
@@ -251,7 +251,7 @@ def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
                    "vectorizer.context=fork"]
     )  # fmt: skip
     envs.reset(seed=0)
-    w = envs._workers[1]
+    w = envs.workers[1]
 
     class _Slot:
         def __setitem__(self, key: Any, value: Any) -> None:
@@ -272,7 +272,7 @@ def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
 def test_poll_is_what_the_wait_uses() -> None:
     """(guards the test above: the parent's sleep is select.poll on eventfd + pipe)"""
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
-        assert isinstance(envs._workers[0].done_poll, type(select.poll()))
+        assert isinstance(envs.workers[0].done_poll, type(select.poll()))
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs /proc/loadavg")

@@ -251,6 +251,24 @@ def test_pool_is_a_vector_env_whose_reset_and_step_are_synchronous(no_leaks: Non
         assert base.recv()[0].shape == (2, 4)  # nothing was lost by the call
 
 
+def test_async_reset_after_synchronous_steps_returns_reward_zero_and_no_flags(
+    no_leaks: None,
+) -> None:
+    """``async_reset`` promises rewards 0 and no flags on the reset rows, also after
+    synchronous steps left rewards (and an episode end) in the batch buffers, and again on
+    a second ``async_reset``."""
+    with _pool(["env=gym", "num_envs=4"], batch_size=2, in_series=2, context="fork") as envs:
+        envs.reset(seed=0)
+        for _ in range(30):  # CartPole pays 1.0 a step; some episodes end (flags set)
+            envs.step(np.ones(4, np.int64))
+        for _ in range(2):
+            envs.async_reset(seed=1)
+            for _ in range(2):
+                _, rew, term, trunc, infos = envs.recv()
+                assert rew.tolist() == [0.0, 0.0], infos["env_id"]
+                assert not term.any() and not trunc.any()
+
+
 def test_calls_while_envs_are_in_flight_lose_nothing(no_leaks: None) -> None:
     with _pool(["env=gym", "num_envs=4"], batch_size=2, in_series=2, context="fork") as envs:
         envs.async_reset(seed=0)
@@ -502,10 +520,10 @@ def test_default_in_series_fits_a_worker_into_one_batch(no_leaks: None) -> None:
     """in_series null: one worker per core, none with more envs than batch_size."""
     cpus = os.cpu_count() or 1
     with _pool(["env=gym", "num_envs=6"], batch_size=2) as envs:
-        sizes = [w.stop - w.start for w in envs._workers]
+        sizes = [w.stop - w.start for w in envs.workers]
         assert max(sizes) == min(2, math.ceil(6 / cpus)) and sum(sizes) == 6
     atari = ["env=atari", "env.id=ALE/Pong-v5", "num_envs=2", "vectorizer=subproc-atari"]
     with envfactory.make_vec(overrides=[*atari, "vectorizer.batch_size=1"]) as envs:
-        assert [w.stop - w.start for w in envs._workers] == [1, 1]
+        assert [w.stop - w.start for w in envs.workers] == [1, 1]
     with _pool(["env=gym", "num_envs=4"], batch_size=2, in_series=3) as envs:  # as set
-        assert [w.stop - w.start for w in envs._workers] == [2, 2]
+        assert [w.stop - w.start for w in envs.workers] == [2, 2]

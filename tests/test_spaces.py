@@ -20,9 +20,9 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
 from envfactory.errors import ObservationError
 from envfactory.testing import SpacesConformance, check_space, gymnasium_spaces
+from envfactory.vectorizers.builtin import build_subproc
 from envfactory.vectorizers.dummy import build_dummy
 from envfactory.vectorizers.shared import supports_shared_memory
-from envfactory.vectorizers.subproc import build_subproc
 
 EnvFns = Sequence[Callable[[], gym.Env]]
 ALL = gymnasium_spaces()

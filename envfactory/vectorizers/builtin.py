@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from ..errors import ConfigError
 from ..plugin.spec import hookimpl
 from ..plugin.types import VectorizerPlugin
 from .base import VecEnvBase, tile_images
 from .dummy import DummyConfig, DummyVecEnv, build_dummy
 
-__all__ = ["DummyVecEnv", "VecEnvBase", "envfactory_vectorizers", "tile_images"]
+if TYPE_CHECKING:
+    from .subproc import SubprocBackend
+
+__all__ = [
+    "DummyVecEnv",
+    "VecEnvBase",
+    "build_subproc",
+    "build_subproc_atari",
+    "envfactory_vectorizers",
+    "tile_images",
+]
 
 
 @hookimpl
@@ -15,7 +31,7 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     records = [
         VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
     ]
-    from .subproc import SubprocAtariConfig, SubprocConfig, build_subproc, build_subproc_atari
+    from .subproc_options import SubprocAtariConfig, SubprocConfig
 
     records += [
         VectorizerPlugin(
@@ -29,3 +45,34 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
         ),
     ]
     return records
+
+
+def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocBackend:
+    """The ``subproc`` vectorizer's build function: a :class:`~.subproc.SubprocVecEnv`, or
+    with ``batch_size`` set the async pool, :class:`~.pool.SubprocPool`."""
+    batch_size = options.pop("batch_size", None)
+    if batch_size is not None:
+        from .pool import SubprocPool, pool_in_series
+
+        if options.get("in_parent"):
+            raise ConfigError(
+                f"vectorizer.in_parent={options['in_parent']} cannot be combined with "
+                f"vectorizer.batch_size={batch_size}: the async pool steps every env in a "
+                "worker. Set vectorizer.in_parent=0 (or null), or batch_size=null"
+            )
+        options["in_parent"] = 0
+        options["in_series"] = pool_in_series(len(env_fns), batch_size, options.get("in_series"))
+        return SubprocPool(env_fns, batch_size, **options)
+    from .subproc import SubprocVecEnv
+
+    return SubprocVecEnv(env_fns, **options)
+
+
+def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocBackend:
+    """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory)."""
+    from .subproc_options import default_in_series
+
+    options["shared_memory"] = True
+    if options.get("in_series") is None and options.get("batch_size") is None:
+        options["in_series"] = default_in_series(len(env_fns), leave_parent_a_core=False)
+    return build_subproc(env_fns, uint8_images=True, **options)

@@ -8,7 +8,8 @@ envpool's spelling, so a loop written for envpool runs unchanged::
         envs.send(policy(obs), info["env_id"])          # they step while you learn
 
 How it relates to gymnasium: :class:`SubprocPool` *is* a ``gymnasium.vector.VectorEnv``
-(a :class:`~.subproc.SubprocVecEnv`): ``reset()``, ``step(actions)`` (``env_ids=None``)
+(the subprocess backend, :class:`~.subproc.SubprocBackend`, as is ``SubprocVecEnv``; the
+pool schedules envs over the same worker handles): ``reset()``, ``step(actions)`` (``env_ids=None``)
 and the async halves step every env together, synchronously, exactly as ``batch_size=null``
 does, whenever no env is in flight; gymnasium's vector wrappers see a ``num_envs`` batch
 there. ``async_reset`` / ``send`` / ``recv`` / ``step(actions, env_ids)`` are the pool
@@ -29,9 +30,8 @@ at their next ``send``.
 from __future__ import annotations
 
 import math
-import os
-import select
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,9 +39,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
+from .. import _compat
 from ..errors import (
     AlreadyPendingError,
     ConfigError,
@@ -50,15 +51,15 @@ from ..errors import (
     WorkerError,
 )
 from .checks import action_checker
+from .pipe import PipeHandle
 from .protocol import Cmd, Reset
-from .shared import concatenate_checked
-from .subproc import SubprocVecEnv, _Worker
+from .subproc import SubprocBackend
 from .subproc_options import default_in_series
+from .wakeup import Poller
 
-__all__ = ["SubprocPool"]
+__all__ = ["SubprocPool", "pool_in_series"]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
-_POLL = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int | None:
@@ -81,14 +82,7 @@ class _Message:
     kind: str  # "step" | "reset"
 
 
-class _Infos(VectorEnv):
-    """gymnasium's ``VectorEnv._add_info`` building a ``batch_size``-row info dict."""
-
-    def __init__(self, n: int) -> None:
-        self.num_envs = n
-
-
-class SubprocPool(SubprocVecEnv):
+class SubprocPool(SubprocBackend):
     """An async pool of ``num_envs`` envs in worker processes (``vectorizer.batch_size``).
 
     Every call of :meth:`recv` returns the first ``batch_size`` envs whose step (or reset)
@@ -126,15 +120,14 @@ class SubprocPool(SubprocVecEnv):
         self._state = np.zeros(n, dtype=np.int8)
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._env_infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
-        self._owner = [w for w in self._workers for _ in range(w.start, w.stop)]
+        self._owner = [w for w in self.workers for _ in range(w.start, w.stop)]
         # worker -> its messages in flight, oldest first (a worker answers in order; the
         # next message waits in its pipe while it steps one: no idle round trip)
         self._flight: dict[int, deque[_Message]] = {}
         self._since: dict[int, float] = {}  # when the oldest message became the worker's
-        self._by_fd: dict[int, _Worker] = {}
-        self._poll = select.poll()
+        self._by_fd: dict[int, PipeHandle] = {}
+        self._poller = Poller([], self.spin_us * 1e-6)  # the workers with answers owed
         self._checkers: dict[int, Callable[[Any], Any]] = {}
-        self._spin_skip = self._spin_backoff = 0
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
@@ -156,9 +149,9 @@ class SubprocPool(SubprocVecEnv):
         try:
             self._check_usable("async_reset")
             self._expect_drained("async_reset")
-            for w in self._workers:
+            for w in self.workers:
                 w.last_reset = Reset(seeds[w.start : w.stop], options, None)
-            for w in self._workers:
+            for w in self.workers:
                 self._send(Cmd.RESET, [w], lambda w: w.last_reset)
                 self._in_flight(w, list(range(w.start, w.stop)), "reset")
             self._state[self._state == LOST] = IDLE
@@ -208,7 +201,7 @@ class SubprocPool(SubprocVecEnv):
                     continue
                 groups.setdefault(self._owner[i].index, {})[i] = per_env[k]
             for wi, acts in groups.items():
-                self._dispatch(self._workers[wi], acts)
+                self._dispatch(self.workers[wi], acts)
         finally:
             self._leave()
 
@@ -245,10 +238,10 @@ class SubprocPool(SubprocVecEnv):
                 limit = None
             # answers already there, dead workers and workers past their timeout first, even
             # when the queue holds enough: a hung or dead worker is reported at once
-            for w in self._wait(limit, block=False):
+            for w in self._wait_ready(limit, block=False):
                 self._complete(w, limit)
             while len(self._queue) < need:
-                for w in self._wait(limit):
+                for w in self._wait_ready(limit):
                     self._complete(w, limit)
             ids = [self._queue.popleft() for _ in range(need)]
             return self._deliver(ids)
@@ -309,19 +302,19 @@ class SubprocPool(SubprocVecEnv):
                 "step",
             )
 
-    def _in_flight(self, w: _Worker, envs: list[int], kind: str) -> None:
+    def _in_flight(self, w: PipeHandle, envs: list[int], kind: str) -> None:
         flight = self._flight.get(w.index)
         now = time.monotonic()
         if flight is None:
             flight = self._flight[w.index] = deque()
             self._since[w.index] = now
-            fd = w.conn.fileno()
+            fd = w.fileno()
             self._by_fd[fd] = w
-            self._poll.register(fd, _POLL)
+            self._poller.register(fd)
         flight.append(_Message(w.seq, envs, kind))
         self._state[envs] = IN_FLIGHT
 
-    def _dispatch(self, w: _Worker, acts: dict[int, Any]) -> None:
+    def _dispatch(self, w: PipeHandle, acts: dict[int, Any]) -> None:
         """Send ``acts`` to ``w`` as one message now, also while it is busy: its pipe
         holds the message, and the worker starts it as soon as it has answered the one
         before (no round trip through this process in between). Splitting a worker's
@@ -332,61 +325,49 @@ class SubprocPool(SubprocVecEnv):
         rows = [acts[i] for i in envs]
         plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
         payload = (local, np.stack(rows) if plain else rows)
-        self._send(Cmd.STEP_ENVS, [w], _const(payload), plain)
+        self._send(Cmd.STEP_ENVS, [w], lambda _: payload)
         self._in_flight(w, envs, "step")
 
-    def _unregister(self, w: _Worker) -> None:
+    def _unregister(self, w: PipeHandle) -> None:
         for fd, other in list(self._by_fd.items()):
             if other is w:
                 del self._by_fd[fd]
-                self._poll.unregister(fd)
+                self._poller.unregister(fd)
 
-    def _wait(self, limit: float | None, block: bool = True) -> list[_Worker]:
+    def _wait_ready(self, limit: float | None, block: bool = True) -> list[PipeHandle]:
         """Workers whose answer (or EOF) is ready, and those past their timeout (their
-        receive then times out). Blocking: spins ``spin_us`` first, then sleeps until one
-        is ready or the earliest worker deadline passes."""
-        poll = self._poll.poll
-        ready = poll(0)
-        if not ready and block and self.spin_us > 0:
-            # spin only while spinning pays: after a spin that ended in a sleep anyway (a
-            # Pong batch takes milliseconds), skip spinning for 1, 3, 7, ... 63 waits
-            if self._spin_skip:
-                self._spin_skip -= 1
-            else:
-                end = time.perf_counter() + self.spin_us * 1e-6
-                while not ready and time.perf_counter() < end:
-                    os.sched_yield()
-                    ready = poll(0)
-                self._spin_backoff = 0 if ready else min(2 * self._spin_backoff + 1, 63)
-                self._spin_skip = self._spin_backoff
+        receive then times out). Blocking: waits by the one policy (:class:`~.wakeup.Poller`:
+        nap and spin while that pays) until one is ready or the earliest worker deadline
+        passes."""
+        poller = self._poller
+        ready = poller.ready(0)
         while not ready:
             if limit is None:
                 if not block:
                     return []
-                ready = poll(1000)
+                ready = poller.wait(None)
                 continue
             first = min(self._flight, key=self._since.__getitem__, default=None)
             if first is None:
                 return []
             left = self._since[first] + limit - time.monotonic()
             if left <= 0:
-                return [self._workers[first]]
+                return [self.workers[first]]
             if not block:
                 return []
-            ready = poll(max(1, math.ceil(left * 1000)))
+            ready = poller.wait(left)
         return [self._by_fd[fd] for fd, _ in ready]
 
-    def _complete(self, w: _Worker, limit: float | None) -> None:
+    def _complete(self, w: PipeHandle, limit: float | None) -> None:
         """Read ``w``'s answer to its oldest message: those envs become READY (infos and
         pickled observations kept)."""
         msg = self._flight[w.index][0]
         w.seq = msg.seq  # (a later send moved it on; answers come in order)
-        self._timeout_used = limit or 0.0
         since = self._since[w.index]
         deadline = None if limit is None else since + limit
         try:
             try:
-                result = self._recv(w, deadline, msg.kind)
+                result = self._wait(w, deadline, msg.kind, limit or 0.0)
             except WorkerError as failure:
                 self._unregister(w)
                 if not (self.restart and not self._broken):
@@ -411,7 +392,7 @@ class SubprocPool(SubprocVecEnv):
             del self._flight[w.index]
         self._accept(w, msg.envs, result)
 
-    def _accept(self, w: _Worker, envs: list[int], result: Any) -> None:
+    def _accept(self, w: PipeHandle, envs: list[int], result: Any) -> None:
         calls, obs = result
         for i in envs:
             self._state[i] = READY
@@ -423,23 +404,17 @@ class SubprocPool(SubprocVecEnv):
             for i in envs:
                 self._env_obs[i] = obs[i - w.start]
 
-    def _restart_in_pool(self, w: _Worker, failure: WorkerError, kind: str) -> None:
-        """Rebuild ``w`` (see :meth:`SubprocVecEnv._restart`): its envs in flight, queued
-        or ready-but-not-returned get the truncated (or redone reset) result now; the
-        others keep theirs until their next :meth:`send`."""
-        import warnings
-
+    def _restart_in_pool(self, w: PipeHandle, failure: WorkerError, kind: str) -> None:
+        """Rebuild ``w`` (see :meth:`~.remote.RemoteVecEnv._restart`): its envs in flight,
+        queued or ready-but-not-returned get the truncated (or redone reset) result now;
+        the others keep theirs until their next :meth:`send`."""
         self._count_restart(w, failure)
         warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=4)
         mine = list(range(w.start, w.stop))
         now = [i for i in mine if self._state[i] in (IN_FLIGHT, READY)]
-        saved = self._done.copy()
         # an env whose result was not returned yet: its episode ends truncated there
-        self._done[[i for i in mine if self._state[i] == READY]] = False
-        try:
-            result = self._restart(w, kind)
-        finally:
-            self._done[:] = saved
+        done = [bool(self._done[i]) and self._state[i] != READY for i in mine]
+        result = self._restart(w, kind, done)
         self._flight.pop(w.index, None)
         calls, obs = result
         for i in mine:
@@ -465,21 +440,18 @@ class SubprocPool(SubprocVecEnv):
             obs = _take(b.obs, idx)
         else:
             out = create_empty_array(self.single_observation_space, n=len(ids))
-            obs = concatenate_checked(
-                self.single_observation_space, [self._env_obs[i] for i in ids], out
-            )
+            obs = self._batch_obs([self._env_obs[i] for i in ids], out)
         rewards, terms, truncs = b.rewards[idx], b.terminations[idx], b.truncations[idx]
         infos: dict = {}
-        sink = _Infos(len(ids))
         for k, i in enumerate(ids):
             for info in self._env_infos.pop(i, ()):
-                infos = sink._add_info(infos, info, k)
+                infos = _compat.add_info(infos, info, k, len(ids))
         infos["env_id"] = idx.astype(np.int32)
         self._state[idx] = IDLE
         self._done[idx] = terms | truncs
         return obs, rewards, terms, truncs, infos
 
-    def _settle(self, workers: Sequence[_Worker]) -> None:
+    def _settle(self, workers: Sequence[PipeHandle]) -> None:
         """Wait for every answer ``workers`` owe (their envs become READY), so that a
         call can use their pipes."""
         for w in workers:
@@ -514,16 +486,12 @@ class SubprocPool(SubprocVecEnv):
         super()._start_step(actions)
 
     def _per_index(
-        self,
-        cmd: str,
-        indices: list[int],
-        data: Callable[[list[int], _Worker], Any],
-        here: Callable[[Any, int], Any],
+        self, cmd: str, indices: list[int], record: Callable[[list[int], Any], Any]
     ) -> list[Any]:
         # call / get_attr / set_attr / render: first let the workers concerned finish
         # their steps (their envs then wait in recv()'s queue)
-        self._settle([w for w, _ in self._by_worker(indices)])
-        return super()._per_index(cmd, indices, data, here)
+        self._settle([w for w in self.workers if any(w.start <= i < w.stop for i in indices)])
+        return super()._per_index(cmd, indices, record)
 
 
 def _take(tree: Any, idx: np.ndarray) -> Any:
@@ -532,7 +500,3 @@ def _take(tree: Any, idx: np.ndarray) -> Any:
     if isinstance(tree, tuple):
         return tuple(_take(v, idx) for v in tree)
     return tree[idx]
-
-
-def _const(value: Any) -> Callable[[Any], Any]:
-    return lambda _: value

@@ -1,17 +1,24 @@
 """The per-env step/reset/autoreset logic, shared by the in-process vectorizer and the
 worker processes, so every vectorizer produces the same trajectories as gymnasium's
-``SyncVectorEnv`` by construction."""
+``SyncVectorEnv`` by construction.
+
+:class:`EnvRunner` is the one autoreset implementation; :class:`EnvHost` is the worker side
+of any out-of-process backend (a ``subproc`` worker, the parent's own ``in_parent`` envs, a
+Ray actor): an :class:`EnvRunner` plus the recovery of episodes lost with a rebuilt worker,
+answering the env commands of :mod:`.protocol`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-__all__ = ["EnvRunner", "InfoCalls"]
+from .protocol import Cmd
+
+__all__ = ["EnvHost", "EnvRunner", "InfoCalls", "call_env"]
 
 # (local env index, info dict) in the order SyncVectorEnv passes them to ``_add_info``.
 InfoCalls = list[tuple[int, dict[str, Any]]]
@@ -29,7 +36,7 @@ class EnvRunner:
 
     def __init__(self, envs: Sequence[gym.Env], autoreset_mode: AutoresetMode) -> None:
         n = len(envs)
-        self.envs = list(envs)
+        self.envs: list[Any] = list(envs)
         self.mode = autoreset_mode
         self.obs: list[Any] = [None] * n
         self.rewards = np.zeros(n, dtype=np.float64)
@@ -43,12 +50,16 @@ class EnvRunner:
         options: dict[str, Any] | None,
         mask: np.ndarray | None = None,
     ) -> InfoCalls:
+        """Reset every env (or those of ``mask``): their reward becomes 0 and their flags
+        False (the async pool returns them with the reset observations)."""
         calls: InfoCalls = []
         if mask is None:
+            self.rewards[:] = 0.0
             self.terminations[:] = False
             self.truncations[:] = False
             self.autoreset[:] = False
         else:
+            self.rewards[mask] = 0.0
             self.terminations[mask] = False
             self.truncations[mask] = False
             self.autoreset[mask] = False
@@ -107,3 +118,175 @@ class _Scatter:
 
     def __getitem__(self, i: int) -> Any:
         return self.actions[self.pos[i]]
+
+
+def call_env(env: Any, name: str | Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """What ``envs.call`` / ``get_attr`` does to one env: ``name(env, *args, **kwargs)``
+    for a function; else ``env.get_wrapper_attr(name)``, called with ``args``/``kwargs``
+    when it is callable and ``args`` is not None (``get_attr`` passes None)."""
+    if callable(name):
+        return name(env, *args, **kwargs)
+    attr = env.get_wrapper_attr(name)
+    return attr(*args, **kwargs) if args is not None and callable(attr) else attr
+
+
+class _LostEnv:
+    """Stands in for an env of a rebuilt worker for one step: the caller's episode was
+    lost with the old worker, so that step reports it truncated at the last observation
+    the caller saw (reward 0). ``reset`` is the new env's (same_step resets at once)."""
+
+    def __init__(self, env: Any, obs: Any) -> None:
+        self.env, self.obs = env, obs
+
+    def step(self, action: Any) -> tuple:
+        return self.obs, 0.0, False, True, {"restarted": True}
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self.env.reset(**kwargs)
+
+
+#: what an :class:`EnvHost` answers a step or reset with: built from the info calls and
+#: the mask of envs that were stepped or reset (None: all) by the backend's ``collect``
+Collect = Callable[[InfoCalls, Any], Any]
+
+
+class EnvHost:
+    """The worker side of a remote backend: hosts envs ``start .. start + len(envs)`` of a
+    vectorized env and answers the env commands of :class:`~.protocol.Cmd` (see
+    :meth:`handle` and :data:`COMMANDS`), with the recovery of a rebuilt worker.
+
+    A backend's worker (a process, an actor, a thread) builds its envs, makes an
+    ``EnvHost(envs, mode, collect)`` and calls ``host.handle(cmd, data)`` for each
+    command the parent's :class:`~.remote.WorkerHandle` sent. ``collect(calls, mask)``
+    turns a step's or reset's info calls into the answer (the runner's ``obs``,
+    ``rewards``, ``terminations`` and ``truncations`` hold the values); ``call`` answers
+    one result per env, ``set_attr`` None.
+
+    Lost episodes: a worker rebuilt after a fault (``restart=true``) gets
+    ``restarted`` (the failed call was a step) or ``restart-reset`` (it was a reset); an
+    env whose episode was lost ends it truncated at the last observation the caller saw,
+    at once or at its next step, with ``infos["restarted"]``.
+    """
+
+    def __init__(self, envs: Sequence[gym.Env], mode: AutoresetMode, collect: Collect) -> None:
+        self.runner = EnvRunner(envs, mode)
+        self.envs = self.runner.envs
+        self.mode = mode
+        self.collect = collect
+        self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end
+
+    def handle(self, cmd: str, data: Any) -> Any:
+        """Answer one command (a :class:`~.protocol.Cmd` and its record)."""
+        try:
+            run = COMMANDS[cmd]
+        except KeyError:
+            raise ValueError(
+                f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}"
+            ) from None
+        return run(self, data)
+
+    def step(self, actions: Any) -> Any:
+        """``Cmd.STEP``: step every env (``actions[i]`` for env ``i``)."""
+        calls = self.runner.step(actions) if not self.lost else self._step_lost(actions)
+        return self.collect(calls, None)
+
+    def step_envs(self, data: tuple[list[int], Any]) -> Any:
+        """``Cmd.STEP_ENVS``: step only the envs ``local`` (the async pool)."""
+        local, actions = data
+        step = self._step_lost if self.lost else self.runner.step
+        calls = step(actions, local)
+        stepped = np.zeros(len(self.envs), dtype=np.bool_)
+        stepped[local] = True
+        return self.collect(calls, stepped)
+
+    def reset(self, r: Any) -> Any:
+        """``Cmd.RESET`` (a :class:`~.protocol.Reset`)."""
+        if r.mask is None:
+            self.lost.clear()
+        else:
+            for j in np.flatnonzero(r.mask).tolist():
+                self.lost.pop(j, None)
+        return self.collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
+
+    def restarted(self, rs: Any) -> Any:
+        """``Cmd.RESTARTED`` (a :class:`~.protocol.Restarted`): this worker replaces one
+        that failed during a step: each env ends its lost episode now (truncated, at the
+        last observation the caller saw), or, if that step was its next_step autoreset,
+        is reset."""
+        n, runner = len(self.envs), self.runner
+        due = [i for i in range(n) if rs.done[i] and self.mode is AutoresetMode.NEXT_STEP]
+        for i in range(n):
+            if i in due:
+                runner.autoreset[i] = True
+            else:
+                self.lost[i] = rs.last_obs[i]
+        calls = self._step_lost([None] * n)
+        calls += [(i, {"restarted": True}) for i in due]
+        return self.collect(calls, None)
+
+    def restart_reset(self, rr: Any) -> Any:
+        """``Cmd.RESTART_RESET`` (a :class:`~.protocol.RestartReset`): this worker replaces
+        one that failed during a reset: the reset is redone (same seeds and options); with
+        a reset_mask, the unmasked envs keep the observation the caller saw and end their
+        lost episode (truncated) at their next step."""
+        mask, runner = rr.reset.mask, self.runner
+        calls = runner.reset(rr.reset.seeds, rr.reset.options, mask)
+        self.lost.clear()
+        for i in range(len(self.envs)):
+            if mask is not None and not mask[i]:
+                runner.obs[i] = rr.last_obs[i]
+                if rr.done[i] and self.mode is AutoresetMode.NEXT_STEP:
+                    runner.autoreset[i] = True  # its next step is the autoreset
+                elif not (rr.done[i] and self.mode is AutoresetMode.DISABLED):  # awaits reset
+                    self.lost[i] = rr.last_obs[i]
+            else:
+                calls.append((i, {"restarted": True}))
+        return self.collect(calls, None)
+
+    def call(self, c: Any) -> list[Any]:
+        """``Cmd.CALL`` (a :class:`~.protocol.Call`): one result per env of ``c.local``."""
+        return [call_env(self.envs[i], c.name, c.args, c.kwargs) for i in c.local]
+
+    def set_attr(self, sa: Any) -> None:
+        """``Cmd.SET_ATTR`` (a :class:`~.protocol.SetAttr`)."""
+        for i, v in zip(sa.local, sa.values):
+            self.envs[i].set_wrapper_attr(sa.name, v)
+
+    def close(self) -> None:
+        """Close every env (errors ignored: the envs are being thrown away)."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        self.envs.clear()
+
+    def _step_lost(self, actions: Any, only: Any = None) -> InfoCalls:
+        """``runner.step`` with the lost envs ending their lost episode instead of
+        stepping (every autoreset mode's bookkeeping is then the runner's own); removes
+        the stepped envs (all, or those of ``only``) from ``lost``."""
+        runner, lost = self.runner, self.lost
+        real = runner.envs
+        runner.envs = [_LostEnv(e, lost[i]) if i in lost else e for i, e in enumerate(real)]
+        try:
+            calls = runner.step(actions, only)
+        finally:
+            runner.envs = real
+        ended = sorted(lost) if only is None else sorted(i for i in only if i in lost)
+        calls += [(i, {"restarted": True}) for i in ended]  # also top level in same_step
+        for i in ended:
+            del lost[i]
+        return calls
+
+
+#: the env commands an :class:`EnvHost` answers, by :class:`~.protocol.Cmd` value (a
+#: backend's worker adds its own, such as ``subproc``'s ``attach`` and ``close``)
+COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
+    Cmd.STEP: EnvHost.step,
+    Cmd.STEP_ENVS: EnvHost.step_envs,
+    Cmd.RESET: EnvHost.reset,
+    Cmd.RESTARTED: EnvHost.restarted,
+    Cmd.RESTART_RESET: EnvHost.restart_reset,
+    Cmd.CALL: EnvHost.call,
+    Cmd.SET_ATTR: EnvHost.set_attr,
+}

@@ -26,6 +26,7 @@ from ..errors import ObservationError
 
 __all__ = [
     "Layout",
+    "ResultWriter",
     "SharedBuffers",
     "check_observation",
     "concatenate_checked",
@@ -154,6 +155,39 @@ class SharedBuffers:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+class ResultWriter:
+    """The ``collect`` of a subprocess worker's :class:`~.runner.EnvHost` (and of the
+    parent's own envs): puts the runner's latest rewards, flags and (shared-memory)
+    observations of envs ``start:stop`` where the parent reads them, and makes the
+    :data:`~.protocol.StepResult` answer (pickled observations when they are not in shared
+    memory; ``None`` for the envs not in ``mask``)."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.runner: Any = None  # the EnvHost's runner, set once it exists
+        self.buffers: SharedBuffers | None = None
+        self.write: Callable[[int, Any], None] | None = None  # one env's obs into shm
+
+    def attach(self, buffers: SharedBuffers, shared_obs: bool) -> None:
+        self.buffers = buffers
+        if shared_obs and buffers.obs is not None:
+            self.write = buffers.writer()
+
+    def __call__(self, calls: list, mask: Any) -> Any:
+        runner, b, start = self.runner, self.buffers, self.start
+        assert b is not None
+        stop = start + len(runner.obs)
+        b.rewards[start:stop] = runner.rewards
+        b.terminations[start:stop] = runner.terminations
+        b.truncations[start:stop] = runner.truncations
+        if self.write is not None:
+            for i, o in enumerate(runner.obs):
+                if mask is None or mask[i]:
+                    self.write(start + i, o)
+            return calls, None
+        return calls, [o if (mask is None or mask[i]) else None for i, o in enumerate(runner.obs)]
 
 
 def _leaf_error(

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from .. import _compat
 from ..config.checks import check_bool, check_choice, check_int
 from ..errors import ConfigError, OptionError
+from . import remote
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -30,8 +31,7 @@ __all__ = [
 ]
 
 START_METHODS = ("fork", "forkserver", "spawn")
-STARTUP_TIMEOUT = 120.0
-CLOSE_TIMEOUT = 10.0
+STARTUP_TIMEOUT, CLOSE_TIMEOUT = remote.STARTUP_TIMEOUT, remote.CLOSE_TIMEOUT
 
 
 @dataclass
@@ -197,22 +197,11 @@ def parent_share(
 
 
 def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:
-    """``[(start, stop), ...]`` per worker: ceil(num_envs / in_series) workers with as
-    even a share as possible, none above ``in_series``."""
+    """:func:`~.remote.split_envs`, with ``in_series`` null resolved as ``subproc``'s
+    default (:func:`default_in_series`, a core left to the parent)."""
     if in_series is None:
         in_series = default_in_series(num_envs, leave_parent_a_core=True)
-    if not isinstance(in_series, int) or in_series < 1:
-        raise ConfigError(
-            f"vectorizer.in_series must be an integer >= 1 or null, got {in_series!r}"
-        )
-    workers = math.ceil(num_envs / in_series)
-    base, extra = divmod(num_envs, workers)
-    out, start = [], 0
-    for k in range(workers):
-        size = base + (1 if k < extra else 0)
-        out.append((start, start + size))
-        start += size
-    return out
+    return remote.split_envs(num_envs, in_series)
 
 
 _fork_hook: list[bool] = [False]

@@ -21,13 +21,21 @@ the word it waits on once more; the other side writes its word, issues a barrier
 writes the eventfd only if the sleeping word is set (Dekker's handshake: one of the two
 always sees the other's store). Sleeping waits are also bounded (:data:`SLEEP_SLICE_MS`),
 so even a lost wake-up would cost milliseconds, never a hang.
+
+This module is the one waiting policy of the subprocess backend: :class:`Waiter` decides
+how long to nap and spin, :func:`flagged_sleep` is the sleeping half of the handshake, and
+:class:`Poller` waits for a pipe by the same policy (the parent for an answer, a worker for
+a message, the async pool for the first of its workers).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import select
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,9 +47,11 @@ __all__ = [
     "PARENT_SLEEPING",
     "SLOT_WORDS",
     "WORKER_SLEEPING",
+    "Poller",
     "Waiter",
     "drain_eventfd",
     "fence",
+    "flagged_sleep",
     "make_eventfd",
     "signal_eventfd",
 ]
@@ -168,6 +178,78 @@ class Waiter:
             os.sched_yield()
         self.backoff = 0
         return True
+
+
+def flagged_sleep(
+    slot: Any, sleeping: int, ready: Callable[[], bool], poll: Any, eventfd: int, ms: int
+) -> list | None:
+    """The sleeping half of the handshake: set ``slot[sleeping]``, issue a barrier and
+    check ``ready()`` once more (None if it is: no sleep); else sleep in ``poll`` (over
+    ``eventfd`` and the pipe) for up to ``ms`` milliseconds and return its events (the
+    eventfd is drained, the word cleared)."""
+    slot[sleeping] = 1
+    fence()
+    if ready():
+        slot[sleeping] = 0
+        return None
+    events = poll.poll(ms)
+    slot[sleeping] = 0
+    drain_eventfd(eventfd)
+    return events
+
+
+_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+
+
+class Poller:
+    """Waits for one or more pipes (file descriptors) by the :class:`Waiter` policy:
+    nap and spin while that pays, then sleep in ``poll``. A ``select.poll`` registered
+    once costs ~1 us per check (``Connection.poll`` builds a selector per call: ~10 us).
+    """
+
+    def __init__(self, fds: list[int], spin_seconds: float) -> None:
+        self.waiter = Waiter(spin_seconds)
+        self.fds = list(fds)
+        self._poll = select.poll()
+        for fd in self.fds:
+            self._poll.register(fd, _POLL_IN)
+
+    def register(self, fd: int) -> None:
+        self.fds.append(fd)
+        self._poll.register(fd, _POLL_IN)
+
+    def unregister(self, fd: int) -> None:
+        self.fds.remove(fd)
+        self._poll.unregister(fd)
+
+    def ready(self, timeout_ms: int = 0) -> list[tuple[int, int]]:
+        """The ``(fd, events)`` ready now (or within ``timeout_ms``; -1: no limit)."""
+        return self._poll.poll(timeout_ms)
+
+    def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
+        """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
+        when it passed): at once if one is; else nap and spin by the policy (``spin``),
+        then sleep. The whole wait is recorded for the next one's plan."""
+        poll = self._poll.poll
+        ready = poll(0)
+        if ready:
+            self.waiter.record(0.0)
+            return ready
+        t0 = time.perf_counter()
+        got: list = []
+
+        def check() -> bool:
+            got[:] = poll(0)
+            return bool(got)
+
+        if not (spin and self.waiter.wait(check, t0)):
+            if timeout is None:
+                got[:] = poll(-1)
+            else:
+                left = timeout - (time.perf_counter() - t0)
+                got[:] = poll(max(0, math.ceil(left * 1000))) if left > 0 else poll(0)
+        self.waiter.record(time.perf_counter() - t0)
+        return got
 
 
 def control_view(buf: Any, offset: int, workers: int) -> np.ndarray:

@@ -1,0 +1,85 @@
+"""The parent's own envs (``vectorizer.in_parent``) behind a worker handle: stepped in
+this process while the worker processes step theirs."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any
+
+from .protocol import Cmd, EnvInfo, Failure
+from .remote import WorkerHandle
+from .runner import EnvHost
+from .shared import ResultWriter
+
+__all__ = ["LocalHandle"]
+
+
+class LocalHandle(WorkerHandle):
+    """Envs ``start:stop`` hosted in this process. :meth:`send` keeps the command;
+    :meth:`recv` runs it (the vectorized env waits for this handle first, so its envs
+    step while the workers step theirs). An env's exception is a ``RemoteEnvError``
+    naming the parent process, as a worker's; these envs can be neither timed out nor
+    rebuilt."""
+
+    restartable = False
+    in_process = True
+
+    def __init__(self, start: int, envs: list, mode: Any, env_id: str) -> None:
+        # worker -1 is how errors name the parent process (WorkerError.worker)
+        super().__init__(-1, start, start + len(envs), env_id)
+        self.out = ResultWriter(start)
+        self.host = EnvHost(envs, mode, self.out)
+        self.out.runner = self.host.runner
+        self._pending: tuple[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return "the parent's own envs (vectorizer.in_parent)"
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.host.envs)
+
+    def infos(self) -> list[EnvInfo]:
+        """What a worker reports about its envs, for the parent's own."""
+        return [
+            EnvInfo(e.observation_space, e.action_space, dict(e.metadata), e.render_mode, None)
+            for e in self.host.envs
+        ]
+
+    def attach(self, buffers: Any, shared_obs: bool) -> None:
+        """Write results into the shared region, as the workers do."""
+        self.out.attach(buffers, shared_obs)
+
+    def send(self, cmd: str, data: Any) -> None:
+        self._pending = (cmd, data)
+
+    def recv(self, deadline: float | None, call: str) -> Any:
+        if self._pending is None:
+            return None
+        cmd, data = self._pending
+        self._pending = None
+        if cmd == Cmd.CLOSE:
+            self.host.close()
+            return None
+        try:
+            return self.host.handle(cmd, data)
+        except Exception as exc:  # raised below, the original as its __cause__
+            kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+            err = self.remote_error(call, Failure(kind, exc, traceback.format_exc()))
+        raise err
+
+    def kill(self) -> None:
+        """Nothing to kill: the envs are closed by :meth:`close`."""
+
+    def close(self) -> None:
+        self.host.close()
+
+    def forget(self) -> None:
+        """In a forked child: these envs are the parent's copies, not this child's to close."""
+        self.host.envs.clear()
