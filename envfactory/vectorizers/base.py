@@ -5,9 +5,8 @@ idempotent close, context manager). Backends implement the ``_do_*`` methods."""
 from __future__ import annotations
 
 import enum
-import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -19,12 +18,10 @@ from ..errors import (
     AlreadyPendingError,
     ClosedError,
     ConfigError,
-    InvalidSeedError,
     NoPendingCallError,
     ResetNeededError,
-    SpaceMismatchError,
 )
-from .checks import action_checker, check_seeds
+from .checks import action_checker, autoreset_mode, check_spaces, count_restart, seeds_for
 from .runner import InfoCalls
 from .shared import obs_copier
 
@@ -37,28 +34,6 @@ __all__ = [
     "tile_images",
 ]
 
-_MODES = {
-    "next_step": AutoresetMode.NEXT_STEP,
-    "same_step": AutoresetMode.SAME_STEP,
-    "disabled": AutoresetMode.DISABLED,
-}
-
-
-def autoreset_mode(value: Any) -> AutoresetMode:
-    """gymnasium's AutoresetMode from ``next_step``/``same_step``/``disabled`` (or itself)."""
-    if isinstance(value, AutoresetMode):
-        return value
-    v = str(getattr(value, "value", value))
-    for m in AutoresetMode:
-        if v == m.value:
-            return m
-    try:
-        return _MODES[v]
-    except KeyError:
-        raise ConfigError(
-            f"autoreset_mode must be one of {', '.join(_MODES)}; got {value!r}"
-        ) from None
-
 
 class PendingCall(enum.Enum):
     """Which async half a vectorized env waits on (gymnasium's ``AsyncState``, by call)."""
@@ -66,42 +41,6 @@ class PendingCall(enum.Enum):
     NONE = "none"
     RESET = "reset"
     STEP = "step"
-
-
-def check_spaces(
-    spaces: Sequence[tuple[gym.Space, gym.Space]], env_id: str = ""
-) -> tuple[gym.Space, gym.Space]:
-    """All envs must share one observation and one action space; name the first that
-    differs and both spaces."""
-    obs0, act0 = spaces[0]
-    for i, (obs, act) in enumerate(spaces[1:], start=1):
-        for kind, a, b in (("observation", obs0, obs), ("action", act0, act)):
-            if a != b:
-                raise SpaceMismatchError(
-                    f"env {i}{f' ({env_id})' if env_id else ''} has {kind} space {b}, but env 0 "
-                    f"has {a}; every env of one vectorized env must have the same {kind} "
-                    f"space (check per-env options and wrappers)"
-                )
-    return obs0, act0
-
-
-def count_restart(
-    times: list[float], failure: Exception, who: str, max_restarts: int, window: float
-) -> None:
-    """The restart budget shared by the vectorizers with ``restart: true``: record a
-    restart of ``who`` (``"worker 1"``, ``"actor 0"``) now in ``times``, or raise
-    ``failure``, its message extended with why, if ``who`` already had ``max_restarts``
-    restarts in the last ``window`` seconds."""
-    now = time.monotonic()
-    recent = [t for t in times if now - t < window]
-    if len(recent) >= max_restarts:
-        failure.args = (
-            f"{failure.args[0]}\nnot restarted: {who} was already restarted "
-            f"{len(recent)} times in the last {window:g} s "
-            f"(vectorizer.max_restarts={max_restarts}, vectorizer.restart_window={window:g})",
-        )
-        raise failure
-    times.append(now)
 
 
 def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.ndarray:
@@ -196,32 +135,7 @@ class VecEnvBase(VectorEnv):
         Raises:
             InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
         """
-        n = self.num_envs
-        if seed is None:
-            return [None] * n
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            if seed < 0:
-                raise InvalidSeedError(
-                    f"reset(seed={seed}): the seed must be an int >= 0 (env i gets seed + i), "
-                    "a list with one such seed (or None) per env, or None"
-                )
-            if self.seeding == "spawn":
-                children = np.random.SeedSequence(int(seed)).spawn(n)
-                return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in children]
-            return [int(seed) + i for i in range(n)]
-        if isinstance(seed, (str, bytes, Mapping)) or not isinstance(seed, Iterable):
-            raise InvalidSeedError(
-                f"reset(seed={seed!r}): the seed must be an int >= 0 (env i gets seed + i), a "
-                f"list of {n} seeds (int >= 0 or None), or None; got {type(seed).__name__}"
-            )
-        seeds = list(seed)
-        if len(seeds) != n:
-            raise InvalidSeedError(
-                f"reset(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
-                f"num_envs={n}; pass an int (env i gets seed+i) or a list of {n}"
-            )
-        check_seeds(seeds)
-        return [None if s is None else int(s) for s in seeds]
+        return seeds_for(seed, self.num_envs, self.seeding)
 
     def _reset_mask(self, options: dict[str, Any] | None) -> tuple[dict | None, np.ndarray | None]:
         if not options or "reset_mask" not in options:

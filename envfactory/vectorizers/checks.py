@@ -1,5 +1,7 @@
 """Checks of what a caller hands a vectorized env, done in the parent before anything
-reaches an env, so a mistake leaves every vectorizer usable (a worker never sees it).
+reaches an env, so a mistake leaves every vectorizer usable (a worker never sees it);
+and of what the envs report (:func:`check_spaces`) and the restart budget
+(:func:`count_restart`), shared by every vectorizer.
 
 Actions: the batch's structure, shape and dtype for every space, and the values of
 Discrete, MultiDiscrete and MultiBinary actions (vectorised numpy checks, a few
@@ -11,16 +13,26 @@ custom) is checked per env with ``space.contains``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from ..errors import InvalidActionError
+from ..errors import ConfigError, InvalidActionError, InvalidSeedError, SpaceMismatchError
 
-__all__ = ["ActionCheck", "action_checker", "check_seeds"]
+__all__ = [
+    "ActionCheck",
+    "action_checker",
+    "autoreset_mode",
+    "check_seeds",
+    "check_spaces",
+    "count_restart",
+    "seeds_for",
+]
 
 #: ``check(actions) -> actions`` (a list/scalar batch comes back as a numpy array).
 ActionCheck = Callable[[Any], Any]
@@ -188,3 +200,92 @@ def check_seeds(seeds: Sequence[Any]) -> None:
             )
         if s < 0:
             raise InvalidSeedError(f"seed for env {i} must be an int >= 0 or None, got {s}")
+
+
+_MODES = {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
+
+
+def autoreset_mode(value: Any) -> AutoresetMode:
+    """gymnasium's AutoresetMode from ``next_step``/``same_step``/``disabled`` (or itself)."""
+    if isinstance(value, AutoresetMode):
+        return value
+    v = str(getattr(value, "value", value))
+    for m in AutoresetMode:
+        if v == m.value:
+            return m
+    try:
+        return _MODES[v]
+    except KeyError:
+        raise ConfigError(
+            f"autoreset_mode must be one of {', '.join(_MODES)}; got {value!r}"
+        ) from None
+
+
+def check_spaces(
+    spaces: Sequence[tuple[gym.Space, gym.Space]], env_id: str = ""
+) -> tuple[gym.Space, gym.Space]:
+    """All envs must share one observation and one action space; name the first that
+    differs and both spaces."""
+    obs0, act0 = spaces[0]
+    for i, (obs, act) in enumerate(spaces[1:], start=1):
+        for kind, a, b in (("observation", obs0, obs), ("action", act0, act)):
+            if a != b:
+                raise SpaceMismatchError(
+                    f"env {i}{f' ({env_id})' if env_id else ''} has {kind} space {b}, but env 0 "
+                    f"has {a}; every env of one vectorized env must have the same {kind} "
+                    f"space (check per-env options and wrappers)"
+                )
+    return obs0, act0
+
+
+def count_restart(
+    times: list[float], failure: Exception, who: str, max_restarts: int, window: float
+) -> None:
+    """The restart budget shared by the vectorizers with ``restart: true``: record a
+    restart of ``who`` (``"worker 1"``, ``"actor 0"``) now in ``times``, or raise
+    ``failure``, its message extended with why, if ``who`` already had ``max_restarts``
+    restarts in the last ``window`` seconds."""
+    now = time.monotonic()
+    recent = [t for t in times if now - t < window]
+    if len(recent) >= max_restarts:
+        failure.args = (
+            f"{failure.args[0]}\nnot restarted: {who} was already restarted "
+            f"{len(recent)} times in the last {window:g} s "
+            f"(vectorizer.max_restarts={max_restarts}, vectorizer.restart_window={window:g})",
+        )
+        raise failure
+    times.append(now)
+
+
+def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
+    """Per-env seeds for ``reset(seed=...)`` of ``n`` envs (see
+    :meth:`~.base.VecEnvBase.seeds_for`)."""
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if seed < 0:
+            raise InvalidSeedError(
+                f"reset(seed={seed}): the seed must be an int >= 0 (env i gets seed + i), "
+                "a list with one such seed (or None) per env, or None"
+            )
+        if seeding == "spawn":
+            children = np.random.SeedSequence(int(seed)).spawn(n)
+            return [int(c.generate_state(1, dtype=np.uint64)[0]) for c in children]
+        return [int(seed) + i for i in range(n)]
+    if isinstance(seed, (str, bytes, Mapping)) or not isinstance(seed, Iterable):
+        raise InvalidSeedError(
+            f"reset(seed={seed!r}): the seed must be an int >= 0 (env i gets seed + i), a "
+            f"list of {n} seeds (int >= 0 or None), or None; got {type(seed).__name__}"
+        )
+    seeds = list(seed)
+    if len(seeds) != n:
+        raise InvalidSeedError(
+            f"reset(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
+            f"num_envs={n}; pass an int (env i gets seed+i) or a list of {n}"
+        )
+    check_seeds(seeds)
+    return [None if s is None else int(s) for s in seeds]

@@ -7,8 +7,8 @@ import os
 import traceback
 from typing import Any
 
+from .handle import WorkerHandle
 from .protocol import Cmd, EnvInfo, Failure
-from .remote import WorkerHandle
 from .runner import EnvHost
 from .shared import ResultWriter
 

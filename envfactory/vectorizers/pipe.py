@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import RemoteEnvError, WorkerDiedError
+from .handle import WorkerHandle
 from .protocol import ERROR, Attach, Cmd, Failure, Sender
-from .remote import WorkerHandle
 from .wakeup import (
     CMD,
     DONE,

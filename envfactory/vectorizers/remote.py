@@ -34,7 +34,6 @@ import os
 import threading
 import time
 import warnings
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,9 +49,10 @@ from ..errors import (
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
-    remote_env_error,
 )
-from .base import PendingCall, VecEnvBase, check_spaces, count_restart
+from .base import PendingCall, VecEnvBase
+from .checks import check_spaces, count_restart
+from .handle import WorkerHandle
 from .protocol import (
     Call,
     Cmd,
@@ -120,122 +120,6 @@ def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
 def env_label(fn: Any) -> str:
     """The env id errors name, from an env constructor (its ``label`` or name)."""
     return str(getattr(fn, "label", "") or getattr(fn, "__name__", "") or type(fn).__name__)
-
-
-class WorkerHandle(ABC):
-    """The parent's end of one worker, which hosts envs ``start:stop``.
-
-    A backend implements :meth:`send`, :meth:`recv`, :meth:`kill` and :attr:`pid`
-    (and, where it has them, :attr:`exitcode`, :attr:`alive`, :meth:`join`,
-    :meth:`close`). One command is in flight at a time per handle, except where the
-    backend's own scheduler (the async pool) pipelines them.
-
-    :class:`RemoteVecEnv` keeps its per-worker bookkeeping here: :attr:`restarts`
-    (restart times), :attr:`last_reset` (to redo a reset on a rebuilt worker) and
-    :attr:`suspect` (an interrupt stopped a receive part-way: never read again, killed on
-    close). Errors name the handle through :meth:`error` and :meth:`remote_error`.
-
-    Attributes:
-        index: the worker's number (``WorkerError.worker``).
-        start, stop: its envs' indices in the vectorized env.
-        env_id: what errors name as the env.
-    """
-
-    #: whether ``restart=true`` may rebuild it (not the parent's own envs)
-    restartable: bool = True
-    #: its commands run in this process when it is waited for: it is waited for first,
-    #: so that they run while the other workers work
-    in_process: bool = False
-
-    def __init__(self, index: int, start: int, stop: int, env_id: str) -> None:
-        self.index, self.start, self.stop, self.env_id = index, start, stop, env_id
-        self.restarts: list[float] = []  # monotonic times of this worker's restarts
-        self.last_reset: Reset | None = None
-        self.suspect = False
-
-    @property
-    def indices(self) -> list[int]:
-        """Its envs' indices in the vectorized env."""
-        return list(range(self.start, self.stop))
-
-    @property
-    def label(self) -> str:
-        """How messages name it: ``worker 0``."""
-        return f"worker {self.index}"
-
-    @property
-    @abstractmethod
-    def pid(self) -> int | None:
-        """Its process id (None before it started)."""
-
-    @property
-    def exitcode(self) -> int | None:
-        """Its exit code once it exited (negative: the signal), else None."""
-        return None
-
-    @property
-    def alive(self) -> bool:
-        """Whether it can still be asked something (``close`` asks only those)."""
-        return True
-
-    @abstractmethod
-    def send(self, cmd: str, data: Any) -> None:
-        """Ask the worker to run ``cmd`` (a :class:`~.protocol.Cmd`) with ``data`` (its
-        record), without waiting. A worker that is gone is no error here: :meth:`recv`
-        says how it ended."""
-
-    @abstractmethod
-    def recv(self, deadline: float | None, call: str) -> Any:
-        """The answer to the last :meth:`send` (what the worker's
-        :class:`~.runner.EnvHost` returned), waiting until ``deadline``
-        (``time.monotonic()``; None: forever).
-
-        Raises:
-            TimeoutError: the deadline passed (the caller kills it and raises
-                ``WorkerTimeoutError``).
-            WorkerError: the worker died (:class:`~envfactory.errors.WorkerDiedError`),
-                or an env raised (:meth:`remote_error`), built by :meth:`error`.
-        """
-
-    @abstractmethod
-    def kill(self) -> None:
-        """End the worker now (and whatever it started); safe to call twice."""
-
-    def join(self, timeout: float) -> None:  # noqa: B027 - optional
-        """Wait up to ``timeout`` seconds for a worker that was asked to close to exit."""
-
-    def close(self) -> None:  # noqa: B027 - optional
-        """Release what the handle holds (after :meth:`kill`)."""
-
-    def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
-        """A ``cls`` naming this worker: ``worker 1 (pid 42, envs [2, 3], env 'x') died
-        during step``."""
-        return cls(
-            what,
-            worker=self.index,
-            pid=self.pid,
-            env_indices=self.indices,
-            env_id=self.env_id,
-            exitcode=self.exitcode,
-            remote_traceback=tb,
-            call=call,
-        )
-
-    def remote_error(self, call: str, failure: Failure) -> RemoteEnvError:
-        """An env's exception (a :class:`~.protocol.Failure`) as a RemoteEnvError that is
-        also the original's type."""
-        return remote_env_error(
-            f"raised {failure.exc_type}",
-            exc_type=failure.exc_type,
-            original=failure.exc,
-            worker=self.index,
-            pid=self.pid,
-            env_indices=self.indices,
-            env_id=self.env_id,
-            exitcode=self.exitcode,
-            remote_traceback=failure.traceback,
-            call=call,
-        )
 
 
 class RemoteVecEnv(VecEnvBase):

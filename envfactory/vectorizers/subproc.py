@@ -272,40 +272,22 @@ class SubprocVecEnv(SubprocBackend):
     Every ``step`` steps every env: the workers their slices, and this process the last
     ``in_parent`` envs meanwhile (null: a worker's share when a core is idle, see
     :func:`~.subproc_options.parent_share`). The other options are
-    :class:`~.subproc_options.SubprocConfig`'s.
+    :class:`SubprocBackend`'s (:class:`~.subproc_options.SubprocConfig`'s).
     """
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
         autoreset_mode: Any = "next_step",
-        in_series: int | None = None,
-        context: str = "forkserver",
-        shared_memory: bool = True,
-        timeout: float | None = None,
-        restart: bool = False,
-        max_restarts: int = 5,
-        restart_window: float = 60.0,
-        copy: bool = True,
-        seeding: str = "offset",
-        uint8_images: bool = False,
-        spin_us: int = 200,
         in_parent: int | None = None,
+        **options: Any,
     ) -> None:
-        local = parent_share(len(env_fns), in_parent, in_series, timeout, restart, uint8_images)
-        super().__init__(
-            env_fns,
-            autoreset_mode,
-            in_series=in_series,
-            context=context,
-            shared_memory=shared_memory,
-            timeout=timeout,
-            restart=restart,
-            max_restarts=max_restarts,
-            restart_window=restart_window,
-            copy=copy,
-            seeding=seeding,
-            uint8_images=uint8_images,
-            spin_us=spin_us,
-            in_parent=local,
+        local = parent_share(
+            len(env_fns),
+            in_parent,
+            options.get("in_series"),
+            options.get("timeout"),
+            options.get("restart", False),
+            options.get("uint8_images", False),
         )
+        super().__init__(env_fns, autoreset_mode, in_parent=local, **options)

@@ -30,6 +30,7 @@ a message, the async pool for the first of its workers).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
@@ -49,6 +50,7 @@ __all__ = [
     "WORKER_SLEEPING",
     "Poller",
     "Waiter",
+    "WorkerWake",
     "drain_eventfd",
     "fence",
     "flagged_sleep",
@@ -250,6 +252,66 @@ class Poller:
                 got[:] = poll(max(0, math.ceil(left * 1000))) if left > 0 else poll(0)
         self.waiter.record(time.perf_counter() - t0)
         return got
+
+
+class WorkerWake:
+    """The worker's side: waits for a step (or a pipe message) and reports a finished
+    one. ``control``: the region's control slots; ``worker``: its slot; ``go``/``done``:
+    the eventfds that wake it and the parent."""
+
+    def __init__(self, control: Any, worker: int, spin_seconds: float, go: int, done: int):
+        self.slot = control[worker]
+        self.go, self.done = go, done
+        self.waiter = Waiter(spin_seconds)
+        self.last = int(self.slot[CMD])  # steps asked for before this worker existed
+        self.sleep_poll: Any = None
+
+    def wait(self, poller: Poller, parent_alive: Callable[[], bool]) -> int:
+        """The seq of the next shared-memory step (> 0), 0 if a pipe message is ready, or
+        -1 if the main process is gone. A step asked for before a pipe message goes first
+        (the parent sends a message only once the steps it asked for are answered, except
+        ``close`` with a step pending)."""
+        slot, last, pipe = self.slot, self.last, poller.ready
+        t0 = time.perf_counter()
+
+        def ready() -> bool:
+            return bool(slot[CMD] != last or pipe(0))
+
+        if not ready() and not self.waiter.wait(ready, t0):
+            if self.sleep_poll is None:
+                self.sleep_poll = select.poll()
+                self.sleep_poll.register(self.go, select.POLLIN)
+                self.sleep_poll.register(poller.fds[0], _POLL_IN)
+            while True:
+                events = flagged_sleep(
+                    slot, WORKER_SLEEPING, ready, self.sleep_poll, self.go, SLEEP_SLICE_MS
+                )
+                if events is None or ready():
+                    break
+                if not events and not parent_alive():
+                    return -1
+        self.waiter.record(time.perf_counter() - t0)
+        seq = int(slot[CMD])
+        if seq != last:
+            fence()  # the actions were written before the seq
+            self.last = seq
+            return seq
+        return 0
+
+    def finish(self, seq: int, message: bool) -> None:
+        """Report step ``seq`` done (``message``: its answer follows by pipe)."""
+        slot = self.slot
+        slot[MSG] = 1 if message else 0
+        fence()
+        slot[DONE] = seq
+        fence()
+        if slot[PARENT_SLEEPING]:
+            signal_eventfd(self.done)
+
+    def close(self) -> None:
+        for fd in (self.go, self.done):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def control_view(buf: Any, offset: int, workers: int) -> np.ndarray:

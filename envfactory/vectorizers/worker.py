@@ -8,10 +8,8 @@ import ctypes
 import functools
 import os
 import pickle
-import select
 import signal
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -19,24 +17,11 @@ from typing import Any
 from .protocol import ERROR, OK, Attach, Cmd, EnvInfo, Failure, Sender, WorkerSpec, dumps
 from .runner import COMMANDS, EnvHost
 from .shared import ResultWriter, SharedBuffers
-from .wakeup import (
-    CMD,
-    DONE,
-    MSG,
-    PARENT_SLEEPING,
-    SLEEP_SLICE_MS,
-    WORKER_SLEEPING,
-    Poller,
-    Waiter,
-    fence,
-    flagged_sleep,
-    signal_eventfd,
-)
+from .wakeup import Poller, WorkerWake
 
 __all__ = ["worker_main"]
 
 PR_SET_PDEATHSIG = 1
-_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 def _die_with_parent() -> None:
@@ -121,7 +106,8 @@ class _Worker:
         self.out = ResultWriter(spec.start)
         self.host = EnvHost(envs, spec.autoreset_mode, self.out)
         self.out.runner = self.host.runner
-        self.wake: _Wake | None = None  # after ATTACH: steps through the shared control slot
+        self.wake: WorkerWake | None = None  # after ATTACH: steps through the shared control slot
+        self.actions: Any = None  # its rows of the shared action buffer
         self.table: dict[str, Callable[[Any], Any]] = {
             cmd: functools.partial(run, self.host) for cmd, run in COMMANDS.items()
         }
@@ -133,7 +119,10 @@ class _Worker:
         buffers = SharedBuffers(att.layout, recv_handle(self.conn))
         self.out.attach(buffers, self.spec.shared_memory)
         go, done = recv_handle(self.conn), recv_handle(self.conn)
-        self.wake = _Wake(buffers, att.worker, self.spec, go, done, len(self.host.envs))
+        start, acts = self.spec.start, buffers.actions
+        if acts is not None:  # else steps come by pipe
+            self.actions = acts[start : start + len(self.host.envs)]
+        self.wake = WorkerWake(buffers.control, att.worker, self.spec.spin_seconds, go, done)
 
     def close(self, seq: int) -> None:
         if self.wake is not None:
@@ -149,7 +138,7 @@ class _Worker:
         wake = self.wake
         assert wake is not None
         try:
-            result = self.host.step(wake.actions())
+            result = self.host.step(self.actions.copy())
             answer = None
             if result[0] or result[1] is not None:  # infos or pickled observations
                 answer = self.sender.dumps((seq, OK, result))
@@ -164,7 +153,7 @@ class _Worker:
         poller = Poller([conn.fileno()], self.spec.spin_seconds)
         while True:
             if self.wake is not None:
-                seq = self.wake.wait(poller, main_pid)
+                seq = self.wake.wait(poller, lambda: _alive(main_pid))
                 if seq < 0:
                     return  # the main process is gone
                 if seq > 0:
@@ -188,69 +177,6 @@ class _Worker:
                 self.sender.send((seq, ERROR, _failure(exc)))
                 continue
             conn.send_bytes(answer)
-
-
-class _Wake:
-    """The worker's side of :mod:`.wakeup`: waits for a step (or a pipe message) and
-    reports a finished one."""
-
-    def __init__(self, buffers: Any, worker: int, spec: WorkerSpec, go: int, done: int, n: int):
-        self.slot = buffers.control[worker]
-        self.go, self.done = go, done
-        self.waiter = Waiter(spec.spin_seconds)
-        self.last = int(self.slot[CMD])  # steps asked for before this worker existed
-        self.buffers, self.start, self.stop = buffers, spec.start, spec.start + n
-        self.sleep_poll: Any = None
-
-    def actions(self) -> Any:
-        return self.buffers.actions[self.start : self.stop].copy()
-
-    def wait(self, poller: Poller, main_pid: int) -> int:
-        """The seq of the next shared-memory step (> 0), 0 if a pipe message is ready, or
-        -1 if the main process is gone. A step asked for before a pipe message goes first
-        (the parent sends a message only once the steps it asked for are answered, except
-        ``close`` with a step pending)."""
-        slot, last, pipe = self.slot, self.last, poller.ready
-        t0 = time.perf_counter()
-
-        def ready() -> bool:
-            return bool(slot[CMD] != last or pipe(0))
-
-        if not ready() and not self.waiter.wait(ready, t0):
-            if self.sleep_poll is None:
-                self.sleep_poll = select.poll()
-                self.sleep_poll.register(self.go, select.POLLIN)
-                self.sleep_poll.register(poller.fds[0], _POLL_IN)
-            while True:
-                events = flagged_sleep(
-                    slot, WORKER_SLEEPING, ready, self.sleep_poll, self.go, SLEEP_SLICE_MS
-                )
-                if events is None or ready():
-                    break
-                if not events and not _alive(main_pid):
-                    return -1
-        self.waiter.record(time.perf_counter() - t0)
-        seq = int(slot[CMD])
-        if seq != last:
-            fence()  # the actions were written before the seq
-            self.last = seq
-            return seq
-        return 0
-
-    def finish(self, seq: int, message: bool) -> None:
-        """Report step ``seq`` done (``message``: its answer follows by pipe)."""
-        slot = self.slot
-        slot[MSG] = 1 if message else 0
-        fence()
-        slot[DONE] = seq
-        fence()
-        if slot[PARENT_SLEEPING]:
-            signal_eventfd(self.done)
-
-    def close(self) -> None:
-        for fd in (self.go, self.done):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 if __name__ == "__main__":  # pragma: no cover
