@@ -340,3 +340,33 @@ def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_o
     # an answer caught after the nap or while spinning ends the back-off
     t0 = time.perf_counter()
     assert w.wait(lambda: time.perf_counter() - t0 >= 2e-3, t0) and w.backoff == 0
+
+
+def test_the_poller_waits_for_pipes_by_the_waiters_policy() -> None:
+    """Pipe waits (a worker's answer, a worker's next message, the pool's first ready
+    worker) use the one policy: the answer at once when it is there, a sleep bounded by
+    the timeout otherwise, each wait recorded for the next one's plan."""
+    import multiprocessing as mp
+    import threading
+
+    from envfactory.vectorizers.wakeup import Poller
+
+    a, b = mp.Pipe()
+    try:
+        poller = Poller([a.fileno()], 200e-6)
+        t0 = time.perf_counter()
+        assert poller.wait(0.05) == []  # nothing came: it returns once the timeout passed
+        assert 0.045 <= time.perf_counter() - t0 < 2.0
+        assert max(poller.waiter.recent) >= 0.045  # that wait was recorded
+        b.send(1)
+        assert [fd for fd, _ in poller.wait(None)] == [a.fileno()]
+        a.recv()
+        timer = threading.Timer(0.05, lambda: b.send(2))
+        timer.start()
+        t0 = time.perf_counter()
+        assert [fd for fd, _ in poller.wait(10.0)] == [a.fileno()]  # woken by the answer
+        assert time.perf_counter() - t0 < 5.0
+        timer.join()
+    finally:
+        a.close()
+        b.close()

@@ -91,9 +91,9 @@ class WorkerSpec:
 
 @dataclass(frozen=True)
 class Attach:
-    """Map the shared region (its fd follows by SCM_RIGHTS). ``worker >= 0``: steps come
-    through control slot ``worker`` of the region (see :mod:`.wakeup`), and two eventfds
-    follow the region's: the worker's wake-up, then the parent's; ``-1``: by pipe."""
+    """Map the shared region (its fd follows by SCM_RIGHTS); steps whose actions fit the
+    region's action buffer come through control slot ``worker`` (see :mod:`.wakeup`), and
+    two eventfds follow the region's: the worker's wake-up, then the parent's."""
 
     layout: Any
     worker: int
