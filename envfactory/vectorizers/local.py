@@ -4,11 +4,10 @@ this process while the worker processes step theirs."""
 from __future__ import annotations
 
 import os
-import traceback
 from typing import Any
 
 from .handle import WorkerHandle
-from .protocol import Cmd, EnvInfo, Failure
+from .protocol import Cmd, EnvInfo, failure_of
 from .runner import EnvHost
 from .shared import ResultWriter
 
@@ -70,8 +69,7 @@ class LocalHandle(WorkerHandle):
         try:
             return self.host.handle(cmd, data)
         except Exception as exc:  # raised below, the original as its __cause__
-            kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
-            err = self.remote_error(call, Failure(kind, exc, traceback.format_exc()))
+            err = self.remote_error(call, failure_of(exc))
         raise err
 
     def kill(self) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "StepResult",
     "WorkerSpec",
     "dumps",
+    "failure_of",
 ]
 
 OK, ERROR = "ok", "error"
@@ -168,6 +169,27 @@ class Failure:
     exc_type: str
     exc: BaseException | None
     traceback: str
+
+
+def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) -> Failure:
+    """The :class:`Failure` of ``exc``, an env's exception being handled now (its
+    traceback is the current one). ``pickles``: how the answer will be pickled
+    (:func:`dumps` here; a backend passes its own): the exception travels only if it
+    survives that and loading back (some pickle but cannot be rebuilt from their
+    ``__init__`` arguments); None: it stays in this process, as it is."""
+    import pickle
+    import traceback
+
+    tb = traceback.format_exc()
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    if pickles is None:
+        return Failure(kind, exc, tb)
+    try:
+        pickle.loads(pickles(exc))
+        picklable: BaseException | None = exc
+    except Exception:
+        picklable = None
+    return Failure(kind, picklable, tb)
 
 
 def dumps(obj: Any, by_value: bool = False) -> Any:

@@ -6,8 +6,9 @@ A backend is two small pieces over this module:
    end of one worker that hosts envs ``start:stop``. It sends a command
    (:class:`~.protocol.Cmd` with its record), waits for the answer with a deadline,
    kills the worker, and says its pid;
-2. a :class:`RemoteVecEnv` subclass that starts the workers (setting :attr:`handles`,
-   then calling :meth:`RemoteVecEnv._start`) and turns their answers into batches
+2. a :class:`RemoteVecEnv` subclass that starts the workers (handing their handles to
+   :meth:`RemoteVecEnv._set_handles`, then waiting for them with
+   :meth:`RemoteVecEnv._start`) and turns their answers into batches
    (:meth:`RemoteVecEnv._collect`).
 
 :class:`RemoteVecEnv` gives it the rest of envfactory's contract: the synchronous and
@@ -20,7 +21,18 @@ a time by the owner process, and ``close``.
 
 The worker side answers with :class:`~.runner.EnvHost` (every env command, including the
 recovery of episodes lost with a rebuilt worker), so every backend steps envs with the one
-autoreset implementation, :class:`~.runner.EnvRunner`.
+autoreset implementation, :class:`~.runner.EnvRunner`; an env's exception travels back as
+:func:`~.protocol.failure_of` makes it, and the handle raises it with
+:meth:`WorkerHandle.remote_error`.
+
+A sketch: ``MyHandle(WorkerHandle)`` implements ``pid``, ``send(cmd, data)`` (hand the
+command to a worker that answers with ``EnvHost.handle``), ``recv(deadline, call)`` (its
+answer; ``TimeoutError`` past the deadline; ``raise self.remote_error(call, failure)``
+for an env's exception) and ``kill()``; ``MyVecEnv(RemoteVecEnv).__init__`` calls
+``super().__init__(len(env_fns), autoreset_mode, **faults)``, sets ``env_id``
+(:func:`env_label`), ``self._set_handles([MyHandle(k, a, b, ...) for k, (a, b) in
+enumerate(split_envs(n, in_series))])`` and ``self._start(self.handles)``, and implements
+``_collect``.
 
 A backend needs nothing else from envfactory than this module and the public
 ``envfactory`` names (errors, ``VecEnvBase``).
@@ -62,6 +74,7 @@ from .protocol import (
     Restarted,
     RestartReset,
     SetAttr,
+    failure_of,
 )
 from .runner import EnvHost
 from .shared import concatenate_checked
@@ -84,6 +97,7 @@ __all__ = [
     "concatenate_checked",
     "count_restart",
     "env_label",
+    "failure_of",
     "split_envs",
 ]
 

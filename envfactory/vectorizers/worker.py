@@ -7,14 +7,23 @@ import contextlib
 import ctypes
 import functools
 import os
-import pickle
 import signal
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .protocol import ERROR, OK, Attach, Cmd, EnvInfo, Failure, Sender, WorkerSpec, dumps
+from .protocol import (
+    ERROR,
+    OK,
+    Attach,
+    Cmd,
+    EnvInfo,
+    Failure,
+    Sender,
+    WorkerSpec,
+    dumps,
+    failure_of,
+)
 from .runner import COMMANDS, EnvHost
 from .shared import ResultWriter, SharedBuffers
 from .wakeup import Poller, WorkerWake
@@ -34,13 +43,7 @@ def _die_with_parent() -> None:
 
 
 def _failure(exc: BaseException) -> Failure:
-    tb = traceback.format_exc()
-    try:
-        pickle.loads(dumps(exc))  # some pickle but cannot be rebuilt (__init__ args)
-        picklable: BaseException | None = exc
-    except Exception:
-        picklable = None
-    return Failure(f"{type(exc).__module__}.{type(exc).__qualname__}", picklable, tb)
+    return failure_of(exc, dumps)
 
 
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
