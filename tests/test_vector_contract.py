@@ -920,9 +920,9 @@ def _cartpole_raising_key_error() -> gym.Env:
 def test_an_env_exception_is_caught_as_its_own_type_under_every_vectorizer(
     vectorizer: str,
 ) -> None:
-    from envfactory.vectorizers import dummy, subproc
+    from envfactory.vectorizers import builtin, dummy
 
-    build = dummy.build_dummy if vectorizer == "dummy" else subproc.build_subproc
+    build = dummy.build_dummy if vectorizer == "dummy" else builtin.build_subproc
     with build([_cartpole_raising_key_error] * 2) as envs:
         envs.reset(seed=0)
         with pytest.raises(KeyError, match="on purpose") as info:
