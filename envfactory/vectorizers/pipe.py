@@ -133,6 +133,7 @@ class PipeHandle(WorkerHandle):
     def forget(self) -> None:
         """Drop this process's copies of the pipe and eventfds (also in a forked child,
         where the worker is the parent's)."""
+        self.process = None
         if self.conn is not None:
             self.conn.close()
             self.conn = None

@@ -94,6 +94,7 @@ class SubprocBackend(RemoteVecEnv):
         )
         self._buffers: SharedBuffers | None = None
         self.workers: list[PipeHandle] = []
+        self._local: LocalHandle | None = None  # the parent's own envs (in_parent)
         if context not in START_METHODS:
             raise ConfigError(
                 f"vectorizer.context must be one of {', '.join(START_METHODS)}, got {context!r}"
@@ -118,13 +119,13 @@ class SubprocBackend(RemoteVecEnv):
         try:
             for w in self.workers:
                 self._spawn(w)
-            local: LocalHandle | None = None
             if in_parent:  # built while the workers build theirs
                 envs = [fn() for fn in env_fns[split:]]
-                local = LocalHandle(split, envs, self.autoreset_mode, self.env_id)
-                self._set_handles([*self.workers, local])
-            per_env = self._start(self.workers, local.infos() if local else ())
-            self._attach_all(per_env, uint8_images, local)
+                self._local = LocalHandle(split, envs, self.autoreset_mode, self.env_id)
+                self._set_handles([*self.workers, self._local])
+            local = self._local
+            self._start(self.workers, local.infos() if local is not None else ())
+            self._attach_all(uint8_images)
         except BaseException:
             self.close(terminate=True)
             raise
@@ -188,9 +189,7 @@ class SubprocBackend(RemoteVecEnv):
             return max(self.spin_us, PARENT_SHARE_SPIN_US)
         return self.spin_us
 
-    def _attach_all(
-        self, per_env: list[EnvInfo], uint8_images: bool, local: LocalHandle | None
-    ) -> None:
+    def _attach_all(self, uint8_images: bool) -> None:
         """Make the shared region for the spaces the envs reported and hand it over."""
         obs_space, act_space = self.single_observation_space, self.single_action_space
         if uint8_images and not (
@@ -210,8 +209,8 @@ class SubprocBackend(RemoteVecEnv):
                 workers=len(self.workers),
             )
         )
-        if local is not None:
-            local.attach(self._buffers, use_shm)
+        if self._local is not None:
+            self._local.attach(self._buffers, use_shm)
         for w in self.workers:
             w.attach(self._buffers, send_handle)
         self._gather("attach", self.workers, STARTUP_TIMEOUT)
@@ -256,8 +255,10 @@ class SubprocBackend(RemoteVecEnv):
         return list(info)
 
     def _forget(self) -> None:
-        for h in self.handles:
-            h.forget()  # type: ignore[attr-defined]
+        for w in self.workers:
+            w.forget()
+        if self._local is not None:
+            self._local.forget()
         self._release(everything=True)
 
     def _release(self, everything: bool) -> None:
