@@ -13,7 +13,7 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
 from .base import PendingCall, VecEnvBase, check_spaces
-from .runner import EnvRunner
+from .runner import EnvRunner, call_env
 from .shared import concatenate_checked
 
 __all__ = ["DummyConfig", "DummyVecEnv", "build_dummy"]
@@ -110,14 +110,7 @@ class DummyVecEnv(VecEnvBase):
         )
 
     def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
-        out = []
-        for i in indices:
-            if callable(name):  # call(fn): fn(env, *args, **kwargs)
-                out.append(name(self.envs[i], *args, **kwargs))
-                continue
-            attr = self.envs[i].get_wrapper_attr(name)
-            out.append(attr(*args, **kwargs) if args is not None and callable(attr) else attr)
-        return out
+        return [call_env(self.envs[i], name, args, kwargs) for i in indices]
 
     def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
         for i, v in zip(indices, values):
