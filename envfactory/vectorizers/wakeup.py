@@ -125,13 +125,16 @@ class Waiter:
 
     A spin that ends without the answer (the other side was not running: an
     oversubscribed machine) makes the next 1, 3, 7, ... 63 waits sleep at once.
-    ``max_spin = 0`` never spins nor naps.
+    ``max_spin = 0`` never spins nor naps. ``nap=False`` (a pipe: the writer's system
+    call wakes a sleeping reader at once anyway, so a nap saves the other side nothing
+    and a timer only wakes late): spin up to ``max_spin``, with the same back-off.
     """
 
-    __slots__ = ("avg", "backoff", "k", "max_spin", "recent", "skip")
+    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "recent", "skip")
 
-    def __init__(self, max_spin: float) -> None:
+    def __init__(self, max_spin: float, nap: bool = True) -> None:
         self.max_spin = max_spin
+        self.nap = nap
         self.avg = 0.0
         self.recent = [0.0] * RECENT
         self.k = 0
@@ -141,6 +144,8 @@ class Waiter:
         """``(nap, spin)`` seconds for the next wait."""
         if self.max_spin <= 0:
             return 0.0, 0.0
+        if not self.nap:
+            return 0.0, self.max_spin
         low = min(self.recent)
         if low <= MAX_NAP:
             nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
@@ -204,13 +209,14 @@ _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 class Poller:
-    """Waits for one or more pipes (file descriptors) by the :class:`Waiter` policy:
-    nap and spin while that pays, then sleep in ``poll``. A ``select.poll`` registered
-    once costs ~1 us per check (``Connection.poll`` builds a selector per call: ~10 us).
+    """Waits for one or more pipes (file descriptors) by the :class:`Waiter` policy
+    (without the nap: a pipe's writer wakes a sleeping reader at once): spin while that
+    pays, then sleep in ``poll``. A ``select.poll`` registered once costs ~1 us per check
+    (``Connection.poll`` builds a selector per call: ~10 us).
     """
 
     def __init__(self, fds: list[int], spin_seconds: float) -> None:
-        self.waiter = Waiter(spin_seconds)
+        self.waiter = Waiter(spin_seconds, nap=False)
         self.fds = list(fds)
         self._poll = select.poll()
         for fd in self.fds:
@@ -230,12 +236,11 @@ class Poller:
 
     def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
         """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
-        when it passed): at once if one is; else nap and spin by the policy (``spin``),
-        then sleep. The whole wait is recorded for the next one's plan."""
+        when it passed): at once if one is; else spin by the policy (``spin``), then
+        sleep."""
         poll = self._poll.poll
         ready = poll(0)
         if ready:
-            self.waiter.record(0.0)
             return ready
         t0 = time.perf_counter()
         got: list = []
@@ -250,7 +255,6 @@ class Poller:
             else:
                 left = timeout - (time.perf_counter() - t0)
                 got[:] = poll(max(0, math.ceil(left * 1000))) if left > 0 else poll(0)
-        self.waiter.record(time.perf_counter() - t0)
         return got
 
 
