@@ -8,12 +8,13 @@ envpool's spelling, so a loop written for envpool runs unchanged::
         envs.send(policy(obs), info["env_id"])          # they step while you learn
 
 How it relates to gymnasium: :class:`SubprocPool` *is* a ``gymnasium.vector.VectorEnv``
-(the subprocess backend, :class:`~.subproc.SubprocBackend`, as is ``SubprocVecEnv``; the
-pool schedules envs over the same worker handles): ``reset()``, ``step(actions)`` (``env_ids=None``)
-and the async halves step every env together, synchronously, exactly as ``batch_size=null``
-does, whenever no env is in flight; gymnasium's vector wrappers see a ``num_envs`` batch
-there. ``async_reset`` / ``send`` / ``recv`` / ``step(actions, env_ids)`` are the pool
-calls; their batches have ``batch_size`` rows, and ``infos["env_id"]`` says which envs.
+(the subprocess backend, :class:`~.subproc.SubprocBackend`, as ``SubprocVecEnv`` is; the
+pool schedules envs over the same worker handles, :class:`~.pipe.PipeHandle`):
+``reset()``, ``step(actions)`` (``env_ids=None``) and the async halves step every env
+together, synchronously, exactly as ``batch_size=null`` does, whenever no env is in
+flight; gymnasium's vector wrappers see a ``num_envs`` batch there. ``async_reset`` /
+``send`` / ``recv`` / ``step(actions, env_ids)`` are the pool calls; their batches have
+``batch_size`` rows, and ``infos["env_id"]`` says which envs.
 
 Each env is stepped by the same per-env runner as every other vectorizer, in the order of
 its own sends, so its trajectory equals ``dummy``'s for the same actions and seeds whatever
