@@ -95,8 +95,9 @@ def parse_blocks(text: str, page: str) -> list[Block]:
                 i += 1
             text_ = "\n".join(body) + "\n"
             blocks.append(
-                Block(page, len(blocks), start + 1, m.group("lang"), text_, pending_skip,
-                      pending_slow)
+                Block(
+                    page, len(blocks), start + 1, m.group("lang"), text_, pending_skip, pending_slow
+                )
             )
             pending_skip, pending_slow = None, False
         elif m:  # a fence without a language: skip its body
@@ -120,9 +121,7 @@ def param(block: Block, *, id_prefix: str = "") -> object:
     """A pytest param of one block: slow when it runs shell lines (whole jobs of the
     envfactory command: seconds to tens of seconds each) or is marked slow."""
     slow = block.slow or block.lang in SHELLS
-    return pytest.param(
-        block, id=id_prefix + block.id, marks=[pytest.mark.slow] if slow else []
-    )
+    return pytest.param(block, id=id_prefix + block.id, marks=[pytest.mark.slow] if slow else [])
 
 
 def _env() -> dict[str, str]:

@@ -98,12 +98,12 @@ def test_docs_blocks_were_found() -> None:
 
 @pytest.mark.parametrize("block", [_docs_param(b) for b in DOCS_BLOCKS])
 def test_docs_block_runs_as_written(block: Block, tmp_path: Path) -> None:
-    same = next(
-        (r for r in README_BLOCKS if (r.lang, r.text) == (block.lang, block.text)), None
-    )
+    same = next((r for r in README_BLOCKS if (r.lang, r.text) == (block.lang, block.text)), None)
     if same is not None and block.lang in ("python", "bash") and not block.skip:
-        pytest.skip(f"the same text as README.md's block at line {same.line}, which "
-                    "tests/test_readme.py runs")
+        pytest.skip(
+            f"the same text as README.md's block at line {same.line}, which "
+            "tests/test_readme.py runs"
+        )
     run_as_written(block, PAGES[block.page.removeprefix("docs/")], tmp_path)
 
 

@@ -81,8 +81,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
         folder, _ = PACKAGES[dist]
         target = out / dist
         proc = subprocess.run(
-            [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(target),
-             str(folder)],
+            [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(target), str(folder)],
             capture_output=True,
             text=True,
             timeout=280,
@@ -133,7 +132,8 @@ def test_shipped_wheel_is_release_ready(built: dict[str, list[Path]], dist: str)
     assert "Classifier: Typing :: Typed" in meta
     assert "Classifier: Programming Language :: Python :: 3" in meta
     urls = dict(
-        line.split(": ", 1)[1].split(", ", 1) for line in meta.splitlines()
+        line.split(": ", 1)[1].split(", ", 1)
+        for line in meta.splitlines()
         if line.startswith("Project-URL: ")
     )
     assert {"Homepage", "Repository", "Documentation", "Changelog"} <= urls.keys(), urls
@@ -182,6 +182,10 @@ def test_wheel_in_a_fresh_venv_runs_the_main_job(
     # the installed package is the wheel's, not the repository's
     where = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import envfactory; print(envfactory.__file__)"],
-        cwd=run, env=env, capture_output=True, text=True, check=True,
+        cwd=run,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert where.startswith(str(venv)), where

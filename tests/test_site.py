@@ -84,12 +84,16 @@ def test_every_config_option_is_in_the_options_page(site: Path) -> None:
     html = (site / "reference" / "options" / "index.html").read_text()
     reg = envfactory.get_registry()
     # (schema, the fields that select rather than configure: the groups, the name key)
-    schemas: list[tuple[type, set[str]]] = [(EnvfactoryConfig, {"env", "vectorizer"}),
-                                            (RunConfig, set())]
+    schemas: list[tuple[type, set[str]]] = [
+        (EnvfactoryConfig, {"env", "vectorizer"}),
+        (RunConfig, set()),
+    ]
     for items, key in ((reg.families, "family"), (reg.vectorizers, "name")):
-        schemas += [(item.record.config, {key}) for item in items.values()
-                    if item.record.config is not None
-                    and item.provider.distribution == "envfactory"]
+        schemas += [
+            (item.record.config, {key})
+            for item in items.values()
+            if item.record.config is not None and item.provider.distribution == "envfactory"
+        ]
     assert len(schemas) >= 8
     for schema, skip in schemas:
         for field in dataclasses.fields(schema):

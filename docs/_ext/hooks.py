@@ -1,7 +1,8 @@
 """MkDocs hooks of envfactory's documentation site (``hooks:`` in mkdocs.yml).
 
 - Every nav entry ``reference/api/<module>.md`` that has no file under docs/ gets a generated
-  page that renders ``::: <module>`` and its submodules (mkdocstrings): a new module's API reference is one nav line.
+  page that renders ``::: <module>`` and its submodules (mkdocstrings): a new module's API
+  reference is one nav line.
 - The config-option tables of the page holding the ``<!-- options:begin -->`` and
   ``<!-- options:end -->`` markers are generated from the schemas at build time
   (``envfactory.config.docs.options_markdown``), so they are never stale.
@@ -37,7 +38,8 @@ def api_page(module: str) -> str:
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     for path in _nav_paths(config.nav or []):
-        if path.startswith(API_DIR) and path.endswith(".md") and files.get_file_from_path(path) is None:
+        missing = files.get_file_from_path(path) is None
+        if path.startswith(API_DIR) and path.endswith(".md") and missing:
             module = path[len(API_DIR) : -len(".md")]
             files.append(File.generated(config, path, content=api_page(module)))
     return files
