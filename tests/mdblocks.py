@@ -152,20 +152,16 @@ def _installed() -> set[str]:
     return {d.metadata["Name"] for d in importlib.metadata.distributions()}
 
 
+def _run(cmd: list[str], workdir: Path, what: str) -> None:
+    proc = subprocess.run(cmd, cwd=workdir, env=_env(), capture_output=True, text=True, timeout=300)
+    check(proc, what)
+
+
 def _run_block(block: Block, workdir: Path) -> None:
-    env = _env()
     if block.lang == "python":
         script = _write(block, workdir) or workdir / f"block_{block.index}.py"
         script.write_text(block.text)
-        proc = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=workdir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        check(proc, f"python {block.where}")
+        _run([sys.executable, str(script)], workdir, f"python {block.where}")
     elif block.lang in SHELLS:
         venv = workdir / ".venv"
         if not venv.exists():
@@ -176,15 +172,7 @@ def _run_block(block: Block, workdir: Path) -> None:
                 line = raw.split("  #", 1)[0].strip()
                 if not line or line.startswith("#"):
                     continue
-                proc = subprocess.run(
-                    ["bash", "-c", line],
-                    cwd=workdir,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=300,
-                )
-                check(proc, f"line {line!r} ({block.where})")
+                _run(["bash", "-c", line], workdir, f"line {line!r} ({block.where})")
         finally:
             # a block that installs a package (a plugin) must not leave it in the test
             # environment, also when it fails before its own uninstall line
