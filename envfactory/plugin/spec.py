@@ -31,6 +31,8 @@ NAME = "envfactory"
 
 hookspec = pluggy.HookspecMarker(NAME)
 hookimpl = pluggy.HookimplMarker(NAME)
+"""Marks a plugin's hook functions (``@envfactory.hookimpl``); pluggy's options work too
+(``@envfactory.hookimpl(wrapper=True)``)."""
 
 
 @hookspec
