@@ -9,11 +9,11 @@ from hydra.errors import ConfigCompositionException, HydraException, MissingConf
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ConfigError, UnknownNameError, did_you_mean, echo
-from ..plugin.manager import Registry
+from ..errors import ConfigError, did_you_mean, echo
+from ..plugin.manager import Registry, get_registry
 from .checks import omegaconf_error, one_line
 from .plan import Plan, plan_of
-from .store import extend_search_path, root_configs, search_dirs
+from .store import extend_search_path, root_configs, search_dirs, usable_choices
 
 __all__ = [
     "compose",
@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 _GROUP_KIND = {"env": "env (family or preset)", "vectorizer": "vectorizer"}
+_GROUP_TABLE = {"env": "families", "vectorizer": "vectorizers"}
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
@@ -67,8 +68,13 @@ def hydra_error(exc: BaseException) -> ConfigError:
         missing = exc.missing_cfg_file or ""
         group, _, value = missing.rpartition("/")
         if group in _GROUP_KIND:
-            return UnknownNameError(
-                _GROUP_KIND[group], value, list(exc.options or []), key=f"{group}={value}"
+            reg = get_registry()
+            return reg.unknown_name(
+                _GROUP_TABLE[group],
+                value,
+                usable_choices(group, exc.options or [], reg),
+                key=f"{group}={value}",
+                kind=_GROUP_KIND[group],
             )
         options = f" Valid options: {', '.join(exc.options)}." if exc.options else ""
         return ConfigError(f"{one_line(exc)}.{options}".replace("..", "."))
