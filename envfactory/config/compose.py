@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+from hydra.errors import (
+    ConfigCompositionException,
+    HydraException,
+    MissingConfigException,
+    OverrideParseException,
+)
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
@@ -78,6 +83,8 @@ def hydra_error(exc: BaseException) -> ConfigError:
             )
         options = f" Valid options: {', '.join(exc.options)}." if exc.options else ""
         return ConfigError(f"{one_line(exc)}.{options}".replace("..", "."))
+    if isinstance(exc, OverrideParseException):
+        return override_parse_error(exc.override, one_line(exc))
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, OmegaConfBaseException):
         cause = cause.__cause__
@@ -96,6 +103,24 @@ def hydra_error(exc: BaseException) -> ConfigError:
         err = omegaconf_error(cause)
         return ConfigError(f"{err}{what}")
     return ConfigError(f"invalid envfactory config: {text}")
+
+
+def override_parse_error(override: str, reason: str) -> ConfigError:
+    """Hydra's override grammar could not read ``override``: say so with the fix, quoting
+    the value (characters such as non-ASCII letters, spaces or brackets need quotes)."""
+    key, sep, value = str(override).partition("=")
+    if sep and value and not value.startswith(("'", '"')):
+        quoted = value.replace('"', '\\"')
+        hint = (
+            "If the value holds characters Hydra's override grammar does not take unquoted "
+            f"(non-ASCII letters, spaces, brackets, ...), quote it: '{key}=\"{quoted}\"' on the "
+            f"command line, or overrides=['{key}=\"{quoted}\"']"
+        )
+    else:
+        hint = "See https://hydra.cc/docs/advanced/override_grammar/basic/"
+    return ConfigError(
+        f"cannot read the override {echo(override)} ({reason.split(':')[0]}). {hint}"
+    )
 
 
 def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError | None:

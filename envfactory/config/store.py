@@ -73,7 +73,9 @@ def schema_node(cls: type | None, key: str, name: str) -> Any:
     node = OmegaConf.structured(cls)
     node[key] = name
     for k in node:  # a dict field (``kwargs``) is free-form: ``env.kwargs={a: 1}`` adds keys
-        child = node._get_node(k)
+        if OmegaConf.is_missing(node, k) or OmegaConf.is_interpolation(node, k):
+            continue
+        child = node[k]  # a container field: its node itself
         if isinstance(child, DictConfig) and OmegaConf.get_type(child) is dict:
             OmegaConf.set_struct(child, False)
     return node

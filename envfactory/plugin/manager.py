@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar
 
 import pluggy
 
+from .. import _compat
 from ..errors import (
     ConflictingNameError,
     PluginConflictError,
@@ -364,9 +365,8 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         for caller in self.get_hookcallers(plugin) or []:
             for impl in caller.get_hookimpls():
                 if impl.plugin is plugin and not (impl.hookwrapper or impl.wrapper):
-                    # HookImpl.function is what pluggy's _multicall calls (typed Final)
                     guarded = self._guard(caller.name, impl.plugin_name, impl.function)
-                    setattr(impl, "function", guarded)  # noqa: B010
+                    _compat.replace_hookimpl_function(impl, guarded)
         return registered
 
     def _guard(self, hook_name: str, plugin_name: str, fn: Callable[..., Any]) -> Any:
