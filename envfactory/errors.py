@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import multiprocessing
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "WorkerTimeoutError",
     "did_you_mean",
     "echo",
+    "echo_within",
     "remote_env_error",
 ]
 
@@ -51,6 +53,12 @@ def echo(value: object, limit: int = ECHO_LIMIT, *, quote: bool = True) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def echo_within(text: str, limit: int = ECHO_LIMIT) -> str:
+    """A message from another library (Hydra, OmegaConf) with every run of more than
+    ``limit`` non-blank characters (the value it repeats) cut as :func:`echo` cuts one."""
+    return re.sub(rf"\S{{{limit + 1},}}", lambda m: echo(m.group(0), limit, quote=False), text)
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:

@@ -580,6 +580,10 @@ def test_a_huge_value_is_echoed_capped() -> None:
     with pytest.raises(UnknownNameError) as unknown:
         envfactory.get_registry().vectorizer(huge, key=f"vectorizer={huge}")
     assert len(str(unknown.value)) < 1000 and "(1,000,002 characters)" in str(unknown.value)
+    for override in (f"num_envs={huge}", f"+{huge}=1", f"env.id={huge}é"):  # Hydra's own
+        with pytest.raises(ConfigError) as hydra:
+            envfactory.compose([override])
+        assert len(str(hydra.value)) < 1000 and " characters)" in str(hydra.value)
 
 
 def test_an_override_hydra_cannot_read_says_to_quote_it() -> None:

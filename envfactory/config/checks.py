@@ -35,7 +35,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..errors import ConfigError, OptionError, did_you_mean
+from ..errors import ConfigError, OptionError, did_you_mean, echo_within
 
 __all__ = [
     "TopLevel",
@@ -109,7 +109,7 @@ def check_choice(obj: Any, name: str, choices: Sequence[str]) -> None:
 def one_line(exc: BaseException) -> str:
     """The first line of an OmegaConf/Hydra message (the rest repeats the key and type)."""
     text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
+    return echo_within(text.splitlines()[0].strip()) if text else type(exc).__name__
 
 
 def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigError:

@@ -14,7 +14,7 @@ from hydra.errors import (
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ConfigError, did_you_mean, echo
+from ..errors import ConfigError, did_you_mean, echo, echo_within
 from ..plugin.manager import Registry, get_registry
 from .checks import omegaconf_error, one_line
 from .plan import Plan, plan_of
@@ -61,6 +61,10 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
         cfg = loader.load_configuration(config_name, overrides, RunMode.RUN, from_shell=False)
     except (ConfigCompositionException, HydraException, OmegaConfBaseException) as exc:
         raise hydra_error(exc) from None
+    except OSError as exc:  # Hydra looks for a config file named after an override's key
+        raise ConfigError(
+            f"invalid envfactory config: {one_line(exc)}; check the overrides' keys"
+        ) from None
     with open_dict(cfg):
         cfg.pop("hydra", None)
     return cfg
@@ -119,7 +123,7 @@ def override_parse_error(override: str, reason: str) -> ConfigError:
     else:
         hint = "See https://hydra.cc/docs/advanced/override_grammar/basic/"
     return ConfigError(
-        f"cannot read the override {echo(override)} ({reason.split(':')[0]}). {hint}"
+        echo_within(f"cannot read the override {echo(override)} ({reason.split(':')[0]}). {hint}")
     )
 
 
