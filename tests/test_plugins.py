@@ -757,14 +757,19 @@ def test_register_plugin_again_same_object_is_a_no_op_and_a_new_one_points_to_re
     assert envfactory.register_plugin(again) == "nb_rerun"  # what the errors said works
 
 
+def _unknown_with_disabled(monkeypatch: pytest.MonkeyPatch, disabled: str, env: str) -> str:
+    """The message of ``compose(["env=<env>"])`` with ``disabled`` plugins disabled."""
+    monkeypatch.setenv("ENVFACTORY_DISABLED_PLUGINS", disabled)
+    envfactory.reset_plugins()
+    with pytest.raises(envfactory.UnknownNameError) as err:
+        envfactory.compose([f"env={env}"])
+    return str(err.value)
+
+
 def test_a_name_of_a_disabled_builtin_plugin_says_it_is_disabled(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("ENVFACTORY_DISABLED_PLUGINS", "envfactory.families")
-    envfactory.reset_plugins()
-    with pytest.raises(envfactory.UnknownNameError) as err:
-        envfactory.compose(["env=gym"])
-    msg = str(err.value)
+    msg = _unknown_with_disabled(monkeypatch, "envfactory.families", "gym")
     assert msg.startswith(
         "the env (family or preset) 'gym' (at env=gym) is disabled: plugin "
         "'envfactory.families' (envfactory), which registers it, is disabled by "
@@ -780,11 +785,7 @@ def test_a_name_of_a_disabled_builtin_plugin_says_it_is_disabled(
 def test_a_name_no_plugin_has_names_the_disabled_third_party_plugins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("ENVFACTORY_DISABLED_PLUGINS", "envfactory_example")
-    envfactory.reset_plugins()
-    with pytest.raises(envfactory.UnknownNameError) as err:
-        envfactory.compose(["env=pendulum"])
-    msg = str(err.value)
+    msg = _unknown_with_disabled(monkeypatch, "envfactory_example", "pendulum")
     assert msg.startswith("unknown env (family or preset) 'pendulum' (at env=pendulum).")
     assert msg.endswith(
         "Disabled plugins, which may provide it: envfactory_example (envfactory-example, by "
