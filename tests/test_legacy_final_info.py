@@ -51,7 +51,7 @@ def test_final_infos_match_gymnasium_same_step_in_0_29_shape(vectorizer: str) ->
         np.testing.assert_array_equal(obs, ref_obs)
         for _ in range(60):
             actions = rng.integers(0, 2, size=n)
-            obs, rew, term, trunc, infos = envs.step(actions)
+            obs, _, term, trunc, infos = envs.step(actions)
             ref_obs, _, ref_term, ref_trunc, ref_infos = ref.step(actions)
             np.testing.assert_array_equal(obs, ref_obs)
             done = term | trunc
@@ -86,10 +86,10 @@ def test_cleanrl_style_loop_logs_every_episode_and_takes_truncated_final_obs() -
     logged: list[int] = []
     truncated = 0
     with envfactory.make_vec(overrides=overrides) as envs:
-        obs, _ = envs.reset(seed=1)
+        envs.reset(seed=1)
         for _ in range(40):
             actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
-            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+            next_obs, _, _, truncations, infos = envs.step(actions)
             if "final_info" in infos:
                 for info in infos["final_info"]:
                     if info and "episode" in info:
@@ -101,7 +101,6 @@ def test_cleanrl_style_loop_logs_every_episode_and_takes_truncated_final_obs() -
                     truncated += 1
                     # the last observation of the episode, not the reset one
                     assert not np.array_equal(real_next_obs[idx], next_obs[idx])
-            obs = next_obs
     assert truncated >= 2
     assert logged and all(1 <= length <= max_steps for length in logged)
 
