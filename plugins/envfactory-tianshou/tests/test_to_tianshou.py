@@ -12,13 +12,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from envfactory_tianshou import TianshouVectorEnv, to_tianshou
 from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
 from tianshou.data import Collector, VectorReplayBuffer
 from tianshou.env import BaseVectorEnv, DummyVectorEnv
 from tianshou.utils.net.common import Net
 
 import envfactory
-from envfactory_tianshou import TianshouVectorEnv, to_tianshou
 
 N = 3
 VECTORIZERS = {
@@ -31,9 +31,7 @@ VECTORIZERS = {
 def _policy() -> DiscreteQLearningPolicy:
     torch.manual_seed(0)
     net = Net(state_shape=4, action_shape=2, hidden_sizes=[16])
-    return DiscreteQLearningPolicy(
-        model=net, action_space=gym.spaces.Discrete(2), eps_training=0.3
-    )
+    return DiscreteQLearningPolicy(model=net, action_space=gym.spaces.Discrete(2), eps_training=0.3)
 
 
 def _envfactory(name: str) -> TianshouVectorEnv:
@@ -76,7 +74,7 @@ def test_a_subset_step_moves_only_those_envs(vectorizer: str) -> None:
     venv.seed(0)
     obs, infos = venv.reset()
     assert [info["env_id"] for info in infos] == [0, 1, 2]
-    obs2, rew, term, trunc, infos = venv.step(np.array([1, 0]), id=[2, 0])
+    _obs2, rew, _term, _trunc, infos = venv.step(np.array([1, 0]), id=[2, 0])
     assert [info["env_id"] for info in infos] == [2, 0] and rew.tolist() == [1.0, 1.0]
     # env 1 did not move: a full step from here equals a fresh copy's first step
     full, *_ = venv.step(np.array([0, 0, 0]))
@@ -101,7 +99,7 @@ def test_env_attrs_and_spaces_per_env() -> None:
 
 
 def test_bad_venvs_are_refused_with_the_fix() -> None:
-    with pytest.raises(TypeError, match="takes a gymnasium.vector.VectorEnv"):
+    with pytest.raises(TypeError, match=r"takes a gymnasium\.vector\.VectorEnv"):
         to_tianshou(gym.make("CartPole-v1"))  # type: ignore[arg-type]
     envs = envfactory.make_vec(overrides=["num_envs=2", "autoreset_mode=same_step"])
     with pytest.raises(ValueError, match="autoreset_mode=next_step"):
