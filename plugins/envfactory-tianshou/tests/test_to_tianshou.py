@@ -105,3 +105,60 @@ def test_bad_venvs_are_refused_with_the_fix() -> None:
     with pytest.raises(ValueError, match="autoreset_mode=next_step"):
         to_tianshou(envs)
     envs.close()
+
+
+@pytest.mark.slow
+def test_dqn_through_tianshou_learns_cartpole() -> None:
+    """Tianshou's own DQN and trainer, its training and test collectors over envfactory's
+    subproc pool: the greedy policy's test return climbs well above a random policy's
+    (~22 on CartPole)."""
+    from tianshou.algorithm.modelfree.dqn import DQN
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.trainer import OffPolicyTrainerParams
+
+    torch.manual_seed(0)
+    train = to_tianshou(
+        envfactory.make_vec(
+            overrides=["num_envs=4", "episode_stats_key=null", *VECTORIZERS["pool"]]
+        )
+    )
+    test = to_tianshou(envfactory.make_vec(overrides=["num_envs=4", "episode_stats_key=null"]))
+    train.seed(0)
+    test.seed(100)
+    net = Net(state_shape=4, action_shape=2, hidden_sizes=[64, 64])
+    policy = DiscreteQLearningPolicy(
+        model=net, action_space=gym.spaces.Discrete(2), eps_training=0.1, eps_inference=0.0
+    )
+    algorithm = DQN(
+        policy=policy,
+        optim=AdamOptimizerFactory(lr=1e-3),
+        gamma=0.9,
+        n_step_return_horizon=3,
+        target_update_freq=320,
+    )
+    train_collector = Collector(
+        algorithm, train, VectorReplayBuffer(20_000, 4), exploration_noise=True
+    )
+    test_collector = Collector(algorithm, test, exploration_noise=True)
+    train_collector.reset()
+    train_collector.collect(n_step=256, random=True)
+    result = algorithm.run_training(
+        OffPolicyTrainerParams(
+            training_collector=train_collector,
+            test_collector=test_collector,
+            max_epochs=10,
+            epoch_num_steps=2_000,
+            collection_step_num_env_steps=8,
+            test_step_num_episodes=8,
+            batch_size=64,
+            update_step_num_gradient_steps_per_sample=0.125,
+            stop_fn=lambda mean_rewards: mean_rewards >= 150,
+            show_progress=False,
+            verbose=False,
+        )
+    )
+    final = test_collector.collect(n_episode=8, reset_before_collect=True)
+    train.close()
+    test.close()
+    assert result.best_reward >= 100, result.best_reward
+    assert final.returns.mean() >= 60, final.returns
