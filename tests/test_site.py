@@ -55,6 +55,8 @@ def test_every_public_name_of_envfactory_is_documented(site: Path) -> None:
     [
         ("envfactory.testing", "envfactory.testing"),
         ("envfactory_sb3", "envfactory_sb3"),
+        ("envfactory_tianshou", "envfactory_tianshou"),
+        ("envfactory.envpool", "envfactory.envpool"),
     ],
 )
 def test_every_public_name_of_a_module_is_documented(site: Path, module: str, page: str) -> None:
