@@ -26,7 +26,6 @@ times (2 x cores busy processes beside the vec env's own).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import os
@@ -35,12 +34,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 import envfactory
+from envfactory.cli.measure import busy, load_line, measure, measure_pool
 from envfactory.factory import env_thunks
 
 WORKLOADS = {
@@ -138,44 +138,6 @@ def raw_limit(workload: str, n: int, seconds: float) -> float:
     return total
 
 
-def rss_tree_mb() -> float:
-    try:
-        import psutil
-    except ImportError:
-        return float("nan")
-    me = psutil.Process()
-    total = me.memory_info().rss
-    for child in me.children(recursive=True):
-        try:
-            total += child.memory_info().rss
-        except psutil.Error:
-            pass
-    return total / 2**20
-
-
-def measure(make: Callable[[], gym.vector.VectorEnv], seconds: float) -> tuple[float, float]:
-    envs = make()
-    try:
-        envs.reset(seed=0)
-        envs.action_space.seed(0)
-        bank = [envs.action_space.sample() for _ in range(64)]
-        for a in bank[:8]:  # warm-up
-            envs.step(a)
-        steps, t0 = 0, time.perf_counter()
-        while True:
-            for a in bank:
-                envs.step(a)
-            steps += len(bank)
-            elapsed = time.perf_counter() - t0
-            if elapsed >= seconds:
-                break
-        mem = rss_tree_mb()
-        return steps * envs.num_envs / elapsed, mem
-    finally:
-        envs.close()
-        gc.collect()
-
-
 def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
     out: dict[str, list[float]] = {}
     fns = thunks(workload, n)
@@ -205,31 +167,6 @@ def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
 
 # -- the async pool (vectorizer.batch_size) ---------------------------------------------
 POOL_CASES = {"Pong": (8, 4), "CartPole": (16, 8)}  # workload: (num_envs, batch_size)
-
-
-def measure_pool(make: Callable[[], Any], seconds: float) -> float:
-    """Steps/s of an envpool-style loop: ``recv`` a batch, ``send`` its actions."""
-    envs = make()
-    try:
-        envs.async_reset(seed=0)
-        bs = envs.batch_size
-        envs.single_action_space.seed(0)
-        space = gym.vector.utils.batch_space(envs.single_action_space, bs)
-        space.seed(0)
-        bank = [space.sample() for _ in range(64)]
-        for a in bank[:8]:  # warm-up
-            envs.send(a, envs.recv()[4]["env_id"])
-        steps, t0 = 0, time.perf_counter()
-        while True:
-            for a in bank:
-                envs.send(a, envs.recv()[4]["env_id"])
-            steps += len(bank) * bs
-            elapsed = time.perf_counter() - t0
-            if elapsed >= seconds:
-                return steps / elapsed
-    finally:
-        envs.close()
-        gc.collect()
 
 
 def pool_variants(workload: str) -> dict[str, Callable[[], float]]:
@@ -270,7 +207,7 @@ def pool_main(workloads: list[str], rounds: int, seconds: float) -> str:
                 samples.setdefault((wl, name), []).append(sps)
                 print(f"round {r + 1}/{rounds} {wl:8s} {name:32s} {sps:10.0f} steps/s",
                       file=sys.stderr, flush=True)  # fmt: skip
-    lines = [f"\n**Async pool** (steps/s, median of {rounds} rounds; load {_load()})\n"]
+    lines = [f"\n**Async pool** (steps/s, median of {rounds} rounds; load {load_line()})\n"]
     for wl in workloads:
         n = POOL_CASES[wl][0]
         names = [name for (w, name) in samples if w == wl]
@@ -334,7 +271,7 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
     med = {k: statistics.median(v) for k, v in samples.items()}
     lines = [
         f"\n**Ray vectorizer** (steps/s summed over envs, median of {rounds} rounds; load "
-        f"{_load()}); ratios in the same run\n",
+        f"{load_line()}); ratios in the same run\n",
         "| workload | envs | subproc | subproc-atari | ray | ray / subproc | ray / subproc-atari "
         "| ray start (s) |",
         "|---|---|---|---|---|---|---|---|",
@@ -349,13 +286,6 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
                      f"{statistics.median(starts[(wl, n)]):.1f}"]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _load() -> str:
-    try:
-        return ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cpus"
-    except OSError:
-        return "unknown"
 
 
 # -- peers: PufferLib's Multiprocessing backend, envpool --------------------------------
@@ -477,19 +407,6 @@ def peer_available() -> dict[str, str]:
 
 # -- under load: idle, one busy core, oversubscribed 3x -------------------------------
 LOADS = {"idle": 0, "one busy core": 1, "oversubscribed 3x": 2 * (os.cpu_count() or 1)}
-
-
-@contextlib.contextmanager
-def busy(processes: int) -> Iterator[None]:
-    """``processes`` CPU-bound processes (a stand-in for a learner) while the block runs."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        time.sleep(0.2 if procs else 0)
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 def load_variants(n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
