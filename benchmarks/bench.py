@@ -13,6 +13,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
     python benchmarks/bench.py --load           # CartPole idle / one busy core / oversubscribed
     python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS
+    python benchmarks/bench.py --train          # a CleanRL-style PPO loop (torch), 8 envs
     python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
@@ -492,6 +493,79 @@ def render_peers(results: list[dict], missing: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+# -- the training loop (--train; the loop itself is benchmarks/train.py) --------------
+#: the training table's medians: (workload, variant) -> (steps/s, share of time in the env)
+TRAIN_MEDIANS: dict[tuple[str, str], tuple[float, float]] = {}
+
+
+def train_variants(workload: str, n: int) -> dict[str, Callable[[], Any]]:
+    """Each makes a ``_Env`` (synchronous loop) or a pool (``async_loop``)."""
+    from importlib.util import find_spec
+
+    from train import gym_env, sb3_env
+
+    fns = thunks(workload, n)
+    base = [*WORKLOADS[workload], f"num_envs={n}"]
+
+    def ef(vec: str, *opts: str) -> Callable[[], Any]:
+        over = [*base, f"vectorizer={vec}", *opts]
+        return lambda: gym_env(envfactory.make_vec(overrides=over))
+
+    out: dict[str, Callable[[], Any]] = {"dummy": ef("dummy"), "subproc": ef("subproc")}
+    pool_vec = "subproc"
+    if workload == "Pong":
+        out["subproc-atari"] = ef("subproc-atari")
+        pool_vec = "subproc-atari"
+    if n >= 2:
+        over = [*base, f"vectorizer={pool_vec}", f"vectorizer.batch_size={n // 2}"]
+        out[f"{pool_vec} pool (batch {n // 2}, async loop)"] = lambda: envfactory.make_vec(
+            overrides=over
+        )
+    out["gym-sync"] = lambda: gym_env(gym.vector.SyncVectorEnv(fns))
+    out["gym-async"] = lambda: gym_env(gym.vector.AsyncVectorEnv(fns, shared_memory=True))
+    if find_spec("stable_baselines3") is not None:
+        out["sb3-subproc"] = lambda: sb3_env(fns)
+    return out
+
+
+def train_main(workloads: list[str], n: int, rounds: int, seconds: float) -> tuple[str, dict]:
+    """``--train`` (the loop: benchmarks/train.py): every variant once per round,
+    interleaved; medians and ratios. Returns the table and the medians,
+    ``{(workload, variant): (steps/s, share of time in the env)}``."""
+    import torch
+    from train import MODELS, STEPS_PER_UPDATE, measure_train
+
+    torch.set_num_threads(1)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(rounds):
+        for wl in workloads:
+            secs = seconds * (3 if wl == "Pong" else 1)
+            for name, make in train_variants(wl, n).items():
+                sps, share = measure_train(wl, make, secs)
+                samples.setdefault((wl, name), []).append((sps, share))
+                print(f"round {r + 1}/{rounds} train {wl:8s} n={n:<2d} {name:36s} {sps:9.0f} "
+                      f"steps/s, {share:4.0%} in env", file=sys.stderr, flush=True)  # fmt: skip
+    med = {
+        k: (statistics.median(s for s, _ in v), statistics.median(e for _, e in v))
+        for k, v in samples.items()
+    }
+    lines = [
+        f"\n**Training loop** (CleanRL-style PPO: a policy forward every step, an update "
+        f"every {STEPS_PER_UPDATE} steps, torch on 1 thread; {n} envs; end-to-end env "
+        f"steps/s, median of {rounds} rounds; load {load_line()}); ratios in the same run\n",
+        "| workload | variant | steps/s | time in env | / dummy | / gym-async |",
+        "|---|---|---|---|---|---|",
+    ]
+    for wl in workloads:
+        dummy, ga = med[(wl, "dummy")][0], med[(wl, "gym-async")][0]
+        for (w, name), (sps, share) in med.items():
+            if w == wl:
+                lines.append(f"| {wl} ({MODELS[wl]}) | {name} | {sps:,.0f} | {share:.0%} | "
+                             f"{sps / dummy:.2f}x | {sps / ga:.2f}x |")  # fmt: skip
+    TRAIN_MEDIANS.update(med)
+    return "\n".join(lines) + "\n", med
+
+
 # -- start-up and memory in a fresh process (torch installed or not) ---------------------
 STARTUP_CODE = r"""
 import json, sys, time
@@ -581,6 +655,11 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
         )
         rows.append((f"CartPole {n} envs, oversubscribed 3x: slowest subproc variant "
                      f"({lowest[1]}) / gym-async", lowest[0], ">=", 1.0))  # fmt: skip
+    train = {k: v[0] for k, v in TRAIN_MEDIANS.items()}
+    add("training loop, CartPole: subproc / dummy", train.get(("CartPole", "subproc")),
+        train.get(("CartPole", "dummy")), ">=", 0.95)  # fmt: skip
+    add("training loop, CartPole: subproc / gym-async", train.get(("CartPole", "subproc")),
+        train.get(("CartPole", "gym-async")), ">=", 2.0)  # fmt: skip
     if startup_mem:
         ef, ga = startup_mem["envfactory"], startup_mem["gym-async/forkserver"]
         rows.append(("start-up with torch: envfactory / gym-async (forkserver)",
@@ -636,6 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-sizes", type=int, nargs="*", default=None)
     p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
     p.add_argument("--startup", action="store_true", help="only start-up and memory")
+    p.add_argument("--train", action="store_true", help="only the training loop (PPO, torch)")
     p.add_argument(
         "--plot",
         default=None,
@@ -650,6 +730,17 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--plot-from needs --plot PATH")
         with open(args.plot_from) as f:
             plot_results(json.load(f)["results"], args.plot)
+        return 0
+    if args.train:
+        from train import torch_missing
+
+        why = torch_missing()
+        if why:
+            print(f"--train: {why}")
+            return 0
+        n = (args.sizes or [8])[0]
+        table, _ = train_main(args.workloads, n, args.rounds or 2, args.seconds or 4.0)
+        print(table + render_targets([], [], {}))
         return 0
     if args.startup:
         print(render_startup(startup_memory(args.rounds or 3)))
