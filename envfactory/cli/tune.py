@@ -58,17 +58,18 @@ class Candidate:
     vectorizer: str
     options: tuple[tuple[str, Any], ...] = ()
     pool: bool = False
+    fixed: tuple[str, ...] = ()  # the user's vectorizer.K=V that this vectorizer has
 
     @property
     def label(self) -> str:
         opts = ", ".join(f"{k}={_yaml(v)}" for k, v in self.options)
         return f"{self.vectorizer}({opts})" if opts else self.vectorizer
 
-    def overrides(self, base: Sequence[str], fixed: Sequence[str] = ()) -> list[str]:
-        """``base`` (the env's overrides), ``vectorizer=<name>``, then ``fixed`` (the user's
-        ``vectorizer.K=V``) and this candidate's options."""
+    def overrides(self, base: Sequence[str]) -> list[str]:
+        """``base`` (the env's overrides), ``vectorizer=<name>``, the user's fixed options
+        and this candidate's."""
         own = [f"vectorizer.{k}={_yaml(v)}" for k, v in self.options]
-        return [*base, f"vectorizer={self.vectorizer}", *fixed, *own]
+        return [*base, f"vectorizer={self.vectorizer}", *self.fixed, *own]
 
 
 @dataclass
@@ -230,25 +231,41 @@ def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[s
     import envfactory
 
     n, cpus = plan.num_envs, os.cpu_count() or 1
-    user_keys = {o.split("=", 1)[0].split(".", 1)[1] for o in plan.fixed}
+    user = {_fixed_key(o): o for o in plan.fixed}
     out: list[Candidate] = []
     skipped: dict[str, str] = {}
+    used: set[str] = set()
     for name in plan.names:
         try:
-            node = envfactory.compose(Candidate(name).overrides(plan.base, plan.fixed)).vectorizer
-        except envfactory.ConfigError as exc:
+            node = envfactory.compose([*plan.base, f"vectorizer={name}"]).vectorizer
+        except envfactory.ConfigError as exc:  # e.g. a vectorizer that refuses this env
             skipped[name] = str(exc)
             continue
-        keys = {str(k) for k in node} - user_keys
+        keys = {str(k) for k in node}
+        fixed = tuple(o for k, o in user.items() if k in keys)
+        envfactory.compose(Candidate(name, fixed=fixed).overrides(plan.base))  # the user's
+        used.update(k for k in user if k in keys)
+        keys -= set(user)
         own: list[tuple[tuple[str, Any], ...]] = [()]
         if n >= 2 and "in_series" in keys:
             own += [(("in_series", k),) for k in sorted({1, math.ceil(n / cpus)}) if k < n]
         if n >= 2 and "in_parent" in keys:
             own += [(("in_parent", k),) for k in sorted({0, max(1, n // cpus)})]
-        out += [Candidate(name, o) for o in dict.fromkeys(own)]
+        out += [Candidate(name, o, fixed=fixed) for o in dict.fromkeys(own)]
         if include_pools and n >= 2 and "batch_size" in keys:
-            out.append(Candidate(name, (("batch_size", n // 2),), pool=True))
+            out.append(Candidate(name, (("batch_size", n // 2),), pool=True, fixed=fixed))
+    unused = [o for k, o in user.items() if k not in used]
+    if unused:
+        raise UsageError(
+            f"{unused[0]}: none of the vectorizers tried ({', '.join(plan.names)}) has option "
+            f"{_fixed_key(unused[0])!r}; fix the spelling or pick the vectorizer with vectorizer=X"
+        )
     return out, skipped
+
+
+def _fixed_key(override: str) -> str:
+    """``in_series`` of ``vectorizer.in_series=2``."""
+    return override.split("=", 1)[0].lstrip("+~").split(".", 1)[1]
 
 
 # -- measuring ------------------------------------------------------------------------
@@ -258,7 +275,9 @@ def run_rounds(
     """Interleaved rounds (the order reverses every other round, so drift spreads evenly)
     until ``--rounds`` or the budget is spent (one round always completes). Without
     ``--seconds`` each measurement gets the budget's share, recomputed after every round
-    from what building and closing actually took. Ctrl-C ends it with what was measured."""
+    from what building and closing actually took. Ctrl-C ends it with what was measured.
+    ``progress``: a tqdm bar; when it is off (stderr is no terminal), one line per
+    measurement goes to stderr instead."""
     import envfactory
 
     from .main import error_line
@@ -279,7 +298,7 @@ def run_rounds(
                     return res
                 if progress is not None:
                     progress.set_postfix_str(c.label, refresh=False)
-                over = c.overrides(plan.base, plan.fixed)
+                over = c.overrides(plan.base)
                 built: list[float] = []
 
                 def make(over: list[str] = over, built: list[float] = built) -> Any:
@@ -299,6 +318,9 @@ def run_rounds(
                         progress.update(1)
                 overhead.append(max(0.0, time.perf_counter() - t0 - secs))
                 res.samples.setdefault(c.label, []).append(sps)
+                if progress is not None and progress.disable:  # no bar (not a terminal): a line
+                    print(f"{PROG}: round {r + 1}/{args.rounds} {c.label}: {sps:,.0f} steps/s",
+                          file=sys.stderr, flush=True)  # fmt: skip
                 res.builds.setdefault(c.label, []).extend(built)
                 res.seconds = secs
                 spent_cells += 1
@@ -395,8 +417,8 @@ def preset_options(plan: Plan, best: Candidate) -> dict[str, Any]:
 
     import envfactory
 
-    node = envfactory.compose(best.overrides(plan.base, plan.fixed)).vectorizer
-    keys = [o.split("=", 1)[0].split(".", 1)[1] for o in plan.fixed] + [k for k, _ in best.options]
+    node = envfactory.compose(best.overrides(plan.base)).vectorizer
+    keys = [_fixed_key(o) for o in best.fixed] + [k for k, _ in best.options]
     plain = cast(dict, OmegaConf.to_container(node, resolve=True))
     return {k: plain[k] for k in dict.fromkeys(keys)}
 
