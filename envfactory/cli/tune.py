@@ -160,12 +160,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="also pools (batch_size), timed with recv/send: your loop must use them",
     )
     p.add_argument("--name", default="tuned", help="preset name: vectorizer=<name> (default tuned)")
-    p.add_argument(
-        "--config-dir",
-        default=None,
-        metavar="DIR",
-        help="where the preset goes (default: the user config dir)",
-    )
+    p.add_argument("--config-dir", metavar="DIR", help="where the preset goes (default: yours)")
     p.add_argument("--plot", default=None, metavar="PATH", help="PNG path (default: in DIR/tune)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
     try:
