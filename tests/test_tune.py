@@ -250,3 +250,24 @@ def test_busy_processes_end_with_the_block_and_with_their_parent(tmp_path: Path)
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the busy process outlived its SIGKILLed parent")
+
+
+def test_budget_stops_at_a_round_boundary(
+    config_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--budget 1 with 50 rounds: whole rounds only (every candidate as many samples), a
+    line that says the budget ran out; the preset is written from what was measured."""
+    import json
+
+    t0 = time.monotonic()
+    argv = ["num_envs=2", "--vectorizers", "dummy", "--budget", "1", "--rounds", "50",
+            "--no-plot"]  # fmt: skip
+    assert tune.main(argv) == 0
+    assert time.monotonic() - t0 < 30
+    out, err = capsys.readouterr()
+    data = json.loads((config_dir / "tune" / "tuned.json").read_text())
+    assert 1 <= data["rounds"] < 50
+    assert data["seconds"] == tune.MIN_SECONDS
+    assert [len(c["samples"]) for c in data["candidates"]] == [data["rounds"]]
+    assert f"the budget ran out after {data['rounds']} round(s) of 50" in err
+    assert f"{data['rounds']} round(s) x 0.20 s per candidate" in out

@@ -268,9 +268,9 @@ def run_rounds(
     plan: Plan, cands: list[Candidate], args: argparse.Namespace, progress: Any = None
 ) -> TuneResult:
     """Interleaved rounds (the order reverses every other round, so drift spreads evenly)
-    until ``--rounds`` or the budget is spent (one round always completes). Without
-    ``--seconds`` each measurement gets the budget's share, recomputed after every round
-    from what building and closing actually took. Ctrl-C ends it with what was measured.
+    until ``--rounds``, or until the next round would end past the budget (by 10%; one round
+    always runs). Every measurement steps for the same seconds: ``--seconds``, else half the
+    budget shared out over every candidate and round. Ctrl-C ends it with what was measured.
     ``progress``: a tqdm bar; when it is off (stderr is no terminal), one line per
     measurement goes to stderr instead."""
     import envfactory
@@ -280,17 +280,18 @@ def run_rounds(
 
     res = TuneResult(cands)
     budget = args.budget or (None if args.seconds else DEFAULT_BUDGET)
-    total = args.rounds * len(cands)
-    secs = args.seconds or max(MIN_SECONDS, min(5.0, 0.6 * (budget or 0) / max(1, total)))
-    start, spent_cells, overhead = time.perf_counter(), 0, []
+    share = 0.5 * (budget or 0) / max(1, args.rounds * len(cands))
+    res.seconds = secs = args.seconds or max(MIN_SECONDS, min(5.0, share))
+    start = time.perf_counter()
     try:
         for r in range(args.rounds):
+            elapsed = time.perf_counter() - start
+            if r and budget and elapsed + elapsed / r > 1.1 * budget:
+                break
             order = cands if r % 2 == 0 else cands[::-1]
             for c in order:
                 if c.label in res.failures:
                     continue
-                if r and budget and time.perf_counter() - start >= budget:
-                    return res
                 if progress is not None:
                     progress.set_postfix_str(c.label, refresh=False)
                 over = c.overrides(plan.base)
@@ -302,7 +303,6 @@ def run_rounds(
                     built.append(time.perf_counter() - t0)
                     return envs
 
-                t0 = time.perf_counter()
                 try:
                     sps = measure_pool(make, secs) if c.pool else measure(make, secs)[0]
                 except Exception as exc:  # this candidate fails here: say why, go on
@@ -311,19 +311,12 @@ def run_rounds(
                 finally:
                     if progress is not None:
                         progress.update(1)
-                overhead.append(max(0.0, time.perf_counter() - t0 - secs))
                 res.samples.setdefault(c.label, []).append(sps)
+                res.builds.setdefault(c.label, []).extend(built)
                 if progress is not None and progress.disable:  # no bar (not a terminal): a line
                     print(f"{PROG}: round {r + 1}/{args.rounds} {c.label}: {sps:,.0f} steps/s",
                           file=sys.stderr, flush=True)  # fmt: skip
-                res.builds.setdefault(c.label, []).extend(built)
-                res.seconds = secs
-                spent_cells += 1
             res.rounds = r + 1
-            left = total - spent_cells
-            if budget and not args.seconds and left > 0:
-                share = (budget - (time.perf_counter() - start)) / left
-                secs = max(MIN_SECONDS, min(5.0, share - sum(overhead) / len(overhead)))
     except KeyboardInterrupt:
         res.interrupted = True
     return res
