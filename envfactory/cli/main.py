@@ -432,6 +432,10 @@ def main() -> None:
     from envfactory.config.compose import hydra_error
     from envfactory.errors import ConfigError, EnvfactoryError
 
+    if sys.argv[1:2] == ["tune"]:  # `envfactory tune ...`: its own parser, before Hydra
+        from envfactory.cli.tune import main as tune
+
+        raise SystemExit(tune(sys.argv[2:]))
     if "--version" in sys.argv[1:]:
         print(version_line())
         return

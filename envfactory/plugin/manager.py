@@ -69,6 +69,7 @@ BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementation
     "envfactory.families": "envfactory.families.builtin",
     "envfactory.vectorizers": "envfactory.vectorizers.builtin",
     "envfactory.wrappers": "envfactory.wrappers.builtin",
+    "envfactory.user_config": "envfactory.cli.presets",  # presets of `envfactory tune`
 }
 _TABLE_KIND = {
     "families": "env family",
