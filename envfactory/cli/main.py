@@ -60,6 +60,7 @@ __all__ = [  # the rollout's names stay importable from here (they lived here be
     "run",
 ]
 
+
 def _plain(value: Any) -> Any:
     return getattr(value, "value", value)
 
