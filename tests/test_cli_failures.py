@@ -86,7 +86,7 @@ def test_worker_failure_line_carries_the_remote_message_and_saves_the_traceback(
         assert proc.returncode == 1, (args, err)
         assert err.count("\n") == 1 and "Traceback" not in err, (args, err)
         assert err.startswith(f"envfactory: error: {kind}: worker "), (args, err)
-        assert f" raised " in err and f": {message}" in err, (args, err)
+        assert " raised " in err and f": {message}" in err, (args, err)
         assert err.endswith(f" (full traceback: {saved})\n"), (args, err)
         text = saved.read_text()
         assert text.startswith(err.removeprefix("envfactory: error: ").split(" (full")[0])

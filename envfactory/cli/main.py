@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,6 @@ __all__ = [  # the rollout's names stay importable from here (they lived here be
     "error_line",
     "main",
     "noop_action",
-    "rerun_arguments",
     "rollout",
     "run",
 ]

@@ -84,8 +84,8 @@ def rerun_arguments(argv: Sequence[str]) -> list[str]:
             f"hydra.yaml not found); pass the output dir of a job, where its summary.json "
             f"is{hint}"
         )
-    saved = [str(o) for o in OmegaConf.load(hydra_dir / "overrides.yaml")]  # type: ignore[union-attr]
-    hydra = OmegaConf.load(hydra_dir / "hydra.yaml").hydra  # type: ignore[union-attr]
+    saved = [str(o) for o in OmegaConf.load(hydra_dir / "overrides.yaml")]
+    hydra = OmegaConf.load(hydra_dir / "hydra.yaml").hydra
     sources = hydra.runtime.get("config_sources") or []
     config_dirs = [s.path for s in sources if s.provider == "command-line" and s.schema == "file"]
     if _take(list(args), _CONFIG_DIR) is not None:

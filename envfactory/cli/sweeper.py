@@ -45,7 +45,7 @@ def composition_error(exc: BaseException) -> str:
     from envfactory.config.compose import hydra_error
     from envfactory.errors import ConfigError
 
-    return error_line(exc if isinstance(exc, ConfigError) else hydra_error(exc))  # type: ignore[arg-type]
+    return error_line(exc if isinstance(exc, ConfigError) else hydra_error(exc))
 
 
 def _job_dir(master: DictConfig, overrides: Sequence[str], num: int) -> Path:
