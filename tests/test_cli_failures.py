@@ -224,3 +224,13 @@ def test_render_without_pygame_says_what_to_install_in_one_line(tmp_path: Path) 
             "env=pong, render without it)\n"
         ), v
         assert not (tmp_path / v / "render.png").exists()
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_the_sweeper_plugin_ships_in_the_wheel(wheel_site: Path) -> None:
+    """``conf/config.yaml`` selects ``hydra/sweeper: envfactory``: an install without the
+    plugin module could not compose any job."""
+    plugin = wheel_site / "hydra_plugins" / "envfactory_sweeper" / "envfactory_sweeper.py"
+    assert plugin.is_file()
+    assert not (wheel_site / "hydra_plugins" / "__init__.py").exists()  # a namespace package
+    assert (wheel_site / "envfactory" / "conf" / "config.yaml").is_file()
