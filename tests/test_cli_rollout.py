@@ -7,31 +7,16 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import envfactory
-from envfactory.cli.rollout import pool_rollout, rollout
+from envfactory.cli.rollout import rollout
 
-BIN = Path(sys.executable).parent
+QUIET = ["run.progress=false"]
 CLI = Path(envfactory.__file__).parent / "cli"
-
-
-def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ENVFACTORY_DISABLED_PLUGINS"}
-    env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run(
-        [str(BIN / "envfactory"), *args, "run.progress=false"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_cli_modules_import_each_other_without_a_cycle() -> None:
@@ -69,27 +54,28 @@ def test_pool_rollout_counts_steps_and_episodes(mode: str, cycle: int) -> None:
     autoreset step), under ``same_step`` 5; each env's first answer, its reset, is no step."""
     cfg = envfactory.compose([*POOL, *FIVE_STEP, f"autoreset_mode={mode}"])
     with envfactory.make_vec(cfg) as envs:
-        stats = pool_rollout(envs, 600, policy="random", seed=0)
+        stats = rollout(envs, 600, policy="random", seed=0, pool=True)
     assert 600 <= stats.steps <= 601 and stats.seconds > 0
     assert abs(stats.episodes - stats.steps / cycle) <= 4  # num_envs episodes under way
     assert stats.mean_return is not None and 0 < stats.mean_return < 5  # 5 actions of 0 or 1
 
 
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
-def test_batch_size_on_the_command_line_runs_the_recv_send_loop(tmp_path: Path) -> None:
+def test_batch_size_on_the_command_line_runs_the_recv_send_loop(run: Any, tmp_path: Path) -> None:
     """Issue 18: ``vectorizer.batch_size=N`` ran the synchronous rollout (``step`` of all 4
     envs: 2 vector steps, 8 env steps for ``run.total_steps=6``). The pool's loop takes
     batches of 2: 6 env steps (7 when a batch holds one env's reset and another's step)."""
     out = tmp_path / "job"
-    proc = _cli([*POOL, "run.total_steps=6", "seed=0", f"hydra.run.dir={out}"], tmp_path)
+    proc = run(["envfactory", *POOL, "run.total_steps=6", "seed=0", *QUIET, f"hydra.run.dir={out}"])
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["steps"] in (6, 7), summary
     assert summary["vectorizer"] == "subproc" and summary["steps_per_second"] > 0
 
 
-def test_pool_rollout_refuses_disabled_autoreset_in_one_line(tmp_path: Path) -> None:
-    proc = _cli([*POOL, "autoreset_mode=disabled", f"hydra.run.dir={tmp_path / 'r'}"], tmp_path)
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_pool_rollout_refuses_disabled_autoreset_in_one_line(run: Any, tmp_path: Path) -> None:
+    proc = run(["envfactory", *POOL, "autoreset_mode=disabled", f"hydra.run.dir={tmp_path}/r"])
     assert proc.returncode == 2
     assert proc.stderr == (
         "envfactory: error: autoreset_mode=disabled with vectorizer.batch_size set: the "
@@ -99,14 +85,16 @@ def test_pool_rollout_refuses_disabled_autoreset_in_one_line(tmp_path: Path) -> 
 
 
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
-def test_null_episode_stats_key_counts_episodes_and_says_why_no_return(tmp_path: Path) -> None:
+def test_null_episode_stats_key_counts_episodes_and_says_why_no_return(
+    run: Any, tmp_path: Path
+) -> None:
     """Issue 18: ``episode_stats_key=null`` printed "mean return n/a (no episode finished)"
     after dozens of episodes. The episodes are counted from the flags (the same number the
     statistics give for the same seed) and the line says why there is no mean return."""
     runs = {}
     for name, extra in (("stats", []), ("null", ["episode_stats_key=null"])):
         out = tmp_path / name
-        proc = _cli([*extra, "seed=0", f"hydra.run.dir={out}"], tmp_path)
+        proc = run(["envfactory", *extra, "seed=0", *QUIET, f"hydra.run.dir={out}"])
         assert proc.returncode == 0, proc.stderr
         runs[name] = (proc.stdout, json.loads((out / "summary.json").read_text()))
     stdout, summary = runs["null"]

@@ -44,7 +44,6 @@ from envfactory.cli.rollout import (
     RolloutStats,
     episode_returns,
     noop_action,
-    pool_rollout,
     rollout,
 )
 
@@ -153,13 +152,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     pooled = OmegaConf.select(cfg, "vectorizer.batch_size", default=None) is not None
     stats_key = cfg.get("episode_stats_key") or None  # null: no envfactory statistics
     try:
-        stats = (pool_rollout if pooled else rollout)(
+        stats = rollout(
             envs,
             int(cfg.run.total_steps),
             policy=str(_plain(cfg.run.policy)),
             seed=cfg.seed,
             progress=bool(cfg.run.progress),
             stats_key=stats_key,
+            pool=pooled,
         )
     except Exception as exc:
         _close(envs)

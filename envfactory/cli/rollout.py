@@ -3,15 +3,15 @@ render job shares with it (:mod:`envfactory.cli.render`).
 
 Two loops, one per way of stepping:
 
-* :func:`rollout`: gymnasium's ``reset`` / ``step`` of every env together (every
-  vectorizer; ``vectorizer.batch_size`` null).
-* :func:`pool_rollout`: envpool's ``async_reset`` / ``recv`` / ``send`` loop of the async
-  pool (``vectorizer.batch_size`` set), so a sweep over ``batch_size`` measures the pool.
+* gymnasium's ``reset`` / ``step`` of every env together (every vectorizer;
+  ``vectorizer.batch_size`` null);
+* ``pool=True``: envpool's ``async_reset`` / ``recv`` / ``send`` loop of the async pool
+  (``vectorizer.batch_size`` set), so a sweep over ``batch_size`` measures the pool.
 
 Decisions:
-    * ``total_steps`` counts env steps summed over envs. :func:`rollout` runs
-      ``ceil(total_steps / num_envs)`` vector steps; :func:`pool_rollout` runs
-      ``ceil(total_steps / batch_size)`` sends of ``batch_size`` envs. Both report the steps
+    * ``total_steps`` counts env steps summed over envs. gymnasium's loop runs
+      ``ceil(total_steps / num_envs)`` vector steps; the pool's sends ``batch_size`` envs
+      at a time until ``total_steps`` steps came back. Both report the steps
       actually taken. Timing covers the step loop only (not env construction, nor the
       first reset; in the pool, from the first ``recv``, whose envs are the first to
       finish their reset).
@@ -24,7 +24,7 @@ Decisions:
       returns, episodes are counted from the termination and truncation flags and
       ``mean_return`` is None with ``returns_recorded`` False.
     * Under ``disabled`` autoreset :func:`rollout` resets the finished envs with
-      ``options={"reset_mask": done}``; the pool loop needs an autoreset mode.
+      ``options={"reset_mask": done}``; the pool's loop needs an autoreset mode.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ __all__ = [
     "episode_returns",
     "is_disabled_autoreset",
     "noop_action",
-    "pool_rollout",
     "rollout",
 ]
 
@@ -116,11 +115,6 @@ def is_disabled_autoreset(envs: Any) -> bool:
     return mode in (str(AutoresetMode.DISABLED), "disabled")
 
 
-def _check_policy(policy: str) -> None:
-    if policy not in ("random", "noop"):
-        raise ValueError(f"run.policy must be 'random' or 'noop', got {policy!r}")
-
-
 class _Tally:
     """Episodes of a rollout: returns from the statistics key, or ends from the flags."""
 
@@ -169,6 +163,7 @@ def rollout(
     seed: int | None = None,
     progress: bool = False,
     stats_key: str | None = "episode_stats",
+    pool: bool = False,
 ) -> RolloutStats:
     """Reset ``envs`` with ``seed`` and step it for ``total_steps`` env steps (summed over
     envs) with the ``random`` or ``noop`` policy.
@@ -177,15 +172,31 @@ def rollout(
         stats_key: the info key of envfactory's episode statistics (``episode_stats_key``);
             None: gymnasium's ``infos["episode"]`` if a wrapper records it, else episodes
             counted from the flags and no returns.
+        pool: envpool's ``async_reset``/``recv``/``send`` loop of the async pool
+            (``vectorizer.batch_size`` set) instead of gymnasium's ``reset``/``step``.
+
+    Raises:
+        ConfigError: ``pool`` with envs that are not a pool, or with ``disabled``
+            autoreset (a finished env would wait for a reset of every env).
     """
-    _check_policy(policy)
+    if policy not in ("random", "noop"):
+        raise ValueError(f"run.policy must be 'random' or 'noop', got {policy!r}")
+    tally = _Tally(stats_key)
+    loop = _pool_loop if pool else _step_loop
+    steps, seconds, interrupted = loop(envs, int(total_steps), policy, seed, progress, tally)
+    return tally.stats(steps, seconds, interrupted)
+
+
+def _step_loop(
+    envs: Any, total_steps: int, policy: str, seed: int | None, progress: bool, tally: _Tally
+) -> tuple[int, float, bool]:
+    """gymnasium's loop: ``ceil(total_steps / num_envs)`` steps of every env."""
     n = int(envs.num_envs)
-    iterations = max(1, math.ceil(int(total_steps) / n))
+    iterations = max(1, math.ceil(total_steps / n))
     envs.reset(seed=seed)
     envs.action_space.seed(seed)
     noop = noop_action(envs.action_space) if policy == "noop" else None
     disabled = is_disabled_autoreset(envs)
-    tally = _Tally(stats_key)
     done_iterations, interrupted = 0, False
     with _progress(iterations * n, progress) as bar:
         start = time.perf_counter()
@@ -202,35 +213,20 @@ def rollout(
                 bar.update(n)
         except KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
             interrupted = True
-        seconds = time.perf_counter() - start
-    return tally.stats(done_iterations * n, seconds, interrupted)
+        return done_iterations * n, time.perf_counter() - start, interrupted
 
 
-def pool_rollout(
-    envs: Any,
-    total_steps: int,
-    *,
-    policy: str = "random",
-    seed: int | None = None,
-    progress: bool = False,
-    stats_key: str | None = "episode_stats",
-) -> RolloutStats:
-    """envpool's loop over the async pool (``vectorizer.batch_size`` set):
-    ``async_reset(seed)``, then ``recv()`` the next ``batch_size`` ready envs and ``send()``
-    their actions, until ``total_steps`` env steps (summed over envs) are received.
-
-    An env's first answer after ``async_reset`` is its reset, not a step: only the answers
-    after it count as steps (and episodes). ``stats_key`` as in :func:`rollout`.
-
-    Raises:
-        ConfigError: ``envs`` is not a pool (no ``recv``), or its autoreset mode is
-            ``disabled`` (a finished env would wait for a reset of every env).
-    """
+def _pool_loop(
+    envs: Any, total_steps: int, policy: str, seed: int | None, progress: bool, tally: _Tally
+) -> tuple[int, float, bool]:
+    """envpool's loop over the async pool: ``async_reset(seed)``, then ``recv()`` the next
+    ``batch_size`` ready envs and ``send()`` their actions, until ``total_steps`` env steps
+    are received. An env's first answer after ``async_reset`` is its reset, not a step:
+    only the answers after it count as steps (and episodes)."""
     from gymnasium.vector.utils import batch_space
 
     from envfactory.errors import ConfigError
 
-    _check_policy(policy)
     batch = int(getattr(envs, "batch_size", 0) or 0)
     if batch < 1 or not all(hasattr(envs, m) for m in ("async_reset", "recv", "send")):
         raise ConfigError(
@@ -249,9 +245,8 @@ def pool_rollout(
     noop = noop_action(space) if policy == "noop" else None
     envs.async_reset(seed=seed)
     reset_seen = np.zeros(int(envs.num_envs), dtype=bool)
-    tally = _Tally(stats_key)
     steps, interrupted = 0, False
-    with _progress(max(1, math.ceil(int(total_steps) / batch)) * batch, progress) as bar:
+    with _progress(max(1, math.ceil(total_steps / batch)) * batch, progress) as bar:
         _, _, _, _, infos = envs.recv()
         reset_seen[np.asarray(infos["env_id"])] = True
         start = time.perf_counter()
@@ -269,5 +264,4 @@ def pool_rollout(
                     bar.update(taken)
         except KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
             interrupted = True
-        seconds = time.perf_counter() - start
-    return tally.stats(steps, seconds, interrupted)
+        return steps, time.perf_counter() - start, interrupted
