@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,10 +228,20 @@ def test_render_without_pygame_says_what_to_install_in_one_line(tmp_path: Path) 
 
 
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
-def test_the_sweeper_plugin_ships_in_the_wheel(wheel_site: Path) -> None:
-    """``conf/config.yaml`` selects ``hydra/sweeper: envfactory``: an install without the
-    plugin module could not compose any job."""
-    plugin = wheel_site / "hydra_plugins" / "envfactory_sweeper" / "envfactory_sweeper.py"
-    assert plugin.is_file()
-    assert not (wheel_site / "hydra_plugins" / "__init__.py").exists()  # a namespace package
-    assert (wheel_site / "envfactory" / "conf" / "config.yaml").is_file()
+def test_failed_rows_from_a_non_editable_install(
+    run: Any, wheel_site: Path, tmp_path: Path
+) -> None:
+    """The sweeper's plugin folder ships inside the package (nothing in ``hydra_plugins``
+    of site-packages: tests/test_hydra_app.py) and works from an installed wheel."""
+    script = wheel_site / "bin" / "envfactory"
+    argv = [script] if script.exists() else ["python", "-m", "envfactory.cli.main"]
+    out = tmp_path / "sweep"
+    proc = run(
+        [*argv, "-m", "num_envs=abc,2", "run.total_steps=8", f"hydra.sweep.dir={out}"],
+        cwd=tmp_path,
+        pythonpath=[wheel_site],
+    )
+    assert proc.returncode == 1, proc.stderr
+    jobs = json.loads((out / "sweep_summary.json").read_text())["jobs"]
+    assert [j["status"] for j in jobs] == ["failed", "ok"]
+    assert "envfactory: error: job 0: num_envs: Value 'abc'" in proc.stderr

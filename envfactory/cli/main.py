@@ -140,7 +140,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     summary with ``status: interrupted``, prints one line and exits with 130 (a sweep
     stops too).
     """
+    from envfactory.cli.sweeper import COMPOSE_ERROR_KEY
+
     job = _job_info()
+    if job and cfg.get(COMPOSE_ERROR_KEY):  # a sweep job whose config did not compose
+        return _not_composed(job, str(cfg[COMPOSE_ERROR_KEY]))
     if str(_plain(OmegaConf.select(cfg, "run.job", default="rollout"))) == "render":
         from envfactory.cli.render import headless_sdl
 
@@ -271,6 +275,15 @@ def _failed(cfg: DictConfig, job: dict[str, Any], exc: Exception) -> dict[str, A
     return summary
 
 
+def _not_composed(job: dict[str, Any], line: str) -> dict[str, Any]:
+    """A sweep job whose config did not compose (:mod:`envfactory.cli.sweeper`): its one
+    line, and a failed summary with its overrides (no settings: there is no config)."""
+    print(f"envfactory: error: job {job.get('job_num')}: {line}", file=sys.stderr, flush=True)
+    summary: dict[str, Any] = {"status": "failed", "error": line}
+    save_summary(summary, job)
+    return summary
+
+
 def _interrupted(cfg: DictConfig, job: dict[str, Any], summary: dict[str, Any] | None) -> None:
     """Ctrl-C: save what was measured (``status: interrupted``), one line, exit 130."""
     if summary is None:
@@ -285,10 +298,12 @@ def _interrupted(cfg: DictConfig, job: dict[str, Any], summary: dict[str, Any] |
 def _load_registry() -> str:
     """Load plugins and store the config schemas before Hydra composes; plugin load
     warnings are printed as one line each. Returns the conf dir."""
+    from envfactory.cli.sweeper import register_sweeper
     from envfactory.config import conf_dir
     from envfactory.config.store import use_in_this_app
     from envfactory.errors import PluginLoadWarning
 
+    register_sweeper()  # hydra/sweeper: envfactory (conf/config.yaml)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PluginLoadWarning)
         use_in_this_app()
