@@ -303,7 +303,7 @@ def _load_registry() -> str:
     from envfactory.config.store import use_in_this_app
     from envfactory.errors import PluginLoadWarning
 
-    register_sweeper()  # hydra/sweeper: envfactory (conf/config.yaml)
+    register_sweeper()  # hydra/sweeper=envfactory (a -m sweep's: with_sweeper)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PluginLoadWarning)
         use_in_this_app()
@@ -351,6 +351,7 @@ def main() -> None:
 
     from envfactory.cli.rerun import rerun_arguments
     from envfactory.cli.sweep import SweepSummary
+    from envfactory.cli.sweeper import with_sweeper
     from envfactory.config.compose import hydra_error
     from envfactory.errors import ConfigError, EnvfactoryError
 
@@ -363,7 +364,7 @@ def main() -> None:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     try:
-        args = rerun_arguments(sys.argv[1:])
+        args = with_sweeper(rerun_arguments(sys.argv[1:]))
     except ConfigError as exc:
         print(f"envfactory: error: {error_line(exc)}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -1,4 +1,5 @@
-"""envfactory's sweeper (``hydra/sweeper: envfactory``, selected by ``conf/config.yaml``):
+"""envfactory's sweeper (``hydra/sweeper=envfactory``, which the ``envfactory`` command adds to
+a ``-m`` command line, :func:`with_sweeper`):
 Hydra's basic sweeper, except that a job whose config does not compose is a failed row of
 the sweep table instead of the end of the sweep.
 
@@ -44,6 +45,7 @@ __all__ = [
     "EnvfactorySweeperConf",
     "composition_error",
     "register_sweeper",
+    "with_sweeper",
 ]
 
 #: the top-level key that marks a job whose config did not compose (the job's one line)
@@ -158,3 +160,14 @@ def register_sweeper() -> None:
     _compat.register_hydra_plugin(plugin.EnvfactorySweeper)
     cs = ConfigStore.instance()
     cs.store(group="hydra/sweeper", name="envfactory", node=EnvfactorySweeperConf)
+
+
+def with_sweeper(args: Sequence[str]) -> list[str]:
+    """``args`` (the command line, without the program name) with ``hydra/sweeper=envfactory``
+    added to a ``-m`` / ``--multirun`` sweep that names no sweeper of its own. Not in
+    ``conf/config.yaml``: :func:`envfactory.compose` composes that file in processes where
+    the sweeper is not registered."""
+    args = list(args)
+    multirun = "-m" in args or "--multirun" in args
+    chosen = any(a.lstrip("+").startswith("hydra/sweeper=") for a in args)
+    return [*args, "hydra/sweeper=envfactory"] if multirun and not chosen else args
