@@ -184,8 +184,7 @@ def _build(cfg: DictConfig, job: dict[str, Any]) -> tuple[Any, dict[str, Any] | 
     from envfactory.config import validate
 
     try:
-        validate(cfg)
-        return envfactory.make_vec(cfg), None
+        return envfactory.make_vec(validate(cfg)), None  # the checked plan: checked once
     except KeyboardInterrupt:
         _interrupted(cfg, job, None)
         raise  # not reached: _interrupted exits
