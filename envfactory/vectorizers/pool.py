@@ -146,8 +146,7 @@ class SubprocPool(SubprocBackend):
         try:
             self._check_usable("async_reset")
             self.pool.expect_drained("async_reset")
-            if not self._holds and os.getpid() == self._owner_pid:
-                self._holds = HOLD.use()
+            self._use_hold()
             self.pool.clear()
             for w in self.workers:
                 w.last_reset = Reset(seeds[w.start : w.stop], options, None)
@@ -177,6 +176,7 @@ class SubprocPool(SubprocBackend):
         self._enter("send")
         try:
             self._check_usable("send")
+            self._use_hold()
             if isinstance(actions, np.ndarray):
                 per_env: Any = actions
             else:
@@ -227,6 +227,12 @@ class SubprocPool(SubprocBackend):
             return super().step(actions)
         self.send(actions, env_ids)
         return self.recv()
+
+    def _use_hold(self) -> None:
+        """Hold a Ctrl-C while the pool reads an answer (see :mod:`.scheduler`), from
+        this pool's first async call until it is closed."""
+        if not self._holds and os.getpid() == self._owner_pid:
+            self._holds = HOLD.use()
 
     # -- argument checks --------------------------------------------------------------
     def _check_batch(self, actions: Any, ids: list[int]) -> Any:
