@@ -693,6 +693,7 @@ def test_ctrl_c_while_recv_waits_keeps_the_pool_usable(no_leaks: None) -> None:
 def test_ctrl_c_while_an_answer_is_read_is_held_until_it_is_recorded(no_leaks: None) -> None:
     """The hard case: a Ctrl-C in the middle of reading a worker's answer. It is raised
     once the answer is recorded; the next recv returns that answer, and the pool goes on."""
+    handler = signal.getsignal(signal.SIGINT)
     with SubprocPool([_slow_answer_env, _slow_answer_env], 2, in_series=2, context="fork") as envs:
         envs.async_reset(seed=0)
         envs.recv()
@@ -709,4 +710,24 @@ def test_ctrl_c_while_an_answer_is_read_is_held_until_it_is_recorded(no_leaks: N
         assert infos["slow"].tolist() == ["read", "read"]
         envs.send(np.zeros(2, np.int64), np.arange(2))
         assert envs.recv()[1].tolist() == [0.0, 0.0]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back on close
+    assert signal.getsignal(signal.SIGINT) is handler  # the hold is gone with the pool
+
+
+def test_a_second_ctrl_c_interrupts_a_held_read_at_once(no_leaks: None) -> None:
+    """Holding is no trap: a second Ctrl-C cuts the read; the pool is then unusable."""
+    with SubprocPool([_slow_answer_env, _slow_answer_env], 2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        time.sleep(0.3)
+        timers = [_sigint_in(0.15), _sigint_in(0.35)]
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv()
+        assert time.monotonic() - t0 < 0.7  # not held until the answer was read
+        for timer in timers:
+            timer.join()
+        with pytest.raises(
+            VecEnvBrokenError, match=r"interrupted \(KeyboardInterrupt\) while reading"
+        ):
+            envs.recv()
