@@ -107,7 +107,7 @@ class PoolBackend(ABC):
         """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order."""
 
     @abstractmethod
-    def returned(self, ids: np.ndarray, ended: np.ndarray) -> None:
+    def returned(self, ids: list[int], ended: np.ndarray) -> None:
         """The caller now has these envs' results; ``ended``: their episode ended."""
 
     # -- faults -------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class RemoteSite(PoolBackend):
     ) -> Any:
         return self.env._wait(handle, deadline, call, budget)
 
-    def returned(self, ids: np.ndarray, ended: np.ndarray) -> None:
+    def returned(self, ids: list[int], ended: np.ndarray) -> None:
         self.env._done[ids] = ended
 
     def recover(
@@ -240,14 +240,16 @@ class _CtrlC:
             if self.depth == 0:
                 self._raise_pending()
 
-    def waiting(self, wait: Callable[[], list[WorkerHandle]]) -> list[WorkerHandle]:
-        """``wait()`` with Ctrl-C let through (a held one is raised first)."""
+    def waiting(
+        self, wait: Callable[[float | None], list[WorkerHandle]], limit: float | None
+    ) -> list[WorkerHandle]:
+        """``wait(limit)`` with Ctrl-C let through (a held one is raised first)."""
         if self.depth == 0 or threading.current_thread() is not threading.main_thread():
-            return wait()
+            return wait(limit)
         self._raise_pending()
         self.open = True
         try:
-            return wait()
+            return wait(limit)
         finally:
             self.open = False
 
@@ -401,7 +403,7 @@ class PoolScheduler:
         if self._stash is not None:
             ids, batch = self._stash
             if not isinstance(want, list) or want == ids:
-                return self._hand_over(ids, batch)
+                return self._hand_over(ids, batch, False)
             self._stash = None  # (its envs are still READY in the queue)
         state = self._state
         if isinstance(want, list):
@@ -428,12 +430,13 @@ class PoolScheduler:
             for h in self._due(limit, block=False):
                 self._complete(h, limit)
             while not self._enough(want):
-                for h in HOLD.waiting(lambda: self._due(limit)):
+                for h in HOLD.waiting(self._due, limit):
                     self._complete(h, limit)
-            ids = want if isinstance(want, list) else [self._queue[k] for k in range(need)]
+            head = not isinstance(want, list)
+            ids = [self._queue[k] for k in range(need)] if head else want  # type: ignore[assignment]
             batch = self._build(ids)
             self._stash = (ids, batch)
-        return self._hand_over(ids, batch)
+        return self._hand_over(ids, batch, head)
 
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
         """Wait for every answer ``handles`` owe (their envs become ready, queued for
@@ -569,21 +572,20 @@ class PoolScheduler:
         infos["env_id"] = idx.astype(np.int32)
         return obs, rewards, terms, truncs, infos
 
-    def _hand_over(self, ids: list[int], batch: Batch) -> Batch:
-        """``batch`` goes to the caller: its envs leave the queue and become IDLE. Every
-        step can be redone (an interrupt here leaves the stash for the next recv)."""
-        queue = self._queue
-        n = len(ids)
-        if len(queue) >= n and all(queue[k] == i for k, i in enumerate(ids)):
-            for _ in range(n):
+    def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
+        """``batch`` goes to the caller: its envs leave the queue (``head``: they are its
+        head) and become IDLE. Every step can be redone: an interrupt here leaves the
+        stash for the next recv, which hands it over again (``head`` False)."""
+        queue, infos = self._queue, self._infos
+        if head:
+            for _ in ids:
                 queue.popleft()
         else:
             taken = set(ids)
             self._queue = deque(i for i in queue if i not in taken)
         for i in ids:
-            self._infos.pop(i, None)
-        idx = batch[4]["env_id"].astype(np.intp)
-        self._state[idx] = IDLE
-        self.backend.returned(idx, batch[2] | batch[3])
+            infos.pop(i, None)
+        self._state[ids] = IDLE
+        self.backend.returned(ids, batch[2] | batch[3])
         self._stash = None
         return batch
