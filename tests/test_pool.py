@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -527,3 +529,205 @@ def test_default_in_series_fits_a_worker_into_one_batch(no_leaks: None) -> None:
         assert [w.stop - w.start for w in envs.workers] == [1, 1]
     with _pool(["env=gym", "num_envs=4"], batch_size=2, in_series=3) as envs:  # as set
         assert [w.stop - w.start for w in envs.workers] == [2, 2]
+
+
+# -- the two modes share no state: either follows the other with fresh data ---------------
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_synchronous_steps_after_async_rounds_return_fresh_data(
+    shared_memory: bool, no_leaks: None
+) -> None:
+    """Async rounds (every env sent each round, returned in any order), then synchronous
+    steps from where they left off, then a synchronous reset: each result equals
+    ``dummy``'s for the same actions (no row, flag or info left over from the other mode)."""
+    over = ["env=gym", "num_envs=4", "autoreset_mode=same_step"]
+    ref = dummy_trajectories(over, 60)
+    with _pool(
+        over, batch_size=2, in_series=2, context="fork", shared_memory=shared_memory
+    ) as envs:
+        got: list[list[tuple]] = [[] for _ in range(4)]
+        envs.async_reset(seed=3)
+        for k in range(31):  # the reset, then 30 async steps of every env
+            if k:
+                envs.send(np.array([action(i, k - 1) for i in range(4)]), np.arange(4))
+            for _ in range(2):
+                obs, rew, term, trunc, infos = envs.recv()
+                for row, i in enumerate(infos["env_id"].tolist()):
+                    got[i].append(_record(obs, rew, term, trunc, infos, row))
+        assert sum(r[2] or r[3] for t in got for r in t) >= 1  # an episode ended async
+        for k in range(30, 60):  # then synchronous steps, from the same state
+            obs, rew, term, trunc, infos = envs.step(np.array([action(i, k) for i in range(4)]))
+            assert "env_id" not in infos
+            for i in range(4):
+                got[i].append(_record(obs, rew, term, trunc, infos, i))
+        _check_equal(ref, got)
+        assert all(len(t) == 61 for t in got)
+        obs, infos = envs.reset(seed=3)  # a synchronous reset after all that: dummy's
+        assert [np.asarray(obs[i]).tobytes() for i in range(4)] == [t[0][0] for t in ref]
+
+
+def test_second_async_reset_after_recv_rounds_returns_reward_zero_and_no_flags(
+    no_leaks: None,
+) -> None:
+    """Rounds of send/recv leave rewards, ended episodes and infos in the pool; a second
+    ``async_reset`` returns every env with reward 0, no flags and none of those infos."""
+    fns = [Maker(episode_len=3) for _ in range(4)]
+    with SubprocPool(fns, 2, in_series=2, context="fork", autoreset_mode="same_step") as envs:
+        envs.async_reset(seed=0)
+        ids = np.concatenate([envs.recv()[4]["env_id"], envs.recv()[4]["env_id"]])
+        ended = 0
+        for _ in range(5):
+            envs.send(np.ones(4, np.int64), np.arange(4))
+            for _ in range(2):
+                _, rew, term, _, infos = envs.recv()
+                assert rew.tolist() == [1.0, 1.0]
+                ended += int(term.sum())
+        assert ended >= 4 and sorted(ids.tolist()) == [0, 1, 2, 3]
+        envs.async_reset(seed=1)
+        seen = []
+        for _ in range(2):
+            _, rew, term, trunc, infos = envs.recv()
+            assert rew.tolist() == [0.0, 0.0] and not term.any() and not trunc.any()
+            assert "final_obs" not in infos and "_final_obs" not in infos
+            seen += infos["env_id"].tolist()
+        assert sorted(seen) == [0, 1, 2, 3]
+
+
+# -- a subset step: recv(env_ids=...) returns exactly those envs --------------------------
+def test_recv_env_ids_returns_exactly_the_envs_asked_for(no_leaks: None) -> None:
+    with SubprocPool([Maker() for _ in range(4)], 1, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        for _ in range(4):
+            envs.recv()
+        envs.send(np.array([0, 1, 1, 0]), np.array([0, 1, 2, 3]))
+        obs, rew, term, trunc, infos = envs.recv(env_ids=[2, 1])  # any batch_size
+        assert infos["env_id"].tolist() == [2, 1] and rew.tolist() == [1.0, 1.0]
+        assert obs.shape == (2, 4) and term.shape == trunc.shape == (2,)
+        with pytest.raises(ValueError, match=r"envs \[2\] are not in flight; send\(\) them"):
+            envs.recv(env_ids=[2])
+        rest = sorted(int(envs.recv()[4]["env_id"][0]) for _ in range(2))
+        assert rest == [0, 3]  # the others waited, ready, for recv()
+        envs.send(np.array([1, 1]), [3, 0])
+        assert envs.recv(env_ids=np.array([3, 0]))[4]["env_id"].tolist() == [3, 0]
+
+
+# -- bad input: recv's timeout, send's batch length -------------------------------------
+def test_recv_refuses_a_negative_or_nan_timeout_before_waiting(no_leaks: None) -> None:
+    with SubprocPool([Maker(step_sleep=0.2), Maker()], 2, in_series=1, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        for bad in (-1, -0.5, float("nan"), "1"):
+            with pytest.raises(ValueError, match=r"timeout must be None .* seconds >= 0") as err:
+                envs.recv(timeout=bad)  # type: ignore[arg-type]
+            assert str(err.value).startswith(f"recv(timeout={bad!r}): ")
+        _, rew, *_ = envs.recv(timeout=10)  # nothing was waited on, no worker killed
+        assert rew.tolist() == [1.0, 1.0] and envs.restarts == [0, 0]
+
+
+def test_send_with_the_wrong_number_of_actions_names_env_ids(no_leaks: None) -> None:
+    with _pool(["env=gym", "num_envs=2"], batch_size=2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        for actions, what in ((np.ones(3, np.int64), "3 actions"), ([1], "1 actions")):
+            with pytest.raises(InvalidActionError) as err:
+                envs.send(actions, [0, 1])
+            assert str(err.value) == (
+                f"send(actions, env_ids): {what} for 2 env_ids [0, 1]; pass one action per "
+                "env id, e.g. np.stack([envs.single_action_space.sample() for _ in env_ids])"
+            )
+        with pytest.raises(InvalidActionError, match=r"a single action \(no batch axis\) for 1"):
+            envs.send(np.int64(1), [0])
+        envs.send(np.ones(2, np.int64), [0, 1])  # still usable
+        assert envs.recv()[1].tolist() == [1.0, 1.0]
+
+
+# -- Ctrl-C during recv: the pool stays usable, no answer is lost --------------------------
+def _slow_to_unpickle() -> str:
+    """Runs in the parent while it reads an answer (see :class:`_SlowInfo`)."""
+    time.sleep(0.8)
+    return "read"
+
+
+class _SlowInfo:
+    """An info value whose unpickling takes 0.8 s: a Ctrl-C then lands while the parent
+    reads the answer that carries it."""
+
+    def __reduce__(self) -> tuple:
+        return (_slow_to_unpickle, ())
+
+
+class _SlowAnswer(gym.Wrapper):
+    def step(self, action: Any) -> Any:
+        obs, rew, term, trunc, info = self.env.step(action)
+        return obs, rew, term, trunc, {**info, "slow": _SlowInfo()}
+
+
+def _slow_answer_env() -> gym.Env:
+    return _SlowAnswer(Maker()())
+
+
+def _sigint_in(seconds: float) -> threading.Timer:
+    """A real SIGINT to this process (its main thread: a terminal's Ctrl-C) in ``seconds``."""
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+def test_ctrl_c_while_recv_waits_keeps_the_pool_usable(no_leaks: None) -> None:
+    with SubprocPool(
+        [Maker(step_sleep=1.0) for _ in range(2)], 2, in_series=1, context="fork"
+    ) as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        timer = _sigint_in(0.2)
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv()
+        timer.join()
+        _, rew, _, _, infos = envs.recv()  # the interrupted recv's envs, nothing lost
+        assert sorted(infos["env_id"].tolist()) == [0, 1] and rew.tolist() == [1.0, 1.0]
+        envs.send(np.zeros(2, np.int64), np.arange(2))
+        assert envs.recv()[1].tolist() == [0.0, 0.0]
+
+
+def test_ctrl_c_while_an_answer_is_read_is_held_until_it_is_recorded(no_leaks: None) -> None:
+    """The hard case: a Ctrl-C in the middle of reading a worker's answer. It is raised
+    once the answer is recorded; the next recv returns that answer, and the pool goes on."""
+    handler = signal.getsignal(signal.SIGINT)
+    with SubprocPool([_slow_answer_env, _slow_answer_env], 2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        time.sleep(0.3)  # the answer is there: recv reads it at once, for 0.8 s
+        timer = _sigint_in(0.3)
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv()
+        assert time.monotonic() - t0 >= 0.7  # held until the answer was read
+        timer.join()
+        _, rew, _, _, infos = envs.recv()
+        assert infos["env_id"].tolist() == [0, 1] and rew.tolist() == [1.0, 1.0]
+        assert infos["slow"].tolist() == ["read", "read"]
+        envs.send(np.zeros(2, np.int64), np.arange(2))
+        assert envs.recv()[1].tolist() == [0.0, 0.0]
+    assert signal.getsignal(signal.SIGINT) is handler  # the hold is gone with the pool
+
+
+def test_a_second_ctrl_c_interrupts_a_held_read_at_once(no_leaks: None) -> None:
+    """Holding is no trap: a second Ctrl-C cuts the read; the pool is then unusable."""
+    with SubprocPool([_slow_answer_env, _slow_answer_env], 2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        time.sleep(0.3)
+        timers = [_sigint_in(0.15), _sigint_in(0.35)]
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv()
+        assert time.monotonic() - t0 < 0.7  # not held until the answer was read
+        for timer in timers:
+            timer.join()
+        with pytest.raises(
+            VecEnvBrokenError, match=r"interrupted \(KeyboardInterrupt\) while reading"
+        ):
+            envs.recv()

@@ -8,13 +8,26 @@ envpool's spelling, so a loop written for envpool runs unchanged::
         envs.send(policy(obs), info["env_id"])          # they step while you learn
 
 How it relates to gymnasium: :class:`SubprocPool` *is* a ``gymnasium.vector.VectorEnv``
-(the subprocess backend, :class:`~.subproc.SubprocBackend`, as ``SubprocVecEnv`` is; the
-pool schedules envs over the same worker handles, :class:`~.pipe.PipeHandle`):
+(the subprocess backend, :class:`~.subproc.SubprocBackend`, as ``SubprocVecEnv`` is):
 ``reset()``, ``step(actions)`` (``env_ids=None``) and the async halves step every env
 together, synchronously, exactly as ``batch_size=null`` does, whenever no env is in
 flight; gymnasium's vector wrappers see a ``num_envs`` batch there. ``async_reset`` /
 ``send`` / ``recv`` / ``step(actions, env_ids)`` are the pool calls; their batches have
 ``batch_size`` rows, and ``infos["env_id"]`` says which envs.
+
+The structure: the pool is a scheduler over the backend's worker handles, by
+composition. :class:`~.scheduler.PoolScheduler` (``envs.pool``) owns every piece of async
+state and talks to the workers only through the handles' public API and the small
+:class:`~.scheduler.PoolBackend` interface, which this class implements over the pipes
+and the shared-memory rows; the synchronous ``reset``/``step`` are the backend's own,
+unchanged. The VecEnv itself stays a ``SubprocBackend`` subclass: composing a backend
+instead would make two ``VecEnvBase`` objects, each with its own pending call, closed
+flag and episode flags to keep in step (the kind of duplicated state that leaks), and
+every ``VectorEnv`` call would be forwarded by hand. What is shared between the modes is
+only what belongs to the envs: the workers, their rows, the episode-ended flags and the
+broken state. The switch between the modes is explicit: the synchronous calls raise
+``AlreadyPendingError`` unless the scheduler is drained, and ``async_reset`` (drained
+too) starts from a clean scheduler.
 
 Each env is stepped by the same per-env runner as every other vectorizer, in the order of
 its own sends, so its trajectory equals ``dummy``'s for the same actions and seeds whatever
@@ -22,20 +35,18 @@ order the envs come back in (every autoreset mode). A worker steps only the envs
 sent (one message per worker and ``send``); the batch unit is the env, not the worker:
 results of a worker beyond what ``recv`` needs wait, ready, for the next ``recv``, so every
 ``1 <= batch_size <= num_envs`` is reachable with any ``in_series`` (throughput is best when
-``batch_size`` is a multiple of the envs per worker). Faults raise the synchronous mode's
-errors; with ``restart=true`` a rebuilt worker's envs report their episode truncated
-(``infos["restarted"]``): those in flight or waiting in ``recv``'s queue at once, the others
-at their next ``send``.
+``batch_size`` is a multiple of the envs per worker). ``recv(env_ids=ids)`` returns exactly
+the envs ``ids`` (a step of a subset, whatever ``batch_size``). Faults raise the
+synchronous mode's errors; with ``restart=true`` a rebuilt worker's envs report their
+episode truncated (``infos["restarted"]``): those in flight or waiting in ``recv``'s queue
+at once, the others at their next ``send``. Ctrl-C during ``recv`` leaves the pool usable
+(see :mod:`.scheduler`).
 """
 
 from __future__ import annotations
 
-import math
-import time
-import warnings
-from collections import deque
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -43,24 +54,25 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
-from .. import _compat
-from ..errors import (
-    AlreadyPendingError,
-    ConfigError,
-    NoPendingCallError,
-    ResetNeededError,
-    WorkerError,
-)
+from ..errors import AlreadyPendingError, ConfigError, InvalidActionError, ResetNeededError
 from .checks import action_checker
+from .handle import WorkerHandle
 from .pipe import PipeHandle
-from .protocol import Cmd, Reset
+from .protocol import Reset
+from .runner import InfoCalls
+from .scheduler import (
+    HOLD,
+    PoolScheduler,
+    RemoteSite,
+    check_env_ids,
+    check_recv_timeout,
+    show_ids,
+)
 from .subproc import SubprocBackend
 from .subproc_options import default_in_series
 from .wakeup import Poller
 
 __all__ = ["SubprocPool", "pool_in_series"]
-
-IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
 
 
 def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int | None:
@@ -72,15 +84,6 @@ def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int
     if in_series is not None or isinstance(batch_size, bool) or not isinstance(batch_size, int):
         return in_series
     return max(1, min(default_in_series(num_envs, leave_parent_a_core=False), batch_size))
-
-
-@dataclass(frozen=True)
-class _Message:
-    """A message in flight to a worker: its ``seq``, the envs it carries, its kind."""
-
-    seq: int
-    envs: list[int]
-    kind: str  # "step" | "reset"
 
 
 class SubprocPool(SubprocBackend):
@@ -117,18 +120,11 @@ class SubprocPool(SubprocBackend):
                 "a synchronous VecEnv); lower it or raise num_envs"
             )
         self.batch_size = int(batch_size)
+        self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
         super().__init__(env_fns, **options)
-        self._state = np.zeros(n, dtype=np.int8)
-        self._queue: deque[int] = deque()  # READY envs, in the order they came back
-        self._env_infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
-        self._owner = [w for w in self.workers for _ in range(w.start, w.stop)]
-        # worker -> its messages in flight, oldest first (a worker answers in order; the
-        # next message waits in its pipe while it steps one: no idle round trip)
-        self._flight: dict[int, deque[_Message]] = {}
-        self._since: dict[int, float] = {}  # when the oldest message became the worker's
-        self._by_fd: dict[int, PipeHandle] = {}
-        self._poller = Poller([], self.spin_us * 1e-6)  # the workers with answers owed
         self._checkers: dict[int, Callable[[Any], Any]] = {}
+        #: the async pool: every piece of its state (see :mod:`.scheduler`)
+        self.pool = PoolScheduler(self.workers, _PipeSite(self))
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
@@ -149,16 +145,14 @@ class SubprocPool(SubprocBackend):
         self._enter("async_reset")
         try:
             self._check_usable("async_reset")
-            self._expect_drained("async_reset")
+            self.pool.expect_drained("async_reset")
+            self._use_hold()
+            self.pool.clear()
             for w in self.workers:
                 w.last_reset = Reset(seeds[w.start : w.stop], options, None)
-            for w in self.workers:
-                self._send(Cmd.RESET, [w], lambda w: w.last_reset)
-                self._in_flight(w, list(range(w.start, w.stop)), "reset")
-            self._state[self._state == LOST] = IDLE
-            self._env_infos.clear()
             self._done[:] = False
             self._ready = True
+            self.pool.start_reset(lambda w: w.last_reset)
         finally:
             self._leave()
 
@@ -169,44 +163,31 @@ class SubprocPool(SubprocBackend):
         Raises:
             ValueError: an env id out of range, repeated, or still in flight / not yet
                 received by :meth:`recv`.
-            InvalidActionError: an action outside the action space.
+            InvalidActionError: not one action per env id, or an action outside the
+                action space.
             ResetNeededError: before any reset, or a finished env with
                 ``autoreset_mode=disabled``.
         """
         self._check_open("send")
         self._expect_idle("send")
-        ids = self._env_ids(env_ids)
-        checker = self._checkers.get(len(ids))
-        if checker is None:
-            checker = self._checkers[len(ids)] = action_checker(self.single_action_space, len(ids))
-        actions = checker(actions)
+        ids = check_env_ids(env_ids, self.num_envs, "send(actions, env_ids")
+        actions = self._check_batch(actions, ids)
         self._check_reset_done_for(ids)
         self._enter("send")
         try:
             self._check_usable("send")
-            busy = [i for i in ids if self._state[i] in (IN_FLIGHT, READY)]
-            if busy:
-                raise ValueError(
-                    f"send() for envs {busy} whose last step is not received yet: call "
-                    "recv() until infos['env_id'] returns them, then send() their actions"
-                )
+            self._use_hold()
             if isinstance(actions, np.ndarray):
                 per_env: Any = actions
             else:
                 per_env = list(iterate(batch_space(self.single_action_space, len(ids)), actions))
-            groups: dict[int, dict[int, Any]] = {}
-            for k, i in enumerate(ids):
-                if self._state[i] == LOST:  # its worker was rebuilt: this step is the loss
-                    self._state[i] = READY
-                    self._queue.append(i)
-                    continue
-                groups.setdefault(self._owner[i].index, {})[i] = per_env[k]
-            for wi, acts in groups.items():
-                self._dispatch(self.workers[wi], acts)
+            self.pool.send(ids, per_env)
         finally:
             self._leave()
 
-    def recv(self, timeout: float | None = None) -> tuple[Any, Any, Any, Any, dict]:
+    def recv(
+        self, timeout: float | None = None, env_ids: Any = None
+    ) -> tuple[Any, Any, Any, Any, dict]:
         """The next ``batch_size`` envs whose step or reset is done, in the order they
         finished: ``(obs, rewards, terminations, truncations, infos)`` with ``batch_size``
         rows and ``infos["env_id"]`` (int32) naming the envs.
@@ -215,37 +196,25 @@ class SubprocPool(SubprocBackend):
             timeout: seconds one worker call may take, counted from its send (None: the
                 vectorizer's ``timeout``); a worker past it is killed
                 (``WorkerTimeoutError``, or rebuilt with ``restart=true``).
+            env_ids: return exactly these envs (sent and not yet returned), in this
+                order, whatever ``batch_size``: a step of a subset is ``send(actions,
+                ids)`` then ``recv(env_ids=ids)``.
 
         Raises:
             NoPendingCallError: fewer than ``batch_size`` envs are in flight or ready, so
                 the call would wait forever.
+            ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
         """
         self._check_open("recv")
         self._expect_idle("recv")
+        limit = check_recv_timeout(timeout)
+        want: int | list[int] = self.batch_size
+        if env_ids is not None:
+            want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
         self._enter("recv")
         try:
             self._check_usable("recv")
-            need = self.batch_size
-            if int(np.count_nonzero(self._state == IN_FLIGHT)) + len(self._queue) < need:
-                raise NoPendingCallError(
-                    f"recv() needs {need} envs (batch_size) in flight, but "
-                    f"{len(self._queue)} are ready and "
-                    f"{int(np.count_nonzero(self._state == IN_FLIGHT))} in flight; send() "
-                    "actions for more envs first (or async_reset())",
-                    "",
-                )
-            limit = self.timeout if timeout is None else timeout
-            if limit == math.inf:
-                limit = None
-            # answers already there, dead workers and workers past their timeout first, even
-            # when the queue holds enough: a hung or dead worker is reported at once
-            for w in self._wait_ready(limit, block=False):
-                self._complete(w, limit)
-            while len(self._queue) < need:
-                for w in self._wait_ready(limit):
-                    self._complete(w, limit)
-            ids = [self._queue.popleft() for _ in range(need)]
-            return self._deliver(ids)
+            return self.pool.recv(want, self.timeout if timeout is None else limit)
         finally:
             self._leave()
 
@@ -259,25 +228,28 @@ class SubprocPool(SubprocBackend):
         self.send(actions, env_ids)
         return self.recv()
 
-    # -- helpers ----------------------------------------------------------------------
-    def _env_ids(self, env_ids: Any) -> list[int]:
-        arr = np.asarray(env_ids)
-        if arr.ndim == 0:
-            arr = arr[None]
-        if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-            raise ValueError(
-                f"send(actions, env_ids): env_ids must be a 1-D array of ints (as "
-                f"infos['env_id']), got {env_ids!r}"
+    def _use_hold(self) -> None:
+        """Hold a Ctrl-C while the pool reads an answer (see :mod:`.scheduler`), from
+        this pool's first async call until it is closed."""
+        if not self._holds and os.getpid() == self._owner_pid:
+            self._holds = HOLD.use()
+
+    # -- argument checks --------------------------------------------------------------
+    def _check_batch(self, actions: Any, ids: list[int]) -> Any:
+        """One action per env id, each in the action space."""
+        n = len(ids)
+        got = _batch_len(actions)
+        if got is not None and got != n:
+            what = f"{got} actions" if got >= 0 else "a single action (no batch axis)"
+            raise InvalidActionError(
+                f"send(actions, env_ids): {what} for {n} env_ids {show_ids(ids)}; pass one "
+                "action per env id, e.g. np.stack([envs.single_action_space.sample() for _ "
+                "in env_ids])"
             )
-        ids = [int(i) for i in arr]
-        bad = [i for i in ids if not 0 <= i < self.num_envs]
-        if bad or not ids or len(set(ids)) != len(ids):
-            why = f"ids {bad} out of range" if bad else "no id" if not ids else "a repeated id"
-            raise ValueError(
-                f"send(actions, env_ids={ids}): {why}; pass each env id in "
-                f"[0, {self.num_envs}) at most once"
-            )
-        return ids
+        checker = self._checkers.get(n)
+        if checker is None:
+            checker = self._checkers[n] = action_checker(self.single_action_space, n)
+        return checker(actions)
 
     def _check_reset_done_for(self, ids: list[int]) -> None:
         if not self._ready:
@@ -285,7 +257,7 @@ class SubprocPool(SubprocBackend):
                 "send() before any reset: call envs.async_reset(seed=...) (or envs.reset()) first"
             )
         if self.autoreset_mode is AutoresetMode.DISABLED:
-            done = [i for i in ids if self._done[i] and self._state[i] != LOST]
+            done = [i for i in ids if self._done[i] and not self.pool.is_lost(i)]
             if done:
                 raise ResetNeededError(
                     f"envs {done} finished an episode and autoreset_mode is 'disabled': "
@@ -293,189 +265,22 @@ class SubprocPool(SubprocBackend):
                     "in flight, before sending them actions"
                 )
 
-    def _expect_drained(self, what: str) -> None:
-        flight = np.flatnonzero(self._state == IN_FLIGHT).tolist()
-        ready = list(self._queue)
-        if flight or ready:
-            raise AlreadyPendingError(
-                f"{what}() while the pool has envs in flight {flight} and received-but-not-"
-                f"returned {ready}: call recv() until they are returned first",
-                "step",
-            )
-
-    def _in_flight(self, w: PipeHandle, envs: list[int], kind: str) -> None:
-        flight = self._flight.get(w.index)
-        now = time.monotonic()
-        if flight is None:
-            flight = self._flight[w.index] = deque()
-            self._since[w.index] = now
-            fd = w.fileno()
-            self._by_fd[fd] = w
-            self._poller.register(fd)
-        flight.append(_Message(w.seq, envs, kind))
-        self._state[envs] = IN_FLIGHT
-
-    def _dispatch(self, w: PipeHandle, acts: dict[int, Any]) -> None:
-        """Send ``acts`` to ``w`` as one message now, also while it is busy: its pipe
-        holds the message, and the worker starts it as soon as it has answered the one
-        before (no round trip through this process in between). Splitting a worker's
-        envs into two messages (double buffering) was measured: 10% more CPU per Pong
-        step and no gain on 2 busy cores, so a send is one message per worker."""
-        envs = sorted(acts)
-        local = [i - w.start for i in envs]
-        rows = [acts[i] for i in envs]
-        plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
-        payload = (local, np.stack(rows) if plain else rows)
-        self._send(Cmd.STEP_ENVS, [w], lambda _: payload)
-        self._in_flight(w, envs, "step")
-
-    def _unregister(self, w: PipeHandle) -> None:
-        for fd, other in list(self._by_fd.items()):
-            if other is w:
-                del self._by_fd[fd]
-                self._poller.unregister(fd)
-
-    def _wait_ready(self, limit: float | None, block: bool = True) -> list[PipeHandle]:
-        """Workers whose answer (or EOF) is ready, and those past their timeout (their
-        receive then times out). Blocking: waits by the one policy (:class:`~.wakeup.Poller`:
-        nap and spin while that pays) until one is ready or the earliest worker deadline
-        passes."""
-        poller = self._poller
-        ready = poller.ready(0)
-        while not ready:
-            if limit is None:
-                if not block:
-                    return []
-                ready = poller.wait(None)
-                continue
-            first = min(self._flight, key=self._since.__getitem__, default=None)
-            if first is None:
-                return []
-            left = self._since[first] + limit - time.monotonic()
-            if left <= 0:
-                return [self.workers[first]]
-            if not block:
-                return []
-            ready = poller.wait(left)
-        return [self._by_fd[fd] for fd, _ in ready]
-
-    def _complete(self, w: PipeHandle, limit: float | None) -> None:
-        """Read ``w``'s answer to its oldest message: those envs become READY (infos and
-        pickled observations kept)."""
-        msg = self._flight[w.index][0]
-        w.seq = msg.seq  # (a later send moved it on; answers come in order)
-        since = self._since[w.index]
-        deadline = None if limit is None else since + limit
-        try:
-            try:
-                result = self._wait(w, deadline, msg.kind, limit or 0.0)
-            except WorkerError as failure:
-                self._unregister(w)
-                if not (self.restart and not self._broken):
-                    self._broken = failure
-                    raise
-                self._restart_in_pool(w, failure, msg.kind)
-                return
-        except BaseException as exc:
-            if not isinstance(exc, WorkerError):  # Ctrl-C in the middle of a message
-                w.suspect = True
-                self._broken = RuntimeError(
-                    f"{msg.kind} was interrupted ({type(exc).__name__}) while reading worker "
-                    f"{w.index}"
-                )
-            raise
-        flight = self._flight[w.index]
-        flight.popleft()
-        if flight:
-            self._since[w.index] = time.monotonic()
-        else:
-            self._unregister(w)
-            del self._flight[w.index]
-        self._accept(w, msg.envs, result)
-
-    def _accept(self, w: PipeHandle, envs: list[int], result: Any) -> None:
-        calls, obs = result
-        for i in envs:
-            self._state[i] = READY
-            self._queue.append(i)
-            self._env_infos.pop(i, None)
-        for local, info in calls:
-            self._env_infos.setdefault(w.start + local, []).append(info)
-        if obs is not None:
-            for i in envs:
-                self._env_obs[i] = obs[i - w.start]
-
-    def _restart_in_pool(self, w: PipeHandle, failure: WorkerError, kind: str) -> None:
-        """Rebuild ``w`` (see :meth:`~.remote.RemoteVecEnv._restart`): its envs in flight,
-        queued or ready-but-not-returned get the truncated (or redone reset) result now;
-        the others keep theirs until their next :meth:`send`."""
-        self._count_restart(w, failure)
-        warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=4)
-        mine = list(range(w.start, w.stop))
-        now = [i for i in mine if self._state[i] in (IN_FLIGHT, READY)]
-        # an env whose result was not returned yet: its episode ends truncated there
-        done = [bool(self._done[i]) and self._state[i] != READY for i in mine]
-        result = self._restart(w, kind, done)
-        self._flight.pop(w.index, None)
-        calls, obs = result
-        for i in mine:
-            self._env_infos.pop(i, None)
-        for local, info in calls:
-            self._env_infos.setdefault(w.start + local, []).append(info)
-        if obs is not None:
-            for i in mine:
-                self._env_obs[i] = obs[i - w.start]
-        for i in mine:
-            if i in now:
-                if self._state[i] != READY:
-                    self._queue.append(i)
-                self._state[i] = READY
-            else:
-                self._state[i] = LOST
-
-    def _deliver(self, ids: list[int]) -> tuple[Any, Any, Any, Any, dict]:
-        b = self._buffers
-        assert b is not None
-        idx = np.asarray(ids, dtype=np.intp)
-        if self._shm_obs:
-            obs = _take(b.obs, idx)
-        else:
-            out = create_empty_array(self.single_observation_space, n=len(ids))
-            obs = self._batch_obs([self._env_obs[i] for i in ids], out)
-        rewards, terms, truncs = b.rewards[idx], b.terminations[idx], b.truncations[idx]
-        infos: dict = {}
-        for k, i in enumerate(ids):
-            for info in self._env_infos.pop(i, ()):
-                infos = _compat.add_info(infos, info, k, len(ids))
-        infos["env_id"] = idx.astype(np.int32)
-        self._state[idx] = IDLE
-        self._done[idx] = terms | truncs
-        return obs, rewards, terms, truncs, infos
-
-    def _settle(self, workers: Sequence[PipeHandle]) -> None:
-        """Wait for every answer ``workers`` owe (their envs become READY), so that a
-        call can use their pipes."""
-        for w in workers:
-            while w.index in self._flight:
-                self._complete(w, self.timeout)
-
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._enter("reset_async")
         try:
-            self._expect_drained("reset")
+            self.pool.expect_drained("reset")
         finally:
             self._leave()
-        for i in range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist():
-            self._state[i] = IDLE  # (a LOST result is superseded by the reset)
-            self._env_infos.pop(i, None)
+        # (a lost result is superseded by the reset)
+        self.pool.forget(range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist())
         super()._start_reset(seeds, options, mask)
 
     def _start_step(self, actions: Any) -> None:
         self._enter("step_async")
         try:
-            self._expect_drained("step")
-            lost = np.flatnonzero(self._state == LOST).tolist()
+            self.pool.expect_drained("step")
+            lost = self.pool.lost()
             if lost:
                 raise AlreadyPendingError(
                     f"step() while envs {lost} of a rebuilt worker still have a result to "
@@ -491,8 +296,96 @@ class SubprocPool(SubprocBackend):
     ) -> list[Any]:
         # call / get_attr / set_attr / render: first let the workers concerned finish
         # their steps (their envs then wait in recv()'s queue)
-        self._settle([w for w in self.workers if any(w.start <= i < w.stop for i in indices)])
+        self.pool.settle(
+            [w for w in self.workers if any(w.start <= i < w.stop for i in indices)],
+            self.timeout,
+        )
         return super()._per_index(cmd, indices, record)
+
+    def _do_close(self, timeout: float | None, terminate: bool) -> None:
+        try:
+            super()._do_close(timeout, terminate)
+        finally:
+            if self._holds and os.getpid() == self._owner_pid:
+                self._holds = False
+                HOLD.unuse()
+
+
+class _PipeSite(RemoteSite):
+    """The scheduler's view of a :class:`SubprocPool` (see :class:`~.scheduler.PoolBackend`):
+    a message's ticket is its pipe sequence number; a worker has an answer when its pipe
+    is readable (one :class:`~.wakeup.Poller` over the pipes of the workers that owe
+    answers); an answer's rows are the shared-memory rows, or its pickled observations
+    kept per env."""
+
+    def __init__(self, env: SubprocPool) -> None:
+        super().__init__(env)
+        self.pool_env = env
+        self._by_fd: dict[int, WorkerHandle] = {}
+        self._poller = Poller([], env.spin_us * 1e-6)
+
+    def post(self, handle: WorkerHandle, cmd: str, data: Any) -> int:
+        self.env._send(cmd, [handle], lambda _: data)
+        return _pipe(handle).seq
+
+    def answer(
+        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
+    ) -> Any:
+        _pipe(handle).seq = ticket  # (a later post moved it on; a worker answers in order)
+        return self.env._wait(handle, deadline, call, budget)
+
+    def watch(self, handle: WorkerHandle) -> None:
+        fd = _pipe(handle).fileno()
+        self._by_fd[fd] = handle
+        self._poller.register(fd)
+
+    def unwatch(self, handle: WorkerHandle) -> None:
+        for fd, other in list(self._by_fd.items()):
+            if other is handle:
+                del self._by_fd[fd]
+                self._poller.unregister(fd)
+
+    def ready(self, timeout: float | None) -> list[WorkerHandle]:
+        poller = self._poller
+        events = poller.ready(0) if timeout == 0 else poller.wait(timeout)
+        by_fd = self._by_fd
+        return [by_fd[fd] for fd, _ in events]
+
+    def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
+        calls, obs = answer  # a StepResult: observations pickled unless in shared memory
+        if obs is not None:
+            per_env, start = self.pool_env._env_obs, handle.start
+            for i in envs:
+                per_env[i] = obs[i - start]
+        return calls
+
+    def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        env = self.pool_env
+        b = env._buffers
+        assert b is not None
+        if env._shm_obs:
+            obs = _take(b.obs, ids)
+        else:
+            out = create_empty_array(env.single_observation_space, n=len(ids))
+            obs = env._batch_obs([env._env_obs[i] for i in ids], out)
+        return obs, b.rewards[ids], b.terminations[ids], b.truncations[ids]
+
+
+def _pipe(handle: WorkerHandle) -> PipeHandle:
+    assert isinstance(handle, PipeHandle)
+    return handle
+
+
+def _batch_len(actions: Any) -> int | None:
+    """The length of an action batch's first axis (-1: a scalar; None: not an array or
+    a list, left to the space check)."""
+    if isinstance(actions, np.ndarray):
+        return -1 if actions.ndim == 0 else actions.shape[0]
+    if isinstance(actions, list):
+        return len(actions)
+    if isinstance(actions, int | float | np.generic) and not isinstance(actions, bool):
+        return -1
+    return None
 
 
 def _take(tree: Any, idx: np.ndarray) -> Any:

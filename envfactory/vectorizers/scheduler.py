@@ -1,0 +1,591 @@
+"""The async pool's scheduler: envpool-style ``send``/``recv`` over a backend's worker handles.
+
+:class:`PoolScheduler` owns every piece of the pool's state: each env's state (idle, in
+flight, ready, lost with a rebuilt worker), the queue of ready envs in the order they came
+back, their infos, each worker's messages in flight (oldest first: a worker answers in
+order, and a message sent to a busy worker waits in its channel, so it starts the moment
+the worker is free) and when its oldest one was sent (the timeout counts from there). It
+talks to the workers only through :class:`~.handle.WorkerHandle`'s public API and to the
+backend through :class:`PoolBackend`, a small interface: how a message is posted and its
+answer read, which workers have an answer, where an answer's rows (observations, rewards,
+flags) are kept and read back, and the failure policy. ``subproc``'s pool
+(:class:`~.pool.SubprocPool`) implements it over pipes and the shared-memory rows; a pool
+of another backend (Ray actors, threads) would implement the same nine methods over its
+handles and reuse this scheduler unchanged.
+
+Ctrl-C: the first Ctrl-C (SIGINT in the main thread) that arrives while the scheduler reads
+an answer and records it, or sends a message, is held until that is done and raised then,
+so no answer is lost half-read and the pool stays usable: the next ``recv()`` returns what
+is ready. A Ctrl-C while ``recv`` waits is raised at once (nothing is being read). One that
+arrives while ``recv`` hands its batch over is raised after the batch is built, and the
+next ``recv`` returns that batch. A second Ctrl-C while one is held interrupts at once
+(a stopped worker that never finishes its answer cannot hold the caller); the pool is then
+unusable if it cut a message part-way (:class:`~envfactory.errors.VecEnvBrokenError`).
+The hold is a SIGINT handler installed while a pool is in async use; it passes every
+other SIGINT to the handler it replaced.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+import warnings
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _compat
+from ..errors import AlreadyPendingError, NoPendingCallError, WorkerError
+from .handle import WorkerHandle
+from .protocol import Cmd
+from .remote import RemoteVecEnv
+from .runner import InfoCalls
+
+__all__ = [
+    "IDLE",
+    "IN_FLIGHT",
+    "LOST",
+    "READY",
+    "PoolBackend",
+    "PoolScheduler",
+    "RemoteSite",
+    "check_env_ids",
+    "check_recv_timeout",
+    "show_ids",
+]
+
+IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
+
+Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
+
+
+class PoolBackend(ABC):
+    """What a backend gives a :class:`PoolScheduler` (a pool VecEnv implements it)."""
+
+    # -- messages ---------------------------------------------------------------------
+    @abstractmethod
+    def post(self, handle: WorkerHandle, cmd: str, data: Any) -> int:
+        """Send one message to ``handle`` now (also while it is busy) and return its
+        ticket: answers come back in the order of the tickets."""
+
+    @abstractmethod
+    def answer(
+        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
+    ) -> Any:
+        """The answer to message ``ticket``, waiting until ``deadline``. Raises a
+        ``WorkerError`` (a worker past the deadline is killed: ``WorkerTimeoutError``
+        naming ``budget``)."""
+
+    # -- which workers have an answer ---------------------------------------------------
+    @abstractmethod
+    def watch(self, handle: WorkerHandle) -> None:
+        """``handle`` owes answers from now on: :meth:`ready` reports it."""
+
+    @abstractmethod
+    def unwatch(self, handle: WorkerHandle) -> None:
+        """``handle`` owes nothing (or is being rebuilt)."""
+
+    @abstractmethod
+    def ready(self, timeout: float | None) -> list[WorkerHandle]:
+        """The watched handles whose next answer (or end) is there, waiting up to
+        ``timeout`` seconds (0: look only; None: until one is)."""
+
+    # -- rows ---------------------------------------------------------------------------
+    @abstractmethod
+    def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
+        """Keep the rows of ``envs`` (of ``handle``) from ``answer`` until :meth:`rows`
+        reads them; return the answer's info calls (local indices)."""
+
+    @abstractmethod
+    def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order."""
+
+    @abstractmethod
+    def returned(self, ids: list[int], ended: np.ndarray) -> None:
+        """The caller now has these envs' results; ``ended``: their episode ended."""
+
+    # -- faults -------------------------------------------------------------------------
+    @abstractmethod
+    def recover(
+        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
+    ) -> Any:
+        """Apply the failure policy to ``handle``'s ``failure`` during ``call``: rebuild
+        it and return the answer of its envs' lost episodes (``superseded``: envs whose
+        result the caller has not seen; it is replaced), or mark the env unusable and
+        raise ``failure``."""
+
+    @abstractmethod
+    def interrupted(self, reason: BaseException) -> None:
+        """An interrupt cut a message part-way: mark the env unusable with ``reason``."""
+
+
+class RemoteSite(PoolBackend):
+    """The :class:`PoolBackend` half every :class:`~.remote.RemoteVecEnv` shares: messages
+    by its ``_send``/``_wait`` (one answer per message, in order: a handle whose
+    ``recv`` waits for a specific message overrides :meth:`post`/:meth:`answer`), the
+    episode-ended flags and the failure policy (``restart`` with its budget, else the
+    broken state). A backend's pool adds readiness and rows."""
+
+    def __init__(self, env: RemoteVecEnv) -> None:
+        self.env = env
+        self._tickets = 0
+
+    def post(self, handle: WorkerHandle, cmd: str, data: Any) -> int:
+        self.env._send(cmd, [handle], lambda _: data)
+        self._tickets += 1
+        return self._tickets
+
+    def answer(
+        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
+    ) -> Any:
+        return self.env._wait(handle, deadline, call, budget)
+
+    def returned(self, ids: list[int], ended: np.ndarray) -> None:
+        self.env._done[ids] = ended
+
+    def recover(
+        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
+    ) -> Any:
+        env = self.env
+        if not (env.restart and not env._broken):
+            env._broken = failure
+            raise failure
+        env._count_restart(handle, failure)
+        warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=6)
+        # an env whose result was not returned yet: its episode ends there
+        done = [bool(env._done[i]) and i not in superseded for i in handle.indices]
+        return env._restart(handle, call, done)
+
+    def interrupted(self, reason: BaseException) -> None:
+        self.env._broken = reason
+
+
+@dataclass(frozen=True)
+class _Message:
+    """A message in flight to a worker: its ticket, the envs it carries, its kind."""
+
+    ticket: int
+    envs: list[int]
+    kind: str  # "step" | "reset"
+
+
+class _CtrlC:
+    """The process's SIGINT hold (see the module docstring): ``with HOLD:`` holds the
+    first Ctrl-C of the main thread until the block ends; :meth:`waiting` lets it through
+    at once. Installed by :meth:`use` while a pool is in async use (:meth:`unuse`)."""
+
+    def __init__(self) -> None:
+        self.depth = 0  # nested holds of the main thread
+        self.open = False  # a hold is waiting: let a Ctrl-C through at once
+        self.pending: tuple[int, Any] | None = None
+        self.prev: Any = None  # the handler it replaced
+        self.users = 0
+        self.handler = self._on_sigint  # (one bound method: compared by identity)
+
+    def use(self) -> bool:
+        """Install the hold (main thread; where a Python handler is set); True if it is."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        current = signal.getsignal(signal.SIGINT)
+        if current is not self.handler:
+            if not callable(current):  # ignored or the OS default: nothing to hold
+                return False
+            self.prev = current
+            signal.signal(signal.SIGINT, self.handler)
+        self.users += 1
+        return True
+
+    def unuse(self) -> None:
+        """A pool that :meth:`use` d the hold is closed: the last one puts back the
+        handler it replaced (unless someone replaced the hold meanwhile)."""
+        self.users -= 1
+        if self.users > 0 or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is self.handler:
+            signal.signal(signal.SIGINT, self.prev)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.depth and not self.open and self.pending is None:
+            self.pending = (signum, frame)  # raised when the hold ends
+            return
+        self.pending = None
+        self._forward(signum, frame)
+
+    def _forward(self, signum: int, frame: Any) -> None:
+        prev = self.prev
+        if callable(prev) and prev is not self.handler:
+            prev(signum, frame)  # (the default raises KeyboardInterrupt)
+        else:
+            raise KeyboardInterrupt
+
+    def _raise_pending(self) -> None:
+        if self.pending is not None:
+            signum, frame = self.pending
+            self.pending = None
+            self._forward(signum, frame)
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.depth -= 1
+            if self.depth == 0:
+                self._raise_pending()
+
+    def waiting(
+        self, wait: Callable[[float | None], list[WorkerHandle]], limit: float | None
+    ) -> list[WorkerHandle]:
+        """``wait(limit)`` with Ctrl-C let through (a held one is raised first)."""
+        if self.depth == 0 or threading.current_thread() is not threading.main_thread():
+            return wait(limit)
+        self._raise_pending()
+        self.open = True
+        try:
+            return wait(limit)
+        finally:
+            self.open = False
+
+
+HOLD = _CtrlC()
+
+
+def check_recv_timeout(timeout: Any) -> float | None:
+    """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None); a bad
+    value is a ValueError before anything is waited on."""
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float | np.integer | np.floating)
+        or math.isnan(timeout)
+        or timeout < 0
+    ):
+        raise ValueError(
+            f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
+            "vectorizer.timeout) or a number of seconds >= 0"
+        )
+    return None if timeout == math.inf else float(timeout)
+
+
+def show_ids(ids: Sequence[Any], limit: int = 8) -> str:
+    """``[0, 1, 2]``; a long list cut after ``limit`` entries."""
+    head = ", ".join(str(i) for i in list(ids)[:limit])
+    more = f", ... ({len(ids)} in all)" if len(ids) > limit else ""
+    return f"[{head}{more}]"
+
+
+def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
+    """``env_ids`` (ints, as ``infos["env_id"]``) as a list: each in ``[0, num_envs)``
+    at most once. ``head``: the call as errors name it, ``send(actions, env_ids``."""
+    arr = np.asarray(env_ids)
+    if arr.ndim == 0:
+        arr = arr[None]
+    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(
+            f"{head}): env_ids must be a 1-D array of ints (as infos['env_id']), got {env_ids!r}"
+        )
+    ids = [int(i) for i in arr]
+    bad = [i for i in ids if not 0 <= i < num_envs]
+    if bad or not ids or len(set(ids)) != len(ids):
+        why = (
+            f"ids {show_ids(bad)} out of range" if bad else "no id" if not ids else "a repeated id"
+        )
+        raise ValueError(
+            f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
+        )
+    return ids
+
+
+class PoolScheduler:
+    """The async pool over ``handles`` (each hosting envs ``start:stop``; together
+    ``0:num_envs``) and a :class:`PoolBackend`. A pool VecEnv checks the arguments and
+    calls :meth:`start_reset`, :meth:`send`, :meth:`recv`; its synchronous calls first
+    ask :meth:`expect_drained` (nothing in flight or unreturned), so no state of one
+    mode is seen by the other."""
+
+    def __init__(self, handles: Sequence[WorkerHandle], backend: PoolBackend) -> None:
+        self.handles = list(handles)
+        self.backend = backend
+        self.num_envs = max(h.stop for h in self.handles)
+        self._owner = [h for h in self.handles for _ in range(h.start, h.stop)]
+        self._state = np.zeros(self.num_envs, dtype=np.int8)
+        self._queue: deque[int] = deque()  # READY envs, in the order they came back
+        self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
+        # worker index -> its messages in flight, oldest first
+        self._flight: dict[int, deque[_Message]] = {}
+        self._since: dict[int, float] = {}  # when its oldest message became the oldest
+        self._by_index = {h.index: h for h in self.handles}
+        # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
+        self._stash: tuple[list[int], Batch] | None = None
+
+    # -- state ----------------------------------------------------------------------------
+    def in_flight(self) -> list[int]:
+        return np.flatnonzero(self._state == IN_FLIGHT).tolist()
+
+    def lost(self) -> list[int]:
+        """Envs of a rebuilt worker whose lost episode is reported at their next send."""
+        return np.flatnonzero(self._state == LOST).tolist()
+
+    def is_lost(self, i: int) -> bool:
+        return bool(self._state[i] == LOST)
+
+    def expect_drained(self, what: str) -> None:
+        """Raise AlreadyPendingError if an env is in flight or ready but not returned."""
+        flight, ready = self.in_flight(), list(self._queue)
+        if flight or ready:
+            raise AlreadyPendingError(
+                f"{what}() while the pool has envs in flight {flight} and received-but-not-"
+                f"returned {ready}: call recv() until they are returned first",
+                "step",
+            )
+
+    def clear(self) -> None:
+        """A clean start for :meth:`start_reset` (drained: nothing in flight or queued)."""
+        self._state[:] = IDLE
+        self._infos.clear()
+        self._stash = None
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """A synchronous reset of ``ids`` supersedes their lost results."""
+        for i in ids:
+            self._state[i] = IDLE
+            self._infos.pop(i, None)
+
+    # -- calls ----------------------------------------------------------------------------
+    def start_reset(self, data_of: Callable[[WorkerHandle], Any]) -> None:
+        """Send every worker its reset (``data_of(handle)``); every env is in flight."""
+        with HOLD:
+            for h in self.handles:
+                ticket = self.backend.post(h, Cmd.RESET, data_of(h))
+                self._sent(h, ticket, h.indices, "reset")
+
+    def send(self, ids: list[int], actions: Sequence[Any]) -> None:
+        """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker.
+
+        Raises:
+            ValueError: an env is still in flight or not returned by :meth:`recv`.
+        """
+        state = self._state
+        busy = [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
+        if busy:
+            raise ValueError(
+                f"send() for envs {show_ids(busy)} whose last step is not received yet: call "
+                "recv() until infos['env_id'] returns them, then send() their actions"
+            )
+        groups: dict[int, dict[int, Any]] = {}
+        owner = self._owner
+        with HOLD:
+            for k, i in enumerate(ids):
+                if state[i] == LOST:  # its worker was rebuilt: this step is the loss
+                    state[i] = READY
+                    self._queue.append(i)
+                    continue
+                groups.setdefault(owner[i].index, {})[i] = actions[k]
+            for index, acts in groups.items():
+                self._dispatch(self._by_index[index], acts)
+
+    def recv(self, want: int | list[int], limit: float | None) -> Batch:
+        """The next ``want`` ready envs in the order they finished, or (a list) exactly
+        those envs in that order, each worker call within ``limit`` seconds of its send.
+
+        Raises:
+            NoPendingCallError: fewer than ``want`` envs are in flight or ready.
+            ValueError: an env of the list is neither in flight nor ready.
+        """
+        if self._stash is not None:
+            ids, batch = self._stash
+            if not isinstance(want, list) or want == ids:
+                return self._hand_over(ids, batch, False)
+            self._stash = None  # (its envs are still READY in the queue)
+        state = self._state
+        if isinstance(want, list):
+            idle = [i for i in want if state[i] != IN_FLIGHT and state[i] != READY]
+            if idle:
+                raise ValueError(
+                    f"recv(env_ids={show_ids(want)}): envs {show_ids(idle)} are not in flight; "
+                    "send() them first (recv(env_ids=...) returns exactly envs sent)"
+                )
+            need = len(want)
+        else:
+            need = want
+            flight = int(np.count_nonzero(state == IN_FLIGHT))
+            if flight + len(self._queue) < need:
+                raise NoPendingCallError(
+                    f"recv() needs {need} envs (batch_size) in flight, but {len(self._queue)} "
+                    f"are ready and {flight} in flight; send() actions for more envs first "
+                    "(or async_reset())",
+                    "",
+                )
+        with HOLD:
+            # answers already there, dead workers and workers past their timeout first,
+            # even when the queue holds enough: a hung or dead worker is reported at once
+            for h in self._due(limit, block=False):
+                self._complete(h, limit)
+            while not self._enough(want):
+                for h in HOLD.waiting(self._due, limit):
+                    self._complete(h, limit)
+            head = not isinstance(want, list)
+            ids = [self._queue[k] for k in range(need)] if head else want  # type: ignore[assignment]
+            batch = self._build(ids)
+            self._stash = (ids, batch)
+        return self._hand_over(ids, batch, head)
+
+    def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
+        """Wait for every answer ``handles`` owe (their envs become ready, queued for
+        :meth:`recv`), so that a call can use their channels."""
+        with HOLD:
+            for h in handles:
+                while h.index in self._flight:
+                    self._complete(h, limit)
+
+    # -- helpers --------------------------------------------------------------------------
+    def _enough(self, want: int | list[int]) -> bool:
+        if isinstance(want, list):
+            state = self._state
+            return all(state[i] == READY for i in want)
+        return len(self._queue) >= want
+
+    def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
+        flight = self._flight.get(h.index)
+        if flight is None:
+            flight = self._flight[h.index] = deque()
+            self._since[h.index] = time.monotonic()
+            self.backend.watch(h)
+        flight.append(_Message(ticket, envs, kind))
+        self._state[envs] = IN_FLIGHT
+
+    def _dispatch(self, h: WorkerHandle, acts: dict[int, Any]) -> None:
+        """Send ``acts`` to ``h`` as one message now, also while it is busy: the message
+        waits for it, and it starts as soon as it has answered the one before (no round
+        trip through this process in between). Splitting a worker's envs into two
+        messages (double buffering) was measured: 10% more CPU per Pong step and no gain
+        on 2 busy cores, so a send is one message per worker."""
+        envs = sorted(acts)
+        start = h.start
+        local = [i - start for i in envs]
+        rows = [acts[i] for i in envs]
+        plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
+        ticket = self.backend.post(h, Cmd.STEP_ENVS, (local, np.stack(rows) if plain else rows))
+        self._sent(h, ticket, envs, "step")
+
+    def _due(self, limit: float | None, block: bool = True) -> list[WorkerHandle]:
+        """Workers whose answer (or end) is there, and those past their timeout (reading
+        them then times out). Blocking: until one is, or the earliest deadline passes."""
+        ready = self.backend.ready(0)
+        while not ready:
+            if limit is None:
+                if not block:
+                    return []
+                ready = self.backend.ready(None)
+                continue
+            first = min(self._flight, key=self._since.__getitem__, default=None)
+            if first is None:
+                return []
+            left = self._since[first] + limit - time.monotonic()
+            if left <= 0:
+                return [self._by_index[first]]
+            if not block:
+                return []
+            ready = self.backend.ready(left)
+        return ready
+
+    def _complete(self, h: WorkerHandle, limit: float | None) -> None:
+        """Read ``h``'s answer to its oldest message: those envs become READY."""
+        msg = self._flight[h.index][0]
+        deadline = None if limit is None else self._since[h.index] + limit
+        try:
+            try:
+                answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
+            except WorkerError as failure:
+                self.backend.unwatch(h)
+                self._recover(h, failure, msg.kind)
+                return
+            flight = self._flight[h.index]
+            flight.popleft()
+            if flight:
+                self._since[h.index] = time.monotonic()
+            else:
+                self.backend.unwatch(h)
+                del self._flight[h.index]
+            self._accept(h, msg.envs, answer)
+        except BaseException as exc:
+            if not isinstance(exc, WorkerError):  # a second Ctrl-C part-way through
+                h.suspect = True
+                self.backend.interrupted(
+                    RuntimeError(
+                        f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
+                    )
+                )
+            raise
+
+    def _accept(self, h: WorkerHandle, envs: list[int], answer: Any) -> None:
+        calls = self.backend.keep(h, envs, answer)
+        state, queue, infos = self._state, self._queue, self._infos
+        for i in envs:
+            state[i] = READY
+            queue.append(i)
+            infos.pop(i, None)
+        for local, info in calls:
+            infos.setdefault(h.start + local, []).append(info)
+
+    def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
+        """``h`` failed: with the backend's restart, its envs in flight or ready but not
+        returned get the lost-episode result now; the others keep it until their next
+        :meth:`send` (LOST)."""
+        mine = h.indices
+        state = self._state
+        now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
+        superseded = [i for i in mine if state[i] == READY]
+        answer = self.backend.recover(h, failure, kind, superseded)
+        self._flight.pop(h.index, None)
+        if self._stash is not None and set(self._stash[0]) & set(mine):
+            self._stash = None  # superseded: its envs are READY again, with this result
+        for i in mine:
+            self._infos.pop(i, None)
+        for local, info in self.backend.keep(h, mine, answer):
+            self._infos.setdefault(h.start + local, []).append(info)
+        for i in mine:
+            if i in now:
+                if state[i] != READY:
+                    self._queue.append(i)
+                state[i] = READY
+            else:
+                state[i] = LOST
+
+    def _build(self, ids: list[int]) -> Batch:
+        """The batch of ``ids`` (nothing changes: :meth:`_hand_over` does that)."""
+        idx = np.asarray(ids, dtype=np.intp)
+        obs, rewards, terms, truncs = self.backend.rows(idx)
+        infos: dict = {}
+        n = len(ids)
+        for k, i in enumerate(ids):
+            for info in self._infos.get(i, ()):
+                infos = _compat.add_info(infos, info, k, n)
+        infos["env_id"] = idx.astype(np.int32)
+        return obs, rewards, terms, truncs, infos
+
+    def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
+        """``batch`` goes to the caller: its envs leave the queue (``head``: they are its
+        head) and become IDLE. Every step can be redone: an interrupt here leaves the
+        stash for the next recv, which hands it over again (``head`` False)."""
+        queue, infos = self._queue, self._infos
+        if head:
+            for _ in ids:
+                queue.popleft()
+        else:
+            taken = set(ids)
+            self._queue = deque(i for i in queue if i not in taken)
+        for i in ids:
+            infos.pop(i, None)
+        self._state[ids] = IDLE
+        self.backend.returned(ids, batch[2] | batch[3])
+        self._stash = None
+        return batch
