@@ -13,6 +13,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
     python benchmarks/bench.py --load           # CartPole idle / one busy core / oversubscribed
     python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS
+    python benchmarks/bench.py --train          # a CleanRL-style PPO loop (torch), 8 envs
     python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
@@ -26,7 +27,6 @@ times (2 x cores busy processes beside the vec env's own).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import os
@@ -35,12 +35,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 import envfactory
+from envfactory.cli.measure import busy, load_line, measure, measure_pool
 from envfactory.factory import env_thunks
 
 WORKLOADS = {
@@ -138,44 +139,6 @@ def raw_limit(workload: str, n: int, seconds: float) -> float:
     return total
 
 
-def rss_tree_mb() -> float:
-    try:
-        import psutil
-    except ImportError:
-        return float("nan")
-    me = psutil.Process()
-    total = me.memory_info().rss
-    for child in me.children(recursive=True):
-        try:
-            total += child.memory_info().rss
-        except psutil.Error:
-            pass
-    return total / 2**20
-
-
-def measure(make: Callable[[], gym.vector.VectorEnv], seconds: float) -> tuple[float, float]:
-    envs = make()
-    try:
-        envs.reset(seed=0)
-        envs.action_space.seed(0)
-        bank = [envs.action_space.sample() for _ in range(64)]
-        for a in bank[:8]:  # warm-up
-            envs.step(a)
-        steps, t0 = 0, time.perf_counter()
-        while True:
-            for a in bank:
-                envs.step(a)
-            steps += len(bank)
-            elapsed = time.perf_counter() - t0
-            if elapsed >= seconds:
-                break
-        mem = rss_tree_mb()
-        return steps * envs.num_envs / elapsed, mem
-    finally:
-        envs.close()
-        gc.collect()
-
-
 def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
     out: dict[str, list[float]] = {}
     fns = thunks(workload, n)
@@ -205,31 +168,6 @@ def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
 
 # -- the async pool (vectorizer.batch_size) ---------------------------------------------
 POOL_CASES = {"Pong": (8, 4), "CartPole": (16, 8)}  # workload: (num_envs, batch_size)
-
-
-def measure_pool(make: Callable[[], Any], seconds: float) -> float:
-    """Steps/s of an envpool-style loop: ``recv`` a batch, ``send`` its actions."""
-    envs = make()
-    try:
-        envs.async_reset(seed=0)
-        bs = envs.batch_size
-        envs.single_action_space.seed(0)
-        space = gym.vector.utils.batch_space(envs.single_action_space, bs)
-        space.seed(0)
-        bank = [space.sample() for _ in range(64)]
-        for a in bank[:8]:  # warm-up
-            envs.send(a, envs.recv()[4]["env_id"])
-        steps, t0 = 0, time.perf_counter()
-        while True:
-            for a in bank:
-                envs.send(a, envs.recv()[4]["env_id"])
-            steps += len(bank) * bs
-            elapsed = time.perf_counter() - t0
-            if elapsed >= seconds:
-                return steps / elapsed
-    finally:
-        envs.close()
-        gc.collect()
 
 
 def pool_variants(workload: str) -> dict[str, Callable[[], float]]:
@@ -270,7 +208,7 @@ def pool_main(workloads: list[str], rounds: int, seconds: float) -> str:
                 samples.setdefault((wl, name), []).append(sps)
                 print(f"round {r + 1}/{rounds} {wl:8s} {name:32s} {sps:10.0f} steps/s",
                       file=sys.stderr, flush=True)  # fmt: skip
-    lines = [f"\n**Async pool** (steps/s, median of {rounds} rounds; load {_load()})\n"]
+    lines = [f"\n**Async pool** (steps/s, median of {rounds} rounds; load {load_line()})\n"]
     for wl in workloads:
         n = POOL_CASES[wl][0]
         names = [name for (w, name) in samples if w == wl]
@@ -334,7 +272,7 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
     med = {k: statistics.median(v) for k, v in samples.items()}
     lines = [
         f"\n**Ray vectorizer** (steps/s summed over envs, median of {rounds} rounds; load "
-        f"{_load()}); ratios in the same run\n",
+        f"{load_line()}); ratios in the same run\n",
         "| workload | envs | subproc | subproc-atari | ray | ray / subproc | ray / subproc-atari "
         "| ray start (s) |",
         "|---|---|---|---|---|---|---|---|",
@@ -349,13 +287,6 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
                      f"{statistics.median(starts[(wl, n)]):.1f}"]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _load() -> str:
-    try:
-        return ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cpus"
-    except OSError:
-        return "unknown"
 
 
 # -- peers: PufferLib's Multiprocessing backend, envpool --------------------------------
@@ -479,19 +410,6 @@ def peer_available() -> dict[str, str]:
 LOADS = {"idle": 0, "one busy core": 1, "oversubscribed 3x": 2 * (os.cpu_count() or 1)}
 
 
-@contextlib.contextmanager
-def busy(processes: int) -> Iterator[None]:
-    """``processes`` CPU-bound processes (a stand-in for a learner) while the block runs."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        time.sleep(0.2 if procs else 0)
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-
-
 def load_variants(n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
     """The CartPole variants the load table compares."""
     allv = variants("CartPole", n)
@@ -573,6 +491,79 @@ def render_peers(results: list[dict], missing: dict[str, str]) -> str:
     for name, why in missing.items():
         lines.append(f"\n{name} not measured: {why}")
     return "\n".join(lines)
+
+
+# -- the training loop (--train; the loop itself is benchmarks/train.py) --------------
+#: the training table's medians: (workload, variant) -> (steps/s, share of time in the env)
+TRAIN_MEDIANS: dict[tuple[str, str], tuple[float, float]] = {}
+
+
+def train_variants(workload: str, n: int) -> dict[str, Callable[[], Any]]:
+    """Each makes a ``_Env`` (synchronous loop) or a pool (``async_loop``)."""
+    from importlib.util import find_spec
+
+    from train import gym_env, sb3_env
+
+    fns = thunks(workload, n)
+    base = [*WORKLOADS[workload], f"num_envs={n}"]
+
+    def ef(vec: str, *opts: str) -> Callable[[], Any]:
+        over = [*base, f"vectorizer={vec}", *opts]
+        return lambda: gym_env(envfactory.make_vec(overrides=over))
+
+    out: dict[str, Callable[[], Any]] = {"dummy": ef("dummy"), "subproc": ef("subproc")}
+    pool_vec = "subproc"
+    if workload == "Pong":
+        out["subproc-atari"] = ef("subproc-atari")
+        pool_vec = "subproc-atari"
+    if n >= 2:
+        over = [*base, f"vectorizer={pool_vec}", f"vectorizer.batch_size={n // 2}"]
+        out[f"{pool_vec} pool (batch {n // 2}, async loop)"] = lambda: envfactory.make_vec(
+            overrides=over
+        )
+    out["gym-sync"] = lambda: gym_env(gym.vector.SyncVectorEnv(fns))
+    out["gym-async"] = lambda: gym_env(gym.vector.AsyncVectorEnv(fns, shared_memory=True))
+    if find_spec("stable_baselines3") is not None:
+        out["sb3-subproc"] = lambda: sb3_env(fns)
+    return out
+
+
+def train_main(workloads: list[str], n: int, rounds: int, seconds: float) -> tuple[str, dict]:
+    """``--train`` (the loop: benchmarks/train.py): every variant once per round,
+    interleaved; medians and ratios. Returns the table and the medians,
+    ``{(workload, variant): (steps/s, share of time in the env)}``."""
+    import torch
+    from train import MODELS, STEPS_PER_UPDATE, measure_train
+
+    torch.set_num_threads(1)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(rounds):
+        for wl in workloads:
+            secs = seconds * (3 if wl == "Pong" else 1)
+            for name, make in train_variants(wl, n).items():
+                sps, share = measure_train(wl, make, secs)
+                samples.setdefault((wl, name), []).append((sps, share))
+                print(f"round {r + 1}/{rounds} train {wl:8s} n={n:<2d} {name:36s} {sps:9.0f} "
+                      f"steps/s, {share:4.0%} in env", file=sys.stderr, flush=True)  # fmt: skip
+    med = {
+        k: (statistics.median(s for s, _ in v), statistics.median(e for _, e in v))
+        for k, v in samples.items()
+    }
+    lines = [
+        f"\n**Training loop** (CleanRL-style PPO: a policy forward every step, an update "
+        f"every {STEPS_PER_UPDATE} steps, torch on 1 thread; {n} envs; end-to-end env "
+        f"steps/s, median of {rounds} rounds; load {load_line()}); ratios in the same run\n",
+        "| workload | variant | steps/s | time in env | / dummy | / gym-async |",
+        "|---|---|---|---|---|---|",
+    ]
+    for wl in workloads:
+        dummy, ga = med[(wl, "dummy")][0], med[(wl, "gym-async")][0]
+        for (w, name), (sps, share) in med.items():
+            if w == wl:
+                lines.append(f"| {wl} ({MODELS[wl]}) | {name} | {sps:,.0f} | {share:.0%} | "
+                             f"{sps / dummy:.2f}x | {sps / ga:.2f}x |")  # fmt: skip
+    TRAIN_MEDIANS.update(med)
+    return "\n".join(lines) + "\n", med
 
 
 # -- start-up and memory in a fresh process (torch installed or not) ---------------------
@@ -664,6 +655,11 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
         )
         rows.append((f"CartPole {n} envs, oversubscribed 3x: slowest subproc variant "
                      f"({lowest[1]}) / gym-async", lowest[0], ">=", 1.0))  # fmt: skip
+    train = {k: v[0] for k, v in TRAIN_MEDIANS.items()}
+    add("training loop, CartPole: subproc / dummy", train.get(("CartPole", "subproc")),
+        train.get(("CartPole", "dummy")), ">=", 0.95)  # fmt: skip
+    add("training loop, CartPole: subproc / gym-async", train.get(("CartPole", "subproc")),
+        train.get(("CartPole", "gym-async")), ">=", 2.0)  # fmt: skip
     if startup_mem:
         ef, ga = startup_mem["envfactory"], startup_mem["gym-async/forkserver"]
         rows.append(("start-up with torch: envfactory / gym-async (forkserver)",
@@ -719,6 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-sizes", type=int, nargs="*", default=None)
     p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
     p.add_argument("--startup", action="store_true", help="only start-up and memory")
+    p.add_argument("--train", action="store_true", help="only the training loop (PPO, torch)")
     p.add_argument(
         "--plot",
         default=None,
@@ -733,6 +730,17 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--plot-from needs --plot PATH")
         with open(args.plot_from) as f:
             plot_results(json.load(f)["results"], args.plot)
+        return 0
+    if args.train:
+        from train import torch_missing
+
+        why = torch_missing()
+        if why:
+            print(f"--train: {why}")
+            return 0
+        n = (args.sizes or [8])[0]
+        table, _ = train_main(args.workloads, n, args.rounds or 2, args.seconds or 4.0)
+        print(table + render_targets([], [], {}))
         return 0
     if args.startup:
         print(render_startup(startup_memory(args.rounds or 3)))

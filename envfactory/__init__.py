@@ -49,6 +49,7 @@ from .plugin import (
 from .vectorizers.base import VecEnvBase, tile_images
 
 __version__ = "0.1.0"
+"""envfactory's version: its one source (the package build reads it from here)."""
 
 __all__ = [
     "AlreadyPendingError",

@@ -21,6 +21,10 @@ used instead (and noted here).
   env's info into the batch's infos, called for a batch that is not a ``VectorEnv``'s
   own: the async pool's ``batch_size`` rows). Episode statistics use envfactory's own
   wrapper, not ``RecordEpisodeStatistics``' private fields.
+* pluggy: :func:`replace_hookimpl_function` (``HookImpl.function``, typed ``Final``):
+  the plugin manager guards each plugin's hook implementation where pluggy calls it.
+* OmegaConf: none (``config/store.py`` reads a schema node's children with ``node[key]``
+  after ``OmegaConf.is_missing`` / ``is_interpolation``, not ``_get_node``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = [
     "non_daemonic",
     "register_config_source",
     "register_hydra_plugin",
+    "replace_hookimpl_function",
     "without_main",
 ]
 
@@ -222,3 +227,15 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, num_envs: 
     rows, as gymnasium's vector envs do (``VectorEnv._add_info``: one array per key and a
     ``_key`` mask; ``final_obs`` as an object array; nested dicts recursively)."""
     return _InfoBatch(num_envs)._add_info(infos, info, index)
+
+
+# -- pluggy (the plugin manager's) -------------------------------------------------------
+
+
+def replace_hookimpl_function(impl: Any, function: Any) -> None:
+    """Make pluggy call ``function`` for one registered hook implementation instead of the
+    plugin's own (private: ``HookImpl.function``, what pluggy's ``_multicall`` calls; it is
+    typed ``Final`` and pluggy has no public way to wrap one implementation). The plugin
+    manager uses it to guard each plugin's implementation inside pluggy's normal call path,
+    so tracing, monitoring and hook wrappers still see every call."""
+    setattr(impl, "function", function)  # noqa: B010  (a Final attribute, set on purpose)

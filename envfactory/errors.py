@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import multiprocessing
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -34,8 +35,30 @@ __all__ = [
     "WorkerError",
     "WorkerTimeoutError",
     "did_you_mean",
+    "echo",
+    "echo_within",
     "remote_env_error",
 ]
+
+
+ECHO_LIMIT = 200
+"""The most characters of a user's value an error message repeats (:func:`echo`)."""
+
+
+def echo(value: object, limit: int = ECHO_LIMIT, *, quote: bool = True) -> str:
+    """A value as an error message repeats it: ``repr(value)`` (``str`` with
+    ``quote=False``), cut to ``limit`` characters with an ellipsis and the full length, so a
+    1,000,000-character ``env.id`` does not fill the terminal."""
+    text = repr(value) if quote else str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def echo_within(text: str, limit: int = ECHO_LIMIT) -> str:
+    """A message from another library (Hydra, OmegaConf) with every run of more than
+    ``limit`` non-blank characters (the value it repeats) cut as :func:`echo` cuts one."""
+    return re.sub(rf"\S{{{limit + 1},}}", lambda m: echo(m.group(0), limit, quote=False), text)
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
@@ -55,15 +78,32 @@ class ConfigError(EnvfactoryError, ValueError):
 class UnknownNameError(ConfigError, KeyError):
     """A config names a family, vectorizer or wrapper that no plugin registered."""
 
-    def __init__(self, kind: str, value: str, choices: Sequence[str], *, key: str = "") -> None:
+    def __init__(
+        self,
+        kind: str,
+        value: str,
+        choices: Sequence[str],
+        *,
+        key: str = "",
+        disabled: str = "",
+        note: str = "",
+    ) -> None:
+        """``disabled``: why the name is unusable although a plugin provides it (its plugin
+        is disabled, and by what); ``note``: one more sentence for an unknown name."""
         self.kind, self.value, self.choices, self.key = kind, value, sorted(choices), key
-        where = f" (at {key})" if key else ""
-        msg = (
-            f"unknown {kind} {value!r}{where}.{did_you_mean(value, choices)} "
-            f"Valid {kind} names: {', '.join(self.choices) or '(none registered)'}. "
-            f"Install the plugin that provides it, or run 'envfactory-plugins' to see what "
-            f"is registered."
-        )
+        where = f" (at {echo(key, quote=False)})" if key else ""
+        valid = ", ".join(self.choices) or "(none registered)"
+        if disabled:
+            msg = (
+                f"the {kind} {echo(value)}{where} is disabled: {disabled}. Valid {kind} "
+                f"names now: {valid}."
+            )
+        else:
+            msg = (
+                f"unknown {kind} {echo(value)}{where}.{did_you_mean(value, choices)} "
+                f"Valid {kind} names: {valid}. Install the plugin that provides it, or run "
+                f"'envfactory-plugins' to see what is registered.{' ' + note if note else ''}"
+            )
         super().__init__(msg)
 
     def __str__(self) -> str:  # KeyError would quote the message
@@ -95,7 +135,7 @@ class OptionError(ConfigError):
         )
         key = f"{path}.{field}" if path else field
         hint = f" {hint.strip()}" if hint.strip() else ""
-        super().__init__(f"{key}={value!r}: expected {expected}.{hint}")
+        super().__init__(f"{key}={echo(value)}: expected {expected}.{hint}")
 
     def at(self, path: str) -> OptionError:
         """The same error, named by its full path (``env.frame_skip``)."""
@@ -225,7 +265,7 @@ class WorkerError(EnvfactoryError, RuntimeError):
                 self.signal = f"signal {-exitcode}"
         who = f"worker {worker}" if worker >= 0 else "the parent process (in_parent)"
         parts = [
-            f"{who} (pid {pid}, envs {self.env_indices}, env {env_id!r}) {what}"
+            f"{who} (pid {pid}, envs {self.env_indices}, env {echo(env_id)}) {what}"
             + (f" during {call}" if call else "")
         ]
         if exitcode is not None:

@@ -14,10 +14,9 @@ import gymnasium as gym
 from gymnasium.vector import VectorEnv
 from omegaconf import DictConfig
 
-from .config.compose import checked_node, resolve_config, wrapper_options
+from .config.compose import resolve, validate
+from .config.plan import Plan
 from .episode_stats import DEFAULT_KEY, EpisodeStatistics
-from .errors import ConfigError
-from .plugin.manager import get_registry
 
 __all__ = ["EnvThunk", "env_thunks", "make_env", "make_vec"]
 
@@ -149,43 +148,29 @@ def _parent_spec(env_id: Any) -> Any:
         return None
 
 
-def env_thunks(cfg: DictConfig) -> list[EnvThunk]:
-    """One :class:`EnvThunk` per env of a validated config."""
-    reg = get_registry()
-    family, env_node = checked_node(cfg, "env", reg)
-    spec = _parent_spec(env_node.get("id"))
-    wrappers = [
-        wrapper_options(entry, vector=False, key=f"wrappers[{i}]", registry=reg)
-        for i, entry in enumerate(cfg.get("wrappers") or [])
-    ]
-    wraps = [(rec.wrap, opts) for rec, opts in wrappers]
-    label = str(env_node.get("id", family.name))
-    key = stats_key(cfg)
+def env_thunks(cfg: Plan | DictConfig) -> list[EnvThunk]:
+    """One :class:`EnvThunk` per env of a checked plan (a composed config is checked
+    first)."""
+    plan = cfg if isinstance(cfg, Plan) else validate(cfg)
+    spec = _parent_spec(plan.env_options.get("id"))
+    wraps = [(rec.wrap, dict(opts)) for rec, opts in plan.wrappers]
+    label = str(plan.env_options.get("id", plan.family.name))
+    make, options, key = plan.family.make, plan.env_options, plan.stats_key
     return [
-        EnvThunk(family.make, dict(env_node), list(wraps), spec, i, label, key)
-        for i in range(int(cfg.num_envs))
+        EnvThunk(make, dict(options), list(wraps), spec, i, label, key)
+        for i in range(plan.num_envs)
     ]
 
 
-def stats_key(cfg: Any) -> str | None:
-    """The config's ``episode_stats_key`` (the info key of envfactory's episode
-    statistics; None when they are off)."""
-    key = cfg.get("episode_stats_key", DEFAULT_KEY)
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or key.startswith("_"):
-        raise ConfigError(
-            f"episode_stats_key={key!r} is not a valid info key; expected a non-empty string "
-            "not starting with '_' (e.g. episode_stats), or null to turn envfactory's episode "
-            "statistics off"
-        )
-    return key
+Config = Plan | DictConfig | Mapping[str, Any] | None
 
 
-def make_env(
-    cfg: DictConfig | Mapping[str, Any] | None = None, *, overrides: Sequence[str] | None = None
-) -> gym.Env:
+def make_env(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> gym.Env:
     """One fully wrapped ``gymnasium.Env`` (env 0 of the config).
+
+    Args:
+        cfg: as :func:`make_vec`'s.
+        overrides: Hydra overrides, when ``cfg`` is None (or a dict).
 
     Example:
         >>> import envfactory
@@ -193,18 +178,22 @@ def make_env(
         >>> env.observation_space.shape
         (8,)
     """
-    return env_thunks(resolve_config(cfg, overrides))[0]()
+    return env_thunks(resolve(cfg, overrides))[0]()
 
 
-def make_vec(
-    cfg: DictConfig | Mapping[str, Any] | None = None, *, overrides: Sequence[str] | None = None
-) -> VectorEnv:
+def make_vec(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> VectorEnv:
     """Build the vectorized env a config describes.
+
+    The config is checked once (:func:`envfactory.config.validate`), into a plan that this
+    function then builds: the env constructors, ``vectorizer.build(env_fns, **options)``
+    with the node's options and the top-level ``autoreset_mode`` and ``seeding``
+    (:meth:`~envfactory.config.plan.Plan.build_options`), then ``vector_wrappers``.
 
     Args:
         cfg: a composed DictConfig (``envfactory.compose(...)``, or the ``envfactory`` node
-            of your own Hydra app), a plain dict, or None.
-        overrides: Hydra overrides, when ``cfg`` is None (or a dict).
+            of your own Hydra app), a plain dict, a plan from
+            ``envfactory.config.validate(cfg)``, or None.
+        overrides: Hydra overrides (a list of strings), when ``cfg`` is None (or a dict).
 
     Example:
         >>> import envfactory
@@ -213,41 +202,26 @@ def make_vec(
         >>> obs.shape
         (2, 4)
     """
-    cfg = resolve_config(cfg, overrides)
-    reg = get_registry()
-    thunks = env_thunks(cfg)
-    vec, options = checked_node(cfg, "vectorizer", reg)
-    # past the config boundary the mode is gymnasium's AutoresetMode, for every vectorizer
-    from .vectorizers.base import autoreset_mode
-
-    options["autoreset_mode"] = autoreset_mode(_value(cfg.get("autoreset_mode", "next_step")))
-    envs = vec.build(thunks, **options)
+    plan = resolve(cfg, overrides)
+    vec = plan.vectorizer
+    envs = vec.build(env_thunks(plan), **plan.build_options())
     try:
-        return _finish(envs, vec, cfg, reg)
+        return _finish(envs, plan)
     except BaseException:
         if hasattr(envs, "close"):
             envs.close()  # no worker outlives a failed make_vec
         raise
 
 
-def _finish(envs: Any, vec: Any, cfg: DictConfig, reg: Any) -> VectorEnv:
+def _finish(envs: Any, plan: Plan) -> VectorEnv:
     if not isinstance(envs, VectorEnv):
         raise TypeError(
-            f"vectorizer {vec.name!r} returned {type(envs).__name__}, not a "
+            f"vectorizer {plan.vectorizer.name!r} returned {type(envs).__name__}, not a "
             "gymnasium.vector.VectorEnv"
         )
-    seeding = _value(cfg.get("seeding", "offset"))
-    if seeding == "spawn":
-        if hasattr(envs, "seeding"):
-            envs.seeding = "spawn"
-        else:
-            raise ConfigError(
-                f"seeding=spawn is not supported by vectorizer {vec.name!r}; use seeding=offset"
-            )
     if not hasattr(envs, "__enter__"):  # gymnasium's VectorEnv is no context manager
         envs = ClosingVectorEnv(envs)
-    for i, entry in enumerate(cfg.get("vector_wrappers") or []):
-        rec, opts = wrapper_options(entry, vector=True, key=f"vector_wrappers[{i}]", registry=reg)
+    for rec, opts in plan.vector_wrappers:
         envs = rec.wrap(envs, **opts)
     return envs
 
@@ -266,7 +240,3 @@ class ClosingVectorEnv(gym.vector.VectorWrapper):
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.env, name)
-
-
-def _value(x: Any) -> Any:
-    return getattr(x, "value", x)

@@ -48,10 +48,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _hermetic_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A fresh plugin manager and registry before and after every test, and no
-    ``ENVFACTORY_DISABLED_PLUGINS`` inherited from the developer's shell."""
+def _hermetic_plugins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """A fresh plugin manager and registry before and after every test, no
+    ``ENVFACTORY_DISABLED_PLUGINS`` inherited from the developer's shell, and an empty user
+    config folder (``ENVFACTORY_CONFIG_DIR``): the developer's own presets (``envfactory
+    tune``) never reach a test."""
     monkeypatch.delenv("ENVFACTORY_DISABLED_PLUGINS", raising=False)
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
     envfactory.reset_plugins()
     yield
     envfactory.reset_plugins()

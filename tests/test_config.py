@@ -3,12 +3,14 @@ user's own Hydra app, config-only experiments, and the conf dir of a non-editabl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import textwrap
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 from omegaconf import OmegaConf
 
@@ -440,3 +442,169 @@ def test_missing_required_wrapper_option_names_it() -> None:
     message = str(info.value)
     assert "wrapper 'time_limit' at wrappers[0] needs option max_episode_steps" in message
     assert "{name: time_limit, max_episode_steps: ...}" in message
+
+
+# -- the config is resolved once, into a checked plan (issue 17) ---------------------------
+
+_CHECKS: list[str] = []
+
+
+@dataclasses.dataclass
+class _CountedConfig:
+    """A family schema that counts its checks."""
+
+    family: str = "counted"
+    id: str = "CartPole-v1"
+
+    def __post_init__(self) -> None:
+        _CHECKS.append("env")
+
+
+@dataclasses.dataclass
+class _CountedVecConfig:
+    """A vectorizer schema that counts its checks, and checks itself against num_envs."""
+
+    name: str = "counted-vec"
+    at_most: int = 1
+
+    def __post_init__(self) -> None:
+        _CHECKS.append("vectorizer")
+
+    def check_config(self, top: envfactory.config.TopLevel) -> None:
+        _CHECKS.append("vectorizer.check_config")
+        if self.at_most > top.num_envs:
+            raise OptionError("at_most", self.at_most, f"at most num_envs={top.num_envs}")
+
+
+_BUILT: list[dict[str, Any]] = []
+
+
+def _make_counted(id: str) -> gym.Env:
+    return gym.make(id)
+
+
+def _build_counted(env_fns: Any, **options: Any) -> Any:
+    _BUILT.append(options)
+    return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=options["autoreset_mode"])
+
+
+def _build_without_seeding(env_fns: Any, *, at_most: int, autoreset_mode: Any) -> Any:
+    _BUILT.append({"at_most": at_most, "autoreset_mode": autoreset_mode})
+    return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset_mode)
+
+
+def _register_counted(build: Any = _build_counted) -> None:
+    envfactory.register_plugin(
+        [
+            envfactory.EnvFamilyPlugin("counted", _make_counted, _CountedConfig),
+            envfactory.VectorizerPlugin("counted-vec", build, _CountedVecConfig),
+        ]
+    )
+    _CHECKS.clear()
+    _BUILT.clear()
+
+
+def test_each_schema_is_checked_once_per_call() -> None:
+    _register_counted()
+    picks = ["env=counted", "vectorizer=counted-vec", "num_envs=2"]
+    cfg = envfactory.compose(picks)
+    assert _CHECKS == ["env", "vectorizer", "vectorizer.check_config"]  # compose: once
+    _CHECKS.clear()
+    with envfactory.make_vec(cfg) as envs:  # make_vec: once more, not twice
+        assert envs.num_envs == 2
+    assert _CHECKS == ["env", "vectorizer", "vectorizer.check_config"]
+    _CHECKS.clear()
+    envfactory.make_vec(overrides=picks).close()
+    envfactory.make_env(overrides=picks).close()
+    assert _CHECKS == ["env", "vectorizer", "vectorizer.check_config"] * 2
+    _CHECKS.clear()
+    plan = envfactory.config.validate(cfg)  # a plan is built with no check at all
+    _CHECKS.clear()
+    envfactory.make_vec(plan).close()
+    assert _CHECKS == [] and plan.vectorizer_options == {"at_most": 1}
+
+
+def test_a_schema_checks_itself_against_the_top_level_at_compose() -> None:
+    _register_counted()
+    with pytest.raises(OptionError) as err:
+        envfactory.compose(
+            ["env=counted", "vectorizer=counted-vec", "num_envs=2", "vectorizer.at_most=3"]
+        )
+    assert str(err.value) == "vectorizer.at_most=3: expected at most num_envs=2."
+
+
+def test_autoreset_mode_and_seeding_reach_build_the_same_way() -> None:
+    _register_counted()
+    picks = ["env=counted", "vectorizer=counted-vec", "num_envs=2"]
+    envfactory.make_vec(overrides=[*picks, "autoreset_mode=same_step", "seeding=spawn"]).close()
+    assert _BUILT == [
+        {"at_most": 1, "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "seeding": "spawn"}
+    ]
+
+
+def test_a_build_without_seeding_gets_offset_implicitly_and_refuses_spawn_at_compose() -> None:
+    _register_counted(_build_without_seeding)
+    picks = ["env=counted", "vectorizer=counted-vec", "num_envs=2"]
+    envfactory.make_vec(overrides=picks).close()  # offset: called without seeding=
+    assert _BUILT == [{"at_most": 1, "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}]
+    with pytest.raises(ConfigError) as err:
+        envfactory.compose([*picks, "seeding=spawn"])  # before anything is built
+    assert str(err.value) == (
+        "seeding=spawn is not supported by vectorizer 'counted-vec'; use seeding=offset"
+    )
+
+
+# -- bad input found by an adversarial pass (issue 18) --------------------------------------
+
+
+def test_in_parent_of_every_env_fails_at_compose() -> None:
+    for name in ("subproc", "subproc-atari"):
+        with pytest.raises(OptionError) as err:
+            envfactory.compose([f"vectorizer={name}", "num_envs=2", "vectorizer.in_parent=2"])
+        assert str(err.value) == (
+            "vectorizer.in_parent=2: expected an integer in [0, num_envs - 1 = 1] or null "
+            "(auto): the parent steps that many envs itself, and at least one must be in a "
+            "worker. Lower vectorizer.in_parent or raise num_envs (now 2); for every env in "
+            "this process, use vectorizer=dummy"
+        )
+    assert envfactory.compose(["vectorizer=subproc", "num_envs=2", "vectorizer.in_parent=1"])
+
+
+def test_a_huge_value_is_echoed_capped() -> None:
+    huge = "A" * 1_000_000
+    with pytest.raises(OptionError) as err:
+        envfactory.compose([f"env.id={huge}"])
+    msg = str(err.value)
+    assert len(msg) < 600, len(msg)
+    assert msg.startswith("env.id='AAAA") and "... (1,000,002 characters): expected" in msg
+    with pytest.raises(UnknownNameError) as unknown:
+        envfactory.get_registry().vectorizer(huge, key=f"vectorizer={huge}")
+    assert len(str(unknown.value)) < 1000 and "(1,000,002 characters)" in str(unknown.value)
+    for override in (f"num_envs={huge}", f"+{huge}=1", f"env.id={huge}é"):  # Hydra's own
+        with pytest.raises(ConfigError) as hydra:
+            envfactory.compose([override])
+        assert len(str(hydra.value)) < 1000 and " characters)" in str(hydra.value)
+
+
+def test_an_override_hydra_cannot_read_says_to_quote_it() -> None:
+    with pytest.raises(ConfigError) as err:
+        envfactory.compose(["env.id=CartPöle-v1"])
+    assert str(err.value) == (
+        "cannot read the override 'env.id=CartPöle-v1' (LexerNoViableAltException). If the "
+        "value holds characters Hydra's override grammar does not take unquoted (non-ASCII "
+        "letters, spaces, brackets, ...), quote it: 'env.id=\"CartPöle-v1\"' on the command "
+        "line, or overrides=['env.id=\"CartPöle-v1\"']"
+    )
+    with pytest.raises(OptionError, match="Did you mean 'CartPole-v1'"):
+        envfactory.compose(['env.id="CartPöle-v1"'])  # quoted: read, then checked
+
+
+@pytest.mark.parametrize("call", ["make_vec", "make_env", "compose"])
+def test_overrides_given_as_one_string_are_refused(call: str) -> None:
+    fn = getattr(envfactory, call)
+    with pytest.raises(TypeError) as err:
+        fn("num_envs=2") if call == "compose" else fn(overrides="num_envs=2")
+    assert str(err.value) == (
+        "overrides must be a list of strings, got the string 'num_envs=2'; pass "
+        "overrides=['num_envs=2'] (one list entry per override)"
+    )

@@ -1,26 +1,48 @@
-"""The README's generated option tables are current, and docstring examples run."""
+"""The docs pages: their code blocks run as written (tests/mdblocks.py, as the README's),
+the option tables are generated from the schemas, every error class is documented, and
+docstring examples run. The built site itself: tests/test_site.py."""
 
 from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
+import inspect
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from mdblocks import ROOT, Block, page_blocks, param, run_as_written
 
+import envfactory.errors
 from envfactory.config import docs
 
-ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = {p.relative_to(DOCS).as_posix(): page_blocks(p) for p in sorted(DOCS.rglob("*.md"))}
+README_BLOCKS = page_blocks(ROOT / "README.md")
+OPTIONS_PAGE = DOCS / "reference" / "options.md"
+ERRORS_PAGE = DOCS / "reference" / "errors.md"
 
 
-def test_readme_options_table_is_current() -> None:
-    text = (ROOT / "README.md").read_text()
-    a, b = text.index(docs.BEGIN) + len(docs.BEGIN), text.index(docs.END)
-    assert text[a:b].strip() == docs.options_markdown().strip(), (
-        "README option tables are stale: run python -m envfactory.config.docs --write README.md"
-    )
+def _hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "_ext" / "hooks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_options_tables_are_generated_from_the_schemas() -> None:
+    """The option tables (once the README's) are filled in from the schemas when the site is
+    built, so they cannot go stale: the page holds the markers, the hook the current tables."""
+    text = OPTIONS_PAGE.read_text()
+    assert docs.BEGIN in text and docs.END in text
+    built = _hooks().on_page_markdown(text, None, None, None)
+    a, b = built.index(docs.BEGIN) + len(docs.BEGIN), built.index(docs.END)
+    assert built[a:b].strip() == docs.options_markdown().strip()
+    assert "`frame_skip`" in built and "`batch_size`" in built
 
 
 def test_readme_first_block_has_exactly_two_commands() -> None:
@@ -29,6 +51,60 @@ def test_readme_first_block_has_exactly_two_commands() -> None:
     lines = [ln for ln in block if ln.strip()]
     assert len(lines) == 2
     assert "envfactory" in lines[0] and "pytest" in lines[1]
+
+
+def test_getting_started_shows_the_readme_commands() -> None:
+    """Getting started repeats the README's two set-up commands, word for word."""
+    first = next(b for b in PAGES["getting-started.md"] if b.lang == "bash")
+    assert first.text == README_BLOCKS[0].text
+
+
+def test_every_error_class_is_documented() -> None:
+    """Every class of envfactory/errors.py has a row on the errors page saying what causes
+    it and what to do, and every class importable from envfactory is one of them."""
+    classes = {
+        name
+        for name, obj in vars(envfactory.errors).items()
+        if inspect.isclass(obj)
+        and issubclass(obj, (envfactory.errors.EnvfactoryError, Warning))
+        and obj.__module__ == "envfactory.errors"
+    }
+    assert {"WorkerTimeoutError", "ConflictingNameError", "PluginLoadWarning"} <= classes
+    rows = {}
+    for line in ERRORS_PAGE.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].split("`")[1]] = cells[1:]
+    missing = sorted(classes - rows.keys())
+    assert not missing, f"{ERRORS_PAGE.name} has no row for {missing}"
+    for name in classes:
+        cause, fix = rows[name]
+        assert len(cause) > 20 and len(fix) > 20, (name, cause, fix)
+
+
+def _docs_param(block: Block) -> object:
+    return param(block, id_prefix=block.page.removeprefix("docs/") + ":")
+
+
+DOCS_BLOCKS = [b for blocks in PAGES.values() for b in blocks]
+
+
+def test_docs_blocks_were_found() -> None:
+    langs = {b.lang for b in DOCS_BLOCKS}
+    assert {"bash", "python", "yaml", "toml"} <= langs
+    runnable = [b for b in DOCS_BLOCKS if b.lang in ("python", "bash") and not b.skip]
+    assert len(runnable) >= 20
+
+
+@pytest.mark.parametrize("block", [_docs_param(b) for b in DOCS_BLOCKS])
+def test_docs_block_runs_as_written(block: Block, tmp_path: Path) -> None:
+    same = next((r for r in README_BLOCKS if (r.lang, r.text) == (block.lang, block.text)), None)
+    if same is not None and block.lang in ("python", "bash") and not block.skip:
+        pytest.skip(
+            f"the same text as README.md's block at line {same.line}, which "
+            "tests/test_readme.py runs"
+        )
+    run_as_written(block, PAGES[block.page.removeprefix("docs/")], tmp_path)
 
 
 @pytest.mark.parametrize(

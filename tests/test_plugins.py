@@ -700,3 +700,122 @@ def test_a_removed_plugins_vectorizer_is_one_line_with_choices(run: Any) -> None
         valid = line.split("Valid vectorizer names: ", 1)[1]
         assert "dummy" in valid and "subproc" in valid and "gymnasium-async" not in valid, line
         assert "Could not find" not in line
+
+
+# -- register_plugin: bad input, re-runs (issue 18) ----------------------------------------
+
+
+def _make_cartpole(**options: Any) -> gym.Env:
+    return gym.make("CartPole-v1")
+
+
+@pytest.mark.parametrize(
+    ("plugin", "what"),
+    [
+        (None, "got None:"),
+        (42, "got int 42:"),
+        ("x", "got str 'x':"),
+        ({}, "got dict {}:"),
+        ([], "got an empty list:"),
+        ("record+junk", "got a list whose item 1 is str 'junk', not a record"),
+        (object(), "which has no @envfactory.hookimpl functions"),
+    ],
+    ids=["None", "42", "str", "dict", "empty-list", "record-and-junk", "object"],
+)
+def test_register_plugin_refuses_what_is_no_plugin(plugin: Any, what: str) -> None:
+    if plugin == "record+junk":
+        plugin = [envfactory.EnvFamilyPlugin("nb_junk", _make_cartpole), "junk"]
+    before = envfactory.available()
+    with pytest.raises(TypeError) as err:
+        envfactory.register_plugin(plugin)
+    assert str(err.value).startswith("register_plugin() ") and what in str(err.value)
+    assert envfactory.available() == before  # nothing registered, nothing left behind
+    assert "nb_junk" not in {p for p, _ in get_plugin_manager().list_name_plugin()}
+
+
+def test_register_plugin_again_same_object_is_a_no_op_and_a_new_one_points_to_reset() -> None:
+    record = envfactory.EnvFamilyPlugin("nb_rerun", _make_cartpole)
+    assert envfactory.register_plugin(record) == "nb_rerun"
+    assert envfactory.register_plugin(record) == "nb_rerun"  # a re-run cell: no error
+    assert envfactory.register_plugin([record]) == "nb_rerun"
+    again = envfactory.EnvFamilyPlugin("nb_rerun", _make_cartpole)  # the cell defines it anew
+    with pytest.raises(envfactory.PluginConflictError) as err:
+        envfactory.register_plugin(again)
+    assert str(err.value) == (
+        "a plugin named 'nb_rerun' is already registered in this process (in code), and this "
+        "is another object (a cell that defines its records again makes new ones); call "
+        "envfactory.reset_plugins() first to forget the plugins registered in code, then "
+        "register again"
+    )
+    with pytest.raises(envfactory.PluginConflictError) as err:  # what the user tries next
+        envfactory.register_plugin(again, name="nb_rerun_2")
+    msg = str(err.value)
+    assert "env family 'nb_rerun' is registered by 2 plugins" in msg
+    assert "envfactory.reset_plugins()" in msg
+    assert "ENVFACTORY_DISABLED_PLUGINS" not in msg and "uninstall" not in msg
+    envfactory.reset_plugins()
+    assert envfactory.register_plugin(again) == "nb_rerun"  # what the errors said works
+
+
+def _unknown_with_disabled(monkeypatch: pytest.MonkeyPatch, disabled: str, env: str) -> str:
+    """The message of ``compose(["env=<env>"])`` with ``disabled`` plugins disabled."""
+    monkeypatch.setenv("ENVFACTORY_DISABLED_PLUGINS", disabled)
+    envfactory.reset_plugins()
+    with pytest.raises(envfactory.UnknownNameError) as err:
+        envfactory.compose([f"env={env}"])
+    return str(err.value)
+
+
+def test_a_name_of_a_disabled_builtin_plugin_says_it_is_disabled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    msg = _unknown_with_disabled(monkeypatch, "envfactory.families", "gym")
+    assert msg.startswith(
+        "the env (family or preset) 'gym' (at env=gym) is disabled: plugin "
+        "'envfactory.families' (envfactory), which registers it, is disabled by "
+        "ENVFACTORY_DISABLED_PLUGINS=envfactory.families. Remove envfactory.families from "
+        "ENVFACTORY_DISABLED_PLUGINS to use it. Valid env (family or preset) names now: "
+    )
+    # the presets of the disabled atari family are not offered
+    assert "pong" not in msg and "breakout" not in msg and "pendulum" in msg
+    with pytest.raises(envfactory.UnknownNameError, match=r"'mountaincar'.* is disabled: "):
+        envfactory.get_registry().family("mountaincar")
+
+
+def test_a_name_no_plugin_has_names_the_disabled_third_party_plugins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    msg = _unknown_with_disabled(monkeypatch, "envfactory_example", "pendulum")
+    assert msg.startswith("unknown env (family or preset) 'pendulum' (at env=pendulum).")
+    assert msg.endswith(
+        "Disabled plugins, which may provide it: envfactory_example (envfactory-example, by "
+        "ENVFACTORY_DISABLED_PLUGINS=envfactory_example)."
+    )
+    assert "pendulum_moon" not in msg  # its preset needs the disabled family
+
+
+def test_replace_hookimpl_function_against_the_installed_pluggy() -> None:
+    """The one private reach into pluggy (``HookImpl.function``), in ``_compat``: the
+    replacement is what pluggy's normal call path calls."""
+    import pluggy
+
+    from envfactory import _compat
+
+    pm = pluggy.PluginManager("compat_probe")
+
+    class Spec:
+        @pluggy.HookspecMarker("compat_probe")
+        def compat_probe_hook(self) -> int:  # type: ignore[empty-body]
+            ...
+
+    class Impl:
+        @pluggy.HookimplMarker("compat_probe")
+        def compat_probe_hook(self) -> int:
+            return 1
+
+    pm.add_hookspecs(Spec)
+    pm.register(Impl())
+    [impl] = pm.hook.compat_probe_hook.get_hookimpls()
+    assert pm.hook.compat_probe_hook() == [1]
+    _compat.replace_hookimpl_function(impl, lambda: 2)
+    assert pm.hook.compat_probe_hook() == [2]

@@ -126,3 +126,58 @@ def test_render_job_resets_finished_envs_under_disabled_autoreset(tmp_path: Path
         assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 60
     finally:
         cap.release()
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_render_job_prints_no_sdl_warning(tmp_path: Path) -> None:
+    """Issue 18: a successful render printed SDL's ``error: XDG_RUNTIME_DIR is invalid or not
+    set in the environment.`` on a machine with no display session (no XDG_RUNTIME_DIR, no
+    DISPLAY): the render job runs SDL headless, in the CLI and in its workers."""
+    base = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR",)}
+    base.pop("ENVFACTORY_DISABLED_PLUGINS", None)
+    for key in (
+        "XDG_RUNTIME_DIR",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "SDL_VIDEODRIVER",
+        "SDL_AUDIODRIVER",
+    ):
+        base.pop(key, None)
+    cases = ["dummy", "subproc"]
+    procs = [
+        subprocess.Popen(
+            [
+                str(BIN / "envfactory"),
+                "job=render",
+                f"vectorizer={v}",
+                "num_envs=2",
+                "run.render_steps=2",
+                "run.progress=false",
+                f"hydra.run.dir={tmp_path / v}",
+            ],
+            cwd=tmp_path,
+            env=base,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for v in cases
+    ]
+    for v, proc in zip(cases, procs):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert err == "", (v, err)
+        assert out.startswith("envfactory render: CartPole-v1 x2: ")
+        assert (tmp_path / v / "render.png").is_file()
+
+
+def test_headless_sdl_restores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SDL's drivers are set only while the render job runs, and never over the user's."""
+    from envfactory.cli.render import headless_sdl
+
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    monkeypatch.setenv("SDL_AUDIODRIVER", "pulse")
+    with headless_sdl():
+        assert os.environ["SDL_VIDEODRIVER"] == "dummy"
+        assert os.environ["SDL_AUDIODRIVER"] == "pulse"  # the user's choice stays
+    assert "SDL_VIDEODRIVER" not in os.environ and os.environ["SDL_AUDIODRIVER"] == "pulse"

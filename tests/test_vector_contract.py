@@ -147,6 +147,7 @@ class TestSyncVectorEnvConformance(VecEnvConformance):
 
     steps = 150
     error_classes = False  # SyncVectorEnv checks no actions and works after close()
+    call_fn = False  # SyncVectorEnv.call takes attribute names only, not call(fn)
 
     @pytest.fixture(params=["NextStep", "SameStep", "Disabled"])
     def make_vecenv(self, request: pytest.FixtureRequest) -> Callable[[], VectorEnv]:

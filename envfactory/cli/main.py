@@ -7,163 +7,56 @@ CartPole, 4 envs, 2000 steps). Any override works as in any Hydra app::
     envfactory env=mountaincar num_envs=8 run.total_steps=10000 run.policy=noop
     envfactory -m env=gym,mountaincar num_envs=1,4          # a sweep, ends with one table
     envfactory --config-dir my_exps +experiment=fast          # a config-only experiment
+    envfactory --rerun outputs/2024-05-01/12-00-00 seed=1     # a saved job again
 
 Each job prints a summary and saves it as ``summary.json`` in its Hydra output dir; a
 sweep ends with ``sweep_summary.md`` / ``.json`` in the sweep dir
-(:mod:`envfactory.cli.sweep`).
+(:mod:`envfactory.cli.sweep`). The rollout itself is :mod:`envfactory.cli.rollout`
+(gymnasium's ``step`` loop, or envpool's ``recv``/``send`` loop when
+``vectorizer.batch_size`` is set); how failures are reported, :mod:`envfactory.cli.report`.
 
 Decisions:
-    * ``run.total_steps`` counts env steps summed over envs; the rollout runs
-      ``ceil(total_steps / num_envs)`` vector steps, and the summary reports the steps
-      actually taken (a multiple of ``num_envs``). Timing covers the step loop only (not
-      env construction nor the first reset).
-    * ``random`` samples the batched action space seeded with ``seed``; ``noop`` is the
-      zero action (clipped into a Box's bounds, a Discrete's ``start``).
-    * Episodes are counted from envfactory's statistics, ``infos[episode_stats_key]`` with
-      its mask (gymnasium's ``infos["episode"]`` when ``episode_stats_key`` is null), and from
-      ``infos["final_info"]`` under ``same_step`` autoreset; under ``disabled`` the finished
-      envs are reset with ``options={"reset_mask": done}``.
+    * ``--rerun RUN_DIR [overrides]`` (also spelled as Hydra's ``--config-dir
+      RUN_DIR/.hydra --config-name config``, which Hydra itself cannot do: envfactory's own
+      ``config.yaml`` comes first in the search path and shadows the saved one) composes
+      the saved job's overrides (``.hydra/overrides.yaml``) and config dirs (``--config-dir``
+      of that run, from ``.hydra/hydra.yaml``) again, then the overrides given now; the new
+      job gets a new output dir. The saved ``config.yaml`` is the record of what ran; the
+      re-run composes today's config files, so it equals the record while they are
+      unchanged.
     * The progress bar goes to stderr; it is off with ``run.progress=false`` and when
       stderr is not a terminal.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import sys
-import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-__all__ = [
+from envfactory.cli.report import SUMMARY_FILE, error_line, save_error, save_summary
+from envfactory.cli.rollout import (
+    RolloutStats,
+    episode_returns,
+    noop_action,
+    rollout,
+)
+
+__all__ = [  # the rollout's names stay importable from here (they lived here before)
     "SUMMARY_FILE",
     "RolloutStats",
     "episode_returns",
+    "error_line",
     "main",
     "noop_action",
     "rollout",
     "run",
 ]
-
-SUMMARY_FILE = "summary.json"
-
-
-@dataclass(frozen=True)
-class RolloutStats:
-    """What a rollout measured.
-
-    Attributes:
-        steps: env steps taken, summed over envs.
-        seconds: wall time of the step loop.
-        episodes: episodes that finished during the rollout.
-        mean_return: mean return of those episodes (None when none finished).
-        interrupted: Ctrl-C stopped the rollout; the numbers cover the steps taken.
-    """
-
-    steps: int
-    seconds: float
-    episodes: int
-    mean_return: float | None
-    interrupted: bool = False
-
-    @property
-    def steps_per_second(self) -> float:
-        return self.steps / self.seconds if self.seconds > 0 else float("inf")
-
-
-def noop_action(space: Any) -> Any:
-    """The "do nothing" action of a (batched) gymnasium space: zeros, clipped into a Box's
-    bounds; a Discrete/MultiDiscrete's ``start``."""
-    from gymnasium import spaces
-
-    if isinstance(space, spaces.Box):
-        return np.clip(np.zeros(space.shape, dtype=space.dtype), space.low, space.high)
-    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
-        return np.array(space.start, dtype=space.dtype)
-    if isinstance(space, spaces.MultiBinary):
-        return np.zeros(space.shape, dtype=space.dtype)
-    if isinstance(space, spaces.Tuple):
-        return tuple(noop_action(s) for s in space.spaces)
-    if isinstance(space, spaces.Dict):
-        return {k: noop_action(s) for k, s in space.spaces.items()}
-    raise TypeError(f"run.policy=noop has no zero action for {space}; use run.policy=random")
-
-
-def episode_returns(infos: Mapping[str, Any], key: str = "episode_stats") -> list[float]:
-    """Returns of the episodes that ended in one step, from ``infos[key]["r"]`` and its
-    ``_<key>`` mask (``infos["final_info"]`` too, for ``same_step`` autoreset)."""
-    out: list[float] = []
-    for source in (infos, infos.get("final_info")):
-        if not isinstance(source, Mapping) or key not in source:
-            continue
-        r = np.asarray(source[key]["r"], dtype=np.float64).reshape(-1)
-        mask = np.asarray(source.get(f"_{key}", np.ones(r.shape, dtype=bool)), dtype=bool)
-        out.extend(float(x) for x in r[mask.reshape(-1)])
-    return out
-
-
-def rollout(
-    envs: Any,
-    total_steps: int,
-    *,
-    policy: str = "random",
-    seed: int | None = None,
-    progress: bool = False,
-    stats_key: str = "episode_stats",
-) -> RolloutStats:
-    """Reset ``envs`` with ``seed`` and step it for ``total_steps`` env steps (summed over
-    envs) with the ``random`` or ``noop`` policy."""
-    from gymnasium.vector import AutoresetMode
-    from tqdm import tqdm
-
-    if policy not in ("random", "noop"):
-        raise ValueError(f"run.policy must be 'random' or 'noop', got {policy!r}")
-    n = int(envs.num_envs)
-    iterations = max(1, math.ceil(int(total_steps) / n))
-    envs.reset(seed=seed)
-    envs.action_space.seed(seed)
-    noop = noop_action(envs.action_space) if policy == "noop" else None
-    disabled = str(getattr(envs, "metadata", {}).get("autoreset_mode")) in (
-        str(AutoresetMode.DISABLED),
-        "disabled",
-    )
-    returns: list[float] = []
-    bar = tqdm(
-        total=iterations * n,
-        unit="step",
-        desc="envfactory",
-        disable=None if progress else True,  # None: off when stderr is not a TTY
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
-    start = time.perf_counter()
-    done_iterations, interrupted = 0, False
-    try:
-        for _ in range(iterations):
-            actions = envs.action_space.sample() if noop is None else noop
-            _, _, terminations, truncations, infos = envs.step(actions)
-            returns.extend(episode_returns(infos, stats_key))
-            done_iterations += 1
-            if disabled:
-                done = np.logical_or(terminations, truncations)
-                if done.any():
-                    envs.reset(options={"reset_mask": done})
-            bar.update(n)
-    except KeyboardInterrupt:  # Ctrl-C: stop here and report what was measured
-        interrupted = True
-    finally:
-        seconds = time.perf_counter() - start
-        bar.close()
-    mean = float(np.mean(returns)) if returns else None
-    return RolloutStats(done_iterations * n, seconds, len(returns), mean, interrupted)
 
 
 def _plain(value: Any) -> Any:
@@ -208,8 +101,14 @@ def summarize(cfg: DictConfig, stats: RolloutStats) -> dict[str, Any]:
     }
 
 
-def format_summary(summary: Mapping[str, Any]) -> str:
+NO_RETURNS = "n/a (episode returns not recorded: episode_stats_key is null)"
+
+
+def format_summary(summary: Mapping[str, Any], *, returns_recorded: bool = True) -> str:
+    """The summary as the job prints it. ``returns_recorded=False``: no statistics key
+    recorded returns (``episode_stats_key=null``), so the mean return line says why."""
     mean = summary["mean_return"]
+    no_mean = "n/a (no episode finished)" if returns_recorded else NO_RETURNS
     rows: list[tuple[str, Any]] = [
         ("env", f"{summary['env']} (family {summary['family']})"),
         ("vectorizer", summary["vectorizer"]),
@@ -218,7 +117,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         ("seconds", f"{summary['seconds']:.3f}"),
         ("steps/s", f"{summary['steps_per_second']:,.0f}"),
         ("episodes", summary["episodes"]),
-        ("mean return", "n/a (no episode finished)" if mean is None else f"{mean:.2f}"),
+        ("mean return", no_mean if mean is None else f"{mean:.2f}"),
     ]
     if summary.get("status") == "interrupted":
         rows.append(("status", "interrupted (Ctrl-C): partial numbers"))
@@ -233,30 +132,29 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     it).
 
     A config mistake prints one line ``envfactory: error: ...`` and exits with status 2;
-    an envfactory runtime error (a worker died, ...) prints it and exits with 1. In a ``-m``
-    sweep a failing job does not stop the sweep: its ``summary.json`` says ``status:
-    failed`` with the one-line ``error`` (and the traceback of an unexpected exception),
-    and the sweep table shows it. Ctrl-C stops the rollout, saves the partial summary with
-    ``status: interrupted``, prints one line and exits with 130 (a sweep stops too).
+    an envfactory runtime error (a worker died, ...) prints it and exits with 1; a worker
+    failure's tracebacks are saved in ``error.txt`` in the run dir, whose path the line
+    names. In a ``-m`` sweep a failing job does not stop the sweep: its ``summary.json``
+    says ``status: failed`` with the one-line ``error`` (and the traceback of an unexpected
+    exception), and the sweep table shows it. Ctrl-C stops the rollout, saves the partial
+    summary with ``status: interrupted``, prints one line and exits with 130 (a sweep
+    stops too).
     """
-    import envfactory
-    from envfactory.config import validate
+    from envfactory.cli.sweeper import COMPOSE_ERROR_KEY
 
     job = _job_info()
-    render = str(_plain(OmegaConf.select(cfg, "run.job", default="rollout"))) == "render"
-    try:
-        if render:
-            from envfactory.cli.render import force_rgb_array
+    if job and cfg.get(COMPOSE_ERROR_KEY):  # a sweep job whose config did not compose
+        return _not_composed(job, str(cfg[COMPOSE_ERROR_KEY]))
+    if str(_plain(OmegaConf.select(cfg, "run.job", default="rollout"))) == "render":
+        from envfactory.cli.render import headless_sdl
 
-            force_rgb_array(cfg)
-        validate(cfg)
-        envs = envfactory.make_vec(cfg)
-    except KeyboardInterrupt:
-        _interrupted(cfg, job, None)
-    except Exception as exc:
-        return _failed(cfg, job, exc)
-    if render:
-        return _render(cfg, job, envs)
+        with headless_sdl():  # also for the workers, which start in make_vec
+            return _render(cfg, job)
+    envs, failed = _build(cfg, job)
+    if failed is not None:
+        return failed
+    pooled = OmegaConf.select(cfg, "vectorizer.batch_size", default=None) is not None
+    stats_key = cfg.get("episode_stats_key") or None  # null: no envfactory statistics
     try:
         stats = rollout(
             envs,
@@ -264,24 +162,47 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             policy=str(_plain(cfg.run.policy)),
             seed=cfg.seed,
             progress=bool(cfg.run.progress),
-            stats_key=cfg.get("episode_stats_key") or "episode",  # null: gymnasium's own
+            stats_key=stats_key,
+            pool=pooled,
         )
     except Exception as exc:
         _close(envs)
         return _failed(cfg, job, exc)
     _close(envs)
     summary = summarize(cfg, stats)
-    _save(summary, job)
-    print(format_summary(summary), flush=True)
+    save_summary(summary, job)
+    print(format_summary(summary, returns_recorded=stats.returns_recorded), flush=True)
     if stats.interrupted:
         _interrupted(cfg, job, summary)
     return summary
 
 
-def _render(cfg: DictConfig, job: dict[str, Any], envs: Any) -> dict[str, Any]:
-    """The render job (:mod:`envfactory.cli.render`): PNG and MP4 into the run dir."""
-    from envfactory.cli.render import render_job
+def _build(cfg: DictConfig, job: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """Check the config and make the envs: ``(envs, None)``, or ``(None, summary)`` of a
+    failed job (reported by :func:`_failed`)."""
+    import envfactory
+    from envfactory.config import validate
 
+    try:
+        return envfactory.make_vec(validate(cfg)), None  # the checked plan: checked once
+    except KeyboardInterrupt:
+        _interrupted(cfg, job, None)
+        raise  # not reached: _interrupted exits
+    except Exception as exc:
+        return None, _failed(cfg, job, exc)
+
+
+def _render(cfg: DictConfig, job: dict[str, Any]) -> dict[str, Any]:
+    """The render job (:mod:`envfactory.cli.render`): PNG and MP4 into the run dir."""
+    from envfactory.cli.render import force_rgb_array, pygame_missing, render_job
+
+    try:
+        force_rgb_array(cfg)
+    except Exception as exc:
+        return _failed(cfg, job, exc)
+    envs, failed = _build(cfg, job)
+    if failed is not None:
+        return failed
     try:
         out = render_job(cfg, envs, Path(job.get("output_dir") or os.getcwd()))
     except KeyboardInterrupt:
@@ -289,10 +210,10 @@ def _render(cfg: DictConfig, job: dict[str, Any], envs: Any) -> dict[str, Any]:
         _interrupted(cfg, job, None)
     except Exception as exc:
         _close(envs)
-        return _failed(cfg, job, exc)
+        return _failed(cfg, job, pygame_missing(exc, str(_settings(cfg)["env"])) or exc)
     _close(envs)
     summary: dict[str, Any] = {**_settings(cfg), "job": "render", "status": "ok", **out}
-    _save(summary, job)
+    save_summary(summary, job)
     w, h = out["image_size"]
     print(
         f"envfactory render: {summary['env']} x{summary['num_envs']}: {out['png']} ({w}x{h}), "
@@ -326,44 +247,39 @@ def _job_info() -> dict[str, Any]:
     }
 
 
-def _save(summary: dict[str, Any], job: dict[str, Any]) -> None:
-    if not job:
-        return
-    summary.update({k: job[k] for k in ("overrides", "job_num", "output_dir")})
-    out = Path(job["output_dir"])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-
-
-def error_line(exc: BaseException) -> str:
-    """One line for an error: a config error's message, else ``Type: first line``."""
-    from envfactory.errors import ConfigError
-
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    if isinstance(exc, ConfigError):
-        return " ".join(text.split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def _failed(cfg: DictConfig, job: dict[str, Any], exc: Exception) -> dict[str, Any]:
     """Report a failed job: one line on stderr; in a sweep a ``failed`` summary (the sweep
-    goes on), else exit 2 (config) or 1 (an envfactory error); re-raise anything else."""
+    goes on), else exit 2 (config) or 1 (an envfactory error); re-raise anything else. A
+    worker failure's tracebacks go to ``error.txt`` in the run dir."""
     import traceback
 
     from envfactory.errors import ConfigError, EnvfactoryError
 
-    line = error_line(exc)
+    line, where = error_line(exc), ""
+    if job and (job.get("multirun") or isinstance(exc, EnvfactoryError)):
+        saved = save_error(exc, job["output_dir"])
+        where = f" (full traceback: {saved})" if saved else ""
     if not job.get("multirun"):
         if not isinstance(exc, EnvfactoryError):
             raise exc
-        print(f"envfactory: error: {line}", file=sys.stderr, flush=True)
+        print(f"envfactory: error: {line}{where}", file=sys.stderr, flush=True)
         raise SystemExit(2 if isinstance(exc, ConfigError) else 1) from None
-    print(f"envfactory: error: job {job.get('job_num')}: {line}", file=sys.stderr, flush=True)
+    print(
+        f"envfactory: error: job {job.get('job_num')}: {line}{where}", file=sys.stderr, flush=True
+    )
     summary: dict[str, Any] = {**_settings(cfg), "status": "failed", "error": line}
     if not isinstance(exc, ConfigError):
         summary["traceback"] = "".join(traceback.format_exception(exc))
-    _save(summary, job)
+    save_summary(summary, job)
+    return summary
+
+
+def _not_composed(job: dict[str, Any], line: str) -> dict[str, Any]:
+    """A sweep job whose config did not compose (:mod:`envfactory.cli.sweeper`): its one
+    line, and a failed summary with its overrides (no settings: there is no config)."""
+    print(f"envfactory: error: job {job.get('job_num')}: {line}", file=sys.stderr, flush=True)
+    summary: dict[str, Any] = {"status": "failed", "error": line}
+    save_summary(summary, job)
     return summary
 
 
@@ -371,7 +287,7 @@ def _interrupted(cfg: DictConfig, job: dict[str, Any], summary: dict[str, Any] |
     """Ctrl-C: save what was measured (``status: interrupted``), one line, exit 130."""
     if summary is None:
         summary = {**_settings(cfg), "status": "interrupted", "steps": 0}
-        _save(summary, job)
+        save_summary(summary, job)
     where = f"; partial summary saved to {Path(job['output_dir']) / SUMMARY_FILE}" if job else ""
     steps = summary.get("steps", 0)
     print(f"envfactory: interrupted after {steps} steps{where}", file=sys.stderr, flush=True)
@@ -381,10 +297,12 @@ def _interrupted(cfg: DictConfig, job: dict[str, Any], summary: dict[str, Any] |
 def _load_registry() -> str:
     """Load plugins and store the config schemas before Hydra composes; plugin load
     warnings are printed as one line each. Returns the conf dir."""
+    from envfactory.cli.sweeper import register_sweeper
     from envfactory.config import conf_dir
     from envfactory.config.store import use_in_this_app
     from envfactory.errors import PluginLoadWarning
 
+    register_sweeper()  # hydra/sweeper=envfactory (a -m sweep's: with_sweeper)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PluginLoadWarning)
         use_in_this_app()
@@ -420,6 +338,8 @@ def main() -> None:
     Exit status: 0; 1 for a runtime error or a sweep with failed jobs; 2 for a config
     error (one line, no traceback); 130 after Ctrl-C.
 
+    ``--rerun RUN_DIR [overrides]`` re-runs a saved job (:mod:`envfactory.cli.rerun`).
+
     Hydra prints its own composition errors over several lines; ``HYDRA_FULL_ERROR=1``
     (Hydra's documented switch) makes it raise them instead, and they are printed here as
     one line. A user who set ``HYDRA_FULL_ERROR`` gets Hydra's full tracebacks as usual.
@@ -428,10 +348,16 @@ def main() -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from envfactory.cli.rerun import rerun_arguments
     from envfactory.cli.sweep import SweepSummary
+    from envfactory.cli.sweeper import with_sweeper
     from envfactory.config.compose import hydra_error
     from envfactory.errors import ConfigError, EnvfactoryError
 
+    if sys.argv[1:2] == ["tune"]:  # `envfactory tune ...`: its own parser, before Hydra
+        from envfactory.cli.tune import main as tune
+
+        raise SystemExit(tune(sys.argv[2:]))
     if "--version" in sys.argv[1:]:
         print(version_line())
         return
@@ -440,10 +366,16 @@ def main() -> None:
     except (EnvfactoryError, FileNotFoundError) as exc:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
+    try:
+        args = with_sweeper(rerun_arguments(sys.argv[1:]))
+    except ConfigError as exc:
+        print(f"envfactory: error: {error_line(exc)}", file=sys.stderr)
+        raise SystemExit(2) from None
     app = hydra.main(version_base="1.3", config_path=config_path, config_name="config")(run)
     user_wants_tracebacks = bool(os.environ.get("HYDRA_FULL_ERROR"))
     os.environ["HYDRA_FULL_ERROR"] = "1"
     SweepSummary.last = None
+    given, sys.argv[1:] = sys.argv[1:], args  # Hydra reads sys.argv
     try:
         app()
     except BrokenPipeError:  # `envfactory --help | head`
@@ -458,6 +390,7 @@ def main() -> None:
         print(f"envfactory: error: {error_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
+        sys.argv[1:] = given
         if not user_wants_tracebacks:
             os.environ.pop("HYDRA_FULL_ERROR", None)
     sweep = SweepSummary.last

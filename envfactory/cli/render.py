@@ -13,18 +13,31 @@ vector steps with ``run.policy`` and writes, in the Hydra run dir:
 
 Any family whose ``render()`` returns ``rgb_array`` frames works, Atari included (ALE's
 full 210x160 RGB screen, whatever ``obs_type``). CartPole and MountainCar frames need
-pygame (``pip install 'envfactory[render]'``).
+pygame (``pip install 'envfactory[render]'``); without it the job says so in one line
+(:func:`pygame_missing`). SDL, under pygame, is told to use no display and no audio device
+while the job runs (:func:`headless_sdl`), so it prints no warning about either.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-__all__ = ["MP4_FILE", "PNG_FILE", "force_rgb_array", "render_job", "tiled_frame"]
+__all__ = [
+    "MP4_FILE",
+    "PNG_FILE",
+    "force_rgb_array",
+    "headless_sdl",
+    "pygame_missing",
+    "render_job",
+    "tiled_frame",
+]
 
 PNG_FILE = "render.png"
 MP4_FILE = "render.mp4"
@@ -43,6 +56,49 @@ def force_rgb_array(cfg: DictConfig) -> None:
         )
     with open_dict(cfg):
         cfg.env.render_mode = "rgb_array"
+
+
+#: SDL's drivers for pictures drawn off-screen (``rgb_array``): no display, no sound card
+_SDL_HEADLESS = {"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}
+
+
+@contextmanager
+def headless_sdl() -> Iterator[None]:
+    """While the render job runs (its worker processes start inside): SDL's dummy video and
+    audio drivers, unless the user set them. pygame draws ``rgb_array`` frames off-screen;
+    without this SDL probes for a display and prints ``XDG_RUNTIME_DIR is invalid or not
+    set`` on a machine without one. ``os.environ`` is restored afterwards, so nothing else
+    (a later job of a sweep, the user's shell) sees the change."""
+    added = [k for k in _SDL_HEADLESS if k not in os.environ]
+    os.environ.update({k: _SDL_HEADLESS[k] for k in added})
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
+def pygame_missing(exc: BaseException, env: str) -> Exception | None:
+    """The one-line config error for a render that failed because pygame is not installed
+    (gymnasium's ``DependencyNotInstalled`` or the ``ImportError``, in this process or in a
+    worker's traceback), or None for any other failure."""
+    from envfactory.errors import ConfigError, WorkerError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ImportError) and seen.name == "pygame":
+            break
+        text = seen.remote_traceback if isinstance(seen, WorkerError) else str(seen)
+        if "pygame" in text and ("not installed" in text or "No module named" in text):
+            break
+        seen = seen.__cause__ or seen.__context__
+    if seen is None:
+        return None
+    return ConfigError(
+        f"run.job=render: {env} draws its frames with pygame, which is not installed; "
+        "install it with pip install 'envfactory[render]' (Atari envs, env=pong, render "
+        "without it)"
+    )
 
 
 def tiled_frame(envs: Any) -> np.ndarray:
@@ -66,9 +122,8 @@ def render_job(cfg: DictConfig, envs: Any, out_dir: Path) -> dict[str, Any]:
     """Reset, step ``run.render_steps`` times, write ``render.png`` and ``render.mp4`` into
     ``out_dir``; returns what it wrote (paths, frame count, sizes)."""
     import cv2
-    from gymnasium.vector import AutoresetMode
 
-    from envfactory.cli.main import noop_action
+    from envfactory.cli.rollout import is_disabled_autoreset, noop_action
     from envfactory.errors import EnvfactoryError
 
     steps, fps = int(cfg.run.render_steps), int(cfg.run.fps)
@@ -78,10 +133,7 @@ def render_job(cfg: DictConfig, envs: Any, out_dir: Path) -> dict[str, Any]:
     envs.action_space.seed(cfg.seed)
     policy = str(getattr(cfg.run.policy, "value", cfg.run.policy))
     noop = noop_action(envs.action_space) if policy == "noop" else None
-    disabled = str(getattr(envs, "metadata", {}).get("autoreset_mode")) in (
-        str(AutoresetMode.DISABLED),
-        "disabled",
-    )
+    disabled = is_disabled_autoreset(envs)
     frame = tiled_frame(envs)
     h, w = frame.shape[:2]
     vh, vw = h + h % 2, w + w % 2  # MPEG-4 wants even sizes

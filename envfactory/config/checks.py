@@ -12,6 +12,13 @@ built-in and third-party schemas alike. ``make`` / ``build`` then receive the ch
 fields, so ``__post_init__`` may normalize a value (``vectorizer.timeout=inf`` becomes
 ``None``).
 
+A schema whose valid range depends on the top level of the config (``batch_size <=
+num_envs``) also defines ``check_config(self, top: TopLevel) -> None``: envfactory calls it
+right after ``__post_init__`` with the :class:`TopLevel` values (``num_envs``,
+``autoreset_mode``, ``seeding``), and reports what it raises the same way. So every rule
+about a family's or vectorizer's options lives in its own schema, and no config code
+names one.
+
 The helpers below (:func:`check_int`, :func:`check_choice`, ...) are what the built-in
 schemas use; plugins may use them too.
 """
@@ -28,9 +35,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..errors import ConfigError, OptionError, did_you_mean
+from ..errors import ConfigError, OptionError, did_you_mean, echo_within
 
 __all__ = [
+    "TopLevel",
     "check_bool",
     "check_choice",
     "check_int",
@@ -40,6 +48,22 @@ __all__ = [
     "omegaconf_error",
     "one_line",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class TopLevel:
+    """The top-level values a family or vectorizer schema may check its own fields
+    against, in its ``check_config(self, top)`` (see the module docstring).
+
+    Attributes:
+        num_envs: number of sub-environments.
+        autoreset_mode: ``next_step`` | ``same_step`` | ``disabled``.
+        seeding: ``offset`` | ``spawn``.
+    """
+
+    num_envs: int
+    autoreset_mode: str = "next_step"
+    seeding: str = "offset"
 
 
 # -- helpers for a schema's __post_init__ ----------------------------------------------------
@@ -85,7 +109,7 @@ def check_choice(obj: Any, name: str, choices: Sequence[str]) -> None:
 def one_line(exc: BaseException) -> str:
     """The first line of an OmegaConf/Hydra message (the rest repeats the key and type)."""
     text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
+    return echo_within(text.splitlines()[0].strip()) if text else type(exc).__name__
 
 
 def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigError:
@@ -126,10 +150,11 @@ def check_keys(
 
 
 def checked_options(
-    node: Any, schema: type | None, path: str, key: str, name: str
+    node: Any, schema: type | None, path: str, key: str, name: str, *, top: TopLevel | None = None
 ) -> dict[str, Any]:
     """The checked fields (without ``key``) of one env/vectorizer node, from its schema's
-    ``__post_init__`` (see the module docstring).
+    ``__post_init__`` and (given ``top``) its ``check_config(top)`` (see the module
+    docstring).
 
     Raises:
         ConfigError: an unknown key, a wrong type, a missing or a bad value (an
@@ -151,6 +176,8 @@ def checked_options(
     try:
         merged = OmegaConf.merge(base, data)
         obj = OmegaConf.to_object(merged)
+        if top is not None:
+            _check_config(obj, top)
     except OptionError as exc:
         raise exc.at(path) from None
     except OmegaConfBaseException as exc:
@@ -167,6 +194,16 @@ def checked_options(
         for f in dataclasses.fields(obj)  # type: ignore[arg-type]
         if f.name != key
     }
+
+
+def _check_config(obj: Any, top: TopLevel) -> None:
+    check = getattr(obj, "check_config", None)
+    if check is None:
+        from ._interim import interim_check
+
+        check = interim_check(obj)
+    if check is not None:
+        check(top)
 
 
 def _plain(value: Any) -> Any:

@@ -2,31 +2,35 @@
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+from hydra.errors import (
+    ConfigCompositionException,
+    HydraException,
+    MissingConfigException,
+    OverrideParseException,
+)
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ConfigError, OptionError, UnknownNameError, did_you_mean
+from ..errors import ConfigError, did_you_mean, echo, echo_within
 from ..plugin.manager import Registry, get_registry
-from .checks import check_keys, checked_options, omegaconf_error, one_line
-from .schema import EnvfactoryConfig, RunConfig
-from .store import extend_search_path, root_configs, schema_node, search_dirs
+from .checks import omegaconf_error, one_line
+from .plan import Plan, plan_of
+from .store import extend_search_path, root_configs, search_dirs, usable_choices
 
 __all__ = [
-    "checked_node",
     "compose",
     "hydra_error",
+    "override_list",
+    "resolve",
     "resolve_config",
     "validate",
-    "wrapper_options",
 ]
 
 _GROUP_KIND = {"env": "env (family or preset)", "vectorizer": "vectorizer"}
+_GROUP_TABLE = {"env": "families", "vectorizer": "vectorizers"}
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
@@ -38,6 +42,13 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         >>> cfg.env.family, cfg.num_envs, cfg.vectorizer.name
         ('mountaincar', 2, 'dummy')
     """
+    cfg = _load(override_list(overrides), config_name)
+    validate(cfg)
+    return cfg
+
+
+def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
+    """Compose with Hydra's config loader, unchecked (the caller validates once)."""
     from hydra.types import RunMode
 
     from .. import _compat
@@ -46,14 +57,16 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     search_path, make_loader = _compat.hydra_config_loader(search_dirs(reg)[0])
     extend_search_path(search_path, reg)
     loader = make_loader(search_path)
-    overrides = [str(o) for o in overrides]
     try:
         cfg = loader.load_configuration(config_name, overrides, RunMode.RUN, from_shell=False)
     except (ConfigCompositionException, HydraException, OmegaConfBaseException) as exc:
         raise hydra_error(exc) from None
+    except OSError as exc:  # Hydra looks for a config file named after an override's key
+        raise ConfigError(
+            f"invalid envfactory config: {one_line(exc)}; check the overrides' keys"
+        ) from None
     with open_dict(cfg):
         cfg.pop("hydra", None)
-    validate(cfg, reg)
     return cfg
 
 
@@ -64,11 +77,18 @@ def hydra_error(exc: BaseException) -> ConfigError:
         missing = exc.missing_cfg_file or ""
         group, _, value = missing.rpartition("/")
         if group in _GROUP_KIND:
-            return UnknownNameError(
-                _GROUP_KIND[group], value, list(exc.options or []), key=f"{group}={value}"
+            reg = get_registry()
+            return reg.unknown_name(
+                _GROUP_TABLE[group],
+                value,
+                usable_choices(group, exc.options or [], reg),
+                key=f"{group}={value}",
+                kind=_GROUP_KIND[group],
             )
         options = f" Valid options: {', '.join(exc.options)}." if exc.options else ""
         return ConfigError(f"{one_line(exc)}.{options}".replace("..", "."))
+    if isinstance(exc, OverrideParseException):
+        return override_parse_error(exc.override, one_line(exc))
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, OmegaConfBaseException):
         cause = cause.__cause__
@@ -89,6 +109,24 @@ def hydra_error(exc: BaseException) -> ConfigError:
     return ConfigError(f"invalid envfactory config: {text}")
 
 
+def override_parse_error(override: str, reason: str) -> ConfigError:
+    """Hydra's override grammar could not read ``override``: say so with the fix, quoting
+    the value (characters such as non-ASCII letters, spaces or brackets need quotes)."""
+    key, sep, value = str(override).partition("=")
+    if sep and value and not value.startswith(("'", '"')):
+        quoted = value.replace('"', '\\"')
+        hint = (
+            "If the value holds characters Hydra's override grammar does not take unquoted "
+            f"(non-ASCII letters, spaces, brackets, ...), quote it: '{key}=\"{quoted}\"' on the "
+            f"command line, or overrides=['{key}=\"{quoted}\"']"
+        )
+    else:
+        hint = "See https://hydra.cc/docs/advanced/override_grammar/basic/"
+    return ConfigError(
+        echo_within(f"cannot read the override {echo(override)} ({reason.split(':')[0]}). {hint}")
+    )
+
+
 def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError | None:
     """The unknown-key message (valid keys, did you mean) for OmegaConf's struct-mode
     error, or None if ``exc`` is not one."""
@@ -107,8 +145,10 @@ def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError 
     )
 
 
-def validate(cfg: DictConfig, registry: Registry | None = None) -> None:
-    """Check everything about a composed ``envfactory`` node before any env exists.
+def validate(cfg: DictConfig, registry: Registry | None = None) -> Plan:
+    """Check everything about a composed ``envfactory`` node before any env exists, and
+    return what was checked, the :class:`~envfactory.config.plan.Plan` that
+    :func:`envfactory.make_vec` and :func:`envfactory.make_env` also take.
 
     Unknown keys anywhere (also those added with ``+``), interpolations that cannot be
     resolved, the top-level ranges, every family/vectorizer schema's own checks
@@ -117,183 +157,26 @@ def validate(cfg: DictConfig, registry: Registry | None = None) -> None:
     Raises:
         ConfigError: one line naming the key's path, the value and what is valid.
     """
-    reg = registry or get_registry()
-    try:
-        OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException as exc:
-        raise omegaconf_error(exc) from None
-    top = {f.name for f in dataclasses.fields(EnvfactoryConfig)}
-    check_keys({str(k): None for k in cfg if str(k) != "hydra"}, top, "")
-    run = cfg.get("run")
-    if isinstance(run, DictConfig):
-        check_keys(run, [f.name for f in dataclasses.fields(RunConfig)], "run")
-        steps = run.get("total_steps")
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ConfigError(
-                f"run.total_steps={steps!r}: expected an integer >= 1 (env steps summed over "
-                "envs); set run.total_steps=1000, say"
-            )
-        for key, hint in (
-            ("render_steps", "the render job's vector steps"),
-            ("fps", "MP4 frames/s"),
-        ):
-            value = run.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(
-                    f"run.{key}={value!r}: expected an integer >= 1 ({hint}); set run.{key}=30, say"
-                )
-    num_envs = cfg.get("num_envs")
-    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-        raise ConfigError(
-            f"num_envs must be a positive integer, got {num_envs!r}; set num_envs=1 or more"
-        )
-    seed = cfg.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ConfigError(
-            f"seed={seed!r}: expected an integer >= 0 or null (gymnasium seeds are "
-            "non-negative); set seed=0, say"
-        )
-    for group, name_key, table, lookup in _groups(reg):
-        node = cfg.get(group)
-        if not isinstance(node, DictConfig) or name_key not in node:
-            raise ConfigError(
-                f"the config has no {group} node with a {name_key!r} key; select one with "
-                f"{group}=<{name_key}> (valid: {', '.join(sorted(table))})"
-            )
-        name = str(node[name_key])
-        checked_options(node, lookup(name, key=f"{group}={name}").config, group, name_key, name)
-    _check_batch_size(cfg, num_envs)
-    for key, vector in (("wrappers", False), ("vector_wrappers", True)):
-        for i, entry in enumerate(cfg.get(key) or []):
-            wrapper_options(entry, vector=vector, key=f"{key}[{i}]", registry=reg)
+    return plan_of(cfg, registry)
 
 
-def _check_batch_size(cfg: DictConfig, num_envs: int) -> None:
-    """``vectorizer.batch_size`` (the async pool of subproc/subproc-atari) is at most
-    ``num_envs``: the one option whose range depends on another node."""
-    node = cfg.get("vectorizer")
-    if not isinstance(node, DictConfig) or node.get("name") not in ("subproc", "subproc-atari"):
-        return
-    size = node.get("batch_size")
-    if size is not None and node.get("in_parent"):
-        raise OptionError(
-            "in_parent",
-            node.get("in_parent"),
-            f"0 or null with vectorizer.batch_size={size} (the async pool steps every env "
-            "in a worker)",
-            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
-            path="vectorizer",
-        )
-    if isinstance(size, int) and not isinstance(size, bool) and size > num_envs:
-        raise OptionError(
-            "batch_size",
-            size,
-            f"an integer in [1, num_envs={num_envs}] or null (null: a synchronous VecEnv)",
-            hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})",
-            path="vectorizer",
-        )
-
-
-def _groups(reg: Registry) -> list[tuple[str, str, Any, Any]]:
-    return [
-        ("env", "family", reg.families, reg.family),
-        ("vectorizer", "name", reg.vectorizers, reg.vectorizer),
-    ]
-
-
-def checked_node(cfg: DictConfig, group: str, registry: Registry | None = None) -> Any:
-    """``(record, options)`` of the ``env`` or ``vectorizer`` node of a config: the
-    family/vectorizer record and the schema-checked options for its ``make``/``build``."""
-    reg = registry or get_registry()
-    [(_, name_key, _, lookup)] = [g for g in _groups(reg) if g[0] == group]
-    node = cfg[group]
-    name = str(node[name_key])
-    rec = lookup(name, key=f"{group}={name}")
-    return rec, checked_options(node, rec.config, group, name_key, name)
-
-
-def wrapper_options(
-    entry: Any, *, vector: bool, key: str, registry: Registry | None = None
-) -> tuple[Any, dict[str, Any]]:
-    """Check one ``wrappers`` entry; return ``(record, options)``."""
-    reg = registry or get_registry()
-    if isinstance(entry, str):
-        entry = {"name": entry}
-    if isinstance(entry, DictConfig):
-        entry = OmegaConf.to_container(entry, resolve=True)
-    if not isinstance(entry, Mapping) or "name" not in entry:
-        raise ConfigError(
-            f"{key} must be a mapping with a 'name' key, like "
-            f"{{name: time_limit, max_episode_steps: 500}}; got {entry!r}"
-        )
-    options = {k: v for k, v in entry.items() if k != "name"}
-    rec = reg.wrapper(str(entry["name"]), vector=vector, key=f"{key}.name")
-    config = rec.config
-    lazy = getattr(rec.wrap, "envfactory_config", None)
-    if config is None and callable(lazy):  # a schema known only once its class is imported
-        try:
-            config = lazy()
-        except ConfigError as exc:
-            raise ConfigError(f"{key}.name={rec.name}: {exc}") from None
-        if config is None:
-            raise ConfigError(
-                f"wrapper {rec.name!r} at {key} needs values a config cannot hold (a "
-                "function, a module, a space); wrap the env in Python instead"
-            )
-    if config is not None:
-        node = schema_node(config, "name", rec.name)
-        fields = [f.name for f in dataclasses.fields(config) if f.name != "name"]
-        check_keys(options, fields, key, f"wrapper {rec.name!r}", fix="Fix the spelling")
-        try:
-            merged = OmegaConf.merge(node, options)
-        except OmegaConfBaseException as exc:
-            raise ConfigError(
-                f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})"
-            ) from None
-        for k in merged:
-            if OmegaConf.is_missing(merged, str(k)):
-                raise ConfigError(
-                    f"wrapper {rec.name!r} at {key} needs option {k!s}; add {k!s}: <value>, "
-                    f"e.g. {{name: {rec.name}, {k!s}: ...}}"
-                )
-        options = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)  # type: ignore[assignment]
-        options.pop("name", None)
-    else:
-        _check_signature(rec, options, key)
-    return rec, options
-
-
-def _check_signature(rec: Any, options: Mapping[str, Any], key: str) -> None:
-    try:
-        sig = inspect.signature(rec.wrap)
-    except (TypeError, ValueError):
-        return
-    params = list(sig.parameters.values())[1:]
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return
-    valid = [p.name for p in params]
-    from ..errors import did_you_mean
-
-    for k in options:
-        if k not in valid:
-            raise ConfigError(
-                f"wrapper {rec.name!r} at {key} has no option {k!r}.{did_you_mean(k, valid)} "
-                f"Valid options: {', '.join(valid) or '(none)'}"
-            )
-
-
-def resolve_config(
-    cfg: DictConfig | Mapping[str, Any] | None = None, overrides: Sequence[str] | None = None
-) -> DictConfig:
-    """Turn what a user passes to ``make_vec`` (a composed DictConfig, a plain dict, or
-    overrides) into a validated config."""
+def resolve(
+    cfg: Plan | DictConfig | Mapping[str, Any] | None = None,
+    overrides: Sequence[str] | str | None = None,
+) -> Plan:
+    """Turn what a user passes to ``make_vec`` / ``make_env`` (a plan, a composed
+    DictConfig, a plain dict, or overrides) into a checked plan, checking each schema once."""
+    overrides = override_list(overrides)
+    if isinstance(cfg, Plan):
+        if overrides:
+            raise ConfigError("pass either a checked plan or overrides, not both")
+        return cfg
     if cfg is None:
-        return compose(overrides or [])
+        return validate(_load(overrides))
     if isinstance(cfg, DictConfig):
         if overrides:
             raise ConfigError("pass either a composed config or overrides, not both")
-        validate(cfg)
-        return cfg
+        return validate(cfg)
     if isinstance(cfg, Mapping):
         data = dict(cfg)
         picks = []
@@ -308,15 +191,41 @@ def resolve_config(
             data.pop("vectorizer")
         elif isinstance(vec, Mapping) and "name" in vec:
             picks.append(f"vectorizer={vec['name']}")
-        base = compose([*picks, *(overrides or [])])
+        base = _load([*picks, *overrides])
         try:
             merged = OmegaConf.merge(base, data)
         except OmegaConfBaseException as exc:
             raise (unknown_key_error(exc) or omegaconf_error(exc)) from None
         assert isinstance(merged, DictConfig)
-        validate(merged)
-        return merged
+        return validate(merged)
     raise ConfigError(
         f"make_vec takes a composed DictConfig, a dict, or overrides=[...]; got "
         f"{type(cfg).__name__}"
     )
+
+
+def resolve_config(
+    cfg: DictConfig | Mapping[str, Any] | None = None, overrides: Sequence[str] | None = None
+) -> DictConfig:
+    """The validated config of :func:`resolve` (its plan's ``config``)."""
+    return resolve(cfg, overrides).config
+
+
+def override_list(overrides: Any) -> list[str]:
+    """Overrides as a list of strings. One string is refused with a ``TypeError`` rather than
+    read a character at a time or guessed at: it may hold several overrides as typed on a
+    command line (``"num_envs=2 env=gym"``), and a list is the one spelling (as Hydra's own
+    ``compose(overrides=[...])``)."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        raise TypeError(
+            f"overrides must be a list of strings, got the string {echo(overrides)}; pass "
+            f"overrides=[{echo(overrides)}] (one list entry per override)"
+        )
+    if not isinstance(overrides, Sequence) or isinstance(overrides, (bytes, Mapping)):
+        raise TypeError(
+            f"overrides must be a list of strings like ['num_envs=2', 'env=mountaincar'], "
+            f"got {type(overrides).__name__} {echo(overrides)}"
+        )
+    return [str(o) for o in overrides]

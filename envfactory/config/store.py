@@ -26,7 +26,7 @@ import dataclasses
 import re
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ __all__ = [
     "root_configs",
     "schema_node",
     "search_dirs",
+    "usable_choices",
     "use_in_this_app",
 ]
 
@@ -72,7 +73,9 @@ def schema_node(cls: type | None, key: str, name: str) -> Any:
     node = OmegaConf.structured(cls)
     node[key] = name
     for k in node:  # a dict field (``kwargs``) is free-form: ``env.kwargs={a: 1}`` adds keys
-        child = node._get_node(k)
+        if OmegaConf.is_missing(node, k) or OmegaConf.is_interpolation(node, k):
+            continue
+        child = node[k]  # a container field: its node itself
         if isinstance(child, DictConfig) and OmegaConf.get_type(child) is dict:
             OmegaConf.set_struct(child, False)
     return node
@@ -267,6 +270,27 @@ def _preset_entries(reg: Registry) -> Iterator[tuple[str, str, Any, str, str | N
                     if m is not None:
                         package = m.group(1)
                 yield group, path.stem, node, provider, package
+
+
+def usable_choices(group: str, options: Iterable[str], reg: Registry) -> list[str]:
+    """The ``options`` of the ``env`` / ``vectorizer`` group that compose: a registered
+    name, or a preset whose defaults list names only usable ones (a preset of a disabled
+    or missing family is left out)."""
+    table = reg.families if group == "env" else reg.vectorizers
+    bases = {
+        name: [d for d in (node.get("defaults") or []) if isinstance(d, str) and d != "_self_"]
+        for g, name, node, _, _ in _preset_entries(reg)
+        if g == group
+    }
+
+    def usable(name: str, seen: tuple[str, ...] = ()) -> bool:
+        if name in table:
+            return True
+        if name not in bases or name in seen:
+            return False
+        return all(usable(b, (*seen, name)) for b in bases[name])
+
+    return [str(o) for o in options if usable(str(o))]
 
 
 def _forget() -> None:

@@ -36,12 +36,14 @@ from typing import Any, Generic, TypeVar
 
 import pluggy
 
+from .. import _compat
 from ..errors import (
     ConflictingNameError,
     PluginConflictError,
     PluginLoadWarning,
     UnknownNameError,
     did_you_mean,
+    echo,
 )
 from . import spec
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
@@ -62,10 +64,12 @@ __all__ = [
 ]
 
 DISABLE_ENV_VAR = "ENVFACTORY_DISABLED_PLUGINS"
+IN_CODE = "<registered in code>"  # the distribution of a plugin given to register_plugin()
 BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementations
     "envfactory.families": "envfactory.families.builtin",
     "envfactory.vectorizers": "envfactory.vectorizers.builtin",
     "envfactory.wrappers": "envfactory.wrappers.builtin",
+    "envfactory.user_config": "envfactory.cli.presets",  # presets of `envfactory tune`
 }
 _TABLE_KIND = {
     "families": "env family",
@@ -131,6 +135,7 @@ class Registry:
     disabled: list[str] = field(default_factory=list)
     conflicts: dict[str, dict[str, list[Registered[Any]]]] = field(default_factory=dict)
     plugins: list[PluginStatus] = field(default_factory=list)
+    blocked: dict[str, tuple[Provider, str]] = field(default_factory=dict)
 
     def family(self, name: str, key: str = "env.family") -> EnvFamilyPlugin:
         return self._lookup("families", name, key).record
@@ -151,7 +156,27 @@ class Registry:
             if clash:
                 raise ConflictingNameError(conflict_message(kind, name, clash, key)) from None
             valid = [*table, *self.conflicts.get(table_name, {})]
-            raise UnknownNameError(kind, name, valid, key=key) from None
+            raise self.unknown_name(table_name, name, valid, key=key) from None
+
+    def unknown_name(
+        self, table_name: str, name: str, valid: list[str], *, key: str = "", kind: str = ""
+    ) -> UnknownNameError:
+        """The error for a name no enabled plugin registers: it says so when a disabled
+        built-in plugin registers it (and by what it is disabled), and names the disabled
+        third-party plugins, which may."""
+        kind = kind or _TABLE_KIND[table_name]
+        maybe = []
+        for plugin, (provider, reason) in self.blocked.items():
+            if plugin not in BUILTIN_MODULES:
+                maybe.append(f"{plugin} ({provider.distribution}, by {reason})")
+            elif name in _builtin_names(plugin).get(table_name, ()):
+                disabled = (
+                    f"plugin {plugin!r} ({provider.distribution}), which registers it, is "
+                    f"disabled by {reason}. Remove {plugin} from {DISABLE_ENV_VAR} to use it"
+                )
+                return UnknownNameError(kind, name, valid, key=key, disabled=disabled)
+        note = f"Disabled plugins, which may provide it: {', '.join(maybe)}." if maybe else ""
+        return UnknownNameError(kind, name, valid, key=key, note=note)
 
     def as_dict(self) -> dict[str, Any]:
         def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:
@@ -234,19 +259,48 @@ class Registry:
         return out
 
 
+def _builtin_names(plugin: str) -> dict[str, list[str]]:
+    """The names a built-in plugin registers, by table, from its hook functions called
+    directly (envfactory's own module, imported only for this message)."""
+    import importlib
+
+    module = importlib.import_module(BUILTIN_MODULES[plugin])
+    out: dict[str, list[str]] = {}
+    for hook in ("envfactory_env_families", "envfactory_vectorizers", "envfactory_wrappers"):
+        fn = getattr(module, hook, None)
+        for rec in fn() if callable(fn) else []:
+            if isinstance(rec, EnvFamilyPlugin):
+                table = "families"
+            elif isinstance(rec, VectorizerPlugin):
+                table = "vectorizers"
+            else:
+                table = "vector_wrappers" if rec.vector else "wrappers"
+            out.setdefault(table, []).append(rec.name)
+    return out
+
+
 def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str = "") -> str:
     """One line: who registered ``name``, that it is unusable, how to disable one."""
     providers = [r.provider for r in regs]
     where = f" (at {key})" if key else ""
     who = " and ".join(str(p) for p in providers)
+    fixes = []
     # a built-in never needs disabling: suggest the third-party plugins first
     third = [p for p in providers if p.distribution != "envfactory"] or providers
-    how = " or ".join(f"{DISABLE_ENV_VAR}={p.plugin}" for p in third)
-    dists = " / ".join(sorted({p.distribution for p in third}))
+    installed = [p for p in third if p.distribution != IN_CODE]
+    if installed:
+        how = " or ".join(f"{DISABLE_ENV_VAR}={p.plugin}" for p in installed)
+        dists = " / ".join(sorted({p.distribution for p in installed}))
+        fixes.append(f"Disable one with {how} (or uninstall {dists})")
+    if len(installed) < len(third):  # register_plugin(): the environment variable cannot help
+        fixes.append(
+            f"{'or r' if fixes else 'R'}ename the record registered in code, or call "
+            "envfactory.reset_plugins() to forget the plugins registered in code (a re-run "
+            "cell that defines the record again makes a new one)"
+        )
     return (
         f"the {kind} {name!r}{where} is registered by {len(providers)} plugins: {who}, so it "
-        f"cannot be used. Disable one with {how} (or uninstall {dists}); "
-        f"'envfactory-plugins' lists every conflict"
+        f"cannot be used. {' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
     )
 
 
@@ -312,9 +366,8 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         for caller in self.get_hookcallers(plugin) or []:
             for impl in caller.get_hookimpls():
                 if impl.plugin is plugin and not (impl.hookwrapper or impl.wrapper):
-                    # HookImpl.function is what pluggy's _multicall calls (typed Final)
                     guarded = self._guard(caller.name, impl.plugin_name, impl.function)
-                    setattr(impl, "function", guarded)  # noqa: B010
+                    _compat.replace_hookimpl_function(impl, guarded)
         return registered
 
     def _guard(self, hook_name: str, plugin_name: str, fn: Callable[..., Any]) -> Any:
@@ -339,7 +392,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
 
     def provider(self, plugin_name: str) -> Provider:
         """Who gave the plugin registered as ``plugin_name``."""
-        return self.providers.get(plugin_name) or Provider(plugin_name, "<registered in code>", "-")
+        return self.providers.get(plugin_name) or Provider(plugin_name, IN_CODE, "-")
 
     def register_plugin(self, plugin: object, provider: Provider) -> None:
         """Register ``plugin`` and check its hook names at once.
@@ -505,7 +558,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
     def build_registry(self, warn: bool = True) -> Registry:
         """Call each hook once and index the records; a name two plugins register goes to
         ``conflicts`` (one :class:`PluginLoadWarning` each, unless ``warn`` is false)."""
-        reg = Registry(failures=self.failures, disabled=self.disabled)
+        reg = Registry(failures=self.failures, disabled=self.disabled, blocked=self.blocked_by)
         _collect(self, reg, "envfactory_env_families", EnvFamilyPlugin, lambda rec: "families")
         _collect(self, reg, "envfactory_vectorizers", VectorizerPlugin, lambda rec: "vectorizers")
         # one call of the wrappers hook (a failure is reported once), split by ``vector``
@@ -733,10 +786,21 @@ def register_plugin(plugin: object, name: str | None = None) -> str:
     ``plugin`` is a module or object with ``@envfactory.hookimpl`` functions, or one record
     (``EnvFamilyPlugin`` / ``VectorizerPlugin`` / ``WrapperPlugin``) or a list of records.
     The registry is rebuilt at once, so ``compose`` / ``make_vec`` see the new names.
-    A name already registered (by any plugin) raises ``PluginConflictError`` and leaves
-    everything as it was (code that registers a plugin is told at once; installed plugins
-    that clash leave just that name unusable instead). Distribute a plugin with an
-    ``envfactory`` entry point instead.
+
+    Registering the very same object again (a re-run notebook cell that registers a
+    record defined in an earlier cell) changes nothing and returns its name. A name already
+    registered (by any plugin), or the same name on a new object (a re-run cell that
+    defines the record again), raises ``PluginConflictError`` naming who holds it and
+    leaves everything as it was: call ``envfactory.reset_plugins()`` to forget the plugins
+    registered in code and register again. Identity is the only safe test of "the same":
+    a record defined again holds new functions, and replacing a registration silently
+    would hide a real clash. Distribute a plugin with an ``envfactory`` entry point instead.
+
+    Raises:
+        TypeError: ``plugin`` is no record, list of records, module or object with
+            ``@envfactory.hookimpl`` functions (``None``, ``42``, ``"x"``, ``{}``, ``[]``,
+            a list with anything but records in it).
+        PluginConflictError: a name is taken.
 
     Example:
         >>> import gymnasium as gym
@@ -746,27 +810,43 @@ def register_plugin(plugin: object, name: str | None = None) -> str:
         >>> record = envfactory.EnvFamilyPlugin("cartpole_long", make_cartpole_long)
         >>> envfactory.register_plugin(record)
         'cartpole_long'
+        >>> envfactory.register_plugin(record)  # the same object again: nothing changes
+        'cartpole_long'
         >>> with envfactory.make_vec(overrides=["env=cartpole_long", "num_envs=2"]) as envs:
         ...     envs.num_envs
         2
         >>> envfactory.reset_plugins()  # forget it again
     """
-    records: list[Any] = list(plugin) if isinstance(plugin, (list, tuple)) else [plugin]
-    if records and all(
-        isinstance(r, (EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin)) for r in records
-    ):
+    records = _records_of(plugin)
+    if records is not None:
         plugin = _RecordsPlugin(records)
         name = name or "+".join(r.name for r in records)
+    elif name is not None and not isinstance(name, str):
+        raise TypeError(f"register_plugin(name=...) must be a string, got {echo(name)}")
     name = name or getattr(plugin, "__name__", None) or f"in-process-{id(plugin):x}"
     with _lock:
         pm = get_plugin_manager()
+        same = _registered_same(pm, plugin, records)
+        if same is not None:
+            return same
         if pm.has_plugin(name) or pm.is_registered(plugin):
+            holder = pm.provider(name)
+            who = "in code" if holder.distribution == IN_CODE else str(holder)
             raise PluginConflictError(
-                f"a plugin named {name!r} is already registered in this process; pass "
-                f"name=... or call envfactory.reset_plugins() first"
+                f"a plugin named {echo(name)} is already registered in this process ({who}), "
+                "and this is another object (a cell that defines its records again makes "
+                "new ones); call envfactory.reset_plugins() first to forget the plugins "
+                "registered in code, then register again"
             )
-        pm.register_plugin(plugin, Provider(name, "<registered in code>", "-"))
+        pm.register_plugin(plugin, Provider(name, IN_CODE, "-"))
         try:
+            if not pm.get_hookcallers(plugin):
+                raise TypeError(
+                    f"register_plugin() got {_what(plugin)}, which has no "
+                    "@envfactory.hookimpl functions: pass a record (EnvFamilyPlugin, "
+                    "VectorizerPlugin, WrapperPlugin), a list of records, or a module or "
+                    "object with @envfactory.hookimpl functions"
+                )
             registry = pm.build_registry(warn=False)
             clash = _conflicts_of(registry, name)
             if clash is not None:
@@ -777,6 +857,58 @@ def register_plugin(plugin: object, name: str | None = None) -> str:
             raise
         _state["registry"] = registry
     return name
+
+
+_RECORD_TYPES = (EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin)
+
+
+def _records_of(plugin: object) -> list[Any] | None:
+    """The records ``plugin`` is (one, or a list/tuple of them), None for a module or an
+    object that may hold hook implementations; a ``TypeError`` naming what was passed
+    for anything else."""
+    if isinstance(plugin, _RECORD_TYPES):
+        return [plugin]
+    if isinstance(plugin, (list, tuple)):
+        if not plugin:
+            raise TypeError(
+                f"register_plugin() got an empty {type(plugin).__name__}: pass one or more "
+                "records (EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin)"
+            )
+        for i, rec in enumerate(plugin):
+            if not isinstance(rec, _RECORD_TYPES):
+                raise TypeError(
+                    f"register_plugin() got a list whose item {i} is {_what(rec)}, not a "
+                    "record: every item must be an EnvFamilyPlugin, VectorizerPlugin or "
+                    "WrapperPlugin"
+                )
+        return list(plugin)
+    if plugin is None or isinstance(plugin, (str, bytes, int, float, dict, set)):
+        raise TypeError(
+            f"register_plugin() got {_what(plugin)}: pass a record (EnvFamilyPlugin, "
+            "VectorizerPlugin, WrapperPlugin), a list of records, or a module or object with "
+            "@envfactory.hookimpl functions"
+        )
+    return None
+
+
+def _what(obj: object) -> str:
+    return "None" if obj is None else f"{type(obj).__name__} {echo(obj)}"
+
+
+def _registered_same(pm: EnvfactoryPluginManager, plugin: object, records: Any) -> str | None:
+    """The name under which this very object (or, for records, these very records) is
+    already registered, or None."""
+    for registered_name, registered in pm.list_name_plugin():
+        if registered is plugin:
+            return registered_name
+        if (
+            records is not None
+            and isinstance(registered, _RecordsPlugin)
+            and len(registered.records) == len(records)
+            and all(a is b for a, b in zip(registered.records, records))
+        ):
+            return registered_name
+    return None
 
 
 def _conflicts_of(reg: Registry, plugin: str) -> str | None:

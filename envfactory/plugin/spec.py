@@ -31,6 +31,8 @@ NAME = "envfactory"
 
 hookspec = pluggy.HookspecMarker(NAME)
 hookimpl = pluggy.HookimplMarker(NAME)
+"""Marks a plugin's hook functions (``@envfactory.hookimpl``); pluggy's options work too
+(``@envfactory.hookimpl(wrapper=True)``)."""
 
 
 @hookspec
@@ -95,8 +97,10 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:  # type: ignore[empty-bo
 
     ``build`` receives the list of zero-argument env constructors (picklable with
     cloudpickle), the vectorizer node's fields and the top-level ``autoreset_mode`` as gymnasium's
-    ``AutoresetMode``. A vectorizer that does not call the constructors (a native one, such
-    as ``envfactory-ale``'s ``ale-vector``) reads the env config from them: each carries
+    ``AutoresetMode``, and ``seeding`` (``"offset"``/``"spawn"``) if it takes a ``seeding``
+    parameter (this one does not: it seeds env *i* with ``seed + i``, and ``seeding=spawn``
+    is refused at compose time). A vectorizer that does not call the constructors (a native
+    one, such as ``envfactory-ale``'s ``ale-vector``) reads the env config from them: each carries
     ``options`` (the env node's fields, without ``family``), ``make`` (the family's
     ``make``; compare with ``envfactory.get_registry().families[name].record.make``),
     ``wrappers`` (the per-env wrappers) and ``stats_key`` (``episode_stats_key``).

@@ -61,9 +61,15 @@ class VectorizerPlugin:
     Attributes:
         name: the config name and the value of the vectorizer node's ``name``.
         build: ``build(env_fns, **options) -> gymnasium.vector.VectorEnv``; ``options`` are
-            the vectorizer node's fields (without ``name``) plus the top-level
-            ``autoreset_mode``.
-        config: a dataclass schema for the vectorizer node.
+            the vectorizer node's checked fields (without ``name``) plus the top-level
+            ``autoreset_mode`` (gymnasium's ``AutoresetMode``) and ``seeding``
+            (``"offset"`` | ``"spawn"``), when ``build`` takes a ``seeding`` parameter or
+            ``**kwargs``; one that does not is called without it under ``seeding=offset``
+            and refused at compose time under ``seeding=spawn`` (see
+            :meth:`envfactory.config.Plan.build_options`).
+        config: a dataclass schema for the vectorizer node; a cross-field rule (an option
+            bounded by ``num_envs``) goes in its ``check_config(self, top)`` (see
+            :mod:`envfactory.config.checks`).
         summary: one line shown by ``envfactory-plugins``.
     """
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from ..plugin.spec import hookimpl
 from ..plugin.types import WrapperPlugin
-from . import gymnasium_wrappers
+from . import gymnasium_wrappers, legacy_final_info
 
 __all__ = ["envfactory_wrappers"]
 
 
 @hookimpl
 def envfactory_wrappers() -> list[WrapperPlugin]:
-    return list(gymnasium_wrappers())
+    return [*gymnasium_wrappers(), legacy_final_info.RECORD]

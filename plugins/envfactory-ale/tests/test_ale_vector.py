@@ -30,6 +30,7 @@ class TestALEVector(VecEnvConformance):
     # envfactory's own error rules (parent-side checks, ClosedEnvironmentError after close)
     # are not ale_py's AtariVectorEnv's
     error_classes = False
+    call_fn = False  # the envs live in C++: there is no Python env to pass to call(fn)
 
     @pytest.fixture(params=list(CASES))
     def make_vecenv(self, request: pytest.FixtureRequest):

@@ -216,14 +216,18 @@ class EnvActor:
         except Exception as exc:
             return ERROR, _failure(exc)
 
-    def call(self, name: str, args: Any, kwargs: Any, local: list[int]) -> tuple[str, Any]:
+    def call(self, name: Any, args: Any, kwargs: Any, local: list[int]) -> tuple[str, Any]:
         """``get_wrapper_attr(name)`` of the envs ``local``, called with ``args``/``kwargs``
-        if it is callable and ``args`` is not None (``get_attr`` passes None)."""
+        if it is callable and ``args`` is not None (``get_attr`` passes None); a function
+        ``name`` runs as ``name(env, *args, **kwargs)`` here, next to the env."""
         try:
             import ray.cloudpickle as cp
 
             out = []
             for i in local:
+                if callable(name):  # call(fn): fn(env, *args, **kwargs) in this actor
+                    out.append(name(self.envs[i], *args, **kwargs))
+                    continue
                 attr = self.envs[i].get_wrapper_attr(name)
                 out.append(attr(*args, **kwargs) if args is not None and callable(attr) else attr)
             cp.dumps(out)  # an unpicklable result is the env's error, not a dead actor

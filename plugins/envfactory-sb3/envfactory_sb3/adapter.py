@@ -309,6 +309,20 @@ class SB3VecEnv(VecEnv):
     def __repr__(self) -> str:
         return f"SB3VecEnv({self.venv!r})"
 
+    def __getstate__(self) -> Any:
+        """Refused, under every vectorizer: the adapter holds live envs (in worker processes
+        under ``subproc`` or ``ray``), which no pickle can carry. Pickling worked only by
+        accident under ``dummy`` (and failed there on a local function), so one clear
+        ``TypeError`` for all. SB3 never pickles a ``VecEnv``: ``model.save`` leaves the
+        env out and ``VecNormalize.save`` drops its ``venv``."""
+        raise TypeError(
+            "cannot pickle an SB3VecEnv: it holds live envs (and under subproc or ray their "
+            "worker processes), which do not travel. Pickle what builds it instead (the "
+            "config or overrides) and call to_sb3(envfactory.make_vec(...)) where it is "
+            "needed; model.save() and VecNormalize.save() leave the VecEnv out and work as "
+            "they are"
+        )
+
 
 def to_sb3(venv: VectorEnv, *, episode_key: str | None = "episode_stats") -> SB3VecEnv:
     """Stable-Baselines3's ``VecEnv`` over an envfactory (or any gymnasium) ``VectorEnv``.

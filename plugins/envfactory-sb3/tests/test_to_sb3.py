@@ -183,3 +183,32 @@ def test_call_runs_a_function_next_to_each_env(vectorizer) -> None:
         ]
         with pytest.raises(TypeError, match=r"get_attr\(name\) takes an attribute name"):
             envs.get_attr(len)
+
+
+@pytest.mark.parametrize("vectorizer", ["dummy", "subproc"])
+def test_pickling_is_one_clear_type_error_and_vecnormalize_saves(vectorizer, tmp_path) -> None:
+    """Issue 18: ``pickle.dumps(to_sb3(...))`` raised ``Can't pickle local object
+    '_checker.<locals>.check_discrete'`` under dummy (an AttributeError) and a
+    multiprocessing error under subproc. Now one TypeError that says what to do, while
+    what SB3 really saves (VecNormalize's statistics) still saves and loads."""
+    import copy
+    import pickle
+
+    overrides = [f"vectorizer={vectorizer}", "num_envs=2"]
+    venv = to_sb3(envfactory.make_vec(overrides=overrides))
+    try:
+        for attempt in (pickle.dumps, copy.deepcopy):
+            with pytest.raises(TypeError, match=r"cannot pickle an SB3VecEnv: it holds live envs"):
+                attempt(venv)
+        norm = VecNormalize(venv)
+        norm.reset()
+        norm.step(np.array([0, 1]))
+        with pytest.raises(TypeError, match="cannot pickle an SB3VecEnv"):
+            pickle.dumps(VecFrameStack(venv, 2))
+        norm.save(tmp_path / "vecnormalize.pkl")
+    finally:
+        venv.close()
+    fresh = to_sb3(envfactory.make_vec(overrides=overrides))
+    loaded = VecNormalize.load(str(tmp_path / "vecnormalize.pkl"), fresh)
+    assert loaded.obs_rms.count == norm.obs_rms.count
+    loaded.close()

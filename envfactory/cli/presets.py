@@ -1,0 +1,77 @@
+"""The user's own config folder: presets that ``envfactory tune`` writes, composable by name.
+
+The folder is ``$ENVFACTORY_CONFIG_DIR`` if set, else ``$XDG_CONFIG_HOME/envfactory``, else
+``~/.config/envfactory``. It is on envfactory's config search path through the same hook
+that plugins use for their presets (``envfactory_config_dirs``; this module is a built-in
+plugin), so a file ``<folder>/vectorizer/tuned.yaml`` composes as ``vectorizer=tuned`` in
+``envfactory.compose``, ``make_vec(overrides=...)``, the ``envfactory`` command, and in a
+user's own Hydra app as ``envfactory/vectorizer=tuned`` (:func:`envfactory.register_configs`).
+The folder need not exist: Hydra skips a search path entry that is not a directory, so a
+preset written later in the same process composes without reloading the plugins.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..plugin import hookimpl
+
+__all__ = ["CONFIG_DIR_ENV_VAR", "envfactory_config_dirs", "user_config_dir", "write_preset"]
+
+CONFIG_DIR_ENV_VAR = "ENVFACTORY_CONFIG_DIR"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def user_config_dir() -> Path:
+    """``$ENVFACTORY_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/envfactory``, else
+    ``~/.config/envfactory`` (it may not exist yet)."""
+    own = os.environ.get(CONFIG_DIR_ENV_VAR)
+    if own:
+        return Path(own).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    return base / "envfactory"
+
+
+@hookimpl
+def envfactory_config_dirs() -> list[str]:
+    """The user's config folder, so its ``env/`` and ``vectorizer/`` presets compose."""
+    return [str(user_config_dir())]
+
+
+def check_preset_name(name: str, taken: Iterable[str]) -> str | None:
+    """Why ``name`` cannot name a vectorizer preset (None: it can)."""
+    if not _NAME.match(name):
+        return (
+            f"--name {name!r}: expected letters, digits, '_', '-' or '.' (a file name and a "
+            "Hydra option name), e.g. --name tuned_pong"
+        )
+    if name in set(taken):
+        return (
+            f"--name {name!r} is a registered vectorizer; a preset of that name would hide "
+            "it. Pick another name, e.g. --name tuned"
+        )
+    return None
+
+
+def write_preset(
+    path: Path, base: str, options: Mapping[str, Any], comment: Iterable[str] = ()
+) -> Path:
+    """Write a vectorizer preset: ``defaults: [<base>, _self_]`` and ``options``, with
+    ``comment`` lines at the top. Written to a temporary file first and renamed, so a
+    reader (or a Ctrl-C) never sees half a file."""
+    from omegaconf import OmegaConf
+
+    lines = [f"# {line}".rstrip() for line in comment]
+    lines += ["defaults:", f"  - {base}", "  - _self_"]
+    body = OmegaConf.to_yaml(OmegaConf.create(dict(options))) if options else ""
+    text = "\n".join(lines) + "\n" + body
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,149 @@
+"""A conformance suite for vectorized environments, for built-in and third-party
+vectorizers and env families alike.
+
+Two ways to use it:
+
+* :func:`check_vecenv` runs every check against a factory of fresh vectorized envs and
+  raises ``AssertionError`` naming the first broken rule::
+
+      from envfactory.testing import check_vecenv
+      check_vecenv(lambda: envfactory.make_vec(overrides=["vectorizer=my-vec"]), steps=200)
+
+* :class:`VecEnvConformance` holds the same checks as pytest test methods (in the spirit
+  of Hydra's ``LauncherTestSuite``): subclass it in a ``test_*.py`` file under a
+  ``Test*`` name and provide a ``make_vecenv`` fixture that returns the factory::
+
+      import pytest
+      import envfactory
+      from envfactory.testing import VecEnvConformance
+
+      class TestMyVectorizer(VecEnvConformance):
+          steps = 100
+
+          @pytest.fixture(params=["next_step", "same_step", "disabled"])
+          def make_vecenv(self, request):
+              ov = ["vectorizer=my-vec", f"autoreset_mode={request.param}"]
+              return lambda: envfactory.make_vec(overrides=ov)
+
+* :class:`SpacesConformance` (and :func:`check_spaces`) checks observations of every
+  space gymnasium ships (Text, Graph, Sequence, OneOf, nested Dict/Tuple, ...) against
+  ``SyncVectorEnv`` in every autoreset mode, ``copy`` on and off; it builds the
+  vectorized env from env constructors, so override its ``build_vecenv(env_fns,
+  **options)``.
+
+The rules are gymnasium 1.x's (as :class:`gymnasium.vector.SyncVectorEnv` implements
+them) plus envfactory's contract: batched spaces are ``batch_space`` of the single
+spaces; ``metadata["autoreset_mode"]`` is an ``AutoresetMode``; ``reset(seed=int)`` is
+reproducible and gives env *i* the seed ``seed + i``; rewards are float64 and the flags
+bool arrays of shape ``(num_envs,)``; infos are dicts of arrays with ``_key`` masks;
+episode statistics (``infos["episode_stats"]`` / ``_episode_stats``) appear exactly when an episode
+ends; each autoreset mode behaves as gymnasium's; ``reset_mask`` resets only the masked
+envs; ``close()`` is idempotent; ``call(fn, *args, **kwargs)`` runs ``fn(env, *args,
+**kwargs)`` next to each env and returns one result per env.
+
+The **family kit** checks one env of a family (as ``envfactory.make_env`` builds it):
+:func:`check_family` runs :func:`check_env_spaces` (observations in the space, with its
+dtype and shape), :func:`check_env_seeding` (same seed, same trajectory; different seeds
+differ), :func:`check_env_checker` (gymnasium's ``check_env``),
+:func:`check_env_episode_stats` (statistics exactly at episode ends, under the env's own
+statistics key) and :func:`check_env_close`; :class:`FamilyConformance` holds them as
+pytest tests with a ``make_env`` fixture::
+
+    class TestMyFamily(FamilyConformance):
+        @pytest.fixture
+        def make_env(self):
+            cfg = envfactory.compose(["env=my-family"])
+            return lambda: envfactory.make_env(cfg)
+
+The helpers :func:`rollout`, :func:`sample_actions` and :func:`assert_rollouts_equal`
+drive two vectorized envs with the same seed and actions and compare everything they
+return bit for bit (differential testing against ``dummy`` or ``SyncVectorEnv``).
+
+The suites live in one module each (:mod:`~envfactory.testing.rollouts`,
+:mod:`~envfactory.testing.vecenv`, :mod:`~envfactory.testing.spaces`,
+:mod:`~envfactory.testing.family`); import them from here. This package needs neither
+pytest nor anything beyond gymnasium and numpy, and ``import envfactory`` does not import
+it.
+"""
+
+from __future__ import annotations
+
+from .family import (
+    FamilyConformance,
+    MakeEnv,
+    check_env_checker,
+    check_env_close,
+    check_env_episode_stats,
+    check_env_seeding,
+    check_env_spaces,
+    check_family,
+    episode_stats_key_of,
+)
+from .rollouts import (
+    DEFAULT_IGNORE,
+    MakeVecEnv,
+    Record,
+    assert_infos_layout,
+    assert_rollouts_equal,
+    assert_tree_equal,
+    autoreset_mode_of,
+    rollout,
+    sample_actions,
+)
+from .spaces import (
+    BuildVecEnv,
+    SpaceEnv,
+    SpacesConformance,
+    check_space,
+    check_spaces,
+    gymnasium_spaces,
+)
+from .vecenv import (
+    VecEnvConformance,
+    check_call,
+    check_close,
+    check_errors,
+    check_interface,
+    check_reset_mask,
+    check_reset_seeding,
+    check_restarts,
+    check_rollout,
+    check_vecenv,
+)
+
+__all__ = [
+    "DEFAULT_IGNORE",
+    "BuildVecEnv",
+    "FamilyConformance",
+    "MakeEnv",
+    "MakeVecEnv",
+    "Record",
+    "SpaceEnv",
+    "SpacesConformance",
+    "VecEnvConformance",
+    "assert_infos_layout",
+    "assert_rollouts_equal",
+    "assert_tree_equal",
+    "autoreset_mode_of",
+    "check_call",
+    "check_close",
+    "check_env_checker",
+    "check_env_close",
+    "check_env_episode_stats",
+    "check_env_seeding",
+    "check_env_spaces",
+    "check_errors",
+    "check_family",
+    "check_interface",
+    "check_reset_mask",
+    "check_reset_seeding",
+    "check_restarts",
+    "check_rollout",
+    "check_space",
+    "check_spaces",
+    "check_vecenv",
+    "episode_stats_key_of",
+    "gymnasium_spaces",
+    "rollout",
+    "sample_actions",
+]

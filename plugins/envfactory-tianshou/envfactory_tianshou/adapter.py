@@ -1,0 +1,210 @@
+"""``to_tianshou(venv)``: an envfactory VectorEnv as a Tianshou ``BaseVectorEnv``.
+
+Tianshou's vector envs do not reset by themselves: its ``Collector`` steps the envs in
+``ready_env_ids`` with ``step(action, id)``, resets the finished ones with
+``reset(env_id=...)``, and under ``collect(n_episode=...)`` drops finished envs from the
+ids it steps (so it steps a subset of the envs). How each call maps onto envfactory:
+
+- ``step(action)`` of every env: one synchronous ``venv.step``.
+- ``step(action, id)`` of a subset: with envfactory's async pool (``vectorizer.batch_size=1``)
+  ``send(action, id)`` then one ``recv()`` per env: the envs of the subset step in
+  parallel and the others stay where they are. Any other envfactory VectorEnv steps each env
+  of the subset in turn through ``env_method("step", ...)`` (the same wrapped env, so the
+  same trajectory, one round trip per env): no env outside ``id`` moves, which a masked
+  synchronous step could not promise (gymnasium's ``step`` steps every env).
+- ``reset(env_id)``: ``venv.reset(options={"reset_mask": ...})`` (no seed: each env's
+  generator goes on, as Tianshou's ``DummyVectorEnv``).
+- ``seed(seed)``: as Tianshou's workers, seeds each env's action-space sampler with
+  ``seed + i`` and resets env ``i`` with that seed; the same seeds then collect the same
+  episodes as Tianshou's own ``DummyVectorEnv`` over the same envs.
+
+The venv's ``autoreset_mode`` must be ``next_step`` (envfactory's default) or ``disabled``:
+Tianshou resets a finished env before it steps it again, so no autoreset ever happens;
+``same_step`` would replace the last observation of an episode by the next reset's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from tianshou.env import BaseVectorEnv
+
+from envfactory.wrappers.legacy_final_info import unbatch_info
+
+__all__ = ["TianshouVectorEnv", "to_tianshou"]
+
+
+def to_tianshou(venv: VectorEnv) -> TianshouVectorEnv:
+    """Wrap an envfactory (or any gymnasium 1.x) ``VectorEnv`` for Tianshou's ``Collector``.
+
+    Raises:
+        TypeError: ``venv`` is not a ``gymnasium.vector.VectorEnv``.
+        ValueError: its ``autoreset_mode`` is ``same_step``.
+    """
+    return TianshouVectorEnv(venv)
+
+
+class TianshouVectorEnv(BaseVectorEnv):
+    """Tianshou's ``BaseVectorEnv`` interface over a gymnasium ``VectorEnv`` (see the module
+    docstring). ``venv`` is the wrapped env; ``len()`` its ``num_envs``.
+
+    It subclasses ``BaseVectorEnv`` (so ``isinstance`` checks hold) without its workers:
+    every method Tianshou's collectors call is implemented here over ``venv``.
+    """
+
+    def __init__(self, venv: VectorEnv) -> None:
+        if not isinstance(venv, VectorEnv):
+            raise TypeError(
+                f"to_tianshou(venv) takes a gymnasium.vector.VectorEnv (envfactory.make_vec(...)),"
+                f" got {type(venv).__name__}"
+            )
+        mode = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode in (AutoresetMode.SAME_STEP, AutoresetMode.SAME_STEP.value):
+            raise ValueError(
+                "to_tianshou(venv): autoreset_mode=same_step replaces each episode's last "
+                "observation by the next reset's, and Tianshou resets envs itself: build the "
+                "env with autoreset_mode=next_step (the default) or disabled"
+            )
+        self.venv = venv
+        n = venv.num_envs
+        # BaseVectorEnv's state, for code that reads it (no workers: nothing is async here)
+        self.env_num, self.wait_num, self.timeout = n, n, None
+        self.is_async, self.is_closed = False, False
+        self.waiting_conn: list[Any] = []
+        self.waiting_id: list[int] = []
+        self.ready_id = list(range(n))
+        # one sampler per env, seeded by seed() as Tianshou's workers seed theirs
+        self._action_spaces = [copy.deepcopy(venv.single_action_space) for _ in range(n)]
+        self._pool = callable(getattr(venv, "send", None)) and getattr(venv, "batch_size", 0) == 1
+
+    # Tianshou reads gym.Env's reserved attributes (action_space, ...) through
+    # get_env_attr: one value per env, as a list
+    def get_env_attr(self, key: str, id: int | Sequence[int] | np.ndarray | None = None) -> list:
+        """Attribute ``key`` of each env of ``id`` (all by default), as a list."""
+        self._assert_is_not_closed()
+        ids = self._ids(id)
+        if key == "action_space":
+            return [self._action_spaces[i] for i in ids]
+        if key == "observation_space":
+            return [self.venv.single_observation_space for _ in ids]
+        return list(self.venv.get_attr(key, indices=ids))  # type: ignore[call-arg]
+
+    def set_env_attr(
+        self, key: str, value: Any, id: int | Sequence[int] | np.ndarray | None = None
+    ) -> None:
+        """Set attribute ``key`` to ``value`` in each env of ``id`` (all by default)."""
+        self._assert_is_not_closed()
+        self.venv.set_attr(key, value, indices=self._ids(id))  # type: ignore[call-arg]
+
+    def reset(
+        self, env_id: int | Sequence[int] | np.ndarray | None = None, **kwargs: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reset the envs ``env_id`` (all by default): ``(obs, infos)``, ``infos`` an object
+        array of one dict per env, each with its ``env_id``."""
+        self._assert_is_not_closed()
+        ids = self._ids(env_id)
+        mask = np.zeros(self.env_num, dtype=np.bool_)
+        mask[ids] = True
+        options = dict(kwargs.pop("options", None) or {})
+        if not mask.all():
+            options["reset_mask"] = mask
+        obs, infos = self.venv.reset(options=options or None, **kwargs)
+        return _rows(obs, ids), _info_rows(infos, ids, self.env_num)
+
+    def step(
+        self, action: Any, id: int | Sequence[int] | np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step the envs ``id`` (all by default) with one action each."""
+        self._assert_is_not_closed()
+        if action is None:
+            raise ValueError("action must be not-None for non-async")
+        ids = self._ids(id)
+        action = np.asarray(action)
+        if len(action) != len(ids):
+            raise ValueError(f"step(action, id): {len(action)} actions for {len(ids)} env ids")
+        if list(ids) == list(range(self.env_num)):
+            obs, rew, term, trunc, infos = self.venv.step(action)
+            return obs, rew, term, trunc, _info_rows(infos, ids, self.env_num)
+        if self._pool:
+            return self._step_pool(action, ids)
+        return self._step_each(action, ids)
+
+    def _step_pool(self, action: np.ndarray, ids: list[int]) -> tuple:
+        venv: Any = self.venv
+        venv.send(action, ids)
+        got = {}
+        for _ in ids:
+            obs, rew, term, trunc, infos = venv.recv()
+            i = int(infos["env_id"][0])
+            got[i] = (obs[0], rew[0], term[0], trunc[0], _info_rows(infos, [0], 1)[0])
+        rows = [got[i] for i in ids]
+        for info, i in zip((r[4] for r in rows), ids, strict=True):
+            info["env_id"] = i
+        return _stack(rows)
+
+    def _step_each(self, action: np.ndarray, ids: list[int]) -> tuple:
+        rows = []
+        for a, i in zip(action, ids, strict=True):
+            obs, rew, term, trunc, info = self.venv.env_method("step", a, indices=[i])[0]  # type: ignore[attr-defined]
+            rows.append((obs, rew, term, trunc, {**info, "env_id": i}))
+        return _stack(rows)
+
+    def seed(self, seed: int | list[int] | None = None) -> list[list[int] | None]:
+        """As Tianshou's ``DummyVectorEnv.seed``: env ``i``'s action sampler and env get
+        ``seed + i`` (or ``seed[i]``); the envs are reset with those seeds."""
+        self._assert_is_not_closed()
+        if seed is None:
+            seeds: list[int | None] = [None] * self.env_num
+        elif isinstance(seed, int | np.integer):
+            seeds = [int(seed) + i for i in range(self.env_num)]
+        else:
+            seeds = list(seed)
+        for space, s in zip(self._action_spaces, seeds, strict=True):
+            space.seed(s)
+        self.venv.reset(seed=seeds)
+        return [[s] if s is not None else None for s in seeds]
+
+    def render(self, **kwargs: Any) -> list[Any]:
+        """One frame per env (the venv's ``render()``)."""
+        self._assert_is_not_closed()
+        frames = self.venv.render()
+        return list(frames) if frames is not None else [None] * self.env_num
+
+    def close(self) -> None:
+        """Close the venv (its worker processes). A second call is refused, as Tianshou."""
+        self._assert_is_not_closed()
+        self.venv.close()
+        self.is_closed = True
+
+    def _ids(self, id: Any) -> list[int]:
+        if id is None:
+            return list(range(self.env_num))
+        if np.isscalar(id):
+            return [int(id)]  # type: ignore[arg-type]
+        return [int(i) for i in id]
+
+
+def _rows(tree: Any, ids: Sequence[int]) -> Any:
+    if isinstance(tree, dict):
+        return {k: _rows(v, ids) for k, v in tree.items()}
+    return np.asarray(tree)[list(ids)]
+
+
+def _info_rows(infos: dict[str, Any], ids: Sequence[int], n: int) -> np.ndarray:
+    """gymnasium's batched infos as Tianshou's object array of one dict per env of
+    ``ids`` (each with its ``env_id``)."""
+    out = np.empty(len(ids), dtype=object)
+    for k, i in enumerate(ids):
+        out[k] = {**unbatch_info(infos, i), "env_id": i}
+    return out
+
+
+def _stack(rows: list[tuple]) -> tuple:
+    obs, rew, term, trunc, info = zip(*rows, strict=True)
+    infos = np.empty(len(rows), dtype=object)
+    infos[:] = list(info)
+    return np.stack(obs), np.asarray(rew), np.asarray(term), np.asarray(trunc), infos

@@ -1,0 +1,114 @@
+"""The documentation site builds with warnings as errors (``mkdocs build --strict``, as CI and
+the docs say) and documents every public name: of ``envfactory``, ``envfactory.testing`` and the
+shipped plugins (from their docstrings), and every config option of the schemas."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mdblocks import ROOT
+
+import envfactory
+from envfactory.config.schema import EnvfactoryConfig, RunConfig
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-4000:]}"
+    return out
+
+
+def _anchors(page: Path) -> set[str]:
+    return set(re.findall(r'id="([^"]+)"', page.read_text()))
+
+
+def test_every_public_name_of_envfactory_is_documented(site: Path) -> None:
+    anchors = _anchors(site / "reference" / "api" / "envfactory" / "index.html")
+    missing = [n for n in envfactory.__all__ if f"envfactory.{n}" not in anchors]
+    assert not missing, f"not in the built API reference: {missing}"
+    # and each appears as text somewhere in the site, as a reader searches for it
+    text = "".join(p.read_text() for p in site.rglob("*.html"))
+    assert all(n in text for n in envfactory.__all__)
+
+
+@pytest.mark.parametrize(
+    "module, page",
+    [
+        ("envfactory.testing", "envfactory.testing"),
+        ("envfactory_sb3", "envfactory_sb3"),
+        ("envfactory_tianshou", "envfactory_tianshou"),
+        ("envfactory.envpool", "envfactory.envpool"),
+    ],
+)
+def test_every_public_name_of_a_module_is_documented(site: Path, module: str, page: str) -> None:
+    names = importlib.import_module(module).__all__
+    anchors = _anchors(site / "reference" / "api" / page / "index.html")
+    missing = [n for n in names if f"{module}.{n}" not in anchors]
+    assert not missing, f"not in the built API reference of {module}: {missing}"
+
+
+@pytest.mark.parametrize(
+    "plugin, names",
+    [
+        ("envfactory_ray", ["RayVecEnv"]),
+        ("envfactory_gymnasium", ["plugin"]),
+        ("envfactory_ale", ["vector"]),
+        ("envfactory_example", ["plugin"]),
+    ],
+)
+def test_every_shipped_plugin_has_an_api_page(site: Path, plugin: str, names: list[str]) -> None:
+    html = (site / "reference" / "api" / plugin / "index.html").read_text()
+    assert f'id="{plugin}"' in html
+    for name in names:
+        assert re.search(rf'id="{plugin}\.[\w.]*{name}"', html), (plugin, name)
+
+
+def test_every_config_option_is_in_the_options_page(site: Path) -> None:
+    html = (site / "reference" / "options" / "index.html").read_text()
+    reg = envfactory.get_registry()
+    # (schema, the fields that select rather than configure: the groups, the name key)
+    schemas: list[tuple[type, set[str]]] = [
+        (EnvfactoryConfig, {"env", "vectorizer"}),
+        (RunConfig, set()),
+    ]
+    for items, key in ((reg.families, "family"), (reg.vectorizers, "name")):
+        schemas += [
+            (item.record.config, {key})
+            for item in items.values()
+            if item.record.config is not None and item.provider.distribution == "envfactory"
+        ]
+    assert len(schemas) >= 8
+    for schema, skip in schemas:
+        for field in dataclasses.fields(schema):
+            if field.name not in skip:
+                assert f"<code>{field.name}</code>" in html, (schema.__name__, field.name)
+
+
+def test_every_page_is_built(site: Path) -> None:
+    pages = [
+        p.relative_to(ROOT / "docs").with_suffix("")
+        for p in (ROOT / "docs").rglob("*.md")
+        if "_ext" not in p.parts
+    ]
+    for page in pages:
+        built = site / ("index.html" if page.name == "index" else page / "index.html")
+        assert built.exists(), f"docs/{page}.md was not built into the site"
