@@ -47,14 +47,17 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from gymnasium.vector.utils import iterate
 
+from ..config.checks import check_bool, check_int
 from ..errors import (
     ClosedError,
     ConfigError,
+    OptionError,
     RemoteEnvError,
     SpaceMismatchError,
     VecEnvBrokenError,
@@ -93,6 +96,7 @@ __all__ = [
     "Restarted",
     "SetAttr",
     "WorkerHandle",
+    "check_fault_options",
     "check_spaces",
     "concatenate_checked",
     "count_restart",
@@ -129,6 +133,32 @@ def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
         out.append((start, start + size))
         start += size
     return out
+
+
+def check_fault_options(options: Any) -> None:
+    """Check the fault options of :class:`RemoteVecEnv` in a backend's config schema (call
+    it from the schema's ``__post_init__``): ``timeout`` > 0 seconds or null (``inf``
+    becomes null: no timeout), ``restart`` and ``copy`` true or false, ``max_restarts`` an
+    integer >= 0, ``restart_window`` > 0 seconds. A key the schema lacks is skipped. Each
+    check raises :class:`~envfactory.errors.OptionError`, which envfactory reports as
+    ``vectorizer.<key>=<value>: expected ...``."""
+    seconds = (
+        ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
+        ("restart_window", "a number of seconds > 0"),
+    )
+    for key, expected in seconds:
+        value = getattr(options, key, None)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:  # (nan)
+            raise OptionError(key, value, expected)
+    if getattr(options, "timeout", None) == math.inf:
+        options.timeout = None
+    for key in ("restart", "copy"):
+        if hasattr(options, key):
+            check_bool(options, key)
+    if hasattr(options, "max_restarts"):
+        check_int(options, "max_restarts", 0)
 
 
 def env_label(fn: Any) -> str:

@@ -10,12 +10,11 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Optional
 
 from .. import _compat
 from ..config.checks import check_bool, check_choice, check_int
-from ..errors import ConfigError, OptionError
+from ..errors import ConfigError
 from . import remote
 
 __all__ = [
@@ -97,19 +96,11 @@ class SubprocConfig:
         ``timeout=inf`` becomes None (no timeout)."""
         check_int(self, "in_series", 1, optional=True)
         check_choice(self, "context", START_METHODS)
-        for key in ("shared_memory", "restart", "copy"):
-            check_bool(self, key)
+        check_bool(self, "shared_memory")
         check_int(self, "spin_us", 0)
         check_int(self, "batch_size", 1, optional=True)  # <= num_envs: config.compose
         check_int(self, "in_parent", 0, optional=True)
-        if self.timeout is not None:
-            t = self.timeout
-            if isinstance(t, bool) or not isinstance(t, Real) or math.isnan(t) or t <= 0:
-                raise OptionError(
-                    "timeout", t, "a number of seconds > 0, or null (or inf) for no timeout"
-                )
-            if math.isinf(t):
-                self.timeout = None
+        remote.check_fault_options(self)
 
 
 @dataclass

@@ -16,6 +16,7 @@ import gymnasium as gym
 
 import envfactory
 from envfactory import OptionError
+from envfactory.vectorizers.remote import check_fault_options
 
 __all__ = ["RayConfig", "build_ray", "envfactory_vectorizers"]
 
@@ -71,43 +72,16 @@ class RayConfig:
             or self.in_series < 1
         ):
             raise OptionError("in_series", self.in_series, "an integer >= 1 or null")
-        if self.num_cpus is not None and (
-            not _positive(self.num_cpus) or math.isinf(self.num_cpus)
+        cpus = self.num_cpus
+        if cpus is not None and (
+            isinstance(cpus, bool) or not isinstance(cpus, Real) or not 0 < cpus < math.inf
         ):
             raise OptionError(
                 "num_cpus",
                 self.num_cpus,
                 "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)",
             )
-        if self.timeout is not None:
-            if not _positive(self.timeout):
-                raise OptionError(
-                    "timeout",
-                    self.timeout,
-                    "a number of seconds > 0, or null (or inf) for no timeout",
-                )
-            if math.isinf(self.timeout):
-                self.timeout = None
-        for key in ("restart", "copy"):
-            if not isinstance(getattr(self, key), bool):
-                raise OptionError(key, getattr(self, key), "true or false")
-        if (
-            isinstance(self.max_restarts, bool)
-            or not isinstance(self.max_restarts, Integral)
-            or self.max_restarts < 0
-        ):
-            raise OptionError("max_restarts", self.max_restarts, "an integer >= 0")
-        if not _positive(self.restart_window):
-            raise OptionError("restart_window", self.restart_window, "a number of seconds > 0")
-
-
-def _positive(value: Any) -> bool:
-    return (
-        isinstance(value, Real)
-        and not isinstance(value, bool)
-        and not math.isnan(float(value))
-        and float(value) > 0
-    )
+        check_fault_options(self)  # timeout, restart, max_restarts, restart_window, copy
 
 
 def build_ray(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> Any:
