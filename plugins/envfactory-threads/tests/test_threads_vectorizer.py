@@ -11,8 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from envfactory_threads.plugin import ThreadsConfig, build_threads
-from envfactory_threads.vecenv import ThreadVecEnv
+from envfactory_threads.plugin import ThreadsConfig, ThreadVecEnv
 
 import envfactory
 from envfactory.testing import (
@@ -48,7 +47,7 @@ class TestThreadsSpaces(SpacesConformance):
     num_envs = 3
 
     def build_vecenv(self, env_fns: Any, **options: Any) -> Any:
-        return build_threads(env_fns, in_series=2, **options)
+        return ThreadVecEnv(env_fns, in_series=2, **options)
 
 
 def test_registered_through_the_entry_point() -> None:
@@ -122,7 +121,7 @@ def test_each_env_stays_with_its_own_thread_and_the_threads_step_together() -> N
     """4 envs that sleep 50 ms a step, 1 per thread: a step takes about 50 ms, not 200
     (they step at once), and each env is built, reset and stepped by one thread, a
     different one for each env and not the caller's."""
-    with build_threads([lambda: SlowEnv(0.05)] * 4, in_series=1) as envs:
+    with ThreadVecEnv([lambda: SlowEnv(0.05)] * 4, in_series=1) as envs:
         envs.reset(seed=0)
         t0 = time.perf_counter()
         for _ in range(5):
@@ -135,7 +134,7 @@ def test_each_env_stays_with_its_own_thread_and_the_threads_step_together() -> N
 
 def test_env_raising_gives_remote_env_error_of_its_own_type() -> None:
     fns = [SlowEnv, SlowEnv, lambda: SlowEnv(fault="raise", at_step=2), SlowEnv]
-    with build_threads(fns, in_series=2) as envs:
+    with ThreadVecEnv(fns, in_series=2) as envs:
         envs.reset(seed=0)
         envs.step(ACTIONS)
         with pytest.raises(ValueError, match="env broke at step 2") as info:
@@ -151,7 +150,7 @@ def test_env_raising_gives_remote_env_error_of_its_own_type() -> None:
 
 def test_hung_env_times_out_and_breaks_the_vec_env() -> None:
     fns = [SlowEnv, SlowEnv, lambda: SlowEnv(fault="hang", at_step=2), SlowEnv]
-    with build_threads(fns, in_series=2, timeout=0.5) as envs:
+    with ThreadVecEnv(fns, in_series=2, timeout=0.5) as envs:
         envs.reset(seed=0)
         envs.step(ACTIONS)
         t0 = time.perf_counter()
@@ -165,7 +164,7 @@ def test_hung_env_times_out_and_breaks_the_vec_env() -> None:
 def test_restart_rebuilds_the_envs_of_a_thread_that_raised_or_hung(tmp_path: Path) -> None:
     raises = lambda: SlowEnv(fault="raise", at_step=3, once=str(tmp_path / "r"))  # noqa: E731
     hangs = lambda: SlowEnv(fault="hang", at_step=5, once=str(tmp_path / "h"))  # noqa: E731
-    with build_threads(
+    with ThreadVecEnv(
         [raises, SlowEnv, SlowEnv, hangs], in_series=2, timeout=1.0, restart=True
     ) as envs:
         envs.reset(seed=0)
@@ -193,7 +192,7 @@ def test_restart_conformance_with_an_env_that_fails_now_and_then(mode: str) -> N
 
     def make() -> ThreadVecEnv:
         fns = [SlowEnv, Flaky, SlowEnv, Flaky]
-        return build_threads(fns, in_series=2, restart=True, max_restarts=100, autoreset_mode=mode)
+        return ThreadVecEnv(fns, in_series=2, restart=True, max_restarts=100, autoreset_mode=mode)
 
     assert check_restarts(make, steps=80) >= 2
 
