@@ -25,17 +25,14 @@ autoreset implementation, :class:`~.runner.EnvRunner`; an env's exception travel
 :func:`~.protocol.failure_of` makes it, and the handle raises it with
 :meth:`WorkerHandle.remote_error`.
 
-A sketch: ``MyHandle(WorkerHandle)`` implements ``pid``, ``send(cmd, data)`` (hand the
-command to a worker that answers with ``EnvHost.handle``), ``recv(deadline, call)`` (its
-answer; ``TimeoutError`` past the deadline; ``raise self.remote_error(call, failure)``
-for an env's exception) and ``kill()``; ``MyVecEnv(RemoteVecEnv).__init__`` calls
-``super().__init__(len(env_fns), autoreset_mode, **faults)``, sets ``env_id``
-(:func:`env_label`), ``self._set_handles([MyHandle(k, a, b, ...) for k, (a, b) in
-enumerate(split_envs(n, in_series))])`` and ``self._start(self.handles)``, and implements
-``_collect``.
-
-A backend needs nothing else from envfactory than this module and the public
-``envfactory`` names (errors, ``VecEnvBase``).
+A sketch (the plugin guide's "Write a vectorizer backend" has a whole one, and the
+``threads`` plugin a published one): ``MyHandle(WorkerHandle)`` implements ``pid``,
+``send``, ``recv`` and ``kill``; ``MyVecEnv(RemoteVecEnv).__init__`` calls
+``super().__init__(num_envs, autoreset_mode, seeding, **faults)``, sets ``env_id``
+(:func:`env_label`) and its handles (``_set_handles``, one per :func:`split_envs` slice),
+waits for them (``_start``) and implements ``_collect``; its config schema inherits
+:class:`FaultOptions`. It needs nothing else from envfactory than this module and the
+public ``envfactory`` names (errors, ``VecEnvBase``).
 """
 
 from __future__ import annotations
@@ -47,17 +44,14 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from numbers import Real
 from typing import Any
 
 import numpy as np
 from gymnasium.vector.utils import iterate
 
-from ..config.checks import check_bool, check_int
 from ..errors import (
     ClosedError,
     ConfigError,
-    OptionError,
     RemoteEnvError,
     SpaceMismatchError,
     VecEnvBrokenError,
@@ -66,7 +60,7 @@ from ..errors import (
     WorkerTimeoutError,
 )
 from .base import PendingCall, VecEnvBase
-from .checks import check_spaces, count_restart
+from .checks import FaultOptions, check_fault_options, check_spaces, count_restart
 from .handle import WorkerHandle
 from .protocol import (
     Call,
@@ -90,6 +84,7 @@ __all__ = [
     "EnvHost",
     "EnvInfo",
     "Failure",
+    "FaultOptions",
     "RemoteVecEnv",
     "Reset",
     "RestartReset",
@@ -133,32 +128,6 @@ def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
         out.append((start, start + size))
         start += size
     return out
-
-
-def check_fault_options(options: Any) -> None:
-    """Check the fault options of :class:`RemoteVecEnv` in a backend's config schema (call
-    it from the schema's ``__post_init__``): ``timeout`` > 0 seconds or null (``inf``
-    becomes null: no timeout), ``restart`` and ``copy`` true or false, ``max_restarts`` an
-    integer >= 0, ``restart_window`` > 0 seconds. A key the schema lacks is skipped. Each
-    check raises :class:`~envfactory.errors.OptionError`, which envfactory reports as
-    ``vectorizer.<key>=<value>: expected ...``."""
-    seconds = (
-        ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
-        ("restart_window", "a number of seconds > 0"),
-    )
-    for key, expected in seconds:
-        value = getattr(options, key, None)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:  # (nan)
-            raise OptionError(key, value, expected)
-    if getattr(options, "timeout", None) == math.inf:
-        options.timeout = None
-    for key in ("restart", "copy"):
-        if hasattr(options, key):
-            check_bool(options, key)
-    if hasattr(options, "max_restarts"):
-        check_int(options, "max_restarts", 0)
 
 
 def env_label(fn: Any) -> str:

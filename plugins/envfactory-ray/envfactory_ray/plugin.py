@@ -16,13 +16,13 @@ import gymnasium as gym
 
 import envfactory
 from envfactory import OptionError
-from envfactory.vectorizers.remote import check_fault_options
+from envfactory.vectorizers.remote import FaultOptions
 
 __all__ = ["RayConfig", "build_ray", "envfactory_vectorizers"]
 
 
 @dataclass
-class RayConfig:
+class RayConfig(FaultOptions):
     """Schema of ``vectorizer=ray``.
 
     Attributes:
@@ -36,25 +36,16 @@ class RayConfig:
         num_cpus: CPUs Ray reserves for each actor for its lifetime (> 0; fractions such as
             0.5 allowed); null = Ray's default for actors (1 CPU to place it, none held while
             it lives, so any number of actors fit).
-        timeout: seconds an actor may take for one call (> 0); null or ``inf`` waits forever.
-        restart: rebuild the envs of an actor that dies, hangs past ``timeout`` or raises
-            during ``step``/``reset`` (a new actor), and report their episodes as truncated
-            (``infos["restarted"]``), as ``subproc``'s ``restart``.
-        max_restarts: with ``restart``, the fault after this many restarts of one actor
-            within ``restart_window`` seconds is raised.
-        restart_window: seconds over which ``max_restarts`` counts.
-        copy: return a copy of the observation batch (false: a buffer reused each step).
+
+    The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``,
+    ``copy``) are :class:`~envfactory.vectorizers.remote.FaultOptions`' (a worker is an
+    actor; a rebuilt one is a new actor).
     """
 
     name: str = "ray"
     address: Optional[str] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
     in_series: Optional[int] = None  # noqa: UP045
     num_cpus: Optional[float] = None  # noqa: UP045
-    timeout: Optional[float] = None  # noqa: UP045
-    restart: bool = False
-    max_restarts: int = 5
-    restart_window: float = 60.0
-    copy: bool = True
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (each raises ``OptionError``, which
@@ -81,7 +72,7 @@ class RayConfig:
                 self.num_cpus,
                 "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)",
             )
-        check_fault_options(self)  # timeout, restart, max_restarts, restart_window, copy
+        super().__post_init__()  # the fault options
 
 
 def build_ray(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> Any:

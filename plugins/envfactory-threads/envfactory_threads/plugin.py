@@ -36,7 +36,7 @@ __all__ = ["ThreadHandle", "ThreadVecEnv", "ThreadsConfig", "envfactory_vectoriz
 
 
 @dataclass
-class ThreadsConfig:
+class ThreadsConfig(remote.FaultOptions):
     """Schema of ``vectorizer=threads``.
 
     Attributes:
@@ -47,25 +47,18 @@ class ThreadsConfig:
             forever. A thread that timed out cannot be stopped: it is left to finish.
         restart: rebuild in a new thread the envs of a thread that raised or hung during
             ``step``/``reset``; their episodes end truncated (``infos["restarted"]``).
-        max_restarts: with ``restart``, the fault after this many restarts of one thread
-            within ``restart_window`` seconds is raised.
-        restart_window: seconds over which ``max_restarts`` counts.
-        copy: return a copy of the observation batch (false: a buffer reused each step).
+
+    The other fault options are :class:`~envfactory.vectorizers.remote.FaultOptions`'.
     """
 
     name: str = "threads"
     in_series: Optional[int] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
-    timeout: Optional[float] = None  # noqa: UP045
-    restart: bool = False
-    max_restarts: int = 5
-    restart_window: float = 60.0
-    copy: bool = True
 
     def __post_init__(self) -> None:
         n = self.in_series
         if n is not None and (isinstance(n, bool) or not isinstance(n, Integral) or n < 1):
             raise OptionError("in_series", n, "an integer >= 1 or null")
-        remote.check_fault_options(self)
+        super().__post_init__()
 
 
 def _serve(jobs: queue.SimpleQueue) -> None:
