@@ -523,10 +523,10 @@ def test_hookspec_example_runs_as_written(hook: str, tmp_path: Path) -> None:
 def test_register_plugin_in_process() -> None:
     import doctest
 
-    from envfactory.plugin import manager
+    from envfactory.plugin import in_code
 
     finder = doctest.DocTestFinder()
-    [test] = [t for t in finder.find(manager) if t.name == f"{manager.__name__}.register_plugin"]
+    [test] = [t for t in finder.find(in_code) if t.name == f"{in_code.__name__}.register_plugin"]
     result = doctest.DocTestRunner().run(test)
     assert result.failed == 0 and result.attempted > 0
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from envfactory.cli.rollout import (
     noop_action,
     rollout,
 )
+from envfactory.cli.startup import load_registry
 
 __all__ = [  # the rollout's names stay importable from here (they lived here before)
     "SUMMARY_FILE",
@@ -294,26 +294,6 @@ def _interrupted(cfg: DictConfig, job: dict[str, Any], summary: dict[str, Any] |
     raise SystemExit(130)
 
 
-def _load_registry() -> str:
-    """Load plugins and store the config schemas before Hydra composes; plugin load
-    warnings are printed as one line each. Returns the conf dir."""
-    from envfactory.cli.sweeper import register_sweeper
-    from envfactory.config import conf_dir
-    from envfactory.config.store import use_in_this_app
-    from envfactory.errors import PluginLoadWarning
-
-    register_sweeper()  # hydra/sweeper=envfactory (a -m sweep's: with_sweeper)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PluginLoadWarning)
-        use_in_this_app()
-    for w in caught:
-        if issubclass(w.category, PluginLoadWarning):
-            print(f"envfactory: warning: {w.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    return str(conf_dir())
-
-
 def version_line() -> str:
     """``envfactory 0.1.0 (hydra-core 1.3.2, gymnasium 1.2.0, Python 3.11.7)``."""
     import importlib.metadata as md
@@ -362,7 +342,7 @@ def main() -> None:
         print(version_line())
         return
     try:
-        config_path = _load_registry()
+        config_path = load_registry()
     except (EnvfactoryError, FileNotFoundError) as exc:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

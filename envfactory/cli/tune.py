@@ -275,8 +275,8 @@ def run_rounds(
     measurement goes to stderr instead."""
     import envfactory
 
-    from .main import error_line
     from .measure import measure, measure_pool
+    from .report import error_line
 
     res = TuneResult(cands)
     budget = args.budget or (None if args.seconds else DEFAULT_BUDGET)
@@ -486,13 +486,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tqdm import tqdm
 
     from ..errors import ConfigError
-    from .main import _load_registry, error_line
     from .measure import busy
     from .presets import check_preset_name
+    from .report import error_line
+    from .startup import load_registry
 
     argv = sys.argv[2:] if argv is None else list(argv)
     try:
-        _load_registry()
+        load_registry()
         args = parse_args(argv)
         import envfactory
 

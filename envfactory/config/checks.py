@@ -197,11 +197,8 @@ def checked_options(
 
 
 def _check_config(obj: Any, top: TopLevel) -> None:
+    """A schema's cross-field checks against the top level: its ``check_config(top)``."""
     check = getattr(obj, "check_config", None)
-    if check is None:
-        from ._interim import interim_check
-
-        check = interim_check(obj)
     if check is not None:
         check(top)
 

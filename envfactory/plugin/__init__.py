@@ -1,10 +1,10 @@
 """envfactory's plugin system: hook specs, registration records and the manager."""
 
+from .in_code import register_plugin
 from .manager import (
     available,
     get_plugin_manager,
     get_registry,
-    register_plugin,
     reset_plugins,
 )
 from .spec import NAME, hookimpl, hookspec

@@ -31,26 +31,34 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import pluggy
 
 from .. import _compat
 from ..errors import (
-    ConflictingNameError,
-    PluginConflictError,
     PluginLoadWarning,
-    UnknownNameError,
     did_you_mean,
-    echo,
 )
 from . import spec
+from .registry import (
+    _TABLE_KIND,
+    BUILTIN_MODULES,
+    DISABLE_ENV_VAR,
+    IN_CODE,
+    PluginFailure,
+    PluginStatus,
+    Provider,
+    Registered,
+    Registry,
+    conflict_message,
+)
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
 __all__ = [
     "BUILTIN_MODULES",
     "DISABLE_ENV_VAR",
+    "EnvfactoryPluginManager",
     "PluginFailure",
     "PluginStatus",
     "Provider",
@@ -59,249 +67,8 @@ __all__ = [
     "available",
     "get_plugin_manager",
     "get_registry",
-    "register_plugin",
     "reset_plugins",
 ]
-
-DISABLE_ENV_VAR = "ENVFACTORY_DISABLED_PLUGINS"
-IN_CODE = "<registered in code>"  # the distribution of a plugin given to register_plugin()
-BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementations
-    "envfactory.families": "envfactory.families.builtin",
-    "envfactory.vectorizers": "envfactory.vectorizers.builtin",
-    "envfactory.wrappers": "envfactory.wrappers.builtin",
-    "envfactory.user_config": "envfactory.cli.presets",  # presets of `envfactory tune`
-}
-_TABLE_KIND = {
-    "families": "env family",
-    "vectorizers": "vectorizer",
-    "wrappers": "wrapper",
-    "vector_wrappers": "vector wrapper",
-}
-
-R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Provider:
-    """Who registered a record: plugin name, distribution and its version."""
-
-    plugin: str
-    distribution: str
-    version: str
-
-    def __str__(self) -> str:
-        return f"{self.distribution} {self.version} (plugin {self.plugin!r})"
-
-
-@dataclass(frozen=True)
-class Registered(Generic[R]):
-    record: R
-    provider: Provider
-
-
-@dataclass(frozen=True)
-class PluginFailure:
-    provider: Provider
-    stage: str  # "import" or the hook name
-    error: str
-    traceback: str
-
-
-@dataclass(frozen=True)
-class PluginStatus:
-    """One plugin's state: ``active``, ``disabled`` (``detail``: by what), ``failed``
-    (``detail``: the stage and error) or ``conflicting`` (``detail``: with whom)."""
-
-    provider: Provider
-    status: str
-    detail: str = ""
-
-
-@dataclass
-class Registry:
-    """Every record the loaded plugins gave, by kind and name, with its provider.
-
-    ``conflicts`` holds the names two or more plugins registered (``{"families": {"gym":
-    [Registered, Registered]}}``): they are in no table, and looking one up raises
-    :class:`~envfactory.errors.ConflictingNameError`.
-    """
-
-    families: dict[str, Registered[EnvFamilyPlugin]] = field(default_factory=dict)
-    vectorizers: dict[str, Registered[VectorizerPlugin]] = field(default_factory=dict)
-    wrappers: dict[str, Registered[WrapperPlugin]] = field(default_factory=dict)
-    vector_wrappers: dict[str, Registered[WrapperPlugin]] = field(default_factory=dict)
-    config_dirs: list[tuple[str, Provider]] = field(default_factory=list)
-    failures: list[PluginFailure] = field(default_factory=list)
-    disabled: list[str] = field(default_factory=list)
-    conflicts: dict[str, dict[str, list[Registered[Any]]]] = field(default_factory=dict)
-    plugins: list[PluginStatus] = field(default_factory=list)
-    blocked: dict[str, tuple[Provider, str]] = field(default_factory=dict)
-
-    def family(self, name: str, key: str = "env.family") -> EnvFamilyPlugin:
-        return self._lookup("families", name, key).record
-
-    def vectorizer(self, name: str, key: str = "vectorizer.name") -> VectorizerPlugin:
-        return self._lookup("vectorizers", name, key).record
-
-    def wrapper(self, name: str, *, vector: bool = False, key: str = "") -> WrapperPlugin:
-        return self._lookup("vector_wrappers" if vector else "wrappers", name, key).record
-
-    def _lookup(self, table_name: str, name: str, key: str) -> Registered[Any]:
-        table: dict[str, Registered[Any]] = getattr(self, table_name)
-        kind = _TABLE_KIND[table_name]
-        try:
-            return table[name]
-        except KeyError:
-            clash = self.conflicts.get(table_name, {}).get(name)
-            if clash:
-                raise ConflictingNameError(conflict_message(kind, name, clash, key)) from None
-            valid = [*table, *self.conflicts.get(table_name, {})]
-            raise self.unknown_name(table_name, name, valid, key=key) from None
-
-    def unknown_name(
-        self, table_name: str, name: str, valid: list[str], *, key: str = "", kind: str = ""
-    ) -> UnknownNameError:
-        """The error for a name no enabled plugin registers: it says so when a disabled
-        built-in plugin registers it (and by what it is disabled), and names the disabled
-        third-party plugins, which may."""
-        kind = kind or _TABLE_KIND[table_name]
-        maybe = []
-        for plugin, (provider, reason) in self.blocked.items():
-            if plugin not in BUILTIN_MODULES:
-                maybe.append(f"{plugin} ({provider.distribution}, by {reason})")
-            elif name in _builtin_names(plugin).get(table_name, ()):
-                disabled = (
-                    f"plugin {plugin!r} ({provider.distribution}), which registers it, is "
-                    f"disabled by {reason}. Remove {plugin} from {DISABLE_ENV_VAR} to use it"
-                )
-                return UnknownNameError(kind, name, valid, key=key, disabled=disabled)
-        note = f"Disabled plugins, which may provide it: {', '.join(maybe)}." if maybe else ""
-        return UnknownNameError(kind, name, valid, key=key, note=note)
-
-    def as_dict(self) -> dict[str, Any]:
-        def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:
-            return {
-                name: {
-                    "distribution": reg.provider.distribution,
-                    "version": reg.provider.version,
-                    "plugin": reg.provider.plugin,
-                    "summary": reg.record.summary,
-                }
-                for name, reg in sorted(table.items())
-            }
-
-        return {
-            "plugins": [
-                {
-                    "plugin": p.provider.plugin,
-                    "distribution": p.provider.distribution,
-                    "version": p.provider.version,
-                    "status": p.status,
-                    "detail": p.detail,
-                    "registers": self.registered_by(p.provider.plugin),
-                }
-                for p in self.plugins
-            ],
-            "families": rows(self.families),
-            "vectorizers": rows(self.vectorizers),
-            "wrappers": rows(self.wrappers),
-            "vector_wrappers": rows(self.vector_wrappers),
-            "conflicts": [
-                {
-                    "kind": _TABLE_KIND[table_name],
-                    "name": name,
-                    "providers": [
-                        {
-                            "plugin": r.provider.plugin,
-                            "distribution": r.provider.distribution,
-                            "version": r.provider.version,
-                        }
-                        for r in regs
-                    ],
-                    "error": conflict_message(_TABLE_KIND[table_name], name, regs),
-                }
-                for table_name, names in sorted(self.conflicts.items())
-                for name, regs in sorted(names.items())
-            ],
-            "config_dirs": [
-                {"path": p, "distribution": prov.distribution, "version": prov.version}
-                for p, prov in self.config_dirs
-            ],
-            "failures": [
-                {
-                    "plugin": f.provider.plugin,
-                    "distribution": f.provider.distribution,
-                    "version": f.provider.version,
-                    "stage": f.stage,
-                    "error": f.error,
-                }
-                for f in self.failures
-            ],
-            "disabled": list(self.disabled),
-        }
-
-    def registered_by(self, plugin: str) -> dict[str, list[str]]:
-        """The names ``plugin`` registered, by kind (conflicting ones included)."""
-        out: dict[str, list[str]] = {}
-        for table_name in _TABLE_KIND:
-            table: dict[str, Registered[Any]] = getattr(self, table_name)
-            names = [n for n, r in table.items() if r.provider.plugin == plugin]
-            names += [
-                n
-                for n, regs in self.conflicts.get(table_name, {}).items()
-                if any(r.provider.plugin == plugin for r in regs)
-            ]
-            if names:
-                out[table_name] = sorted(names)
-        dirs = [d for d, prov in self.config_dirs if prov.plugin == plugin]
-        if dirs:
-            out["config_dirs"] = dirs
-        return out
-
-
-def _builtin_names(plugin: str) -> dict[str, list[str]]:
-    """The names a built-in plugin registers, by table, from its hook functions called
-    directly (envfactory's own module, imported only for this message)."""
-    import importlib
-
-    module = importlib.import_module(BUILTIN_MODULES[plugin])
-    out: dict[str, list[str]] = {}
-    for hook in ("envfactory_env_families", "envfactory_vectorizers", "envfactory_wrappers"):
-        fn = getattr(module, hook, None)
-        for rec in fn() if callable(fn) else []:
-            if isinstance(rec, EnvFamilyPlugin):
-                table = "families"
-            elif isinstance(rec, VectorizerPlugin):
-                table = "vectorizers"
-            else:
-                table = "vector_wrappers" if rec.vector else "wrappers"
-            out.setdefault(table, []).append(rec.name)
-    return out
-
-
-def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str = "") -> str:
-    """One line: who registered ``name``, that it is unusable, how to disable one."""
-    providers = [r.provider for r in regs]
-    where = f" (at {key})" if key else ""
-    who = " and ".join(str(p) for p in providers)
-    fixes = []
-    # a built-in never needs disabling: suggest the third-party plugins first
-    third = [p for p in providers if p.distribution != "envfactory"] or providers
-    installed = [p for p in third if p.distribution != IN_CODE]
-    if installed:
-        how = " or ".join(f"{DISABLE_ENV_VAR}={p.plugin}" for p in installed)
-        dists = " / ".join(sorted({p.distribution for p in installed}))
-        fixes.append(f"Disable one with {how} (or uninstall {dists})")
-    if len(installed) < len(third):  # register_plugin(): the environment variable cannot help
-        fixes.append(
-            f"{'or r' if fixes else 'R'}ename the record registered in code, or call "
-            "envfactory.reset_plugins() to forget the plugins registered in code (a re-run "
-            "cell that defines the record again makes a new one)"
-        )
-    return (
-        f"the {kind} {name!r}{where} is registered by {len(providers)} plugins: {who}, so it "
-        f"cannot be used. {' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
-    )
 
 
 class EnvfactoryPluginManager(pluggy.PluginManager):
@@ -778,162 +545,3 @@ def available() -> dict[str, dict[str, str]]:
             ("vector_wrappers", reg.vector_wrappers),
         )
     }
-
-
-def register_plugin(plugin: object, name: str | None = None) -> str:
-    """Register a plugin in this process, without packaging (notebooks, scripts).
-
-    ``plugin`` is a module or object with ``@envfactory.hookimpl`` functions, or one record
-    (``EnvFamilyPlugin`` / ``VectorizerPlugin`` / ``WrapperPlugin``) or a list of records.
-    The registry is rebuilt at once, so ``compose`` / ``make_vec`` see the new names.
-
-    Registering the very same object again (a re-run notebook cell that registers a
-    record defined in an earlier cell) changes nothing and returns its name. A name already
-    registered (by any plugin), or the same name on a new object (a re-run cell that
-    defines the record again), raises ``PluginConflictError`` naming who holds it and
-    leaves everything as it was: call ``envfactory.reset_plugins()`` to forget the plugins
-    registered in code and register again. Identity is the only safe test of "the same":
-    a record defined again holds new functions, and replacing a registration silently
-    would hide a real clash. Distribute a plugin with an ``envfactory`` entry point instead.
-
-    Raises:
-        TypeError: ``plugin`` is no record, list of records, module or object with
-            ``@envfactory.hookimpl`` functions (``None``, ``42``, ``"x"``, ``{}``, ``[]``,
-            a list with anything but records in it).
-        PluginConflictError: a name is taken.
-
-    Example:
-        >>> import gymnasium as gym
-        >>> import envfactory
-        >>> def make_cartpole_long(max_episode_steps: int = 1000) -> gym.Env:
-        ...     return gym.make("CartPole-v1", max_episode_steps=max_episode_steps)
-        >>> record = envfactory.EnvFamilyPlugin("cartpole_long", make_cartpole_long)
-        >>> envfactory.register_plugin(record)
-        'cartpole_long'
-        >>> envfactory.register_plugin(record)  # the same object again: nothing changes
-        'cartpole_long'
-        >>> with envfactory.make_vec(overrides=["env=cartpole_long", "num_envs=2"]) as envs:
-        ...     envs.num_envs
-        2
-        >>> envfactory.reset_plugins()  # forget it again
-    """
-    records = _records_of(plugin)
-    if records is not None:
-        plugin = _RecordsPlugin(records)
-        name = name or "+".join(r.name for r in records)
-    elif name is not None and not isinstance(name, str):
-        raise TypeError(f"register_plugin(name=...) must be a string, got {echo(name)}")
-    name = name or getattr(plugin, "__name__", None) or f"in-process-{id(plugin):x}"
-    with _lock:
-        pm = get_plugin_manager()
-        same = _registered_same(pm, plugin, records)
-        if same is not None:
-            return same
-        if pm.has_plugin(name) or pm.is_registered(plugin):
-            holder = pm.provider(name)
-            who = "in code" if holder.distribution == IN_CODE else str(holder)
-            raise PluginConflictError(
-                f"a plugin named {echo(name)} is already registered in this process ({who}), "
-                "and this is another object (a cell that defines its records again makes "
-                "new ones); call envfactory.reset_plugins() first to forget the plugins "
-                "registered in code, then register again"
-            )
-        pm.register_plugin(plugin, Provider(name, IN_CODE, "-"))
-        try:
-            if not pm.get_hookcallers(plugin):
-                raise TypeError(
-                    f"register_plugin() got {_what(plugin)}, which has no "
-                    "@envfactory.hookimpl functions: pass a record (EnvFamilyPlugin, "
-                    "VectorizerPlugin, WrapperPlugin), a list of records, or a module or "
-                    "object with @envfactory.hookimpl functions"
-                )
-            registry = pm.build_registry(warn=False)
-            clash = _conflicts_of(registry, name)
-            if clash is not None:
-                raise PluginConflictError(clash)
-        except Exception:
-            pm.unregister(plugin)
-            pm.providers.pop(name, None)
-            raise
-        _state["registry"] = registry
-    return name
-
-
-_RECORD_TYPES = (EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin)
-
-
-def _records_of(plugin: object) -> list[Any] | None:
-    """The records ``plugin`` is (one, or a list/tuple of them), None for a module or an
-    object that may hold hook implementations; a ``TypeError`` naming what was passed
-    for anything else."""
-    if isinstance(plugin, _RECORD_TYPES):
-        return [plugin]
-    if isinstance(plugin, (list, tuple)):
-        if not plugin:
-            raise TypeError(
-                f"register_plugin() got an empty {type(plugin).__name__}: pass one or more "
-                "records (EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin)"
-            )
-        for i, rec in enumerate(plugin):
-            if not isinstance(rec, _RECORD_TYPES):
-                raise TypeError(
-                    f"register_plugin() got a list whose item {i} is {_what(rec)}, not a "
-                    "record: every item must be an EnvFamilyPlugin, VectorizerPlugin or "
-                    "WrapperPlugin"
-                )
-        return list(plugin)
-    if plugin is None or isinstance(plugin, (str, bytes, int, float, dict, set)):
-        raise TypeError(
-            f"register_plugin() got {_what(plugin)}: pass a record (EnvFamilyPlugin, "
-            "VectorizerPlugin, WrapperPlugin), a list of records, or a module or object with "
-            "@envfactory.hookimpl functions"
-        )
-    return None
-
-
-def _what(obj: object) -> str:
-    return "None" if obj is None else f"{type(obj).__name__} {echo(obj)}"
-
-
-def _registered_same(pm: EnvfactoryPluginManager, plugin: object, records: Any) -> str | None:
-    """The name under which this very object (or, for records, these very records) is
-    already registered, or None."""
-    for registered_name, registered in pm.list_name_plugin():
-        if registered is plugin:
-            return registered_name
-        if (
-            records is not None
-            and isinstance(registered, _RecordsPlugin)
-            and len(registered.records) == len(records)
-            and all(a is b for a, b in zip(registered.records, records))
-        ):
-            return registered_name
-    return None
-
-
-def _conflicts_of(reg: Registry, plugin: str) -> str | None:
-    """The conflict message of the first name ``plugin`` clashes on (None if none)."""
-    for table_name, names in reg.conflicts.items():
-        for name, regs in names.items():
-            if any(r.provider.plugin == plugin for r in regs):
-                return conflict_message(_TABLE_KIND[table_name], name, regs)
-    return None
-
-
-class _RecordsPlugin:
-    """A plugin object made from records passed to :func:`register_plugin`."""
-
-    def __init__(self, records: list[Any]) -> None:
-        self.records = records
-
-    @spec.hookimpl
-    def envfactory_env_families(self) -> list[Any]:
-        return [r for r in self.records if isinstance(r, EnvFamilyPlugin)]
-
-    @spec.hookimpl
-    def envfactory_vectorizers(self) -> list[Any]:
-        return [r for r in self.records if isinstance(r, VectorizerPlugin)]
-
-    @spec.hookimpl
-    def envfactory_wrappers(self) -> list[Any]:
-        return [r for r in self.records if isinstance(r, WrapperPlugin)]

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from .. import _compat
 from ..config.checks import check_bool, check_choice, check_int
-from ..errors import ConfigError
+from ..errors import ConfigError, OptionError
 from . import remote
 from .checks import FaultOptions
 
@@ -92,6 +92,37 @@ class SubprocConfig(FaultOptions):
         check_int(self, "batch_size", 1, optional=True)  # <= num_envs: config.compose
         check_int(self, "in_parent", 0, optional=True)
         super().__post_init__()  # the fault options
+
+    def check_config(self, top: Any) -> None:
+        """The cross-field checks against the top level (see
+        :mod:`envfactory.config.checks`): ``batch_size`` (the async pool) is at most
+        ``num_envs`` and excludes a parent share; ``in_parent`` leaves at least one env to
+        the workers. ``SubprocAtariConfig`` inherits them."""
+        size = self.batch_size
+        if size is not None and self.in_parent:
+            raise OptionError(
+                "in_parent",
+                self.in_parent,
+                f"0 or null with vectorizer.batch_size={size} (the async pool steps every env "
+                "in a worker)",
+                hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
+            )
+        if size is not None and size > top.num_envs:
+            raise OptionError(
+                "batch_size",
+                size,
+                f"an integer in [1, num_envs={top.num_envs}] or null (null: a synchronous VecEnv)",
+                hint=f"Lower vectorizer.batch_size or raise num_envs (now {top.num_envs})",
+            )
+        if self.in_parent is not None and self.in_parent >= top.num_envs:
+            raise OptionError(
+                "in_parent",
+                self.in_parent,
+                f"an integer in [0, num_envs - 1 = {top.num_envs - 1}] or null (auto): the "
+                "parent steps that many envs itself, and at least one must be in a worker",
+                hint=f"Lower vectorizer.in_parent or raise num_envs (now {top.num_envs}); for "
+                "every env in this process, use vectorizer=dummy",
+            )
 
 
 @dataclass

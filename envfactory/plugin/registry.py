@@ -1,0 +1,266 @@
+"""The registry: what the plugins registered (families, vectorizers, wrappers, config
+folders), by whom, and the one-line messages for a name that is unknown, disabled or
+registered twice. Built by :mod:`envfactory.plugin.manager`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ..errors import (
+    ConflictingNameError,
+    UnknownNameError,
+)
+from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
+
+__all__ = [
+    "BUILTIN_MODULES",
+    "DISABLE_ENV_VAR",
+    "IN_CODE",
+    "PluginFailure",
+    "PluginStatus",
+    "Provider",
+    "Registered",
+    "Registry",
+    "conflict_message",
+]
+
+DISABLE_ENV_VAR = "ENVFACTORY_DISABLED_PLUGINS"
+IN_CODE = "<registered in code>"  # the distribution of a plugin given to register_plugin()
+BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementations
+    "envfactory.families": "envfactory.families.builtin",
+    "envfactory.vectorizers": "envfactory.vectorizers.builtin",
+    "envfactory.wrappers": "envfactory.wrappers.builtin",
+    "envfactory.user_config": "envfactory.cli.presets",  # presets of `envfactory tune`
+}
+_TABLE_KIND = {
+    "families": "env family",
+    "vectorizers": "vectorizer",
+    "wrappers": "wrapper",
+    "vector_wrappers": "vector wrapper",
+}
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Who registered a record: plugin name, distribution and its version."""
+
+    plugin: str
+    distribution: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.distribution} {self.version} (plugin {self.plugin!r})"
+
+
+@dataclass(frozen=True)
+class Registered(Generic[R]):
+    record: R
+    provider: Provider
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    provider: Provider
+    stage: str  # "import" or the hook name
+    error: str
+    traceback: str
+
+
+@dataclass(frozen=True)
+class PluginStatus:
+    """One plugin's state: ``active``, ``disabled`` (``detail``: by what), ``failed``
+    (``detail``: the stage and error) or ``conflicting`` (``detail``: with whom)."""
+
+    provider: Provider
+    status: str
+    detail: str = ""
+
+
+@dataclass
+class Registry:
+    """Every record the loaded plugins gave, by kind and name, with its provider.
+
+    ``conflicts`` holds the names two or more plugins registered (``{"families": {"gym":
+    [Registered, Registered]}}``): they are in no table, and looking one up raises
+    :class:`~envfactory.errors.ConflictingNameError`.
+    """
+
+    families: dict[str, Registered[EnvFamilyPlugin]] = field(default_factory=dict)
+    vectorizers: dict[str, Registered[VectorizerPlugin]] = field(default_factory=dict)
+    wrappers: dict[str, Registered[WrapperPlugin]] = field(default_factory=dict)
+    vector_wrappers: dict[str, Registered[WrapperPlugin]] = field(default_factory=dict)
+    config_dirs: list[tuple[str, Provider]] = field(default_factory=list)
+    failures: list[PluginFailure] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+    conflicts: dict[str, dict[str, list[Registered[Any]]]] = field(default_factory=dict)
+    plugins: list[PluginStatus] = field(default_factory=list)
+    blocked: dict[str, tuple[Provider, str]] = field(default_factory=dict)
+
+    def family(self, name: str, key: str = "env.family") -> EnvFamilyPlugin:
+        return self._lookup("families", name, key).record
+
+    def vectorizer(self, name: str, key: str = "vectorizer.name") -> VectorizerPlugin:
+        return self._lookup("vectorizers", name, key).record
+
+    def wrapper(self, name: str, *, vector: bool = False, key: str = "") -> WrapperPlugin:
+        return self._lookup("vector_wrappers" if vector else "wrappers", name, key).record
+
+    def _lookup(self, table_name: str, name: str, key: str) -> Registered[Any]:
+        table: dict[str, Registered[Any]] = getattr(self, table_name)
+        kind = _TABLE_KIND[table_name]
+        try:
+            return table[name]
+        except KeyError:
+            clash = self.conflicts.get(table_name, {}).get(name)
+            if clash:
+                raise ConflictingNameError(conflict_message(kind, name, clash, key)) from None
+            valid = [*table, *self.conflicts.get(table_name, {})]
+            raise self.unknown_name(table_name, name, valid, key=key) from None
+
+    def unknown_name(
+        self, table_name: str, name: str, valid: list[str], *, key: str = "", kind: str = ""
+    ) -> UnknownNameError:
+        """The error for a name no enabled plugin registers: it says so when a disabled
+        built-in plugin registers it (and by what it is disabled), and names the disabled
+        third-party plugins, which may."""
+        kind = kind or _TABLE_KIND[table_name]
+        maybe = []
+        for plugin, (provider, reason) in self.blocked.items():
+            if plugin not in BUILTIN_MODULES:
+                maybe.append(f"{plugin} ({provider.distribution}, by {reason})")
+            elif name in _builtin_names(plugin).get(table_name, ()):
+                disabled = (
+                    f"plugin {plugin!r} ({provider.distribution}), which registers it, is "
+                    f"disabled by {reason}. Remove {plugin} from {DISABLE_ENV_VAR} to use it"
+                )
+                return UnknownNameError(kind, name, valid, key=key, disabled=disabled)
+        note = f"Disabled plugins, which may provide it: {', '.join(maybe)}." if maybe else ""
+        return UnknownNameError(kind, name, valid, key=key, note=note)
+
+    def as_dict(self) -> dict[str, Any]:
+        def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:
+            return {
+                name: {
+                    "distribution": reg.provider.distribution,
+                    "version": reg.provider.version,
+                    "plugin": reg.provider.plugin,
+                    "summary": reg.record.summary,
+                }
+                for name, reg in sorted(table.items())
+            }
+
+        return {
+            "plugins": [
+                {
+                    "plugin": p.provider.plugin,
+                    "distribution": p.provider.distribution,
+                    "version": p.provider.version,
+                    "status": p.status,
+                    "detail": p.detail,
+                    "registers": self.registered_by(p.provider.plugin),
+                }
+                for p in self.plugins
+            ],
+            "families": rows(self.families),
+            "vectorizers": rows(self.vectorizers),
+            "wrappers": rows(self.wrappers),
+            "vector_wrappers": rows(self.vector_wrappers),
+            "conflicts": [
+                {
+                    "kind": _TABLE_KIND[table_name],
+                    "name": name,
+                    "providers": [
+                        {
+                            "plugin": r.provider.plugin,
+                            "distribution": r.provider.distribution,
+                            "version": r.provider.version,
+                        }
+                        for r in regs
+                    ],
+                    "error": conflict_message(_TABLE_KIND[table_name], name, regs),
+                }
+                for table_name, names in sorted(self.conflicts.items())
+                for name, regs in sorted(names.items())
+            ],
+            "config_dirs": [
+                {"path": p, "distribution": prov.distribution, "version": prov.version}
+                for p, prov in self.config_dirs
+            ],
+            "failures": [
+                {
+                    "plugin": f.provider.plugin,
+                    "distribution": f.provider.distribution,
+                    "version": f.provider.version,
+                    "stage": f.stage,
+                    "error": f.error,
+                }
+                for f in self.failures
+            ],
+            "disabled": list(self.disabled),
+        }
+
+    def registered_by(self, plugin: str) -> dict[str, list[str]]:
+        """The names ``plugin`` registered, by kind (conflicting ones included)."""
+        out: dict[str, list[str]] = {}
+        for table_name in _TABLE_KIND:
+            table: dict[str, Registered[Any]] = getattr(self, table_name)
+            names = [n for n, r in table.items() if r.provider.plugin == plugin]
+            names += [
+                n
+                for n, regs in self.conflicts.get(table_name, {}).items()
+                if any(r.provider.plugin == plugin for r in regs)
+            ]
+            if names:
+                out[table_name] = sorted(names)
+        dirs = [d for d, prov in self.config_dirs if prov.plugin == plugin]
+        if dirs:
+            out["config_dirs"] = dirs
+        return out
+
+
+def _builtin_names(plugin: str) -> dict[str, list[str]]:
+    """The names a built-in plugin registers, by table, from its hook functions called
+    directly (envfactory's own module, imported only for this message)."""
+    import importlib
+
+    module = importlib.import_module(BUILTIN_MODULES[plugin])
+    out: dict[str, list[str]] = {}
+    for hook in ("envfactory_env_families", "envfactory_vectorizers", "envfactory_wrappers"):
+        fn = getattr(module, hook, None)
+        for rec in fn() if callable(fn) else []:
+            if isinstance(rec, EnvFamilyPlugin):
+                table = "families"
+            elif isinstance(rec, VectorizerPlugin):
+                table = "vectorizers"
+            else:
+                table = "vector_wrappers" if rec.vector else "wrappers"
+            out.setdefault(table, []).append(rec.name)
+    return out
+
+
+def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str = "") -> str:
+    """One line: who registered ``name``, that it is unusable, how to disable one."""
+    providers = [r.provider for r in regs]
+    where = f" (at {key})" if key else ""
+    who = " and ".join(str(p) for p in providers)
+    fixes = []
+    # a built-in never needs disabling: suggest the third-party plugins first
+    third = [p for p in providers if p.distribution != "envfactory"] or providers
+    installed = [p for p in third if p.distribution != IN_CODE]
+    if installed:
+        how = " or ".join(f"{DISABLE_ENV_VAR}={p.plugin}" for p in installed)
+        dists = " / ".join(sorted({p.distribution for p in installed}))
+        fixes.append(f"Disable one with {how} (or uninstall {dists})")
+    if len(installed) < len(third):  # register_plugin(): the environment variable cannot help
+        fixes.append(
+            f"{'or r' if fixes else 'R'}ename the record registered in code, or call "
+            "envfactory.reset_plugins() to forget the plugins registered in code (a re-run "
+            "cell that defines the record again makes a new one)"
+        )
+    return (
+        f"the {kind} {name!r}{where} is registered by {len(providers)} plugins: {who}, so it "
+        f"cannot be used. {' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
+    )
