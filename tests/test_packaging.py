@@ -29,7 +29,7 @@ SHIPPED = {
     "envfactory": (ROOT, "envfactory"),
     **{
         f"envfactory-{n}": (ROOT / "plugins" / f"envfactory-{n}", f"envfactory_{n}")
-        for n in ("ale", "example", "gymnasium", "ray", "sb3", "tianshou")
+        for n in ("ale", "example", "gymnasium", "ray", "sb3", "tianshou", "threads")
     },
 }
 # the deliberately broken plugins the tests install: built and checked too, but they are test

@@ -57,6 +57,7 @@ def test_every_public_name_of_envfactory_is_documented(site: Path) -> None:
         ("envfactory_sb3", "envfactory_sb3"),
         ("envfactory_tianshou", "envfactory_tianshou"),
         ("envfactory.envpool", "envfactory.envpool"),
+        ("envfactory.vectorizers.remote", "envfactory.vectorizers.remote"),
     ],
 )
 def test_every_public_name_of_a_module_is_documented(site: Path, module: str, page: str) -> None:
@@ -70,6 +71,7 @@ def test_every_public_name_of_a_module_is_documented(site: Path, module: str, pa
     "plugin, names",
     [
         ("envfactory_ray", ["RayVecEnv"]),
+        ("envfactory_threads", ["ThreadVecEnv"]),
         ("envfactory_gymnasium", ["plugin"]),
         ("envfactory_ale", ["vector"]),
         ("envfactory_example", ["plugin"]),

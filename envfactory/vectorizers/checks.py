@@ -1,7 +1,8 @@
 """Checks of what a caller hands a vectorized env, done in the parent before anything
 reaches an env, so a mistake leaves every vectorizer usable (a worker never sees it);
-and of what the envs report (:func:`check_spaces`) and the restart budget
-(:func:`count_restart`), shared by every vectorizer.
+and of what the envs report (:func:`check_spaces`), the restart budget
+(:func:`count_restart`) and the fault options of a remote backend's schema
+(:class:`FaultOptions`), shared by every vectorizer.
 
 Actions: the batch's structure, shape and dtype for every space, and the values of
 Discrete, MultiDiscrete and MultiBinary actions (vectorised numpy checks, a few
@@ -13,21 +14,33 @@ custom) is checked per env with ``space.contains``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any, Optional
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from ..errors import ConfigError, InvalidActionError, InvalidSeedError, SpaceMismatchError
+from ..config.checks import check_bool, check_int
+from ..errors import (
+    ConfigError,
+    InvalidActionError,
+    InvalidSeedError,
+    OptionError,
+    SpaceMismatchError,
+)
 
 __all__ = [
     "ActionCheck",
+    "FaultOptions",
     "action_checker",
     "autoreset_mode",
+    "check_fault_options",
     "check_seeds",
     "check_spaces",
     "count_restart",
@@ -259,6 +272,61 @@ def count_restart(
         )
         raise failure
     times.append(now)
+
+
+def check_fault_options(options: Any) -> None:
+    """Check the fault options of a remote backend (:class:`FaultOptions`' fields) in its
+    config schema: ``timeout`` > 0 seconds or null (``inf`` becomes null: no timeout),
+    ``restart`` and ``copy`` true or false, ``max_restarts`` an integer >= 0,
+    ``restart_window`` > 0 seconds; a key the schema lacks is skipped. Each raises
+    :class:`~envfactory.errors.OptionError` (``vectorizer.<key>=<value>: expected ...``)."""
+    seconds = (
+        ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
+        ("restart_window", "a number of seconds > 0"),
+    )
+    for key, expected in seconds:
+        value = getattr(options, key, None)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0:
+            raise OptionError(key, value, expected)
+    if getattr(options, "timeout", None) == math.inf:
+        options.timeout = None
+    for key in ("restart", "copy"):
+        if hasattr(options, key):
+            check_bool(options, key)
+    if hasattr(options, "max_restarts"):
+        check_int(options, "max_restarts", 0)
+
+
+@dataclass
+class FaultOptions:
+    """The fault options every :class:`~.remote.RemoteVecEnv` takes, as fields for a
+    backend's config schema to inherit (``@dataclass class MyConfig(FaultOptions)``, whose
+    fields follow these; a ``__post_init__`` of its own calls ``super().__post_init__()``).
+
+    Attributes:
+        timeout: seconds a worker may take for one call (> 0); null or ``inf`` waits
+            forever.
+        restart: rebuild the envs of a worker that dies, hangs past ``timeout`` or raises
+            during ``step``/``reset``, and report their episodes as truncated (at the last
+            observation seen; ``infos["restarted"]``) instead of raising.
+        max_restarts: with ``restart``, the fault after this many restarts of one worker
+            within ``restart_window`` seconds is raised (a simulator that keeps failing).
+        restart_window: seconds over which ``max_restarts`` counts.
+        copy: return a copy of the observation batch (false: a buffer the next step
+            overwrites).
+    """
+
+    timeout: Optional[float] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
+    restart: bool = False
+    max_restarts: int = 5
+    restart_window: float = 60.0
+    copy: bool = True
+
+    def __post_init__(self) -> None:
+        """:func:`check_fault_options` at compose time."""
+        check_fault_options(self)
 
 
 def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:

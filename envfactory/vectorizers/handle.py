@@ -54,6 +54,12 @@ class WorkerHandle(ABC):
         return f"worker {self.index}"
 
     @property
+    def where(self) -> str:
+        """Where it runs, when that is more than a local pid (a Ray actor and its node):
+        every error of :meth:`error` and :meth:`remote_error` says it as ``[where]``."""
+        return ""
+
+    @property
     @abstractmethod
     def pid(self) -> int | None:
         """Its process id (None before it started)."""
@@ -101,7 +107,7 @@ class WorkerHandle(ABC):
         """A ``cls`` naming this worker: ``worker 1 (pid 42, envs [2, 3], env 'x') died
         during step``."""
         return cls(
-            what,
+            self._placed(what),
             worker=self.index,
             pid=self.pid,
             env_indices=self.indices,
@@ -115,7 +121,7 @@ class WorkerHandle(ABC):
         """An env's exception (a :class:`~.protocol.Failure`) as a RemoteEnvError that is
         also the original's type."""
         return remote_env_error(
-            f"raised {failure.exc_type}",
+            self._placed(f"raised {failure.exc_type}"),
             exc_type=failure.exc_type,
             original=failure.exc,
             worker=self.index,
@@ -126,3 +132,6 @@ class WorkerHandle(ABC):
             remote_traceback=failure.traceback,
             call=call,
         )
+
+    def _placed(self, what: str) -> str:
+        return f"[{self.where}] {what}" if self.where else what

@@ -110,6 +110,14 @@ class EnvInfo:
     render_mode: str | None
     spec_id: str | None
 
+    @classmethod
+    def of(cls, env: Any) -> EnvInfo:
+        """What a worker reports about ``env``, an env it built."""
+        spec_id = getattr(env.spec, "id", None)
+        return cls(
+            env.observation_space, env.action_space, dict(env.metadata), env.render_mode, spec_id
+        )
+
 
 @dataclass(frozen=True)
 class Reset:

@@ -25,17 +25,14 @@ autoreset implementation, :class:`~.runner.EnvRunner`; an env's exception travel
 :func:`~.protocol.failure_of` makes it, and the handle raises it with
 :meth:`WorkerHandle.remote_error`.
 
-A sketch: ``MyHandle(WorkerHandle)`` implements ``pid``, ``send(cmd, data)`` (hand the
-command to a worker that answers with ``EnvHost.handle``), ``recv(deadline, call)`` (its
-answer; ``TimeoutError`` past the deadline; ``raise self.remote_error(call, failure)``
-for an env's exception) and ``kill()``; ``MyVecEnv(RemoteVecEnv).__init__`` calls
-``super().__init__(len(env_fns), autoreset_mode, **faults)``, sets ``env_id``
-(:func:`env_label`), ``self._set_handles([MyHandle(k, a, b, ...) for k, (a, b) in
-enumerate(split_envs(n, in_series))])`` and ``self._start(self.handles)``, and implements
-``_collect``.
-
-A backend needs nothing else from envfactory than this module and the public
-``envfactory`` names (errors, ``VecEnvBase``).
+A sketch (the plugin guide's "Write a vectorizer backend" has a whole one, and the
+``threads`` plugin a published one): ``MyHandle(WorkerHandle)`` implements ``pid``,
+``send``, ``recv`` and ``kill``; ``MyVecEnv(RemoteVecEnv).__init__`` calls
+``super().__init__(num_envs, autoreset_mode, seeding, **faults)``, sets ``env_id``
+(:func:`env_label`) and its handles (``_set_handles``, one per :func:`split_envs` slice),
+waits for them (``_start``) and implements ``_collect``; its config schema inherits
+:class:`FaultOptions`. It needs nothing else from envfactory than this module and the
+public ``envfactory`` names (errors, ``VecEnvBase``).
 """
 
 from __future__ import annotations
@@ -63,7 +60,7 @@ from ..errors import (
     WorkerTimeoutError,
 )
 from .base import PendingCall, VecEnvBase
-from .checks import check_spaces, count_restart
+from .checks import FaultOptions, check_fault_options, check_spaces, count_restart
 from .handle import WorkerHandle
 from .protocol import (
     Call,
@@ -87,12 +84,14 @@ __all__ = [
     "EnvHost",
     "EnvInfo",
     "Failure",
+    "FaultOptions",
     "RemoteVecEnv",
     "Reset",
     "RestartReset",
     "Restarted",
     "SetAttr",
     "WorkerHandle",
+    "check_fault_options",
     "check_spaces",
     "concatenate_checked",
     "count_restart",

@@ -10,13 +10,13 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Optional
 
 from .. import _compat
 from ..config.checks import check_bool, check_choice, check_int
 from ..errors import ConfigError, OptionError
 from . import remote
+from .checks import FaultOptions
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -35,7 +35,7 @@ STARTUP_TIMEOUT, CLOSE_TIMEOUT = remote.STARTUP_TIMEOUT, remote.CLOSE_TIMEOUT
 
 
 @dataclass
-class SubprocConfig:
+class SubprocConfig(FaultOptions):
     """Schema of ``vectorizer=subproc``.
 
     Attributes:
@@ -48,14 +48,6 @@ class SubprocConfig:
             preloaded imports), ``fork`` or ``spawn``.
         shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
             spaces are pickled).
-        timeout: seconds a worker may take for one call (> 0); null or ``inf`` waits
-            forever.
-        restart: rebuild the envs of a worker that dies, hangs past ``timeout`` or raises
-            during ``step``/``reset``, and report their episodes as truncated (at the last
-            observation seen; ``infos["restarted"]``) instead of raising.
-        max_restarts: with ``restart``, the fault after this many restarts of one worker
-            within ``restart_window`` seconds is raised (a simulator that keeps failing).
-        restart_window: seconds over which ``max_restarts`` counts.
         copy: return a copy of the observation batch (false: a view of shared memory that
             the next step overwrites).
         spin_us: the most microseconds a waiting process spins (yielding the CPU) before
@@ -77,17 +69,15 @@ class SubprocConfig:
             ``recv`` returning the first batch_size envs that are ready, with
             ``infos["env_id"]``); any value works with any in_series (a multiple of
             in_series is fastest). See the README's async pool section.
+
+    The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``) are
+    :class:`~.checks.FaultOptions`'.
     """
 
     name: str = "subproc"
     in_series: Optional[int] = None  # noqa: UP045
     context: str = "forkserver"
     shared_memory: bool = True
-    timeout: Optional[float] = None  # noqa: UP045
-    restart: bool = False
-    max_restarts: int = 5
-    restart_window: float = 60.0
-    copy: bool = True
     spin_us: int = 200
     batch_size: Optional[int] = None  # noqa: UP045
     in_parent: Optional[int] = None  # noqa: UP045
@@ -97,19 +87,11 @@ class SubprocConfig:
         ``timeout=inf`` becomes None (no timeout)."""
         check_int(self, "in_series", 1, optional=True)
         check_choice(self, "context", START_METHODS)
-        for key in ("shared_memory", "restart", "copy"):
-            check_bool(self, key)
+        check_bool(self, "shared_memory")
         check_int(self, "spin_us", 0)
         check_int(self, "batch_size", 1, optional=True)  # <= num_envs: config.compose
         check_int(self, "in_parent", 0, optional=True)
-        if self.timeout is not None:
-            t = self.timeout
-            if isinstance(t, bool) or not isinstance(t, Real) or math.isnan(t) or t <= 0:
-                raise OptionError(
-                    "timeout", t, "a number of seconds > 0, or null (or inf) for no timeout"
-                )
-            if math.isinf(t):
-                self.timeout = None
+        super().__post_init__()  # the fault options
 
     def check_config(self, top: Any) -> None:
         """The cross-field checks against the top level (see

@@ -66,16 +66,7 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
 
             env_fns = cloudpickle.loads(env_fns)
         envs = [fn() for fn in env_fns]
-        info = [
-            EnvInfo(
-                e.observation_space,
-                e.action_space,
-                dict(e.metadata),
-                e.render_mode,
-                getattr(e.spec, "id", None),
-            )
-            for e in envs
-        ]
+        info = [EnvInfo.of(e) for e in envs]
     except BaseException as exc:
         conn.send_bytes(dumps((0, ERROR, _failure(exc))))
         return

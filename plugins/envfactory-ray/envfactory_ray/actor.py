@@ -1,40 +1,37 @@
-"""The Ray actor that hosts a slice of envs.
+"""The two ends of one Ray actor: :class:`EnvActor`, the actor that hosts a slice of envs,
+and :class:`ActorHandle`, the vectorized env's :class:`~envfactory.vectorizers.remote.WorkerHandle`
+for it.
 
 One actor holds ``in_series`` envs and answers one method call per vectorized call (one
-``step`` for all its envs, not one per env). Its observations leave as one batch per
-actor (numpy arrays, which Ray's serializer puts in the object store out of band and the
-caller reads without unpickling them per env). The per-env step/reset/autoreset logic is
-envfactory's own runner, the one ``dummy`` and ``subproc`` use, so the trajectories are
-the same by construction.
+``step`` for all its envs, not one per env). It answers every env command with
+envfactory's :class:`~envfactory.vectorizers.remote.EnvHost` (the worker side ``subproc``
+uses: the one autoreset implementation and the recovery of episodes lost with a rebuilt
+actor), so the trajectories are ``dummy``'s by construction. Its observations leave as one
+batch per actor (numpy arrays, which Ray's serializer puts in the object store out of band
+and the caller reads without unpickling them per env).
 
-Every method answers ``(OK, payload)`` or ``(ERROR, failure)``: an env's exception is
-caught here and travels with its type name, the exception (when it pickles) and its
-traceback, so the caller raises the same ``RemoteEnvError`` as ``subproc``.
+Every method answers ``(OK, payload)`` or ``(ERROR, Failure)``: an env's exception is
+caught in the actor and travels with its type name, the exception (when it pickles) and
+its traceback, so the caller raises the same ``RemoteEnvError`` as ``subproc``.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import traceback
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array
 
-from envfactory import ObservationError
-from envfactory.vectorizers.runner import EnvRunner
-from envfactory.vectorizers.shared import check_observation
+from envfactory import WorkerDiedError, WorkerError, WorkerTimeoutError
+from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, WorkerHandle, failure_of
 
-__all__ = ["ERROR", "OK", "EnvActor", "array_batched"]
+__all__ = ["ERROR", "OK", "ActorHandle", "EnvActor", "StepBatch", "array_batched"]
 
 OK, ERROR = "ok", "error"
-
-#: ``(exc_type "module.qualname", the exception or None if it does not pickle, traceback)``
-Failure = tuple[str, Any, str]
 
 
 def array_batched(space: gym.Space) -> bool:
@@ -52,205 +49,215 @@ def array_batched(space: gym.Space) -> bool:
     )
 
 
-def _failure(exc: BaseException) -> Failure:
-    tb = traceback.format_exc()
-    try:
-        import ray.cloudpickle as cp
+def _pickles(obj: Any) -> bytes:
+    import ray.cloudpickle
 
-        pickle.loads(cp.dumps(exc))  # some pickle but cannot be rebuilt (__init__ args)
-        picklable: BaseException | None = exc
-    except Exception:
-        picklable = None
-    return (f"{type(exc).__module__}.{type(exc).__qualname__}", picklable, tb)
-
-
-class _LostEnv:
-    """Stands in for an env of a rebuilt actor for one step: the caller's episode was lost
-    with the old actor, so that step reports it truncated at the last observation the
-    caller saw (reward 0), as ``subproc``'s rebuilt workers do."""
-
-    def __init__(self, env: Any, obs: Any) -> None:
-        self.env, self.obs = env, obs
-
-    def step(self, action: Any) -> tuple:
-        return self.obs, 0.0, False, True, {"restarted": True}
-
-    def reset(self, **kwargs: Any) -> Any:
-        return self.env.reset(**kwargs)
+    return ray.cloudpickle.dumps(obj)
 
 
 class EnvActor:
     """Hosts envs ``start .. start + len(env_fns)`` of a vectorized env (made a Ray actor
-    with ``ray.remote(EnvActor)`` by :class:`envfactory_ray.RayVecEnv`)."""
+    with ``ray.remote(EnvActor)`` by :class:`envfactory_ray.vecenv.RayVecEnv`)."""
 
     def __init__(
         self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode
     ) -> None:
-        self.start, self.mode = start, mode
-        self.envs: list[gym.Env] = []
-        self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end (restart)
+        self.start = start
         self.init_failure: Failure | None = None
         try:
-            self.envs = [fn() for fn in env_fns]
+            envs = [fn() for fn in env_fns]
         except Exception as exc:  # reported by describe(): the caller raises it
-            self.init_failure = _failure(exc)
+            self.init_failure = failure_of(exc, _pickles)
             return
-        self.runner = EnvRunner(self.envs, mode)
-        self.space = self.envs[0].observation_space
+        self.host = EnvHost(envs, mode, self._answer)
+        self.space = envs[0].observation_space
         self.arrays = array_batched(self.space)
-        self._buf: Any = create_empty_array(self.space, n=len(self.envs)) if self.arrays else None
+        self._buf: Any = create_empty_array(self.space, n=len(envs)) if self.arrays else None
 
-    # -- helpers ----------------------------------------------------------------------
-    def _batch(self) -> Any:
-        """This actor's observations: one batch of arrays, or a list (other spaces)."""
-        obs = self.runner.obs
-        if not self.arrays:
-            return list(obs)
-        try:
-            return concatenate(self.space, obs, self._buf)
-        except Exception as exc:
-            for i, value in enumerate(obs):
-                check_observation(self.space, self.start + i, value)
-            raise ObservationError(
-                f"the envs' observations cannot be batched for observation space "
-                f"{self.space}: {type(exc).__name__}: {exc}"
-            ) from exc
+    def _answer(self, calls: list, mask: Any) -> tuple:
+        """A step's or reset's answer: ``(observations, rewards, terminations,
+        truncations, info calls)``; the observations are one batch of arrays, or a list
+        (other spaces, or observations that do not fit the space: the caller's batching
+        names the env)."""
+        r = self.host.runner
+        obs: Any = list(r.obs)
+        if self.arrays:
+            try:
+                obs = concatenate(self.space, r.obs, self._buf)
+            except Exception:
+                pass
+        return obs, r.rewards, r.terminations, r.truncations, calls
 
-    def _result(self, calls: list) -> tuple:
-        r = self.runner
-        return self._batch(), r.rewards, r.terminations, r.truncations, calls
-
-    def _step_lost(self, actions: Any) -> list:
-        r, real, lost = self.runner, self.runner.envs, self.lost
-        r.envs = [_LostEnv(e, lost[i]) if i in lost else e for i, e in enumerate(real)]  # type: ignore[misc]
-        try:
-            calls = r.step(actions)
-        finally:
-            r.envs = real
-        calls += [(i, {"restarted": True}) for i in sorted(lost)]
-        lost.clear()
-        return calls
-
-    # -- methods ----------------------------------------------------------------------
     def describe(self) -> tuple[str, Any]:
         """Where the actor runs and what its envs are: ``{"pid", "node_id", "node_ip",
-        "envs": [(observation_space, action_space, metadata, render_mode, spec id)]}``."""
+        "actor_id", "envs": [EnvInfo, ...]}``."""
         if self.init_failure is not None:
             return ERROR, self.init_failure
         import ray
 
         ctx = ray.get_runtime_context()
-        info = {
-            "pid": os.getpid(),
-            "node_id": ctx.get_node_id(),
-            "node_ip": ray.util.get_node_ip_address(),
-            "actor_id": ctx.get_actor_id(),
-            "envs": [
-                (
-                    e.observation_space,
-                    e.action_space,
-                    dict(e.metadata),
-                    e.render_mode,
-                    getattr(e.spec, "id", None),
-                )
-                for e in self.envs
-            ],
-        }
-        return OK, info
+        envs = [EnvInfo.of(e) for e in self.host.envs]
+        where = {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+        return OK, {"pid": os.getpid(), "actor_id": ctx.get_actor_id(), "envs": envs, **where}
 
     def step(self, actions: Any) -> tuple[str, Any]:
-        try:
-            r = self.runner
-            return OK, self._result(r.step(actions) if not self.lost else self._step_lost(actions))
-        except Exception as exc:
-            return ERROR, _failure(exc)
+        """``Cmd.STEP`` (the hot path has a method of its own)."""
+        return self.handle(Cmd.STEP, actions)
 
-    def reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> tuple[str, Any]:
+    def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
+        """Any env command of :class:`~envfactory.vectorizers.remote.Cmd` and its record."""
         try:
-            if mask is None:
-                self.lost.clear()
-            else:
-                for j in np.flatnonzero(mask).tolist():
-                    self.lost.pop(j, None)
-            return OK, self._result(self.runner.reset(seeds, options, mask))
-        except Exception as exc:
-            return ERROR, _failure(exc)
-
-    def restarted(self, last_obs: list, done: list[bool]) -> tuple[str, Any]:
-        """This actor replaces one that failed during a step: each env ends its lost
-        episode now (truncated, at the last observation the caller saw), or, if that step
-        was its ``next_step`` autoreset, is reset."""
-        try:
-            n, r = len(self.envs), self.runner
-            due = [i for i in range(n) if done[i] and self.mode is AutoresetMode.NEXT_STEP]
-            for i in range(n):
-                if i in due:
-                    r.autoreset[i] = True
-                else:
-                    self.lost[i] = last_obs[i]
-            calls = self._step_lost([None] * n)
-            calls += [(i, {"restarted": True}) for i in due]
-            return OK, self._result(calls)
-        except Exception as exc:
-            return ERROR, _failure(exc)
-
-    def restart_reset(self, reset: tuple, last_obs: list, done: list[bool]) -> tuple[str, Any]:
-        """This actor replaces one that failed during a reset: the reset is redone (same
-        seeds and options); with a ``reset_mask``, the unmasked envs keep the observation
-        the caller saw and end their lost episode (truncated) at their next step."""
-        try:
-            seeds, options, mask = reset
-            r = self.runner
-            calls = r.reset(seeds, options, mask)
-            self.lost.clear()
-            for i in range(len(self.envs)):
-                if mask is not None and not mask[i]:
-                    r.obs[i] = last_obs[i]
-                    if done[i] and self.mode is AutoresetMode.NEXT_STEP:
-                        r.autoreset[i] = True  # its next step is the autoreset
-                    elif not (done[i] and self.mode is AutoresetMode.DISABLED):  # (awaits a reset)
-                        self.lost[i] = last_obs[i]
-                else:
-                    calls.append((i, {"restarted": True}))
-            return OK, self._result(calls)
-        except Exception as exc:
-            return ERROR, _failure(exc)
-
-    def call(self, name: Any, args: Any, kwargs: Any, local: list[int]) -> tuple[str, Any]:
-        """``get_wrapper_attr(name)`` of the envs ``local``, called with ``args``/``kwargs``
-        if it is callable and ``args`` is not None (``get_attr`` passes None); a function
-        ``name`` runs as ``name(env, *args, **kwargs)`` here, next to the env."""
-        try:
-            import ray.cloudpickle as cp
-
-            out = []
-            for i in local:
-                if callable(name):  # call(fn): fn(env, *args, **kwargs) in this actor
-                    out.append(name(self.envs[i], *args, **kwargs))
-                    continue
-                attr = self.envs[i].get_wrapper_attr(name)
-                out.append(attr(*args, **kwargs) if args is not None and callable(attr) else attr)
-            cp.dumps(out)  # an unpicklable result is the env's error, not a dead actor
+            out = self.host.handle(cmd, data)
+            if cmd == Cmd.CALL:
+                _pickles(out)  # an unpicklable result is the env's error, not a dead actor
             return OK, out
         except Exception as exc:
-            return ERROR, _failure(exc)
-
-    def set_attr(self, name: str, values: list, local: list[int]) -> tuple[str, Any]:
-        try:
-            for i, v in zip(local, values):
-                self.envs[i].set_wrapper_attr(name, v)
-            return OK, None
-        except Exception as exc:
-            return ERROR, _failure(exc)
+            return ERROR, failure_of(exc, _pickles)
 
     def close(self) -> tuple[str, Any]:
-        for e in self.envs:
-            try:
-                e.close()
-            except Exception:
-                pass
-        self.envs = []
+        self.host.close()
         return OK, None
 
-    def pid(self) -> int:
-        return os.getpid()
+
+class StepBatch:
+    """The hot path: one ``ray.get`` for every actor's answer to a step, instead of one
+    per actor. Anything unusual (a timeout, a dead actor) is left to each handle's own
+    ``ray.get``, which names the actor; the refs stay valid for it."""
+
+    def __init__(self) -> None:
+        self.handles: list[ActorHandle] = []
+
+    def fetch(self, deadline: float | None) -> None:
+        import ray
+
+        handles, self.handles = self.handles, []
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            answers = ray.get([h.ref for h in handles], timeout=remaining)
+        except Exception:
+            return
+        for h, answer in zip(handles, answers):
+            h.fetched = answer
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+class ActorHandle(WorkerHandle):
+    """The vectorized env's end of one :class:`EnvActor`: ``send`` is one actor method
+    call (its ObjectRef kept), ``recv`` a ``ray.get`` bounded by the deadline, ``kill``
+    ``ray.kill``; errors name the actor, its node and pid."""
+
+    def __init__(
+        self, index: int, start: int, stop: int, env_id: str, fns: list, num_cpus: Any
+    ) -> None:
+        super().__init__(index, start, stop, env_id)
+        self.fns, self.num_cpus = fns, num_cpus
+        self.actor: Any = None
+        self.ref: Any = None  # the call in flight
+        self.describing = False  # the call in flight is the actor's describe()
+        self._pid: int | None = None
+        self.node_id = self.node_ip = self.actor_id = ""
+        self.killed = False
+        self.batch: StepBatch | None = None  # the step answers fetched together
+        self.fetched: tuple[str, Any] | None = None  # this handle's, once fetched
+
+    def spawn(self, cls: Any, mode: AutoresetMode) -> None:
+        """Start a new actor of ``cls`` (``ray.remote(EnvActor)`` with its options) for
+        these envs; its first answer is its :class:`~envfactory.vectorizers.remote.EnvInfo` s."""
+        self.actor = cls.remote(self.fns, self.start, mode)
+        self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
+        self._pid, self.killed = None, False
+
+    @property
+    def label(self) -> str:
+        return f"actor {self.index}"
+
+    @property
+    def where(self) -> str:
+        node = f"node {self.node_ip or '?'} ({self.node_id[:12] or '?'})"
+        return f"Ray actor {self.actor_id[:12] or '?'} on {node}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    @property
+    def alive(self) -> bool:
+        return self.actor is not None and not self.killed
+
+    def send(self, cmd: str, data: Any) -> None:
+        if cmd == Cmd.STEP:
+            self.ref = self.actor.step.remote(data)
+        elif cmd == Cmd.CLOSE:
+            self.ref = self.actor.close.remote()
+        else:
+            self.ref = self.actor.handle.remote(cmd, data)
+
+    def recv(self, deadline: float | None, call: str) -> Any:
+        import ray
+
+        if self.batch is not None and self in self.batch.handles:
+            self.batch.fetch(deadline)
+        ref, self.ref, fetched = self.ref, None, self.fetched
+        self.fetched = None
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            status, payload = fetched or ray.get(ref, timeout=remaining)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError from None
+        except ray.exceptions.RayActorError as exc:
+            self.killed = True
+            raise self.error(WorkerDiedError, f"died ({_first_line(exc)})", call) from exc
+        except ray.exceptions.RayTaskError as exc:  # the answer could not be sent back
+            cause = getattr(exc, "cause", None)
+            kind = f"{type(cause).__module__}.{type(cause).__qualname__}" if cause else ""
+            raise self.remote_error(
+                call, Failure(kind or "RayTaskError", cause, str(exc))
+            ) from None
+        except ray.exceptions.RayError as exc:  # object lost, node died, ...
+            what = f"failed ({type(exc).__name__}: {_first_line(exc)})"
+            raise self.error(WorkerDiedError, what, call) from exc
+        if status == ERROR:
+            raise self.remote_error(call, payload)
+        if self.describing:
+            self.describing = False
+            self._pid, self.node_id, self.node_ip = (
+                payload["pid"],
+                payload["node_id"],
+                payload["node_ip"],
+            )
+            self.actor_id = payload["actor_id"] or ""
+            return payload["envs"]
+        return payload
+
+    def kill(self) -> None:
+        import ray
+
+        if self.actor is not None and not self.killed:
+            self.killed = True
+            try:
+                ray.kill(self.actor, no_restart=True)
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        self.actor = self.ref = None
+
+    def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
+        if cls is WorkerTimeoutError and self.describing:
+            what += (
+                " (not started: is the Ray cluster short of the CPUs asked for, "
+                f"vectorizer.num_cpus={self.num_cpus} per actor, held by other actors too? "
+                "see `ray status`)"
+            )
+        return self._tag(super().error(cls, what, call, tb))
+
+    def remote_error(self, call: str, failure: Failure) -> Any:
+        return self._tag(super().remote_error(call, failure))
+
+    def _tag(self, err: Any) -> Any:
+        err.actor_id, err.node_id, err.node_ip = self.actor_id, self.node_id, self.node_ip
+        return err

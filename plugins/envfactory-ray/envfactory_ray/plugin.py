@@ -16,12 +16,13 @@ import gymnasium as gym
 
 import envfactory
 from envfactory import OptionError
+from envfactory.vectorizers.remote import FaultOptions
 
 __all__ = ["RayConfig", "build_ray", "envfactory_vectorizers"]
 
 
 @dataclass
-class RayConfig:
+class RayConfig(FaultOptions):
     """Schema of ``vectorizer=ray``.
 
     Attributes:
@@ -35,25 +36,16 @@ class RayConfig:
         num_cpus: CPUs Ray reserves for each actor for its lifetime (> 0; fractions such as
             0.5 allowed); null = Ray's default for actors (1 CPU to place it, none held while
             it lives, so any number of actors fit).
-        timeout: seconds an actor may take for one call (> 0); null or ``inf`` waits forever.
-        restart: rebuild the envs of an actor that dies, hangs past ``timeout`` or raises
-            during ``step``/``reset`` (a new actor), and report their episodes as truncated
-            (``infos["restarted"]``), as ``subproc``'s ``restart``.
-        max_restarts: with ``restart``, the fault after this many restarts of one actor
-            within ``restart_window`` seconds is raised.
-        restart_window: seconds over which ``max_restarts`` counts.
-        copy: return a copy of the observation batch (false: a buffer reused each step).
+
+    The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``,
+    ``copy``) are :class:`~envfactory.vectorizers.remote.FaultOptions`' (a worker is an
+    actor; a rebuilt one is a new actor).
     """
 
     name: str = "ray"
     address: Optional[str] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
     in_series: Optional[int] = None  # noqa: UP045
     num_cpus: Optional[float] = None  # noqa: UP045
-    timeout: Optional[float] = None  # noqa: UP045
-    restart: bool = False
-    max_restarts: int = 5
-    restart_window: float = 60.0
-    copy: bool = True
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (each raises ``OptionError``, which
@@ -71,43 +63,16 @@ class RayConfig:
             or self.in_series < 1
         ):
             raise OptionError("in_series", self.in_series, "an integer >= 1 or null")
-        if self.num_cpus is not None and (
-            not _positive(self.num_cpus) or math.isinf(self.num_cpus)
+        cpus = self.num_cpus
+        if cpus is not None and (
+            isinstance(cpus, bool) or not isinstance(cpus, Real) or not 0 < cpus < math.inf
         ):
             raise OptionError(
                 "num_cpus",
                 self.num_cpus,
                 "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)",
             )
-        if self.timeout is not None:
-            if not _positive(self.timeout):
-                raise OptionError(
-                    "timeout",
-                    self.timeout,
-                    "a number of seconds > 0, or null (or inf) for no timeout",
-                )
-            if math.isinf(self.timeout):
-                self.timeout = None
-        for key in ("restart", "copy"):
-            if not isinstance(getattr(self, key), bool):
-                raise OptionError(key, getattr(self, key), "true or false")
-        if (
-            isinstance(self.max_restarts, bool)
-            or not isinstance(self.max_restarts, Integral)
-            or self.max_restarts < 0
-        ):
-            raise OptionError("max_restarts", self.max_restarts, "an integer >= 0")
-        if not _positive(self.restart_window):
-            raise OptionError("restart_window", self.restart_window, "a number of seconds > 0")
-
-
-def _positive(value: Any) -> bool:
-    return (
-        isinstance(value, Real)
-        and not isinstance(value, bool)
-        and not math.isnan(float(value))
-        and float(value) > 0
-    )
+        super().__post_init__()  # the fault options
 
 
 def build_ray(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> Any:

@@ -202,6 +202,7 @@ def test_one_ray_call_per_actor_per_step_and_one_batch_per_actor() -> None:
     with envfactory.make_vec(overrides=cfg) as envs:
         assert isinstance(envs, RayVecEnv) and len(envs.actors) == 2
         envs.reset(seed=0)
+        envs.action_space.seed(0)  # (no episode ends in these 11 steps: no infos below)
         n = 0
         original = ray.actor.ActorMethod._remote
         sent: list[str] = []
