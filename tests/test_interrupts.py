@@ -53,9 +53,7 @@ def ctrl_c_after(seconds: float) -> Iterator[None]:
 def slow_envs(context: str = "fork", in_parent: int = 0, **kwargs: Any) -> SubprocVecEnv:
     """4 envs whose step (``reset_sleep``: reset) takes STEP seconds, 2 per worker."""
     maker = Maker(**{"step_sleep": STEP, **kwargs.pop("maker", {})})
-    return SubprocVecEnv(
-        [maker] * 4, in_series=2, context=context, in_parent=in_parent, **kwargs
-    )
+    return SubprocVecEnv([maker] * 4, in_series=2, context=context, in_parent=in_parent, **kwargs)
 
 
 def steps_of(obs: np.ndarray) -> list[int]:
@@ -81,7 +79,7 @@ def test_step_wait_after_ctrl_c_returns_the_interrupted_step(
         envs.reset(seed=0)
         with ctrl_c_after(STEP / 3):
             envs.step(batch)
-        obs, rewards, terminations, truncations, infos = envs.step_wait()
+        obs, rewards, _, truncations, infos = envs.step_wait()
         assert steps_of(obs) == [1, 1, 1, 1]
         assert rewards.tolist() == [1.0] * 4 and not truncations.any()
         assert "restarted" not in infos
@@ -134,7 +132,7 @@ def test_ctrl_c_cutting_the_parents_own_step_ends_those_episodes_truncated() -> 
         envs.step(ONES)
         with ctrl_c_after(STEP / 3):  # inside env 2's step, in this process
             envs.step(ONES)
-        obs, rewards, terminations, truncations, infos = envs.step_wait()
+        obs, rewards, _, truncations, infos = envs.step_wait()
         assert steps_of(obs) == [2, 2, 1, 1]  # envs 2 and 3: the observation seen last
         assert rewards.tolist() == [1.0, 1.0, 0.0, 0.0]
         assert truncations.tolist() == [False, False, True, True]

@@ -271,6 +271,7 @@ class VecEnvBase(VectorEnv):
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no reset is pending.
             WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
+            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
 
         Example:
             >>> import envfactory
@@ -397,6 +398,11 @@ class VecEnvBase(VectorEnv):
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no step is pending.
             WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
+            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
+
+        A ``KeyboardInterrupt`` (Ctrl-C) in a worker-process vectorizer leaves the step
+        pending: call ``step_wait()`` again for it, or the next call drops it (see the
+        fault model, ``docs/concepts/faults.md``).
 
         Example:
             >>> import envfactory, numpy as np

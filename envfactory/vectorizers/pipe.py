@@ -69,7 +69,7 @@ class PipeHandle(WorkerHandle):
 
     resumable = True
 
-    @property  # type: ignore[override]
+    @property
     def suspect(self) -> bool:
         """Also True when an interrupt cut a read or write before its byte count was
         recorded: where the stream stands is then unknown."""

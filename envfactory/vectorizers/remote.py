@@ -17,7 +17,9 @@ function) / ``get_attr`` / ``set_attr``, the failure policy (an env's exception 
 ``call`` keeps the env usable; any other fault makes it unusable, a
 :class:`~envfactory.errors.VecEnvBrokenError` from then on), ``restart=true`` with its
 budget (``max_restarts`` per ``restart_window``) and the rebuilt-space check, one call at
-a time by the owner process, and ``close``.
+a time by the owner process, and ``close``. A step or reset that an interrupt (Ctrl-C)
+stops stays pending, to be finished by ``step_wait()``/``reset_wait()`` or drained by the
+next call, when every handle is :attr:`WorkerHandle.resumable` (see its docstring).
 
 The worker side answers with :class:`~.runner.EnvHost` (every env command, including the
 recovery of episodes lost with a rebuilt worker), so every backend steps envs with the one
@@ -361,8 +363,7 @@ class RemoteVecEnv(VecEnvBase):
                 if not h.resumable:  # (a resumable handle is asked again, or is suspect)
                     h.suspect = True
                     self._broken = RuntimeError(
-                        f"{call} was interrupted ({type(exc).__name__}) while waiting for "
-                        f"{h.label}"
+                        f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
                     )
                 raise
         if failures:
@@ -436,7 +437,9 @@ class RemoteVecEnv(VecEnvBase):
             self._broken = (
                 exc
                 if isinstance(exc, Exception)
-                else RuntimeError(f"the restart of {h.label} was interrupted ({type(exc).__name__})")
+                else RuntimeError(
+                    f"the restart of {h.label} was interrupted ({type(exc).__name__})"
+                )
             )
             raise
 
