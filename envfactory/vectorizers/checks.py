@@ -296,15 +296,15 @@ def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
 
 def check_wait_timeout(timeout: Any, what: str) -> float | None:
     """The ``timeout`` argument of a wait (``step_wait``, ``reset_wait``, the pool's
-    ``recv``), checked before anything is waited on: seconds ``>= 0`` (``inf``: no limit,
-    returned as None) or None (the vectorizer's own ``timeout``).
+    ``recv``), checked before anything is waited on: seconds ``>= 0`` as a float
+    (``inf``: no limit) or None (the vectorizer's own ``timeout``).
 
     Raises:
         ValueError: a negative, NaN or non-numeric timeout (``bool`` included), naming
             the call and the value; nothing was waited on and the env stays usable.
 
     Example:
-        >>> check_wait_timeout(2, "step_wait"), check_wait_timeout(float("inf"), "recv")
+        >>> check_wait_timeout(2, "step_wait"), check_wait_timeout(None, "recv")
         (2.0, None)
         >>> check_wait_timeout(-1, "step_wait")
         Traceback (most recent call last):
@@ -324,4 +324,4 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
             "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
             "env is still usable"
         )
-    return None if timeout == math.inf else float(timeout)
+    return float(timeout)
