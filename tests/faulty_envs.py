@@ -19,7 +19,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["FAULTS", "FaultyEnv", "Maker", "UnpicklableError", "run_in_daemon", "unpicklable_maker"]
+__all__ = [
+    "FAULTS",
+    "FaultyEnv",
+    "Maker",
+    "UnpicklableError",
+    "cut_next_read",
+    "interrupt_next_send",
+    "run_in_daemon",
+    "unpicklable_maker",
+]
 
 FAULTS = ("none", "raise", "raise-unpicklable", "hang", "exit", "sigkill")
 ENV_ID = "Faulty-v0"
@@ -236,3 +245,30 @@ class AttrEnv(gym.Env):
 
     def pick(self, indices: list[int]) -> str:
         return f"got {indices}"
+
+
+def cut_next_read(monkeypatch: Any, fd: int) -> None:
+    """The next read of ``fd`` is interrupted (as by Ctrl-C) right after its system call,
+    before its byte count is recorded (the few bytecodes where an interrupt loses where
+    the stream stands)."""
+    real = os.readv
+
+    def readv(target: int, buffers: Any) -> int:
+        n = real(target, buffers)
+        if target == fd:
+            monkeypatch.setattr(os, "readv", real)
+            raise KeyboardInterrupt
+        return n
+
+    monkeypatch.setattr(os, "readv", readv)
+
+
+def interrupt_next_send(handle: Any) -> None:
+    """``handle.send`` is interrupted (as by Ctrl-C) once, before it sends anything."""
+    real = handle.send
+
+    def interrupted(cmd: str, data: Any) -> None:
+        handle.send = real
+        raise KeyboardInterrupt
+
+    handle.send = interrupted

@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from faulty_envs import FaultyEnv, Maker
+from faulty_envs import FaultyEnv, Maker, cut_next_read, interrupt_next_send
 
 import envfactory
 from envfactory.errors import (
@@ -410,28 +410,13 @@ def test_ctrl_c_in_parent_closes_cleanly(context: str, tmp_path: Path) -> None:
     assert not _wait_gone(workers, 1.0)
 
 
-def _cut_next_read(monkeypatch: pytest.MonkeyPatch, fd: int) -> None:
-    """The next read of ``fd`` is interrupted (as by Ctrl-C) right after its system call,
-    before its byte count is recorded: where the stream stands is unknown."""
-    real = os.readv
-
-    def readv(target: int, buffers: Any) -> int:
-        n = real(target, buffers)
-        if target == fd:
-            monkeypatch.setattr(os, "readv", real)
-            raise KeyboardInterrupt
-        return n
-
-    monkeypatch.setattr(os, "readv", readv)
-
-
 @pytest.mark.timeout(30)
 def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(
     no_leaks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     envs = subproc([Maker() for _ in range(4)], timeout=None)
     envs.reset(seed=0)
-    _cut_next_read(monkeypatch, envs.workers[1].fileno())
+    cut_next_read(monkeypatch, envs.workers[1].fileno())
     with pytest.raises(KeyboardInterrupt):
         envs.step(PIPE_ACTIONS)
     with pytest.raises(WorkerDiedError, match="cut a message"):
@@ -815,14 +800,7 @@ def test_interrupt_between_two_sends_of_a_step_is_not_silent(no_leaks: None) -> 
     drops the step's results, so every env stepped once (none twice, none lost)."""
     envs = subproc([Maker() for _ in range(4)], timeout=None)
     envs.reset(seed=0)
-    w = envs.workers[1]
-    real = w.send
-
-    def interrupted(cmd: str, data: Any) -> None:
-        w.send = real  # type: ignore[method-assign]
-        raise KeyboardInterrupt
-
-    w.send = interrupted  # type: ignore[method-assign]
+    interrupt_next_send(envs.workers[1])  # worker 0 gets the step, worker 1 not
     with pytest.raises(KeyboardInterrupt):
         envs.step(PIPE_ACTIONS)
     envs.step(ACTIONS)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from faulty_envs import Maker
+from faulty_envs import Maker, cut_next_read, interrupt_next_send
 
 from envfactory.errors import VecEnvBrokenError, WorkerDiedError
 from envfactory.vectorizers.subproc import SubprocVecEnv
@@ -144,27 +144,12 @@ def test_ctrl_c_cutting_the_parents_own_step_ends_those_episodes_truncated() -> 
         assert steps_of(obs) == [4, 4, 1, 1]
 
 
-def _cut_reads(monkeypatch: pytest.MonkeyPatch, fd: int) -> None:
-    """The next read of ``fd`` is interrupted right after its system call, before its
-    byte count is recorded (the few bytecodes where a Ctrl-C loses the stream position)."""
-    real = os.readv
-
-    def readv(target: int, buffers: Any) -> int:
-        n = real(target, buffers)
-        if target == fd:
-            monkeypatch.setattr(os, "readv", real)
-            raise KeyboardInterrupt
-        return n
-
-    monkeypatch.setattr(os, "readv", readv)
-
-
 def test_ctrl_c_cutting_a_message_part_way_kills_that_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with slow_envs(maker={"step_sleep": 0.0}) as envs:
         envs.reset(seed=0)
-        _cut_reads(monkeypatch, envs.workers[1].fileno())
+        cut_next_read(monkeypatch, envs.workers[1].fileno())
         with pytest.raises(KeyboardInterrupt):
             envs.step(PIPE_ONES)  # (its answer comes by pipe)
         pid = envs.pids[1]
@@ -180,7 +165,7 @@ def test_with_restart_a_worker_whose_message_was_cut_is_rebuilt(
 ) -> None:
     with slow_envs(maker={"step_sleep": 0.0}, restart=True) as envs:
         envs.reset(seed=0)
-        _cut_reads(monkeypatch, envs.workers[1].fileno())
+        cut_next_read(monkeypatch, envs.workers[1].fileno())
         with pytest.raises(KeyboardInterrupt):
             envs.step(PIPE_ONES)
         with pytest.warns(RuntimeWarning, match="restarting after: .*cut a message"):
@@ -197,14 +182,7 @@ def test_ctrl_c_between_the_sends_of_a_step_is_finished_by_step_wait() -> None:
     every env steps exactly once."""
     with slow_envs(maker={"step_sleep": 0.0}) as envs:
         envs.reset(seed=0)
-        w = envs.workers[1]
-        real = w.send
-
-        def interrupted(cmd: str, data: Any) -> None:
-            w.send = real  # type: ignore[method-assign]
-            raise KeyboardInterrupt
-
-        w.send = interrupted  # type: ignore[method-assign]
+        interrupt_next_send(envs.workers[1])
         with pytest.raises(KeyboardInterrupt):
             envs.step(PIPE_ONES)
         obs, *_ = envs.step_wait()

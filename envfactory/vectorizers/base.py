@@ -252,14 +252,7 @@ class VecEnvBase(VectorEnv):
                 "envs.reset(seed=...) without a mask first"
             )
         self._pending_mask = mask
-        try:
-            self._start_reset(seeds, options, mask)
-        except Exception:
-            raise
-        except BaseException:  # Ctrl-C: the reset may be under way
-            self._on_interrupt(PendingCall.RESET)
-            raise
-        self._pending = PendingCall.RESET
+        self._start_for(PendingCall.RESET, self._start_reset, seeds, options, mask)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict]:
         """Wait for the :meth:`reset_async` in flight and return ``(observations, infos)``.
@@ -286,15 +279,7 @@ class VecEnvBase(VectorEnv):
         timeout = check_wait_timeout(timeout, "reset_wait")
         self._expect_pending(PendingCall.RESET, "reset_wait", "reset_async(seed=..., options=...)")
         mask = self._pending_mask
-        try:
-            obs, infos = self._finish_reset(timeout)
-        except Exception:
-            self._pending, self._interrupted = PendingCall.NONE, False
-            raise
-        except BaseException:
-            self._on_interrupt(PendingCall.RESET)
-            raise
-        self._pending, self._interrupted = PendingCall.NONE, False
+        obs, infos = self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
         if mask is None:
             self._done[:] = False
             self._ready = True
@@ -363,14 +348,7 @@ class VecEnvBase(VectorEnv):
         self._idle("step_async")
         actions = self._check_actions(actions)
         self._check_reset_done()
-        try:
-            self._start_step(actions)
-        except Exception:
-            raise
-        except BaseException:  # Ctrl-C: the step may be under way
-            self._on_interrupt(PendingCall.STEP)
-            raise
-        self._pending = PendingCall.STEP
+        self._start_for(PendingCall.STEP, self._start_step, actions)
 
     def _check_reset_done(self) -> None:
         if not self._ready:
@@ -417,17 +395,35 @@ class VecEnvBase(VectorEnv):
         self._check_open("step_wait")
         timeout = check_wait_timeout(timeout, "step_wait")
         self._expect_pending(PendingCall.STEP, "step_wait", "step_async(actions)")
+        obs, rew, term, trunc, infos = self._wait_for(PendingCall.STEP, self._finish_step, timeout)
+        np.logical_or(term, trunc, out=self._done)
+        return obs, rew, term, trunc, infos
+
+    def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
+        """``start(*args)``, the backend's start of ``kind``, which is pending after it;
+        an interrupt (Ctrl-C) may leave it under way (see :meth:`_on_interrupt`)."""
         try:
-            obs, rew, term, trunc, infos = self._finish_step(timeout)
+            start(*args)
+        except Exception:
+            raise
+        except BaseException:
+            self._on_interrupt(kind)
+            raise
+        self._pending = kind
+
+    def _wait_for(self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any) -> Any:
+        """``finish(timeout)``, the backend's wait for the pending ``kind``: done or
+        failed, nothing is pending after it; interrupted, see :meth:`_on_interrupt`."""
+        try:
+            out = finish(timeout)
         except Exception:
             self._pending, self._interrupted = PendingCall.NONE, False
             raise
         except BaseException:
-            self._on_interrupt(PendingCall.STEP)
+            self._on_interrupt(kind)
             raise
         self._pending, self._interrupted = PendingCall.NONE, False
-        np.logical_or(term, trunc, out=self._done)
-        return obs, rew, term, trunc, infos
+        return out
 
     def _on_interrupt(self, kind: PendingCall) -> None:
         """An interrupt (Ctrl-C) stopped ``kind`` part-way: it stays pending if the
