@@ -19,7 +19,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["FAULTS", "FaultyEnv", "Maker", "UnpicklableError", "run_in_daemon", "unpicklable_maker"]
+__all__ = [
+    "FAULTS",
+    "FaultyEnv",
+    "Maker",
+    "UnpicklableError",
+    "cut_next_read",
+    "interrupt_next_send",
+    "run_in_daemon",
+    "unpicklable_maker",
+]
 
 FAULTS = ("none", "raise", "raise-unpicklable", "hang", "exit", "sigkill")
 ENV_ID = "Faulty-v0"
@@ -51,6 +60,9 @@ class FaultyEnv(gym.Env):
         every: misbehave on every ``every``-th step call (an env that fails now and then).
         helper: start a helper process (``sleep 600``, pid in ``helper_pid``), as some
             simulators do.
+        act_dim: 0: ``Discrete(2)`` actions; else a float32 ``Box`` of that size (a
+            float64 batch of it goes to the workers by pipe, as a large message).
+        reset_sleep: seconds each reset takes.
         rebuild_file: if this file exists when the env is constructed (a rebuild, the test
             having created it after the start), ``rebuild_fault`` applies: ``raise`` (the
             constructor raises), ``obs5`` (observation size 5) or ``hang-reset``.
@@ -71,6 +83,8 @@ class FaultyEnv(gym.Env):
         rebuild_file: str | None = None,
         rebuild_fault: str = "raise",
         helper: bool = False,
+        act_dim: int = 0,
+        reset_sleep: float = 0.0,
     ) -> None:
         if fault not in FAULTS:
             raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
@@ -91,7 +105,10 @@ class FaultyEnv(gym.Env):
         self.fault, self.at_step, self.once_file = fault, at_step, once_file
         self.step_sleep, self.episode_len = step_sleep, episode_len
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
+        self.action_space: gym.Space = (
+            gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32) if act_dim else gym.spaces.Discrete(2)
+        )
+        self.reset_sleep = reset_sleep
         self.steps = 0  # step calls since construction
         self.t = 0  # steps in this episode
         self.resets = 0
@@ -123,6 +140,8 @@ class FaultyEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         super().reset(seed=seed)
         self.resets += 1
+        if self.reset_sleep:
+            time.sleep(self.reset_sleep)
         if self.hang_reset:
             time.sleep(3600)
         if (self.at_step == 0 and self.resets == 1) or self.resets == self.at_reset:
@@ -139,7 +158,8 @@ class FaultyEnv(gym.Env):
         ):
             self._misbehave()
         self.t += 1
-        return self._obs(), float(action), self.t >= self.episode_len, False, {}
+        reward = float(action) if np.ndim(action) == 0 else float(np.mean(action))
+        return self._obs(), reward, self.t >= self.episode_len, False, {}
 
 
 @dataclass
@@ -159,12 +179,14 @@ class Maker:
     rebuild_file: str | None = None
     rebuild_fault: str = "raise"
     helper: bool = False
+    act_dim: int = 0
+    reset_sleep: float = 0.0
 
     def __call__(self) -> gym.Env:
         return FaultyEnv(
             self.fault, self.at_step, self.once_file, self.obs_dim, self.step_sleep,
             self.episode_len, self.at_reset, self.every, self.rebuild_file, self.rebuild_fault,
-            self.helper,
+            self.helper, self.act_dim, self.reset_sleep,
         )  # fmt: skip
 
 
@@ -223,3 +245,30 @@ class AttrEnv(gym.Env):
 
     def pick(self, indices: list[int]) -> str:
         return f"got {indices}"
+
+
+def cut_next_read(monkeypatch: Any, fd: int) -> None:
+    """The next read of ``fd`` is interrupted (as by Ctrl-C) right after its system call,
+    before its byte count is recorded (the few bytecodes where an interrupt loses where
+    the stream stands)."""
+    real = os.readv
+
+    def readv(target: int, buffers: Any) -> int:
+        n = real(target, buffers)
+        if target == fd:
+            monkeypatch.setattr(os, "readv", real)
+            raise KeyboardInterrupt
+        return n
+
+    monkeypatch.setattr(os, "readv", readv)
+
+
+def interrupt_next_send(handle: Any) -> None:
+    """``handle.send`` is interrupted (as by Ctrl-C) once, before it sends anything."""
+    real = handle.send
+
+    def interrupted(cmd: str, data: Any) -> None:
+        handle.send = real
+        raise KeyboardInterrupt
+
+    handle.send = interrupted

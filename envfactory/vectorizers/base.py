@@ -21,7 +21,14 @@ from ..errors import (
     NoPendingCallError,
     ResetNeededError,
 )
-from .checks import action_checker, autoreset_mode, check_spaces, count_restart, seeds_for
+from .checks import (
+    action_checker,
+    autoreset_mode,
+    check_spaces,
+    check_wait_timeout,
+    count_restart,
+    seeds_for,
+)
 from .runner import InfoCalls
 from .shared import obs_copier
 
@@ -30,6 +37,7 @@ __all__ = [
     "VecEnvBase",
     "autoreset_mode",
     "check_spaces",
+    "check_wait_timeout",
     "count_restart",
     "tile_images",
 ]
@@ -103,6 +111,9 @@ class VecEnvBase(VectorEnv):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
         self._pending = PendingCall.NONE
+        # the pending call was interrupted (Ctrl-C): its *_wait() finishes it, or the next
+        # call drains it (see _idle)
+        self._interrupted = False
         self._pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
         self._done = np.zeros(num_envs, dtype=np.bool_)
         self._ready = False  # a full reset() has been done
@@ -230,7 +241,8 @@ class VecEnvBase(VectorEnv):
             >>> envs.close()
         """
         self._check_open("reset_async")
-        self._expect_idle("reset_async")
+        self._check_usable("reset")
+        self._idle("reset_async")
         seeds = self.seeds_for(seed)
         options, mask = self._reset_mask(options)
         if mask is not None and not self._ready:
@@ -239,9 +251,8 @@ class VecEnvBase(VectorEnv):
                 "reset keeps the other envs' observations, and these have none yet; call "
                 "envs.reset(seed=...) without a mask first"
             )
-        self._start_reset(seeds, options, mask)
-        self._pending = PendingCall.RESET
         self._pending_mask = mask
+        self._start_for(PendingCall.RESET, self._start_reset, seeds, options, mask)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict]:
         """Wait for the :meth:`reset_async` in flight and return ``(observations, infos)``.
@@ -253,6 +264,7 @@ class VecEnvBase(VectorEnv):
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no reset is pending.
             WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
+            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
 
         Example:
             >>> import envfactory
@@ -264,12 +276,10 @@ class VecEnvBase(VectorEnv):
             >>> envs.close()
         """
         self._check_open("reset_wait")
+        timeout = check_wait_timeout(timeout, "reset_wait")
         self._expect_pending(PendingCall.RESET, "reset_wait", "reset_async(seed=..., options=...)")
         mask = self._pending_mask
-        try:
-            obs, infos = self._finish_reset(timeout)
-        finally:
-            self._pending = PendingCall.NONE
+        obs, infos = self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
         if mask is None:
             self._done[:] = False
             self._ready = True
@@ -334,11 +344,11 @@ class VecEnvBase(VectorEnv):
             >>> envs.close()
         """
         self._check_open("step_async")
-        self._expect_idle("step_async")
+        self._check_usable("step")
+        self._idle("step_async")
         actions = self._check_actions(actions)
         self._check_reset_done()
-        self._start_step(actions)
-        self._pending = PendingCall.STEP
+        self._start_for(PendingCall.STEP, self._start_step, actions)
 
     def _check_reset_done(self) -> None:
         if not self._ready:
@@ -366,6 +376,11 @@ class VecEnvBase(VectorEnv):
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no step is pending.
             WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
+            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
+
+        A ``KeyboardInterrupt`` (Ctrl-C) in a worker-process vectorizer leaves the step
+        pending: call ``step_wait()`` again for it, or the next call drops it (see the
+        fault model, ``docs/concepts/faults.md``).
 
         Example:
             >>> import envfactory, numpy as np
@@ -378,13 +393,56 @@ class VecEnvBase(VectorEnv):
             >>> envs.close()
         """
         self._check_open("step_wait")
+        timeout = check_wait_timeout(timeout, "step_wait")
         self._expect_pending(PendingCall.STEP, "step_wait", "step_async(actions)")
-        try:
-            obs, rew, term, trunc, infos = self._finish_step(timeout)
-        finally:
-            self._pending = PendingCall.NONE
+        obs, rew, term, trunc, infos = self._wait_for(PendingCall.STEP, self._finish_step, timeout)
         np.logical_or(term, trunc, out=self._done)
         return obs, rew, term, trunc, infos
+
+    def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
+        """``start(*args)``, the backend's start of ``kind``, which is pending after it;
+        an interrupt (Ctrl-C) may leave it under way (see :meth:`_on_interrupt`)."""
+        try:
+            start(*args)
+        except Exception:
+            raise
+        except BaseException:
+            self._on_interrupt(kind)
+            raise
+        self._pending = kind
+
+    def _wait_for(self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any) -> Any:
+        """``finish(timeout)``, the backend's wait for the pending ``kind``: done or
+        failed, nothing is pending after it; interrupted, see :meth:`_on_interrupt`."""
+        try:
+            out = finish(timeout)
+        except Exception:
+            self._pending, self._interrupted = PendingCall.NONE, False
+            raise
+        except BaseException:
+            self._on_interrupt(kind)
+            raise
+        self._pending, self._interrupted = PendingCall.NONE, False
+        return out
+
+    def _on_interrupt(self, kind: PendingCall) -> None:
+        """An interrupt (Ctrl-C) stopped ``kind`` part-way: it stays pending if the
+        backend can finish it (:meth:`_can_finish`), else nothing is pending."""
+        if self._can_finish():
+            self._pending, self._interrupted = kind, True
+        else:
+            self._pending, self._interrupted = PendingCall.NONE, False
+
+    def _idle(self, what: str) -> None:
+        """Before a call: a call that an interrupt left pending is finished and its
+        results dropped (as if its ``*_wait()`` had been called), then nothing may be
+        pending (AlreadyPendingError)."""
+        if self._interrupted:
+            if self._pending is PendingCall.STEP:
+                self.step_wait()
+            elif self._pending is PendingCall.RESET:
+                self.reset_wait()
+        self._expect_idle(what)
 
     def _expect_idle(self, what: str) -> None:
         if self._pending is not PendingCall.NONE:
@@ -438,7 +496,8 @@ class VecEnvBase(VectorEnv):
 
     def _call(self, what: str, name: Any, args: Any, kwargs: Any, indices: Any) -> tuple:
         self._check_open(what)
-        self._expect_idle(what)
+        self._check_usable(what)
+        self._idle(what)
         return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
@@ -454,7 +513,8 @@ class VecEnvBase(VectorEnv):
             >>> envs.close()
         """
         self._check_open("get_attr")
-        self._expect_idle("get_attr")
+        self._check_usable("get_attr")
+        self._idle("get_attr")
         if not isinstance(name, str):
             raise TypeError(
                 f"get_attr(name) takes an attribute name (str), got {type(name).__name__}; "
@@ -478,7 +538,8 @@ class VecEnvBase(VectorEnv):
             >>> envs.close()
         """
         self._check_open("set_attr")
-        self._expect_idle("set_attr")
+        self._check_usable("set_attr")
+        self._idle("set_attr")
         idx = self._indices(indices)
         if not isinstance(values, (list, tuple)):
             values = [values] * len(idx)
@@ -539,7 +600,7 @@ class VecEnvBase(VectorEnv):
         """
         if self.closed:
             return
-        if self._pending is not PendingCall.NONE:
+        if self._pending is not PendingCall.NONE and not self._interrupted:
             p = self._pending.value
             warnings.warn(
                 f"close() called while a {p}_async() is pending: its result is dropped "
@@ -551,7 +612,7 @@ class VecEnvBase(VectorEnv):
             self._do_close(timeout=timeout, terminate=terminate)
         finally:
             self.closed = True
-            self._pending = PendingCall.NONE
+            self._pending, self._interrupted = PendingCall.NONE, False
 
     def __enter__(self) -> VecEnvBase:
         return self
@@ -572,6 +633,15 @@ class VecEnvBase(VectorEnv):
         return f"{type(self).__name__}({env}num_envs={self.num_envs})"
 
     # -- backend --------------------------------------------------------------------
+    def _check_usable(self, what: str) -> None:
+        """Raise VecEnvBrokenError if an earlier fault left the env unusable (checked
+        before any other error of a call, so a broken env says so first)."""
+
+    def _can_finish(self) -> bool:
+        """After an interrupt of ``step``/``reset`` (or their halves): whether the call can
+        be finished by its ``*_wait()`` (else nothing stays pending)."""
+        return False
+
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         raise NotImplementedError
 

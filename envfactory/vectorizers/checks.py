@@ -15,6 +15,7 @@ custom) is checked per env with ``space.contains``.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ __all__ = [
     "check_fault_options",
     "check_seeds",
     "check_spaces",
+    "check_wait_timeout",
     "count_restart",
     "seeds_for",
 ]
@@ -357,3 +359,36 @@ def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
         )
     check_seeds(seeds)
     return [None if s is None else int(s) for s in seeds]
+
+
+def check_wait_timeout(timeout: Any, what: str) -> float | None:
+    """The ``timeout`` argument of a wait (``step_wait``, ``reset_wait``, the pool's
+    ``recv``), checked before anything is waited on: seconds ``>= 0`` as a float
+    (``inf``: no limit) or None (the vectorizer's own ``timeout``).
+
+    Raises:
+        ValueError: a negative, NaN or non-numeric timeout (``bool`` included), naming
+            the call and the value; nothing was waited on and the env stays usable.
+
+    Example:
+        >>> check_wait_timeout(2, "step_wait"), check_wait_timeout(None, "recv")
+        (2.0, None)
+        >>> check_wait_timeout(-1, "step_wait")
+        Traceback (most recent call last):
+        ...
+        ValueError: step_wait(timeout=-1): timeout must be a number of seconds >= 0, or None ...
+    """
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, numbers.Real)
+        or math.isnan(timeout)
+        or timeout < 0
+    ):
+        raise ValueError(
+            f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
+            "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
+            "env is still usable"
+        )
+    return float(timeout)

@@ -25,6 +25,15 @@ class WorkerHandle(ABC):
     :attr:`suspect` (an interrupt stopped a receive part-way: never read again, killed on
     close). Errors name the handle through :meth:`error` and :meth:`remote_error`.
 
+    Interrupts (Ctrl-C): a handle that sets :attr:`resumable` lets an interrupted
+    ``step``/``reset`` be finished (``step_wait()``) or drained by the next call. It then
+    keeps :attr:`sent` (a count of the commands handed over, advanced once the worker is
+    sure to get the command, :meth:`resume` doing what an interrupt left of it), answers
+    :meth:`recv` again with the same answer after an interrupt, and says :attr:`suspect`
+    when an interrupt left its stream in an unknown place (the worker is then killed, and
+    rebuilt with ``restart=true``). A handle that is not resumable makes an interrupted
+    call leave the env unusable.
+
     Attributes:
         index: the worker's number (``WorkerError.worker``).
         start, stop: its envs' indices in the vectorized env.
@@ -36,6 +45,10 @@ class WorkerHandle(ABC):
     #: its commands run in this process when it is waited for: it is waited for first,
     #: so that they run while the other workers work
     in_process: bool = False
+    #: an interrupted send or receive can be finished (see the class docstring)
+    resumable: bool = False
+    #: commands handed over so far (only a resumable handle keeps it)
+    sent: int = 0
 
     def __init__(self, index: int, start: int, stop: int, env_id: str) -> None:
         self.index, self.start, self.stop, self.env_id = index, start, stop, env_id
@@ -96,6 +109,14 @@ class WorkerHandle(ABC):
     @abstractmethod
     def kill(self) -> None:
         """End the worker now (and whatever it started); safe to call twice."""
+
+    def resume(self) -> None:  # noqa: B027 - optional
+        """Finish what an interrupt left of the last :meth:`send` (a resumable handle)."""
+
+    def cut(self) -> tuple[str, Any] | None:
+        """The command this handle was running in this process when an interrupt cut it
+        part-way, which can be neither finished nor redone as it is (None: none)."""
+        return None
 
     def join(self, timeout: float) -> None:  # noqa: B027 - optional
         """Wait up to ``timeout`` seconds for a worker that was asked to close to exit."""

@@ -19,10 +19,15 @@ class LocalHandle(WorkerHandle):
     :meth:`recv` runs it (the vectorized env waits for this handle first, so its envs
     step while the workers step theirs). An env's exception is a ``RemoteEnvError``
     naming the parent process, as a worker's; these envs can be neither timed out nor
-    rebuilt."""
+    rebuilt.
+
+    An interrupt (Ctrl-C) while the command runs cuts it part-way (an env may be in the
+    middle of its ``step``): :meth:`cut` says which, and the vectorized env decides (a
+    step's envs end their episode truncated, a reset is redone)."""
 
     restartable = False
     in_process = True
+    resumable = True
 
     def __init__(self, start: int, envs: list, mode: Any, env_id: str) -> None:
         # worker -1 is how errors name the parent process (WorkerError.worker)
@@ -31,6 +36,8 @@ class LocalHandle(WorkerHandle):
         self.host = EnvHost(envs, mode, self.out)
         self.out.runner = self.host.runner
         self._pending: tuple[str, Any] | None = None
+        self._running = False  # the pending command is running (an interrupt cut it)
+        self._answer: tuple[Any] | None = None  # its answer, kept for recv
 
     @property
     def label(self) -> str:
@@ -56,20 +63,33 @@ class LocalHandle(WorkerHandle):
         self.out.attach(buffers, shared_obs)
 
     def send(self, cmd: str, data: Any) -> None:
+        self._answer, self._running = None, False
         self._pending = (cmd, data)
+        self.sent += 1
+
+    def cut(self) -> tuple[str, Any] | None:
+        return self._pending if self._running else None
 
     def recv(self, deadline: float | None, call: str) -> Any:
+        if self._answer is not None:
+            return self._answer[0]  # (asked again after an interrupt)
         if self._pending is None:
             return None
         cmd, data = self._pending
-        self._pending = None
         if cmd == Cmd.CLOSE:
+            self._pending = None
             self.host.close()
             return None
+        self._running = True
         try:
-            return self.host.handle(cmd, data)
+            result = self.host.handle(cmd, data)
         except Exception as exc:  # raised below, the original as its __cause__
             err = self.remote_error(call, failure_of(exc))
+        else:
+            self._answer = (result,)
+            self._pending, self._running = None, False
+            return result
+        self._pending, self._running = None, False
         raise err
 
     def kill(self) -> None:

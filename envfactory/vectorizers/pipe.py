@@ -1,13 +1,31 @@
 """``subproc``'s worker handle: a pipe, a control slot in the shared region and two
-eventfds to one worker process (see :mod:`.wakeup` and :mod:`.protocol`)."""
+eventfds to one worker process (see :mod:`.wakeup` and :mod:`.protocol`).
+
+The parent's end of the pipe is non-blocking and read and written here, whole messages
+in multiprocessing's framing (a 4-byte length, then the pickle), so that every wait is
+bounded and an interrupt (Ctrl-C) can be resumed:
+
+- writing a message waits (``poll``) for the worker to read it at most ``write_timeout``
+  seconds (the vectorizer's ``timeout``; a stopped worker is then killed and reported as
+  timed out by :meth:`PipeHandle.recv`), and a write cut by an interrupt keeps what is
+  left, written before anything else;
+- reading keeps what arrived of a message across calls, and the decoded answer stays in
+  the handle, so :meth:`PipeHandle.recv` called again (after an interrupt) returns it;
+- an interrupt can only be raised between two bytecodes: one that lands right after a
+  ``read``/``write`` system call and before its byte count is recorded (a window of a
+  few bytecodes) leaves the stream position unknown, and the handle is then
+  :attr:`~.handle.WorkerHandle.suspect` (the vectorized env kills that worker).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
+import pickle
 import select
 import signal
+import struct
 import time
 from typing import Any
 
@@ -33,6 +51,10 @@ from .wakeup import (
 
 __all__ = ["PipeHandle"]
 
+_HEADER = struct.Struct("!i")  # multiprocessing.connection's framing
+_LONG = struct.Struct("!Q")  # after a header of -1: messages over 2 GiB
+_POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+
 
 class PipeHandle(WorkerHandle):
     """The parent's end of one ``subproc`` worker process.
@@ -41,8 +63,24 @@ class PipeHandle(WorkerHandle):
     slot (no message, no system call while both sides run); its answer follows by pipe
     only with infos, pickled observations or an error. Everything else is one pickled
     message on the pipe, answered in order; :attr:`seq` is the answer :meth:`recv` waits
-    for (a late answer to a call given up on is dropped).
+    for (a late answer to a call given up on is dropped). Every message gets a new
+    ``seq`` (:attr:`sent`, the last one's), also across restarts.
     """
+
+    resumable = True
+
+    @property
+    def suspect(self) -> bool:
+        """Also True when an interrupt cut a read or write before its byte count was
+        recorded: where the stream stands is then unknown."""
+        return self._suspect or self._io
+
+    @suspect.setter
+    def suspect(self, value: bool) -> None:
+        self._suspect = value
+
+    _suspect = False
+    _io = False
 
     def __init__(
         self, index: int, start: int, stop: int, env_id: str, payload: Any, spin_us: int
@@ -57,20 +95,38 @@ class PipeHandle(WorkerHandle):
         self.poller: Poller | None = None
         self.killed_group: int | None = None
         self.seq = 0
+        #: seconds a message may take to be written (the vectorizer's ``timeout``)
+        self.write_timeout: float | None = None
         self.slot: Any = None  # its control slot in the shared region (see .wakeup)
         self.actions: np.ndarray | None = None  # its rows of the shared action buffer
         self.go = self.done = -1  # eventfds: wakes the worker / wakes the parent
         self.waiter: Waiter | None = None
         self.done_poll: Any = None  # select.poll over ``done`` and the connection
         self.via_slot = False  # the pending step went through the control slot
+        self._fd = -1
+        self._reset_stream()
+
+    def _reset_stream(self) -> None:
+        self._unsent: list[memoryview] = []  # the rest of a message being written
+        self._write_failed = ""  # why the last message could not be written
+        self._rbuf = bytearray(4)  # what arrived of the message being read
+        self._rgot = 0
+        self._rhead = True  # _rbuf holds (part of) a length header
+        self._rmsg: bytearray | None = None  # a whole message, not yet decoded
+        self._answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
+        self._io = False  # in a read/write whose byte count is not recorded yet
 
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
-        """A started worker process and the parent's end of its pipe."""
+        """A started worker process and the parent's end of its pipe (its first answer,
+        the envs' EnvInfo, is seq 0)."""
         self.process, self._pid, self.conn, self.seq = process, process.pid, conn, 0
-        self.poller = Poller([conn.fileno()], self.spin_us * 1e-6)
+        self._fd = conn.fileno()
+        os.set_blocking(self._fd, False)
+        self.poller = Poller([self._fd], self.spin_us * 1e-6)
         self.sender = Sender(conn, by_value=by_value)
-        self.via_slot = False
+        self.via_slot = self.suspect = False
+        self._reset_stream()
 
     def attach(self, buffers: Any, send_handle: Any) -> None:
         """Hand the worker the shared region and its eventfds (``send_handle``:
@@ -83,7 +139,7 @@ class PipeHandle(WorkerHandle):
             self.actions = buffers.actions[self.start : self.stop]
         self.done_poll = select.poll()
         self.done_poll.register(self.done, select.POLLIN)
-        self.done_poll.register(self.conn.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
+        self.done_poll.register(self._fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.send(Cmd.ATTACH, Attach(buffers.layout, self.index))
         for fd in (buffers.fd, self.go, self.done):
             send_handle(self.conn, fd, self.process.pid)
@@ -145,6 +201,10 @@ class PipeHandle(WorkerHandle):
 
     # -- messages -----------------------------------------------------------------------
     def send(self, cmd: str, data: Any) -> None:
+        if self._unsent:  # the rest of a message an interrupt cut: it goes first
+            if cmd == Cmd.CLOSE:
+                raise OSError("a message is still being written")  # close kills it instead
+            self._flush(self._write_deadline())
         actions = self.actions
         if (
             cmd == Cmd.STEP
@@ -155,57 +215,173 @@ class PipeHandle(WorkerHandle):
         ):
             self._post(data, actions)
             return
-        self.seq += 1
+        seq = self.sent + 1
         plain = type(data) is np.ndarray or (  # the hot paths: no cloudpickle
             cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray
         )
-        message = self.sender.dumps((cmd, self.seq, data), plain)  # nothing sent yet
-        with contextlib.suppress(OSError):  # the worker is gone: recv says how it ended
-            self.conn.send_bytes(message)
+        message = self.sender.dumps((cmd, seq, data), plain)  # nothing sent yet
+        n = len(message)
+        header = _HEADER.pack(n) if n <= 0x7FFFFFFF else _HEADER.pack(-1) + _LONG.pack(n)
+        self._io = True
+        try:
+            written = os.writev(self._fd, [header, message])
+        except BlockingIOError:
+            written = 0
+        except OSError:  # the worker is gone: recv says how it ended
+            written = -1
+        self.sent = self.seq = seq
+        self.via_slot, self._answer = False, None
+        if 0 <= written < len(header) + n:
+            self._unsent = _rest([memoryview(header), memoryview(message)], written)
+        self._io = False
+        if self._unsent:
+            self._flush(self._write_deadline())
+
+    def _write_deadline(self) -> float | None:
+        t = self.write_timeout
+        return None if t is None else time.monotonic() + t
+
+    def _flush(self, deadline: float | None) -> None:
+        """Write the rest of the message being written, waiting for the worker to read
+        it until ``deadline``; past it the worker is killed (it does not read: stopped
+        or hung) and :meth:`recv` reports the timeout. Interrupted, the rest is kept."""
+        fd = self._fd
+        poll = select.poll()
+        poll.register(fd, _POLL_OUT)
+        while self._unsent:
+            if deadline is None:
+                poll.poll(SLEEP_SLICE_MS)
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0 or not poll.poll(min(math.ceil(left * 1000), SLEEP_SLICE_MS)):
+                    if time.monotonic() < deadline:
+                        continue
+                    size = sum(len(v) for v in self._unsent)
+                    self._unsent = []
+                    self._write_failed = f"did not read a {size}-byte message it was sent"
+                    self.kill()
+                    return
+            self._io = True
+            try:
+                written = os.writev(fd, self._unsent)
+            except BlockingIOError:
+                written = 0
+            except OSError:  # gone: recv says how it ended
+                written = -1
+            self._unsent = [] if written < 0 else _rest(self._unsent, written)
+            self._io = False
 
     def _post(self, data: np.ndarray, actions: np.ndarray) -> None:
-        """Ask for a step through the control slot (see :mod:`.wakeup`)."""
+        """Ask for a step through the control slot (see :mod:`.wakeup`); an interrupt
+        after the seq was taken leaves the rest to :meth:`resume`."""
         actions[:] = data
-        self.seq += 1
-        self.via_slot = True
+        seq = self.sent + 1
+        self.via_slot, self._answer, self.seq, self.sent = True, None, seq, seq
         slot = self.slot
-        slot[CMD] = self.seq
+        slot[CMD] = seq
         fence()  # the seq is visible before the sleeping word is read
         if slot[WORKER_SLEEPING]:
             signal_eventfd(self.go)
 
+    def resume(self) -> None:
+        """Finish a send an interrupt cut: the slot's seq is set and the worker woken;
+        the rest of a message is written by :meth:`recv` (within its deadline)."""
+        slot = self.slot
+        if self.via_slot and slot is not None and slot[CMD] != self.seq:
+            slot[CMD] = self.seq
+            fence()
+            signal_eventfd(self.go)
+
     def recv(self, deadline: float | None, call: str) -> Any:
+        answer = self._answer
+        if answer is not None and answer[0] == self.seq:
+            return answer[1]  # (asked again after an interrupt)
+        if self._unsent:
+            self._flush(deadline)
+        if self._write_failed:
+            raise TimeoutError(self._write_failed)
         if self.via_slot:
+            result = self._await_step(deadline, call)
+            self._answer = (self.seq, result)
             self.via_slot = False
-            return self._await_step(deadline, call)
+            return result
         return self._recv(deadline, call)
 
     def _recv(self, deadline: float | None, call: str) -> Any:
+        """The answer ``seq`` by pipe (a late answer to a call given up on is dropped)."""
+        while True:
+            answer = self._answer
+            if answer is not None and answer[0] == self.seq:
+                return answer[1]
+            if self._rmsg is None:
+                self._read(deadline, call)
+            self._take(call)
+
+    def _read(self, deadline: float | None, call: str) -> None:
+        """Read until a whole message is in ``_rmsg`` (what arrives is kept across
+        calls); TimeoutError past ``deadline``."""
         poller = self.poller
         assert poller is not None
-        while True:
+        while self._rmsg is None:
             if deadline is None or deadline == math.inf:
                 poller.wait(None)
             elif not poller.wait(deadline - time.monotonic()):
                 raise TimeoutError
-            try:
-                seq, status, payload = self.conn.recv()
-            except (EOFError, OSError):
-                if self.process is not None:
-                    self.process.join(2.0)
-                raise self.error(WorkerDiedError, "died", call) from None
-            except Exception as bad:  # a whole answer arrived but cannot be unpickled here
-                raise self.error(
-                    RemoteEnvError,
-                    f"sent an answer this process cannot unpickle ({type(bad).__name__}: {bad})",
-                    call,
-                ) from bad
-            if seq != self.seq:
-                continue  # a late answer to a call that was given up on: drop it
+            while self._rmsg is None and not self._read_some(call):
+                pass
+
+    def _read_some(self, call: str) -> bool:
+        """One non-blocking read into the message being read; True if nothing was there
+        yet (the caller waits)."""
+        buf, got = self._rbuf, self._rgot
+        self._io = True
+        try:
+            n = os.readv(self._fd, [memoryview(buf)[got:]])
+        except BlockingIOError:
+            self._io = False
+            return True
+        except OSError:
+            n = 0
+        if n == 0:
+            self._io = False
+            if self.process is not None:
+                self.process.join(2.0)
+            raise self.error(WorkerDiedError, "died", call) from None
+        got += n
+        if got < len(buf):
+            self._rgot = got
+        elif not self._rhead:
+            self._rmsg, self._rbuf, self._rgot, self._rhead = buf, bytearray(4), 0, True
+        else:
+            size = _HEADER.unpack(buf)[0] if len(buf) == 4 else _LONG.unpack(buf[4:])[0]
+            if size == -1:  # a long header: 8 more bytes
+                self._rbuf, self._rgot = buf + bytearray(8), 4
+            else:
+                self._rbuf, self._rgot, self._rhead = bytearray(size), 0, False
+        self._io = False
+        return False
+
+    def _take(self, call: str) -> None:
+        """Decode the whole message read: this seq's answer is kept for :meth:`recv`
+        (an env's exception is raised), a late one is dropped."""
+        raw = self._rmsg
+        assert raw is not None
+        try:
+            seq, status, payload = pickle.loads(raw)
+        except Exception as bad:  # a whole answer arrived but cannot be unpickled here
+            self._rmsg = None
+            raise self.error(
+                RemoteEnvError,
+                f"sent an answer this process cannot unpickle ({type(bad).__name__}: {bad})",
+                call,
+            ) from bad
+        if seq == self.seq:
             if status == ERROR:
+                self._rmsg = None
                 failure: Failure = payload
                 raise self.remote_error(call, failure)
-            return payload
+            self._answer = (seq, payload)
+        self._rmsg = None
 
     def _await_step(self, deadline: float | None, call: str) -> Any:
         """Wait for the step ``seq`` asked through the control slot: nap and spin while
@@ -219,41 +395,53 @@ class PipeHandle(WorkerHandle):
 
         t0 = time.perf_counter()
         if not ready() and not waiter.wait(ready, t0):
-            while True:
-                if deadline is None:
-                    wait_ms = SLEEP_SLICE_MS
-                else:
-                    wait_ms = math.ceil(max(0.0, deadline - time.monotonic()) * 1000)
-                events = flagged_sleep(
-                    slot,
-                    PARENT_SLEEPING,
-                    ready,
-                    self.done_poll,
-                    self.done,
-                    min(wait_ms, SLEEP_SLICE_MS),
-                )
-                if events is None or ready():
-                    break
-                for fd, ev in events:
-                    if fd != self.done:  # nothing of this step comes by pipe before ``done``
-                        self._pipe_before_done(ev, call)
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError
+            try:
+                while True:
+                    if deadline is None:
+                        wait_ms = SLEEP_SLICE_MS
+                    else:
+                        wait_ms = math.ceil(max(0.0, deadline - time.monotonic()) * 1000)
+                    events = flagged_sleep(
+                        slot,
+                        PARENT_SLEEPING,
+                        ready,
+                        self.done_poll,
+                        self.done,
+                        min(wait_ms, SLEEP_SLICE_MS),
+                    )
+                    if events is None or ready():
+                        break
+                    for fd, _ in events:
+                        if fd != self.done:  # nothing of this step comes by pipe before ``done``
+                            self._pipe_before_done(call)
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise TimeoutError
+            except BaseException:  # an interrupt in the sleep: the worker need not wake us
+                slot[PARENT_SLEEPING] = 0
+                raise
         waiter.record(time.perf_counter() - t0)
         fence()  # its results were written before ``done``
         if slot[MSG]:
             return self._recv(deadline, call)
         return [], None  # a StepResult: no infos, observations in shared memory
 
-    def _pipe_before_done(self, events: int, call: str) -> None:
-        """The pipe woke a wait for a step's ``done``: a hang-up (the worker died: _recv
-        raises), else a late answer to a call given up on, dropped."""
-        if events & ~select.POLLIN:
-            self._recv(time.monotonic(), call)
-        try:
-            seq, status, payload = self.conn.recv()
-        except (EOFError, OSError):
-            self._recv(time.monotonic(), call)
-            raise  # (not reached: _recv raised)
-        if seq == self.seq and status == ERROR:
-            raise self.remote_error(call, payload)
+    def _pipe_before_done(self, call: str) -> None:
+        """The pipe woke a wait for a step's ``done``: a hang-up (the worker died: raises
+        WorkerDiedError), else a late answer to a call given up on (dropped) or this
+        step's error (raised)."""
+        while self._rmsg is None:
+            if self._read_some(call):
+                return  # (the rest of a message is on its way)
+        self._take(call)
+
+
+def _rest(views: list[memoryview], written: int) -> list[memoryview]:
+    """What is left of ``views`` once ``written`` bytes of them were written."""
+    out = []
+    for v in views:
+        if written >= len(v):
+            written -= len(v)
+        else:
+            out.append(v[written:])
+            written = 0
+    return out

@@ -17,7 +17,9 @@ function) / ``get_attr`` / ``set_attr``, the failure policy (an env's exception 
 ``call`` keeps the env usable; any other fault makes it unusable, a
 :class:`~envfactory.errors.VecEnvBrokenError` from then on), ``restart=true`` with its
 budget (``max_restarts`` per ``restart_window``) and the rebuilt-space check, one call at
-a time by the owner process, and ``close``.
+a time by the owner process, and ``close``. A step or reset that an interrupt (Ctrl-C)
+stops stays pending, to be finished by ``step_wait()``/``reset_wait()`` or drained by the
+next call, when every handle is :attr:`WorkerHandle.resumable` (see its docstring).
 
 The worker side answers with :class:`~.runner.EnvHost` (every env command, including the
 recovery of episodes lost with a rebuilt worker), so every backend steps envs with the one
@@ -181,6 +183,10 @@ class RemoteVecEnv(VecEnvBase):
         self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
         self._back: list[int] | None = None  # _order's answers back in env order
         self._broken: BaseException | None = None
+        # the step/reset in flight: (cmd, handles, their ``sent`` before it, data_of), to
+        # finish it after an interrupt (see _finish_sends)
+        self._cut: tuple[str, Sequence[WorkerHandle], list[int], Callable] | None = None
+        self._resumable = False  # every handle is resumable
         self._owner_pid = os.getpid()
         self._lock = threading.Lock()
         self._active: tuple[str, threading.Thread] = ("", threading.current_thread())
@@ -213,7 +219,7 @@ class RemoteVecEnv(VecEnvBase):
             if isinstance(actions, np.ndarray)
             else list(iterate(self.action_space, actions))
         )
-        self._send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop])
+        self._send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop], finish=True)
 
     def _release(self, everything: bool) -> None:
         """Free what is left once every worker is gone (``everything`` False: another
@@ -246,6 +252,7 @@ class RemoteVecEnv(VecEnvBase):
         ]
         back = [self._order.index(h) for h in self.handles]
         self._back = None if back == list(range(len(back))) else back
+        self._resumable = all(h.resumable for h in handles)
 
     def _startup_budget(self) -> float:
         return STARTUP_TIMEOUT if self.timeout is None else max(self.timeout, STARTUP_TIMEOUT)
@@ -268,12 +275,21 @@ class RemoteVecEnv(VecEnvBase):
         return concatenate_checked(self.single_observation_space, per_env, out)
 
     def _send(
-        self, cmd: str, handles: Sequence[WorkerHandle], data_of: Callable[[Any], Any]
+        self,
+        cmd: str,
+        handles: Sequence[WorkerHandle],
+        data_of: Callable[[Any], Any],
+        finish: bool = False,
     ) -> None:
-        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each). Interrupted part-way
-        (Ctrl-C between two sends), some workers have the call and others not: they are
-        out of step, and the env is marked unusable rather than losing that transition
-        silently on the next call."""
+        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each). ``finish``: the
+        ``step``/``reset`` that ``*_wait()`` collects; interrupted part-way (Ctrl-C
+        between two sends), resumable handles let ``*_wait()`` send it to the workers
+        that do not have it yet (:meth:`_finish_sends`); otherwise some workers have the
+        call and others not, and the env is marked unusable rather than losing that
+        transition silently on the next call."""
+        resumable = self._resumable
+        if finish and resumable:
+            self._cut = (cmd, handles, [h.sent for h in handles], data_of)
         sent = 0
         h: Any = None
         try:
@@ -281,6 +297,11 @@ class RemoteVecEnv(VecEnvBase):
                 h.send(cmd, data_of(h))
                 sent += 1
         except BaseException as exc:
+            if isinstance(exc, Exception):
+                self._cut = None
+            elif resumable:
+                raise  # step/reset: finished by *_wait(); a call: given up on (late
+                # answers are dropped by their seq)
             if sent or not isinstance(exc, Exception):
                 self._broken = RuntimeError(
                     f"{cmd} was interrupted ({type(exc).__name__}) while it was being sent "
@@ -296,10 +317,11 @@ class RemoteVecEnv(VecEnvBase):
         meanwhile is a ``ClosedError``."""
         try:
             return h.recv(deadline, call)
-        except TimeoutError:
+        except TimeoutError as late:
             h.kill()
+            what = str(late) or "did not answer"  # (or did not read what it was sent)
             raise h.error(
-                WorkerTimeoutError, f"did not answer within {budget:.3g} s and was killed", call
+                WorkerTimeoutError, f"{what} within {budget:.3g} s and was killed", call
             ) from None
         except WorkerDiedError:
             if self._closed_by is not None:
@@ -325,14 +347,23 @@ class RemoteVecEnv(VecEnvBase):
         failures: list[tuple[int, WorkerError]] = []
         for k, h in enumerate(handles):
             try:
+                if h.suspect and h.resumable:
+                    h.kill()
+                    raise h.error(
+                        WorkerDiedError,
+                        "was killed: an interrupt (Ctrl-C) cut a message to or from it "
+                        "part-way, so its pipe cannot be read in step any more",
+                        call,
+                    )
                 results[k] = self._wait(h, deadline, call, budget)
             except WorkerError as err:
                 failures.append((k, err))
             except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
-                h.suspect = True
-                self._broken = RuntimeError(
-                    f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
-                )
+                if not h.resumable:  # (a resumable handle is asked again, or is suspect)
+                    h.suspect = True
+                    self._broken = RuntimeError(
+                        f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
+                    )
                 raise
         if failures:
             self._fail(call, handles, results, failures)
@@ -402,7 +433,13 @@ class RemoteVecEnv(VecEnvBase):
             deadline = None if self.timeout is None else time.monotonic() + self.timeout
             return self._wait(h, deadline, "restart", self.timeout or 0.0)
         except BaseException as exc:
-            self._broken = exc
+            self._broken = (
+                exc
+                if isinstance(exc, Exception)
+                else RuntimeError(
+                    f"the restart of {h.label} was interrupted ({type(exc).__name__})"
+                )
+            )
             raise
 
     def _check_rebuilt_spaces(self, h: WorkerHandle, infos: list[EnvInfo]) -> None:
@@ -420,11 +457,48 @@ class RemoteVecEnv(VecEnvBase):
 
     def _check_usable(self, what: str) -> None:
         if self._broken is not None:
+            advice = (
+                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
+                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
+                "not past this fault)"
+                if self.restart
+                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
+                "failed workers automatically"
+            )
             raise VecEnvBrokenError(
                 f"{what}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
-                "Close it and make a new one, or set vectorizer.restart=true to rebuild failed "
-                "workers automatically"
+                + advice
             )
+
+    def _can_finish(self) -> bool:
+        return self._cut is not None and self._broken is None
+
+    def _finish_sends(self) -> None:
+        """After an interrupt: send the step/reset in flight to the workers that do not
+        have it yet, finish a send cut part-way (:meth:`WorkerHandle.resume`), and give the
+        parent's own envs (a handle whose command an interrupt cut while it ran here,
+        :meth:`WorkerHandle.cut`) what can stand for it: a reset is redone; a step cannot
+        be (an env may have been cut in the middle of its ``step``), so their episodes
+        end truncated at the last observation the caller saw, with ``infos["restarted"]``,
+        as a rebuilt worker's envs do, and they reset."""
+        cut = self._cut
+        if cut is None:
+            return
+        cmd, handles, marks, data_of = cut
+        for h, mark in zip(handles, marks):
+            lost = h.cut()
+            if h.suspect:
+                continue  # killed by _gather
+            if lost is not None:
+                if lost[0] == Cmd.STEP:
+                    done = self._done[h.start : h.stop].tolist()
+                    h.send(Cmd.RESTARTED, Restarted(self._last_obs(h), done))
+                else:  # a reset or a recovery: done again from the start
+                    h.send(*lost)
+            elif h.sent == mark:
+                h.send(cmd, data_of(h))
+            else:
+                h.resume()
 
     @property
     def restarts(self) -> list[int]:
@@ -473,7 +547,7 @@ class RemoteVecEnv(VecEnvBase):
             for h in self.handles:  # kept to redo the reset if a worker must be restarted
                 part = None if mask is None else mask[h.start : h.stop]
                 h.last_reset = Reset(seeds[h.start : h.stop], options, part)
-            self._send(Cmd.RESET, self.handles, lambda h: h.last_reset)
+            self._send(Cmd.RESET, self.handles, lambda h: h.last_reset, finish=True)
             self._pending = PendingCall.RESET
         finally:
             self._leave()
@@ -481,12 +555,18 @@ class RemoteVecEnv(VecEnvBase):
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         self._enter("reset_wait")
         try:
+            if self._interrupted:
+                self._finish_sends()
             batch = self._collect(
                 self.handles, self._gather_all("reset", timeout), self._pending_mask
             )
-            return batch[0], batch[4]
+        except Exception:
+            self._cut = None
+            raise
         finally:
             self._leave()
+        self._cut = None
+        return batch[0], batch[4]
 
     def _start_step(self, actions: Any) -> None:
         self._enter("step_async")
@@ -501,9 +581,16 @@ class RemoteVecEnv(VecEnvBase):
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
         self._enter("step_wait")
         try:
-            return self._collect(self.handles, self._gather_all("step", timeout), None)
+            if self._interrupted:
+                self._finish_sends()
+            batch = self._collect(self.handles, self._gather_all("step", timeout), None)
+        except Exception:
+            self._cut = None
+            raise
         finally:
             self._leave()
+        self._cut = None
+        return batch
 
     def _do_call(self, name: Any, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
         what = "get_attr" if args is None else "call"

@@ -114,6 +114,7 @@ class SubprocBackend(RemoteVecEnv):
         for k, (a, b) in enumerate(split_envs(split, in_series)):
             fns = list(env_fns[a:b])
             handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), spin_us)
+            handle.write_timeout = self.timeout  # a message is written within it too
             self.workers.append(handle)
         self._set_handles(self.workers)
         try:

@@ -7,8 +7,10 @@ import contextlib
 import ctypes
 import functools
 import os
+import select
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +44,55 @@ def _die_with_parent() -> None:
         pass
 
 
+def _release_forkserver() -> None:
+    """Under forkserver a worker inherits the write end of the forkserver's "alive" pipe
+    (every child of the forkserver holds one, so that the forkserver lives while any of
+    them does). Closing it lets the forkserver exit as soon as the main process dies, and
+    with it every worker, busy or stopped: the forkserver is their parent, whose death
+    sends them SIGKILL (PR_SET_PDEATHSIG). An env that starts processes with forkserver
+    starts a forkserver of its own (this one is the main process's). Private fields of
+    ``multiprocessing.forkserver``, read defensively."""
+    fs = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+    if fs is None or getattr(fs, "_forkserver_pid", None) is not None:
+        return  # (this process started that forkserver: it is its own)
+    alive = getattr(fs, "_forkserver_alive_fd", None)
+    if alive is not None:
+        fs._forkserver_alive_fd = fs._forkserver_address = None
+        with contextlib.suppress(OSError):
+            os.close(alive)
+
+
+def _watch_main(main_pid: int) -> None:
+    """A thread that kills this worker (and its process group: the env's helpers) the
+    moment the main process ends, whoever the worker's parent is (the forkserver, under
+    forkserver) and also while the worker is busy in a long step (the dead-parent check of
+    the command loop runs only between commands). Linux pidfd; without it, the
+    die-with-parent signal and that check remain."""
+    try:
+        pidfd = os.pidfd_open(main_pid)
+    except ProcessLookupError:
+        _kill_self()
+        return
+    except (AttributeError, OSError):  # pragma: no cover - no pidfd (old kernel, not Linux)
+        return
+
+    def watch() -> None:
+        poll = select.poll()
+        poll.register(pidfd, select.POLLIN)
+        while not poll.poll():
+            pass
+        _kill_self()
+
+    threading.Thread(target=watch, name="envfactory-main-watch", daemon=True).start()
+
+
+def _kill_self() -> None:
+    with contextlib.suppress(OSError):
+        if os.getpgid(0) == os.getpid():  # it leads its group: the env's helpers too
+            os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _failure(exc: BaseException) -> Failure:
     return failure_of(exc, dumps)
 
@@ -49,8 +100,10 @@ def _failure(exc: BaseException) -> Failure:
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
     _die_with_parent()
+    _release_forkserver()
     with contextlib.suppress(OSError):  # a process group of its own: the parent ends the
         os.setpgid(0, 0)  # env's helper processes with the worker (timeout, terminate)
+    _watch_main(spec.main_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     for c in spec.close_fds or ():  # fork: drop inherited parent ends of other workers' pipes
         try:
