@@ -1,15 +1,17 @@
-"""The worker handle: the parent's end of one worker of a remote backend (see
-:mod:`.remote`, which exports it with the rest of the vectorizer-author API)."""
+"""Workers of a remote backend: the worker handle (the parent's end of one worker), how
+envs are split over workers, and their start/close budgets (see :mod:`.remote`, which
+exports these with the rest of the vectorizer-author API)."""
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..errors import RemoteEnvError, WorkerError, remote_env_error
+from ..errors import ConfigError, RemoteEnvError, WorkerError, remote_env_error
 from .protocol import Failure, Reset
 
-__all__ = ["WorkerHandle"]
+__all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "split_envs"]
 
 
 class WorkerHandle(ABC):
@@ -156,3 +158,38 @@ class WorkerHandle(ABC):
 
     def _placed(self, what: str) -> str:
         return f"[{self.where}] {what}" if self.where else what
+
+
+#: the least time a worker gets to build its envs and answer (``timeout`` when larger)
+STARTUP_TIMEOUT = 120.0
+#: the time ``close()`` gives the workers to close their envs, when it is given none
+CLOSE_TIMEOUT = 10.0
+
+
+def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` per worker: ceil(num_envs / in_series) workers with as
+    even a share as possible, none above ``in_series``.
+
+    Example:
+        >>> split_envs(5, 2)
+        [(0, 2), (2, 4), (4, 5)]
+        >>> split_envs(4, 3)
+        [(0, 2), (2, 4)]
+    """
+    if not isinstance(in_series, int) or in_series < 1:
+        raise ConfigError(
+            f"vectorizer.in_series must be an integer >= 1 or null, got {in_series!r}"
+        )
+    workers = math.ceil(num_envs / in_series)
+    base, extra = divmod(num_envs, workers)
+    out, start = [], 0
+    for k in range(workers):
+        size = base + (1 if k < extra else 0)
+        out.append((start, start + size))
+        start += size
+    return out
+
+
+def env_label(fn: Any) -> str:
+    """The env id errors name, from an env constructor (its ``label`` or name)."""
+    return str(getattr(fn, "label", "") or getattr(fn, "__name__", "") or type(fn).__name__)

@@ -1,0 +1,153 @@
+"""The per-env calls of envfactory's VecEnv contract: ``call`` (a name or a function run
+next to each env), the Stable-Baselines3 spellings with ``indices=`` (``env_method``,
+``get_attr``, ``set_attr``), ``np_random_seed`` / ``np_random`` and ``render``. Every
+argument is checked here; a backend fills in ``_do_call`` and ``_do_set_attr``.
+:class:`~.base.VecEnvBase` mixes this in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EnvCalls"]
+
+
+class EnvCalls:
+    """``call`` / ``env_method`` / ``get_attr`` / ``set_attr`` / ``render`` over
+    ``_do_call`` / ``_do_set_attr`` (see :class:`~.base.VecEnvBase`)."""
+
+    num_envs: int
+
+    def _check_open(self, what: str) -> None:
+        raise NotImplementedError
+
+    def _idle(self, what: str) -> None:
+        raise NotImplementedError
+
+    def _check_usable(self, what: str) -> None:
+        raise NotImplementedError
+
+    def _indices(self, indices: int | Sequence[int] | None) -> list[int]:
+        if indices is None:
+            return list(range(self.num_envs))
+        if isinstance(indices, (int, np.integer)):
+            indices = [int(indices)]
+        out = [int(i) for i in indices]
+        bad = [i for i in out if not -self.num_envs <= i < self.num_envs]
+        if bad:
+            raise IndexError(f"env indices {bad} out of range for num_envs={self.num_envs}")
+        return [i % self.num_envs for i in out]
+
+    def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of every env with ``args``/``kwargs`` (every keyword goes
+        to the method, as in gymnasium), or get attribute ``name`` if it is not callable.
+        A function instead of a name runs as ``name(env, *args, **kwargs)`` where the env
+        lives (in its worker process), so it can inspect the env without pickling it:
+        ``envs.call(stable_baselines3.common.env_util.is_wrapped, Monitor)``.
+
+        Returns:
+            One result per env, as a tuple.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> [spec.id for spec in envs.call("get_wrapper_attr", "spec")]
+            ['CartPole-v1', 'CartPole-v1']
+            >>> envs.close()
+        """
+        return self._call("call", name, args, kwargs, None)
+
+    def env_method(
+        self, name: str | Callable[..., Any], *args: Any, indices: Any = None, **kwargs: Any
+    ) -> list[Any]:
+        """Stable-Baselines3 spelling of :meth:`call`: only the envs of ``indices`` (an
+        int, a list, or None for all), results as a list.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=3"])
+            >>> _ = envs.reset(seed=5)
+            >>> envs.env_method("get_wrapper_attr", "np_random_seed", indices=[0, 2])
+            [5, 7]
+            >>> envs.close()
+        """
+        return list(self._call("env_method", name, args, kwargs, indices))
+
+    def _call(self, what: str, name: Any, args: Any, kwargs: Any, indices: Any) -> tuple:
+        self._check_open(what)
+        self._check_usable(what)
+        self._idle(what)
+        return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
+
+    def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
+        """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> envs.get_attr("gravity")
+            (9.8, 9.8)
+            >>> envs.get_attr("gravity", indices=1)
+            (9.8,)
+            >>> envs.close()
+        """
+        self._check_open("get_attr")
+        self._check_usable("get_attr")
+        self._idle("get_attr")
+        if not isinstance(name, str):
+            raise TypeError(
+                f"get_attr(name) takes an attribute name (str), got {type(name).__name__}; "
+                "to run a function on each env use envs.call(fn)"
+            )
+        return tuple(self._do_call(name, None, None, self._indices(indices)))
+
+    def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
+        """Set attribute ``name`` (via ``set_wrapper_attr``) of every env or of
+        ``indices``: one value for all, or a list or tuple with one value per env.
+
+        Raises:
+            ValueError: a list of values of the wrong length.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> envs.set_attr("gravity", [9.8, 1.6])
+            >>> envs.get_attr("gravity")
+            (9.8, 1.6)
+            >>> envs.close()
+        """
+        self._check_open("set_attr")
+        self._check_usable("set_attr")
+        self._idle("set_attr")
+        idx = self._indices(indices)
+        if not isinstance(values, (list, tuple)):
+            values = [values] * len(idx)
+        if len(values) != len(idx):
+            raise ValueError(
+                f"set_attr({name!r}) got {len(values)} values for {len(idx)} envs; pass one "
+                "value, or a list with one value per env"
+            )
+        self._do_set_attr(name, list(values), idx)
+
+    def render(self) -> tuple[Any, ...]:
+        """One frame per env (as gymnasium's vector envs), from each env's ``render()``;
+        :func:`tile_images` tiles them into one image. Needs ``env.render_mode``.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> _ = envs.reset(seed=0)
+            >>> envs.render()  # no render_mode: one None per env, as gymnasium
+            (None, None)
+            >>> envs.close()
+        """
+        self._check_open("render")
+        return self.call("render")
+
+    def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
+        raise NotImplementedError
+
+    def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
+        raise NotImplementedError
