@@ -458,20 +458,24 @@ class RemoteVecEnv(VecEnvBase):
             self._leave()
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        self._enter("reset_wait")
+        batch = self._finish("reset", timeout, self._pending_mask)
+        return batch[0], batch[4]
+
+    def _finish(self, call: str, timeout: float | None, mask: Any) -> Any:
+        """Wait for the ``call`` (step or reset) in flight, first finishing the sends an
+        interrupt cut, and collect its batch."""
+        self._enter(f"{call}_wait")
         try:
             if self._interrupted:
                 self._finish_sends()
-            batch = self._collect(
-                self.handles, self._gather_all("reset", timeout), self._pending_mask
-            )
+            batch = self._collect(self.handles, self._gather_all(call, timeout), mask)
         except Exception:
             self._cut = None
             raise
         finally:
             self._leave()
         self._cut = None
-        return batch[0], batch[4]
+        return batch
 
     def _start_step(self, actions: Any) -> None:
         self._enter("step_async")
@@ -484,18 +488,7 @@ class RemoteVecEnv(VecEnvBase):
             self._leave()
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
-        self._enter("step_wait")
-        try:
-            if self._interrupted:
-                self._finish_sends()
-            batch = self._collect(self.handles, self._gather_all("step", timeout), None)
-        except Exception:
-            self._cut = None
-            raise
-        finally:
-            self._leave()
-        self._cut = None
-        return batch
+        return self._finish("step", timeout, None)
 
     def _do_call(self, name: Any, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
         what = "get_attr" if args is None else "call"
