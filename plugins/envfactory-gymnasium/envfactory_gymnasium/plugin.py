@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import cloudpickle
 import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
-from gymnasium.vector.utils import CloudpickleWrapper
 
 import envfactory
 
@@ -121,8 +122,8 @@ class _WithCallFn:
         return env
 
 
-def _run_fn(env: gym.Env, packed: Any) -> Any:
-    fn, args, kwargs = packed.fn
+def _run_fn(env: gym.Env, payload: bytes) -> Any:
+    fn, args, kwargs = pickle.loads(payload)
     return fn(env, *args, **kwargs)
 
 
@@ -136,7 +137,7 @@ class GymnasiumAsyncVectorEnv(_ContextManager, AsyncVectorEnv):
         worker (``fn`` and its arguments go there by cloudpickle: a lambda works)."""
         _check_name(name)
         if callable(name):
-            return super().call_async(_CALL_FN, CloudpickleWrapper((name, args, kwargs)))
+            return super().call_async(_CALL_FN, cloudpickle.dumps((name, args, kwargs)))
         return super().call_async(name, *args, **kwargs)
 
 
