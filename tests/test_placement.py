@@ -18,7 +18,7 @@ from test_equivalence import CARTPOLE, MOUNTAINCAR, RICH, _compose, _run, dummy_
 
 import envfactory
 from envfactory.testing import assert_rollouts_equal
-from envfactory.vectorizers.placement import Placement
+from envfactory.vectorizers.placement import MAX_GAP, Placement
 
 
 class FakeClock:
@@ -61,14 +61,23 @@ def test_a_try_must_win_by_the_margin() -> None:
     assert not p.local
 
 
-def test_a_changed_cost_brings_the_next_try_forward() -> None:
+def test_a_change_of_cost_is_found_within_the_longest_gap() -> None:
     clock = FakeClock()
     p = Placement(clock=clock, window=0.01, min_steps=4, settle=0, first_gap=0.5)
-    feed(p, clock, {False: 0.001, True: 0.003}, 20000)  # 20 s: the gap grows
-    assert not p.local and p._gap >= 8
-    # a busy core: the workers now cost 4x; the parent is cheaper, found within ~first_gap
-    where = feed(p, clock, {False: 0.004, True: 0.003}, 400)
-    assert p.local and where.index(True) < 300
+    feed(p, clock, {False: 0.001, True: 0.003}, 20000)  # 20 s: the gap grows to the most
+    assert not p.local and p._gap == MAX_GAP
+    # a busy core: the workers now cost 4x; the parent is cheaper, found within MAX_GAP
+    start = clock.now
+    where = feed(p, clock, {False: 0.004, True: 0.003}, 4000)
+    assert p.local
+    assert where.index(True) * 0.004 <= MAX_GAP + 0.1 + (start % MAX_GAP)
+
+
+def test_it_starts_where_it_is_told_and_tries_the_other_at_once() -> None:
+    clock = FakeClock()
+    p = Placement(clock=clock, window=0.01, min_steps=4, settle=0, local=True)
+    where = feed(p, clock, {False: 0.001, True: 0.003}, 40)
+    assert where[0] is True and not p.local  # tried after one window, kept
 
 
 class Flip(gym.vector.VectorWrapper):

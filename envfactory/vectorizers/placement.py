@@ -10,8 +10,10 @@ Which case holds changes while a program runs, and the load average at build tim
 tell (a sweep's other jobs are still importing). So :class:`Placement` times every step
 (what ``step_async`` + ``step_wait`` block the caller for), compares the two placements
 over short windows, and keeps the cheaper one, trying the other again after a gap that
-doubles while the choice holds (up to :data:`MAX_GAP` seconds) and shrinks back at once
-when the kept placement's cost moves.
+doubles while the choice holds (up to :data:`MAX_GAP` seconds: a change of load is noticed
+within that, at a cost of one short window at most every :data:`MAX_GAP` seconds). It
+starts where the build-time probe of the machine points (``parent_first``: a core was busy
+when the env was built), and tries the other placement at once.
 
 The envs move between processes with their state (``EnvHost.export``/``adopt``: pickled
 with cloudpickle; the worker keeps its copies until the envs come back), so a move changes
@@ -34,7 +36,7 @@ __all__ = ["MAX_GAP", "MOVE_LIMIT", "Placement", "held_ctrl_c"]
 #: the most bytes one worker's envs may take to move (8 CartPoles: 23 KB)
 MOVE_LIMIT = 256 * 1024
 #: the most seconds between two tries of the placement not in use
-MAX_GAP = 30.0
+MAX_GAP = 8.0
 
 
 @dataclass
@@ -46,9 +48,11 @@ class Placement:
     A window is at least ``window`` seconds of steps and ``min_steps`` steps; the first
     ``settle`` steps after a move are not counted (a worker falling asleep or waking up).
     A try of the other placement keeps it if it is cheaper by ``margin``; otherwise the
-    gap to the next try doubles (from ``first_gap`` to :data:`MAX_GAP`). A kept
-    placement whose cost moves by more than ``drift`` brings the next try forward to
-    ``first_gap``.
+    gap to the next try doubles (from ``first_gap`` to :data:`MAX_GAP`).
+
+    Why no faster reaction to a change of cost: step costs on a loaded machine swing by
+    30-50% from one 50 ms window to the next, and a try costs a window in the (likely)
+    worse placement; the doubling gap bounds what tries cost to a few percent.
     """
 
     window: float = 0.05
@@ -56,20 +60,18 @@ class Placement:
     settle: int = 4
     margin: float = 0.05
     first_gap: float = 0.5
-    drift: float = 0.3
     clock: Callable[[], float] = time.monotonic
     local: bool = False
     #: the latest cost per step (seconds) of each placement: [workers, parent]
     cost: list[float | None] = field(default_factory=lambda: [None, None])
-    #: moves so far (a diagnostic: ``envs.placement.moves``)
-    moves: int = 0
+    #: tries of the placement not in use so far (a diagnostic)
+    tries: int = 0
     _trying: bool = False
     _gap: float = 0.0
     _next_try: float = 0.0
     _skip: int = 0
     _sum: float = 0.0
     _count: int = 0
-    _ref: float | None = None  # the kept placement's cost when it was last chosen
 
     def __post_init__(self) -> None:
         self._gap = self.first_gap
@@ -96,26 +98,16 @@ class Placement:
             if other is not None and not per_step < other * (1 - self.margin):
                 self._switch()  # back: the try was not cheaper
                 self._gap = min(self._gap * 2, MAX_GAP)
-                self._ref = other
             else:
                 self._gap = self.first_gap
-                self._ref = per_step
             self._next_try = now + self._gap
-            return
-        if self._ref is None:
-            self._ref = per_step
-            self._next_try = now  # try the other placement at once
-        elif abs(per_step - self._ref) > self.drift * self._ref:
-            self._ref = per_step  # the machine changed: look again soon
-            self._gap = self.first_gap
-            self._next_try = min(self._next_try, now + self.first_gap)
-        if now >= self._next_try:
+        elif now >= self._next_try:  # (at once after the first window)
             self._trying = True
+            self.tries += 1
             self._switch()
 
     def _switch(self) -> None:
         self.local = not self.local
-        self.moves += 1
         self._skip = self.settle
         self._sum, self._count = 0.0, 0
 

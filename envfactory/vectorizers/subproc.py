@@ -22,14 +22,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
+from .base import PendingCall
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .placement import MOVE_LIMIT, Placement, held_ctrl_c
@@ -317,11 +319,56 @@ class SubprocVecEnv(SubprocBackend):
         self.placement_stopped: str | None = None
         self._moved: dict[int, LocalHandle] = {}  # worker index -> its envs, in the parent
         self._blocked = 0.0  # what the step in flight blocked the caller so far
+        self._all_here: list[LocalHandle] | None = None  # the handles: every env is here
         fixed = ("in_series", "timeout", "restart", "uint8_images")
         if in_parent is None and self.render_mode is None and not any(map(options.get, fixed)):
-            self.placement = Placement()
+            # start where the build-time look at the machine pointed: no parent share
+            # although the envs would have one means a core was busy (or there is one core)
+            cpus = os.cpu_count() or 1
+            self.placement = Placement(local=local == 0 and (cpus < 2 or len(env_fns) >= cpus))
 
     # -- run-time placement (see .placement) ----------------------------------------------
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """``step_async`` + ``step_wait``; while every env is in the parent (moved there
+        by :attr:`placement`), one pass with their bookkeeping only (the hot path of a busy
+        machine: what ``dummy`` costs, not a worker hand-off)."""
+        here = self._all_here
+        p = self.placement
+        if (
+            here is None
+            or p is None
+            or not p.local
+            or self.closed
+            or self._pending is not PendingCall.NONE
+            or not self._ready
+            or self._broken is not None
+            or (self.autoreset_mode is AutoresetMode.DISABLED and self._done.any())
+        ):
+            return super().step(actions)
+        t = time.perf_counter()
+        actions = self._check_actions(actions)
+        if not isinstance(actions, np.ndarray):
+            actions = list(iterate(self.action_space, actions))
+        self._enter("step")
+        try:
+            self._cut = (Cmd.STEP, here, [h.sent for h in here], _rows(actions))
+            for h in here:
+                h.send(Cmd.STEP, actions[h.start : h.stop])
+            self._pending = PendingCall.STEP  # (an interrupt leaves it to step_wait())
+            batch = self._collect(here, self._gather("step", here, None), None)
+        except Exception:
+            self._pending, self._cut = PendingCall.NONE, None
+            raise
+        except BaseException:
+            self._on_interrupt(PendingCall.STEP)
+            raise
+        finally:
+            self._leave()
+        self._pending, self._cut = PendingCall.NONE, None
+        np.logical_or(batch[2], batch[3], out=self._done)
+        p.record(time.perf_counter() - t)
+        return batch
+
     def _start_step(self, actions: Any) -> None:
         if self.placement is None:
             return super()._start_step(actions)
@@ -372,6 +419,9 @@ class SubprocVecEnv(SubprocBackend):
                 self.placement_stopped = f"{type(exc).__name__}: {exc}"
             finally:
                 self._set_handles(self._placed())
+                handles = self.handles
+                here = all(isinstance(h, LocalHandle) for h in handles)
+                self._all_here = cast("list[LocalHandle]", handles) if here else None
 
     def _placed(self) -> list[WorkerHandle]:
         """The handles that step the envs now, in env order."""
@@ -387,3 +437,7 @@ class SubprocVecEnv(SubprocBackend):
         for h in self._moved.values():
             h.forget()
         super()._forget()
+
+
+def _rows(actions: Any) -> Callable[[WorkerHandle], Any]:
+    return lambda h: actions[h.start : h.stop]
