@@ -312,7 +312,6 @@ class SubprocVecEnv(SubprocBackend):
             options.get("restart", False),
             options.get("uint8_images", False),
         )
-        super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
         #: the run-time placement of the workers' envs (None: they stay in the workers)
         self.placement: Placement | None = None
         #: why the envs stopped moving, if a move failed (the envs then stay where they are)
@@ -320,6 +319,7 @@ class SubprocVecEnv(SubprocBackend):
         self._moved: dict[int, LocalHandle] = {}  # worker index -> its envs, in the parent
         self._blocked = 0.0  # what the step in flight blocked the caller so far
         self._all_here: list[LocalHandle] | None = None  # the handles: every env is here
+        super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
         fixed = ("in_series", "timeout", "restart", "uint8_images")
         if in_parent is None and self.render_mode is None and not any(map(options.get, fixed)):
             # start where the build-time look at the machine pointed: no parent share
