@@ -31,12 +31,15 @@ from dataclasses import dataclass, field
 
 from .scheduler import HOLD
 
-__all__ = ["MAX_GAP", "MOVE_LIMIT", "Placement", "held_ctrl_c"]
+__all__ = ["MAX_GAP", "MOVE_LIMIT", "TRY_SHARE", "Placement", "held_ctrl_c"]
 
 #: the most bytes one worker's envs may take to move (8 CartPoles: 23 KB)
 MOVE_LIMIT = 256 * 1024
 #: the most seconds between two tries of the placement not in use
 MAX_GAP = 8.0
+#: the most a try of the worse placement may cost, as a share of the gap before the next
+#: (a try 3x as slow for 60 ms waits 6 s; one 10% slower, 0.5 s)
+TRY_SHARE = 0.02
 
 
 @dataclass
@@ -48,7 +51,8 @@ class Placement:
     A window is at least ``window`` seconds of steps and ``min_steps`` steps; the first
     ``settle`` steps after a move are not counted (a worker falling asleep or waking up).
     A try of the other placement keeps it if it is cheaper by ``margin``; otherwise the
-    gap to the next try doubles (from ``first_gap`` to :data:`MAX_GAP`).
+    gap to the next try doubles (from ``first_gap`` to :data:`MAX_GAP`), or grows to
+    what keeps the tries under :data:`TRY_SHARE` of the time when they cost more.
 
     Why no faster reaction to a change of cost: step costs on a loaded machine swing by
     30-50% from one 50 ms window to the next, and a try costs a window in the (likely)
@@ -72,6 +76,7 @@ class Placement:
     _skip: int = 0
     _sum: float = 0.0
     _count: int = 0
+    _try_start: float = 0.0
 
     def __post_init__(self) -> None:
         self._gap = self.first_gap
@@ -97,12 +102,15 @@ class Placement:
             other = self.cost[1 - here]
             if other is not None and not per_step < other * (1 - self.margin):
                 self._switch()  # back: the try was not cheaper
-                self._gap = min(self._gap * 2, MAX_GAP)
+                # what the try cost beyond the kept placement, at most TRY_SHARE of the gap
+                lost = (now - self._try_start) * (per_step / other - 1)
+                self._gap = min(max(self._gap * 2, lost / TRY_SHARE), MAX_GAP)
             else:
                 self._gap = self.first_gap
             self._next_try = now + self._gap
         elif now >= self._next_try:  # (at once after the first window)
             self._trying = True
+            self._try_start = now
             self.tries += 1
             self._switch()
 
