@@ -271,3 +271,28 @@ def test_a_fixed_placement_does_not_move(extra: tuple[str, ...]) -> None:
         assert envs.placement is None
     finally:
         envs.close()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) != 2, reason="one busy process fills a core of two")
+def test_a_busy_core_at_build_starts_the_envs_in_the_parent_with_the_idle_split() -> None:
+    """The split is the one that pays on idle cores (a worker's share in the parent); a
+    busy core when the env is built starts every env in the parent at once."""
+    from envfactory.cli.measure import busy
+    from envfactory.vectorizers.subproc_options import parent_share
+
+    idle_split = parent_share(8, None, None, None, False, False, load=0.0)
+    with busy(2):
+        envs = envfactory.make_vec(_compose(*CARTPOLE, "num_envs=8", "vectorizer=subproc"))
+    try:
+        assert envs.in_parent == idle_split > 0
+        assert envs.placement.local
+        envs.reset(seed=0)
+        _step(envs)
+        assert all(h.in_process for h in envs.handles)
+    finally:
+        envs.close()
+    envs = envfactory.make_vec(_compose(*CARTPOLE, "num_envs=8", "vectorizer=subproc"))
+    try:
+        assert envs.in_parent == idle_split
+    finally:
+        envs.close()

@@ -16,6 +16,7 @@ processes (one :class:`~.pipe.PipeHandle` each), the shared region and the hooks
 from __future__ import annotations
 
 import copy as _copy
+import functools
 import multiprocessing as mp
 import os
 import sys
@@ -43,6 +44,7 @@ from .subproc_options import (
     SubprocAtariConfig,
     SubprocConfig,
     install_fork_hook,
+    others_running,
     parent_share,
     split_envs,
     start_process,
@@ -304,7 +306,10 @@ class SubprocVecEnv(SubprocBackend):
         in_parent: int | None = None,
         **options: Any,
     ) -> None:
-        local = parent_share(
+        fixed = ("in_series", "timeout", "restart", "uint8_images")
+        movable = in_parent is None and not any(map(options.get, fixed))
+        share = functools.partial(
+            parent_share,
             len(env_fns),
             in_parent,
             options.get("in_series"),
@@ -312,6 +317,10 @@ class SubprocVecEnv(SubprocBackend):
             options.get("restart", False),
             options.get("uint8_images", False),
         )
+        # envs that may move get the split that pays on idle cores (a busy core moves them
+        # all into the parent), and start where the machine points now
+        load = others_running() if movable else None
+        local = share(load=0.0) if movable else share()
         #: the run-time placement of the workers' envs (None: they stay in the workers)
         self.placement: Placement | None = None
         #: why the envs stopped moving, if a move failed (the envs then stay where they are)
@@ -320,12 +329,10 @@ class SubprocVecEnv(SubprocBackend):
         self._blocked = 0.0  # what the step in flight blocked the caller so far
         self._all_here: list[LocalHandle] | None = None  # the handles: every env is here
         super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
-        fixed = ("in_series", "timeout", "restart", "uint8_images")
-        if in_parent is None and self.render_mode is None and not any(map(options.get, fixed)):
-            # start where the build-time look at the machine pointed: no parent share
-            # although the envs would have one means a core was busy (or there is one core)
+        if movable and self.render_mode is None:
             cpus = os.cpu_count() or 1
-            self.placement = Placement(local=local == 0 and (cpus < 2 or len(env_fns) >= cpus))
+            busy = local > 0 and share(load=load) == 0  # no core left for the parent now
+            self.placement = Placement(local=cpus < 2 or busy)
 
     # -- run-time placement (see .placement) ----------------------------------------------
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
