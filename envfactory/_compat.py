@@ -254,6 +254,23 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, num_envs: 
     return _InfoBatch(num_envs)._add_info(infos, info, index)
 
 
+def wrapper_submodule(module: Any, name: str) -> str | None:
+    """The submodule of ``gymnasium.wrappers`` (or ``gymnasium.wrappers.vector``) that
+    defines wrapper ``name``, read from the package's lazy-import table (private:
+    ``_wrapper_to_class``) so the wrapper's docstring can be read without importing it;
+    None where the table or the name is missing."""
+    table = getattr(module, "_wrapper_to_class", None)
+    return table.get(name) if isinstance(table, dict) else None
+
+
+def episode_statistics_key(env: Any, default: str | None) -> str | None:
+    """The info key a gymnasium ``RecordEpisodeStatistics`` writes its statistics under
+    (private: ``_stats_key``; gymnasium takes it as ``info_key`` and keeps no public
+    attribute), or ``default``."""
+    key = getattr(env, "_stats_key", None)
+    return default if key is None else str(key)
+
+
 # -- pluggy (the plugin manager's) -------------------------------------------------------
 
 

@@ -4,12 +4,14 @@ moved: fix envfactory/_compat.py, nothing else."""
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing as mp
 import multiprocessing.forkserver as forkserver
 import os
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from hydra.core.config_store import ConfigStore
 from hydra.core.object_type import ObjectType
 from hydra.types import RunMode
@@ -154,3 +156,28 @@ def test_add_info_merges_as_a_vector_env_of_that_many_rows() -> None:
     assert infos["nested"]["x"].tolist() == [0.0, 1.5, 0.0]
     assert infos["final_obs"].shape == (3,) and infos["final_obs"].dtype == object
     assert infos["tag"].tolist() == ["t", None, None]
+
+
+def test_wrapper_submodule_reads_gymnasiums_lazy_table() -> None:
+    """gymnasium.wrappers names the submodules of its lazily imported wrappers (those
+    needing jax or torch) in a private table; the named wrappers read their docstrings
+    from it without importing jax or torch."""
+    import gymnasium.wrappers
+    import gymnasium.wrappers.vector
+
+    assert _compat.wrapper_submodule(gymnasium.wrappers, "JaxToNumpy") == "jax_to_numpy"
+    assert _compat.wrapper_submodule(gymnasium.wrappers, "NoSuchWrapper") is None
+    for module in (gymnasium.wrappers, gymnasium.wrappers.vector):
+        for name in getattr(module, "__all__", []):
+            sub = _compat.wrapper_submodule(module, name)
+            if sub is not None:  # the file is there (importing it would need jax/torch)
+                spec = importlib.util.find_spec(f"{module.__name__}.{sub}")
+                assert spec is not None and spec.origin is not None
+
+
+def test_episode_statistics_key_is_the_info_key_given() -> None:
+    env = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"), stats_key="ep")
+    assert _compat.episode_statistics_key(env, None) == "ep"
+    plain = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+    assert _compat.episode_statistics_key(plain, None) == "episode"
+    assert _compat.episode_statistics_key(gym.make("CartPole-v1"), "x") == "x"
