@@ -41,12 +41,12 @@ class LocalHandle(WorkerHandle):
         self._label = "the parent's own envs (vectorizer.in_parent)"
 
     @classmethod
-    def moved_from(cls, worker: WorkerHandle, data: bytes, mode: Any, env_id: str) -> LocalHandle:
-        """The envs of ``worker``, moved into this process (``data``: what its
-        ``Cmd.EXPORT`` answered; see :mod:`.placement`)."""
-        h = cls(worker.start, [None] * (worker.stop - worker.start), mode, env_id)
-        h.host.adopt(data)
-        h._label = f"{worker.label}'s envs (stepped in the parent since they ran faster here)"
+    def hosting(cls, start: int, state: Any, mode: Any, env_id: str, label: str) -> LocalHandle:
+        """The envs of ``state`` (a :class:`~.protocol.HostState`, envs ``start`` on),
+        moved into this process (see :mod:`.placement`); errors name them ``label``."""
+        h = cls(start, [None] * len(state.envs), mode, env_id)
+        h.host.take(state)
+        h._label = label
         return h
 
     @property

@@ -188,6 +188,33 @@ class HostState:
     autoreset: Any
     lost: dict[int, Any]
 
+    @classmethod
+    def join(cls, parts: list[HostState]) -> HostState:
+        """One state of the envs of ``parts``, in that order."""
+        import numpy as np
+
+        lost: dict[int, Any] = {}
+        at = 0
+        for p in parts:
+            lost.update({at + i: v for i, v in p.lost.items()})
+            at += len(p.envs)
+        def cat(key: str) -> Any:
+            return np.concatenate([getattr(p, key) for p in parts])
+
+        return cls(
+            [e for p in parts for e in p.envs], [o for p in parts for o in p.obs],
+            cat("rewards"), cat("terminations"), cat("truncations"), cat("autoreset"), lost,
+        )  # fmt: skip
+
+    def part(self, start: int, stop: int) -> HostState:
+        """The state of envs ``start:stop`` of these."""
+        return HostState(
+            self.envs[start:stop], self.obs[start:stop], self.rewards[start:stop].copy(),
+            self.terminations[start:stop].copy(), self.truncations[start:stop].copy(),
+            self.autoreset[start:stop].copy(),
+            {i - start: v for i, v in self.lost.items() if start <= i < stop},
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Failure:

@@ -252,19 +252,36 @@ class EnvHost:
         for i, v in zip(sa.local, sa.values):
             self.envs[i].set_wrapper_attr(sa.name, v)
 
+    def state(self) -> HostState:
+        """This host's envs and their autoreset state (the objects themselves)."""
+        r = self.runner
+        return HostState(
+            list(r.envs), list(r.obs), r.rewards.copy(), r.terminations.copy(),
+            r.truncations.copy(), r.autoreset.copy(), dict(self.lost),
+        )  # fmt: skip
+
+    def take(self, state: HostState) -> None:
+        """Host the envs of ``state`` from now on (the ones it had are dropped unclosed:
+        they are earlier states of the same envs, or the same objects)."""
+        r = self.runner
+        r.envs[:] = state.envs  # (self.envs is the same list)
+        r.obs[:] = state.obs
+        for mine, theirs in (
+            (r.rewards, state.rewards), (r.terminations, state.terminations),
+            (r.truncations, state.truncations), (r.autoreset, state.autoreset),
+        ):  # fmt: skip
+            mine.resize(len(theirs), refcheck=False)
+            mine[:] = theirs
+        self.lost = dict(state.lost)
+
     def export(self, limit: int) -> bytes:
-        """``Cmd.EXPORT``: this host's envs and their autoreset state as bytes (cloudpickle:
-        envs built from the user's ``__main__`` travel by value), at most ``limit`` of
-        them. The host keeps its copies, so an export nobody adopts loses nothing. Raises
-        if the envs cannot be pickled or take more than ``limit`` bytes."""
+        """``Cmd.EXPORT``: :meth:`state` as bytes (cloudpickle: envs built from the user's
+        ``__main__`` travel by value), at most ``limit`` of them. The host keeps its
+        copies, so an export nobody adopts loses nothing. Raises if the envs cannot be
+        pickled or take more than ``limit`` bytes."""
         import cloudpickle
 
-        r = self.runner
-        state = HostState(
-            list(r.envs), list(r.obs), r.rewards, r.terminations, r.truncations,
-            r.autoreset, dict(self.lost),
-        )  # fmt: skip
-        data = cloudpickle.dumps(state)
+        data = cloudpickle.dumps(self.state())
         if len(data) > limit:
             raise ValueError(
                 f"the envs' state takes {len(data)} bytes, more than the {limit} bytes a "
@@ -273,19 +290,10 @@ class EnvHost:
         return data
 
     def adopt(self, data: bytes) -> None:
-        """``Cmd.ADOPT``: take over envs exported by :meth:`export` (the copies this host
-        had are dropped unclosed: they are earlier states of the same envs)."""
+        """``Cmd.ADOPT``: :meth:`take` the envs :meth:`export` gave as bytes."""
         import pickle
 
-        state: HostState = pickle.loads(data)
-        r = self.runner
-        r.envs[:] = state.envs  # (self.envs is the same list)
-        r.obs[:] = state.obs
-        r.rewards[:] = state.rewards
-        r.terminations[:] = state.terminations
-        r.truncations[:] = state.truncations
-        r.autoreset[:] = state.autoreset
-        self.lost = dict(state.lost)
+        self.take(pickle.loads(data))
 
     def close(self) -> None:
         """Close every env (errors ignored: the envs are being thrown away)."""

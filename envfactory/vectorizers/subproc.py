@@ -19,11 +19,11 @@ import copy as _copy
 import functools
 import multiprocessing as mp
 import os
-import sys
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -36,7 +36,7 @@ from .base import PendingCall
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .placement import MOVE_LIMIT, Placement, held_ctrl_c
-from .protocol import Cmd, EnvInfo, WorkerSpec
+from .protocol import Cmd, EnvInfo, HostState, WorkerSpec
 from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerHandle, env_label
 from .shared import SharedBuffers, layout_for, supports_shared_memory
 from .subproc_options import (
@@ -325,7 +325,7 @@ class SubprocVecEnv(SubprocBackend):
         self.placement: Placement | None = None
         #: why the envs stopped moving, if a move failed (the envs then stay where they are)
         self.placement_stopped: str | None = None
-        self._moved: dict[int, LocalHandle] = {}  # worker index -> its envs, in the parent
+        self._here: LocalHandle | None = None  # every env, moved into the parent
         self._blocked = 0.0  # what the step in flight blocked the caller so far
         self._all_here: list[LocalHandle] | None = None  # the handles: every env is here
         super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
@@ -395,54 +395,64 @@ class SubprocVecEnv(SubprocBackend):
 
     def _send_step(self, actions: Any) -> None:
         p = self.placement
-        if p is not None and p.local != bool(self._moved):
+        if p is not None and p.local != (self._here is not None):
             self._move(p.local)  # before anything of this step is sent
         super()._send_step(actions)
 
     def _move(self, to_parent: bool) -> None:
-        """Move every worker's envs into the parent (``to_parent``) or back. A move that
-        fails (an env that cannot be pickled, a state over :data:`~.placement.MOVE_LIMIT`,
-        a dead worker) ends the moves, the envs staying where they are (a dead worker is
-        then reported by the step, as always). A Ctrl-C is held until the handles are in
-        place, and then stops the step before anything of it was sent."""
+        """Move every env into the parent (``to_parent``: one handle for all of them, so
+        a step is one pass, as ``dummy``'s) or back where it was built. A move that fails
+        (an env that cannot be pickled, a state over :data:`~.placement.MOVE_LIMIT`, a
+        dead worker) ends the moves, the envs staying where they are (a worker keeps its
+        envs until others adopt them; a dead one is then reported by the step, as always).
+        A Ctrl-C is held until the handles are in place, and then stops the step before
+        anything of it was sent."""
+        import cloudpickle
+
         with held_ctrl_c():
             try:
                 if to_parent:
+                    parts = []
                     for w in self.workers:
-                        if w.index not in self._moved:
-                            w.send(Cmd.EXPORT, MOVE_LIMIT)
-                            data = self._wait(w, None, "placement", 0.0)
-                            h = LocalHandle.moved_from(w, data, self.autoreset_mode, self.env_id)
-                            h.attach(self._buffers, self._shm_obs)
-                            self._moved[w.index] = h
-                else:
-                    for k, h in list(self._moved.items()):
-                        w = self.workers[k]
-                        w.send(Cmd.ADOPT, h.host.export(sys.maxsize))
+                        w.send(Cmd.EXPORT, MOVE_LIMIT)
+                        parts.append(pickle.loads(self._wait(w, None, "placement", 0.0)))
+                    if self._local is not None:
+                        parts.append(self._local.host.state())
+                    label = "the envs moved into the parent (they step faster here)"
+                    here = LocalHandle.hosting(
+                        0, HostState.join(parts), self.autoreset_mode, self.env_id, label
+                    )
+                    here.attach(self._buffers, self._shm_obs)
+                    self._here = here
+                elif self._here is not None:
+                    state = self._here.host.state()
+                    for w in self.workers:
+                        w.send(Cmd.ADOPT, cloudpickle.dumps(state.part(w.start, w.stop)))
                         self._wait(w, None, "placement", 0.0)
-                        del self._moved[k]  # the parent's copies go unclosed
+                    if self._local is not None:
+                        self._local.host.take(state.part(self._local.start, self._local.stop))
+                    self._here = None  # (the workers' envs here go unclosed)
             except Exception as exc:
                 self.placement = None
                 self.placement_stopped = f"{type(exc).__name__}: {exc}"
             finally:
                 self._set_handles(self._placed())
-                handles = self.handles
-                here = all(isinstance(h, LocalHandle) for h in handles)
-                self._all_here = cast("list[LocalHandle]", handles) if here else None
+                self._all_here = [self._here] if self._here is not None else None
 
     def _placed(self) -> list[WorkerHandle]:
         """The handles that step the envs now, in env order."""
-        handles: list[WorkerHandle] = [self._moved.get(w.index, w) for w in self.workers]
-        return handles if self._local is None else [*handles, self._local]
+        if self._here is not None:
+            return [self._here]
+        return [*self.workers] if self._local is None else [*self.workers, self._local]
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        if self._moved:  # the workers whose envs moved close too (their earlier copies)
-            self._set_handles([*self._placed(), *self.workers])
+        if self._here is not None:  # the workers close too (their earlier copies)
+            self._set_handles([self._here, *self.workers])
         super()._do_close(timeout, terminate)
 
     def _forget(self) -> None:
-        for h in self._moved.values():
-            h.forget()
+        if self._here is not None:
+            self._here.forget()
         super()._forget()
 
 
