@@ -133,7 +133,8 @@ def test_subproc_atari_split_keeps_a_parent_share_while_a_core_is_idle() -> None
     if cpus < 2:
         pytest.skip("one core: no parent share")
     share = 8 // cpus
-    assert image_split(8, None, None, False, load=0.0) == (share, math.ceil((8 - share) / (cpus - 1)))
+    rest = math.ceil((8 - share) / (cpus - 1))
+    assert image_split(8, None, None, False, load=0.0) == (share, rest)
     per_core = math.ceil(8 / cpus)
     assert image_split(8, None, None, False, load=float(cpus)) == (0, per_core)  # busy
     assert image_split(8, None, 5.0, False, load=0.0) == (0, per_core)  # timeout

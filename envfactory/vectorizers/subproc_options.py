@@ -183,10 +183,11 @@ def parent_share(
     many as one worker gets, when nothing asks for what only a worker process gives
     (``timeout``, ``restart``, a fixed ``in_series`` split), ``images`` is False (a
     ``SubprocVecEnv`` built directly for uint8 images keeps every env in a worker;
-    ``subproc-atari``'s build function decides its split itself, with this function), and
-    a core is idle for the parent to step them on beside its workers (``load``: other programs' runnable
-    threads now, :func:`others_running`). On 2 idle cores a parent share made CartPole at 16
-    envs 1.34x dummy against 0.62x without; with a busy core it made steps slower, because
+    ``subproc-atari``'s build function decides its split itself, with this function),
+    and a core is idle for the parent to step them on beside its workers (``load``: other
+    programs' runnable threads now, :func:`others_running`). On 2 idle cores a parent share
+    made CartPole at 16 envs 1.34x dummy against 0.62x without; with a busy core it made
+    steps slower, because
     the parent and the worker must then both get a core at once."""
     if in_parent is not None:
         if isinstance(in_parent, bool) or not isinstance(in_parent, int):
