@@ -187,8 +187,7 @@ def parent_share(
     and a core is idle for the parent to step them on beside its workers (``load``: other
     programs' runnable threads now, :func:`others_running`). On 2 idle cores a parent share
     made CartPole at 16 envs 1.34x dummy against 0.62x without; with a busy core it made
-    steps slower, because
-    the parent and the worker must then both get a core at once."""
+    steps slower, because the parent and the worker must then both get a core at once."""
     if in_parent is not None:
         if isinstance(in_parent, bool) or not isinstance(in_parent, int):
             in_parent = -1
