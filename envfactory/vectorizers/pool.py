@@ -359,11 +359,10 @@ class _PipeSite(RemoteSite):
     def _spins(self) -> bool:
         """Whether this process spins while it waits for a worker: only while a core is
         left to it (fewer workers in flight than cores), or while its recent waits were
-        shorter than a wake-up costs (:data:`SPIN_WAIT`). While every core steps a
-        worker's envs, a spin only takes CPU time from them: measured on Pong at 8 envs,
-        ``batch_size=4``, 2 workers on 2 cores, the parent spun through most of its ~1 ms
-        waits and made steps slower; the pipe's writer wakes it anyway."""
-        return len(self._by_fd) < self._cpus or self._poller.expects_within(SPIN_WAIT)
+        shorter than a wake-up costs (:data:`SPIN_WAIT`, on average). While every core
+        steps a worker's envs, a spin only takes CPU time from them (the pipe's writer
+        wakes this process anyway)."""
+        return len(self._by_fd) < self._cpus or self._poller.waits_below(SPIN_WAIT)
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory

@@ -237,7 +237,7 @@ class Poller:
     def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
         """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
         when it passed): at once if one is; else spin by the policy (``spin``), then
-        sleep. A wait that got something is recorded (:meth:`expects_within`)."""
+        sleep. A wait that got something is recorded (:meth:`waits_below`)."""
         poll = self._poll.poll
         ready = poll(0)
         if ready:
@@ -259,11 +259,10 @@ class Poller:
             self.waiter.record(time.perf_counter() - t0)
         return got
 
-    def expects_within(self, seconds: float) -> bool:
-        """Whether one of the recent waits (those that had to wait) was shorter than
-        ``seconds``: the next one may be too, and a spin through it costs less than a
-        wake-up."""
-        return min(self.waiter.recent) < seconds
+    def waits_below(self, seconds: float) -> bool:
+        """Whether its waits (those that had to wait; a moving average) are shorter than
+        ``seconds`` (spinning through such a wait costs less than a wake-up)."""
+        return self.waiter.avg < seconds
 
 
 class WorkerWake:
