@@ -609,6 +609,16 @@ print(json.dumps({"seconds": elapsed, "pss_mb": pss, "imported": heavy}))
 STARTUP_KINDS = ("envfactory", "gym-async/forkserver", "gym-async/default")
 
 
+def _fresh_run(code: str, kind: str) -> str:
+    """The last line ``code`` prints, run with argument ``kind`` in a fresh interpreter."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, kind], capture_output=True, text=True, timeout=300
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"start-up run {kind} failed:\n{proc.stderr}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def startup_memory(rounds: int) -> dict[str, Any]:
     """Import + construct + first reset of 8 CartPoles, each in a fresh interpreter
     (envfactory ``subproc`` under forkserver vs gymnasium's ``AsyncVectorEnv``), and the
@@ -618,15 +628,7 @@ def startup_memory(rounds: int) -> dict[str, Any]:
     runs: dict[str, list[dict]] = {k: [] for k in STARTUP_KINDS}
     for _ in range(rounds):
         for kind in STARTUP_KINDS:
-            proc = subprocess.run(
-                [sys.executable, "-c", STARTUP_CODE, kind],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"start-up run {kind} failed:\n{proc.stderr}")
-            runs[kind].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            runs[kind].append(json.loads(_fresh_run(STARTUP_CODE, kind)))
     out: dict[str, Any] = {"torch_installed": importlib.util.find_spec("torch") is not None}
     for kind, rs in runs.items():
         out[kind] = {
@@ -683,15 +685,7 @@ def startup_pong(rounds: int) -> dict[str, float]:
     runs: dict[str, list[float]] = {k: [] for k in STARTUP_PONG_KINDS}
     for r in range(rounds):
         for kind in STARTUP_PONG_KINDS:
-            proc = subprocess.run(
-                [sys.executable, "-c", STARTUP_PONG_CODE, kind],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"start-up run {kind} failed:\n{proc.stderr}")
-            runs[kind].append(float(proc.stdout.strip().splitlines()[-1]))
+            runs[kind].append(float(_fresh_run(STARTUP_PONG_CODE, kind)))
             print(f"round {r + 1}/{rounds} start-up 8 Pongs {kind:48s} {runs[kind][-1]:6.2f} s",
                   file=sys.stderr, flush=True)  # fmt: skip
     STARTUP_PONG.update({k: statistics.median(v) for k, v in runs.items()})

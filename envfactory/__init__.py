@@ -60,52 +60,21 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
 __version__ = "0.1.0"
 """envfactory's version: its one source (the package build reads it from here)."""
 
-#: where each public name lives (imported on first use)
+#: where each public name lives (imported on first use); the others are error classes,
+#: from :mod:`.errors`
 _LAZY = {
     "compose": ".config.compose",
     "register_configs": ".config.store",
     "EpisodeStatistics": ".episode_stats",
+    "make_env": ".factory",
+    "make_vec": ".factory",
     **dict.fromkeys(
-        (
-            "AlreadyPendingError",
-            "AsyncCallError",
-            "ClosedError",
-            "ConfigError",
-            "EnvfactoryError",
-            "InvalidActionError",
-            "InvalidSeedError",
-            "NoPendingCallError",
-            "ObservationError",
-            "OptionError",
-            "PluginConflictError",
-            "PluginLoadWarning",
-            "RemoteEnvError",
-            "ResetNeededError",
-            "SpaceMismatchError",
-            "UnknownNameError",
-            "UnpicklableEnvError",
-            "VecEnvBrokenError",
-            "WorkerDiedError",
-            "WorkerError",
-            "WorkerTimeoutError",
-        ),
-        ".errors",
-    ),
-    **dict.fromkeys(("make_env", "make_vec"), ".factory"),
-    **dict.fromkeys(
-        (
-            "EnvFamilyPlugin",
-            "VectorizerPlugin",
-            "WrapperPlugin",
-            "available",
-            "get_registry",
-            "hookimpl",
-            "register_plugin",
-            "reset_plugins",
-        ),
+        "EnvFamilyPlugin VectorizerPlugin WrapperPlugin available get_registry hookimpl "
+        "register_plugin reset_plugins".split(),
         ".plugin",
     ),
-    **dict.fromkeys(("VecEnvBase", "tile_images"), ".vectorizers.base"),
+    "VecEnvBase": ".vectorizers.base",
+    "tile_images": ".vectorizers.base",
 }
 
 __all__ = [
@@ -150,13 +119,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'envfactory' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(importlib.import_module(_LAZY.get(name, ".errors"), __name__), name)
     globals()[name] = value  # once: later lookups do not come here
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *__all__})
