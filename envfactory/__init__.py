@@ -68,11 +68,14 @@ _LAZY = {
     "EpisodeStatistics": ".episode_stats",
     "make_env": ".factory",
     "make_vec": ".factory",
-    **dict.fromkeys(
-        "EnvFamilyPlugin VectorizerPlugin WrapperPlugin available get_registry hookimpl "
-        "register_plugin reset_plugins".split(),
-        ".plugin",
-    ),
+    "EnvFamilyPlugin": ".plugin",
+    "VectorizerPlugin": ".plugin",
+    "WrapperPlugin": ".plugin",
+    "available": ".plugin",
+    "get_registry": ".plugin",
+    "hookimpl": ".plugin",
+    "register_plugin": ".plugin",
+    "reset_plugins": ".plugin",
     "VecEnvBase": ".vectorizers.base",
     "tile_images": ".vectorizers.base",
 }
