@@ -13,8 +13,8 @@ used instead (and noted here).
   Registering a config source or a search-path plugin uses the public
   ``Plugins.instance().register``.
 * multiprocessing: :func:`non_daemonic` (``Process._config["daemon"]``),
-  :func:`forget_inherited_forkserver` and :func:`forkserver_preload`
-  (``multiprocessing.forkserver._forkserver``), :func:`forget_children`
+  :func:`forget_inherited_forkserver`, :func:`release_forkserver_alive_fd` and
+  :func:`forkserver_preload` (``multiprocessing.forkserver._forkserver``), :func:`forget_children`
   (``multiprocessing.process._children``) and :func:`without_main` (wraps the undocumented
   ``multiprocessing.spawn.get_preparation_data``).
 * gymnasium: :func:`add_info` (``VectorEnv._add_info``, how a vector env merges one
@@ -45,6 +45,7 @@ __all__ = [
     "non_daemonic",
     "register_config_source",
     "register_hydra_plugin",
+    "release_forkserver_alive_fd",
     "replace_hookimpl_function",
     "without_main",
 ]
@@ -121,17 +122,17 @@ def non_daemonic() -> Iterator[None]:
         current._config["daemon"] = True  # type: ignore[attr-defined]
 
 
-def forget_inherited_forkserver() -> None:
-    """In a forked child: forget the parent's forkserver, so the child starts its own
-    instead of talking to the parent's (private: ``multiprocessing.forkserver._forkserver``
-    and its ``_forkserver_*`` fields)."""
+def _forkserver() -> Any:
+    """``multiprocessing.forkserver._forkserver`` (None: the module is not imported)."""
+    return getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+
+
+def _drop_alive_fd(fs: Any) -> None:
+    """Forget the forkserver's address and "alive" pipe end, and close that end."""
     import os
 
-    fs = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
-    if fs is None or getattr(fs, "_forkserver_pid", None) is None:
-        return
     alive = getattr(fs, "_forkserver_alive_fd", None)
-    fs._forkserver_pid = fs._forkserver_address = fs._forkserver_alive_fd = None
+    fs._forkserver_address = fs._forkserver_alive_fd = None
     if alive is not None:
         try:
             os.close(alive)
@@ -139,12 +140,36 @@ def forget_inherited_forkserver() -> None:
             pass
 
 
+def forget_inherited_forkserver() -> None:
+    """In a forked child: forget the parent's forkserver, so the child starts its own
+    instead of talking to the parent's (private: ``multiprocessing.forkserver._forkserver``
+    and its ``_forkserver_*`` fields)."""
+    fs = _forkserver()
+    if fs is None or getattr(fs, "_forkserver_pid", None) is None:
+        return
+    fs._forkserver_pid = None
+    _drop_alive_fd(fs)
+
+
+def release_forkserver_alive_fd() -> None:
+    """In a child of the forkserver: close the write end of the forkserver's "alive" pipe
+    that every such child inherits, and forget it, so the forkserver can exit as soon as
+    the process that started it dies (private: ``multiprocessing.forkserver._forkserver``'s
+    ``_forkserver_alive_fd`` / ``_forkserver_address``, set by the forkserver in each child
+    it forks; ``_forkserver_pid`` is None there). Does nothing in the process that started
+    a forkserver (the forkserver is its own) or with nothing inherited."""
+    fs = _forkserver()
+    if fs is None or getattr(fs, "_forkserver_pid", None) is not None:
+        return  # (this process started that forkserver: it is its own)
+    if getattr(fs, "_forkserver_alive_fd", None) is not None:
+        _drop_alive_fd(fs)
+
+
 def forkserver_preload(ctx: Any, modules: Sequence[str]) -> None:
     """Add ``modules`` to the forkserver's preload list, keeping what the user set there
     (``set_forkserver_preload`` replaces the list; the current list is the private
     ``multiprocessing.forkserver._forkserver._preload_modules``)."""
-    fs = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
-    current = list(getattr(fs, "_preload_modules", None) or [])
+    current = list(getattr(_forkserver(), "_preload_modules", None) or [])
     wanted = current + [m for m in modules if m not in current]
     if wanted != current:
         ctx.set_forkserver_preload(wanted)
@@ -227,6 +252,23 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, num_envs: 
     rows, as gymnasium's vector envs do (``VectorEnv._add_info``: one array per key and a
     ``_key`` mask; ``final_obs`` as an object array; nested dicts recursively)."""
     return _InfoBatch(num_envs)._add_info(infos, info, index)
+
+
+def wrapper_submodule(module: Any, name: str) -> str | None:
+    """The submodule of ``gymnasium.wrappers`` (or ``gymnasium.wrappers.vector``) that
+    defines wrapper ``name``, read from the package's lazy-import table (private:
+    ``_wrapper_to_class``) so the wrapper's docstring can be read without importing it;
+    None where the table or the name is missing."""
+    table = getattr(module, "_wrapper_to_class", None)
+    return table.get(name) if isinstance(table, dict) else None
+
+
+def episode_statistics_key(env: Any, default: str | None) -> str | None:
+    """The info key a gymnasium ``RecordEpisodeStatistics`` writes its statistics under
+    (private: ``_stats_key``; gymnasium takes it as ``info_key`` and keeps no public
+    attribute), or ``default``."""
+    key = getattr(env, "_stats_key", None)
+    return default if key is None else str(key)
 
 
 # -- pluggy (the plugin manager's) -------------------------------------------------------

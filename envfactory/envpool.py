@@ -40,8 +40,8 @@ How it maps onto the pool: ``batch_size < num_envs`` (async) is envfactory's poo
 ``batch_size`` (``subproc`` / ``subproc-atari`` with ``vectorizer.batch_size``), so ``recv``
 returns the first ``batch_size`` envs ready. Synchronous mode builds the pool with
 ``batch_size=1``: a step of every env is the pool's synchronous ``step`` (one round trip per
-worker), and a step of a subset is ``send`` then one ``recv`` per env, returned in the
-order of ``env_id``. ``num_threads`` sets the number of worker processes.
+worker), and a step of a subset is ``send`` then ``recv(env_ids=...)`` of exactly those
+envs, in the order of ``env_id``. ``num_threads`` sets the number of worker processes.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, NoPendingCallError
+from .vectorizers.pool import take_rows
 
 __all__ = ["EnvPool", "list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium"]
 
@@ -387,7 +388,7 @@ class EnvPool:
         rows = np.asarray(ids, dtype=np.intp)
         zeros, ones = np.zeros(len(ids), dtype=np.bool_), np.ones(len(ids), dtype=np.bool_)
         info = self._info(rows, infos, np.zeros(len(ids), np.float32), zeros, ones, rows)
-        obs = _take(obs, rows)
+        obs = take_rows(obs, rows)
         if self._api.classic and not self._config["gym_reset_return_info"]:
             return obs
         return obs, info
@@ -412,17 +413,13 @@ class EnvPool:
         if self.is_async:
             return self._result(*self.envs.recv())
         if not self._flight:
-            from .errors import NoPendingCallError
-
             raise NoPendingCallError(
                 "recv() with no env in flight: call send(action, env_id) or async_reset() first",
                 "",
             )
-        parts = [self.envs.recv() for _ in self._flight]
-        order = {e: k for k, e in enumerate(self._flight)}
+        result = self.envs.recv(env_ids=self._flight)  # exactly those envs, in send order
         self._flight = []
-        parts.sort(key=lambda p: order[int(p[4]["env_id"][0])])
-        return self._result(*_concat(parts))
+        return self._result(*result)
 
     def step(self, action: Any, env_id: Any = None) -> tuple:
         """``send(action, env_id)`` then ``recv()``; every env at once (no ``env_id``, none
@@ -533,36 +530,3 @@ class EnvPool:
             # the real game over: a lost life (episodic_life) ends an episode with lives > 0
             info["terminated"] = (term & (info["lives"] == 0)).astype(np.int32)
         return info
-
-
-def _take(tree: Any, rows: np.ndarray) -> Any:
-    if isinstance(tree, dict):
-        return {k: _take(v, rows) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_take(v, rows) for v in tree)
-    return np.asarray(tree)[rows]
-
-
-def _concat(parts: list[tuple]) -> tuple:
-    """One ``recv`` result out of several (their rows in order)."""
-
-    def cat(values: list[Any]) -> Any:
-        if isinstance(values[0], dict):
-            return {k: cat([v[k] for v in values]) for k in values[0]}
-        if isinstance(values[0], tuple):
-            return tuple(cat(list(v)) for v in zip(*values, strict=True))
-        return np.concatenate(values)
-
-    keys: list[str] = []
-    for p in parts:
-        keys += [k for k in p[4] if k not in keys]
-    infos: dict[str, Any] = {}
-    for key in ("env_id", "lives", "_lives"):
-        if key in keys:
-            default = np.zeros(1, dtype=np.bool_ if key.startswith("_") else np.int64)
-            infos[key] = np.concatenate([p[4].get(key, default) for p in parts])
-    return (
-        cat([p[0] for p in parts]),
-        *(np.concatenate([p[i] for p in parts]) for i in (1, 2, 3)),
-        infos,
-    )

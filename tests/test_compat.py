@@ -4,10 +4,14 @@ moved: fix envfactory/_compat.py, nothing else."""
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing as mp
 import multiprocessing.forkserver as forkserver
+import os
 from pathlib import Path
+from typing import Any
 
+import gymnasium as gym
 from hydra.core.config_store import ConfigStore
 from hydra.core.object_type import ObjectType
 from hydra.types import RunMode
@@ -21,6 +25,21 @@ def test_hydra_config_loader_composes(tmp_path: Path) -> None:
     loader = make_loader(search_path)
     cfg = loader.load_configuration("cfg", ["a=2"], RunMode.RUN, from_shell=False)
     assert cfg.a == 2
+
+
+def test_register_hydra_plugin_makes_the_sweeper_discoverable() -> None:
+    """The ``envfactory`` command's sweeper reaches Hydra through ``Plugins.register`` /
+    ``discover`` (public), also when Hydra scanned its plugins before, and twice is once."""
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    from envfactory.cli.sweeper import register_sweeper
+
+    Plugins.instance().discover(Sweeper)  # the scan happens first
+    register_sweeper()
+    register_sweeper()
+    found = [c for c in Plugins.instance().discover(Sweeper) if c.__name__ == "EnvfactorySweeper"]
+    assert len(found) == 1
 
 
 def test_configstore_remove() -> None:
@@ -50,6 +69,44 @@ def test_forkserver_fields() -> None:
         assert fs._preload_modules == [*before, "json"] or "json" in before
     finally:
         mp.get_context("forkserver").set_forkserver_preload(before)
+
+
+def _alive_fd_in_a_forkserver_child(queue: Any) -> None:
+    fs = forkserver._forkserver  # type: ignore[attr-defined]
+    pid, fd = fs._forkserver_pid, fs._forkserver_alive_fd
+    open_before = isinstance(fd, int) and _is_open(fd)
+    _compat.release_forkserver_alive_fd()
+    open_after = fd is not None and _is_open(fd)
+    fields_after = (fs._forkserver_alive_fd, fs._forkserver_address)
+    queue.put((pid, isinstance(fd, int), open_before, open_after, *fields_after))
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def test_release_forkserver_alive_fd_in_a_forkserver_child() -> None:
+    """A child of the forkserver holds the write end of its "alive" pipe in
+    ``_forkserver._forkserver_alive_fd`` (and no ``_forkserver_pid``): the worker closes
+    and forgets it, so the forkserver dies with the main process."""
+    ctx = mp.get_context("forkserver")
+    queue = ctx.SimpleQueue()
+    proc = ctx.Process(target=_alive_fd_in_a_forkserver_child, args=(queue,))
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == 0
+    pid, had_fd, open_before, open_after, fd_after, address_after = queue.get()
+    assert pid is None and had_fd and open_before, "the forkserver's fields moved"
+    assert not open_after and fd_after is None and address_after is None
+    # in the process that started the forkserver, nothing is touched
+    fs = forkserver._forkserver  # type: ignore[attr-defined]
+    before = (fs._forkserver_pid, fs._forkserver_alive_fd)
+    _compat.release_forkserver_alive_fd()
+    assert (fs._forkserver_pid, fs._forkserver_alive_fd) == before and before[0] is not None
 
 
 def test_children_registry() -> None:
@@ -99,3 +156,28 @@ def test_add_info_merges_as_a_vector_env_of_that_many_rows() -> None:
     assert infos["nested"]["x"].tolist() == [0.0, 1.5, 0.0]
     assert infos["final_obs"].shape == (3,) and infos["final_obs"].dtype == object
     assert infos["tag"].tolist() == ["t", None, None]
+
+
+def test_wrapper_submodule_reads_gymnasiums_lazy_table() -> None:
+    """gymnasium.wrappers names the submodules of its lazily imported wrappers (those
+    needing jax or torch) in a private table; the named wrappers read their docstrings
+    from it without importing jax or torch."""
+    import gymnasium.wrappers
+    import gymnasium.wrappers.vector
+
+    assert _compat.wrapper_submodule(gymnasium.wrappers, "JaxToNumpy") == "jax_to_numpy"
+    assert _compat.wrapper_submodule(gymnasium.wrappers, "NoSuchWrapper") is None
+    for module in (gymnasium.wrappers, gymnasium.wrappers.vector):
+        for name in getattr(module, "__all__", []):
+            sub = _compat.wrapper_submodule(module, name)
+            if sub is not None:  # the file is there (importing it would need jax/torch)
+                spec = importlib.util.find_spec(f"{module.__name__}.{sub}")
+                assert spec is not None and spec.origin is not None
+
+
+def test_episode_statistics_key_is_the_info_key_given() -> None:
+    env = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"), stats_key="ep")
+    assert _compat.episode_statistics_key(env, None) == "ep"
+    plain = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+    assert _compat.episode_statistics_key(plain, None) == "episode"
+    assert _compat.episode_statistics_key(gym.make("CartPole-v1"), "x") == "x"

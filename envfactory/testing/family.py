@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from .. import _compat
 from .rollouts import DEFAULT_IGNORE, assert_tree_equal
 
 # --------------------------------------------------------------------------------------
@@ -48,7 +49,7 @@ def episode_stats_key_of(env: gym.Env, default: str | None = "episode") -> str |
         if isinstance(env, EpisodeStatistics):
             return env.key
         if isinstance(env, gym.wrappers.RecordEpisodeStatistics) and not recorded:
-            found, recorded = str(getattr(env, "_stats_key", default)), True
+            found, recorded = _compat.episode_statistics_key(env, default), True
         if not isinstance(env, gym.Wrapper):
             return found
         env = env.env

@@ -38,10 +38,20 @@ class LocalHandle(WorkerHandle):
         self._pending: tuple[str, Any] | None = None
         self._running = False  # the pending command is running (an interrupt cut it)
         self._answer: tuple[Any] | None = None  # its answer, kept for recv
+        self._label = "the parent's own envs (vectorizer.in_parent)"
+
+    @classmethod
+    def moved_from(cls, worker: WorkerHandle, data: bytes, mode: Any, env_id: str) -> LocalHandle:
+        """The envs of ``worker``, moved into this process (``data``: what its
+        ``Cmd.EXPORT`` answered; see :mod:`.placement`)."""
+        h = cls(worker.start, [None] * (worker.stop - worker.start), mode, env_id)
+        h.host.adopt(data)
+        h._label = f"{worker.label}'s envs (stepped in the parent since they ran faster here)"
+        return h
 
     @property
     def label(self) -> str:
-        return "the parent's own envs (vectorizer.in_parent)"
+        return self._label
 
     @property
     def pid(self) -> int:

@@ -72,7 +72,7 @@ from .subproc import SubprocBackend
 from .subproc_options import default_in_series
 from .wakeup import Poller
 
-__all__ = ["SPIN_WAIT", "SubprocPool", "pool_in_series"]
+__all__ = ["SPIN_WAIT", "SubprocPool", "pool_in_series", "take_rows"]
 
 #: the pool's parent spins through a wait for a worker that is no longer than this even
 #: while every core is busy: waking a sleeping process costs 25-300 us on a VM, so a wait
@@ -377,7 +377,7 @@ class _PipeSite(RemoteSite):
         b = env._buffers
         assert b is not None
         if env._shm_obs:
-            obs = _take(b.obs, ids)
+            obs = take_rows(b.obs, ids)
         else:
             out = create_empty_array(env.single_observation_space, n=len(ids))
             obs = env._batch_obs([env._env_obs[i] for i in ids], out)
@@ -401,9 +401,11 @@ def _batch_len(actions: Any) -> int | None:
     return None
 
 
-def _take(tree: Any, idx: np.ndarray) -> Any:
+def take_rows(tree: Any, idx: Any) -> Any:
+    """Rows ``idx`` (an index array or list) of a batch: an array, or a dict / tuple of
+    them (a batched observation of a ``Dict`` / ``Tuple`` space)."""
     if isinstance(tree, dict):
-        return {k: _take(v, idx) for k, v in tree.items()}
+        return {k: take_rows(v, idx) for k, v in tree.items()}
     if isinstance(tree, tuple):
-        return tuple(_take(v, idx) for v in tree)
+        return tuple(take_rows(v, idx) for v in tree)
     return tree[idx]

@@ -32,6 +32,7 @@ __all__ = [
     "Cmd",
     "EnvInfo",
     "Failure",
+    "HostState",
     "Reset",
     "RestartReset",
     "Restarted",
@@ -65,6 +66,11 @@ class Cmd:
     RESTARTED = "restarted"  #: data: Restarted; answer: StepResult
     RESTART_RESET = "restart-reset"  #: data: RestartReset; answer: StepResult
     CLOSE = "close"  #: data: None; answer: None, then the worker exits
+    #: hand the envs over (the parent steps them, see :mod:`.placement`): data: the most
+    #: bytes the state may take; answer: the :class:`HostState` as bytes (the worker keeps
+    #: its copies until ``adopt`` replaces them)
+    EXPORT = "export"
+    ADOPT = "adopt"  #: data: a HostState as bytes (the envs come back); answer: None
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,20 @@ class RestartReset:
     reset: Reset
     last_obs: list[Any]
     done: list[bool]
+
+
+@dataclass(frozen=True)
+class HostState:
+    """Envs in the middle of their episodes, with what :class:`~.runner.EnvHost` keeps
+    about them (moved between a worker and the parent by ``export``/``adopt``)."""
+
+    envs: list[Any]
+    obs: list[Any]
+    rewards: Any
+    terminations: Any
+    truncations: Any
+    autoreset: Any
+    lost: dict[int, Any]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from .protocol import Cmd
+from .protocol import Cmd, HostState
 
 __all__ = ["EnvHost", "EnvRunner", "InfoCalls", "call_env"]
 
@@ -252,6 +252,41 @@ class EnvHost:
         for i, v in zip(sa.local, sa.values):
             self.envs[i].set_wrapper_attr(sa.name, v)
 
+    def export(self, limit: int) -> bytes:
+        """``Cmd.EXPORT``: this host's envs and their autoreset state as bytes (cloudpickle:
+        envs built from the user's ``__main__`` travel by value), at most ``limit`` of
+        them. The host keeps its copies, so an export nobody adopts loses nothing. Raises
+        if the envs cannot be pickled or take more than ``limit`` bytes."""
+        import cloudpickle
+
+        r = self.runner
+        state = HostState(
+            list(r.envs), list(r.obs), r.rewards, r.terminations, r.truncations,
+            r.autoreset, dict(self.lost),
+        )  # fmt: skip
+        data = cloudpickle.dumps(state)
+        if len(data) > limit:
+            raise ValueError(
+                f"the envs' state takes {len(data)} bytes, more than the {limit} bytes a "
+                "move between processes may take"
+            )
+        return data
+
+    def adopt(self, data: bytes) -> None:
+        """``Cmd.ADOPT``: take over envs exported by :meth:`export` (the copies this host
+        had are dropped unclosed: they are earlier states of the same envs)."""
+        import pickle
+
+        state: HostState = pickle.loads(data)
+        r = self.runner
+        r.envs[:] = state.envs  # (self.envs is the same list)
+        r.obs[:] = state.obs
+        r.rewards[:] = state.rewards
+        r.terminations[:] = state.terminations
+        r.truncations[:] = state.truncations
+        r.autoreset[:] = state.autoreset
+        self.lost = dict(state.lost)
+
     def close(self) -> None:
         """Close every env (errors ignored: the envs are being thrown away)."""
         for env in self.envs:
@@ -289,4 +324,6 @@ COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
     Cmd.RESTART_RESET: EnvHost.restart_reset,
     Cmd.CALL: EnvHost.call,
     Cmd.SET_ATTR: EnvHost.set_attr,
+    Cmd.EXPORT: EnvHost.export,
+    Cmd.ADOPT: EnvHost.adopt,
 }

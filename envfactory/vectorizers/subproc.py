@@ -16,22 +16,27 @@ processes (one :class:`~.pipe.PipeHandle` each), the shared region and the hooks
 from __future__ import annotations
 
 import copy as _copy
+import functools
 import multiprocessing as mp
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
+from .base import PendingCall
 from .local import LocalHandle
 from .pipe import PipeHandle
-from .protocol import EnvInfo, WorkerSpec
+from .placement import MOVE_LIMIT, Placement, held_ctrl_c
+from .protocol import Cmd, EnvInfo, WorkerSpec
 from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerHandle, env_label
 from .shared import SharedBuffers, layout_for, supports_shared_memory
 from .subproc_options import (
@@ -39,6 +44,7 @@ from .subproc_options import (
     SubprocAtariConfig,
     SubprocConfig,
     install_fork_hook,
+    others_running,
     parent_share,
     split_envs,
     start_process,
@@ -255,6 +261,16 @@ class SubprocBackend(RemoteVecEnv):
         self._wait(w, time.monotonic() + budget, "restart", budget)
         return list(info)
 
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the workers (also those whose envs the parent steps now)."""
+        return [w.pid for w in self.workers if w.pid is not None]
+
+    @property
+    def restarts(self) -> list[int]:
+        """How many times each worker was restarted (``vectorizer.restart=true``)."""
+        return [len(w.restarts) for w in self.workers]
+
     def _forget(self) -> None:
         for w in self.workers:
             w.forget()
@@ -275,6 +291,12 @@ class SubprocVecEnv(SubprocBackend):
     ``in_parent`` envs meanwhile (null: a worker's share when a core is idle, see
     :func:`~.subproc_options.parent_share`). The other options are
     :class:`SubprocBackend`'s (:class:`~.subproc_options.SubprocConfig`'s).
+
+    With ``in_parent`` null and nothing that needs a worker process (``in_series``,
+    ``timeout``, ``restart``, ``subproc-atari``, a ``render_mode``), where the envs step
+    is also decided while they step (:attr:`placement`, see :mod:`.placement`): when the
+    parent stepping every env itself is cheaper for the caller (a busy core), the workers'
+    envs move into the parent, and back when the workers pay again.
     """
 
     def __init__(
@@ -284,7 +306,10 @@ class SubprocVecEnv(SubprocBackend):
         in_parent: int | None = None,
         **options: Any,
     ) -> None:
-        local = parent_share(
+        fixed = ("in_series", "timeout", "restart", "uint8_images")
+        movable = in_parent is None and not any(map(options.get, fixed))
+        share = functools.partial(
+            parent_share,
             len(env_fns),
             in_parent,
             options.get("in_series"),
@@ -292,4 +317,134 @@ class SubprocVecEnv(SubprocBackend):
             options.get("restart", False),
             options.get("uint8_images", False),
         )
+        # envs that may move get the split that pays on idle cores (a busy core moves them
+        # all into the parent), and start where the machine points now
+        load = others_running() if movable else None
+        local = share(load=0.0) if movable else share()
+        #: the run-time placement of the workers' envs (None: they stay in the workers)
+        self.placement: Placement | None = None
+        #: why the envs stopped moving, if a move failed (the envs then stay where they are)
+        self.placement_stopped: str | None = None
+        self._moved: dict[int, LocalHandle] = {}  # worker index -> its envs, in the parent
+        self._blocked = 0.0  # what the step in flight blocked the caller so far
+        self._all_here: list[LocalHandle] | None = None  # the handles: every env is here
         super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
+        if movable and self.render_mode is None:
+            cpus = os.cpu_count() or 1
+            busy = local > 0 and share(load=load) == 0  # no core left for the parent now
+            self.placement = Placement(local=cpus < 2 or busy)
+
+    # -- run-time placement (see .placement) ----------------------------------------------
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """``step_async`` + ``step_wait``; while every env is in the parent (moved there
+        by :attr:`placement`), one pass with their bookkeeping only (the hot path of a busy
+        machine: what ``dummy`` costs, not a worker hand-off)."""
+        here = self._all_here
+        p = self.placement
+        if (
+            here is None
+            or p is None
+            or not p.local
+            or self.closed
+            or self._pending is not PendingCall.NONE
+            or not self._ready
+            or self._broken is not None
+            or (self.autoreset_mode is AutoresetMode.DISABLED and self._done.any())
+        ):
+            return super().step(actions)
+        t = time.perf_counter()
+        actions = self._check_actions(actions)
+        if not isinstance(actions, np.ndarray):
+            actions = list(iterate(self.action_space, actions))
+        self._enter("step")
+        try:
+            self._cut = (Cmd.STEP, here, [h.sent for h in here], _rows(actions))
+            for h in here:
+                h.send(Cmd.STEP, actions[h.start : h.stop])
+            self._pending = PendingCall.STEP  # (an interrupt leaves it to step_wait())
+            batch = self._collect(here, self._gather("step", here, None), None)
+        except Exception:
+            self._pending, self._cut = PendingCall.NONE, None
+            raise
+        except BaseException:
+            self._on_interrupt(PendingCall.STEP)
+            raise
+        finally:
+            self._leave()
+        self._pending, self._cut = PendingCall.NONE, None
+        np.logical_or(batch[2], batch[3], out=self._done)
+        p.record(time.perf_counter() - t)
+        return batch
+
+    def _start_step(self, actions: Any) -> None:
+        if self.placement is None:
+            return super()._start_step(actions)
+        t = time.perf_counter()
+        super()._start_step(actions)
+        self._blocked = time.perf_counter() - t
+        return None
+
+    def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
+        p = self.placement
+        if p is None:
+            return super()._finish_step(timeout)
+        t = time.perf_counter()
+        batch = super()._finish_step(timeout)
+        p.record(self._blocked + time.perf_counter() - t)
+        return batch
+
+    def _send_step(self, actions: Any) -> None:
+        p = self.placement
+        if p is not None and p.local != bool(self._moved):
+            self._move(p.local)  # before anything of this step is sent
+        super()._send_step(actions)
+
+    def _move(self, to_parent: bool) -> None:
+        """Move every worker's envs into the parent (``to_parent``) or back. A move that
+        fails (an env that cannot be pickled, a state over :data:`~.placement.MOVE_LIMIT`,
+        a dead worker) ends the moves, the envs staying where they are (a dead worker is
+        then reported by the step, as always). A Ctrl-C is held until the handles are in
+        place, and then stops the step before anything of it was sent."""
+        with held_ctrl_c():
+            try:
+                if to_parent:
+                    for w in self.workers:
+                        if w.index not in self._moved:
+                            w.send(Cmd.EXPORT, MOVE_LIMIT)
+                            data = self._wait(w, None, "placement", 0.0)
+                            h = LocalHandle.moved_from(w, data, self.autoreset_mode, self.env_id)
+                            h.attach(self._buffers, self._shm_obs)
+                            self._moved[w.index] = h
+                else:
+                    for k, h in list(self._moved.items()):
+                        w = self.workers[k]
+                        w.send(Cmd.ADOPT, h.host.export(sys.maxsize))
+                        self._wait(w, None, "placement", 0.0)
+                        del self._moved[k]  # the parent's copies go unclosed
+            except Exception as exc:
+                self.placement = None
+                self.placement_stopped = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._set_handles(self._placed())
+                handles = self.handles
+                here = all(isinstance(h, LocalHandle) for h in handles)
+                self._all_here = cast("list[LocalHandle]", handles) if here else None
+
+    def _placed(self) -> list[WorkerHandle]:
+        """The handles that step the envs now, in env order."""
+        handles: list[WorkerHandle] = [self._moved.get(w.index, w) for w in self.workers]
+        return handles if self._local is None else [*handles, self._local]
+
+    def _do_close(self, timeout: float | None, terminate: bool) -> None:
+        if self._moved:  # the workers whose envs moved close too (their earlier copies)
+            self._set_handles([*self._placed(), *self.workers])
+        super()._do_close(timeout, terminate)
+
+    def _forget(self) -> None:
+        for h in self._moved.values():
+            h.forget()
+        super()._forget()
+
+
+def _rows(actions: Any) -> Callable[[WorkerHandle], Any]:
+    return lambda h: actions[h.start : h.stop]

@@ -50,16 +50,11 @@ def _release_forkserver() -> None:
     them does). Closing it lets the forkserver exit as soon as the main process dies, and
     with it every worker, busy or stopped: the forkserver is their parent, whose death
     sends them SIGKILL (PR_SET_PDEATHSIG). An env that starts processes with forkserver
-    starts a forkserver of its own (this one is the main process's). Private fields of
-    ``multiprocessing.forkserver``, read defensively."""
-    fs = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
-    if fs is None or getattr(fs, "_forkserver_pid", None) is not None:
-        return  # (this process started that forkserver: it is its own)
-    alive = getattr(fs, "_forkserver_alive_fd", None)
-    if alive is not None:
-        fs._forkserver_alive_fd = fs._forkserver_address = None
-        with contextlib.suppress(OSError):
-            os.close(alive)
+    starts a forkserver of its own (this one is the main process's). The private fields
+    of ``multiprocessing.forkserver`` are touched in :mod:`envfactory._compat`."""
+    from .. import _compat
+
+    _compat.release_forkserver_alive_fd()
 
 
 def _watch_main(main_pid: int) -> None:

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
+from .. import _compat
 from ..plugin.types import WrapperPlugin
 
 __all__ = ["LIBRARY_DEFAULT", "LazyWrapper", "gymnasium_wrappers", "snake_case"]
@@ -224,7 +225,7 @@ def _lazy_schema(module: str, attr: str) -> type | None:
 
 
 def _lazy_record(module: Any, name: str, vector: bool) -> WrapperPlugin:
-    submodule = getattr(module, "_wrapper_to_class", {}).get(name)
+    submodule = _compat.wrapper_submodule(module, name)
     doc = _static_doc(f"{module.__name__}.{submodule}", name) if submodule else ""
     summary = f"{(doc or f'gymnasium {name}')[:80]} (imported on use)"
     return WrapperPlugin(

@@ -19,6 +19,8 @@ from gymnasium.vector.utils import batch_space
 
 import envfactory
 
+from .plugin import ALTERNATIVE, NAME
+
 __all__ = ["ALEVectorEnv"]
 
 
@@ -226,6 +228,20 @@ class ALEVectorEnv(VectorEnv):
             order = {int(e): k for k, e in enumerate(env_ids)}
             actions = actions[[order[int(e)] for e in self._last_ids]]
         self.ale.send(actions)
+
+    def call(self, name: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Refused (one line): ale_py's ``AtariVectorEnv`` steps its games in C++, so there
+        is no Python env per index for ``call(name)`` or ``call(fn)`` to reach.
+
+        Raises:
+            NotImplementedError: always, naming the vectorizer to use instead.
+        """
+        what = repr(name) if isinstance(name, str) else getattr(name, "__name__", repr(name))
+        raise NotImplementedError(
+            f"vectorizer={NAME} cannot run call({what}): ale_py's AtariVectorEnv steps its "
+            f"games in C++, with no Python env per index; for per-env calls (call(fn), "
+            f"call(name)) use {ALTERNATIVE} (or dummy) with the same env=atari config"
+        )
 
     def _check_open(self, call: str) -> None:
         if self.closed:

@@ -30,7 +30,9 @@ class TestALEVector(VecEnvConformance):
     # envfactory's own error rules (parent-side checks, ClosedEnvironmentError after close)
     # are not ale_py's AtariVectorEnv's
     error_classes = False
-    call_fn = False  # the envs live in C++: there is no Python env to pass to call(fn)
+    # the envs live in C++: no Python env to pass to call(fn); call() is refused with one
+    # line (test_call_is_one_clear_refusal)
+    call_fn = False
 
     @pytest.fixture(params=list(CASES))
     def make_vecenv(self, request: pytest.FixtureRequest):
@@ -98,6 +100,24 @@ def test_seeds() -> None:
     a = run(0)
     assert np.array_equal(a, run(0))
     assert not np.array_equal(a, run(7))
+
+
+def test_call_is_one_clear_refusal() -> None:
+    """Issue 17: ``call`` (a function or a name) was ``AttributeError: 'ALEVectorEnv' object
+    has no attribute 'call'``; now one line saying why and what to use instead."""
+    ov = ["env=atari", "vectorizer=ale-vector", "num_envs=2"]
+    with envfactory.make_vec(overrides=ov) as envs:
+        envs.reset(seed=0)
+        for name, shown in ((len, "len"), ("get_wrapper_attr", "'get_wrapper_attr'")):
+            with pytest.raises(NotImplementedError) as info:
+                envs.call(name, "spec")
+            message = str(info.value)
+            assert message.startswith(
+                f"vectorizer=ale-vector cannot run call({shown}): ale_py's AtariVectorEnv "
+                "steps its games in C++, with no Python env per index; "
+            )
+            assert "use vectorizer=subproc-atari" in message and "\n" not in message
+        envs.step(envs.action_space.sample())  # still usable
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -89,6 +90,13 @@ class GymSyncVectorEnv(SyncVectorEnv):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def call(self, name: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """gymnasium's ``call(name, ...)``, or, for a function, ``fn(env, *args, **kwargs)``
+        on each env (envfactory's VecEnv contract: SB3's ``env_is_wrapped`` uses it)."""
+        if callable(name):
+            return tuple(name(env, *args, **kwargs) for env in self.envs)
+        return super().call(name, *args, **kwargs)
 
 
 def build_gym_sync(

@@ -37,7 +37,6 @@ class TestPendulumFamily(FamilyConformance):
 class TestGymSyncVectorizer(VecEnvConformance):
     steps = 100
     error_classes = False  # gymnasium's SyncVectorEnv: no parent-side checks, usable after close
-    call_fn = False  # gymnasium's own vector envs: call() takes attribute names only
 
     @pytest.fixture(params=["next_step", "same_step", "disabled"])
     def make_vecenv(self, request: pytest.FixtureRequest):

@@ -9,11 +9,14 @@ gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` is a config field, except
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import cloudpickle
 import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
@@ -81,12 +84,61 @@ class _ContextManager:
         self.close()  # type: ignore[attr-defined]
 
 
+def _check_name(name: Any) -> None:
+    if not (isinstance(name, str) or callable(name)):
+        raise TypeError(
+            f"call(name): name must be a method or attribute name (str) or a function run as "
+            f"fn(env, *args, **kwargs), got {type(name).__name__} {name!r}"
+        )
+
+
 class GymnasiumSyncVectorEnv(_ContextManager, SyncVectorEnv):
-    """gymnasium's ``SyncVectorEnv``, usable as a context manager."""
+    """gymnasium's ``SyncVectorEnv``, usable as a context manager; ``call`` also takes a
+    function, run as ``fn(env, *args, **kwargs)`` on each env (envfactory's VecEnv contract)."""
+
+    def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """gymnasium's ``call(name, ...)``, or ``fn(env, *args, **kwargs)`` for each env."""
+        _check_name(name)
+        if callable(name):
+            return tuple(name(env, *args, **kwargs) for env in self.envs)
+        return super().call(name, *args, **kwargs)
+
+
+# the method every gymnasium-async env gets from _WithCallFn: gymnasium's public "_call" path
+# (its worker runs env.get_wrapper_attr(name)(*args, **kwargs)) then runs fn next to the env
+_CALL_FN = "_envfactory_call_fn"
+
+
+class _WithCallFn:
+    """An env constructor whose env gets a ``_CALL_FN`` method running ``fn(env, ...)``
+    (module-level, so it pickles by reference under any start method)."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env]) -> None:
+        self.env_fn = env_fn
+
+    def __call__(self) -> gym.Env:
+        env = self.env_fn()
+        setattr(env, _CALL_FN, functools.partial(_run_fn, env))
+        return env
+
+
+def _run_fn(env: gym.Env, payload: bytes) -> Any:
+    fn, args, kwargs = pickle.loads(payload)
+    return fn(env, *args, **kwargs)
 
 
 class GymnasiumAsyncVectorEnv(_ContextManager, AsyncVectorEnv):
-    """gymnasium's ``AsyncVectorEnv``, usable as a context manager."""
+    """gymnasium's ``AsyncVectorEnv``, usable as a context manager; ``call`` /
+    ``call_async`` also take a function, run as ``fn(env, *args, **kwargs)`` in each env's
+    worker process (envfactory's VecEnv contract; built by :func:`build_async`)."""
+
+    def call_async(self, name: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        """gymnasium's ``call_async(name, ...)``, or ``fn(env, *args, **kwargs)`` in each
+        worker (``fn`` and its arguments go there by cloudpickle: a lambda works)."""
+        _check_name(name)
+        if callable(name):
+            return super().call_async(_CALL_FN, cloudpickle.dumps((name, args, kwargs)))
+        return super().call_async(name, *args, **kwargs)
 
 
 _SNAKE = {
@@ -172,7 +224,7 @@ def build_async(
         )
     mode = to_autoreset_mode(autoreset_mode)
     return GymnasiumAsyncVectorEnv(
-        list(env_fns),
+        [_WithCallFn(fn) for fn in env_fns],
         shared_memory=shared_memory,
         copy=copy,
         context=context,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,6 @@ class TestGymnasiumVectorizers(VecEnvConformance):
     # usable, ClosedEnvironmentError after close) are not gymnasium's: a worker error ends
     # an AsyncVectorEnv, and SyncVectorEnv checks no actions
     error_classes = False
-    call_fn = False  # gymnasium's own vector envs: call() takes attribute names only
 
     @pytest.fixture(params=[(v, m) for v in VECTORIZERS for m in MODES], ids="-".join)
     def make_vecenv(self, request: pytest.FixtureRequest):
@@ -91,6 +91,39 @@ def test_same_trajectories_as_dummy(vectorizer: str) -> None:
         with envfactory.make_vec(overrides=[*base, f"vectorizer={v}"]) as envs:
             runs.append(rollout(envs, steps=60, seed=5))
     assert_rollouts_equal(runs[0], runs[1])
+
+
+def _tag_seed_pid(env: gym.Env, times: int, *, sep: str) -> tuple[str, int, int]:
+    return env.get_wrapper_attr("tag") * times + sep, env.unwrapped.np_random_seed, os.getpid()
+
+
+@pytest.mark.parametrize("vectorizer", VECTORIZERS)
+def test_call_runs_a_function_on_each_env_and_names_still_work(vectorizer: str) -> None:
+    """Issue 17: ``call(fn)`` raised ``attribute name must be string`` (sync) or ended every
+    worker (async). Now ``fn(env, *args, **kwargs)`` runs on each env where it lives, one
+    result per env in env order; a name works as before; a bad name is one line."""
+    with envfactory.make_vec(overrides=[f"vectorizer={vectorizer}", "num_envs=3"]) as envs:
+        envs.reset(seed=4)
+        envs.set_attr("tag", ["a", "b", "c"])
+        got = envs.call(_tag_seed_pid, 2, sep="!")
+        assert [g[:2] for g in got] == [("aa!", 4), ("bb!", 5), ("cc!", 6)]
+        pids = [g[2] for g in got]
+        where = [os.getpid()] * 3 if vectorizer == "gymnasium-sync" else envs.processes
+        assert pids == [getattr(p, "pid", p) for p in where]
+        assert envs.call(lambda env, k: env.unwrapped.gravity * k, k=2) == (19.6, 19.6, 19.6)
+        assert envs.call("tag") == envs.get_attr("tag") == ("a", "b", "c")
+        assert envs.call("get_wrapper_attr", "tag") == ("a", "b", "c")
+        assert [s.id for s in envs.call("spec")] == ["CartPole-v1"] * 3
+        with pytest.raises(TypeError) as info:
+            envs.call(5)
+        assert str(info.value) == (
+            "call(name): name must be a method or attribute name (str) or a function run as "
+            "fn(env, *args, **kwargs), got int 5"
+        )
+        if vectorizer == "gymnasium-async":
+            envs.call_async(_tag_seed_pid, 1, sep="")
+            assert [g[0] for g in envs.call_wait()] == ["a", "b", "c"]
+        envs.step(envs.action_space.sample())  # still usable
 
 
 @pytest.mark.parametrize(

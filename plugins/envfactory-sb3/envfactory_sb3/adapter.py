@@ -268,6 +268,9 @@ class SB3VecEnv(VecEnv):
         idx = self._idx(indices)
         if self._indices_api:
             return list(self._base.env_method(env_util.is_wrapped, wrapper_class, indices=idx))
+        if getattr(self._base, "envs", None) is None:  # a wrapper vectorizer (gymnasium-async)
+            found = self._base.call(env_util.is_wrapped, wrapper_class)
+            return [bool(found[i]) for i in idx]
         return [env_util.is_wrapped(self.envs[i], wrapper_class) for i in idx]
 
     def get_images(self) -> Sequence[np.ndarray | None]:

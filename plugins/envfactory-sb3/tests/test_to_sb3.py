@@ -137,6 +137,20 @@ def test_env_is_wrapped_runs_where_the_env_lives(factory) -> None:
         venv.close()
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+@pytest.mark.parametrize("vectorizer", ["gymnasium-sync", "gymnasium-async", "gym-sync"])
+def test_env_is_wrapped_over_wrapper_vectorizers(vectorizer: str) -> None:
+    """The vectorizers that wrap gymnasium's own vector envs (envfactory-gymnasium,
+    envfactory-example) answer env_is_wrapped through call(fn), also when their envs are
+    in gymnasium's worker processes."""
+    venv = to_sb3(envfactory.make_vec(overrides=[f"vectorizer={vectorizer}", "num_envs=3"]))
+    try:
+        assert venv.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True, True]
+        assert venv.env_is_wrapped(Monitor, indices=[0, 2]) == [False, False]
+    finally:
+        venv.close()
+
+
 def test_render_and_get_images() -> None:
     """render() tiles one rgb_array frame per env (SB3's tile_images); get_images gives
     them one by one."""

@@ -6,12 +6,13 @@ Tianshou's vector envs do not reset by themselves: its ``Collector`` steps the e
 ids it steps (so it steps a subset of the envs). How each call maps onto envfactory:
 
 - ``step(action)`` of every env: one synchronous ``venv.step``.
-- ``step(action, id)`` of a subset: with envfactory's async pool (``vectorizer.batch_size=1``)
-  ``send(action, id)`` then one ``recv()`` per env: the envs of the subset step in
-  parallel and the others stay where they are. Any other envfactory VectorEnv steps each env
-  of the subset in turn through ``env_method("step", ...)`` (the same wrapped env, so the
-  same trajectory, one round trip per env): no env outside ``id`` moves, which a masked
-  synchronous step could not promise (gymnasium's ``step`` steps every env).
+- ``step(action, id)`` of a subset: with envfactory's async pool (``vectorizer.batch_size``
+  set, any value) ``send(action, id)`` then ``recv(env_ids=id)``: the envs of the subset
+  step in parallel, come back in the order of ``id``, and the others stay where they are.
+  Any other envfactory VectorEnv steps each env of the subset in turn through
+  ``env_method("step", ...)`` (the same wrapped env, so the same trajectory, one round trip
+  per env): no env outside ``id`` moves, which a masked synchronous step could not promise
+  (gymnasium's ``step`` steps every env).
 - ``reset(env_id)``: ``venv.reset(options={"reset_mask": ...})`` (no seed: each env's
   generator goes on, as Tianshou's ``DummyVectorEnv``).
 - ``seed(seed)``: as Tianshou's workers, seeds each env's action-space sampler with
@@ -33,6 +34,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from tianshou.env import BaseVectorEnv
 
+from envfactory.vectorizers.pool import SubprocPool, take_rows
 from envfactory.wrappers.legacy_final_info import unbatch_info
 
 __all__ = ["TianshouVectorEnv", "to_tianshou"]
@@ -79,7 +81,8 @@ class TianshouVectorEnv(BaseVectorEnv):
         self.ready_id = list(range(n))
         # one sampler per env, seeded by seed() as Tianshou's workers seed theirs
         self._action_spaces = [copy.deepcopy(venv.single_action_space) for _ in range(n)]
-        self._pool = callable(getattr(venv, "send", None)) and getattr(venv, "batch_size", 0) == 1
+        # envfactory's async pool steps a subset in parallel: send, then recv(env_ids=...)
+        self._pool = isinstance(venv, SubprocPool)
 
     # Tianshou reads gym.Env's reserved attributes (action_space, ...) through
     # get_env_attr: one value per env, as a list
@@ -113,7 +116,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         if not mask.all():
             options["reset_mask"] = mask
         obs, infos = self.venv.reset(options=options or None, **kwargs)
-        return _rows(obs, ids), _info_rows(infos, ids, self.env_num)
+        return take_rows(obs, ids), _info_rows(infos, ids)
 
     def step(
         self, action: Any, id: int | Sequence[int] | np.ndarray | None = None
@@ -128,7 +131,7 @@ class TianshouVectorEnv(BaseVectorEnv):
             raise ValueError(f"step(action, id): {len(action)} actions for {len(ids)} env ids")
         if list(ids) == list(range(self.env_num)):
             obs, rew, term, trunc, infos = self.venv.step(action)
-            return obs, rew, term, trunc, _info_rows(infos, ids, self.env_num)
+            return obs, rew, term, trunc, _info_rows(infos, ids)
         if self._pool:
             return self._step_pool(action, ids)
         return self._step_each(action, ids)
@@ -136,15 +139,8 @@ class TianshouVectorEnv(BaseVectorEnv):
     def _step_pool(self, action: np.ndarray, ids: list[int]) -> tuple:
         venv: Any = self.venv
         venv.send(action, ids)
-        got = {}
-        for _ in ids:
-            obs, rew, term, trunc, infos = venv.recv()
-            i = int(infos["env_id"][0])
-            got[i] = (obs[0], rew[0], term[0], trunc[0], _info_rows(infos, [0], 1)[0])
-        rows = [got[i] for i in ids]
-        for info, i in zip((r[4] for r in rows), ids, strict=True):
-            info["env_id"] = i
-        return _stack(rows)
+        obs, rew, term, trunc, infos = venv.recv(env_ids=ids)  # row k is env ids[k]
+        return obs, rew, term, trunc, _info_rows(infos, range(len(ids)), ids)
 
     def _step_each(self, action: np.ndarray, ids: list[int]) -> tuple:
         rows = []
@@ -188,18 +184,16 @@ class TianshouVectorEnv(BaseVectorEnv):
         return [int(i) for i in id]
 
 
-def _rows(tree: Any, ids: Sequence[int]) -> Any:
-    if isinstance(tree, dict):
-        return {k: _rows(v, ids) for k, v in tree.items()}
-    return np.asarray(tree)[list(ids)]
-
-
-def _info_rows(infos: dict[str, Any], ids: Sequence[int], n: int) -> np.ndarray:
-    """gymnasium's batched infos as Tianshou's object array of one dict per env of
-    ``ids`` (each with its ``env_id``)."""
-    out = np.empty(len(ids), dtype=object)
-    for k, i in enumerate(ids):
-        out[k] = {**unbatch_info(infos, i), "env_id": i}
+def _info_rows(
+    infos: dict[str, Any], rows: Sequence[int], env_ids: Sequence[int] | None = None
+) -> np.ndarray:
+    """gymnasium's batched infos as Tianshou's object array of one dict per row of
+    ``rows``, each with its ``env_id`` (``env_ids[k]`` for row ``rows[k]``; by default the
+    row itself)."""
+    ids = rows if env_ids is None else env_ids
+    out = np.empty(len(rows), dtype=object)
+    for k, (row, i) in enumerate(zip(rows, ids, strict=True)):
+        out[k] = {**unbatch_info(infos, row), "env_id": i}
     return out
 
 

@@ -8,6 +8,9 @@ replay buffers the two collectors fill must be equal, for ``n_step`` and for
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -19,12 +22,14 @@ from tianshou.env import BaseVectorEnv, DummyVectorEnv
 from tianshou.utils.net.common import Net
 
 import envfactory
+from envfactory.vectorizers.pool import SubprocPool
 
 N = 3
 VECTORIZERS = {
     "dummy": ["vectorizer=dummy"],
     "subproc": ["vectorizer=subproc"],
     "pool": ["vectorizer=subproc", "vectorizer.batch_size=1"],
+    "pool3": ["vectorizer=subproc", f"vectorizer.batch_size={N}"],
 }
 
 
@@ -67,7 +72,7 @@ def test_same_seeds_collect_the_same_episodes_as_dummy_vector_env(
         assert stats.n_collected_episodes == how["n_episode"]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("vectorizer", ["dummy", "pool"])
+@pytest.mark.parametrize("vectorizer", ["dummy", "pool", "pool3"])
 def test_a_subset_step_moves_only_those_envs(vectorizer: str) -> None:
     venv = _envfactory(vectorizer)
     assert isinstance(venv, BaseVectorEnv) and len(venv) == N and not venv.is_async
@@ -85,6 +90,35 @@ def test_a_subset_step_moves_only_those_envs(vectorizer: str) -> None:
     obs, infos = venv.reset(env_id=[1])
     assert obs.shape == (1, 4) and infos[0]["env_id"] == 1
     venv.close()
+
+
+class _Clock(gym.Env):
+    """Each step takes 0.4 s and says when it started and ended (``t0``, ``t1``)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple:
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple:
+        t0 = time.monotonic()
+        time.sleep(0.4)
+        return np.zeros(1, np.float32), 1.0, False, False, {"t0": t0, "t1": time.monotonic()}
+
+
+def test_a_pool_of_any_batch_size_steps_a_subset_in_parallel() -> None:
+    """``batch_size`` larger than the subset (3 envs, a step of 2): the two envs step at
+    the same time (the pool's send then recv(env_ids=...)), not one after the other."""
+    pool = SubprocPool([_Clock] * N, N, in_series=1, context="fork")
+    venv = to_tianshou(pool)
+    venv.reset()
+    _obs, rew, _term, _trunc, infos = venv.step(np.array([1, 0]), id=[2, 0])
+    venv.close()
+    assert [info["env_id"] for info in infos] == [2, 0] and rew.tolist() == [1.0, 1.0]
+    starts, ends = [info["t0"] for info in infos], [info["t1"] for info in infos]
+    assert max(starts) < min(ends), (starts, ends)  # the two steps overlap in time
 
 
 def test_env_attrs_and_spaces_per_env() -> None:
