@@ -1,12 +1,12 @@
 """A batch's infos from its envs' info dicts, as gymnasium's vector envs merge them.
 
 ``VectorEnv._add_info`` merges one env's info at a time: for each key it looks the key up,
-makes or finds the array and the ``_key`` mask, and assigns one element, about 2 us per
-key and env. An Atari step has three scalar keys per env (``lives``, ``episode_frame_number``,
-``frame_number``), so a batch of 8 costs ~50 us of the parent's time per step, which the
-async pool pays in its critical path (its workers wait while the parent turns a batch
-around). :func:`merge_infos` builds the same dict with one array per key when every value
-is a plain scalar (the common case), and falls back to gymnasium's own merge otherwise.
+makes or finds the array and the ``_key`` mask, and assigns one element. An Atari step has
+three scalar keys per env (``lives``, ``episode_frame_number``, ``frame_number``), merged
+by the async pool's parent while its workers wait for the batch to be turned around.
+:func:`merge_infos` builds the same dict with one array per key when every value is a
+plain scalar (the common case; measured for 4 Atari infos: 12 us against 16 us one by
+one), and falls back to gymnasium's own merge otherwise.
 """
 
 from __future__ import annotations

@@ -74,9 +74,9 @@ from .wakeup import Poller
 
 __all__ = ["SPIN_WAIT", "SubprocPool", "pool_in_series", "take_rows"]
 
-#: the pool's parent spins through a wait for a worker that is no longer than this even
-#: while every core is busy: waking a sleeping process costs 25-300 us on a VM, so a wait
-#: of a cheap env's step (8 CartPoles: ~100 us) is cheaper spun through
+#: the pool's parent spins through its waits for a worker while they average no longer
+#: than this, even while every core is busy: waking a sleeping process costs 25-300 us on
+#: a VM, so the wait for a cheap env's step is cheaper spun through
 SPIN_WAIT = 150e-6
 
 
