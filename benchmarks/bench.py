@@ -12,7 +12,8 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --pool           # the async pool vs two processes and gym-async
     python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
     python benchmarks/bench.py --load           # CartPole idle / one busy core / oversubscribed
-    python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS
+    python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS;
+                                                # 8 Pongs against gymnasium's own stack
     python benchmarks/bench.py --train          # a CleanRL-style PPO loop (torch), 8 envs
     python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
 
@@ -167,63 +168,78 @@ def startup(workload: str, n: int, rounds: int) -> dict[str, float]:
 
 
 # -- the async pool (vectorizer.batch_size) ---------------------------------------------
-POOL_CASES = {"Pong": (8, 4), "CartPole": (16, 8)}  # workload: (num_envs, batch_size)
+#: workload: the env counts measured by default (``batch_size = num_envs / 2``)
+POOL_SIZES = {"Pong": (8,), "CartPole": (16,)}
 
 
-def pool_variants(workload: str) -> dict[str, Callable[[], float]]:
+def pool_variants(workload: str, n: int) -> dict[str, Callable[[], float]]:
     """Each returns steps/s: the ceiling (two plain processes, no communication: each
     stepping one Pong, or half the CartPoles), gymnasium's AsyncVectorEnv, the synchronous
-    vectorizer and the pool, all over the same env constructors."""
-    n, bs = POOL_CASES[workload]
+    vectorizers and the pool (``batch_size = n / 2``), all over the same env
+    constructors. For Pong both ``subproc`` and ``subproc-atari`` (the preset must pay)."""
+    bs = n // 2
     vec = "subproc-atari" if workload == "Pong" else "subproc"
-    over = [*WORKLOADS[workload], f"num_envs={n}", f"vectorizer={vec}"]
+    base = [*WORKLOADS[workload], f"num_envs={n}"]
     fns = thunks(workload, n)
-    pool = [*over, f"vectorizer.batch_size={bs}"]
+    pool = [*base, f"vectorizer={vec}", f"vectorizer.batch_size={bs}"]
     ceiling_envs = 2 if workload == "Pong" else n
-    return {
+
+    def sync(name: str) -> Callable[[], float]:
+        over = [*base, f"vectorizer={name}"]
+        return lambda: measure(lambda: envfactory.make_vec(overrides=over), _SECS[0])[0]
+
+    out = {
         "two-process ceiling": lambda: raw_limit(workload, ceiling_envs, _SECS[0]),
         "gym-async": lambda: measure(
             lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True), _SECS[0]
         )[0],
-        vec: lambda: measure(lambda: envfactory.make_vec(overrides=over), _SECS[0])[0],
-        f"{vec} pool (batch_size={bs})": lambda: measure_pool(
-            lambda: envfactory.make_vec(overrides=pool), _SECS[0]
-        ),
+        "subproc": sync("subproc"),
     }
+    if vec != "subproc":
+        out[vec] = sync(vec)
+    out[f"{vec} pool (batch_size={bs})"] = lambda: measure_pool(
+        lambda: envfactory.make_vec(overrides=pool), _SECS[0]
+    )
+    return out
 
 
 _SECS = [1.0]
-#: the pool table's medians per workload (for the targets summary)
-POOL_MEDIANS: dict[str, dict[str, float]] = {}
+#: the pool table's medians per (workload, num_envs) (for the targets summary)
+POOL_MEDIANS: dict[tuple[str, int], dict[str, float]] = {}
 
 
-def pool_main(workloads: list[str], rounds: int, seconds: float) -> str:
-    """``--pool``: the pool's rows, interleaved round by round; medians and ratios."""
-    samples: dict[tuple[str, str], list[float]] = {}
+def pool_main(
+    workloads: list[str], rounds: int, seconds: float, sizes: list[int] | None = None
+) -> str:
+    """``--pool``: the pool's rows, interleaved round by round; medians and ratios.
+    ``sizes``: num_envs to measure (default :data:`POOL_SIZES`)."""
+    cases = [(wl, n) for wl in workloads for n in (sizes or POOL_SIZES[wl])]
+    samples: dict[tuple[str, int, str], list[float]] = {}
     for r in range(rounds):
-        for wl in workloads:
+        for wl, n in cases:
             _SECS[0] = seconds * (2 if wl == "Pong" else 1)
-            for name, run in pool_variants(wl).items():
+            for name, run in pool_variants(wl, n).items():
                 sps = run()
-                samples.setdefault((wl, name), []).append(sps)
-                print(f"round {r + 1}/{rounds} {wl:8s} {name:32s} {sps:10.0f} steps/s",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                samples.setdefault((wl, n, name), []).append(sps)
+                print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {name:32s} {sps:10.0f} "
+                      "steps/s", file=sys.stderr, flush=True)  # fmt: skip
     lines = [f"\n**Async pool** (steps/s, median of {rounds} rounds; load {load_line()})\n"]
-    for wl in workloads:
-        n = POOL_CASES[wl][0]
-        names = [name for (w, name) in samples if w == wl]
-        med = {name: statistics.median(samples[(wl, name)]) for name in names}
-        POOL_MEDIANS[wl] = med
-        pool = names[-1]
-        head = [*names, "pool / ceiling", "pool / gym-async", "sync / ceiling"]
+    for wl, n in cases:
+        names = [name for (w, m, name) in samples if (w, m) == (wl, n)]
+        med = {name: statistics.median(samples[(wl, n, name)]) for name in names}
+        POOL_MEDIANS[(wl, n)] = med
+        pool, sync = names[-1], names[-2]
+        head = [*names, "pool / ceiling", "pool / subproc", "pool / gym-async",
+                f"{sync} / ceiling"]  # fmt: skip
         lines.append(f"{wl}, {n} envs\n")
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         row = [f"{med[x]:,.0f}" for x in names]
         row += [
             f"{med[pool] / med['two-process ceiling']:.2f}x",
+            f"{med[pool] / med['subproc']:.2f}x",
             f"{med[pool] / med['gym-async']:.2f}x",
-            f"{med[names[2]] / med['two-process ceiling']:.2f}x",
+            f"{med[sync] / med['two-process ceiling']:.2f}x",
         ]
         lines.append("| " + " | ".join(row) + " |\n")
     return "\n".join(lines)
@@ -593,6 +609,16 @@ print(json.dumps({"seconds": elapsed, "pss_mb": pss, "imported": heavy}))
 STARTUP_KINDS = ("envfactory", "gym-async/forkserver", "gym-async/default")
 
 
+def _fresh_run(code: str, kind: str) -> str:
+    """The last line ``code`` prints, run with argument ``kind`` in a fresh interpreter."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, kind], capture_output=True, text=True, timeout=300
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"start-up run {kind} failed:\n{proc.stderr}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def startup_memory(rounds: int) -> dict[str, Any]:
     """Import + construct + first reset of 8 CartPoles, each in a fresh interpreter
     (envfactory ``subproc`` under forkserver vs gymnasium's ``AsyncVectorEnv``), and the
@@ -602,15 +628,7 @@ def startup_memory(rounds: int) -> dict[str, Any]:
     runs: dict[str, list[dict]] = {k: [] for k in STARTUP_KINDS}
     for _ in range(rounds):
         for kind in STARTUP_KINDS:
-            proc = subprocess.run(
-                [sys.executable, "-c", STARTUP_CODE, kind],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"start-up run {kind} failed:\n{proc.stderr}")
-            runs[kind].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            runs[kind].append(json.loads(_fresh_run(STARTUP_CODE, kind)))
     out: dict[str, Any] = {"torch_installed": importlib.util.find_spec("torch") is not None}
     for kind, rs in runs.items():
         out[kind] = {
@@ -619,6 +637,71 @@ def startup_memory(rounds: int) -> dict[str, Any]:
             "imported": sorted({m for r in rs for m in r["imported"]}),
         }
     return out
+
+
+#: 8 Pongs in a fresh process, import + construct + first reset: envfactory ``subproc`` the
+#: way its README builds them (composed from overrides, so Hydra's import and composition
+#: count) against gymnasium's AsyncVectorEnv over gymnasium's own Atari stack (default
+#: context: fork on Linux)
+STARTUP_PONG_CODE = r"""
+import sys, time
+t0 = time.perf_counter()
+kind = sys.argv[1]
+if kind.startswith("envfactory"):
+    import envfactory
+    over = ["env=atari", "env.id=ALE/Pong-v5", "num_envs=8", "vectorizer=subproc"]
+    if kind.endswith("(fork)"):
+        over.append("vectorizer.context=fork")
+    envs = envfactory.make_vec(overrides=over)
+else:
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+
+    def pong():
+        env = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
+        env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
+        return gym.wrappers.FrameStackObservation(env, 4)
+
+    envs = gym.vector.AsyncVectorEnv([pong] * 8, shared_memory=True)
+envs.reset(seed=0)
+elapsed = time.perf_counter() - t0
+envs.close()
+print(elapsed)
+"""
+STARTUP_PONG_KINDS = (
+    "envfactory subproc (forkserver, default)",
+    "envfactory subproc (fork)",
+    "gym-async, gymnasium's stack (default context)",
+)
+#: the Pong start-up medians (for the targets summary)
+STARTUP_PONG: dict[str, float] = {}
+
+
+def startup_pong(rounds: int) -> dict[str, float]:
+    """Median seconds of :data:`STARTUP_PONG_CODE` per kind, each run in a fresh
+    interpreter, the kinds interleaved round by round."""
+    runs: dict[str, list[float]] = {k: [] for k in STARTUP_PONG_KINDS}
+    for r in range(rounds):
+        for kind in STARTUP_PONG_KINDS:
+            runs[kind].append(float(_fresh_run(STARTUP_PONG_CODE, kind)))
+            print(f"round {r + 1}/{rounds} start-up 8 Pongs {kind:48s} {runs[kind][-1]:6.2f} s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    STARTUP_PONG.update({k: statistics.median(v) for k, v in runs.items()})
+    return dict(STARTUP_PONG)
+
+
+def render_startup_pong(res: dict[str, float]) -> str:
+    gym_s = res[STARTUP_PONG_KINDS[-1]]
+    lines = [
+        "\nStart-up, 8 Pongs: import + construct + first reset in a fresh process (median "
+        f"seconds; load {load_line()})",
+        f"  {'variant':48s} {'seconds':>8s} {'/ gym-async':>12s}",
+    ]
+    for kind, secs in res.items():
+        lines.append(f"  {kind:48s} {secs:8.2f} {secs / gym_s:11.2f}x")
+    return "\n".join(lines) + "\n"
 
 
 def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict[str, Any]) -> str:
@@ -636,11 +719,17 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
     add("CartPole 16 envs: subproc / dummy", sub16, main.get(("CartPole", 16, "dummy")), ">=", 1.2)
     add("CartPole 16 envs: subproc / gym-async", sub16, main.get(("CartPole", 16, "gym-async")),
         ">=", 5.0)  # fmt: skip
-    pong = POOL_MEDIANS.get("Pong", {})
-    pool = next((v for k, v in pong.items() if "pool" in k), None)
-    add("Pong 8 envs: pool(batch_size=4) / two-process ceiling", pool,
-        pong.get("two-process ceiling"), ">=", 0.9)  # fmt: skip
-    add("Pong 8 envs: pool(batch_size=4) / gym-async", pool, pong.get("gym-async"), ">=", 1.6)
+    for (wl, n), med in POOL_MEDIANS.items():
+        if wl != "Pong":
+            continue
+        pool = next((v for k, v in med.items() if "pool" in k), None)
+        what = f"Pong {n} envs: pool(batch_size={n // 2})"
+        add(f"{what} / two-process ceiling", pool, med.get("two-process ceiling"), ">=", 0.9)
+        add(f"{what} / subproc", pool, med.get("subproc"), ">=", 1.0)
+        add(f"Pong {n} envs: subproc-atari / subproc", med.get("subproc-atari"),
+            med.get("subproc"), ">=", 1.0)  # fmt: skip
+        if n == 8:
+            add(f"{what} / gym-async", pool, med.get("gym-async"), ">=", 1.6)
     idle, busy1, over = list(LOADS)
     sub8 = load.get((8, "subproc", busy1))
     add("CartPole 8 envs, one busy core: subproc / its idle rate", sub8,
@@ -660,6 +749,10 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
         train.get(("CartPole", "dummy")), ">=", 0.95)  # fmt: skip
     add("training loop, CartPole: subproc / gym-async", train.get(("CartPole", "subproc")),
         train.get(("CartPole", "gym-async")), ">=", 2.0)  # fmt: skip
+    if STARTUP_PONG:
+        add("start-up 8 Pongs: subproc / gym-async (gymnasium's stack, default context)",
+            STARTUP_PONG[STARTUP_PONG_KINDS[0]], STARTUP_PONG[STARTUP_PONG_KINDS[-1]],
+            "<=", 1.2)  # fmt: skip
     if startup_mem:
         ef, ga = startup_mem["envfactory"], startup_mem["gym-async/forkserver"]
         rows.append(("start-up with torch: envfactory / gym-async (forkserver)",
@@ -668,7 +761,7 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
                      ef["pss_mb"] / ga["pss_mb"], "<=", 2.0))  # fmt: skip
     if not rows:
         return ""
-    lines = ["\n**Targets** (issue 9; ratios from this run)\n", "| target | ratio | met |",
+    lines = ["\n**Targets** (issues 9 and 19; ratios from this run)\n", "| target | ratio | met |",
              "|---|---|---|"]  # fmt: skip
     for what, ratio, op, bound in rows:
         met = ratio >= bound if op == ">=" else ratio <= bound
@@ -743,14 +836,17 @@ def main(argv: list[str] | None = None) -> int:
         print(table + render_targets([], [], {}))
         return 0
     if args.startup:
-        print(render_startup(startup_memory(args.rounds or 3)))
+        table = render_startup(startup_memory(args.rounds or 3))
+        if "Pong" in args.workloads:
+            table += render_startup_pong(startup_pong(args.rounds or 3))
+        print(table + render_targets([], [], {}))
         return 0
     if args.load:
         rows = under_load(args.load_sizes or [8, 16], args.rounds or 3, args.seconds or 1.5)
         print(render_load(rows) + "\n" + render_targets([], rows, {}))
         return 0
     if args.pool:
-        print(pool_main(args.workloads, args.rounds or 3, args.seconds or 1.5))
+        print(pool_main(args.workloads, args.rounds or 3, args.seconds or 1.5, args.sizes))
         print(render_targets([], [], {}))
         return 0
     if args.ray:
@@ -816,6 +912,8 @@ def main(argv: list[str] | None = None) -> int:
     startup_mem = startup_memory(rounds) if "CartPole" in args.workloads else {}
     if startup_mem:
         table += "\n" + render_startup(startup_mem)
+    if "Pong" in args.workloads:
+        table += render_startup_pong(startup_pong(rounds))
     table += render_targets(results, load_rows, startup_mem)
     print(table)
     out = args.out or os.path.join(
@@ -837,6 +935,7 @@ def main(argv: list[str] | None = None) -> int:
                 "startup_8_envs_s": starts,
                 "under_load": load_rows,
                 "startup_memory": startup_mem,
+                "startup_8_pongs_s": STARTUP_PONG,
                 "table": table,
             },
             f,

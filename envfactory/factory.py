@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import gymnasium as gym
 from gymnasium.vector import VectorEnv
-from omegaconf import DictConfig
 
-from .config.compose import resolve, validate
-from .config.plan import Plan
 from .episode_stats import DEFAULT_KEY, EpisodeStatistics
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from .config.plan import Plan
+
+# (the config modules, and Hydra with them, are imported by the functions that compose:
+# a worker process unpickles EnvThunk from this module and needs none of them)
 
 __all__ = ["EnvThunk", "env_thunks", "make_env", "make_vec"]
 
@@ -151,6 +156,9 @@ def _parent_spec(env_id: Any) -> Any:
 def env_thunks(cfg: Plan | DictConfig) -> list[EnvThunk]:
     """One :class:`EnvThunk` per env of a checked plan (a composed config is checked
     first)."""
+    from .config.compose import validate
+    from .config.plan import Plan
+
     plan = cfg if isinstance(cfg, Plan) else validate(cfg)
     spec = _parent_spec(plan.env_options.get("id"))
     wraps = [(rec.wrap, dict(opts)) for rec, opts in plan.wrappers]
@@ -162,7 +170,7 @@ def env_thunks(cfg: Plan | DictConfig) -> list[EnvThunk]:
     ]
 
 
-Config = Plan | DictConfig | Mapping[str, Any] | None
+Config = Union["Plan", "DictConfig", Mapping[str, Any], None]
 
 
 def make_env(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> gym.Env:
@@ -178,6 +186,8 @@ def make_env(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> g
         >>> env.observation_space.shape
         (8,)
     """
+    from .config.compose import resolve
+
     return env_thunks(resolve(cfg, overrides))[0]()
 
 
@@ -202,6 +212,8 @@ def make_vec(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> V
         >>> obs.shape
         (2, 4)
     """
+    from .config.compose import resolve
+
     plan = resolve(cfg, overrides)
     vec = plan.vectorizer
     envs = vec.build(env_thunks(plan), **plan.build_options())

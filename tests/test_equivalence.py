@@ -248,6 +248,10 @@ ATARI_CASES = {
         "disabled", (),
     ),
     "subproc-atari-default-split-next": (("vectorizer=subproc-atari",), "next_step", ()),
+    # the parent's own envs write uint8 frames into the shared region too
+    "subproc-atari-in-parent-same": (
+        ("vectorizer=subproc-atari", "vectorizer.in_parent=1"), "same_step", (),
+    ),
     "subproc-atari-chw-rgb-in2-fork-same": (
         ("vectorizer=subproc-atari", "vectorizer.in_series=2", "vectorizer.context=fork"),
         "same_step", ("env.layout=chw", "env.obs_type=rgb"),

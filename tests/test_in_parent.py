@@ -6,6 +6,7 @@ itself (``vectorizer.in_parent``). Real worker processes, compared bit for bit w
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import select
 import signal
@@ -30,7 +31,7 @@ import envfactory
 from envfactory.errors import ConfigError, VecEnvBrokenError, WorkerDiedError
 from envfactory.testing import assert_rollouts_equal
 from envfactory.vectorizers.subproc import SubprocVecEnv
-from envfactory.vectorizers.subproc_options import others_running, parent_share
+from envfactory.vectorizers.subproc_options import image_split, others_running, parent_share
 
 MODES = ("next_step", "same_step", "disabled")
 CASES = list(
@@ -122,6 +123,31 @@ def test_auto_share_and_bad_values() -> None:
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=8"]) as envs:
         assert envs.in_parent in (0, share)  # (0 while the machine is busy)
         assert sum(w.stop - w.start for w in envs.workers) == 8 - envs.in_parent
+
+
+def test_subproc_atari_split_keeps_a_parent_share_while_a_core_is_idle() -> None:
+    """A synchronous step leaves the parent idle while it waits: subproc-atari steps a
+    worker's share in it when a core is idle (one worker steps the rest), else one worker
+    per core with the parent out (and out whenever only a worker gives what is asked)."""
+    cpus = os.cpu_count() or 1
+    if cpus < 2:
+        pytest.skip("one core: no parent share")
+    share = 8 // cpus
+    rest = math.ceil((8 - share) / (cpus - 1))
+    assert image_split(8, None, None, False, load=0.0) == (share, rest)
+    per_core = math.ceil(8 / cpus)
+    assert image_split(8, None, None, False, load=float(cpus)) == (0, per_core)  # busy
+    assert image_split(8, None, 5.0, False, load=0.0) == (0, per_core)  # timeout
+    assert image_split(8, None, None, True, load=0.0) == (0, per_core)  # restart
+    assert image_split(8, 0, None, False, load=0.0) == (0, per_core)
+    assert image_split(8, 3, None, False, load=99.0) == (3, math.ceil(5 / (cpus - 1)))
+    with envfactory.make_vec(
+        overrides=["env=atari", "env.id=ALE/Pong-v5", "num_envs=3", "vectorizer=subproc-atari",
+                   "vectorizer.in_parent=1"]
+    ) as envs:  # fmt: skip
+        assert envs.in_parent == 1 and [(w.start, w.stop) for w in envs.workers] == [(0, 2)]
+        obs, _ = envs.reset(seed=0)
+        assert obs.dtype == np.uint8 and obs[2].any()  # the parent's env wrote its frame
 
 
 class _KeyErrorEnv:

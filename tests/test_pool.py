@@ -38,7 +38,7 @@ from envfactory.errors import (
     WorkerDiedError,
     WorkerTimeoutError,
 )
-from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.pool import SPIN_WAIT, SubprocPool
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 MODES = ("next_step", "same_step", "disabled")
@@ -731,3 +731,37 @@ def test_a_second_ctrl_c_interrupts_a_held_read_at_once(no_leaks: None) -> None:
             VecEnvBrokenError, match=r"interrupted \(KeyboardInterrupt\) while reading"
         ):
             envs.recv()
+
+
+# -- the parent's waiting: no spin while every core steps a worker -----------------------
+def test_parent_spins_only_with_a_core_left_or_short_waits(no_leaks: None) -> None:
+    """The pool's parent spins through a wait only while fewer workers are in flight than
+    there are cores, or while its waits average below SPIN_WAIT: with a worker in flight
+    on every core and steps of milliseconds (Atari), a spin would only take CPU time
+    from the workers, and the pipe's writer wakes the parent anyway."""
+    cpus = os.cpu_count() or 1
+    fns = [Maker(step_sleep=0.003, episode_len=10**6) for _ in range(2 * cpus)]
+    with SubprocPool(fns, cpus, in_series=1, spin_us=5000, context="fork") as envs:
+        envs.async_reset(seed=0)
+        acts = np.zeros(cpus, np.int64)
+        for _ in range(30):  # its waits are learnt: milliseconds
+            envs.send(acts, envs.recv()[4]["env_id"])
+        site = envs.pool.backend
+        assert len(envs.pool.in_flight()) == 2 * cpus
+        assert site._poller.waiter.avg > SPIN_WAIT
+        assert not site._spins()  # every core has a worker in flight: sleep
+        envs.recv()  # (the others stay in flight)
+    if cpus >= 2:
+        with SubprocPool([Maker(step_sleep=0.003)], 1, context="fork") as envs:
+            envs.async_reset(seed=0)
+            for _ in range(10):
+                envs.send(np.zeros(1, np.int64), envs.recv()[4]["env_id"])
+            assert envs.pool.backend._spins()  # a core is left to the parent
+    fns = [Maker() for _ in range(2 * cpus)]  # short steps: short waits, spun through
+    with SubprocPool(fns, cpus, in_series=1, context="fork") as envs:
+        envs.async_reset(seed=0)
+        acts = np.zeros(cpus, np.int64)
+        for _ in range(200):
+            envs.send(acts, envs.recv()[4]["env_id"])
+        waits = envs.pool.backend._poller.waiter.avg
+        assert envs.pool.backend._spins() == (waits < SPIN_WAIT)

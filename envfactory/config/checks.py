@@ -30,11 +30,13 @@ import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+if TYPE_CHECKING:
+    from omegaconf.errors import OmegaConfBaseException
 
+# (OmegaConf is imported where a config node is read: every family's schema uses the
+# checks below, also in a worker process that only builds envs and reads no config)
 from ..errors import ConfigError, OptionError, did_you_mean, echo_within
 
 __all__ = [
@@ -160,6 +162,9 @@ def checked_options(
         ConfigError: an unknown key, a wrong type, a missing or a bad value (an
             :class:`~envfactory.OptionError` for a bad value), each named by its path.
     """
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
         raw = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
     except OmegaConfBaseException as exc:

@@ -1,9 +1,31 @@
-"""Built-in vectorizers; their registrations are in :mod:`.builtin`."""
+"""Built-in vectorizers; their registrations are in :mod:`.builtin`.
+
+The names below are imported on first use, so a worker process importing
+:mod:`.worker` loads only what a worker runs (not the plugin system or the configs).
+"""
 
 from __future__ import annotations
 
-from .base import VecEnvBase, tile_images
-from .builtin import envfactory_vectorizers
-from .dummy import DummyVecEnv
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .base import VecEnvBase, tile_images
+    from .builtin import envfactory_vectorizers
+    from .dummy import DummyVecEnv
+
+_LAZY = {
+    "DummyVecEnv": ".dummy",
+    "VecEnvBase": ".base",
+    "envfactory_vectorizers": ".builtin",
+    "tile_images": ".base",
+}
 
 __all__ = ["DummyVecEnv", "VecEnvBase", "envfactory_vectorizers", "tile_images"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -69,10 +69,19 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> S
 
 
 def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocBackend:
-    """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory)."""
-    from .subproc_options import default_in_series
+    """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory).
+
+    With ``in_series`` null (and no pool) its split is resolved here,
+    :func:`~.subproc_options.image_split`: the parent steps a worker's share while a core
+    is idle, else one worker per core."""
+    from .subproc_options import image_split
 
     options["shared_memory"] = True
     if options.get("in_series") is None and options.get("batch_size") is None:
-        options["in_series"] = default_in_series(len(env_fns), leave_parent_a_core=False)
+        options["in_parent"], options["in_series"] = image_split(
+            len(env_fns),
+            options.get("in_parent"),
+            options.get("timeout"),
+            bool(options.get("restart", False)),
+        )
     return build_subproc(env_fns, uint8_images=True, **options)

@@ -25,6 +25,7 @@ __all__ = [
     "SubprocAtariConfig",
     "SubprocConfig",
     "default_in_series",
+    "image_split",
     "parent_share",
     "split_envs",
     "start_process",
@@ -61,8 +62,8 @@ class SubprocConfig(FaultOptions):
             worker's share) when ``in_series``, ``timeout`` and ``restart`` are unset (an env
             in the parent can be neither timed out nor restarted) and a core is idle when
             the env is built (no other program running on the cores it needs, sampled
-            from /proc/loadavg over 10 ms), else 0; always 0 for
-            ``subproc-atari``. Their exceptions are RemoteEnvErrors naming worker -1 (the
+            from /proc/loadavg over 10 ms), else 0 (``subproc-atari`` then puts one worker
+            per core). Their exceptions are RemoteEnvErrors naming worker -1 (the
             parent); ``call``/``get_attr`` on them answer in-process, as ``dummy``.
         batch_size: null: a synchronous VecEnv (every step waits for every env). An int in
             [1, num_envs]: an async pool with envpool's calls (``async_reset``, ``send``,
@@ -128,10 +129,12 @@ class SubprocConfig(FaultOptions):
 @dataclass
 class SubprocAtariConfig(SubprocConfig):
     """Schema of ``vectorizer=subproc-atari``: ``subproc`` for uint8 image observations
-    (always shared memory; frames are stacked in the worker and written once), one worker
-    per core, and a longer spin: a Pong step of 4 envs takes ~2 ms, and a 1 ms spin catches
-    the straggling worker and the next command without a sleep/wake-up (measured: +10-40%
-    over no spinning at 8 envs on 2 cores)."""
+    (always shared memory; frames are stacked in the worker and written once), the parent
+    stepping a worker's share while a core is idle (``in_parent`` null, as ``subproc``:
+    in a synchronous step it has nothing else to do while it waits) and otherwise one
+    worker per core, and a longer spin: a Pong step of 4 envs takes ~2 ms, and a 1 ms spin
+    catches the straggling worker and the next command without a sleep/wake-up (measured:
+    +10-40% over no spinning at 8 envs on 2 cores)."""
 
     name: str = "subproc-atari"
     spin_us: int = 1000
@@ -178,12 +181,13 @@ def parent_share(
 ) -> int:
     """How many envs (the last ones) the parent steps itself: ``in_parent``, or (null) as
     many as one worker gets, when nothing asks for what only a worker process gives
-    (``timeout``, ``restart``, a fixed ``in_series`` split), the envs are cheap
-    (``subproc-atari``'s are not: its parent is left to the learner), and a core is idle
-    for the parent to step them on beside its workers (``load``: other programs' runnable
-    threads now, :func:`others_running`). On 2 idle cores a parent share made CartPole at 16
-    envs 1.34x dummy against 0.62x without; with a busy core it made steps slower, because
-    the parent and the worker must then both get a core at once."""
+    (``timeout``, ``restart``, a fixed ``in_series`` split), ``images`` is False (a
+    ``SubprocVecEnv`` built directly for uint8 images keeps every env in a worker;
+    ``subproc-atari``'s build function decides its split itself, with this function),
+    and a core is idle for the parent to step them on beside its workers (``load``: other
+    programs' runnable threads now, :func:`others_running`). On 2 idle cores a parent share
+    made CartPole at 16 envs 1.34x dummy against 0.62x without; with a busy core it made
+    steps slower, because the parent and the worker must then both get a core at once."""
     if in_parent is not None:
         if isinstance(in_parent, bool) or not isinstance(in_parent, int):
             in_parent = -1
@@ -207,6 +211,22 @@ def parent_share(
     if share == 0 or load > cpus - 1 - workers + 0.5:  # no core left for the parent
         return 0
     return share
+
+
+def image_split(
+    num_envs: int,
+    in_parent: int | None,
+    timeout: float | None,
+    restart: bool,
+    load: float | None = None,
+) -> tuple[int, int]:
+    """``subproc-atari``'s default split, ``(in_parent, in_series)``: the parent steps a
+    worker's share when :func:`parent_share` gives one (a core idle; ``load`` as there)
+    and one worker steps the rest, as ``subproc``; otherwise every env is in a worker, one
+    worker per core (a synchronous step leaves the parent nothing to do while it waits,
+    so it only pays to keep the parent out when it has no core of its own)."""
+    share = parent_share(num_envs, in_parent, None, timeout, restart, False, load)
+    return share, default_in_series(num_envs - share, leave_parent_a_core=share > 0)
 
 
 def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:

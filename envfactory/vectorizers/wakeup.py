@@ -237,7 +237,7 @@ class Poller:
     def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
         """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
         when it passed): at once if one is; else spin by the policy (``spin``), then
-        sleep."""
+        sleep. A wait that got something is recorded (:meth:`waits_below`)."""
         poll = self._poll.poll
         ready = poll(0)
         if ready:
@@ -255,7 +255,14 @@ class Poller:
             else:
                 left = timeout - (time.perf_counter() - t0)
                 got[:] = poll(max(0, math.ceil(left * 1000))) if left > 0 else poll(0)
+        if got:
+            self.waiter.record(time.perf_counter() - t0)
         return got
+
+    def waits_below(self, seconds: float) -> bool:
+        """Whether its waits (those that had to wait; a moving average) are shorter than
+        ``seconds`` (spinning through such a wait costs less than a wake-up)."""
+        return self.waiter.avg < seconds
 
 
 class WorkerWake:
