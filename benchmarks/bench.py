@@ -15,6 +15,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS;
                                                 # 8 Pongs against gymnasium's own stack
     python benchmarks/bench.py --train          # a CleanRL-style PPO loop (torch), 8 envs
+    python benchmarks/bench.py --sweep          # 4 parallel joblib jobs x CartPole 8 envs
     python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
@@ -704,6 +705,19 @@ def render_startup_pong(res: dict[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the parallel sweep's medians (--sweep; benchmarks/sweep.py): vectorizer -> total steps/s
+SWEEP_MEDIANS: dict[str, float] = {}
+
+
+def sweep_main(rounds: int, seconds: float) -> str:
+    """``--sweep`` (benchmarks/sweep.py): 4 joblib jobs of CartPole 8 envs at once."""
+    import sweep
+
+    table = sweep.main(rounds, seconds)
+    SWEEP_MEDIANS.update(sweep.MEDIANS)
+    return table
+
+
 def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict[str, Any]) -> str:
     """Issue 9's throughput targets, each with its ratio from this run and whether it is
     met (only those whose rows were measured)."""
@@ -732,6 +746,11 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
             add(f"{what} / gym-async", pool, med.get("gym-async"), ">=", 1.6)
     idle, busy1, over = list(LOADS)
     sub8 = load.get((8, "subproc", busy1))
+    add("CartPole 8 envs, one busy core: subproc / dummy (issue 19)", sub8,
+        load.get((8, "dummy", busy1)), ">=", 0.9)  # fmt: skip
+    if SWEEP_MEDIANS:
+        add("parallel sweep, 4 jobs x CartPole 8: subproc / dummy (issue 19)",
+            SWEEP_MEDIANS.get("subproc"), SWEEP_MEDIANS.get("dummy"), ">=", 0.9)  # fmt: skip
     add("CartPole 8 envs, one busy core: subproc / its idle rate", sub8,
         load.get((8, "subproc", idle)), ">=", 0.9)  # fmt: skip
     add("CartPole 8 envs, one busy core: subproc / gym-async", sub8,
@@ -809,6 +828,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
     p.add_argument("--startup", action="store_true", help="only start-up and memory")
     p.add_argument("--train", action="store_true", help="only the training loop (PPO, torch)")
+    p.add_argument("--sweep", action="store_true",
+                   help="only a parallel sweep: 4 joblib jobs x CartPole 8 envs")  # fmt: skip
     p.add_argument(
         "--plot",
         default=None,
@@ -834,6 +855,9 @@ def main(argv: list[str] | None = None) -> int:
         n = (args.sizes or [8])[0]
         table, _ = train_main(args.workloads, n, args.rounds or 2, args.seconds or 4.0)
         print(table + render_targets([], [], {}))
+        return 0
+    if args.sweep:
+        print(sweep_main(args.rounds or 3, args.seconds or 4.0) + render_targets([], [], {}))
         return 0
     if args.startup:
         table = render_startup(startup_memory(args.rounds or 3))

@@ -17,6 +17,8 @@ import time
 from typing import Any
 
 VECTORIZERS = ("dummy", "subproc")
+#: the last run's medians: vectorizer -> total steps/s
+MEDIANS: dict[str, float] = {}
 
 
 def job(vectorizer: str, num_envs: int, opens: float, seconds: float, seed: int) -> int:
@@ -73,6 +75,7 @@ def main(rounds: int = 3, seconds: float = 3.0, jobs: int = 4, num_envs: int = 8
                 print(f"round {r + 1}/{rounds} sweep {jobs} jobs x CartPole {num_envs}  {v:8s}"
                       f" {rates[v][-1]:9.0f} steps/s", flush=True)  # fmt: skip
     med = {v: statistics.median(x) for v, x in rates.items()}
+    MEDIANS.update(med)
     lines = [
         f"## A parallel sweep: {jobs} joblib jobs x CartPole {num_envs} envs at once",
         "",
@@ -81,10 +84,7 @@ def main(rounds: int = 3, seconds: float = 3.0, jobs: int = 4, num_envs: int = 8
     ]
     for v in VECTORIZERS:
         lines.append(f"| {v} | {med[v]:,.0f} | {med[v] / med['dummy']:.2f}x |")
-    ratio = med["subproc"] / med["dummy"]
-    met = "met" if ratio >= 0.9 else "NOT met"
-    lines += ["", f"target: subproc >= 0.9x dummy: {ratio:.2f}x ({met})"]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":  # pragma: no cover
