@@ -60,11 +60,13 @@ class SubprocConfig(FaultOptions):
         in_parent: envs the parent steps itself while the workers step theirs (the last
             ``in_parent`` envs; 0 .. num_envs - 1). null = auto: num_envs // cpus (a
             worker's share) when ``in_series``, ``timeout`` and ``restart`` are unset (an env
-            in the parent can be neither timed out nor restarted) and a core is idle when
-            the env is built (no other program running on the cores it needs, sampled
-            from /proc/loadavg over 10 ms), else 0 (``subproc-atari`` then puts one worker
-            per core). Their exceptions are RemoteEnvErrors naming worker -1 (the
-            parent); ``call``/``get_attr`` on them answer in-process, as ``dummy``.
+            in the parent can be neither timed out nor restarted); for ``subproc``, while the
+            envs step, every env moves into the parent whenever that measures cheaper (a busy
+            core) and back when the workers pay again (run-time placement, cheap envs that
+            pickle); for ``subproc-atari``, only when a core is idle at build time (sampled
+            from /proc/loadavg over 10 ms), else 0 and one worker per core. An explicit
+            value fixes the placement. Their exceptions are RemoteEnvErrors naming worker -1
+            (the parent); ``call``/``get_attr`` on them answer in-process, as ``dummy``.
         batch_size: null: a synchronous VecEnv (every step waits for every env). An int in
             [1, num_envs]: an async pool with envpool's calls (``async_reset``, ``send``,
             ``recv`` returning the first batch_size envs that are ready, with
