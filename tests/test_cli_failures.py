@@ -41,7 +41,14 @@ def _popen(args: list[str], cwd: Path, extra_path: Path | None = None) -> subpro
     )
 
 
-FAULTY = ["env.id=faulty_envs:Faulty-v0", "vectorizer=subproc", "num_envs=2"]
+# in_parent=0: every env in a worker, the failure a worker's (with in_parent null the parent
+# may step a share of the envs, or all of them at run time, and then its own envs fail)
+FAULTY = [
+    "env.id=faulty_envs:Faulty-v0",
+    "vectorizer=subproc",
+    "num_envs=2",
+    "vectorizer.in_parent=0",
+]
 WORKER_FAILURES = [  # (arguments, the remote exception's type, its message on the line)
     (
         ["env.id=CartPole-v1", "vectorizer=subproc", "env.kwargs.foo=1"],

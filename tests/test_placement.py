@@ -296,3 +296,34 @@ def test_a_busy_core_at_build_starts_the_envs_in_the_parent_with_the_idle_split(
         assert envs.in_parent == idle_split
     finally:
         envs.close()
+
+
+class ParentOnlyFailure(gym.Wrapper):
+    """CartPole that cannot be built in the main process (only in a worker)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is None:
+            raise RuntimeError("this env is built in worker processes only")
+        super().__init__(gym.make("CartPole-v1", **kwargs))
+
+
+if "EnvfactoryTests/ParentOnlyFailure-v0" not in gym.registry:
+    gym.register("EnvfactoryTests/ParentOnlyFailure-v0", entry_point=ParentOnlyFailure)
+
+
+def test_an_env_failing_in_the_parent_is_a_remote_env_error_naming_the_parent() -> None:
+    """The parent's own envs fail to build: one RemoteEnvError naming them (as a worker's
+    failure would be), not the bare exception; the workers' failure, had they one, first."""
+    from envfactory.errors import RemoteEnvError
+
+    over = ("env=gym", "env.id=EnvfactoryTests/ParentOnlyFailure-v0", "num_envs=4")
+    parent = r"^the parent process \(in_parent\) .* raised builtins.RuntimeError during start"
+    with pytest.raises(RemoteEnvError, match=parent) as err:
+        envfactory.make_vec(_compose(*over, "vectorizer=subproc", "vectorizer.in_parent=2"))
+    assert isinstance(err.value, RuntimeError)
+    with pytest.raises(RemoteEnvError, match=r"(?s)^worker 0 .*unexpected keyword argument"):
+        envfactory.make_vec(
+            _compose(*CARTPOLE, "num_envs=4", "vectorizer=subproc", "env.kwargs.foo=1")
+        )

@@ -23,7 +23,7 @@ import pickle
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -36,7 +36,7 @@ from .base import PendingCall
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .placement import MOVE_LIMIT, Placement, held_ctrl_c
-from .protocol import Cmd, EnvInfo, HostState, WorkerSpec
+from .protocol import Cmd, EnvInfo, HostState, WorkerSpec, failure_of
 from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerHandle, env_label
 from .shared import SharedBuffers, layout_for, supports_shared_memory
 from .subproc_options import (
@@ -127,7 +127,10 @@ class SubprocBackend(RemoteVecEnv):
             for w in self.workers:
                 self._spawn(w)
             if in_parent:  # built while the workers build theirs
-                envs = [fn() for fn in env_fns[split:]]
+                try:
+                    envs = [fn() for fn in env_fns[split:]]
+                except Exception as exc:
+                    self._parent_build_failed(split, len(env_fns) - split, exc)
                 self._local = LocalHandle(split, envs, self.autoreset_mode, self.env_id)
                 self._set_handles([*self.workers, self._local])
             local = self._local
@@ -138,6 +141,14 @@ class SubprocBackend(RemoteVecEnv):
             raise
 
     # -- start ----------------------------------------------------------------------------
+    def _parent_build_failed(self, start: int, n: int, exc: Exception) -> NoReturn:
+        """An env constructor raised in the parent: the workers' failure to start, which
+        is most likely the same, is raised first (as a worker's, wherever the envs are
+        placed); else this one, as a RemoteEnvError naming the parent's own envs."""
+        self._gather("start", self.workers, self._startup_budget())
+        here = LocalHandle(start, [None] * n, self.autoreset_mode, self.env_id)
+        raise here.remote_error("start", failure_of(exc)) from exc
+
     def _payload(self, fns: list, start: int) -> Any:
         if self.context == "fork":
             return fns
