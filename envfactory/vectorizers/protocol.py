@@ -198,6 +198,7 @@ class HostState:
         for p in parts:
             lost.update({at + i: v for i, v in p.lost.items()})
             at += len(p.envs)
+
         def cat(key: str) -> Any:
             return np.concatenate([getattr(p, key) for p in parts])
 
