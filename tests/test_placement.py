@@ -75,6 +75,15 @@ def test_a_try_must_win_by_the_margin() -> None:
     assert not p.local
 
 
+@pytest.mark.parametrize("start_local", [False, True])
+def test_the_workers_win_a_near_tie(start_local: bool) -> None:
+    """Within the margin of each other, the envs end in the workers, wherever they start."""
+    clock = FakeClock()
+    p = Placement(clock=clock, window=0.01, min_steps=4, settle=0, local=start_local)
+    feed(p, clock, {False: 0.00102, True: 0.001}, 3000)
+    assert not p.local
+
+
 def test_a_change_of_cost_is_found_within_the_longest_gap() -> None:
     clock = FakeClock()
     p = Placement(clock=clock, window=0.01, min_steps=4, settle=0, first_gap=0.5)

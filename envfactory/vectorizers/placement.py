@@ -50,7 +50,8 @@ class Placement:
 
     A window is at least ``window`` seconds of steps and ``min_steps`` steps; the first
     ``settle`` steps after a move are not counted (a worker falling asleep or waking up).
-    A try of the other placement keeps it if it is cheaper by ``margin``; otherwise the
+    A try of the parent keeps it if it is cheaper by ``margin``, a try of the workers if it
+    is not dearer by ``margin`` (the workers win near-ties); otherwise the
     gap to the next try doubles (from ``first_gap`` to :data:`MAX_GAP`), or grows to
     what keeps the tries under :data:`TRY_SHARE` of the time when they cost more.
 
@@ -100,7 +101,11 @@ class Placement:
         if self._trying:
             self._trying = False
             other = self.cost[1 - here]
-            if other is not None and not per_step < other * (1 - self.margin):
+            # the workers win a near-tie (within margin): a try of the parent must be
+            # cheaper by margin, a try of the workers only not dearer by it (the workers'
+            # first steps after a move are their slowest, and idle they usually pay)
+            bound = (1 - self.margin) if self.local else (1 + self.margin)
+            if other is not None and not per_step < other * bound:
                 self._switch()  # back: the try was not cheaper
                 # what the try cost beyond the kept placement, at most TRY_SHARE of the gap
                 lost = (now - self._try_start) * (per_step / other - 1)
