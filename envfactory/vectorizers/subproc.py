@@ -338,7 +338,6 @@ class SubprocVecEnv(SubprocBackend):
         self.placement_stopped: str | None = None
         self._here: LocalHandle | None = None  # every env, moved into the parent
         self._blocked = 0.0  # what the step in flight blocked the caller so far
-        self._all_here: list[LocalHandle] | None = None  # the handles: every env is here
         super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
         if movable and self.render_mode is None:
             cpus = os.cpu_count() or 1
@@ -350,10 +349,9 @@ class SubprocVecEnv(SubprocBackend):
         """``step_async`` + ``step_wait``; while every env is in the parent (moved there
         by :attr:`placement`), one pass with their bookkeeping only (the hot path of a busy
         machine: what ``dummy`` costs, not a worker hand-off)."""
-        here = self._all_here
         p = self.placement
         if (
-            here is None
+            self._here is None
             or p is None
             or not p.local
             or self.closed
@@ -364,6 +362,7 @@ class SubprocVecEnv(SubprocBackend):
         ):
             return super().step(actions)
         t = time.perf_counter()
+        here = [self._here]
         actions = self._check_actions(actions)
         if not isinstance(actions, np.ndarray):
             actions = list(iterate(self.action_space, actions))
@@ -448,7 +447,6 @@ class SubprocVecEnv(SubprocBackend):
                 self.placement_stopped = f"{type(exc).__name__}: {exc}"
             finally:
                 self._set_handles(self._placed())
-                self._all_here = [self._here] if self._here is not None else None
 
     def _placed(self) -> list[WorkerHandle]:
         """The handles that step the envs now, in env order."""
