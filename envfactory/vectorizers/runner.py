@@ -290,10 +290,11 @@ class EnvHost:
         return data
 
     def adopt(self, data: bytes) -> None:
-        """``Cmd.ADOPT``: :meth:`take` the envs :meth:`export` gave as bytes."""
-        import pickle
+        """``Cmd.ADOPT``: :meth:`take` the envs :meth:`export` gave as bytes (unpickled
+        as freshly built objects are laid out: see :func:`envfactory._compat.load_inline`)."""
+        from .._compat import load_inline
 
-        self.take(pickle.loads(data))
+        self.take(load_inline(data))
 
     def close(self) -> None:
         """Close every env (errors ignored: the envs are being thrown away)."""

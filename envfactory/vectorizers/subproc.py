@@ -19,7 +19,6 @@ import copy as _copy
 import functools
 import multiprocessing as mp
 import os
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
@@ -425,7 +424,7 @@ class SubprocVecEnv(SubprocBackend):
                     parts = []
                     for w in self.workers:
                         w.send(Cmd.EXPORT, MOVE_LIMIT)
-                        parts.append(pickle.loads(self._wait(w, None, "placement", 0.0)))
+                        parts.append(_compat.load_inline(self._wait(w, None, "placement", 0.0)))
                     if self._local is not None:
                         parts.append(self._local.host.state())
                     label = "the envs moved into the parent (they step faster here)"
