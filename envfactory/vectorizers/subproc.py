@@ -30,7 +30,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
-from ..errors import ConfigError, UnpicklableEnvError
+from ..errors import ConfigError, UnpicklableEnvError, WorkerError
 from .base import PendingCall
 from .local import LocalHandle
 from .pipe import PipeHandle
@@ -361,17 +361,22 @@ class SubprocVecEnv(SubprocBackend):
         ):
             return super().step(actions)
         t = time.perf_counter()
-        here = [self._here]
+        h = self._here
+        handles = self.handles  # [h]
         actions = self._check_actions(actions)
         if not isinstance(actions, np.ndarray):
             actions = list(iterate(self.action_space, actions))
         self._enter("step")
         try:
-            self._cut = (Cmd.STEP, here, [h.sent for h in here], _rows(actions))
-            for h in here:
-                h.send(Cmd.STEP, actions[h.start : h.stop])
+            self._cut = (Cmd.STEP, handles, [h.sent], _rows(actions))
+            h.send(Cmd.STEP, actions)  # (h has every env: all the rows)
             self._pending = PendingCall.STEP  # (an interrupt leaves it to step_wait())
-            batch = self._collect(here, self._gather("step", here, None), None)
+            try:  # _gather's policy for one handle that cannot be restarted
+                answer = h.recv(None, "step")
+            except WorkerError as err:
+                self._broken = err
+                raise
+            batch = self._collect(handles, [answer], None)
         except Exception:
             self._pending, self._cut = PendingCall.NONE, None
             raise
