@@ -96,6 +96,21 @@ def test_a_change_of_cost_is_found_within_the_longest_gap() -> None:
     assert where.index(True) * 0.004 <= MAX_GAP + 0.1 + (start % MAX_GAP)
 
 
+def test_a_clearly_worse_try_ends_after_min_steps_a_near_one_waits_its_window() -> None:
+    """A try that costs CLEARLY_WORSE times the kept placement per step ends after
+    min_steps steps; one only a little dearer runs its whole window."""
+    lengths = {}
+    for worse in (0.0011, 0.003):  # the workers 10% and 3x dearer than the parent
+        clock = FakeClock()
+        p = Placement(clock=clock, window=0.05, min_steps=4, settle=0, local=True)
+        where = feed(p, clock, {False: worse, True: 0.001}, 200)
+        first_try = where[where.index(False) :]
+        lengths[worse] = first_try.index(True)
+        assert p.local
+    assert lengths[0.003] == 4
+    assert lengths[0.0011] * 0.0011 >= 0.05
+
+
 def test_it_starts_where_it_is_told_and_tries_the_other_at_once() -> None:
     clock = FakeClock()
     p = Placement(clock=clock, window=0.01, min_steps=4, settle=0, local=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from .scheduler import HOLD
 
-__all__ = ["MAX_GAP", "MOVE_LIMIT", "TRY_SHARE", "Placement", "held_ctrl_c"]
+__all__ = ["CLEARLY_WORSE", "MAX_GAP", "MOVE_LIMIT", "TRY_SHARE", "Placement", "held_ctrl_c"]
 
 #: the most bytes one worker's envs may take to move (8 CartPoles: 23 KB)
 MOVE_LIMIT = 256 * 1024
@@ -40,6 +40,10 @@ MAX_GAP = 8.0
 #: the most a try of the worse placement may cost, as a share of the gap before the next
 #: (a try 3x as slow for 60 ms waits 6 s; one 10% slower, 0.5 s)
 TRY_SHARE = 0.02
+#: a try whose steps cost this many times the kept placement's (over ``min_steps`` steps)
+#: ends at once, without waiting out its window: workers on a busy core cost 2-3x the
+#: parent per step here, so a try then costs a few ms instead of 50
+CLEARLY_WORSE = 1.5
 
 
 @dataclass
@@ -48,7 +52,8 @@ class Placement:
     (``local`` True) for ``subproc``'s envs: call :meth:`record` with the seconds each
     step blocked the caller; when :attr:`local` is not where the envs are, move them.
 
-    A window is at least ``window`` seconds of steps and ``min_steps`` steps; the first
+    A window is at least ``window`` seconds of steps and ``min_steps`` steps (a try
+    :data:`CLEARLY_WORSE` than the kept placement ends after ``min_steps``); the first
     ``settle`` steps after a move are not counted (a worker falling asleep or waking up).
     A try of the parent keeps it if it is cheaper by ``margin``, a try of the workers if it
     is not dearer by ``margin`` (the workers win near-ties); otherwise the
@@ -91,7 +96,9 @@ class Placement:
             return
         self._sum += seconds
         self._count += 1
-        if self._sum < self.window or self._count < self.min_steps:
+        if self._count < self.min_steps or (
+            self._sum < self.window and not (self._trying and self._clearly_worse())
+        ):
             return
         per_step = self._sum / self._count
         self._sum, self._count = 0.0, 0
@@ -118,6 +125,11 @@ class Placement:
             self._try_start = now
             self.tries += 1
             self._switch()
+
+    def _clearly_worse(self) -> bool:
+        """The try so far costs :data:`CLEARLY_WORSE` times the kept placement."""
+        kept = self.cost[1 - int(self.local)]
+        return kept is not None and self._sum > self._count * kept * CLEARLY_WORSE
 
     def _switch(self) -> None:
         self.local = not self.local

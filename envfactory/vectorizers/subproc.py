@@ -443,6 +443,8 @@ class SubprocVecEnv(SubprocBackend):
                     for w in self.workers:
                         w.send(Cmd.ADOPT, cloudpickle.dumps(state.part(w.start, w.stop)))
                         self._wait(w, None, "placement", 0.0)
+                        if w.waiter is not None:  # steps follow at once (as in the worker)
+                            w.waiter.forget()
                     if self._local is not None:
                         self._local.host.take(state.part(self._local.start, self._local.stop))
                     self._here = None  # (the workers' envs here go unclosed)
