@@ -175,6 +175,40 @@ def _step(envs: Any, n: int = 1) -> None:
         envs.step(np.zeros(envs.num_envs, dtype=np.int64))
 
 
+class Recorded(Placement):
+    """Keeps the envs where they are and keeps what each step was measured at."""
+
+    def record(self, seconds: float) -> None:
+        self.seen = [*getattr(self, "seen", []), seconds]
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_a_step_is_measured_whole_in_either_placement(
+    local: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the placements are compared by is what ``step()`` blocks the caller for,
+    its argument checks included, in the workers as in the parent: a 20 ms action check
+    shows in both (the workers' cost was once timed from its two halves only, which
+    left the checks out and made the workers look cheaper than they were)."""
+    envs = _subproc()
+    try:
+        envs.placement = p = Recorded(local=local)
+        envs.reset(seed=0)
+        _step(envs, 2)  # (a move, if any)
+        assert all(h.in_process for h in envs.handles) == local
+        check = envs._check_actions  # (the instance's checker for its action space)
+
+        def slow_check(actions: Any) -> Any:
+            time.sleep(0.02)
+            return check(actions)
+
+        monkeypatch.setattr(envs, "_check_actions", slow_check)
+        _step(envs)
+        assert p.seen[-1] >= 0.02
+    finally:
+        envs.close()
+
+
 def test_moved_envs_answer_calls_and_attributes_in_the_parent() -> None:
     envs = _subproc()
     try:
