@@ -111,6 +111,24 @@ def test_a_clearly_worse_try_ends_after_min_steps_a_near_one_waits_its_window() 
     assert lengths[0.0011] * 0.0011 >= 0.05
 
 
+def test_one_slow_window_of_the_kept_placement_does_not_make_a_try_win() -> None:
+    """A try is compared with the median of the kept placement's recent windows: the
+    workers at 1.0 ms a step with one 1.5 ms window just before a try of the parent at
+    1.2 ms keep the envs in the workers (against that one window, the try would win)."""
+    clock = FakeClock()
+    p = Placement(clock=clock, window=0.01, min_steps=4, settle=0)
+    p._next_try = 0.035  # three windows of the workers first, then the hiccup, then a try
+    where = []
+    while clock.now < 0.2:
+        hiccup = 0.03 <= clock.now < 0.04
+        cost = 0.0012 if p.local else (0.0015 if hiccup else 0.001)
+        where.append(p.local)
+        clock.now += cost
+        p.record(cost)
+    assert p.tries == 1 and True in where  # the parent was tried
+    assert not p.local and p.recent[0][-1] == pytest.approx(0.001)
+
+
 def test_it_starts_where_it_is_told_and_tries_the_other_at_once() -> None:
     clock = FakeClock()
     p = Placement(clock=clock, window=0.01, min_steps=4, settle=0, local=True)

@@ -31,7 +31,15 @@ from dataclasses import dataclass, field
 
 from .scheduler import HOLD
 
-__all__ = ["CLEARLY_WORSE", "MAX_GAP", "MOVE_LIMIT", "TRY_SHARE", "Placement", "held_ctrl_c"]
+__all__ = [
+    "CLEARLY_WORSE",
+    "MAX_GAP",
+    "MOVE_LIMIT",
+    "RECENT",
+    "TRY_SHARE",
+    "Placement",
+    "held_ctrl_c",
+]
 
 #: the most bytes one worker's envs may take to move (8 CartPoles: 23 KB)
 MOVE_LIMIT = 256 * 1024
@@ -44,6 +52,8 @@ TRY_SHARE = 0.02
 #: ends at once, without waiting out its window: workers on a busy core cost 2-3x the
 #: parent per step here, so a try then costs a few ms instead of 50
 CLEARLY_WORSE = 1.5
+#: how many recent windows of a placement a try is compared with (their median)
+RECENT = 3
 
 
 @dataclass
@@ -76,6 +86,10 @@ class Placement:
     cost: list[float | None] = field(default_factory=lambda: [None, None])
     #: tries of the placement not in use so far (a diagnostic)
     tries: int = 0
+    #: the last :data:`RECENT` window costs of each placement: a try is compared with
+    #: their median, so one slow window of the kept placement (the host's hiccup) does
+    #: not make a try look cheaper than it is
+    recent: list[list[float]] = field(default_factory=lambda: [[], []])
     _trying: bool = False
     _gap: float = 0.0
     _next_try: float = 0.0
@@ -104,10 +118,13 @@ class Placement:
         self._sum, self._count = 0.0, 0
         here = int(self.local)
         self.cost[here] = per_step
+        mine = self.recent[here]
+        mine.append(per_step)
+        del mine[:-RECENT]
         now = self.clock()
         if self._trying:
             self._trying = False
-            other = self.cost[1 - here]
+            other = self._kept_cost()
             # the workers win a near-tie (within margin): a try of the parent must be
             # cheaper by margin, a try of the workers only not dearer by it (the workers'
             # first steps after a move are their slowest, and idle they usually pay)
@@ -128,8 +145,13 @@ class Placement:
 
     def _clearly_worse(self) -> bool:
         """The try so far costs :data:`CLEARLY_WORSE` times the kept placement."""
-        kept = self.cost[1 - int(self.local)]
+        kept = self._kept_cost()
         return kept is not None and self._sum > self._count * kept * CLEARLY_WORSE
+
+    def _kept_cost(self) -> float | None:
+        """The median of the recent windows of the placement a try is away from."""
+        windows = sorted(self.recent[1 - int(self.local)])
+        return windows[len(windows) // 2] if windows else None
 
     def _switch(self) -> None:
         self.local = not self.local
