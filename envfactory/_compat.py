@@ -32,6 +32,7 @@ used instead (and noted here).
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -298,17 +299,14 @@ def load_inline(data: bytes) -> Any:
     ``pickle._Unpickler`` and its ``dispatch`` table (tested in tests/test_compat.py).
     """
     import io
+
+    return _inline_unpickler()(io.BytesIO(data)).load()
+
+
+@functools.cache
+def _inline_unpickler() -> Any:
     import pickle
 
-    return _inline_unpickler(pickle)(io.BytesIO(data)).load()
-
-
-_INLINE: list[Any] = []
-
-
-def _inline_unpickler(pickle: Any) -> Any:
-    if _INLINE:
-        return _INLINE[0]
     base = pickle._Unpickler
     build = base.dispatch[pickle.BUILD[0]]
 
@@ -329,8 +327,7 @@ def _inline_unpickler(pickle: Any) -> Any:
 
     dispatch = dict(base.dispatch)
     dispatch[pickle.BUILD[0]] = load_build
-    _INLINE.append(type("InlineUnpickler", (base,), {"dispatch": dispatch}))
-    return _INLINE[0]
+    return type("InlineUnpickler", (base,), {"dispatch": dispatch})
 
 
 def _has_data_descriptor(cls: type, name: str) -> bool:
