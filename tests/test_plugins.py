@@ -819,20 +819,3 @@ def test_replace_hookimpl_function_against_the_installed_pluggy() -> None:
     assert pm.hook.compat_probe_hook() == [1]
     _compat.replace_hookimpl_function(impl, lambda: 2)
     assert pm.hook.compat_probe_hook() == [2]
-
-
-def test_every_builtin_schema_is_a_valid_omegaconf_schema() -> None:
-    """The registry checks third-party schemas when it loads them and skips envfactory's
-    own (start-up time): this is where the built-in ones are checked, every family,
-    vectorizer and wrapper (gymnasium's, with their generated schemas, included)."""
-    from envfactory.plugin.manager import BUILTIN_MODULES, _schema_problem
-
-    reg = envfactory.get_registry()
-    seen = 0
-    for table in (reg.families, reg.vectorizers, reg.wrappers, reg.vector_wrappers):
-        for name, entry in table.items():
-            if entry.provider.distribution == "envfactory":
-                assert entry.provider.plugin in BUILTIN_MODULES
-                assert _schema_problem(entry.record) is None, name
-                seen += 1
-    assert seen > 50  # every gymnasium wrapper with a schema is among them

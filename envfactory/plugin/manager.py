@@ -408,9 +408,6 @@ def _collect(
     table_of: Callable[[Any], str],
 ) -> None:
     for provider, records in pm.call_hook(hook_name):
-        # envfactory's own schemas are checked by its tests (tests/test_plugins.py), not at
-        # every start: 65 records, a third of the registry's build time
-        builtin = provider.distribution == "envfactory" and provider.plugin in BUILTIN_MODULES
         rec: Any
         for rec in records:
             if not isinstance(rec, rtype):
@@ -420,7 +417,7 @@ def _collect(
                     TypeError(f"{hook_name} must return {rtype.__name__} records, got {rec!r}"),
                 )
                 continue
-            problem = None if builtin else _schema_problem(rec)
+            problem = _schema_problem(rec)
             if problem is not None:
                 pm._fail(provider, hook_name, problem)
                 continue
