@@ -129,6 +129,15 @@ def test_one_slow_window_of_the_kept_placement_does_not_make_a_try_win() -> None
     assert not p.local and p.recent[0][-1] == pytest.approx(0.001)
 
 
+def test_of_two_windows_the_cheaper_is_what_a_try_must_beat() -> None:
+    """With only two windows of the kept placement, a slow one is not the reference."""
+    p = Placement(clock=FakeClock(), local=True)  # trying the parent: the workers are kept
+    p.recent[0] = [0.0010, 0.0015]
+    assert p._kept_cost() == pytest.approx(0.0010)
+    p.recent[0] = [0.0015, 0.0010, 0.0011]
+    assert p._kept_cost() == pytest.approx(0.0011)
+
+
 def test_it_starts_where_it_is_told_and_tries_the_other_at_once() -> None:
     clock = FakeClock()
     p = Placement(clock=clock, window=0.01, min_steps=4, settle=0, local=True)

@@ -142,6 +142,7 @@ class Placement:
             self._try_start = now
             self.tries += 1
             self._switch()
+            self.recent[int(self.local)].clear()  # (its windows of an earlier time)
 
     def _clearly_worse(self) -> bool:
         """The try so far costs :data:`CLEARLY_WORSE` times the kept placement."""
@@ -149,9 +150,10 @@ class Placement:
         return kept is not None and self._sum > self._count * kept * CLEARLY_WORSE
 
     def _kept_cost(self) -> float | None:
-        """The median of the recent windows of the placement a try is away from."""
+        """The median of the recent windows of the placement a try is away from (of two,
+        the cheaper: a slow window must not make a try win)."""
         windows = sorted(self.recent[1 - int(self.local)])
-        return windows[len(windows) // 2] if windows else None
+        return windows[(len(windows) - 1) // 2] if windows else None
 
     def _switch(self) -> None:
         self.local = not self.local
