@@ -30,7 +30,7 @@ __all__ = [
     "unpicklable_maker",
 ]
 
-FAULTS = ("none", "raise", "raise-unpicklable", "hang", "exit", "sigkill")
+FAULTS = ("none", "raise", "raise-timeout", "raise-unpicklable", "hang", "exit", "sigkill")
 ENV_ID = "Faulty-v0"
 
 
@@ -46,7 +46,8 @@ class FaultyEnv(gym.Env):
     """A tiny deterministic env that misbehaves on its ``at_step``-th ``step`` call.
 
     Args:
-        fault: ``none``; ``raise`` (ValueError); ``raise-unpicklable`` (an exception
+        fault: ``none``; ``raise`` (ValueError); ``raise-timeout`` (TimeoutError, as a
+            simulator's own); ``raise-unpicklable`` (an exception
             that cannot be pickled); ``hang`` (sleeps forever); ``exit``
             (``os._exit(3)``); ``sigkill`` (SIGKILLs its own process).
         at_step: the step call (1-based, counted since construction) that misbehaves;
@@ -126,6 +127,8 @@ class FaultyEnv(gym.Env):
                 return
         if self.fault == "raise":
             raise ValueError(f"FaultyEnv fails on purpose at step {self.steps}")
+        if self.fault == "raise-timeout":  # the env's own TimeoutError, not a worker's
+            raise TimeoutError(f"FaultyEnv's simulator timed out on purpose at step {self.steps}")
         if self.fault == "raise-unpicklable":
             raise UnpicklableError("carries a lock")
         if self.fault == "hang":

@@ -165,6 +165,30 @@ def test_env_raising_in_step_gives_remote_env_error(context: str, no_leaks: None
         envs.close()
 
 
+@pytest.mark.parametrize("in_parent", [0, 2])
+def test_an_envs_own_timeout_error_is_its_error_not_a_worker_timeout(
+    in_parent: int, no_leaks: None
+) -> None:
+    """An env raising TimeoutError (its simulator's) gives a RemoteEnvError that is also a
+    TimeoutError, as any other exception: its worker is not taken for a hung one, killed
+    and reported as a WorkerTimeoutError (in a worker or in the parent)."""
+    envs = faulty("raise-timeout", in_parent=in_parent)
+    try:
+        envs.reset(seed=0)
+        pids = envs.pids
+        envs.step(ACTIONS)
+        envs.step(ACTIONS)
+        with pytest.raises(RemoteEnvError) as info:
+            envs.step(ACTIONS)
+        err = info.value
+        assert isinstance(err, TimeoutError) and not isinstance(err, WorkerTimeoutError)
+        assert "timed out on purpose at step 3" in str(err.__cause__)
+        assert err.exc_type == "builtins.TimeoutError" and err.exitcode is None
+        assert envs.pids == pids and all(_running(pid) for pid in pids)  # nobody was killed
+    finally:
+        envs.close()
+
+
 def test_env_raising_in_reset_gives_remote_env_error(no_leaks: None) -> None:
     with faulty("raise", at_step=0) as envs, pytest.raises(RemoteEnvError) as info:
         envs.reset(seed=0)

@@ -223,6 +223,8 @@ class RemoteVecEnv(VecEnvBase):
         try:
             return h.recv(deadline, call)
         except TimeoutError as late:
+            if isinstance(late, RemoteEnvError):
+                raise  # the env's own TimeoutError (the error is also of its type): no timeout
             h.kill()
             what = str(late) or "did not answer"  # (or did not read what it was sent)
             raise h.error(
