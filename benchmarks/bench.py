@@ -16,6 +16,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
                                                 # 8 Pongs against gymnasium's own stack
     python benchmarks/bench.py --train          # a CleanRL-style PPO loop (torch), 8 envs
     python benchmarks/bench.py --sweep          # 4 parallel joblib jobs x CartPole 8 envs
+    python benchmarks/bench.py --scale          # 16/32/64 envs vs the peers (many cores)
     python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
@@ -315,16 +316,16 @@ class _Loop:
         self.step, self.close = step, close
 
 
-def _puffer_cartpole(buf: Any = None, seed: int = 0) -> Any:
-    """The creator PufferLib wants: a ``GymnasiumPufferEnv`` over the same CartPole."""
+def _puffer_env(workload: str, buf: Any = None, seed: int = 0) -> Any:
+    """The creator PufferLib wants: a ``GymnasiumPufferEnv`` over the same env."""
     import pufferlib.emulation
 
-    return pufferlib.emulation.GymnasiumPufferEnv(
-        env=thunks("CartPole", 1)[0](), buf=buf, seed=seed
-    )
+    return pufferlib.emulation.GymnasiumPufferEnv(env=thunks(workload, 1)[0](), buf=buf, seed=seed)
 
 
-def _puffer(n: int, batch: int) -> _Loop:
+def _puffer(n: int, batch: int, workload: str = "CartPole") -> _Loop:
+    import functools
+
     import numpy as np
     import pufferlib.vector
 
@@ -332,7 +333,7 @@ def _puffer(n: int, batch: int) -> _Loop:
     while n % workers:
         workers -= 1
     vec = pufferlib.vector.make(
-        _puffer_cartpole,
+        functools.partial(_puffer_env, workload),
         backend=pufferlib.vector.Multiprocessing,
         num_envs=n,
         num_workers=workers,
@@ -340,7 +341,8 @@ def _puffer(n: int, batch: int) -> _Loop:
         overwork=True,  # (it counts physical cores: one on some VMs)
     )
     rng = np.random.default_rng(0)
-    bank = [rng.integers(0, 2, batch) for _ in range(64)]
+    actions = vec.single_action_space.n
+    bank = [rng.integers(0, actions, batch) for _ in range(64)]
     k = [0]
     if batch == n:
         vec.reset(seed=0)
@@ -830,6 +832,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train", action="store_true", help="only the training loop (PPO, torch)")
     p.add_argument("--sweep", action="store_true",
                    help="only a parallel sweep: 4 joblib jobs x CartPole 8 envs")  # fmt: skip
+    p.add_argument("--scale", action="store_true",
+                   help="only many cores: 16/32/64 envs against the peers")  # fmt: skip
     p.add_argument(
         "--plot",
         default=None,
@@ -855,6 +859,17 @@ def main(argv: list[str] | None = None) -> int:
         n = (args.sizes or [8])[0]
         table, _ = train_main(args.workloads, n, args.rounds or 2, args.seconds or 4.0)
         print(table + render_targets([], [], {}))
+        return 0
+    if args.scale:
+        import scale
+
+        out = args.out or os.path.join(
+            os.path.dirname(__file__), "results", time.strftime("scale-%Y%m%d-%H%M%S.json")
+        )
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        sizes = args.sizes or list(scale.SIZES)
+        print(scale.main(args.workloads, sizes, args.rounds or 2, args.seconds or 1.5, out))
+        print(f"\nJSON: {out}", file=sys.stderr)
         return 0
     if args.sweep:
         print(sweep_main(args.rounds or 3, args.seconds or 4.0) + render_targets([], [], {}))

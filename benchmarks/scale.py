@@ -1,0 +1,145 @@
+"""The many-core section of the benchmark (``bench.py --scale``): 16, 32 and 64 envs.
+
+Issue 19.6: on a machine with many cores (the 16-core device machine; the 2-core CI machine
+can run it too, it is only slower), CartPole and Pong against the peers users compare us
+with: gymnasium's ``AsyncVectorEnv``, PufferLib's ``Multiprocessing`` backend, envpool (its
+own C++ CartPole: a ceiling, not the same env) and ale_py's ``AtariVectorEnv`` (C++ threads
+over the same ROM). ``raw limit`` is one plain process per core stepping its share of the
+envs, no communication at all. Every cell is steps/s summed over envs, the median of the
+rounds; rounds are interleaved, and after each round the table so far is written to
+``--out`` (a run cut short keeps what it measured).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+import envfactory
+from envfactory.cli.measure import measure, measure_pool
+
+SIZES = (16, 32, 64)
+
+
+def _ef(workload: str, n: int, vec: str, batch: int | None = None) -> Callable[[], Any]:
+    import bench
+
+    over = [*bench.WORKLOADS[workload], f"num_envs={n}", f"vectorizer={vec}"]
+    if batch is not None:
+        over.append(f"vectorizer.batch_size={batch}")
+    return lambda: envfactory.make_vec(overrides=over)
+
+
+def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float]]:
+    """Each returns one sample of steps/s for ``workload`` at ``n`` envs."""
+    import importlib.util
+
+    import bench
+
+    fns = bench.thunks(workload, n)
+    ours = "subproc-atari" if workload == "Pong" else "subproc"
+    out: dict[str, Callable[[], float]] = {
+        "raw limit": lambda: bench.raw_limit(workload, n, seconds),
+    }
+    if workload == "CartPole":  # one process stepping all: what "never lose to" means
+        out["dummy"] = lambda: measure(_ef(workload, n, "dummy"), seconds)[0]
+    out["subproc"] = lambda: measure(_ef(workload, n, "subproc"), seconds)[0]
+    if ours != "subproc":
+        out[ours] = lambda: measure(_ef(workload, n, ours), seconds)[0]
+    out[f"{ours} pool (batch n/2)"] = lambda: measure_pool(_ef(workload, n, ours, n // 2), seconds)
+    out["gym-async"] = lambda: measure(
+        lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True), seconds
+    )[0]
+    if importlib.util.find_spec("pufferlib") is not None:
+        out["pufferlib-mp"] = lambda: bench.measure_loop(
+            lambda: bench._puffer(n, n, workload), seconds
+        )
+        out["pufferlib-mp (batch n/2)"] = lambda: bench.measure_loop(
+            lambda: bench._puffer(n, n // 2, workload), seconds
+        )
+    if workload == "CartPole" and importlib.util.find_spec("envpool") is not None:
+        out["envpool sync (C++ env)"] = lambda: bench.measure_loop(
+            lambda: bench._envpool(n, n), seconds
+        )
+        out["envpool async (batch n/2, C++ env)"] = lambda: bench.measure_loop(
+            lambda: bench._envpool(n, n // 2), seconds
+        )
+    if workload == "Pong" and importlib.util.find_spec("ale_py.vector_env") is not None:
+        out["AtariVectorEnv (ale_py, C++)"] = lambda: measure(
+            functools.partial(bench._ale_native, n), seconds
+        )[0]
+    return out
+
+
+def render(samples: dict[tuple[str, int, str], list[float]], rounds_done: int) -> str:
+    """Medians per workload and size, and ours against each peer (same run)."""
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    lines = [
+        f"\n**Many cores** — steps/s summed over envs, median of {rounds_done} round(s), "
+        f"{os.cpu_count()} cpus, {time.strftime('%Y-%m-%d')}; ratios from the same run\n"
+    ]
+    for wl in dict.fromkeys(k[0] for k in med):
+        names = list(dict.fromkeys(k[2] for k in med if k[0] == wl))
+        ours = "subproc-atari" if wl == "Pong" else "subproc"
+        peers = [x for x in names if x in ("dummy", "gym-async") or "(" in x or "puffer" in x]
+        peers = [x for x in peers if not x.startswith(ours)]
+        head = ["envs", *names, *[f"{ours} / {p}" for p in ("raw limit", *peers)]]
+        lines += [f"{wl}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for n in sorted({k[1] for k in med if k[0] == wl}):
+            row = [str(n)] + [f"{med[(wl, n, x)]:,.0f}" if (wl, n, x) in med else ""
+                              for x in names]  # fmt: skip
+            mine = med.get((wl, n, ours))
+            for p in ("raw limit", *peers):
+                theirs = med.get((wl, n, p))
+                row.append(f"{mine / theirs:.2f}x" if mine and theirs else "")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(workloads: list[str], sizes: list[int], rounds: int, seconds: float, out: str) -> str:
+    """Every case of :func:`cases`, interleaved round by round; the table (also written,
+    with the samples, to ``out`` after every round)."""
+    samples: dict[tuple[str, int, str], list[float]] = {}
+    table = ""
+    for r in range(rounds):
+        for wl in workloads:
+            secs = seconds * (2 if wl == "Pong" else 1)
+            for n in sizes:
+                for name, run in cases(wl, n, secs).items():
+                    t0 = time.perf_counter()
+                    try:
+                        sps = run()
+                    except Exception as exc:  # a peer that breaks at this size: say so, go on
+                        print(f"round {r + 1}/{rounds} {wl} n={n} {name}: {exc!r}",
+                              file=sys.stderr, flush=True)  # fmt: skip
+                        continue
+                    samples.setdefault((wl, n, name), []).append(sps)
+                    print(f"round {r + 1}/{rounds} {wl:8s} n={n:<3d} {name:36s} {sps:10.0f} "
+                          f"steps/s ({time.perf_counter() - t0:.1f} s)",
+                          file=sys.stderr, flush=True)  # fmt: skip
+        table = render(samples, r + 1)
+        with open(out, "w") as f:
+            json.dump(
+                {
+                    "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                "platform": platform.platform()},
+                    "rounds_done": r + 1,
+                    "seconds": seconds,
+                    "samples": [{"workload": wl, "num_envs": n, "variant": name, "samples": v}
+                                for (wl, n, name), v in samples.items()],
+                    "table": table,
+                },
+                f,
+                indent=1,
+            )  # fmt: skip
+    return table
