@@ -8,11 +8,11 @@ their options, print the table, plot it, and write the fastest as a preset that 
 
 Every Hydra override of ``envfactory`` is taken (env, id, wrappers, num_envs, plugins'
 families). Candidates: ``dummy`` (the baseline), ``subproc`` with ``in_series`` (one env per
-worker, one worker per core, half as many workers...), ``in_parent`` (0, a worker's share), ``subproc-atari`` and
-``ale-vector`` for an Atari env, and with ``--async`` the pool (``batch_size`` = num_envs/2,
-timed with envpool's ``recv``/``send`` loop). ``vectorizer=X`` tunes only X's options
-(``dummy`` stays as the baseline); ``vectorizer.K=V`` fixes an option for every candidate that
-has it; ``--vectorizers a,b`` names the vectorizers to try.
+worker, one worker per core, half as many workers...), ``in_parent`` (0, a worker's share),
+``subproc-atari`` and ``ale-vector`` for an Atari env, and with ``--async`` the pool
+(``batch_size`` = num_envs/2, timed with envpool's ``recv``/``send`` loop). ``vectorizer=X``
+tunes only X's options (``dummy`` stays as the baseline); ``vectorizer.K=V`` fixes an option
+for every candidate that has it; ``--vectorizers a,b`` names the vectorizers to try.
 
 Every candidate is measured once per round (built, reset, stepped with random actions for
 ``--seconds``, closed), round after round, and the table holds medians: the machine is
