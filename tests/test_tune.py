@@ -108,7 +108,7 @@ def test_grid_follows_schema_and_fixed_options(monkeypatch: pytest.MonkeyPatch) 
 
 def test_grid_tries_fewer_workers_on_many_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """On 16 cores the in_series axis halves the workers down to two (16 CartPoles: 4
-    workers stepped 1.7x faster than the default 8 on the 16-core device machine), and
+    workers stepped 1.7x faster than the default 15 on the 16-core device machine), and
     subproc-atari gets the same axis for an Atari env."""
     monkeypatch.setattr(tune.os, "cpu_count", lambda: 16)
     cands, _ = tune.candidates(tune.make_plan(tune.parse_args(["num_envs=16"])), False)

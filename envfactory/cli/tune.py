@@ -261,10 +261,11 @@ def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[s
 
 def series_ladder(num_envs: int, cpus: int) -> list[int]:
     """The ``in_series`` values tried: one env per worker, then one worker per core, half
-    as many workers, a quarter... down to two workers. Cheap envs on many cores are fastest
-    with few workers (the parent pays for every worker every step: on 16 cores 16 CartPoles
-    stepped 1.7x faster in 4 workers than in 8, 64 in 13 workers 1.4x faster than in 4),
-    expensive ones with a worker per core; which holds for an env only a measurement says.
+    as many workers, a quarter... down to two workers. Cheap envs on many cores can be
+    fastest with few workers (the parent pays for every worker every step: on 16 cores 16
+    CartPoles stepped 1.7x faster in 4 workers than in the default 15 with one env each),
+    expensive ones with a worker per core (64 Pongs: 1.8x faster in 16 workers than in 8);
+    which holds for an env only a measurement says.
 
     Example:
         >>> series_ladder(16, 16), series_ladder(64, 16), series_ladder(8, 2)
