@@ -55,7 +55,11 @@ def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float
     out["subproc"] = lambda: measure(_ef(workload, n, "subproc"), seconds)[0]
     if ours != "subproc":
         out[ours] = lambda: measure(_ef(workload, n, ours), seconds)[0]
-    out[f"{ours} pool (batch n/2)"] = lambda: measure_pool(_ef(workload, n, ours, n // 2), seconds)
+    halves = n >= 2 and n % 2 == 0  # a batch of n/2 (PufferLib wants it to divide n)
+    if halves:
+        out[f"{ours} pool (batch n/2)"] = lambda: measure_pool(
+            _ef(workload, n, ours, n // 2), seconds
+        )
     out["gym-async"] = lambda: measure(
         lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True), seconds
     )[0]
@@ -63,21 +67,33 @@ def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float
         out["pufferlib-mp"] = lambda: bench.measure_loop(
             lambda: bench._puffer(n, n, workload), seconds
         )
-        out["pufferlib-mp (batch n/2)"] = lambda: bench.measure_loop(
-            lambda: bench._puffer(n, n // 2, workload), seconds
-        )
+        if halves:
+            out["pufferlib-mp (batch n/2)"] = lambda: bench.measure_loop(
+                lambda: bench._puffer(n, n // 2, workload), seconds
+            )
     if workload == "CartPole" and importlib.util.find_spec("envpool") is not None:
         out["envpool sync (C++ env)"] = lambda: bench.measure_loop(
             lambda: bench._envpool(n, n), seconds
         )
-        out["envpool async (batch n/2, C++ env)"] = lambda: bench.measure_loop(
-            lambda: bench._envpool(n, n // 2), seconds
-        )
-    if workload == "Pong" and importlib.util.find_spec("ale_py.vector_env") is not None:
+        if halves:
+            out["envpool async (batch n/2, C++ env)"] = lambda: bench.measure_loop(
+                lambda: bench._envpool(n, n // 2), seconds
+            )
+    if workload == "Pong" and _has("ale_py.vector_env"):
         out["AtariVectorEnv (ale_py, C++)"] = lambda: measure(
             functools.partial(bench._ale_native, n), seconds
         )[0]
     return out
+
+
+def _has(module: str) -> bool:
+    """``module`` can be imported (False also when its package is missing)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def render(samples: dict[tuple[str, int, str], list[float]], rounds_done: int) -> str:
@@ -134,7 +150,7 @@ def main(workloads: list[str], sizes: list[int], rounds: int, seconds: float, ou
                     "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                 "platform": platform.platform()},
                     "rounds_done": r + 1,
-                    "seconds": seconds,
+                    "seconds": seconds,  # (Pong steps twice as long)
                     "samples": [{"workload": wl, "num_envs": n, "variant": name, "samples": v}
                                 for (wl, n, name), v in samples.items()],
                     "table": table,

@@ -78,7 +78,7 @@ def test_grid_follows_schema_and_fixed_options(monkeypatch: pytest.MonkeyPatch) 
     """dummy as the baseline; subproc's defaults, in_series 1 and one worker per core,
     in_parent 0 and a worker's share; pools only with --async; an option the user fixes
     (vectorizer.in_series=2) is no axis and is passed to every candidate that has it."""
-    monkeypatch.setattr(tune.os, "cpu_count", lambda: 2)  # (this machine's count)
+    monkeypatch.setattr(tune.os, "cpu_count", lambda: 2)  # (as the 2-core CI machine)
     args = tune.parse_args(["num_envs=8"])
     labels = [c.label for c in tune.candidates(tune.make_plan(args), False)[0]]
     parent = [0, 4]
@@ -104,6 +104,24 @@ def test_grid_follows_schema_and_fixed_options(monkeypatch: pytest.MonkeyPatch) 
     atari = tune.make_plan(tune.parse_args(["env=pong", "num_envs=2"]))
     assert atari.names[:3] == ["dummy", "subproc", "subproc-atari"]
     assert atari.env == "ALE/Pong-v5 (family atari)"
+
+
+@pytest.mark.parametrize(
+    ("num_envs", "cpus", "ladder"),
+    [
+        (8, 2, [1, 4]),  # one env per worker; one worker per core (two workers)
+        (16, 16, [1, 2, 4, 8]),  # 16, 8, 4, 2 workers
+        (64, 16, [1, 4, 8, 16, 32]),
+        (16, 12, [1, 2, 3, 6, 8]),  # 12, 6, 3 workers, and two even where halving skips it
+        (16, 1, [1, 8]),
+        (3, 16, [1, 2]),
+        (1, 16, []),  # nothing to split
+    ],
+)
+def test_series_ladder_halves_the_workers_down_to_two(
+    num_envs: int, cpus: int, ladder: list[int]
+) -> None:
+    assert tune.series_ladder(num_envs, cpus) == ladder
 
 
 def test_grid_tries_fewer_workers_on_many_cores(monkeypatch: pytest.MonkeyPatch) -> None:

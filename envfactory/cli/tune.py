@@ -270,8 +270,10 @@ def series_ladder(num_envs: int, cpus: int) -> list[int]:
     Example:
         >>> series_ladder(16, 16), series_ladder(64, 16), series_ladder(8, 2)
         ([1, 2, 4, 8], [1, 4, 8, 16, 32], [1, 4])
+        >>> series_ladder(16, 12), series_ladder(1, 16)
+        ([1, 2, 3, 6, 8], [])
     """
-    out, workers = {1}, cpus
+    out, workers = {1, math.ceil(num_envs / 2)}, cpus
     while workers >= 2:
         out.add(math.ceil(num_envs / workers))
         workers //= 2
