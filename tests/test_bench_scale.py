@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -41,3 +43,25 @@ def test_scale_prints_rows_and_ratios_and_writes_samples(tmp_path: Path) -> None
     assert data["rounds_done"] == 1 and data["machine"]["cpus"] >= 1
     got = {(s["workload"], s["num_envs"], s["variant"]) for s in data["samples"]}
     assert ("CartPole", 2, "subproc") in got and ("CartPole", 2, "gym-async") in got
+
+
+@pytest.mark.parametrize(
+    ("n", "batch", "cpus", "workers"),
+    [
+        (8, 8, 2, 1),  # a core left for PufferLib's busy-waiting main process
+        (8, 4, 2, 2),  # a batch of n/2 must be whole workers: two, even on 2 cores
+        (16, 16, 16, 8),  # at most 15, and a count that divides 16
+        (64, 32, 16, 8),
+        (1, 1, 16, 1),
+        (6, 3, 16, 6),
+    ],
+)
+def test_puffer_gets_a_core_less_than_the_machine(
+    n: int, batch: int, cpus: int, workers: int
+) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench
+    finally:
+        sys.path.remove(str(BENCH))
+    assert bench.puffer_workers(n, batch, cpus) == workers
