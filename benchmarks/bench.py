@@ -20,8 +20,9 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
-PufferLib's ``Multiprocessing`` backend (synchronous and ``batch_size = num_envs / 2``)
-and envpool's async mode (its own C++ CartPole: a ceiling, not the same env). The
+PufferLib's ``Multiprocessing`` backend (synchronous and ``batch_size = num_envs / 2``; one
+worker per core less one at most, :func:`puffer_workers`) and envpool's async mode (its own
+C++ CartPole: a ceiling, not the same env). The
 ``under load`` table measures CartPole again with CPU-bound processes running beside it
 (a stand-in for a learner): idle, one busy core, and the machine oversubscribed three
 times (2 x cores busy processes beside the vec env's own).
