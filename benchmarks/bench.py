@@ -832,19 +832,32 @@ def render_startup(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` of the text, above 0 (argparse prints the error)."""
+
+    def parse(text: str) -> Any:
+        value = kind(text)  # (a ValueError: argparse says "invalid ... value")
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="sizes 1, 8; 2 rounds; shorter runs")
-    p.add_argument("--sizes", type=int, nargs="*", default=None)
-    p.add_argument("--rounds", type=int, default=None)
-    p.add_argument("--seconds", type=float, default=None, help="per measurement")
-    p.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
+    p.add_argument("--sizes", type=_positive(int), nargs="*", default=None)
+    p.add_argument("--rounds", type=_positive(int), default=None)
+    p.add_argument("--seconds", type=_positive(float), default=None, help="per measurement")
+    p.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/...)")
     p.add_argument("--pool", action="store_true", help="only the async pool's rows")
     p.add_argument("--no-pool", action="store_true", help="skip the async pool's rows")
     p.add_argument("--ray", action="store_true", help="only the ray rows (envfactory-ray)")
     p.add_argument("--no-load", action="store_true", help="skip the under-load table")
-    p.add_argument("--load-sizes", type=int, nargs="*", default=None)
+    p.add_argument("--load-sizes", type=_positive(int), nargs="*", default=None)
     p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
     p.add_argument("--startup", action="store_true", help="only start-up and memory")
     p.add_argument("--train", action="store_true", help="only the training loop (PPO, torch)")

@@ -65,3 +65,26 @@ def test_puffer_gets_a_core_less_than_the_machine(
     finally:
         sys.path.remove(str(BENCH))
     assert bench.puffer_workers(n, batch, cpus) == workers
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--scale", "--workloads", "Foo"],
+            "invalid choice: 'Foo' (choose from 'CartPole', 'Pong')",
+        ),  # noqa: E501
+        (["--scale", "--sizes", "0"], "argument --sizes: must be above 0, got 0"),
+        (["--load", "--seconds", "-1"], "argument --seconds: must be above 0, got -1"),
+    ],
+)
+def test_bad_arguments_are_one_line_before_anything_runs(args: list[str], says: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith(says), proc.stderr
+    assert "Traceback" not in proc.stderr
