@@ -833,12 +833,13 @@ def render_startup(res: dict[str, Any]) -> str:
 
 
 def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` of the text, above 0 (argparse prints the error)."""
+    """An argparse type: ``kind`` of the text, above 0 and finite (argparse prints the
+    error)."""
 
     def parse(text: str) -> Any:
         value = kind(text)  # (a ValueError: argparse says "invalid ... value")
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be above 0 (and finite), got {text}")
         return value
 
     parse.__name__ = kind.__name__
@@ -848,37 +849,52 @@ def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="sizes 1, 8; 2 rounds; shorter runs")
-    p.add_argument("--sizes", type=_positive(int), nargs="*", default=None)
+    p.add_argument("--sizes", type=_positive(int), nargs="+", default=None)
     p.add_argument("--rounds", type=_positive(int), default=None)
     p.add_argument("--seconds", type=_positive(float), default=None, help="per measurement")
-    p.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
+    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/...)")
-    p.add_argument("--pool", action="store_true", help="only the async pool's rows")
     p.add_argument("--no-pool", action="store_true", help="skip the async pool's rows")
-    p.add_argument("--ray", action="store_true", help="only the ray rows (envfactory-ray)")
     p.add_argument("--no-load", action="store_true", help="skip the under-load table")
-    p.add_argument("--load-sizes", type=_positive(int), nargs="*", default=None)
-    p.add_argument("--load", action="store_true", help="only the CartPole under-load table")
-    p.add_argument("--startup", action="store_true", help="only start-up and memory")
-    p.add_argument("--train", action="store_true", help="only the training loop (PPO, torch)")
-    p.add_argument("--sweep", action="store_true",
-                   help="only a parallel sweep: 4 joblib jobs x CartPole 8 envs")  # fmt: skip
-    p.add_argument("--scale", action="store_true",
-                   help="only many cores: 16/32/64 envs against the peers")  # fmt: skip
+    p.add_argument("--load-sizes", type=_positive(int), nargs="+", default=None)
+    only = p.add_mutually_exclusive_group()  # the sections run alone (else: the full run)
+    only.add_argument("--pool", action="store_true", help="only the async pool's rows")
+    only.add_argument("--ray", action="store_true", help="only the ray rows (envfactory-ray)")
+    only.add_argument("--load", action="store_true", help="only the CartPole under-load table")
+    only.add_argument("--startup", action="store_true", help="only start-up and memory")
+    only.add_argument("--train", action="store_true", help="only the training loop (PPO, torch)")
+    only.add_argument("--sweep", action="store_true",
+                      help="only a parallel sweep: 4 joblib jobs x CartPole 8 envs")  # fmt: skip
+    only.add_argument("--scale", action="store_true",
+                      help="only many cores: 16/32/64 envs against the peers")  # fmt: skip
+    only.add_argument("--plot-from", default=None, metavar="JSON",
+                      help="only plot an earlier run's JSON (needs --plot)")  # fmt: skip
     p.add_argument(
         "--plot",
         default=None,
         metavar="PATH",
-        help="also write steps/s against num_envs as a PNG (one per workload)",
+        help="also write steps/s against num_envs as a PNG (one per workload; the full run\n"
+        "and --scale)",
     )
-    p.add_argument("--plot-from", default=None, metavar="JSON",
-                   help="only plot an earlier run's JSON (needs --plot)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.quick and any(getattr(args, k) for k in ("pool", "ray", "load", "startup", "train",
+                                                     "sweep", "scale", "plot_from")):  # fmt: skip
+        p.error("--quick shortens the full run only; leave it out with a section flag")
+    if (
+        args.plot
+        and not (args.plot_from or args.scale)
+        and any(getattr(args, k) for k in ("pool", "ray", "load", "startup", "train", "sweep"))
+    ):
+        p.error("--plot draws the full run's or --scale's table; leave it out with this section")
     if args.plot_from:
         if not args.plot:
             p.error("--plot-from needs --plot PATH")
-        with open(args.plot_from) as f:
-            plot_results(json.load(f)["results"], args.plot)
+        try:
+            with open(args.plot_from) as f:
+                results = results_of(json.load(f))
+        except (OSError, ValueError) as exc:
+            p.error(f"--plot-from {args.plot_from}: not a JSON of bench.py: {exc}")
+        plot_results(results, args.plot)
         return 0
     if args.train:
         from train import torch_missing
@@ -901,6 +917,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes = args.sizes or list(scale.SIZES)
         print(scale.main(args.workloads, sizes, args.rounds or 2, args.seconds or 1.5, out))
         print(f"\nJSON: {out}", file=sys.stderr)
+        if args.plot:
+            with open(out) as f:
+                plot_results(results_of(json.load(f)), args.plot)
         return 0
     if args.sweep:
         print(sweep_main(args.rounds or 3, args.seconds or 4.0) + render_targets([], [], {}))
@@ -1015,6 +1034,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot_results(results, args.plot)
     return 0
+
+
+def results_of(data: dict) -> list[dict]:
+    """The rows to plot from a run's JSON: the full run's ``results``, or the medians of a
+    ``--scale`` run's ``samples``. Raises ValueError for any other JSON."""
+    if isinstance(data, dict) and isinstance(data.get("results"), list):
+        return data["results"]
+    if isinstance(data, dict) and isinstance(data.get("samples"), list):
+        return [
+            {"workload": r["workload"], "num_envs": r["num_envs"], "variant": r["variant"],
+             "steps_per_s": statistics.median(r["samples"])}
+            for r in data["samples"] if r["samples"]
+        ]  # fmt: skip
+    raise ValueError("not a JSON written by bench.py (no 'results' or 'samples' list)")
 
 
 def plot_results(results: list[dict], path: str) -> list[str]:

@@ -99,10 +99,16 @@ def _has(module: str) -> bool:
 def render(samples: dict[tuple[str, int, str], list[float]], rounds_done: int) -> str:
     """Medians per workload and size, and ours against each peer (same run)."""
     med = {k: statistics.median(v) for k, v in samples.items()}
+    cpus = os.cpu_count() or 1
     lines = [
         f"\n**Many cores** — steps/s summed over envs, median of {rounds_done} round(s), "
-        f"{os.cpu_count()} cpus, {time.strftime('%Y-%m-%d')}; ratios from the same run\n"
+        f"{cpus} cpus, {time.strftime('%Y-%m-%d')}; ratios from the same run\n"
     ]
+    if cpus < min(k[1] for k in med):
+        lines.append(
+            f"(fewer cpus than envs here: every process shares {cpus} cores, PufferLib's "
+            "busy-waiting batch-of-n/2 rows most of all; the table is meant for many cores)\n"
+        )
     for wl in dict.fromkeys(k[0] for k in med):
         names = list(dict.fromkeys(k[2] for k in med if k[0] == wl))
         ours = "subproc-atari" if wl == "Pong" else "subproc"

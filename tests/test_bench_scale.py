@@ -19,7 +19,8 @@ def test_scale_prints_rows_and_ratios_and_writes_samples(tmp_path: Path) -> None
     out = tmp_path / "scale.json"
     proc = subprocess.run(
         [sys.executable, str(BENCH / "bench.py"), "--scale", "--workloads", "CartPole",
-         "--sizes", "2", "--rounds", "1", "--seconds", "0.2", "--out", str(out)],
+         "--sizes", "2", "--rounds", "1", "--seconds", "0.2", "--out", str(out),
+         "--plot", str(tmp_path / "scale.png")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -43,6 +44,14 @@ def test_scale_prints_rows_and_ratios_and_writes_samples(tmp_path: Path) -> None
     assert data["rounds_done"] == 1 and data["machine"]["cpus"] >= 1
     got = {(s["workload"], s["num_envs"], s["variant"]) for s in data["samples"]}
     assert ("CartPole", 2, "subproc") in got and ("CartPole", 2, "gym-async") in got
+    assert (tmp_path / "scale.png").stat().st_size > 10_000  # --plot: the medians drawn
+    again = subprocess.run(
+        [sys.executable, str(BENCH / "bench.py"), "--plot", str(tmp_path / "again.png"),
+         "--plot-from", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again.png").stat().st_size > 10_000
 
 
 @pytest.mark.parametrize(
@@ -73,9 +82,16 @@ def test_puffer_gets_a_core_less_than_the_machine(
         (
             ["--scale", "--workloads", "Foo"],
             "invalid choice: 'Foo' (choose from 'CartPole', 'Pong')",
-        ),  # noqa: E501
-        (["--scale", "--sizes", "0"], "argument --sizes: must be above 0, got 0"),
-        (["--load", "--seconds", "-1"], "argument --seconds: must be above 0, got -1"),
+        ),
+        (["--scale", "--sizes", "0"], "argument --sizes: must be above 0 (and finite), got 0"),
+        (["--load", "--seconds", "-1"], "argument --seconds: must be above 0 (and finite), got -1"),
+        (["--load", "--seconds", "inf"], "must be above 0 (and finite), got inf"),
+        (["--scale", "--sizes"], "argument --sizes: expected at least one argument"),
+        (["--scale", "--startup"], "argument --startup: not allowed with argument --scale"),
+        (["--scale", "--quick"], "--quick shortens the full run only; leave it out with a "
+         "section flag"),
+        (["--load", "--plot", "x.png"], "--plot draws the full run's or --scale's table; leave "
+         "it out with this section"),
     ],
 )
 def test_bad_arguments_are_one_line_before_anything_runs(args: list[str], says: str) -> None:

@@ -51,7 +51,13 @@ def _env(config_dir: Path) -> dict[str, str]:
     ("argv", "expected"),
     [
         (["--seconds", "-1"], "--seconds '-1': expected a value >= 0.05"),
-        (["--busy-cores", "two"], "--busy-cores 'two': expected a number"),
+        (["--busy-cores", "two"], "--busy-cores 'two': expected an integer"),
+        (["--seconds", "inf"], "--seconds 'inf': expected a finite number"),
+        (
+            ["--busy-cores", str((os.cpu_count() or 1) + 1)],
+            f"expected a value <= {os.cpu_count() or 1} (one busy process per core of this "
+            "machine at most)",
+        ),
         (["--rounds", "0"], "--rounds '0': expected a value >= 1"),
         (["--vectorizers", "dumy"], "vectorizer 'dumy' is not registered. Did you mean 'dummy'?"),
         (["--name", "subproc"], "--name 'subproc' is a registered vectorizer"),
@@ -159,6 +165,22 @@ def test_preset_composes_and_builds_from_user_config_dir(config_dir: Path) -> No
     from hydra.core.config_store import ConfigStore
 
     assert ConfigStore.instance().load("envfactory/vectorizer/tuned.yaml").node.in_series == 1
+
+
+def test_a_missing_preset_says_where_it_was_looked_for(config_dir: Path) -> None:
+    """``vectorizer=tuned`` before any ``envfactory tune`` (or with the preset elsewhere):
+    the unknown-name error names the preset file it looked for and how to get one there;
+    a name no preset can have gets no such sentence."""
+    with pytest.raises(envfactory.ConfigError) as err:
+        envfactory.compose(["vectorizer=tuned", "num_envs=2"])
+    msg = str(err.value)
+    assert "unknown vectorizer 'tuned'" in msg and "\n" not in msg
+    assert f"No preset {config_dir / 'vectorizer' / 'tuned.yaml'} either" in msg
+    assert "`envfactory tune ... --name tuned` writes one there" in msg
+    assert "--config-dir DIR or set ENVFACTORY_CONFIG_DIR" in msg
+    with pytest.raises(envfactory.ConfigError) as odd:
+        envfactory.get_registry().vectorizer("a b", key="vectorizer=a b")
+    assert "No preset" not in str(odd.value)
 
 
 # -- real runs -----------------------------------------------------------------------------

@@ -98,16 +98,26 @@ def _yaml(value: Any) -> str:
 
 
 # -- options --------------------------------------------------------------------------
-def _positive(kind: type, name: str, minimum: float) -> Callable[[str], Any]:
+def _positive(
+    kind: type, name: str, minimum: float, maximum: tuple[float, str] | None = None
+) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` of the text, finite, at least ``minimum`` and at most
+    ``maximum`` (the bound and why)."""
+
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             value = None
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"{name} {text!r}: expected a number")
+            what = "an integer" if kind is int else "a finite number"
+            raise argparse.ArgumentTypeError(f"{name} {text!r}: expected {what}")
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{name} {text!r}: expected a value >= {minimum}")
+        if maximum is not None and value > maximum[0]:
+            raise argparse.ArgumentTypeError(
+                f"{name} {text!r}: expected a value <= {maximum[0]:g} ({maximum[1]})"
+            )
         return value
 
     return parse
@@ -142,7 +152,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--busy-cores",
-        type=_positive(int, "--busy-cores", 0),
+        type=_positive(
+            int,
+            "--busy-cores",
+            0,
+            (os.cpu_count() or 1, "one busy process per core of this machine at most"),
+        ),
         default=0,
         metavar="K",
         help="CPU-bound processes beside it (a stand-in for the learner)",
@@ -453,8 +468,7 @@ def write_outputs(
         "",
         *table,
         "",
-        f"use: envfactory vectorizer={args.name} ... / "
-        f'envfactory.compose(["vectorizer={args.name}", ...])',
+        *(line.strip() for line in usage_lines(args, path)),  # as printed: with its folder
     ]
     write_preset(path, best.vectorizer, preset_options(plan, best), comment)
     data = {

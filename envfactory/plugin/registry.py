@@ -137,8 +137,11 @@ class Registry:
                     f"disabled by {reason}. Remove {plugin} from {DISABLE_ENV_VAR} to use it"
                 )
                 return UnknownNameError(kind, name, valid, key=key, disabled=disabled)
-        note = f"Disabled plugins, which may provide it: {', '.join(maybe)}." if maybe else ""
-        return UnknownNameError(kind, name, valid, key=key, note=note)
+        notes = [f"Disabled plugins, which may provide it: {', '.join(maybe)}."] if maybe else []
+        if table_name == "vectorizers" and not maybe:  # (else a plugin is the likelier fix)
+            notes.append(_no_preset(name))
+        notes = [n for n in notes if n]
+        return UnknownNameError(kind, name, valid, key=key, note=" ".join(notes))
 
     def as_dict(self) -> dict[str, Any]:
         def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:
@@ -263,4 +266,18 @@ def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str
     return (
         f"the {kind} {name!r}{where} is registered by {len(providers)} plugins: {who}, so it "
         f"cannot be used. {' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
+    )
+
+
+def _no_preset(name: str) -> str:
+    """Where a vectorizer preset of ``name`` was looked for (``envfactory tune`` writes
+    them; see :mod:`envfactory.cli.presets`); empty for a name no preset can have."""
+    from ..cli.presets import CONFIG_DIR_ENV_VAR, check_preset_name, user_config_dir
+
+    if len(name) > 100 or check_preset_name(name, ()) is not None:
+        return ""
+    where = user_config_dir() / "vectorizer" / f"{name}.yaml"
+    return (
+        f"No preset {where} either: `envfactory tune ... --name {name}` writes one there; "
+        f"for one in another folder pass --config-dir DIR or set {CONFIG_DIR_ENV_VAR}."
     )
