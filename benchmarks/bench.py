@@ -877,14 +877,10 @@ def main(argv: list[str] | None = None) -> int:
         "and --scale)",
     )
     args = p.parse_args(argv)
-    if args.quick and any(getattr(args, k) for k in ("pool", "ray", "load", "startup", "train",
-                                                     "sweep", "scale", "plot_from")):  # fmt: skip
+    unplotted = ("pool", "ray", "load", "startup", "train", "sweep")  # sections with no plot
+    if args.quick and (args.scale or args.plot_from or any(getattr(args, k) for k in unplotted)):
         p.error("--quick shortens the full run only; leave it out with a section flag")
-    if (
-        args.plot
-        and not (args.plot_from or args.scale)
-        and any(getattr(args, k) for k in ("pool", "ray", "load", "startup", "train", "sweep"))
-    ):
+    if args.plot and any(getattr(args, k) for k in unplotted):
         p.error("--plot draws the full run's or --scale's table; leave it out with this section")
     if args.plot_from:
         if not args.plot:
@@ -910,10 +906,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale:
         import scale
 
-        out = args.out or os.path.join(
-            os.path.dirname(__file__), "results", time.strftime("scale-%Y%m%d-%H%M%S.json")
-        )
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        out = _out_path(args.out, "scale")
         sizes = args.sizes or list(scale.SIZES)
         print(scale.main(args.workloads, sizes, args.rounds or 2, args.seconds or 1.5, out))
         print(f"\nJSON: {out}", file=sys.stderr)
@@ -1005,10 +998,7 @@ def main(argv: list[str] | None = None) -> int:
         table += render_startup_pong(startup_pong(rounds))
     table += render_targets(results, load_rows, startup_mem)
     print(table)
-    out = args.out or os.path.join(
-        os.path.dirname(__file__), "results", time.strftime("bench-%Y%m%d-%H%M%S.json")
-    )
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    out = _out_path(args.out, "bench")
     with open(out, "w") as f:
         json.dump(
             {
@@ -1034,6 +1024,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot_results(results, args.plot)
     return 0
+
+
+def _out_path(given: str | None, kind: str) -> str:
+    """``--out``, else ``benchmarks/results/<kind>-<time>.json``; its folder made."""
+    out = given or os.path.join(
+        os.path.dirname(__file__), "results", time.strftime(f"{kind}-%Y%m%d-%H%M%S.json")
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    return out
 
 
 def results_of(data: dict) -> list[dict]:

@@ -16,7 +16,6 @@ import functools
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 import envfactory
-from envfactory.cli.measure import measure, measure_pool
+from envfactory.cli.measure import measure, measure_pool, medians
 
 SIZES = (16, 32, 64)
 
@@ -41,8 +40,6 @@ def _ef(workload: str, n: int, vec: str, batch: int | None = None) -> Callable[[
 
 def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float]]:
     """Each returns one sample of steps/s for ``workload`` at ``n`` envs."""
-    import importlib.util
-
     import bench
 
     fns = bench.thunks(workload, n)
@@ -63,7 +60,7 @@ def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float
     out["gym-async"] = lambda: measure(
         lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True), seconds
     )[0]
-    if importlib.util.find_spec("pufferlib") is not None:
+    if _has("pufferlib"):
         out["pufferlib-mp"] = lambda: bench.measure_loop(
             lambda: bench._puffer(n, n, workload), seconds
         )
@@ -71,7 +68,7 @@ def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float
             out["pufferlib-mp (batch n/2)"] = lambda: bench.measure_loop(
                 lambda: bench._puffer(n, n // 2, workload), seconds
             )
-    if workload == "CartPole" and importlib.util.find_spec("envpool") is not None:
+    if workload == "CartPole" and _has("envpool"):
         out["envpool sync (C++ env)"] = lambda: bench.measure_loop(
             lambda: bench._envpool(n, n), seconds
         )
@@ -98,7 +95,7 @@ def _has(module: str) -> bool:
 
 def render(samples: dict[tuple[str, int, str], list[float]], rounds_done: int) -> str:
     """Medians per workload and size, and ours against each peer (same run)."""
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    med = medians(samples)
     cpus = os.cpu_count() or 1
     lines = [
         f"\n**Many cores** — steps/s summed over envs, median of {rounds_done} round(s), "

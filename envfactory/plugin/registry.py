@@ -137,11 +137,11 @@ class Registry:
                     f"disabled by {reason}. Remove {plugin} from {DISABLE_ENV_VAR} to use it"
                 )
                 return UnknownNameError(kind, name, valid, key=key, disabled=disabled)
-        notes = [f"Disabled plugins, which may provide it: {', '.join(maybe)}."] if maybe else []
-        if table_name == "vectorizers" and not maybe:  # (else a plugin is the likelier fix)
-            notes.append(_no_preset(name))
-        notes = [n for n in notes if n]
-        return UnknownNameError(kind, name, valid, key=key, note=" ".join(notes))
+        if maybe:  # (a plugin is then the likelier fix than a missing preset)
+            note = f"Disabled plugins, which may provide it: {', '.join(maybe)}."
+        else:
+            note = _no_preset(name) if table_name == "vectorizers" else ""
+        return UnknownNameError(kind, name, valid, key=key, note=note)
 
     def as_dict(self) -> dict[str, Any]:
         def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:
