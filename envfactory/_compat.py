@@ -21,9 +21,6 @@ used instead (and noted here).
   env's info into the batch's infos, called for a batch that is not a ``VectorEnv``'s
   own: the async pool's ``batch_size`` rows). Episode statistics use envfactory's own
   wrapper, not ``RecordEpisodeStatistics``' private fields.
-* pickle: :func:`load_inline` (``pickle._Unpickler``, the pure-Python unpickler, whose
-  ``BUILD`` step it overrides): objects unpickled with attribute stores, as ``__init__``
-  makes them, so envs moved between processes step as fast as freshly built ones.
 * pluggy: :func:`replace_hookimpl_function` (``HookImpl.function``, typed ``Final``):
   the plugin manager guards each plugin's hook implementation where pluggy calls it.
 * OmegaConf: none (``config/store.py`` reads a schema node's children with ``node[key]``
@@ -32,7 +29,6 @@ used instead (and noted here).
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -46,7 +42,6 @@ __all__ = [
     "forget_inherited_forkserver",
     "forkserver_preload",
     "hydra_config_loader",
-    "load_inline",
     "non_daemonic",
     "register_config_source",
     "register_hydra_plugin",
@@ -274,68 +269,6 @@ def episode_statistics_key(env: Any, default: str | None) -> str | None:
     attribute), or ``default``."""
     key = getattr(env, "_stats_key", None)
     return default if key is None else str(key)
-
-
-# -- pickle -----------------------------------------------------------------------------
-
-
-def load_inline(data: bytes) -> Any:
-    """``pickle.loads(data)``, with each object's attributes restored by attribute stores
-    (``object.__setattr__``), as ``__init__`` makes them, instead of by writes into its
-    ``__dict__`` (what the unpickler's ``BUILD`` does).
-
-    Why: CPython (3.11+) keeps an object's attributes inline, beside the object, until its
-    ``__dict__`` is asked for; pickle's ``BUILD`` asks for it, and every attribute read
-    of the object is slower from then on (CPython's specialised attribute loads want the
-    inline values). Measured here: 8 CartPoles unpickled step in 62.6 us where fresh ones
-    take 53.7 us (+17%); unpickled by this function, 55.5 us. The envs that
-    :mod:`envfactory.vectorizers.placement` moves between processes are unpickled so.
-
-    Same objects as ``pickle.loads`` gives: a class's own ``__setstate__``, slots state,
-    a data descriptor of the same name as a state key (a property with a setter, which a
-    store would call), and an object that refuses ``object.__setattr__`` all get
-    pickle's own treatment. Slower than ``pickle.loads`` (the pure-Python unpickler:
-    about 1 ms for 8 CartPoles): meant for rare moves, not the hot path. Private:
-    ``pickle._Unpickler`` and its ``dispatch`` table (tested in tests/test_compat.py).
-    """
-    import io
-
-    return _inline_unpickler()(io.BytesIO(data)).load()
-
-
-@functools.cache
-def _inline_unpickler() -> Any:
-    import pickle
-
-    base = pickle._Unpickler
-    build = base.dispatch[pickle.BUILD[0]]
-
-    def load_build(self: Any) -> None:
-        state, inst = self.stack[-1], self.stack[-2]
-        if type(state) is not dict or getattr(inst, "__setstate__", None) is not None:
-            return build(self)  # pickle's own: a __setstate__, or slots state
-        cls = type(inst)
-        try:
-            for k, v in state.items():
-                if type(k) is not str or _has_data_descriptor(cls, k):
-                    inst.__dict__[k] = v
-                else:
-                    object.__setattr__(inst, sys.intern(k), v)
-        except (AttributeError, TypeError):
-            return build(self)
-        self.stack.pop()
-
-    dispatch = dict(base.dispatch)
-    dispatch[pickle.BUILD[0]] = load_build
-    return type("InlineUnpickler", (base,), {"dispatch": dispatch})
-
-
-def _has_data_descriptor(cls: type, name: str) -> bool:
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            kind = type(vars(klass)[name])
-            return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
-    return False
 
 
 # -- pluggy (the plugin manager's) -------------------------------------------------------

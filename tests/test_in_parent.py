@@ -370,22 +370,6 @@ def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_o
     assert w.wait(lambda: time.perf_counter() - t0 >= 2e-3, t0) and w.backoff == 0
 
 
-def test_a_waiter_forgets_what_it_learnt_when_told() -> None:
-    """Envs moved back into a worker (run-time placement) are stepped at once: the long
-    waits and wasted spins of the time they were away must not make the first steps
-    sleep (each a wake-up)."""
-    from envfactory.vectorizers.wakeup import RECENT, Waiter
-
-    w = Waiter(200e-6)
-    assert not w.wait(lambda: False, time.perf_counter())  # a wasted spin: back-off
-    assert w.skip == 1
-    for _ in range(RECENT):
-        w.record(0.5)  # idle while the envs were in the parent
-    assert w.plan() == (0.0, 0.0)
-    w.forget()
-    assert w.plan() == (0.0, 200e-6) and w.skip == w.backoff == 0
-
-
 def test_the_poller_waits_for_pipes_by_the_waiters_policy() -> None:
     """Pipe waits (a worker's answer, a worker's next message, the pool's first ready
     worker) use the one policy: the answer at once when it is there, a sleep bounded by

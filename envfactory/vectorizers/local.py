@@ -40,15 +40,6 @@ class LocalHandle(WorkerHandle):
         self._answer: tuple[Any] | None = None  # its answer, kept for recv
         self._label = "the parent's own envs (vectorizer.in_parent)"
 
-    @classmethod
-    def hosting(cls, start: int, state: Any, mode: Any, env_id: str, label: str) -> LocalHandle:
-        """The envs of ``state`` (a :class:`~.protocol.HostState`, envs ``start`` on),
-        moved into this process (see :mod:`.placement`); errors name them ``label``."""
-        h = cls(start, [None] * len(state.envs), mode, env_id)
-        h.host.take(state)
-        h._label = label
-        return h
-
     @property
     def label(self) -> str:
         return self._label

@@ -32,7 +32,6 @@ __all__ = [
     "Cmd",
     "EnvInfo",
     "Failure",
-    "HostState",
     "Reset",
     "RestartReset",
     "Restarted",
@@ -66,11 +65,6 @@ class Cmd:
     RESTARTED = "restarted"  #: data: Restarted; answer: StepResult
     RESTART_RESET = "restart-reset"  #: data: RestartReset; answer: StepResult
     CLOSE = "close"  #: data: None; answer: None, then the worker exits
-    #: hand the envs over (the parent steps them, see :mod:`.placement`): data: the most
-    #: bytes the state may take; answer: the :class:`HostState` as bytes (the worker keeps
-    #: its copies until ``adopt`` replaces them)
-    EXPORT = "export"
-    ADOPT = "adopt"  #: data: a HostState as bytes (the envs come back); answer: None
 
 
 @dataclass(frozen=True)
@@ -173,48 +167,6 @@ class RestartReset:
     reset: Reset
     last_obs: list[Any]
     done: list[bool]
-
-
-@dataclass(frozen=True)
-class HostState:
-    """Envs in the middle of their episodes, with what :class:`~.runner.EnvHost` keeps
-    about them (moved between a worker and the parent by ``export``/``adopt``)."""
-
-    envs: list[Any]
-    obs: list[Any]
-    rewards: Any
-    terminations: Any
-    truncations: Any
-    autoreset: Any
-    lost: dict[int, Any]
-
-    @classmethod
-    def join(cls, parts: list[HostState]) -> HostState:
-        """One state of the envs of ``parts``, in that order."""
-        import numpy as np
-
-        lost: dict[int, Any] = {}
-        at = 0
-        for p in parts:
-            lost.update({at + i: v for i, v in p.lost.items()})
-            at += len(p.envs)
-
-        def cat(key: str) -> Any:
-            return np.concatenate([getattr(p, key) for p in parts])
-
-        return cls(
-            [e for p in parts for e in p.envs], [o for p in parts for o in p.obs],
-            cat("rewards"), cat("terminations"), cat("truncations"), cat("autoreset"), lost,
-        )  # fmt: skip
-
-    def part(self, start: int, stop: int) -> HostState:
-        """The state of envs ``start:stop`` of these."""
-        return HostState(
-            self.envs[start:stop], self.obs[start:stop], self.rewards[start:stop].copy(),
-            self.terminations[start:stop].copy(), self.truncations[start:stop].copy(),
-            self.autoreset[start:stop].copy(),
-            {i - start: v for i, v in self.lost.items() if start <= i < stop},
-        )  # fmt: skip
 
 
 @dataclass(frozen=True)

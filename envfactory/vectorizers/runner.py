@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from .protocol import Cmd, HostState
+from .protocol import Cmd
 
 __all__ = ["EnvHost", "EnvRunner", "InfoCalls", "call_env"]
 
@@ -252,50 +252,6 @@ class EnvHost:
         for i, v in zip(sa.local, sa.values):
             self.envs[i].set_wrapper_attr(sa.name, v)
 
-    def state(self) -> HostState:
-        """This host's envs and their autoreset state (the objects themselves)."""
-        r = self.runner
-        return HostState(
-            list(r.envs), list(r.obs), r.rewards.copy(), r.terminations.copy(),
-            r.truncations.copy(), r.autoreset.copy(), dict(self.lost),
-        )  # fmt: skip
-
-    def take(self, state: HostState) -> None:
-        """Host the envs of ``state`` from now on (the ones it had are dropped unclosed:
-        they are earlier states of the same envs, or the same objects)."""
-        r = self.runner
-        r.envs[:] = state.envs  # (self.envs is the same list)
-        r.obs[:] = state.obs
-        for mine, theirs in (
-            (r.rewards, state.rewards), (r.terminations, state.terminations),
-            (r.truncations, state.truncations), (r.autoreset, state.autoreset),
-        ):  # fmt: skip
-            mine.resize(len(theirs), refcheck=False)
-            mine[:] = theirs
-        self.lost = dict(state.lost)
-
-    def export(self, limit: int) -> bytes:
-        """``Cmd.EXPORT``: :meth:`state` as bytes (cloudpickle: envs built from the user's
-        ``__main__`` travel by value), at most ``limit`` of them. The host keeps its
-        copies, so an export nobody adopts loses nothing. Raises if the envs cannot be
-        pickled or take more than ``limit`` bytes."""
-        import cloudpickle
-
-        data = cloudpickle.dumps(self.state())
-        if len(data) > limit:
-            raise ValueError(
-                f"the envs' state takes {len(data)} bytes, more than the {limit} bytes a "
-                "move between processes may take"
-            )
-        return data
-
-    def adopt(self, data: bytes) -> None:
-        """``Cmd.ADOPT``: :meth:`take` the envs :meth:`export` gave as bytes (unpickled
-        as freshly built objects are laid out: see :func:`envfactory._compat.load_inline`)."""
-        from .._compat import load_inline
-
-        self.take(load_inline(data))
-
     def close(self) -> None:
         """Close every env (errors ignored: the envs are being thrown away)."""
         for env in self.envs:
@@ -333,6 +289,4 @@ COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
     Cmd.RESTART_RESET: EnvHost.restart_reset,
     Cmd.CALL: EnvHost.call,
     Cmd.SET_ATTR: EnvHost.set_attr,
-    Cmd.EXPORT: EnvHost.export,
-    Cmd.ADOPT: EnvHost.adopt,
 }

@@ -16,7 +16,6 @@ processes (one :class:`~.pipe.PipeHandle` each), the shared region and the hooks
 from __future__ import annotations
 
 import copy as _copy
-import functools
 import multiprocessing as mp
 import os
 import time
@@ -26,16 +25,13 @@ from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
-from ..errors import ConfigError, UnpicklableEnvError, WorkerError
-from .base import PendingCall
+from ..errors import ConfigError, UnpicklableEnvError
 from .local import LocalHandle
 from .pipe import PipeHandle
-from .placement import MOVE_LIMIT, Placement, held_ctrl_c
-from .protocol import Cmd, EnvInfo, HostState, WorkerSpec, failure_of
+from .protocol import EnvInfo, WorkerSpec, failure_of
 from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerHandle, env_label
 from .shared import SharedBuffers, layout_for, supports_shared_memory
 from .subproc_options import (
@@ -43,7 +39,6 @@ from .subproc_options import (
     SubprocAtariConfig,
     SubprocConfig,
     install_fork_hook,
-    others_running,
     parent_share,
     split_envs,
     start_process,
@@ -298,28 +293,23 @@ class SubprocVecEnv(SubprocBackend):
     """Envs in worker processes (``in_series`` per worker), same trajectories as ``dummy``.
 
     Every ``step`` steps every env: the workers their slices, and this process the last
-    ``in_parent`` envs meanwhile (null: a worker's share when a core is idle, see
-    :func:`~.subproc_options.parent_share`). The other options are
+    ``in_parent`` envs meanwhile. By default (``in_parent=0``) every env is in a worker
+    process: an env that crashes or exits its process is a ``WorkerDiedError``, never the
+    end of the caller's program. ``in_parent`` > 0 trades that isolation for speed for
+    those envs; ``in_parent`` null decides the share once, before any env is built (a
+    worker's share when a core is idle, see :func:`~.subproc_options.parent_share`). An
+    env never moves between processes once built. The other options are
     :class:`SubprocBackend`'s (:class:`~.subproc_options.SubprocConfig`'s).
-
-    With ``in_parent`` null and nothing that needs a worker process (``in_series``,
-    ``timeout``, ``restart``, ``subproc-atari``, a ``render_mode``), where the envs step
-    is also decided while they step (:attr:`placement`, see :mod:`.placement`): when the
-    parent stepping every env itself is cheaper for the caller (a busy core), the workers'
-    envs move into the parent, and back when the workers pay again.
     """
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
         autoreset_mode: Any = "next_step",
-        in_parent: int | None = None,
+        in_parent: int | None = 0,
         **options: Any,
     ) -> None:
-        fixed = ("in_series", "timeout", "restart", "uint8_images")
-        movable = in_parent is None and not any(map(options.get, fixed))
-        share = functools.partial(
-            parent_share,
+        local = parent_share(
             len(env_fns),
             in_parent,
             options.get("in_series"),
@@ -327,159 +317,4 @@ class SubprocVecEnv(SubprocBackend):
             options.get("restart", False),
             options.get("uint8_images", False),
         )
-        # envs that may move get the split that pays on idle cores (a busy core moves them
-        # all into the parent), and start where the machine points now
-        load = others_running() if movable else None
-        local = share(load=0.0) if movable else share()
-        #: the run-time placement of the workers' envs (None: they stay in the workers)
-        self.placement: Placement | None = None
-        #: why the envs stopped moving, if a move failed (the envs then stay where they are)
-        self.placement_stopped: str | None = None
-        self._here: LocalHandle | None = None  # every env, moved into the parent
-        self._blocked = 0.0  # what the step in flight blocked the caller so far
-        self._timed = False  # step() times the whole call (not its two halves)
         super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
-        if movable and self.render_mode is None:
-            cpus = os.cpu_count() or 1
-            busy = local > 0 and share(load=load) == 0  # no core left for the parent now
-            self.placement = Placement(local=cpus < 2 or busy)
-
-    # -- run-time placement (see .placement) ----------------------------------------------
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """``step_async`` + ``step_wait``; while every env is in the parent (moved there
-        by :attr:`placement`), one pass with their bookkeeping only (the hot path of a busy
-        machine: what ``dummy`` costs, not a worker hand-off)."""
-        p = self.placement
-        if p is None:
-            return super().step(actions)
-        t = time.perf_counter()
-        if (
-            self._here is None
-            or not p.local
-            or self.closed
-            or self._pending is not PendingCall.NONE
-            or not self._ready
-            or self._broken is not None
-            or (self.autoreset_mode is AutoresetMode.DISABLED and self._done.any())
-        ):
-            # the whole call is timed, its checks included, as the one-pass path below
-            # is: the workers' cost is not underestimated by what the two halves leave out
-            self._timed = True
-            try:
-                out = super().step(actions)
-            finally:
-                self._timed = False
-            p.record(time.perf_counter() - t)
-            return out
-        h = self._here
-        handles = self.handles  # [h]
-        actions = self._check_actions(actions)
-        if not isinstance(actions, np.ndarray):
-            actions = list(iterate(self.action_space, actions))
-        self._enter("step")
-        try:
-            self._cut = (Cmd.STEP, handles, [h.sent], _rows(actions))
-            h.send(Cmd.STEP, actions)  # (h has every env: all the rows)
-            self._pending = PendingCall.STEP  # (an interrupt leaves it to step_wait())
-            try:  # _gather's policy for one handle that cannot be restarted
-                answer = h.recv(None, "step")
-            except WorkerError as err:
-                self._broken = err
-                raise
-            batch = self._collect(handles, [answer], None)
-        except Exception:
-            self._pending, self._cut = PendingCall.NONE, None
-            raise
-        except BaseException:
-            self._on_interrupt(PendingCall.STEP)
-            raise
-        finally:
-            self._leave()
-        self._pending, self._cut = PendingCall.NONE, None
-        np.logical_or(batch[2], batch[3], out=self._done)
-        p.record(time.perf_counter() - t)
-        return batch
-
-    def _start_step(self, actions: Any) -> None:
-        if self.placement is None or self._timed:
-            return super()._start_step(actions)
-        t = time.perf_counter()
-        super()._start_step(actions)
-        self._blocked = time.perf_counter() - t
-        return None
-
-    def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
-        p = self.placement
-        if p is None or self._timed:
-            return super()._finish_step(timeout)
-        t = time.perf_counter()
-        batch = super()._finish_step(timeout)
-        p.record(self._blocked + time.perf_counter() - t)
-        return batch
-
-    def _send_step(self, actions: Any) -> None:
-        p = self.placement
-        if p is not None and p.local != (self._here is not None):
-            self._move(p.local)  # before anything of this step is sent
-        super()._send_step(actions)
-
-    def _move(self, to_parent: bool) -> None:
-        """Move every env into the parent (``to_parent``: one handle for all of them, so
-        a step is one pass, as ``dummy``'s) or back where it was built. A move that fails
-        (an env that cannot be pickled, a state over :data:`~.placement.MOVE_LIMIT`, a
-        dead worker) ends the moves, the envs staying where they are (a worker keeps its
-        envs until others adopt them; a dead one is then reported by the step, as always).
-        A Ctrl-C is held until the handles are in place, and then stops the step before
-        anything of it was sent."""
-        import cloudpickle
-
-        with held_ctrl_c():
-            try:
-                if to_parent:
-                    parts = []
-                    for w in self.workers:
-                        w.send(Cmd.EXPORT, MOVE_LIMIT)
-                        parts.append(_compat.load_inline(self._wait(w, None, "placement", 0.0)))
-                    if self._local is not None:
-                        parts.append(self._local.host.state())
-                    label = "the envs moved into the parent (they step faster here)"
-                    here = LocalHandle.hosting(
-                        0, HostState.join(parts), self.autoreset_mode, self.env_id, label
-                    )
-                    here.attach(self._buffers, self._shm_obs)
-                    self._here = here
-                elif self._here is not None:
-                    state = self._here.host.state()
-                    for w in self.workers:
-                        w.send(Cmd.ADOPT, cloudpickle.dumps(state.part(w.start, w.stop)))
-                        self._wait(w, None, "placement", 0.0)
-                        if w.waiter is not None:  # steps follow at once (as in the worker)
-                            w.waiter.forget()
-                    if self._local is not None:
-                        self._local.host.take(state.part(self._local.start, self._local.stop))
-                    self._here = None  # (the workers' envs here go unclosed)
-            except Exception as exc:
-                self.placement = None
-                self.placement_stopped = f"{type(exc).__name__}: {exc}"
-            finally:
-                self._set_handles(self._placed())
-
-    def _placed(self) -> list[WorkerHandle]:
-        """The handles that step the envs now, in env order."""
-        if self._here is not None:
-            return [self._here]
-        return [*self.workers] if self._local is None else [*self.workers, self._local]
-
-    def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        if self._here is not None:  # the workers close too (their earlier copies)
-            self._set_handles([self._here, *self.workers])
-        super()._do_close(timeout, terminate)
-
-    def _forget(self) -> None:
-        if self._here is not None:
-            self._here.forget()
-        super()._forget()
-
-
-def _rows(actions: Any) -> Callable[[WorkerHandle], Any]:
-    return lambda h: actions[h.start : h.stop]

@@ -58,15 +58,17 @@ class SubprocConfig(FaultOptions):
             parent steps a share (``in_parent`` > 0) spin at least 1000 us: each step they
             wait while the parent steps its own envs.
         in_parent: envs the parent steps itself while the workers step theirs (the last
-            ``in_parent`` envs; 0 .. num_envs - 1). null = auto: num_envs // cpus (a
-            worker's share) when ``in_series``, ``timeout`` and ``restart`` are unset (an env
-            in the parent can be neither timed out nor restarted); for ``subproc``, while the
-            envs step, every env moves into the parent whenever that measures cheaper (a busy
-            core) and back when the workers pay again (run-time placement, cheap envs that
-            pickle); for ``subproc-atari``, only when a core is idle at build time (sampled
-            from /proc/loadavg over 10 ms), else 0 and one worker per core. An explicit
-            value fixes the placement. Their exceptions are RemoteEnvErrors naming worker -1
-            (the parent); ``call``/``get_attr`` on them answer in-process, as ``dummy``.
+            ``in_parent`` envs; 0 .. num_envs - 1). 0 (default): every env in a worker
+            process, the isolation ``subproc`` promises (an env that crashes its process is
+            a ``WorkerDiedError``, never the end of the caller's program). A value > 0
+            trades that isolation for speed for those envs (cheap envs on an idle core: no
+            hand-off for them). null = decided once, before any env is built: a worker's
+            share (num_envs // cpus) when a core is idle at build time (sampled from
+            /proc/loadavg over 10 ms) and ``in_series``, ``timeout`` and ``restart`` are unset
+            (an env in the parent can be neither timed out nor restarted), else 0. An env
+            never moves between processes once built. The parent's envs' exceptions are
+            RemoteEnvErrors naming worker -1 (the parent); ``call``/``get_attr`` on them
+            answer in-process, as ``dummy``.
         batch_size: null: a synchronous VecEnv (every step waits for every env). An int in
             [1, num_envs]: an async pool with envpool's calls (``async_reset``, ``send``,
             ``recv`` returning the first batch_size envs that are ready, with
@@ -83,7 +85,7 @@ class SubprocConfig(FaultOptions):
     shared_memory: bool = True
     spin_us: int = 200
     batch_size: Optional[int] = None  # noqa: UP045
-    in_parent: Optional[int] = None  # noqa: UP045
+    in_parent: Optional[int] = 0  # noqa: UP045
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`);
@@ -131,10 +133,9 @@ class SubprocConfig(FaultOptions):
 @dataclass
 class SubprocAtariConfig(SubprocConfig):
     """Schema of ``vectorizer=subproc-atari``: ``subproc`` for uint8 image observations
-    (always shared memory; frames are stacked in the worker and written once), the parent
-    stepping a worker's share while a core is idle (``in_parent`` null, as ``subproc``:
-    in a synchronous step it has nothing else to do while it waits) and otherwise one
-    worker per core, and a longer spin: a Pong step of 4 envs takes ~2 ms, and a 1 ms spin
+    (always shared memory; frames are stacked in the worker and written once), one worker
+    per core (with ``in_parent`` null: the parent steps a worker's share while a core is
+    idle at build time, as ``subproc``), and a longer spin: a Pong step of 4 envs takes ~2 ms, and a 1 ms spin
     catches the straggling worker and the next command without a sleep/wake-up (measured:
     +10-40% over no spinning at 8 envs on 2 cores)."""
 

@@ -152,13 +152,6 @@ class Waiter:
             return nap, low - nap + self.max_spin
         return 0.0, (self.max_spin if self.avg < self.max_spin else 0.0)
 
-    def forget(self) -> None:
-        """Start learning afresh (a new regime: envs moved back after a while elsewhere,
-        whose idle waits and wasted spins say nothing of the steps to come)."""
-        self.avg = 0.0
-        self.recent = [0.0] * RECENT
-        self.skip = self.backoff = 0
-
     def record(self, seconds: float) -> None:
         self.avg += 0.2 * (seconds - self.avg)
         self.recent[self.k] = seconds

@@ -154,14 +154,6 @@ class _Worker:
             cmd: functools.partial(run, self.host) for cmd, run in COMMANDS.items()
         }
         self.table[Cmd.ATTACH] = self.attach
-        self.table[Cmd.ADOPT] = self.adopt
-
-    def adopt(self, data: bytes) -> None:
-        """The envs come back from the parent (run-time placement): its steps follow at
-        once, so what the waits learnt while the envs were away is forgotten."""
-        self.host.adopt(data)
-        if self.wake is not None:
-            self.wake.waiter.forget()
 
     def attach(self, att: Attach) -> None:
         from multiprocessing.reduction import recv_handle
