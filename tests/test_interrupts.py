@@ -1,8 +1,10 @@
-"""Ctrl-C during a synchronous ``subproc`` step or reset (issue 18): as gymnasium's
-``AsyncVectorEnv``, the interrupted call can be finished (``step_wait()`` /
-``reset_wait()`` returns it) or the next call drains it (its results dropped); only a
-worker that is really gone or whose stream an interrupt left in an unknown place leaves
-the env broken (or rebuilt, with ``restart=true``).
+"""Ctrl-C during a synchronous ``subproc`` step or reset (issues 18 and 26): as gymnasium's
+``AsyncVectorEnv``, the interrupted call is finished by ``step_wait()`` /
+``reset_wait()``, which returns it, and every other call refuses at once
+(``AlreadyPendingError`` saying how to finish or abandon it): nothing is ever finished
+behind the caller's back and dropped. Only a worker that is really gone or whose stream
+an interrupt left in an unknown place leaves the env broken (or rebuilt, with
+``restart=true``).
 
 The interrupts are real: a ``SIGINT`` sent to this process by a timer thread while the
 envs sleep in a slow step (what Ctrl-C in a terminal, or a notebook's interrupt, does).
@@ -14,6 +16,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +24,7 @@ import numpy as np
 import pytest
 from faulty_envs import Maker, cut_next_read, interrupt_next_send
 
-from envfactory.errors import VecEnvBrokenError, WorkerDiedError
+from envfactory.errors import AlreadyPendingError, VecEnvBrokenError, WorkerDiedError
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 STEP = 0.4  # seconds each env's step (or reset) takes: the interrupt lands in it
@@ -89,21 +92,62 @@ def test_step_wait_after_ctrl_c_returns_the_interrupted_step(
 
 
 @pytest.mark.parametrize("context", ["fork", "forkserver"])
-def test_the_next_call_after_ctrl_c_drains_the_interrupted_step(context: str) -> None:
+def test_the_next_call_after_ctrl_c_refuses_at_once_and_step_wait_finishes_it(
+    context: str,
+) -> None:
+    """Issue 26 (changed contract): the next call used to finish the interrupted step and
+    drop its results ("drain"), so an episode that ended in it ended silently. Now every
+    call but ``step_wait()`` (and ``close()``) refuses at once, as gymnasium does."""
     with slow_envs(context) as envs:
         envs.reset(seed=0)
         with ctrl_c_after(STEP / 3):
             envs.step(ONES)
-        obs, *_ = envs.step(ONES)  # the interrupted step is finished, its results dropped
+        says = (
+            r"step\(\) interrupted by Ctrl-C is pending; call step_wait\(\) .* or "
+            r"close\(\) to abandon it"
+        )
+        for call in (lambda: envs.step(ONES), lambda: envs.get_attr("t"), envs.reset):
+            with pytest.raises(AlreadyPendingError, match=says):
+                call()
+        obs, *_ = envs.step_wait()  # the interrupted step, whole
+        assert steps_of(obs) == [1, 1, 1, 1]
+        obs, *_ = envs.step(PIPE_ONES)
         assert steps_of(obs) == [2, 2, 2, 2]
-        with ctrl_c_after(STEP / 3):
-            envs.step(PIPE_ONES)
-        assert envs.get_attr("t") == (3, 3, 3, 3)  # any call drains it
+        assert envs.get_attr("steps") == (2, 2, 2, 2)  # every env stepped exactly twice
+
+
+def test_an_episode_that_ends_in_the_interrupted_step_is_reported() -> None:
+    """Issue 26: an episode of 2 steps ends in the step that Ctrl-C interrupts; the caller
+    sees ``terminated=True`` (the drain used to drop it: the next observation was
+    already episode 2's first)."""
+    with slow_envs(maker={"episode_len": 2}) as envs:
+        envs.reset(seed=0)
+        envs.step(ONES)
         with ctrl_c_after(STEP / 3):
             envs.step(ONES)
-        obs, _ = envs.reset(seed=1)
+        with pytest.raises(AlreadyPendingError):
+            envs.step(ONES)
+        obs, _, terminations, _, _ = envs.step_wait()
+        assert terminations.all() and steps_of(obs) == [2, 2, 2, 2]
+        obs, *_ = envs.step(ONES)  # (next_step: the autoreset step)
         assert steps_of(obs) == [0, 0, 0, 0]
-        assert envs.get_attr("steps") == (4, 4, 4, 4)  # every env stepped exactly 4 times
+
+
+def test_a_hung_worker_after_ctrl_c_does_not_hang_the_next_call() -> None:
+    """Issue 26: with ``timeout=null`` and a worker hung in the interrupted step, the
+    next call used to drain it and hang again after the user pressed Ctrl-C to get out.
+    Now it refuses at once, and ``close()`` ends the hung worker."""
+    with slow_envs(maker={"fault": "hang", "at_step": 1, "step_sleep": 0.0}) as envs:
+        envs.reset(seed=0)
+        with ctrl_c_after(0.3):
+            envs.step(ONES)
+        t0 = time.monotonic()
+        with pytest.raises(AlreadyPendingError):
+            envs.step(ONES)
+        assert time.monotonic() - t0 < 1.0
+        pids = envs.pids
+        envs.close()
+    assert not any(psutil_alive(pid) for pid in pids)
 
 
 @pytest.mark.parametrize("context", ["fork", "forkserver"])
@@ -116,7 +160,10 @@ def test_reset_wait_after_ctrl_c_returns_the_interrupted_reset(context: str) -> 
         assert envs.np_random_seed == (7, 8, 9, 10)
         with ctrl_c_after(STEP / 3):
             envs.reset(seed=3)
-        obs, *_ = envs.step(ONES)  # drains the reset, then steps
+        with pytest.raises(AlreadyPendingError, match=r"call reset_wait\(\)"):
+            envs.step(ONES)  # (used to drain the reset, then step)
+        envs.reset_wait()
+        obs, *_ = envs.step(ONES)
         assert steps_of(obs) == [1, 1, 1, 1]
         assert envs.np_random_seed == (3, 4, 5, 6)
 
@@ -197,3 +244,174 @@ def psutil_alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+class _Storm:
+    """Real SIGINTs at random moments (1-15 ms apart) from a thread, raised as
+    KeyboardInterrupt only while the test is inside a call of the vectorized env
+    (``armed``): what the env does with an interrupt is under test, not the test's own
+    bookkeeping."""
+
+    def __init__(self, seed: int) -> None:
+        self.armed = False
+        self.raised = 0
+        self._stop = threading.Event()
+        self._rng = np.random.default_rng(seed)
+        self._thread = threading.Thread(target=self._fire, daemon=True)
+
+    def _fire(self) -> None:
+        while not self._stop.wait(self._rng.uniform(0.001, 0.015)):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.armed:
+            self.raised += 1
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _Storm:
+        self._old = signal.signal(signal.SIGINT, self._handler)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        signal.signal(signal.SIGINT, self._old)
+
+
+def _storm_steps(envs: Any, seconds: float, seed: int) -> tuple[list[tuple], int]:
+    """Step ``envs`` for ``seconds`` under a :class:`_Storm`; after each interrupt, finish
+    the call with ``step_wait()`` (or start anew if nothing was pending). Every later
+    call must work; returns the batches the caller got and how many interrupts landed."""
+    from envfactory.errors import NoPendingCallError
+
+    batches: list[tuple] = []
+    actions = np.ones(envs.num_envs, np.int64)
+    pending = False
+    deadline = time.monotonic() + seconds
+    with _Storm(seed) as storm:
+        while time.monotonic() < deadline or pending:
+            if time.monotonic() > deadline + 30:
+                raise AssertionError("the interrupted call could not be finished in 30 s")
+            try:
+                storm.armed = True
+                out = envs.step_wait() if pending else envs.step(actions)
+                storm.armed = False
+                pending = False
+                batches.append(out)
+            except KeyboardInterrupt:
+                storm.armed = False
+                pending = True
+            except NoPendingCallError:  # the interrupt landed before the step started
+                storm.armed = False
+                pending = False
+        return batches, storm.raised
+
+
+def _check_no_transition_lost(batches: list[tuple], num_envs: int) -> None:
+    """Each env's observations go up one step at a time, back to 0 only right after an
+    episode end the caller saw (next_step autoreset): no step was stepped and dropped."""
+    last = [0] * num_envs
+    done = [False] * num_envs
+    for k, (obs, _, term, trunc, infos) in enumerate(batches):
+        t = steps_of(obs)
+        restarted = infos.get("_restarted", np.zeros(num_envs, bool))
+        for i in range(num_envs):
+            if restarted[i]:  # a rebuilt worker's env: its episode ends where it was seen
+                assert t[i] == last[i] and trunc[i], (i, t[i], last[i])
+            elif done[i]:
+                assert t[i] == 0, (i, t[i], last[i])
+            else:
+                assert t[i] == last[i] + 1, (i, t[i], last[i], k)
+            last[i], done[i] = t[i], bool(term[i] or trunc[i])
+
+
+@pytest.mark.parametrize(
+    ("variant", "options"),
+    [
+        ("workers", {}),
+        (
+            "restart",
+            {"restart": True, "max_restarts": 1000, "maker": {"fault": "sigkill", "every": 97}},
+        ),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:restarting after:RuntimeWarning")
+def test_random_ctrl_c_storm_loses_no_transition_and_never_bricks_the_env(
+    variant: str, options: dict
+) -> None:
+    """Issue 26: real SIGINTs at random moments for 3 seconds (hundreds of them, landing
+    in the parent's bookkeeping as well as in waits): every interrupted step is finished
+    by ``step_wait()``, every later call works, and no transition is lost (also the one
+    an interrupt hit after the step was done, before ``step_wait`` returned)."""
+    maker = {"step_sleep": 0.0005, "episode_len": 7, **options.pop("maker", {})}
+    with slow_envs("forkserver", maker=maker, **options) as envs:
+        envs.reset(seed=0)
+        batches, raised = _storm_steps(envs, 3.0, seed=len(variant))
+        assert raised > 50 and len(batches) > 50
+        _check_no_transition_lost(batches, envs.num_envs)
+        envs.step(ONES)  # usable after the storm
+        if variant == "workers":  # every step an env took reached the caller
+            autoresets = sum(int(t.sum()) for _, _, t, _, _ in batches)
+            assert sum(envs.get_attr("steps")) == 4 * (len(batches) + 1) - autoresets
+
+
+def test_ctrl_c_as_a_call_leaves_its_mark_does_not_lock_the_env_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 26: a Ctrl-C landing as a call releases its call guard (on entering
+    ``_leave``, where CPython checks for signals) left the guard taken for good: every
+    later call raised "step_wait() called from thread 'MainThread' while step_wait() is
+    in progress in thread 'MainThread'"."""
+    with slow_envs(maker={"step_sleep": 0.0}) as envs:
+        envs.reset(seed=0)
+        leave = type(envs)._leave
+        hits = []
+
+        def interrupted_once(self: Any) -> None:
+            if not hits:
+                hits.append(1)
+                raise KeyboardInterrupt  # (the signal, raised before the body runs)
+            leave(self)
+
+        monkeypatch.setattr(type(envs), "_leave", interrupted_once)
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(ONES)
+        monkeypatch.setattr(type(envs), "_leave", leave)
+        obs, *_ = envs.step_wait()  # the interrupted step, whole
+        assert steps_of(obs) == [1, 1, 1, 1]
+        obs, *_ = envs.step(ONES)
+        assert steps_of(obs) == [2, 2, 2, 2]
+
+
+def test_ctrl_c_after_the_step_is_done_before_it_returns_loses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 26: a Ctrl-C landing after the workers' answers were collected, in the
+    parent's last bookkeeping of the step (here: right after its ``np.logical_or``, a C
+    call after which CPython runs signal handlers), used to drop the batch: the next
+    ``step_wait()`` raised NoPendingCallError and the env was a step ahead of the
+    caller. The batch is kept and ``step_wait()`` returns it."""
+    import envfactory.vectorizers.base as base
+
+    real = np.logical_or
+    hits = []
+
+    def interrupted_after(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        if not hits and "out" in kwargs:
+            hits.append(1)
+            raise KeyboardInterrupt
+        return out
+
+    with slow_envs(maker={"step_sleep": 0.0, "episode_len": 1}) as envs:
+        envs.reset(seed=0)
+        monkeypatch.setattr(base.np, "logical_or", interrupted_after)
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(ONES)
+        monkeypatch.setattr(base.np, "logical_or", real)
+        obs, _, terminations, _, _ = envs.step_wait()
+        assert steps_of(obs) == [1, 1, 1, 1] and terminations.all()  # the episode end too
+        obs, *_ = envs.step(ONES)  # the autoreset step: one step ahead, no more
+        assert steps_of(obs) == [0, 0, 0, 0]
+        assert envs.get_attr("steps") == (1, 1, 1, 1)

@@ -52,6 +52,9 @@ class PendingCall(enum.Enum):
     STEP = "step"
 
 
+_IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
+
+
 def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.ndarray:
     """Tile ``N`` frames of shape (H, W[, C]) into one image, row-major, padding with black.
 
@@ -112,9 +115,12 @@ class VecEnvBase(EnvCalls, VectorEnv):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
         self._pending = PendingCall.NONE
-        # the pending call was interrupted (Ctrl-C): its *_wait() finishes it, or the next
-        # call drains it (see _idle)
+        # the pending call was interrupted (Ctrl-C): its *_wait() finishes it; every other
+        # call refuses at once (see _idle)
         self._interrupted = False
+        # results in hand: a step/reset finished but not yet returned (an interrupt landed
+        # after the backend's wait): its *_wait() returns them (see _wait_for)
+        self._held: Any = None
         self._pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
         self._done = np.zeros(num_envs, dtype=np.bool_)
         self._ready = False  # a full reset() has been done
@@ -268,14 +274,15 @@ class VecEnvBase(EnvCalls, VectorEnv):
         self._check_open("reset_wait")
         timeout = check_wait_timeout(timeout, "reset_wait")
         self._expect_pending(PendingCall.RESET, "reset_wait", "reset_async(seed=..., options=...)")
+        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout, self._after_reset)
+
+    def _after_reset(self, batch: tuple[Any, dict]) -> None:
         mask = self._pending_mask
-        obs, infos = self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
         if mask is None:
             self._done[:] = False
             self._ready = True
         else:
             self._done[mask] = False
-        return obs, infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every env with its action; finished envs autoreset per
@@ -369,8 +376,9 @@ class VecEnvBase(EnvCalls, VectorEnv):
             ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
 
         A ``KeyboardInterrupt`` (Ctrl-C) in a worker-process vectorizer leaves the step
-        pending: call ``step_wait()`` again for it, or the next call drops it (see the
-        fault model, ``docs/concepts/faults.md``).
+        pending: ``step_wait()`` returns it (nothing of it is lost), every other call
+        raises ``AlreadyPendingError`` at once, and ``close()`` abandons it (see the fault
+        model, ``docs/concepts/faults.md``).
 
         Example:
             >>> import envfactory, numpy as np
@@ -385,9 +393,10 @@ class VecEnvBase(EnvCalls, VectorEnv):
         self._check_open("step_wait")
         timeout = check_wait_timeout(timeout, "step_wait")
         self._expect_pending(PendingCall.STEP, "step_wait", "step_async(actions)")
-        obs, rew, term, trunc, infos = self._wait_for(PendingCall.STEP, self._finish_step, timeout)
-        np.logical_or(term, trunc, out=self._done)
-        return obs, rew, term, trunc, infos
+        return self._wait_for(PendingCall.STEP, self._finish_step, timeout, self._after_step)
+
+    def _after_step(self, batch: tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]) -> None:
+        np.logical_or(batch[2], batch[3], out=self._done)
 
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
         """``start(*args)``, the backend's start of ``kind``, which is pending after it;
@@ -401,19 +410,39 @@ class VecEnvBase(EnvCalls, VectorEnv):
             raise
         self._pending = kind
 
-    def _wait_for(self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any) -> Any:
-        """``finish(timeout)``, the backend's wait for the pending ``kind``: done or
-        failed, nothing is pending after it; interrupted, see :meth:`_on_interrupt`."""
+    def _wait_for(
+        self,
+        kind: PendingCall,
+        finish: Callable[[Any], Any],
+        timeout: Any,
+        after: Callable[[Any], None],
+    ) -> Any:
+        """``finish(timeout)``, the backend's wait for the pending ``kind``, then
+        ``after(batch)`` (this class's bookkeeping of it, which may run twice). Done or
+        failed, nothing is pending after it. Interrupted (Ctrl-C) before the batch was in
+        hand, see :meth:`_on_interrupt`; after, the batch is kept (``_held``) and the next
+        ``*_wait()`` returns it. Nothing between the end of ``finish`` and the return
+        lets an interrupt in (no call: CPython checks for signals on entering a Python
+        function and after a C call), so a batch is never lost between the two."""
         try:
-            out = finish(timeout)
+            batch = self._held
+            if batch is None:
+                batch = finish(timeout)
+                self._held = batch
+            after(batch)
         except Exception:
-            self._pending, self._interrupted = PendingCall.NONE, False
+            self._pending, self._interrupted, self._held = _IDLE, False, None
             raise
         except BaseException:
-            self._on_interrupt(kind)
+            if self._held is not None:  # results in hand: *_wait() returns them
+                self._pending, self._interrupted = kind, True
+            else:
+                self._on_interrupt(kind)
             raise
-        self._pending, self._interrupted = PendingCall.NONE, False
-        return out
+        self._held = None
+        self._pending = _IDLE
+        self._interrupted = False
+        return batch
 
     def _on_interrupt(self, kind: PendingCall) -> None:
         """An interrupt (Ctrl-C) stopped ``kind`` part-way: it stays pending if the
@@ -421,17 +450,21 @@ class VecEnvBase(EnvCalls, VectorEnv):
         if self._can_finish():
             self._pending, self._interrupted = kind, True
         else:
-            self._pending, self._interrupted = PendingCall.NONE, False
+            self._pending, self._interrupted = _IDLE, False
 
     def _idle(self, what: str) -> None:
-        """Before a call: a call that an interrupt left pending is finished and its
-        results dropped (as if its ``*_wait()`` had been called), then nothing may be
-        pending (AlreadyPendingError)."""
-        if self._interrupted:
-            if self._pending is PendingCall.STEP:
-                self.step_wait()
-            elif self._pending is PendingCall.RESET:
-                self.reset_wait()
+        """Before a call: nothing may be pending (AlreadyPendingError). A call that an
+        interrupt left pending is never finished behind the caller's back (its results
+        would be dropped): the caller finishes it with its ``*_wait()``, or abandons it
+        with ``close()``."""
+        if self._interrupted and self._pending is not _IDLE:
+            p = self._pending.value
+            raise AlreadyPendingError(
+                f"{what}() called while a {p}() interrupted by Ctrl-C is pending; call "
+                f"{p}_wait() to get its results (nothing of it is lost), or close() to "
+                "abandon it",
+                p,
+            )
         self._expect_idle(what)
 
     def _expect_idle(self, what: str) -> None:

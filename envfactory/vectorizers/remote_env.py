@@ -27,6 +27,7 @@ from ..errors import (
 )
 from .base import PendingCall, VecEnvBase
 from .checks import check_spaces, count_restart
+from .ctrl_c import held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .protocol import (
     Call,
@@ -93,8 +94,9 @@ class RemoteVecEnv(VecEnvBase):
         self._cut: tuple[str, Sequence[WorkerHandle], list[int], Callable] | None = None
         self._resumable = False  # every handle is resumable
         self._owner_pid = os.getpid()
-        self._lock = threading.Lock()
-        self._active: tuple[str, threading.Thread] = ("", threading.current_thread())
+        self._lock = threading.Lock()  # held only to check and set _active
+        # the call in progress: (its name, its thread); None: none
+        self._active: tuple[str, threading.Thread] | None = None
         self._closed_by: str | None = None
 
     # -- what a backend implements ------------------------------------------------------
@@ -329,6 +331,10 @@ class RemoteVecEnv(VecEnvBase):
         last = self._last_obs(h)
         if done is None:
             done = self._done[h.start : h.stop].tolist()
+        with held_ctrl_c():  # a rebuild cut part-way could be neither finished nor redone
+            return self._rebuild(h, call, last, done)
+
+    def _rebuild(self, h: WorkerHandle, call: str, last: list[Any], done: list[bool]) -> Any:
         h.kill()
         try:
             self._check_rebuilt_spaces(h, self._respawn(h, self._startup_budget()))
@@ -419,27 +425,34 @@ class RemoteVecEnv(VecEnvBase):
 
     # -- one call at a time, by its owner process ---------------------------------------
     def _enter(self, what: str) -> None:
-        """Every backend call holds ``self._lock`` (taken without waiting): a second thread
+        """Every backend call marks itself in progress (:attr:`_active`): a second thread
         gets a clear error instead of interleaving its messages with the first's; a forked
-        child (which copied this object, not the workers) is refused."""
+        child (which copied this object, not the workers) is refused. The same thread may
+        always enter: a call of its own that an interrupt (Ctrl-C) cut anywhere, even
+        before it could unmark itself, is not running any more, so an interrupt never
+        leaves the env refusing its owner."""
         if os.getpid() != self._owner_pid:
             raise RuntimeError(
                 f"{what}() on a {type(self).__name__} made by process {self._owner_pid}; this "
                 f"process ({os.getpid()}) was forked from it and does not own its workers. "
                 "Make a new vectorized env in this process"
             )
-        if not self._lock.acquire(blocking=False):
-            other, thread = self._active
-            raise RuntimeError(
-                f"{what}() called from thread {threading.current_thread().name!r} while "
-                f"{other}() is in progress in thread {thread.name!r}: a vectorized env serves "
-                "one call at a time. Give each thread its own env, or hold a lock around "
-                "every call"
-            )
-        self._active = (what, threading.current_thread())
+        me = threading.current_thread()
+        with self._lock:
+            active = self._active
+            if active is not None and active[1] is not me and active[1].is_alive():
+                raise RuntimeError(
+                    f"{what}() called from thread {me.name!r} while {active[0]}() is in "
+                    f"progress in thread {active[1].name!r}: a vectorized env serves one "
+                    "call at a time. Give each thread its own env, or hold a lock around "
+                    "every call"
+                )
+            self._active = (what, me)
 
     def _leave(self) -> None:
-        self._lock.release()
+        active = self._active
+        if active is not None and active[1] is threading.current_thread():
+            self._active = None
 
     def _check_idle(self, what: str) -> None:
         # the base class checked this before the lock was taken: check again under it
@@ -537,29 +550,30 @@ class RemoteVecEnv(VecEnvBase):
         if os.getpid() != self._owner_pid:
             self._forget()  # a forked child's copy: the workers are the parent's
             return
-        locked = self._lock.acquire(blocking=False)
-        if not locked:
-            # another thread's call is in progress (or this thread's, from a signal
-            # handler): end the workers, so that call ends with ClosedError, and let it
-            # leave before the connections and shared memory go
+        active = self._active
+        locked = active is None
+        if active is not None:
+            # a call is in progress: another thread's, or this thread's own (close() from a
+            # signal handler). End the workers, so that call ends with ClosedError, and
+            # let another thread's leave before the connections and shared memory go
             self._closed_by = threading.current_thread().name
             terminate = True
             for h in self.handles:
-                h.kill()
-            if self._active[1] is not threading.current_thread():
-                locked = self._lock.acquire(timeout=CLOSE_TIMEOUT)
+                _kill(h)
+            if active[1] is not threading.current_thread():
+                deadline = time.monotonic() + CLOSE_TIMEOUT
+                while self._active is not None and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                locked = self._active is None
+        # (not locked: the buffers stay mapped until this object is collected)
         try:
-            try:
-                if not terminate:
-                    self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
-            finally:  # even if interrupted: no worker outlives close()
-                for h in self.handles:
-                    h.kill()
-                    h.close()
-                self._release(everything=locked)
-        finally:
-            if locked:
-                self._lock.release()
+            if not terminate:
+                self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
+        finally:  # even if interrupted, even if one kill raises: no worker outlives close()
+            errors = [e for h in self.handles for e in (_kill(h), _close(h)) if e is not None]
+            self._release(everything=locked)
+            if errors:
+                raise errors[0]
 
     def _close_workers(self, budget: float) -> None:
         """Ask every live worker (also after another one failed) to close its envs and
@@ -583,3 +597,21 @@ class RemoteVecEnv(VecEnvBase):
         exit_by = time.monotonic() + min(1.0, max(deadline - time.monotonic(), 0.1))
         for h in closed:  # the envs are closed: the workers are only exiting now
             h.join(max(exit_by - time.monotonic(), 0.0))
+
+
+def _kill(h: WorkerHandle) -> BaseException | None:
+    """``h.kill()``; what it raised, if anything (every other worker is still killed)."""
+    try:
+        h.kill()
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _close(h: WorkerHandle) -> BaseException | None:
+    """``h.close()``; what it raised, if anything."""
+    try:
+        h.close()
+    except Exception as exc:
+        return exc
+    return None

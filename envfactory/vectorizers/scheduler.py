@@ -28,8 +28,6 @@ other SIGINT to the handler it replaced.
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
@@ -41,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AlreadyPendingError, NoPendingCallError, WorkerError
+from .ctrl_c import HOLD
 from .handle import WorkerHandle
 from .infos import merge_infos
 from .protocol import Cmd
@@ -173,88 +172,6 @@ class _Message:
     ticket: int
     envs: list[int]
     kind: str  # "step" | "reset"
-
-
-class _CtrlC:
-    """The process's SIGINT hold (see the module docstring): ``with HOLD:`` holds the
-    first Ctrl-C of the main thread until the block ends; :meth:`waiting` lets it through
-    at once. Installed by :meth:`use` while a pool is in async use (:meth:`unuse`)."""
-
-    def __init__(self) -> None:
-        self.depth = 0  # nested holds of the main thread
-        self.open = False  # a hold is waiting: let a Ctrl-C through at once
-        self.pending: tuple[int, Any] | None = None
-        self.prev: Any = None  # the handler it replaced
-        self.users = 0
-        self.handler = self._on_sigint  # (one bound method: compared by identity)
-
-    def use(self) -> bool:
-        """Install the hold (main thread; where a Python handler is set); True if it is."""
-        if threading.current_thread() is not threading.main_thread():
-            return False
-        current = signal.getsignal(signal.SIGINT)
-        if current is not self.handler:
-            if not callable(current):  # ignored or the OS default: nothing to hold
-                return False
-            self.prev = current
-            signal.signal(signal.SIGINT, self.handler)
-        self.users += 1
-        return True
-
-    def unuse(self) -> None:
-        """A pool that :meth:`use` d the hold is closed: the last one puts back the
-        handler it replaced (unless someone replaced the hold meanwhile)."""
-        self.users -= 1
-        if self.users > 0 or threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGINT) is self.handler:
-            signal.signal(signal.SIGINT, self.prev)
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self.depth and not self.open and self.pending is None:
-            self.pending = (signum, frame)  # raised when the hold ends
-            return
-        self.pending = None
-        self._forward(signum, frame)
-
-    def _forward(self, signum: int, frame: Any) -> None:
-        prev = self.prev
-        if callable(prev) and prev is not self.handler:
-            prev(signum, frame)  # (the default raises KeyboardInterrupt)
-        else:
-            raise KeyboardInterrupt
-
-    def _raise_pending(self) -> None:
-        if self.pending is not None:
-            signum, frame = self.pending
-            self.pending = None
-            self._forward(signum, frame)
-
-    def __enter__(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.depth += 1
-
-    def __exit__(self, *exc: Any) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.depth -= 1
-            if self.depth == 0:
-                self._raise_pending()
-
-    def waiting(
-        self, wait: Callable[[float | None], list[WorkerHandle]], limit: float | None
-    ) -> list[WorkerHandle]:
-        """``wait(limit)`` with Ctrl-C let through (a held one is raised first)."""
-        if self.depth == 0 or threading.current_thread() is not threading.main_thread():
-            return wait(limit)
-        self._raise_pending()
-        self.open = True
-        try:
-            return wait(limit)
-        finally:
-            self.open = False
-
-
-HOLD = _CtrlC()
 
 
 def check_recv_timeout(timeout: Any) -> float | None:
