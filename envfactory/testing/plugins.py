@@ -42,7 +42,10 @@ def check_entry_point(
     Args:
         distribution: the package's distribution name (``[project] name``).
         entry_point: the entry point's name, checked when given.
-        families, wrappers, vector_wrappers, vectorizers: the names it registers.
+        families: the env families it registers.
+        wrappers: the wrappers it registers.
+        vector_wrappers: the vector wrappers it registers.
+        vectorizers: the vectorizers it registers.
 
     Raises:
         AssertionError: naming what is missing or who registers a name instead.
