@@ -22,6 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+from peers import (
+    WORKLOADS,
+    ale_native,
+    envpool_loop,
+    measure_loop,
+    puffer_loop,
+    raw_limit,
+    thunks,
+)
 
 import envfactory
 from envfactory.cli.measure import measure, measure_pool, medians
@@ -30,9 +39,7 @@ SIZES = (16, 32, 64)
 
 
 def _ef(workload: str, n: int, vec: str, batch: int | None = None) -> Callable[[], Any]:
-    import bench
-
-    over = [*bench.WORKLOADS[workload], f"num_envs={n}", f"vectorizer={vec}"]
+    over = [*WORKLOADS[workload], f"num_envs={n}", f"vectorizer={vec}"]
     if batch is not None:
         over.append(f"vectorizer.batch_size={batch}")
     return lambda: envfactory.make_vec(overrides=over)
@@ -40,12 +47,10 @@ def _ef(workload: str, n: int, vec: str, batch: int | None = None) -> Callable[[
 
 def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float]]:
     """Each returns one sample of steps/s for ``workload`` at ``n`` envs."""
-    import bench
-
-    fns = bench.thunks(workload, n)
+    fns = thunks(workload, n)
     ours = "subproc-atari" if workload == "Pong" else "subproc"
     out: dict[str, Callable[[], float]] = {
-        "raw limit": lambda: bench.raw_limit(workload, n, seconds),
+        "raw limit": lambda: raw_limit(workload, n, seconds),
     }
     if workload == "CartPole":  # one process stepping all: what "never lose to" means
         out["dummy"] = lambda: measure(_ef(workload, n, "dummy"), seconds)[0]
@@ -61,24 +66,20 @@ def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float
         lambda: gym.vector.AsyncVectorEnv(fns, shared_memory=True), seconds
     )[0]
     if _has("pufferlib"):
-        out["pufferlib-mp"] = lambda: bench.measure_loop(
-            lambda: bench._puffer(n, n, workload), seconds
-        )
+        out["pufferlib-mp"] = lambda: measure_loop(lambda: puffer_loop(n, n, workload), seconds)
         if halves:
-            out["pufferlib-mp (batch n/2)"] = lambda: bench.measure_loop(
-                lambda: bench._puffer(n, n // 2, workload), seconds
+            out["pufferlib-mp (batch n/2)"] = lambda: measure_loop(
+                lambda: puffer_loop(n, n // 2, workload), seconds
             )
     if workload == "CartPole" and _has("envpool"):
-        out["envpool sync (C++ env)"] = lambda: bench.measure_loop(
-            lambda: bench._envpool(n, n), seconds
-        )
+        out["envpool sync (C++ env)"] = lambda: measure_loop(lambda: envpool_loop(n, n), seconds)
         if halves:
-            out["envpool async (batch n/2, C++ env)"] = lambda: bench.measure_loop(
-                lambda: bench._envpool(n, n // 2), seconds
+            out["envpool async (batch n/2, C++ env)"] = lambda: measure_loop(
+                lambda: envpool_loop(n, n // 2), seconds
             )
     if workload == "Pong" and _has("ale_py.vector_env"):
         out["AtariVectorEnv (ale_py, C++)"] = lambda: measure(
-            functools.partial(bench._ale_native, n), seconds
+            functools.partial(ale_native, n), seconds
         )[0]
     return out
 

@@ -1,4 +1,7 @@
-"""Shared fixtures: a fresh plugin manager per test, and real installs of plugin packages.
+"""Shared fixtures: every test hermetic (a fresh plugin manager, nothing disabled by the
+shell, an empty user config folder: envfactory's pytest plugin,
+:mod:`envfactory.testing.pytest_plugin`, which the plugins' suites use too), and real
+installs of plugin packages.
 
 Plugin tests go through real discovery. ``plugins/envfactory-example`` is installed in the
 test environment (``pip install ./plugins/envfactory-example``); the deliberately bad
@@ -14,12 +17,12 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-import envfactory
+from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401 (autouse)
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "plugins"
@@ -45,21 +48,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         else:
             seen.add(function)
-
-
-@pytest.fixture(autouse=True)
-def _hermetic_plugins(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """A fresh plugin manager and registry before and after every test, no
-    ``ENVFACTORY_DISABLED_PLUGINS`` inherited from the developer's shell, and an empty user
-    config folder (``ENVFACTORY_CONFIG_DIR``): the developer's own presets (``envfactory
-    tune``) never reach a test."""
-    monkeypatch.delenv("ENVFACTORY_DISABLED_PLUGINS", raising=False)
-    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
-    envfactory.reset_plugins()
-    yield
-    envfactory.reset_plugins()
 
 
 def _pip_target(sources: Sequence[Path], target: Path) -> subprocess.Popen[str]:

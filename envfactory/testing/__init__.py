@@ -59,11 +59,19 @@ The helpers :func:`rollout`, :func:`sample_actions` and :func:`assert_rollouts_e
 drive two vectorized envs with the same seed and actions and compare everything they
 return bit for bit (differential testing against ``dummy`` or ``SyncVectorEnv``).
 
+A plugin package checks itself as installed with :func:`check_entry_point` (its
+entry point registers the names, at its installed version) and :func:`check_same_as_dummy`
+(bit-identical rollouts under its vectorizer and ``dummy``); its ``tests/conftest.py``
+makes every test hermetic (a fresh registry, no user presets) with one line::
+
+    from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401
+
 The suites live in one module each (:mod:`~envfactory.testing.rollouts`,
 :mod:`~envfactory.testing.vecenv`, :mod:`~envfactory.testing.spaces`,
-:mod:`~envfactory.testing.family`); import them from here. This package needs neither
-pytest nor anything beyond gymnasium and numpy, and ``import envfactory`` does not import
-it.
+:mod:`~envfactory.testing.family`, :mod:`~envfactory.testing.plugins`); import them from
+here. This package needs neither pytest nor anything beyond gymnasium and numpy (only
+:mod:`~envfactory.testing.pytest_plugin`, the fixture, imports pytest), and ``import
+envfactory`` does not import it.
 """
 
 from __future__ import annotations
@@ -79,6 +87,7 @@ from .family import (
     check_family,
     episode_stats_key_of,
 )
+from .plugins import check_entry_point, check_same_as_dummy
 from .rollouts import (
     DEFAULT_IGNORE,
     MakeVecEnv,
@@ -127,6 +136,7 @@ __all__ = [
     "autoreset_mode_of",
     "check_call",
     "check_close",
+    "check_entry_point",
     "check_env_checker",
     "check_env_close",
     "check_env_episode_stats",
@@ -139,6 +149,7 @@ __all__ = [
     "check_reset_seeding",
     "check_restarts",
     "check_rollout",
+    "check_same_as_dummy",
     "check_space",
     "check_spaces",
     "check_vecenv",

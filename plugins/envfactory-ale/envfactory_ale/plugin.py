@@ -14,11 +14,9 @@ from typing import Any, Optional
 
 import envfactory
 
-__all__ = ["ALEVectorConfig", "ale_options", "build_ale_vector"]
+from .names import ALTERNATIVE, NAME
 
-NAME = "ale-vector"
-#: What the error messages offer instead.
-ALTERNATIVE = "vectorizer=subproc-atari"
+__all__ = ["ALEVectorConfig", "ale_options", "build_ale_vector"]
 
 
 @dataclass
@@ -174,7 +172,7 @@ def build_ale_vector(
     autoreset_mode: Any = "next_step",
 ) -> Any:
     """Build one native ``AtariVectorEnv`` for the ``atari`` env node the constructors carry."""
-    from .vector import ALEVectorEnv
+    from .vector import ALEVectorEnv  # (imported when built: loading the plugin stays cheap)
 
     if not env_fns:
         raise envfactory.ConfigError(f"vectorizer={NAME}: num_envs must be >= 1")

@@ -19,7 +19,7 @@ from gymnasium.vector.utils import batch_space
 
 import envfactory
 
-from .plugin import ALTERNATIVE, NAME
+from .names import ALTERNATIVE, NAME
 
 __all__ = ["ALEVectorEnv"]
 

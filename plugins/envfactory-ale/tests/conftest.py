@@ -1,17 +1,4 @@
-"""A fresh envfactory plugin registry around every test (nothing leaks between tests)."""
+"""Every test hermetic: a fresh envfactory plugin registry, nothing disabled by the shell,
+no user presets (envfactory's pytest plugin, :mod:`envfactory.testing.pytest_plugin`)."""
 
-from __future__ import annotations
-
-from collections.abc import Iterator
-
-import pytest
-
-import envfactory
-
-
-@pytest.fixture(autouse=True)
-def _fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("ENVFACTORY_DISABLED_PLUGINS", raising=False)
-    envfactory.reset_plugins()
-    yield
-    envfactory.reset_plugins()
+from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401 (autouse)

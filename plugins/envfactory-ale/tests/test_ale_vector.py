@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.metadata as md
-
 import numpy as np
 import pytest
 
 import envfactory
-from envfactory.testing import VecEnvConformance
+from envfactory.testing import VecEnvConformance, check_entry_point
 
 CASES = {
     "pong-gray-hwc-next": ("env.id=ALE/Pong-v5", "autoreset_mode=next_step"),
@@ -55,9 +53,7 @@ class TestALEVector(VecEnvConformance):
 
 
 def test_found_through_the_entry_point() -> None:
-    provider = envfactory.get_registry().vectorizers["ale-vector"].provider
-    assert provider.distribution == "envfactory-ale"
-    assert provider.version == md.version("envfactory-ale")
+    check_entry_point("envfactory-ale", entry_point="envfactory_ale", vectorizers=["ale-vector"])
 
 
 @pytest.mark.parametrize(

@@ -4,25 +4,21 @@ conformance suite on ``gym-sync``."""
 
 from __future__ import annotations
 
-import importlib.metadata as md
-
 import numpy as np
 import pytest
 
 import envfactory
-from envfactory.testing import FamilyConformance, VecEnvConformance
+from envfactory.testing import FamilyConformance, VecEnvConformance, check_entry_point
 
 
 def test_found_through_the_entry_point() -> None:
-    reg = envfactory.get_registry()
-    for table, name in (
-        (reg.families, "pendulum"),
-        (reg.wrappers, "scale_reward"),
-        (reg.vectorizers, "gym-sync"),
-    ):
-        provider = table[name].provider
-        assert provider.distribution == "envfactory-example"
-        assert provider.version == md.version("envfactory-example")
+    check_entry_point(
+        "envfactory-example",
+        entry_point="envfactory_example",
+        families=["pendulum"],
+        wrappers=["scale_reward"],
+        vectorizers=["gym-sync"],
+    )
 
 
 class TestPendulumFamily(FamilyConformance):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ from envfactory_gymnasium.plugin import build_async, build_sync, to_autoreset_mo
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 import envfactory
-from envfactory.testing import VecEnvConformance, assert_rollouts_equal, rollout
+from envfactory.testing import VecEnvConformance, check_entry_point, check_same_as_dummy
 
 VECTORIZERS = ("gymnasium-sync", "gymnasium-async")
 MODES = ("next_step", "same_step", "disabled")
@@ -42,13 +41,9 @@ class TestGymnasiumVectorizers(VecEnvConformance):
 
 
 def test_registered_through_the_entry_point() -> None:
-    [ep] = [ep for ep in md.entry_points(group="envfactory") if ep.name == "envfactory_gymnasium"]
-    assert ep.dist is not None and ep.dist.name == "envfactory-gymnasium"
-    reg = envfactory.get_registry()
-    for name in VECTORIZERS:
-        provider = reg.vectorizers[name].provider
-        assert provider.distribution == "envfactory-gymnasium"
-        assert provider.version == md.version("envfactory-gymnasium")
+    check_entry_point(
+        "envfactory-gymnasium", entry_point="envfactory_gymnasium", vectorizers=VECTORIZERS
+    )
 
 
 @pytest.mark.parametrize(
@@ -85,12 +80,7 @@ def test_config_options_reach_gymnasium(overrides, cls, attrs) -> None:
 @pytest.mark.parametrize("vectorizer", VECTORIZERS)
 def test_same_trajectories_as_dummy(vectorizer: str) -> None:
     """The same config and seed give the same rollout as envfactory's dummy vectorizer."""
-    base = ["num_envs=3", "autoreset_mode=same_step"]
-    runs = []
-    for v in ("dummy", vectorizer):
-        with envfactory.make_vec(overrides=[*base, f"vectorizer={v}"]) as envs:
-            runs.append(rollout(envs, steps=60, seed=5))
-    assert_rollouts_equal(runs[0], runs[1])
+    check_same_as_dummy(["num_envs=3", "autoreset_mode=same_step"], vectorizer, seed=5)
 
 
 def _tag_seed_pid(env: gym.Env, times: int, *, sep: str) -> tuple[str, int, int]:

@@ -1,6 +1,6 @@
 """One real local Ray per test module (``num_cpus=2``, no dashboard), shut down at the end
-with a check that none of its processes is left; and a fresh envfactory plugin registry
-around every test."""
+with a check that none of its processes is left; and every test hermetic (a fresh
+envfactory plugin registry, no user presets: :mod:`envfactory.testing.pytest_plugin`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-import envfactory
+from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401 (autouse)
 
 
 def ray_processes(since: set[int]) -> set[int]:
@@ -54,11 +54,3 @@ def ray_session() -> Iterator[object]:
         ray.shutdown()
         left = wait_gone(started, 30.0)
         assert not left, f"Ray left processes behind: {sorted(left)}"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("ENVFACTORY_DISABLED_PLUGINS", raising=False)
-    envfactory.reset_plugins()
-    yield
-    envfactory.reset_plugins()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import json
 import multiprocessing
 import os
@@ -26,9 +25,9 @@ import envfactory
 from envfactory.testing import (
     SpacesConformance,
     VecEnvConformance,
-    assert_rollouts_equal,
+    check_entry_point,
     check_restarts,
-    rollout,
+    check_same_as_dummy,
 )
 
 MODES = ("next_step", "same_step", "disabled")
@@ -168,11 +167,7 @@ class TestRaySpaces(SpacesConformance):
 
 
 def test_registered_through_the_entry_point() -> None:
-    [ep] = [ep for ep in md.entry_points(group="envfactory") if ep.name == "envfactory_ray"]
-    assert ep.dist is not None and ep.dist.name == "envfactory-ray"
-    provider = envfactory.get_registry().vectorizers["ray"].provider
-    assert provider.distribution == "envfactory-ray"
-    assert provider.version == md.version("envfactory-ray")
+    check_entry_point("envfactory-ray", entry_point="envfactory_ray", vectorizers=["ray"])
 
 
 @pytest.mark.parametrize(
@@ -187,12 +182,7 @@ def test_registered_through_the_entry_point() -> None:
 )
 def test_same_trajectories_as_dummy(overrides: list[str]) -> None:
     """The same config and seed give bit-identical rollouts under ``dummy`` and ``ray``."""
-    runs = []
-    with envfactory.make_vec(overrides=[o for o in overrides if "vectorizer." not in o]) as envs:
-        runs.append(rollout(envs, steps=60, seed=7))  # dummy
-    with envfactory.make_vec(overrides=["vectorizer=ray", *overrides]) as envs:
-        runs.append(rollout(envs, steps=60, seed=7))
-    assert_rollouts_equal(runs[0], runs[1])
+    check_same_as_dummy(overrides, "ray", steps=60, seed=7)
 
 
 def test_one_ray_call_per_actor_per_step_and_one_batch_per_actor() -> None:

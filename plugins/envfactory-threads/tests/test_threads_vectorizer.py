@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import threading
 import time
 from pathlib import Path
@@ -17,9 +16,9 @@ import envfactory
 from envfactory.testing import (
     SpacesConformance,
     VecEnvConformance,
-    assert_rollouts_equal,
+    check_entry_point,
     check_restarts,
-    rollout,
+    check_same_as_dummy,
 )
 
 
@@ -51,11 +50,9 @@ class TestThreadsSpaces(SpacesConformance):
 
 
 def test_registered_through_the_entry_point() -> None:
-    [ep] = [ep for ep in md.entry_points(group="envfactory") if ep.name == "envfactory_threads"]
-    assert ep.dist is not None and ep.dist.name == "envfactory-threads"
-    provider = envfactory.get_registry().vectorizers["threads"].provider
-    assert provider.distribution == "envfactory-threads"
-    assert provider.version == md.version("envfactory-threads")
+    check_entry_point(
+        "envfactory-threads", entry_point="envfactory_threads", vectorizers=["threads"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -73,12 +70,7 @@ def test_registered_through_the_entry_point() -> None:
 )
 def test_same_trajectories_as_dummy(overrides: list[str]) -> None:
     """The same config and seed give bit-identical rollouts under ``dummy`` and ``threads``."""
-    runs = []
-    with envfactory.make_vec(overrides=[o for o in overrides if "vectorizer." not in o]) as envs:
-        runs.append(rollout(envs, steps=60, seed=7))  # dummy
-    with envfactory.make_vec(overrides=["vectorizer=threads", *overrides]) as envs:
-        runs.append(rollout(envs, steps=60, seed=7))
-    assert_rollouts_equal(runs[0], runs[1])
+    check_same_as_dummy(overrides, "threads", steps=60, seed=7)
 
 
 class SlowEnv(gym.Env):
