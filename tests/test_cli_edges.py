@@ -121,7 +121,12 @@ def test_ctrl_c_in_a_sweep_keeps_the_table_of_the_finished_jobs(tmp_path: Path) 
     second job: exit 130 and no ``sweep_summary.*`` before."""
     sweep = tmp_path / "sweep"
     proc = _start(
-        ["-m", "run.total_steps=40,1000000000,40", "run.progress=false", f"hydra.sweep.dir={sweep}"],
+        [
+            "-m",
+            "run.total_steps=40,1000000000,40",
+            "run.progress=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
         tmp_path,
         start_new_session=True,
     )
@@ -221,7 +226,9 @@ def test_remote_env_error_first_line_carries_the_env_message() -> None:
         remote_traceback="Traceback ...\nm.Gone: no attribute 'np_randm'\n",
         **FIELDS,
     )
-    assert str(lost).split("\n", 1)[0].endswith("raised m.Gone during start: no attribute 'np_randm'")
+    assert (
+        str(lost).split("\n", 1)[0].endswith("raised m.Gone during start: no attribute 'np_randm'")
+    )
 
 
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
@@ -327,7 +334,10 @@ def test_rerun_without_a_dir_and_rerun_in_a_sweep(tmp_path: Path) -> None:
 
 # -- item 20: the help texts ---------------------------------------------------------------
 def test_help_texts_are_plain_and_name_the_commands(tmp_path: Path) -> None:
-    procs = {name: _start(args, tmp_path) for name, args in (("app", ["--help"]), ("tune", ["tune", "--help"]))}
+    procs = {
+        name: _start(args, tmp_path)
+        for name, args in (("app", ["--help"]), ("tune", ["tune", "--help"]))
+    }
     out = {}
     for name, proc in procs.items():
         out[name], err = proc.communicate(timeout=240)

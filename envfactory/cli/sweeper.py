@@ -44,6 +44,7 @@ __all__ = [
     "ComposingSweeper",
     "EnvfactorySweeperConf",
     "composition_error",
+    "options_first",
     "register_sweeper",
     "with_sweeper",
 ]
@@ -162,12 +163,43 @@ def register_sweeper() -> None:
     cs.store(group="hydra/sweeper", name="envfactory", node=EnvfactorySweeperConf)
 
 
+#: Hydra's options that take a value (``--info`` takes one only from its choices)
+_VALUED = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+           "--config-dir", "-cd", "--experimental-rerun"}  # fmt: skip
+_INFO = ({"--info", "-i"}, {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"})
+
+
+def options_first(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(options, overrides)`` of a command line (without the program name): Hydra's
+    options with their values, in order, and the overrides, in order. Hydra's parser takes
+    the overrides only as one run (``seed=1 -m num_envs=1,2`` is "unrecognized arguments"),
+    so a command line built from pieces puts ``[*options, *overrides]``."""
+    options: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-"):
+            overrides.append(arg)
+        else:
+            options.append(arg)
+            value = args[i + 1] if i + 1 < len(args) else None
+            if value is not None and (arg in _VALUED or (arg in _INFO[0] and value in _INFO[1])):
+                options.append(args[i + 1])
+                i += 1
+        i += 1
+    return options, overrides
+
+
 def with_sweeper(args: Sequence[str]) -> list[str]:
     """``args`` (the command line, without the program name) with ``hydra/sweeper=envfactory``
-    added to a ``-m`` / ``--multirun`` sweep that names no sweeper of its own. Not in
-    ``conf/config.yaml``: :func:`envfactory.compose` composes that file in processes where
-    the sweeper is not registered."""
+    added to a ``-m`` / ``--multirun`` sweep that names no sweeper of its own, the options
+    first (:func:`options_first`). Not in ``conf/config.yaml``: :func:`envfactory.compose`
+    composes that file in processes where the sweeper is not registered."""
     args = list(args)
     multirun = "-m" in args or "--multirun" in args
     chosen = any(a.lstrip("+").startswith("hydra/sweeper=") for a in args)
-    return [*args, "hydra/sweeper=envfactory"] if multirun and not chosen else args
+    if not multirun or chosen:
+        return args
+    options, overrides = options_first(args)
+    return [*options, *overrides, "hydra/sweeper=envfactory"]
