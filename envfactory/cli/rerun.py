@@ -15,9 +15,9 @@ no defaults list: no schema, no sweep table).
 
 A run dir is config, and config is code: the saved job's ``hydra.callbacks`` are
 instantiated and run, and its saved config dirs are searched; re-run only run dirs you
-trust (:data:`TRUST`, in ``envfactory --help``). A damaged run dir (an emptied, binary or
-truncated file, a ``hydra.yaml`` without its ``hydra`` key) is one line and exit status 2,
-never the default job.
+trust (``envfactory --help`` says so, from ``conf/config.yaml``). A damaged run dir (an
+emptied, binary or truncated file, a ``hydra.yaml`` without its ``hydra`` key) is one line
+and exit status 2, never the default job.
 """
 
 from __future__ import annotations
@@ -29,17 +29,13 @@ from typing import Any
 from envfactory.cli.sweeper import options_first
 from envfactory.errors import ConfigError
 
-__all__ = ["TRUST", "USAGE", "rerun_arguments"]
+__all__ = ["USAGE", "rerun_arguments"]
 
 _CONFIG_DIR = ("--config-dir", "-cd")
 _CONFIG_NAME = ("--config-name", "-cn")
 
 
 USAGE = "envfactory --rerun RUN_DIR [overrides]"
-TRUST = (
-    "A run dir is config, and config is code: its hydra.callbacks run (and its saved config "
-    "dirs are searched), so re-run only run dirs you trust."
-)
 
 
 def _take(argv: list[str], names: Sequence[str]) -> str | None:
