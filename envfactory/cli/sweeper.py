@@ -120,6 +120,8 @@ class ComposingSweeper(Sweeper):
     def __init__(self, max_batch_size: int | None = None, params: Any = None) -> None:
         self.options = {"max_batch_size": max_batch_size, "params": params}
         self.inner: Sweeper | None = None
+        self.context: HydraContext | None = None
+        self.config: DictConfig | None = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -134,13 +136,34 @@ class ComposingSweeper(Sweeper):
             config_loader=ComposeErrorsAsJobs(hydra_context.config_loader),  # type: ignore[arg-type]
             callbacks=hydra_context.callbacks,
         )
+        self.context, self.config = context, config
         self.inner = Plugins.instance().instantiate_sweeper(
             hydra_context=context, task_function=task_function, config=inner_config
         )
 
     def sweep(self, arguments: list[str]) -> Any:
+        """The basic sweeper's sweep. Ctrl-C (a job's exit with status 130, or an interrupt
+        between jobs) ends the sweep as Hydra's end of a multirun would, with
+        ``on_multirun_end(config, interrupted=True)`` (the sweep table of the jobs run so
+        far, the interrupted one a row), then goes on stopping the command."""
         assert self.inner is not None, "setup() first"
-        return self.inner.sweep(arguments)
+        try:
+            return self.inner.sweep(arguments)
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
+        except SystemExit as exc:
+            if exc.code == 130:
+                self._interrupted()
+            raise
+
+    def _interrupted(self) -> None:
+        if self.context is None or self.config is None:
+            return
+        try:
+            self.context.callbacks.on_multirun_end(config=self.config, interrupted=True)
+        except Exception as exc:  # the interrupt matters more than a callback's failure
+            print(f"envfactory: warning: sweep callbacks failed: {exc}", file=sys.stderr)
 
 
 #: the folder holding ``hydra_plugins/envfactory_sweeper.py``
