@@ -384,16 +384,17 @@ def main() -> None:
     except KeyboardInterrupt:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-    except OSError as exc:  # Hydra makes the run dir and writes .hydra/ before the job
-        if user_wants_tracebacks:
-            raise
-        print(f"envfactory: error: {run_dir_error(exc, args)}", file=sys.stderr)
-        raise SystemExit(2) from None
     except (ConfigError, HydraException, OmegaConfBaseException) as exc:
         if user_wants_tracebacks:
             raise
         err = exc if isinstance(exc, ConfigError) else hydra_error(exc)
         print(f"envfactory: error: {error_line(err)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as exc:  # after Hydra's own (MissingConfigException is an
+        # OSError): Hydra makes the run dir and writes .hydra/ before the job
+        if user_wants_tracebacks:
+            raise
+        print(f"envfactory: error: {run_dir_error(exc, args)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
         sys.argv[1:] = given
