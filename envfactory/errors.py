@@ -38,6 +38,7 @@ __all__ = [
     "echo",
     "echo_within",
     "remote_env_error",
+    "remote_message",
 ]
 
 
@@ -247,7 +248,10 @@ class WorkerError(EnvfactoryError, RuntimeError):
         exitcode: int | None = None,
         remote_traceback: str = "",
         call: str = "",
+        detail: str = "",
     ) -> None:
+        """``detail``: the failure's own words, ending the first line (a
+        :class:`RemoteEnvError`'s: the env's message)."""
         import signal as _signal
 
         self.worker, self.pid, self.env_indices = worker, pid, list(env_indices)
@@ -270,7 +274,7 @@ class WorkerError(EnvfactoryError, RuntimeError):
         ]
         if exitcode is not None:
             parts.append(f"exit code {exitcode}" + (f" ({self.signal})" if self.signal else ""))
-        msg = "; ".join(parts)
+        msg = "; ".join(parts) + (f": {detail}" if detail else "")
         if remote_traceback:
             msg += "\n--- remote traceback ---\n" + remote_traceback.rstrip()
         # not super(): a RemoteEnvError subclass also derives from an env's own exception
@@ -280,7 +284,9 @@ class WorkerError(EnvfactoryError, RuntimeError):
 
 class RemoteEnvError(WorkerError):
     """An env raised inside a worker. The original exception is ``__cause__`` (when it could
-    be pickled) and its type name is ``exc_type``.
+    be pickled) and its type name is ``exc_type``; its message ends the first line
+    (``worker 0 (pid 42, envs [0], env 'X-v0') raised builtins.RuntimeError during start:
+    <the env's message>``), on one line, cut to :data:`CAUSE_CHARS`.
 
     :func:`remote_env_error` raises it as a class that also derives from the original
     exception's type (``RemoteEnvError(ValueError)``, as Ray's task errors do), so
@@ -295,6 +301,31 @@ class RemoteEnvError(WorkerError):
     def __reduce__(self) -> Any:
         original = type(self).__bases__[-1] if type(self) is not RemoteEnvError else None
         return _rebuild_remote, (original, self.args, self.__dict__)
+
+
+CAUSE_CHARS = 300
+"""The most characters of an env's own message that a :class:`RemoteEnvError`'s first line
+carries."""
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def remote_message(exc_type: str, original: BaseException | None, remote_traceback: str) -> str:
+    """The message of an exception an env raised in a worker, on one line, cut to
+    :data:`CAUSE_CHARS`: from the original exception when it came back unpickled, else the
+    last line of the remote traceback (``module.Type: message``). Empty for an exception
+    without a message."""
+    if original is not None:
+        text = str(original)
+    else:
+        lines = [line for line in remote_traceback.strip().splitlines() if line.strip()]
+        last = lines[-1] if lines else ""
+        prefix = f"{exc_type}:"
+        text = last[len(prefix) :] if exc_type and last.startswith(prefix) else ""
+    return _one_line(text, CAUSE_CHARS)
 
 
 _REMOTE_CLASSES: dict[type, type[RemoteEnvError]] = {}
@@ -362,10 +393,11 @@ def remote_env_error(
         (True, True)
     """
     cls = _remote_class(type(original) if original is not None else _type_by_name(exc_type))
+    detail = remote_message(exc_type, original, str(fields.get("remote_traceback", "")))
     try:
-        err = cls(what, **fields)
+        err = cls(what, detail=detail, **fields)
     except Exception:  # the original type's __new__ wants other arguments
-        err = RemoteEnvError(what, **fields)
+        err = RemoteEnvError(what, detail=detail, **fields)
     err.exc_type = exc_type
     err.__cause__ = original
     return err

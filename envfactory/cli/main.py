@@ -132,9 +132,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     it).
 
     A config mistake prints one line ``envfactory: error: ...`` and exits with status 2;
-    an envfactory runtime error (a worker died, ...) prints it and exits with 1; a worker
-    failure's tracebacks are saved in ``error.txt`` in the run dir, whose path the line
-    names. In a ``-m`` sweep a failing job does not stop the sweep: its ``summary.json``
+    any other failure (a worker died, an env raised under ``dummy``, ...) prints one line
+    and exits with 1, its tracebacks saved in ``error.txt`` in the run dir, whose path the
+    line names. In a ``-m`` sweep a failing job does not stop the sweep: its ``summary.json``
     says ``status: failed`` with the one-line ``error`` (and the traceback of an unexpected
     exception), and the sweep table shows it. Ctrl-C stops the rollout, saves the partial
     summary with ``status: interrupted``, prints one line and exits with 130 (a sweep
@@ -249,19 +249,21 @@ def _job_info() -> dict[str, Any]:
 
 def _failed(cfg: DictConfig, job: dict[str, Any], exc: Exception) -> dict[str, Any]:
     """Report a failed job: one line on stderr; in a sweep a ``failed`` summary (the sweep
-    goes on), else exit 2 (config) or 1 (an envfactory error); re-raise anything else. A
-    worker failure's tracebacks go to ``error.txt`` in the run dir."""
+    goes on), else exit 2 (config) or 1 (anything else: a worker failure, an env's own
+    exception under ``dummy``). Outside a Hydra job (``run(cfg)`` from Python) an exception
+    that is not envfactory's is re-raised. The tracebacks of anything but a config error go
+    to ``error.txt`` in the run dir."""
     import traceback
 
     from envfactory.errors import ConfigError, EnvfactoryError
 
+    if not job and not isinstance(exc, EnvfactoryError):
+        raise exc
     line, where = error_line(exc), ""
-    if job and (job.get("multirun") or isinstance(exc, EnvfactoryError)):
+    if job:
         saved = save_error(exc, job["output_dir"])
         where = f" (full traceback: {saved})" if saved else ""
     if not job.get("multirun"):
-        if not isinstance(exc, EnvfactoryError):
-            raise exc
         print(f"envfactory: error: {line}{where}", file=sys.stderr, flush=True)
         raise SystemExit(2 if isinstance(exc, ConfigError) else 1) from None
     print(
@@ -292,6 +294,25 @@ def _interrupted(cfg: DictConfig, job: dict[str, Any], summary: dict[str, Any] |
     steps = summary.get("steps", 0)
     print(f"envfactory: interrupted after {steps} steps{where}", file=sys.stderr, flush=True)
     raise SystemExit(130)
+
+
+def run_dir_error(exc: OSError, args: list[str]) -> str:
+    """The line for a run dir (a sweep dir with ``-m``) that cannot be made or written: a
+    file in its path, no permission, a read-only file system."""
+    sweep = "-m" in args or "--multirun" in args
+    what, key, example = (
+        ("sweep dir", "hydra.sweep.dir", "multirun/sweep1")
+        if sweep
+        else ("run dir", "hydra.run.dir", "outputs/run1")
+    )
+    where = f": {exc.filename}" if exc.filename else ""
+    why = exc.strerror or type(exc).__name__
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        why += " (a file is in the way)"
+    return (
+        f"cannot write the {what}{where}: {why}; set {key} to a folder you can write, "
+        f"e.g. {key}={example}"
+    )
 
 
 def version_line() -> str:
@@ -368,6 +389,12 @@ def main() -> None:
             raise
         err = exc if isinstance(exc, ConfigError) else hydra_error(exc)
         print(f"envfactory: error: {error_line(err)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as exc:  # after Hydra's own (MissingConfigException is an
+        # OSError): Hydra makes the run dir and writes .hydra/ before the job
+        if user_wants_tracebacks:
+            raise
+        print(f"envfactory: error: {run_dir_error(exc, args)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
         sys.argv[1:] = given

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from envfactory.errors import CAUSE_CHARS
+
 __all__ = [
     "CAUSE_CHARS",
     "ERROR_FILE",
@@ -25,32 +27,17 @@ __all__ = [
 
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.txt"
-CAUSE_CHARS = 300  # the remote exception's message is cut to this length on the line
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def remote_cause(exc: BaseException) -> str:
     """The message of the exception an env raised in a worker (a :class:`RemoteEnvError`),
-    on one line, cut to :data:`CAUSE_CHARS`: from the original exception when it came back
-    unpickled, else the last line of the remote traceback (``module.Type: message``).
+    on one line, cut to :data:`CAUSE_CHARS` (:func:`envfactory.errors.remote_message`).
     Empty for other errors, and for an exception without a message."""
-    from envfactory.errors import RemoteEnvError
+    from envfactory.errors import RemoteEnvError, remote_message
 
     if not isinstance(exc, RemoteEnvError):
         return ""
-    original = exc.__cause__
-    if original is not None:
-        text = str(original)
-    else:
-        lines = [line for line in exc.remote_traceback.strip().splitlines() if line.strip()]
-        last = lines[-1] if lines else ""
-        prefix = f"{exc.exc_type}:"
-        text = last[len(prefix) :] if exc.exc_type and last.startswith(prefix) else ""
-    return _one_line(text, CAUSE_CHARS)
+    return remote_message(exc.exc_type, exc.__cause__, exc.remote_traceback)
 
 
 def error_line(exc: BaseException) -> str:
@@ -64,24 +51,29 @@ def error_line(exc: BaseException) -> str:
     if isinstance(exc, ConfigError):
         return " ".join(text.split()) or type(exc).__name__
     line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    cause = remote_cause(exc)
-    return f"{line}: {cause}" if cause else line
+    cause = remote_cause(exc)  # on the first line already, unless built without it
+    return f"{line}: {cause}" if cause and not first.endswith(cause) else line
 
 
 def save_error(exc: BaseException, out_dir: str | Path) -> Path | None:
-    """Save ``error.txt`` in ``out_dir`` for a worker failure: the one line, the worker's
-    traceback and this process's. Returns its path (None for other errors, or when it
-    cannot be written)."""
-    from envfactory.errors import WorkerError
+    """Save ``error.txt`` in ``out_dir`` for a failure that is not a config error (a
+    worker's, or an env's own exception under ``dummy`` or in the parent): the one line,
+    the worker's traceback (a worker failure) and this process's. Returns its path (None
+    for a config error, or when it cannot be written)."""
+    from envfactory.errors import ConfigError, WorkerError
 
-    if not isinstance(exc, WorkerError):
+    if isinstance(exc, ConfigError):
         return None
     path = Path(out_dir) / ERROR_FILE
-    remote = exc.remote_traceback.rstrip() or "(none: the worker process ended without one)"
-    text = (
-        f"{error_line(exc)}\n\n--- traceback in the worker ---\n{remote}\n\n"
-        f"--- traceback in envfactory ---\n{''.join(traceback.format_exception(exc))}"
-    )
+    here = "".join(traceback.format_exception(exc))
+    if isinstance(exc, WorkerError):
+        remote = exc.remote_traceback.rstrip() or "(none: the worker process ended without one)"
+        text = (
+            f"{error_line(exc)}\n\n--- traceback in the worker ---\n{remote}\n\n"
+            f"--- traceback in envfactory ---\n{here}"
+        )
+    else:
+        text = f"{error_line(exc)}\n\n--- traceback ---\n{here}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -12,19 +12,30 @@ Hydra's own spelling, ``--config-dir RUN_DIR/.hydra --config-name config``, mean
 here. Hydra alone would run the default job instead: ``config.yaml`` of envfactory's own
 conf dir comes first in the search path and shadows the saved one (and the saved one has
 no defaults list: no schema, no sweep table).
+
+A run dir is config, and config is code: the saved job's ``hydra.callbacks`` are
+instantiated and run, and its saved config dirs are searched; re-run only run dirs you
+trust (``envfactory --help`` says so, from ``conf/config.yaml``). A damaged run dir (an
+emptied, binary or truncated file, a ``hydra.yaml`` without its ``hydra`` key) is one line
+and exit status 2, never the default job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from envfactory.cli.sweeper import options_first
 from envfactory.errors import ConfigError
 
-__all__ = ["rerun_arguments"]
+__all__ = ["USAGE", "rerun_arguments"]
 
 _CONFIG_DIR = ("--config-dir", "-cd")
 _CONFIG_NAME = ("--config-name", "-cn")
+
+
+USAGE = "envfactory --rerun RUN_DIR [overrides]"
 
 
 def _take(argv: list[str], names: Sequence[str]) -> str | None:
@@ -55,13 +66,17 @@ def rerun_arguments(argv: Sequence[str]) -> list[str]:
     ``--rerun RUN_DIR`` in ``argv``, or by ``--config-dir RUN_DIR/.hydra`` with no other
     ``--config-name`` than ``config``; ``argv`` itself, as a list, when it names none.
 
+    The saved job's options go first, then the options given now, the saved overrides and
+    the overrides given now (Hydra's parser takes the overrides as one run, so
+    ``--rerun RUN_DIR -m seed=1,2`` sweeps the saved job over two seeds).
+
     Raises:
-        ConfigError: ``RUN_DIR`` holds no saved job (``RUN_DIR/.hydra/overrides.yaml`` and
-            ``hydra.yaml``).
+        ConfigError: ``--rerun`` has no directory; ``RUN_DIR`` holds no saved job
+            (``RUN_DIR/.hydra/overrides.yaml`` and ``hydra.yaml``), or a damaged one.
     """
-    from omegaconf import OmegaConf
 
     args = list(argv)
+    _check_has_dir(args)
     run_dir = _take(args, ("--rerun",))
     if run_dir is None:
         probe = list(args)
@@ -84,15 +99,78 @@ def rerun_arguments(argv: Sequence[str]) -> list[str]:
             f"hydra.yaml not found); pass the output dir of a job, where its summary.json "
             f"is{hint}"
         )
-    saved = [str(o) for o in OmegaConf.load(hydra_dir / "overrides.yaml")]
-    hydra = OmegaConf.load(hydra_dir / "hydra.yaml").hydra
-    sources = hydra.runtime.get("config_sources") or []
-    config_dirs = [s.path for s in sources if s.provider == "command-line" and s.schema == "file"]
+    saved, config_dirs, name = _saved_job(run_dir, hydra_dir)
     if _take(list(args), _CONFIG_DIR) is not None:
         config_dirs = []  # the user names the config dir now
     front = [f"--config-dir={d}" for d in config_dirs]
-    name = hydra.job.get("config_name")
     if name and name != "config" and _take(list(args), _CONFIG_NAME) is None:
         front.append(f"--config-name={name}")
-    now = {_key(a) for a in args if not a.startswith("-")}
-    return [*front, *(o for o in saved if _key(o) not in now), *args]
+    options, overrides = options_first(args)  # Hydra takes the overrides as one run
+    now = {_key(a) for a in overrides}
+    return [*front, *options, *(o for o in saved if _key(o) not in now), *overrides]
+
+
+def _check_has_dir(args: Sequence[str]) -> None:
+    """``--rerun`` with no run dir after it (the last argument, an option, ``--rerun=``)."""
+    for i, arg in enumerate(args):
+        value = arg.partition("=")[2] if arg.startswith("--rerun=") else None
+        if arg == "--rerun":
+            value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else ""
+        if value == "":
+            raise ConfigError(
+                f"--rerun needs the run dir of a saved job: {USAGE} (e.g. envfactory --rerun "
+                "outputs/2024-05-01/12-00-00 seed=1); a sweep of it: add -m and the values"
+            )
+
+
+def _saved_job(run_dir: str, hydra_dir: Path) -> tuple[list[str], list[str], str | None]:
+    """The saved job's overrides, command-line config dirs and config name.
+
+    Raises:
+        ConfigError: a saved file that cannot be read, is not YAML, or lacks what Hydra
+            writes there (a damaged run dir: one line, rather than the default job).
+    """
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    def load(name: str) -> Any:
+        path = hydra_dir / name
+        try:
+            if not path.read_bytes().strip():
+                raise ValueError(f"{name} is empty")
+            return OmegaConf.load(path)
+        except Exception as exc:  # OSError, YAML's errors, a binary file's decode error
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise ConfigError(
+                f"--rerun {run_dir}: cannot read the saved job's {path}: {why}; the run dir "
+                "is damaged: run the job again with its overrides (config.yaml there records "
+                "what ran)"
+            ) from None
+
+    overrides, hydra = load("overrides.yaml"), load("hydra.yaml")
+    if not isinstance(overrides, ListConfig) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(
+            f"--rerun {run_dir}: {hydra_dir / 'overrides.yaml'} is not a list of overrides "
+            "(what Hydra writes there, e.g. - seed=1); the run dir is damaged: run the job "
+            "again with its overrides"
+        )
+    if not isinstance(hydra, DictConfig) or not isinstance(hydra.get("hydra"), DictConfig):
+        raise ConfigError(
+            f"--rerun {run_dir}: {hydra_dir / 'hydra.yaml'} has no 'hydra' key (what Hydra "
+            "writes there); the run dir is damaged: run the job again with its overrides"
+        )
+    node = hydra.hydra
+    sources = OmegaConf.select(node, "runtime.config_sources", default=None)
+    name = OmegaConf.select(node, "job.config_name", default=None)
+    if not isinstance(sources, ListConfig) or not isinstance(name, str):
+        raise ConfigError(
+            f"--rerun {run_dir}: {hydra_dir / 'hydra.yaml'} lacks hydra.runtime.config_sources "
+            "or hydra.job.config_name (what Hydra writes there; truncated?); the run dir is "
+            "damaged: run the job again with its overrides"
+        )
+    config_dirs = [
+        str(s.path)
+        for s in sources
+        if isinstance(s, DictConfig) and s.get("provider") == "command-line"
+        and s.get("schema") == "file"
+    ]  # fmt: skip
+    return [str(o) for o in overrides], config_dirs, name

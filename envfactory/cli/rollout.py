@@ -95,9 +95,17 @@ def noop_action(space: Any) -> Any:
 
 def episode_returns(infos: Mapping[str, Any], key: str = "episode_stats") -> list[float]:
     """Returns of the episodes that ended in one step, from ``infos[key]["r"]`` and its
-    ``_<key>`` mask (``infos["final_info"]`` too, for ``same_step`` autoreset)."""
+    ``_<key>`` mask (``infos["final_info"]`` too, for ``same_step`` autoreset: gymnasium
+    1.x's batched dict, or gymnasium 0.29's object array of one dict or None per env that
+    the ``legacy_final_info`` vector wrapper gives)."""
     out: list[float] = []
-    for source in (infos, infos.get("final_info")):
+    final = infos.get("final_info")
+    if isinstance(final, np.ndarray) and final.dtype == object:  # legacy_final_info's
+        for info in final:
+            if isinstance(info, Mapping) and isinstance(info.get(key), Mapping):
+                out.append(float(np.asarray(info[key]["r"]).reshape(-1)[0]))
+        final = None
+    for source in (infos, final):
         if not isinstance(source, Mapping) or key not in source:
             continue
         r = np.asarray(source[key]["r"], dtype=np.float64).reshape(-1)
@@ -216,6 +224,21 @@ def _step_loop(
         return done_iterations * n, time.perf_counter() - start, interrupted
 
 
+def _vector_wrapper_over_a_pool(envs: Any) -> str:
+    """The snake_case name of the outermost vector wrapper over an async pool (``""``: the
+    envs are no wrapped pool)."""
+    from gymnasium.vector import VectorWrapper
+
+    from envfactory.wrappers import snake_case
+
+    inner = envs
+    while isinstance(inner, VectorWrapper):
+        inner = inner.env
+    if inner is envs or not hasattr(inner, "recv"):
+        return ""
+    return snake_case(type(envs).__name__)
+
+
 def _pool_loop(
     envs: Any, total_steps: int, policy: str, seed: int | None, progress: bool, tally: _Tally
 ) -> tuple[int, float, bool]:
@@ -229,6 +252,14 @@ def _pool_loop(
 
     batch = int(getattr(envs, "batch_size", 0) or 0)
     if batch < 1 or not all(hasattr(envs, m) for m in ("async_reset", "recv", "send")):
+        wrapper = _vector_wrapper_over_a_pool(envs)
+        if wrapper:
+            raise ConfigError(
+                f"vectorizer.batch_size is set (the async pool, stepped with envpool's "
+                f"recv/send loop) but the vector wrapper {wrapper} over the pool has no "
+                "async_reset/recv/send: drop it (vector_wrappers=[]) or set "
+                "vectorizer.batch_size=null"
+            )
         raise ConfigError(
             f"vectorizer.batch_size is set but {type(envs).__name__} has no async_reset/recv/"
             "send (the async pool): use vectorizer=subproc or subproc-atari, or "

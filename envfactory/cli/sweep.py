@@ -43,10 +43,13 @@ _COLUMNS = (  # (title, summary key, format of a number)
     ("mean return", "mean_return", ".2f"),
 )
 
+_STEPS_CELL = 2 + [key for _, key, _ in _COLUMNS].index("steps")  # after job, overrides
 
-def collect_jobs(sweep_dir: Path) -> list[dict[str, Any]]:
+
+def collect_jobs(sweep_dir: Path, *, interrupted: bool = False) -> list[dict[str, Any]]:
     """Every job summary under ``sweep_dir``, by job number. A job folder (one with
-    Hydra's ``.hydra/overrides.yaml``) that has no summary appears with ``status: failed``."""
+    Hydra's ``.hydra/overrides.yaml``) that has no summary appears with ``status: failed``
+    (``interrupted`` when the sweep was: Ctrl-C stopped that job before it saved one)."""
     jobs: dict[Path, dict[str, Any]] = {}
     for path in sweep_dir.rglob(SUMMARY_FILE):
         try:
@@ -58,7 +61,8 @@ def collect_jobs(sweep_dir: Path) -> list[dict[str, Any]]:
     for path in sweep_dir.rglob("overrides.yaml"):
         job_dir = path.parent.parent
         if path.parent.name == ".hydra" and job_dir not in jobs and job_dir != sweep_dir:
-            jobs[job_dir] = {"status": "failed", "overrides": _read_overrides(path)}
+            status = "interrupted" if interrupted else "failed"
+            jobs[job_dir] = {"status": status, "overrides": _read_overrides(path)}
     for job_dir, data in jobs.items():
         data.setdefault("output_dir", str(job_dir))
 
@@ -109,6 +113,8 @@ def markdown_table(jobs: Sequence[Mapping[str, Any]]) -> str:
             cells += [_cell(f"failed: {error}"), *["-"] * (len(_COLUMNS) - 1)]
         else:
             cells += [_cell(job.get(key), fmt) for _, key, fmt in _COLUMNS]
+            if status == "interrupted":  # the steps it took before Ctrl-C
+                cells[_STEPS_CELL] = f"{cells[_STEPS_CELL]} (interrupted)"
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -128,14 +134,19 @@ class SweepSummary(Callback):
         self.echo = echo
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Write and print the table. ``interrupted=True`` (envfactory's sweeper, after
+        Ctrl-C): the jobs run so far, the interrupted one a row, and one line on stderr."""
+        interrupted = bool(kwargs.get("interrupted"))
         sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
-        jobs = collect_jobs(sweep_dir)
+        jobs = collect_jobs(sweep_dir, interrupted=interrupted)
         common = common_overrides(jobs)
         table = markdown_table(jobs)
         failed = sum(1 for j in jobs if j.get("status", "ok") == "failed")
         head = f"envfactory sweep: {len(jobs)} job(s) in {sweep_dir}"
         if failed:
             head += f" ({failed} failed)"
+        if interrupted:
+            head += " (interrupted by Ctrl-C: the jobs run so far)"
         if common:
             head += f"\ncommon overrides: {' '.join(common)}"
         md_path = sweep_dir / f"{self.filename}.md"
@@ -144,7 +155,13 @@ class SweepSummary(Callback):
         md_path.write_text(f"{head}\n\n{table}\n")
         json_path.write_text(
             json.dumps(
-                {"sweep_dir": str(sweep_dir), "common_overrides": common, "jobs": jobs}, indent=2
+                {
+                    "sweep_dir": str(sweep_dir),
+                    "common_overrides": common,
+                    "interrupted": interrupted,
+                    "jobs": jobs,
+                },
+                indent=2,
             )
             + "\n"
         )
@@ -153,6 +170,13 @@ class SweepSummary(Callback):
         if self.echo:
             saved = f"{json_path.name}" + (f" and {plot.name}" if plot else "")
             print(f"\n{head}\n\n{table}\n\nsaved to {md_path}, {saved}", flush=True)
+        if interrupted:
+            print(
+                f"envfactory: sweep interrupted: the table of its {len(jobs)} job(s) so far is "
+                f"saved to {md_path}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     @staticmethod
     def _plot(jobs: Sequence[Mapping[str, Any]], path: Path) -> Path | None:

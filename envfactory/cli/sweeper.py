@@ -44,6 +44,7 @@ __all__ = [
     "ComposingSweeper",
     "EnvfactorySweeperConf",
     "composition_error",
+    "options_first",
     "register_sweeper",
     "with_sweeper",
 ]
@@ -119,6 +120,8 @@ class ComposingSweeper(Sweeper):
     def __init__(self, max_batch_size: int | None = None, params: Any = None) -> None:
         self.options = {"max_batch_size": max_batch_size, "params": params}
         self.inner: Sweeper | None = None
+        self.context: HydraContext | None = None
+        self.config: DictConfig | None = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -133,13 +136,34 @@ class ComposingSweeper(Sweeper):
             config_loader=ComposeErrorsAsJobs(hydra_context.config_loader),  # type: ignore[arg-type]
             callbacks=hydra_context.callbacks,
         )
+        self.context, self.config = context, config
         self.inner = Plugins.instance().instantiate_sweeper(
             hydra_context=context, task_function=task_function, config=inner_config
         )
 
     def sweep(self, arguments: list[str]) -> Any:
+        """The basic sweeper's sweep. Ctrl-C (a job's exit with status 130, or an interrupt
+        between jobs) ends the sweep as Hydra's end of a multirun would, with
+        ``on_multirun_end(config, interrupted=True)`` (the sweep table of the jobs run so
+        far, the interrupted one a row), then goes on stopping the command."""
         assert self.inner is not None, "setup() first"
-        return self.inner.sweep(arguments)
+        try:
+            return self.inner.sweep(arguments)
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
+        except SystemExit as exc:
+            if exc.code == 130:
+                self._interrupted()
+            raise
+
+    def _interrupted(self) -> None:
+        if self.context is None or self.config is None:
+            return
+        try:
+            self.context.callbacks.on_multirun_end(config=self.config, interrupted=True)
+        except Exception as exc:  # the interrupt matters more than a callback's failure
+            print(f"envfactory: warning: sweep callbacks failed: {exc}", file=sys.stderr)
 
 
 #: the folder holding ``hydra_plugins/envfactory_sweeper.py``
@@ -162,12 +186,43 @@ def register_sweeper() -> None:
     cs.store(group="hydra/sweeper", name="envfactory", node=EnvfactorySweeperConf)
 
 
+#: Hydra's options that take a value (``--info`` takes one only from its choices)
+_VALUED = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+           "--config-dir", "-cd", "--experimental-rerun"}  # fmt: skip
+_INFO = ({"--info", "-i"}, {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"})
+
+
+def options_first(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(options, overrides)`` of a command line (without the program name): Hydra's
+    options with their values, in order, and the overrides, in order. Hydra's parser takes
+    the overrides only as one run (``seed=1 -m num_envs=1,2`` is "unrecognized arguments"),
+    so a command line built from pieces puts ``[*options, *overrides]``."""
+    options: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-"):
+            overrides.append(arg)
+        else:
+            options.append(arg)
+            value = args[i + 1] if i + 1 < len(args) else None
+            if value is not None and (arg in _VALUED or (arg in _INFO[0] and value in _INFO[1])):
+                options.append(args[i + 1])
+                i += 1
+        i += 1
+    return options, overrides
+
+
 def with_sweeper(args: Sequence[str]) -> list[str]:
     """``args`` (the command line, without the program name) with ``hydra/sweeper=envfactory``
-    added to a ``-m`` / ``--multirun`` sweep that names no sweeper of its own. Not in
-    ``conf/config.yaml``: :func:`envfactory.compose` composes that file in processes where
-    the sweeper is not registered."""
+    added to a ``-m`` / ``--multirun`` sweep that names no sweeper of its own, the options
+    first (:func:`options_first`). Not in ``conf/config.yaml``: :func:`envfactory.compose`
+    composes that file in processes where the sweeper is not registered."""
     args = list(args)
     multirun = "-m" in args or "--multirun" in args
     chosen = any(a.lstrip("+").startswith("hydra/sweeper=") for a in args)
-    return [*args, "hydra/sweeper=envfactory"] if multirun and not chosen else args
+    if not multirun or chosen:
+        return args
+    options, overrides = options_first(args)
+    return [*options, *overrides, "hydra/sweeper=envfactory"]

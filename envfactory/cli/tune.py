@@ -1,4 +1,4 @@
-"""``envfactory tune``: measure the configured env on this machine over the vectorizers and
+"""envfactory tune: measure the configured env on this machine over the vectorizers and
 their options, print the table, plot it, and write the fastest as a preset that composes.
 
     envfactory tune                                         # CartPole, 4 envs (the default)
@@ -6,22 +6,27 @@ their options, print the table, plot it, and write the fastest as a preset that 
     envfactory tune env=gym num_envs=16 --budget 300 --async --name tuned16
     envfactory vectorizer=tuned env=gym num_envs=16         # then use the preset
 
-Every Hydra override of ``envfactory`` is taken (env, id, wrappers, num_envs, plugins'
-families). Candidates: ``dummy`` (the baseline), ``subproc`` with ``in_series`` (one env per
-worker, one worker per core, half as many workers...), ``in_parent`` (0, a worker's share),
-``subproc-atari`` and ``ale-vector`` for an Atari env, and with ``--async`` the pool
-(``batch_size`` = num_envs/2, timed with envpool's ``recv``/``send`` loop). ``vectorizer=X``
-tunes only X's options (``dummy`` stays as the baseline); ``vectorizer.K=V`` fixes an option
-for every candidate that has it; ``--vectorizers a,b`` names the vectorizers to try.
+Every Hydra override of envfactory is taken (env, id, wrappers, num_envs, plugins'
+families). Candidates: dummy (the baseline), subproc with in_series (one env per worker,
+one worker per core, half as many workers...), in_parent (0, a worker's share),
+subproc-atari and ale-vector for an Atari env, and with --async the pool (batch_size =
+num_envs/2, timed with envpool's recv/send loop). vectorizer=X tunes only X's options
+(dummy stays as the baseline); vectorizer.K=V fixes an option for every candidate that has
+it; --vectorizers a,b names the vectorizers to try.
 
 Every candidate is measured once per round (built, reset, stepped with random actions for
-``--seconds``, closed), round after round, and the table holds medians: the machine is
-noisy, and only ratios from one run mean anything. ``--busy-cores K`` runs K CPU-bound
-processes beside it, standing in for the learner. The preset goes to
-``<config dir>/vectorizer/<name>.yaml`` (the user config dir of
-:mod:`envfactory.cli.presets` unless ``--config-dir``), with the table in a comment at its top;
-the plot and the raw samples go to ``<config dir>/tune/<name>.png`` and ``.json``. Ctrl-C
-stops measuring and keeps what was measured (table and preset), then exits with 130.
+--seconds, closed), round after round, and the table holds medians: the machine is noisy,
+and only ratios from one run mean anything. --busy-cores K runs K CPU-bound processes
+beside it, standing in for the learner.
+
+Where it writes: the preset goes to your config folder, in vectorizer/<name>.yaml, with
+the table in a comment at its top; the plot and the raw samples go to tune/<name>.png and
+tune/<name>.json in the same folder. Your config folder is $ENVFACTORY_CONFIG_DIR if set,
+else $XDG_CONFIG_HOME/envfactory, else ~/.config/envfactory (so the preset is
+~/.config/envfactory/vectorizer/<name>.yaml by default); --config-dir DIR writes to DIR
+instead. The destination is checked before anything is measured.
+
+Ctrl-C stops measuring and keeps what was measured (table and preset), then exits with 130.
 """
 
 from __future__ import annotations
@@ -450,10 +455,11 @@ def preset_options(plan: Plan, best: Candidate) -> dict[str, Any]:
 
 def write_outputs(
     plan: Plan, args: argparse.Namespace, res: TuneResult, best: Candidate, table: list[str]
-) -> tuple[Path, Path | None]:
-    from .presets import user_config_dir, write_preset
+) -> Path:
+    """Write the preset and the raw samples (``tune/<name>.json``); the preset's path."""
+    from .presets import write_preset
 
-    folder = Path(args.config_dir).expanduser() if args.config_dir else user_config_dir()
+    folder = _folder(args)
     path = folder / "vectorizer" / f"{args.name}.yaml"
     med = res.medians()
     ratio = ""
@@ -491,11 +497,60 @@ def write_outputs(
     }  # fmt: skip
     (folder / "tune").mkdir(parents=True, exist_ok=True)
     (folder / "tune" / f"{args.name}.json").write_text(json.dumps(data, indent=1) + "\n")
-    plot = None
-    if not args.no_plot:
-        target = Path(args.plot) if args.plot else folder / "tune" / f"{args.name}.png"
-        plot = plot_bars(res, best, target, f"{PROG}: {plan.env} x{plan.num_envs}")
-    return path, plot
+    return path
+
+
+def _folder(args: argparse.Namespace) -> Path:
+    """Where the preset (``vectorizer/``), the raw samples and the plot (``tune/``) go."""
+    from .presets import user_config_dir
+
+    return Path(args.config_dir).expanduser() if args.config_dir else user_config_dir()
+
+
+def _plot_path(args: argparse.Namespace) -> Path:
+    return Path(args.plot) if args.plot else _folder(args) / "tune" / f"{args.name}.png"
+
+
+def _unwritable(folder: Path) -> str:
+    """Why files cannot be written in ``folder`` once made (``""``: they can): the nearest
+    existing folder above it is a file, or not writable."""
+    path = folder
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir():
+        return f"{path} is a file, not a folder"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return ""
+
+
+def check_destination(args: argparse.Namespace) -> str | None:
+    """Why the preset or the plot could not be written (None: they can), checked before
+    anything is measured."""
+    from .presets import CONFIG_DIR_ENV_VAR
+
+    folder = _folder(args)
+    for sub in ("vectorizer", "tune"):
+        why = _unwritable(folder / sub)
+        if why:
+            given = f"--config-dir {args.config_dir}" if args.config_dir else str(folder)
+            fix = (
+                "name a folder you can write (it is made if missing), e.g. --config-dir presets"
+                if args.config_dir
+                else f"set {CONFIG_DIR_ENV_VAR} or pass --config-dir DIR"
+            )
+            return f"{given}: cannot write the preset there: {why}; {fix}"
+    if args.no_plot:
+        return None
+    plot = _plot_path(args)
+    why = f"{plot} is a folder" if plot.is_dir() else _unwritable(plot.parent)
+    if why:
+        given = f"--plot {args.plot}" if args.plot else str(plot)
+        return (
+            f"{given}: cannot write the plot: {why}; name a PNG file in a folder you can "
+            "write, or pass --no-plot"
+        )
+    return None
 
 
 def usage_lines(args: argparse.Namespace, path: Path) -> list[str]:
@@ -538,6 +593,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(bad)
         plan = make_plan(args)
         cands, skipped = candidates(plan, args.async_loop)
+        bad = check_destination(args)
+        if bad:
+            raise UsageError(bad)
     except (UsageError, ConfigError) as exc:
         print(f"{PROG}: error: {error_line(exc) if isinstance(exc, ConfigError) else exc}",
               file=sys.stderr)  # fmt: skip
@@ -569,16 +627,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if res.rounds < args.rounds and not res.interrupted:
         print(f"{PROG}: the budget ran out after {res.rounds} round(s) of {args.rounds}: raise "
               "--budget for steadier medians", file=sys.stderr)  # fmt: skip
+    status = 130 if res.interrupted else 0
     try:
-        path, plot = write_outputs(plan, args, res, best, table)
+        path = write_outputs(plan, args, res, best, table)
     except OSError as exc:
         print(f"{PROG}: error: cannot write the preset: {exc}", file=sys.stderr)
         return 1
     print(f"preset: {path} ({best.label})")
     print("\n".join(usage_lines(args, path)))
+    if args.no_plot:
+        return status
+    try:
+        plot = plot_bars(res, best, _plot_path(args), f"{PROG}: {plan.env} x{plan.num_envs}")
+    except Exception as exc:  # OSError, or matplotlib's: the preset is written already
+        line = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"{PROG}: error: the plot was not written: {line}; the preset was written: "
+              f"{path}", file=sys.stderr)  # fmt: skip
+        return status or 1
     if plot is not None:
         print(f"plot: {plot}")
-    return 130 if res.interrupted else 0
+    return status
 
 
 if __name__ == "__main__":

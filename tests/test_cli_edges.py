@@ -1,0 +1,350 @@
+"""The command line at its edges (issue 28): the run summary under ``legacy_final_info``, a
+damaged run dir given to ``--rerun``, Ctrl-C in a sweep, an env failing under ``dummy``, a
+run dir that cannot be written, ``--rerun`` spelled wrong, ``tune``'s destination and the
+help texts. Every command is a real ``envfactory`` process, as a user runs it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envfactory.cli import tune
+from envfactory.cli.presets import CONFIG_DIR_ENV_VAR
+from envfactory.cli.report import ERROR_FILE, error_line
+from envfactory.errors import RemoteEnvError, remote_env_error
+
+BIN = Path(sys.executable).parent
+TESTS = Path(__file__).resolve().parent  # faulty_envs.py, for the workers too
+LEGACY = ["autoreset_mode=same_step", "vector_wrappers=[{name: legacy_final_info}]"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ENVFACTORY_DISABLED_PLUGINS"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def _start(args: list[str], cwd: Path, **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(BIN / "envfactory"), *args],
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[call-overload]
+    )
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    proc = _start(args, cwd)
+    out, err = proc.communicate(timeout=240)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _one_line(err: str) -> None:
+    assert err.startswith("envfactory: error: "), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+# -- item 3: the summary under legacy_final_info ------------------------------------------
+def test_summary_counts_episodes_under_legacy_final_info(tmp_path: Path) -> None:
+    """``episodes 0`` and ``mean return n/a`` for 2,000 CartPole steps before: the episode
+    statistics were in 0.29's ``final_info`` object array, which the summary did not read."""
+    out = tmp_path / "job"
+    proc = _cli([*LEGACY, "run.progress=false", f"hydra.run.dir={out}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 2000 and 40 < summary["episodes"] < 200  # ~22 steps each
+    assert isinstance(summary["mean_return"], float) and 8 < summary["mean_return"] < 60
+
+
+def test_pool_under_a_vector_wrapper_names_the_wrapper_not_subproc(tmp_path: Path) -> None:
+    """It said to "use vectorizer=subproc or subproc-atari" while it was subproc."""
+    proc = _cli(
+        [*LEGACY, "vectorizer=subproc", "vectorizer.batch_size=2", f"hydra.run.dir={tmp_path}"],
+        tmp_path,
+    )
+    assert proc.returncode == 2
+    _one_line(proc.stderr)
+    assert "use vectorizer=subproc" not in proc.stderr
+    assert "legacy_final_info" in proc.stderr and "vector_wrappers=[]" in proc.stderr
+    assert "vectorizer.batch_size=null" in proc.stderr
+
+
+# -- item 5: a damaged run dir ------------------------------------------------------------
+DAMAGES = {  # what is done to the saved job, a fragment of the line
+    "emptied overrides.yaml": ("overrides.yaml", b"", "overrides.yaml is empty"),
+    "binary overrides.yaml": ("overrides.yaml", b"\x00\xff\xfe\x00\x89PNG", "overrides.yaml"),
+    "hydra.yaml without hydra": ("hydra.yaml", b"foo: 1\n", "hydra.yaml has no 'hydra' key"),
+    "truncated hydra.yaml": ("hydra.yaml", None, "hydra.yaml"),
+}
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_rerun_of_a_damaged_run_dir_is_one_line_exit_2(tmp_path: Path) -> None:
+    """An emptied ``overrides.yaml`` silently ran the default CartPole job; the other damages
+    gave a traceback and exit 1."""
+    first = tmp_path / "first"
+    proc = _cli(["env=mountaincar", "run.total_steps=20", f"hydra.run.dir={first}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    runs = {}
+    for i, (name, (file, data, _)) in enumerate(DAMAGES.items()):
+        damaged = tmp_path / f"damaged{i}"
+        shutil.copytree(first, damaged)
+        path = damaged / ".hydra" / file
+        path.write_bytes(data if data is not None else path.read_bytes()[:300])
+        runs[name] = (damaged, _start(["--rerun", str(damaged)], tmp_path))
+    for name, (damaged, running) in runs.items():
+        out, err = running.communicate(timeout=240)
+        assert running.returncode == 2, (name, err)
+        _one_line(err)
+        assert f"--rerun {damaged}: " in err and DAMAGES[name][2] in err, (name, err)
+        assert "envfactory summary" not in out, name
+    assert not (tmp_path / "outputs").exists()  # no job ran
+
+
+# -- item 6: Ctrl-C in a sweep -----------------------------------------------------------
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_ctrl_c_in_a_sweep_keeps_the_table_of_the_finished_jobs(tmp_path: Path) -> None:
+    """A real SIGINT to the process group of a real sweep (Ctrl-C in a terminal) during its
+    second job: exit 130 and no ``sweep_summary.*`` before."""
+    sweep = tmp_path / "sweep"
+    proc = _start(
+        [
+            "-m",
+            "run.total_steps=40,1000000000,40",
+            "run.progress=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        tmp_path,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (sweep / "1" / ".hydra" / "overrides.yaml").exists():  # job 1 has started
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    jobs = json.loads((sweep / "sweep_summary.json").read_text())["jobs"]
+    assert [(j["job_num"], j["status"]) for j in jobs] == [(0, "ok"), (1, "interrupted")]
+    assert jobs[0]["steps"] == 40 and 0 < jobs[1]["steps"] < 1000000000
+    table = (sweep / "sweep_summary.md").read_text()
+    assert "interrupted" in table.splitlines()[0]
+    assert any(line.startswith("| 1 |") and "interrupted" in line for line in table.splitlines())
+    assert (sweep / "sweep_summary.png").is_file()
+    assert "| 0 |" in out  # the table was printed
+    assert err.rstrip().splitlines()[-1].startswith("envfactory: sweep interrupted: ")
+
+
+# -- item 9: an env failing under dummy ----------------------------------------------------
+DUMMY_FAILURES = [  # (arguments, the exception's type, its message on the line)
+    (
+        ["env.kwargs={bogus_kw: 1}"],
+        "TypeError",
+        "CartPoleEnv.__init__() got an unexpected keyword argument 'bogus_kw'",
+    ),
+    (
+        ["env.id=faulty_envs:Faulty-v0", "env.kwargs.fault=nope"],
+        "ValueError",
+        "fault must be one of",
+    ),
+    (
+        ["env.id=faulty_envs:Faulty-v0", "env.kwargs.fault=raise", "env.kwargs.at_step=0"],
+        "ValueError",
+        "FaultyEnv fails on purpose",
+    ),
+]
+if importlib.util.find_spec("Box2D") is None:  # gymnasium's message says to install it
+    DUMMY_FAILURES.append((["env.id=LunarLander-v3"], "DependencyNotInstalled", "Box2D is not"))
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_env_failure_under_dummy_is_one_line_and_error_txt(tmp_path: Path) -> None:
+    """64 to 89 lines of traceback before, and no ``error.txt``; ``subproc`` gave one line."""
+    procs = [
+        _start([*args, "vectorizer=dummy", f"hydra.run.dir={tmp_path / str(i)}"], tmp_path)
+        for i, (args, _, _) in enumerate(DUMMY_FAILURES)
+    ]
+    for i, (proc, (args, kind, message)) in enumerate(zip(procs, DUMMY_FAILURES)):
+        out, err = proc.communicate(timeout=240)
+        saved = tmp_path / str(i) / ERROR_FILE
+        assert proc.returncode == 1, (args, err)
+        _one_line(err)
+        assert err.startswith(f"envfactory: error: {kind}: "), (args, err)
+        assert message in err and err.endswith(f" (full traceback: {saved})\n"), (args, err)
+        text = saved.read_text()
+        assert text.startswith(err.removeprefix("envfactory: error: ").split(" (full")[0])
+        assert "Traceback (most recent call last)" in text and message in text
+        assert "envfactory summary" not in out
+
+
+# -- item 10: a RemoteEnvError's first line ------------------------------------------------
+FIELDS = {"worker": 0, "pid": 1, "env_indices": [0], "env_id": "X-v0", "call": "start"}
+
+
+def test_remote_env_error_first_line_carries_the_env_message() -> None:
+    """It read ``worker 0 (pid ...) raised builtins.RuntimeError during start``."""
+    err = remote_env_error(
+        "raised builtins.RuntimeError",
+        exc_type="builtins.RuntimeError",
+        original=RuntimeError("the simulator's licence\nexpired"),
+        remote_traceback="Traceback ...\nRuntimeError: the simulator's licence\nexpired\n",
+        **FIELDS,
+    )
+    first, rest = str(err).split("\n", 1)
+    assert first == (
+        "worker 0 (pid 1, envs [0], env 'X-v0') raised builtins.RuntimeError during start: "
+        "the simulator's licence expired"
+    )
+    assert "--- remote traceback ---" in rest and err.remote_traceback.startswith("Traceback")
+    assert (err.worker, err.pid, err.env_indices, err.call) == (0, 1, [0], "start")
+    assert isinstance(err, RuntimeError) and isinstance(err, RemoteEnvError)
+    assert error_line(err) == f"RemoteEnvError(RuntimeError): {first}"  # the message once
+    lost = remote_env_error(  # the exception did not come back: from the traceback
+        "raised m.Gone",
+        exc_type="m.Gone",
+        original=None,
+        remote_traceback="Traceback ...\nm.Gone: no attribute 'np_randm'\n",
+        **FIELDS,
+    )
+    assert (
+        str(lost).split("\n", 1)[0].endswith("raised m.Gone during start: no attribute 'np_randm'")
+    )
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_get_attr_of_a_missing_attribute_names_it_on_the_first_line() -> None:
+    import envfactory
+
+    overrides = ["vectorizer=subproc", "num_envs=2", "vectorizer.in_parent=0"]
+    with envfactory.make_vec(overrides=overrides) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(AttributeError) as info:
+            envs.get_attr("np_randm")
+    first = str(info.value).split("\n", 1)[0]
+    assert first.startswith("worker 0 (pid ") and "during call: " in first
+    assert "'np_randm'" in first
+
+
+# -- item 11: a run dir that cannot be written ---------------------------------------------
+def test_run_dir_that_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> None:
+    """28 and 37 lines of traceback before."""
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    cases = {
+        "notes.txt/run1": "notes.txt/run1",
+        "/proc/envfactory-no-such/run1": "/proc/envfactory-no-such",
+    }
+    procs = {d: _start(["run.total_steps=20", f"hydra.run.dir={d}"], tmp_path) for d in cases}
+    for run_dir, proc in procs.items():
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 2, (run_dir, err)
+        _one_line(err)
+        assert "cannot write the run dir" in err and cases[run_dir] in err, err
+        assert "hydra.run.dir" in err, err
+        assert "envfactory summary" not in out
+    assert (tmp_path / "notes.txt").read_text() == "my notes\n"
+
+
+# -- item 13: tune's destination -----------------------------------------------------------
+def test_tune_checks_its_destination_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--config-dir <a file>`` measured every candidate, then failed writing."""
+    monkeypatch.setenv(CONFIG_DIR_ENV_VAR, str(tmp_path / "config"))
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x\n")
+    measured: list[object] = []
+    monkeypatch.setattr(tune, "run_rounds", lambda *a: measured.append(a))
+    for argv, expected in (
+        (["--config-dir", str(a_file)], f"--config-dir {a_file}: cannot write the preset"),
+        (["--plot", str(a_file / "p.png")], f"--plot {a_file / 'p.png'}: cannot write the plot"),
+    ):
+        assert tune.main([*argv, "--seconds", "0.05"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, err
+        assert err.startswith("envfactory tune: error: ") and expected in err, err
+    assert measured == []
+
+
+@pytest.mark.slow
+def test_tune_plot_failure_keeps_the_preset_and_says_the_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "cannot write the preset" although the preset was written."""
+    config = tmp_path / "config"
+    monkeypatch.setenv(CONFIG_DIR_ENV_VAR, str(config))
+
+    def no_plot(*args: object) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "p.png"))
+
+    monkeypatch.setattr(tune, "plot_bars", no_plot)
+    argv = ["--vectorizers", "dummy", "--seconds", "0.05", "--rounds", "1"]
+    assert tune.main(argv) == 1
+    out, err = capsys.readouterr()
+    preset = config / "vectorizer" / "tuned.yaml"
+    assert preset.is_file() and f"preset: {preset}" in out
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith("envfactory tune: error: the plot was not written: ")
+    assert "Permission denied" in last and f"the preset was written: {preset}" in last
+    assert "cannot write the preset" not in err
+
+
+# -- item 14: --rerun spelled wrong --------------------------------------------------------
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_rerun_without_a_dir_and_rerun_in_a_sweep(tmp_path: Path) -> None:
+    """Both printed Hydra's usage banner and ``hydra/sweeper=envfactory``, never typed."""
+    proc = _cli(["--rerun"], tmp_path)
+    assert proc.returncode == 2
+    _one_line(proc.stderr)
+    assert "--rerun needs the run dir of a saved job" in proc.stderr
+    assert "envfactory --rerun RUN_DIR [overrides]" in proc.stderr
+    assert "usage:" not in proc.stderr and "hydra/sweeper" not in proc.stderr
+    first = tmp_path / "first"
+    proc = _cli(["env=mountaincar", "run.total_steps=20", f"hydra.run.dir={first}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    sweep = tmp_path / "sweep"
+    proc = _cli(["--rerun", str(first), "-m", "seed=1,2", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage:" not in proc.stderr and "hydra/sweeper" not in proc.stderr
+    jobs = json.loads((sweep / "sweep_summary.json").read_text())["jobs"]
+    assert [(j["family"], j["steps"], j["seed"]) for j in jobs] == [
+        ("mountaincar", 20, 1),
+        ("mountaincar", 20, 2),
+    ]
+
+
+# -- item 20: the help texts ---------------------------------------------------------------
+def test_help_texts_are_plain_and_name_the_commands(tmp_path: Path) -> None:
+    procs = {
+        name: _start(args, tmp_path)
+        for name, args in (("app", ["--help"]), ("tune", ["tune", "--help"]))
+    }
+    out = {}
+    for name, proc in procs.items():
+        out[name], err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+    assert ":mod:" not in out["tune"] and "``" not in out["tune"]
+    assert "~/.config/envfactory/vectorizer/<name>.yaml" in out["tune"]  # where, in words
+    assert "ENVFACTORY_CONFIG_DIR" in out["tune"]
+    app = out["app"]
+    assert "envfactory tune" in app and "--rerun RUN_DIR" in app
+    assert "hydra.callbacks" in app and "trust" in app  # a run dir is code to trust
