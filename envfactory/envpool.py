@@ -57,8 +57,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .errors import ConfigError, NoPendingCallError
+from .errors import ClosedError, ConfigError, InvalidSeedError, NoPendingCallError, echo
+from .vectorizers.checks import check_seeds
 from .vectorizers.pool import take_rows
+from .vectorizers.scheduler import check_env_ids
 
 __all__ = ["EnvPool", "list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium"]
 
@@ -202,8 +204,29 @@ def _config(task: _Task, kwargs: dict[str, Any]) -> dict[str, Any]:
             "tasks are offered (max_num_players=1)"
         )
     cfg["num_envs"], cfg["batch_size"] = int(n), int(batch)
+    _seed_list(cfg["seed"], cfg["num_envs"])
     cfg["num_threads"] = int(cfg["num_threads"] or cfg["batch_size"])
     return cfg
+
+
+def _seed_list(seed: Any, n: int) -> list[int]:
+    """envpool's ``seed``: an int >= 0 (env ``i`` gets ``seed + i``) or one int >= 0 per
+    env; anything else is a ConfigError at :func:`make`, before a worker starts."""
+    seeds: list[Any] | None = None
+    if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+        seeds = [int(seed) + i for i in range(n)]
+    elif isinstance(seed, list | tuple | np.ndarray) and np.ndim(seed) == 1:
+        seeds = list(seed)
+    try:
+        if seeds is None or len(seeds) != n or None in seeds:
+            raise InvalidSeedError("")
+        check_seeds(seeds)
+    except InvalidSeedError:
+        raise ConfigError(
+            f"envpool.make: seed={echo(seed)} must be an int >= 0 (env i gets seed + i) or a "
+            f"list of num_envs={n} ints >= 0; e.g. seed=0"
+        ) from None
+    return [int(s) for s in seeds]
 
 
 def make(task_id: str, env_type: str = "gymnasium", **kwargs: Any) -> EnvPool:
@@ -331,6 +354,8 @@ class EnvPool:
         self._life_lost = np.zeros(n, dtype=np.bool_)  # ... by a lost life (episodic_life)
         self._resetting = np.zeros(n, dtype=np.bool_)  # a reset is in flight
         self._seeded = np.zeros(n, dtype=np.bool_)
+        self._seed_list = _seed_list(config["seed"], n)
+        self._closed = False
         self._flight: list[int] = []  # synchronous mode: envs sent, in send order
 
     # -- envpool's attributes ---------------------------------------------------------
@@ -372,13 +397,15 @@ class EnvPool:
 
     def close(self) -> None:
         """Stop the worker processes (idempotent)."""
+        self._closed = True
         self.envs.close()
 
     # -- envpool's calls --------------------------------------------------------------
     def reset(self, env_id: Any = None) -> Any:
         """Reset the envs ``env_id`` (default all); return their observations
         (``(obs, info)`` unless the classic gym API)."""
-        ids = self._ids(env_id)
+        self._check_open("reset")
+        ids = self._ids(env_id, "reset(env_id")
         mask = np.zeros(len(self), dtype=np.bool_)
         mask[ids] = True
         options = None if mask.all() else {"reset_mask": mask}
@@ -395,6 +422,7 @@ class EnvPool:
 
     def async_reset(self) -> None:
         """Start resetting every env; :meth:`recv` returns them."""
+        self._check_open("async_reset")
         self.envs.async_reset(seed=self._seeds(np.ones(len(self), dtype=np.bool_)))
         self._resetting[:] = True
         if not self.is_async:
@@ -403,13 +431,15 @@ class EnvPool:
     def send(self, action: Any, env_id: Any = None) -> None:
         """Step the envs ``env_id`` (default all) with ``action`` (one row each, or
         envpool's dict ``{"action": ..., "env_id": ...}``) and return at once."""
-        action, ids = self._split(action, env_id)
+        self._check_open("send")
+        action, ids = self._split(action, env_id, "send(action, env_id")
         self.envs.send(action, ids)
         if not self.is_async:
             self._flight += ids
 
     def recv(self) -> tuple:
         """The next ``batch_size`` envs done (synchronous mode: every env sent)."""
+        self._check_open("recv")
         if self.is_async:
             return self._result(*self.envs.recv())
         if not self._flight:
@@ -424,11 +454,13 @@ class EnvPool:
     def step(self, action: Any, env_id: Any = None) -> tuple:
         """``send(action, env_id)`` then ``recv()``; every env at once (no ``env_id``, none
         in flight, synchronous mode) is one synchronous step of the pool."""
+        self._check_open("step")
         whole = env_id is None and not isinstance(action, Mapping)
         if whole and not self.is_async and not self._flight:
             obs, rew, term, trunc, infos = self.envs.step(self._actions(action, len(self)))
             return self._result(obs, rew, term, trunc, infos, all_=True)
-        self.send(action, env_id)
+        action, ids = self._split(action, env_id, "step(action, env_id")
+        self.send(action, ids)
         return self.recv()
 
     def xla(self) -> Any:
@@ -436,26 +468,24 @@ class EnvPool:
         raise NotImplementedError("envfactory.envpool offers no XLA interface (envpool's xla())")
 
     # -- helpers ----------------------------------------------------------------------
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ClosedError(
+                f"envpool: {what}() on a closed EnvPool; make a new one with envpool.make(...)"
+            )
+
     def _seeds(self, mask: np.ndarray) -> list[int | None]:
-        seed = self._config["seed"]
-        n = len(self)
-        if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
-            base = [int(seed) + i for i in range(n)]
-        else:
-            base = list(seed)
-            if len(base) != n:
-                raise ConfigError(
-                    f"envpool: seed has {len(base)} entries; give one per env ({n}) or an int"
-                )
-        out = [base[i] if mask[i] and not self._seeded[i] else None for i in range(n)]
+        base = self._seed_list
+        out = [base[i] if mask[i] and not self._seeded[i] else None for i in range(len(self))]
         self._seeded |= mask
         return out
 
-    def _ids(self, env_id: Any) -> list[int]:
+    def _ids(self, env_id: Any, head: str) -> list[int]:
+        """``env_id`` (default all) checked as the pool checks its ``env_ids``: ints in
+        ``[0, num_envs)``, each at most once (a ValueError naming the call and ids)."""
         if env_id is None:
             return list(range(len(self)))
-        arr = np.asarray(env_id).reshape(-1)
-        return [int(i) for i in arr]
+        return check_env_ids(env_id, len(self), f"envpool: {head}")
 
     def _actions(self, action: Any, n: int) -> np.ndarray:
         space = self.envs.single_action_space
@@ -471,7 +501,7 @@ class EnvPool:
             )
         return arr
 
-    def _split(self, action: Any, env_id: Any) -> tuple[np.ndarray, list[int]]:
+    def _split(self, action: Any, env_id: Any, head: str) -> tuple[np.ndarray, list[int]]:
         if isinstance(action, Mapping):
             env_id = action.get("env_id", env_id)
             action = action["action"]
@@ -483,7 +513,7 @@ class EnvPool:
                     "env_id=info['env_id'] of the last recv()"
                 )
             env_id = self._all
-        ids = self._ids(env_id)
+        ids = self._ids(env_id, head)
         return self._actions(action, len(ids)), ids
 
     def _result(self, obs: Any, rew: Any, term: Any, trunc: Any, infos: dict, all_=False) -> tuple:

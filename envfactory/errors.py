@@ -21,6 +21,7 @@ __all__ = [
     "InvalidActionError",
     "InvalidSeedError",
     "NoPendingCallError",
+    "NotReadyError",
     "ObservationError",
     "OptionError",
     "PluginConflictError",
@@ -172,6 +173,13 @@ class NoPendingCallError(AsyncCallError, gym_error.NoAsyncCallError):
     def __init__(self, message: str, name: str = "") -> None:
         Exception.__init__(self, message)
         self.name = name
+
+
+class NotReadyError(AsyncCallError, multiprocessing.TimeoutError, TimeoutError):
+    """A poll (the pool's ``recv(timeout=0)``) found its batch not ready yet: nothing was
+    waited on and no worker was stopped, so the call can be made again. Also
+    ``multiprocessing.TimeoutError`` (what gymnasium's ``step_wait`` raises on a timeout)
+    and the builtin ``TimeoutError``."""
 
 
 class AlreadyPendingError(AsyncCallError, gym_error.AlreadyPendingCallError):

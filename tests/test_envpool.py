@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import envfactory.envpool as envpool
-from envfactory.errors import ConfigError
+from envfactory.errors import ClosedError, ConfigError
 
 
 def _classic_gym_api() -> bool:
@@ -174,6 +174,81 @@ def test_bad_input_says_what_and_how_to_fix() -> None:
         envpool.make_dm("CartPole-v1")
     with pytest.raises(ConfigError, match="env_type='gymnasim' is not offered"):
         envpool.make("CartPole-v1", env_type="gymnasim")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_bad_env_ids_are_refused_as_the_pool_refuses_them(mode: str) -> None:
+    """A negative, out-of-range, float, string or repeated env id is a ValueError naming it
+    (before: ``[-1]`` reset env 3, ``[0.7]`` env 0, ``['0', '1']`` envs 0 and 1), and
+    nothing moved: the env stays usable."""
+    batch = {"batch_size": 2} if mode == "async" else {}
+    env = envpool.make_gymnasium("CartPole-v1", num_envs=4, seed=0, **batch)
+    if mode == "sync":
+        env.reset()
+    else:
+        env.async_reset()
+        env.recv()
+        env.recv()
+    acts = np.zeros(2, dtype=int)
+    cases = [
+        ([-1, 0], r"ids \[-1\] out of range; pass each env id in \[0, 4\) at most once"),
+        ([4, 0], r"ids \[4\] out of range"),
+        ([0.9, 1.2], r"env_ids must be a 1-D array of ints .*got \[0\.9, 1\.2\]"),
+        (["0", "1"], r"env_ids must be a 1-D array of ints .*got \['0', '1'\]"),
+        ([1, 1], "a repeated id"),
+    ]
+    for ids, message in cases:
+        if mode == "sync":
+            with pytest.raises(ValueError, match=r"envpool: reset\(env_id.*" + message):
+                env.reset(env_id=ids)
+            with pytest.raises(ValueError, match=r"envpool: step\(action, env_id.*" + message):
+                env.step(acts, env_id=ids)
+        with pytest.raises(ValueError, match=r"envpool: send\(action, env_id.*" + message):
+            env.send(acts, env_id=ids)
+    with pytest.raises(ValueError, match=r"reset\(env_id=\[0\.7\]\)|got \[0\.7\]"):
+        env.reset(env_id=[0.7])
+    # nothing moved: the envs step on as before
+    if mode == "sync":
+        _, _, _, _, info = env.step(np.zeros(4, dtype=int))
+        np.testing.assert_array_equal(info["elapsed_step"], [1, 1, 1, 1])
+    else:
+        env.send(np.zeros(2, dtype=int), env_id=np.array([0, 1]))
+        env.send(np.zeros(2, dtype=int), env_id=np.array([2, 3]))
+        _, _, _, _, info = env.recv()
+        np.testing.assert_array_equal(info["elapsed_step"], [1, 1])
+    env.close()
+
+
+def test_a_bad_seed_is_refused_by_make() -> None:
+    """Before: ``seed=1.5`` or ``None`` built the workers and failed at the first reset
+    with ``TypeError: 'float' object is not iterable``; ``'abc'`` said "seed has 3
+    entries"."""
+    for seed in (1.5, None, "abc", [0, 1, 2], [0, 1.5, 2, 3], [0, -1, 2, 3], -2, True):
+        with pytest.raises(
+            ConfigError,
+            match=r"^envpool\.make: seed=.* must be an int >= 0 \(env i gets seed \+ i\) or "
+            r"a list of num_envs=4 ints >= 0; e\.g\. seed=0$",
+        ):
+            envpool.make("CartPole-v1", num_envs=4, seed=seed)
+    with envpool.make("CartPole-v1", num_envs=2, seed=np.array([3, 9])) as env:
+        obs, _ = env.reset()
+    np.testing.assert_array_equal(obs[1], gym.make("CartPole-v1").reset(seed=9)[0])
+
+
+def test_calls_after_close_say_envpool_make() -> None:
+    env = envpool.make_gymnasium("CartPole-v1", num_envs=2, seed=0)
+    env.reset()
+    env.close()
+    env.close()  # idempotent
+    for call in (
+        env.reset,
+        env.async_reset,
+        env.recv,
+        lambda: env.step(np.zeros(2, dtype=int)),
+        lambda: env.send(np.zeros(2, dtype=int)),
+    ):
+        with pytest.raises(ClosedError, match=r"on a closed EnvPool; make a new one with envpool"):
+            call()
 
 
 @pytest.mark.slow

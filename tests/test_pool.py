@@ -426,6 +426,29 @@ def test_recv_timeout_argument(no_leaks: None) -> None:
             envs.recv(timeout=0.1)
 
 
+def test_recv_timeout_0_polls_and_leaves_the_pool_usable(no_leaks: None) -> None:
+    """``recv(timeout=0)`` is a poll: the batch if it is ready, else a TimeoutError (as
+    gymnasium's ``step_wait``) that stopped no worker. Before, it killed a healthy worker
+    (``WorkerTimeoutError: ... within 0 s``) and the pool was broken."""
+    fns = [Maker(step_sleep=0.4), Maker(step_sleep=0.4)]
+    with SubprocPool(fns, 2, in_series=1, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        envs.send(np.ones(2, np.int64), np.arange(2))
+        for kwargs in ({}, {"env_ids": [1, 0]}):
+            with pytest.raises(TimeoutError) as err:
+                envs.recv(timeout=0, **kwargs)
+            assert isinstance(err.value, multiprocessing.TimeoutError)
+            assert not isinstance(err.value, WorkerTimeoutError)
+            assert "no worker was stopped" in str(err.value), err.value
+        _, rew, *_ = envs.recv()  # the envs stepped on: nothing lost, nothing killed
+        assert rew.tolist() == [1.0, 1.0] and envs.restarts == [0, 0]
+        envs.send(np.zeros(2, np.int64), np.arange(2))
+        time.sleep(1.0)
+        _, rew, _, _, infos = envs.recv(timeout=0)  # ready: the poll returns the batch
+        assert rew.tolist() == [0.0, 0.0] and sorted(infos["env_id"].tolist()) == [0, 1]
+
+
 @pytest.mark.parametrize(
     ("fault", "context"), [("sigkill", "fork"), ("hang", "fork"), ("sigkill", "forkserver")]
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -77,15 +78,15 @@ def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         return gym.spec(name)
     except gym.error.Error:
         pass
-    from .atari import ale_game
-
-    if ale_game(name) is not None:
+    atari = _atari_ids(name)
+    if atari is not None:
+        v5, raw = atari
         raise OptionError(
             "id",
             env_id,
             "a gymnasium id; Atari ids are made by the atari family",
-            hint=f"Use env=atari env.id={name} (DeepMind preprocessing), or "
-            f"env.id=ale_py:{name} for the raw ALE env.",
+            hint=f"Use env=atari env.id={v5} (DeepMind preprocessing), or "
+            f"env.id=ale_py:{raw} for the raw ALE env.",
         )
     ids = list(gym.registry)
     where = f"Module {module!r} did not register it." if module else ""
@@ -96,6 +97,22 @@ def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         hint=f"{where}{did_you_mean(name, ids)} Register it with gymnasium.register, or use a "
         "'module:Env-v0' id whose module registers it.",
     )
+
+
+_ATARI_FORM = re.compile(r"^(?:ALE/)?(?P<game>\w+?)(?:NoFrameskip|Deterministic)?-v[045]$")
+
+
+def _atari_ids(name: str) -> tuple[str, str] | None:
+    """``(ALE/<Game>-v5, ale_py's id)`` if ``name`` is an Atari id of a ROM ale_py ships:
+    ale_py's own (``ALE/Pong-v5``, old gym's ``PongNoFrameskip-v4``, ``Breakout-v4``,
+    ``Pong-v0``) or envpool's ``Pong-v5``; else None."""
+    from .atari import _ale_games, ale_game
+
+    m = _ATARI_FORM.match(name)
+    if m is None or m.group("game") not in _ale_games():
+        return None
+    v5 = f"ALE/{m.group('game')}-v5"
+    return v5, name if ale_game(name) is not None else v5
 
 
 def make_gym(

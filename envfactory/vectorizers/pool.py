@@ -200,7 +200,12 @@ class SubprocPool(SubprocBackend):
         Args:
             timeout: seconds one worker call may take, counted from its send (None: the
                 vectorizer's ``timeout``); a worker past it is killed
-                (``WorkerTimeoutError``, or rebuilt with ``restart=true``).
+                (``WorkerTimeoutError``, or rebuilt with ``restart=true``). 0 is a poll:
+                the batch if it is ready now, else ``NotReadyError``, a ``TimeoutError``
+                (as gymnasium's ``step_wait(timeout)`` raises) after which the pool is
+                unchanged: nothing waited on, no worker stopped, call ``recv`` again. A
+                batch always has ``batch_size`` rows (envpool's ``recv``, which takes no
+                timeout), so a poll never returns part of one.
             env_ids: return exactly these envs (sent and not yet returned), in this
                 order, whatever ``batch_size``: a step of a subset is ``send(actions,
                 ids)`` then ``recv(env_ids=ids)``.
@@ -208,6 +213,7 @@ class SubprocPool(SubprocBackend):
         Raises:
             NoPendingCallError: fewer than ``batch_size`` envs are in flight or ready, so
                 the call would wait forever.
+            NotReadyError: ``timeout=0`` and the batch is not ready yet.
             ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
         """
         self._check_open("recv")

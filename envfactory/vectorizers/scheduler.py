@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AlreadyPendingError, NoPendingCallError, WorkerError
+from ..errors import AlreadyPendingError, NoPendingCallError, NotReadyError, WorkerError
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
 from .infos import merge_infos
@@ -311,10 +311,12 @@ class PoolScheduler:
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
         """The next ``want`` ready envs in the order they finished, or (a list) exactly
-        those envs in that order, each worker call within ``limit`` seconds of its send.
+        those envs in that order, each worker call within ``limit`` seconds of its send
+        (``limit`` 0: a poll, which reads the answers already there and waits for none).
 
         Raises:
             NoPendingCallError: fewer than ``want`` envs are in flight or ready.
+            NotReadyError: a poll found fewer than ``want`` envs ready (no worker stopped).
             ValueError: an env of the list is neither in flight nor ready.
         """
         if self._stash is not None:
@@ -341,11 +343,14 @@ class PoolScheduler:
                     "(or async_reset())",
                     "",
                 )
+        poll = limit == 0  # read what is there; a worker is never past a 0 s limit
         with HOLD:
             # answers already there, dead workers and workers past their timeout first,
             # even when the queue holds enough: a hung or dead worker is reported at once
-            for h in self._due(limit, block=False):
-                self._complete(h, limit)
+            for h in self._due(None if poll else limit, block=False):
+                self._complete(h, None if poll else limit)
+            if poll and not self._enough(want):
+                self._not_ready(want)
             while not self._enough(want):
                 for h in HOLD.waiting(self._due, limit):
                     self._complete(h, limit)
@@ -364,6 +369,17 @@ class PoolScheduler:
                     self._complete(h, limit)
 
     # -- helpers --------------------------------------------------------------------------
+    def _not_ready(self, want: int | list[int]) -> None:
+        if isinstance(want, list):
+            late = [i for i in want if self._state[i] != READY]
+            what = f"recv(env_ids={show_ids(want)}, timeout=0): envs {show_ids(late)} are"
+        else:
+            what = f"recv(timeout=0): {len(self._queue)} of the {want} envs (batch_size) are"
+        raise NotReadyError(
+            f"{what} not ready yet; nothing was waited on and no worker was stopped: call "
+            "recv(timeout=0) again later, or recv() to wait"
+        )
+
     def _enough(self, want: int | list[int]) -> bool:
         if isinstance(want, list):
             state = self._state

@@ -12,7 +12,13 @@ ids it steps (so it steps a subset of the envs). How each call maps onto envfact
   Any other envfactory VectorEnv steps each env of the subset in turn through
   ``env_method("step", ...)`` (the same wrapped env, so the same trajectory, one round trip
   per env): no env outside ``id`` moves, which a masked synchronous step could not promise
-  (gymnasium's ``step`` steps every env).
+  (gymnasium's ``step`` steps every env). With ``vectorizer.restart=true``, an env that
+  raises in such a step ends its episode truncated at the last observation returned for
+  it, with ``infos["restarted"]`` and a ``RuntimeWarning``, as a full step's rebuilt
+  worker does (Tianshou then resets it; the env is reset, not rebuilt: a worker that
+  dies in such a step still fails, see the pool above, whose subset steps restart it).
+  A Ctrl-C in a pool's subset step: the next call finishes that step and drops its
+  result, as envfactory's calls after an interrupted ``step`` do.
 - ``reset(env_id)``: ``venv.reset(options={"reset_mask": ...})`` (no seed: each env's
   generator goes on, as Tianshou's ``DummyVectorEnv``).
 - ``seed(seed)``: as Tianshou's workers, seeds each env's action-space sampler with
@@ -27,6 +33,7 @@ Tianshou resets a finished env before it steps it again, so no autoreset ever ha
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +41,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from tianshou.env import BaseVectorEnv
 
+from envfactory.errors import ClosedError, RemoteEnvError
 from envfactory.vectorizers.pool import SubprocPool, take_rows
 from envfactory.wrappers.legacy_final_info import unbatch_info
 
@@ -46,6 +54,7 @@ def to_tianshou(venv: VectorEnv) -> TianshouVectorEnv:
     Raises:
         TypeError: ``venv`` is not a ``gymnasium.vector.VectorEnv``.
         ValueError: its ``autoreset_mode`` is ``same_step``.
+        ClosedError: ``venv`` is closed.
     """
     return TianshouVectorEnv(venv)
 
@@ -63,6 +72,11 @@ class TianshouVectorEnv(BaseVectorEnv):
             raise TypeError(
                 f"to_tianshou(venv) takes a gymnasium.vector.VectorEnv (envfactory.make_vec(...)),"
                 f" got {type(venv).__name__}"
+            )
+        if venv.closed:
+            raise ClosedError(
+                "to_tianshou(venv): the venv is closed; make a new one with "
+                "envfactory.make_vec(...)"
             )
         mode = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode in (AutoresetMode.SAME_STEP, AutoresetMode.SAME_STEP.value):
@@ -83,12 +97,18 @@ class TianshouVectorEnv(BaseVectorEnv):
         self._action_spaces = [copy.deepcopy(venv.single_action_space) for _ in range(n)]
         # envfactory's async pool steps a subset in parallel: send, then recv(env_ids=...)
         self._pool = isinstance(venv, SubprocPool)
+        self._unreturned: list[int] | None = None  # a subset step a Ctrl-C cut (pool)
+        # restart=true without the pool: each env's last observation returned, for the
+        # truncated end of an episode an env fault cuts in a subset step
+        self._restart = bool(getattr(venv.unwrapped, "restart", False)) and not self._pool
+        self._last: list[Any] = [None] * n
 
     # Tianshou reads gym.Env's reserved attributes (action_space, ...) through
     # get_env_attr: one value per env, as a list
     def get_env_attr(self, key: str, id: int | Sequence[int] | np.ndarray | None = None) -> list:
         """Attribute ``key`` of each env of ``id`` (all by default), as a list."""
         self._assert_is_not_closed()
+        self._drop_cut_step()
         ids = self._ids(id)
         if key == "action_space":
             return [self._action_spaces[i] for i in ids]
@@ -101,6 +121,7 @@ class TianshouVectorEnv(BaseVectorEnv):
     ) -> None:
         """Set attribute ``key`` to ``value`` in each env of ``id`` (all by default)."""
         self._assert_is_not_closed()
+        self._drop_cut_step()
         self.venv.set_attr(key, value, indices=self._ids(id))  # type: ignore[call-arg]
 
     def reset(
@@ -109,6 +130,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         """Reset the envs ``env_id`` (all by default): ``(obs, infos)``, ``infos`` an object
         array of one dict per env, each with its ``env_id``."""
         self._assert_is_not_closed()
+        self._drop_cut_step()
         ids = self._ids(env_id)
         mask = np.zeros(self.env_num, dtype=np.bool_)
         mask[ids] = True
@@ -116,13 +138,16 @@ class TianshouVectorEnv(BaseVectorEnv):
         if not mask.all():
             options["reset_mask"] = mask
         obs, infos = self.venv.reset(options=options or None, **kwargs)
-        return take_rows(obs, ids), _info_rows(infos, ids)
+        obs = take_rows(obs, ids)
+        self._remember(obs, ids)
+        return obs, _info_rows(infos, ids)
 
     def step(
         self, action: Any, id: int | Sequence[int] | np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step the envs ``id`` (all by default) with one action each."""
         self._assert_is_not_closed()
+        self._drop_cut_step()
         if action is None:
             raise ValueError("action must be not-None for non-async")
         ids = self._ids(id)
@@ -131,6 +156,7 @@ class TianshouVectorEnv(BaseVectorEnv):
             raise ValueError(f"step(action, id): {len(action)} actions for {len(ids)} env ids")
         if list(ids) == list(range(self.env_num)):
             obs, rew, term, trunc, infos = self.venv.step(action)
+            self._remember(obs, ids)
             return obs, rew, term, trunc, _info_rows(infos, ids)
         if self._pool:
             return self._step_pool(action, ids)
@@ -138,16 +164,52 @@ class TianshouVectorEnv(BaseVectorEnv):
 
     def _step_pool(self, action: np.ndarray, ids: list[int]) -> tuple:
         venv: Any = self.venv
-        venv.send(action, ids)
+        self._unreturned = ids  # until recv returns them (a Ctrl-C may cut in between)
+        try:
+            venv.send(action, ids)
+        except Exception:
+            self._unreturned = None  # refused: nothing was sent
+            raise
         obs, rew, term, trunc, infos = venv.recv(env_ids=ids)  # row k is env ids[k]
+        self._unreturned = None
         return obs, rew, term, trunc, _info_rows(infos, range(len(ids)), ids)
+
+    def _drop_cut_step(self) -> None:
+        """A pool's subset step that a Ctrl-C cut: finish it and drop its result (as
+        envfactory's calls after an interrupted ``step`` do), so the pool is drained."""
+        ids = self._unreturned
+        if ids is None:
+            return
+        try:
+            self.venv.recv(env_ids=ids)  # type: ignore[attr-defined]
+        except ValueError:
+            pass  # the Ctrl-C came before the send went out: nothing in flight
+        except Exception:
+            self._unreturned = None  # a fault: the pool raises it (or is rebuilt)
+            raise
+        self._unreturned = None
 
     def _step_each(self, action: np.ndarray, ids: list[int]) -> tuple:
         rows = []
         for a, i in zip(action, ids, strict=True):
-            obs, rew, term, trunc, info = self.venv.env_method("step", a, indices=[i])[0]  # type: ignore[attr-defined]
+            try:
+                obs, rew, term, trunc, info = self.venv.env_method("step", a, indices=[i])[0]  # type: ignore[attr-defined]
+            except RemoteEnvError as failure:  # the env raised; its worker is alive
+                if not self._restart or self._last[i] is None:
+                    raise
+                warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=4)
+                rows.append((self._last[i], 0.0, False, True, {"restarted": True, "env_id": i}))
+                continue
+            if self._restart:
+                self._last[i] = obs
             rows.append((obs, rew, term, trunc, {**info, "env_id": i}))
         return _stack(rows)
+
+    def _remember(self, obs: Any, ids: list[int]) -> None:
+        """restart=true without the pool: keep each env's observation just returned."""
+        if self._restart:
+            for k, i in enumerate(ids):
+                self._last[i] = take_rows(obs, k)
 
     def seed(self, seed: int | list[int] | None = None) -> list[list[int] | None]:
         """As Tianshou's ``DummyVectorEnv.seed``: env ``i``'s action sampler and env get

@@ -8,7 +8,13 @@ replay buffers the two collectors fill must be equal, for ``n_step`` and for
 
 from __future__ import annotations
 
+import functools
+import os
+import signal
+import threading
 import time
+import warnings
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -22,7 +28,9 @@ from tianshou.env import BaseVectorEnv, DummyVectorEnv
 from tianshou.utils.net.common import Net
 
 import envfactory
+from envfactory.errors import ClosedError
 from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.subproc import SubprocBackend
 
 N = 3
 VECTORIZERS = {
@@ -139,6 +147,97 @@ def test_bad_venvs_are_refused_with_the_fix() -> None:
     with pytest.raises(ValueError, match="autoreset_mode=next_step"):
         to_tianshou(envs)
     envs.close()
+
+
+def test_a_closed_venv_is_refused_as_to_sb3_refuses_it() -> None:
+    envs = envfactory.make_vec(overrides=["num_envs=2"])
+    envs.close()
+    with pytest.raises(ClosedError, match=r"to_tianshou\(venv\): the venv is closed"):
+        to_tianshou(envs)
+
+
+class _FailsOnce(gym.Env):
+    """Steps of reward 1 in episodes of 4; its ``at``-th step raises, once per test (the
+    flag file), as a simulator fault."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, flag: str, at: int) -> None:
+        self.flag, self.at, self.steps, self.t = flag, at, 0, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple:
+        self.steps += 1
+        if self.steps == self.at and not os.path.exists(self.flag):
+            Path(self.flag).touch()
+            raise RuntimeError("the simulator failed on purpose")
+        self.t += 1
+        return np.full(1, self.t / 10, np.float32), 1.0, self.t >= 4, False, {}
+
+
+def test_restart_covers_a_subset_step_of_collect_n_episode(tmp_path: Path) -> None:
+    """With ``restart=true`` an env fault in a step of a subset (``collect(n_episode=...)``
+    steps only the unfinished envs) ends that env's episode truncated, with
+    ``restarted``, as a full step does; before, it crashed the Collector."""
+    fns = [functools.partial(_FailsOnce, str(tmp_path / "flag"), 6 + i) for i in range(N)]
+    venv = to_tianshou(SubprocBackend(fns, restart=True, in_series=1, context="fork"))
+    assert not isinstance(venv.venv, SubprocPool)
+    venv.reset()
+    venv.step(np.zeros(N, dtype=int))  # one full step: the faulty env is at its step 6 later
+    with pytest.warns(RuntimeWarning, match=r"(?s)restarting after: .*simulator failed on purpose"):
+        last = None
+        for _ in range(5):
+            obs, rew, _term, trunc, infos = venv.step(np.array([0, 0]), id=[2, 0])
+            if trunc.any():
+                break
+            last = obs[1]
+    assert trunc.tolist() == [False, True] and rew.tolist() == [1.0, 0.0], (trunc, rew)
+    assert infos[1]["restarted"] and infos[1]["env_id"] == 0
+    np.testing.assert_array_equal(obs[1], last)  # the last observation it returned
+    obs, _ = venv.reset(env_id=[0])
+    _, rew, _, trunc, _ = venv.step(np.array([0]), id=[0])  # it steps on
+    assert rew.tolist() == [1.0] and not trunc.any()
+    venv.close()
+
+    flag = tmp_path / "flag2"
+    fns = [functools.partial(_FailsOnce, str(flag), 9) for _ in range(N)]
+    venv = to_tianshou(SubprocBackend(fns, restart=True, in_series=1, context="fork"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _buffer, stats = _collect(venv, n_episode=7)
+    venv.close()
+    assert flag.exists() and stats.n_collected_episodes == 7  # type: ignore[attr-defined]
+
+
+def test_ctrl_c_in_a_subset_step_over_a_pool_leaves_it_usable() -> None:
+    """A Ctrl-C while a step of a subset waits: the next call drops that step's result (as
+    envfactory's step after an interrupt does) and goes on; before, every later ``step``
+    and ``reset`` raised AlreadyPendingError."""
+    pool = SubprocPool([_Clock] * N, N, in_series=1, context="fork")
+    venv = to_tianshou(pool)
+    venv.reset()
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        venv.step(np.array([1, 0]), id=[2, 0])
+    timer.join()
+    _obs, rew, *_ = venv.step(np.array([1, 1, 1]))
+    assert rew.tolist() == [1.0, 1.0, 1.0]
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        venv.step(np.array([1]), id=[1])
+    timer.join()
+    obs, infos = venv.reset()
+    assert obs.shape == (N, 1) and [info["env_id"] for info in infos] == [0, 1, 2]
+    _obs, rew, _term, _trunc, infos = venv.step(np.array([1]), id=[1])
+    assert rew.tolist() == [1.0] and infos[0]["env_id"] == 1
+    venv.close()
 
 
 @pytest.mark.slow
