@@ -17,8 +17,10 @@ ids it steps (so it steps a subset of the envs). How each call maps onto envfact
   it, with ``infos["restarted"]`` and a ``RuntimeWarning``, as a full step's rebuilt
   worker does (Tianshou then resets it; the env is reset, not rebuilt: a worker that
   dies in such a step still fails, see the pool above, whose subset steps restart it).
-  A Ctrl-C in a pool's subset step: the next call finishes that step and drops its
-  result, as envfactory's calls after an interrupted ``step`` do.
+  A Ctrl-C in a pool's subset step: Tianshou's ``Collector`` has no call that finishes
+  it, so the next call finishes it and drops its result with a ``RuntimeWarning`` naming
+  the envs (their episodes go on from the step the caller never saw; a ``reset`` of them
+  starts afresh).
 - ``reset(env_id)``: ``venv.reset(options={"reset_mask": ...})`` (no seed: each env's
   generator goes on, as Tianshou's ``DummyVectorEnv``).
 - ``seed(seed)``: as Tianshou's workers, seeds each env's action-space sampler with
@@ -175,13 +177,20 @@ class TianshouVectorEnv(BaseVectorEnv):
         return obs, rew, term, trunc, _info_rows(infos, range(len(ids)), ids)
 
     def _drop_cut_step(self) -> None:
-        """A pool's subset step that a Ctrl-C cut: finish it and drop its result (as
-        envfactory's calls after an interrupted ``step`` do), so the pool is drained."""
+        """A pool's subset step that a Ctrl-C cut: finish it and drop its result, with a
+        warning (Tianshou has no call that would take it), so the pool is drained."""
         ids = self._unreturned
         if ids is None:
             return
         try:
             self.venv.recv(env_ids=ids)  # type: ignore[attr-defined]
+            warnings.warn(
+                f"the step of envs {ids} that a Ctrl-C interrupted was finished and its "
+                "result dropped (Tianshou's Collector cannot take it); their episodes go on "
+                "from there",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         except ValueError:
             pass  # the Ctrl-C came before the send went out: nothing in flight
         except Exception:

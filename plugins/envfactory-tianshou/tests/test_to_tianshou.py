@@ -215,9 +215,10 @@ def test_restart_covers_a_subset_step_of_collect_n_episode(tmp_path: Path) -> No
 
 
 def test_ctrl_c_in_a_subset_step_over_a_pool_leaves_it_usable() -> None:
-    """A Ctrl-C while a step of a subset waits: the next call drops that step's result (as
-    envfactory's step after an interrupt does) and goes on; before, every later ``step``
-    and ``reset`` raised AlreadyPendingError."""
+    """A Ctrl-C while a step of a subset waits: the next call finishes that step and drops
+    its result with a warning naming the envs (Tianshou's Collector has no call to take
+    it), and goes on; before, every later ``step`` and ``reset`` raised
+    AlreadyPendingError."""
     pool = SubprocPool([_Clock] * N, N, in_series=1, context="fork")
     venv = to_tianshou(pool)
     venv.reset()
@@ -226,14 +227,16 @@ def test_ctrl_c_in_a_subset_step_over_a_pool_leaves_it_usable() -> None:
     with pytest.raises(KeyboardInterrupt):
         venv.step(np.array([1, 0]), id=[2, 0])
     timer.join()
-    _obs, rew, *_ = venv.step(np.array([1, 1, 1]))
+    with pytest.warns(RuntimeWarning, match=r"envs \[2, 0\] that a Ctrl-C interrupted"):
+        _obs, rew, *_ = venv.step(np.array([1, 1, 1]))
     assert rew.tolist() == [1.0, 1.0, 1.0]
     timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         venv.step(np.array([1]), id=[1])
     timer.join()
-    obs, infos = venv.reset()
+    with pytest.warns(RuntimeWarning, match="result dropped"):
+        obs, infos = venv.reset()
     assert obs.shape == (N, 1) and [info["env_id"] for info in infos] == [0, 1, 2]
     _obs, rew, _term, _trunc, infos = venv.step(np.array([1]), id=[1])
     assert rew.tolist() == [1.0] and infos[0]["env_id"] == 1
