@@ -33,6 +33,7 @@ from faulty_envs import FaultyEnv, Maker, cut_next_read, interrupt_next_send
 
 import envfactory
 from envfactory.errors import (
+    AlreadyPendingError,
     AsyncCallError,
     ClosedError,
     ConfigError,
@@ -443,8 +444,10 @@ def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(
     cut_next_read(monkeypatch, envs.workers[1].fileno())
     with pytest.raises(KeyboardInterrupt):
         envs.step(PIPE_ACTIONS)
+    with pytest.raises(AlreadyPendingError, match=r"call step_wait\(\)"):
+        envs.step(ACTIONS)  # (issue 26: the next call refuses; it used to drain the step)
     with pytest.raises(WorkerDiedError, match="cut a message"):
-        envs.step(ACTIONS)  # never reads the half-read stream again: that worker is killed
+        envs.step_wait()  # never reads the half-read stream again: that worker is killed
     with pytest.raises(VecEnvBrokenError, match="cut a message"):
         envs.step(ACTIONS)
     t0 = time.monotonic()
@@ -820,13 +823,17 @@ def test_env_helper_processes_end_with_a_timeout_kill(no_leaks: None) -> None:
 
 
 def test_interrupt_between_two_sends_of_a_step_is_not_silent(no_leaks: None) -> None:
-    """Worker 0 got the step and worker 1 not: the next call sends worker 1 its part and
-    drops the step's results, so every env stepped once (none twice, none lost)."""
+    """Worker 0 got the step and worker 1 not: ``step_wait()`` sends worker 1 its part
+    and returns the step (issue 26: the next other call refuses; it used to finish the
+    step and drop its results), so every env stepped once (none twice, none lost)."""
     envs = subproc([Maker() for _ in range(4)], timeout=None)
     envs.reset(seed=0)
     interrupt_next_send(envs.workers[1])  # worker 0 gets the step, worker 1 not
     with pytest.raises(KeyboardInterrupt):
         envs.step(PIPE_ACTIONS)
+    with pytest.raises(AlreadyPendingError):
+        envs.step(ACTIONS)
+    envs.step_wait()
     envs.step(ACTIONS)
     assert envs.get_attr("steps") == (2, 2, 2, 2)
     t0 = time.monotonic()

@@ -28,7 +28,7 @@ from test_equivalence import (
 )
 
 import envfactory
-from envfactory.errors import ConfigError, VecEnvBrokenError, WorkerDiedError
+from envfactory.errors import AlreadyPendingError, ConfigError, VecEnvBrokenError, WorkerDiedError
 from envfactory.testing import assert_rollouts_equal
 from envfactory.vectorizers.subproc import SubprocVecEnv
 from envfactory.vectorizers.subproc_options import image_split, others_running, parent_share
@@ -245,60 +245,81 @@ def test_a_worker_killed_while_the_parent_sleeps_is_reported_in_milliseconds() -
 
 
 def test_interrupt_while_waiting_for_a_step_in_shared_memory_is_not_silent() -> None:
-    """Ctrl-C while the parent sleeps on a worker's step: the next call finishes that
-    step and drops it (never a stale or shifted step), and the env closes promptly."""
+    """Ctrl-C while the parent sleeps on the workers' step (the group hand-off's sleep):
+    ``step_wait()`` finishes that step (never a stale or shifted step; issue 26: the next
+    other call refuses instead of dropping it), and the env closes promptly."""
     from faulty_envs import Maker
 
     envs = SubprocVecEnv([Maker("none", step_sleep=0.05)] * 4, context="fork", in_series=2)
     envs.reset(seed=0)
-    w = envs.workers[0]  # the first one waited for: still in its 0.1 s step
+    g = envs._handoff
+    assert g is not None
 
-    class _Interrupted:
-        def poll(self, *args: Any) -> Any:
-            raise KeyboardInterrupt
+    def interrupted(*args: Any) -> bool:
+        raise KeyboardInterrupt
 
-    real, w.done_poll = w.done_poll, _Interrupted()
-    w.waiter.avg = 1.0  # no spinning: straight to the (interrupted) sleep
+    g.waiter.max_spin = 0  # no spinning: straight to the (interrupted) sleep
+    real, g._sleep = g._sleep, interrupted  # type: ignore[method-assign]
     try:
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.ones(4, np.int64))
-        w.done_poll = real
+        g._sleep = real  # type: ignore[method-assign]
+        with pytest.raises(AlreadyPendingError):
+            envs.step(np.ones(4, np.int64))
+        obs, *_ = envs.step_wait()  # each worker's own wait finishes it
+        assert np.allclose(obs[:, 0], 0.001)
         obs, *_ = envs.step(np.ones(4, np.int64))
         assert envs.get_attr("steps") == (2, 2, 2, 2)
         assert np.allclose(obs[:, 0], 0.002)  # the second step of each env, not the first
     finally:
-        w.done_poll = real
+        g._sleep = real  # type: ignore[method-assign]
         t0 = time.monotonic()
         envs.close()
         assert time.monotonic() - t0 < 5
 
 
 def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
+    """Ctrl-C after every worker's step number was taken, before they were written to
+    the control slots: ``step_wait()`` writes them (each handle's ``resume``) and every
+    env steps exactly once."""
     envs = envfactory.make_vec(
         overrides=["vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
                    "vectorizer.context=fork"]
     )  # fmt: skip
     envs.reset(seed=0)
-    w = envs.workers[1]
+    g = envs._handoff
+    assert g is not None
 
-    class _Slot:
+    class _Column:
         def __setitem__(self, key: Any, value: Any) -> None:
             raise KeyboardInterrupt
 
-    real, w.slot = w.slot, _Slot()
+    real, g.cmd = g.cmd, _Column()
     try:
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.zeros(4, np.int64))
-        w.slot = real
-        envs.step(np.zeros(4, np.int64))  # finishes the interrupted step, then steps
+        g.cmd = real
+        envs.step_wait()  # finishes the interrupted step
+        envs.step(np.zeros(4, np.int64))
         assert envs.get_attr("_elapsed_steps") == (2, 2, 2, 2)  # (TimeLimit's count)
     finally:
-        w.slot = real
+        g.cmd = real
         envs.close()
 
 
+def test_the_group_hand_off_is_what_a_step_uses() -> None:
+    """(guards the two tests above: a step of ``subproc`` goes through the group
+    hand-off, whose sleep is one select.poll over every worker's eventfd and pipe)"""
+    with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
+        envs.reset(seed=0)
+        g = envs._handoff
+        g.waiter.max_spin = 0
+        envs.step(np.zeros(2, np.int64))
+        assert isinstance(g._poll, type(select.poll()))
+
+
 def test_poll_is_what_the_wait_uses() -> None:
-    """(guards the test above: the parent's sleep is select.poll on eventfd + pipe)"""
+    """(a worker's own wait, after an interrupt or a fault: select.poll on eventfd + pipe)"""
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
         assert isinstance(envs.workers[0].done_poll, type(select.poll()))
 

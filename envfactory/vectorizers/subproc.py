@@ -29,9 +29,10 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
+from .handoff import StepHandoff
 from .local import LocalHandle
 from .pipe import PipeHandle
-from .protocol import EnvInfo, WorkerSpec, failure_of
+from .protocol import Cmd, EnvInfo, WorkerSpec, failure_of
 from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerHandle, env_label
 from .shared import SharedBuffers, layout_for, supports_shared_memory
 from .subproc_options import (
@@ -318,3 +319,57 @@ class SubprocVecEnv(SubprocBackend):
             options.get("uint8_images", False),
         )
         super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
+        b = self._buffers
+        #: the step hand-off for every worker at once (None: actions go by pipe)
+        self._handoff: StepHandoff | None = None
+        if b is not None and isinstance(b.actions, np.ndarray) and b.control is not None:
+            self._handoff = StepHandoff(self.workers, b.control, b.actions)
+
+    # -- one hand-off per step for the workers (see .handoff) ---------------------------
+    def _send_step(self, actions: Any) -> None:
+        g = self._handoff
+        if g is None or not g.fits(actions):
+            return super()._send_step(actions)
+        # as RemoteVecEnv._send: what *_wait() finishes if an interrupt cuts the posting
+        self._cut = (Cmd.STEP, self.handles, [h.sent for h in self.handles], _rows(actions))
+        g.post(actions)
+        if self._local is not None:  # (the last envs: the rows past the workers')
+            self._local.send(Cmd.STEP, actions[self._local.start :])
+        return None
+
+    def _gather_all(self, call: str, timeout: float | None) -> list[Any]:
+        g = self._handoff
+        if g is None or not g.posted or call != "step":
+            return super()._gather_all(call, timeout)
+        if timeout is None:
+            timeout = self.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        local = self._local
+        mine = [] if local is None else self._gather(call, [local], timeout)  # meanwhile
+        piped = g.wait(deadline)
+        if piped is None:  # a timeout, a dead worker: each worker's own wait says which
+            return super()._gather_all(call, timeout)
+        results: list[Any] = [_NO_INFOS] * len(self.workers)
+        late = set(piped.tolist())
+        for k, w in enumerate(self.workers):
+            if k not in late:
+                w._answer = (w.seq, _NO_INFOS)  # (asked again after an interrupt)
+        if late:
+            by_pipe = [self.workers[k] for k in sorted(late)]
+            for k, answer in zip(sorted(late), self._gather(call, by_pipe, timeout)):
+                results[k] = answer
+        return results + mine
+
+    def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+        info = super()._respawn(handle, budget)
+        if self._handoff is not None:
+            self._handoff.forget_fds()  # a new pipe
+        return info
+
+
+#: a step's answer with no infos and the observations in shared memory (a StepResult)
+_NO_INFOS: Any = ([], None)
+
+
+def _rows(actions: Any) -> Callable[[WorkerHandle], Any]:
+    return lambda h: actions[h.start : h.stop]
