@@ -11,6 +11,7 @@ from ..errors import (
     ConflictingNameError,
     UnknownNameError,
 )
+from .folders import CONFIG_DIR_ENV_VAR, check_preset_name, user_config_dir
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
 __all__ = [
@@ -271,9 +272,7 @@ def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str
 
 def _no_preset(name: str) -> str:
     """Where a vectorizer preset of ``name`` was looked for (``envfactory tune`` writes
-    them; see :mod:`envfactory.cli.presets`); empty for a name no preset can have."""
-    from ..cli.presets import CONFIG_DIR_ENV_VAR, check_preset_name, user_config_dir
-
+    them; see :mod:`envfactory.plugin.folders`); empty for a name no preset can have."""
     if len(name) > 100 or check_preset_name(name, ()) is not None:
         return ""
     where = user_config_dir() / "vectorizer" / f"{name}.yaml"
