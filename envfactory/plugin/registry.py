@@ -84,6 +84,9 @@ class PluginStatus:
 class Registry:
     """Every record the loaded plugins gave, by kind and name, with its provider.
 
+    ``unmatched_disabled`` says, one line each, which names in ``ENVFACTORY_DISABLED_PLUGINS``
+    block nothing (a typo or a plugin since uninstalled), with a "did you mean".
+
     ``conflicts`` holds the names two or more plugins registered (``{"families": {"gym":
     [Registered, Registered]}}``): they are in no table, and looking one up raises
     :class:`~envfactory.errors.ConflictingNameError`.
@@ -99,6 +102,7 @@ class Registry:
     conflicts: dict[str, dict[str, list[Registered[Any]]]] = field(default_factory=dict)
     plugins: list[PluginStatus] = field(default_factory=list)
     blocked: dict[str, tuple[Provider, str]] = field(default_factory=dict)
+    unmatched_disabled: list[str] = field(default_factory=list)  # a typo's one line each
 
     def family(self, name: str, key: str = "env.family") -> EnvFamilyPlugin:
         return self._lookup("families", name, key).record
