@@ -18,6 +18,7 @@ __all__ = [
     "BUILTIN_MODULES",
     "DISABLE_ENV_VAR",
     "IN_CODE",
+    "PLUGIN_PACKAGES",
     "PluginFailure",
     "PluginStatus",
     "Provider",
@@ -33,6 +34,15 @@ BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementation
     "envfactory.vectorizers": "envfactory.vectorizers.builtin",
     "envfactory.wrappers": "envfactory.wrappers.builtin",
     "envfactory.user_config": "envfactory.cli.presets",  # presets of `envfactory tune`
+}
+PLUGIN_PACKAGES = {  # what envfactory's own plugin packages (plugins/ in its repo) register
+    "vectorizers": {
+        "threads": "envfactory-threads",
+        "ray": "envfactory-ray",
+        "ale-vector": "envfactory-ale",
+        "gymnasium-sync": "envfactory-gymnasium",
+        "gymnasium-async": "envfactory-gymnasium",
+    },
 }
 _TABLE_KIND = {
     "families": "env family",
@@ -142,8 +152,14 @@ class Registry:
                     f"disabled by {reason}. Remove {plugin} from {DISABLE_ENV_VAR} to use it"
                 )
                 return UnknownNameError(kind, name, valid, key=key, disabled=disabled)
+        package = PLUGIN_PACKAGES.get(table_name, {}).get(name)
         if maybe:  # (a plugin is then the likelier fix than a missing preset)
             note = f"Disabled plugins, which may provide it: {', '.join(maybe)}."
+        elif package:
+            note = (
+                f"{name!r} comes with envfactory's plugin package {package}: pip install "
+                f"{package} (from envfactory's source: pip install ./plugins/{package})."
+            )
         else:
             note = _no_preset(name) if table_name == "vectorizers" else ""
         return UnknownNameError(kind, name, valid, key=key, note=note)
