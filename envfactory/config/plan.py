@@ -28,7 +28,7 @@ from ..episode_stats import DEFAULT_KEY
 from ..errors import ConfigError, did_you_mean, echo
 from ..plugin.manager import Registry, get_registry
 from ..plugin.types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
-from .checks import TopLevel, check_keys, checked_options, omegaconf_error
+from .checks import FIX_SPELLING, TopLevel, check_keys, checked_options, omegaconf_error
 from .schema import EnvfactoryConfig, RunConfig
 from .store import schema_node
 
@@ -124,7 +124,9 @@ def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
     except OmegaConfBaseException as exc:
         raise omegaconf_error(exc) from None
     top_keys = {f.name for f in dataclasses.fields(EnvfactoryConfig)}
-    check_keys({str(k): None for k in cfg if str(k) != "hydra"}, top_keys, "")
+    check_keys(
+        {str(k): None for k in cfg if str(k) != "hydra"}, top_keys, "", fix=_own_group_fix(cfg)
+    )
     _check_run(cfg.get("run"))
     num_envs = cfg.get("num_envs")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
@@ -169,6 +171,25 @@ def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
         vector_wrappers,
         _stats_key(cfg.get("episode_stats_key", DEFAULT_KEY)),
     )
+
+
+def _own_group_fix(cfg: DictConfig) -> Callable[[str], str]:
+    """The fix for an unknown top-level key: a typo, or a config group of the user's own
+    (``+experiment=pong_subproc``) whose folder is not on the search path."""
+
+    def fix(key: str) -> str:
+        top_keys = [f.name for f in dataclasses.fields(EnvfactoryConfig)]
+        if did_you_mean(key, top_keys):
+            return FIX_SPELLING  # a typo of one of envfactory's keys
+        value = cfg.get(key) if OmegaConf.is_dict(cfg) else None
+        name = value if isinstance(value, str) and value.isidentifier() else "NAME"
+        return (
+            f"{FIX_SPELLING}; if {key} is a config group of your own (DIR/{key}/{name}.yaml, "
+            f"like an experiment file), put its folder on the search path: envfactory "
+            f"--config-dir DIR +{key}={name} (or set ENVFACTORY_CONFIG_DIR=DIR, also for Python)"
+        )
+
+    return fix
 
 
 def _check_run(run: Any) -> None:

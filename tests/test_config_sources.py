@@ -1,0 +1,55 @@
+"""Where a config comes from and what a user sees when it is wrong: presets in the user's
+config folder or a plugin's (a name clash with a built-in, a typo, broken YAML, a base
+from a missing plugin), plugin wrappers' schemas, bare wrapper names, experiment files
+without ``--config-dir`` and a vectorizer whose envfactory plugin package is not installed
+(issue 28 items 1, 4, 12, 16, 17, 18)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import envfactory
+from envfactory.errors import ConfigError, UnknownNameError
+from envfactory.plugin import manager
+
+
+def _without_entry_point(monkeypatch: pytest.MonkeyPatch, dist: str) -> None:
+    """As if the distribution ``dist`` were not installed."""
+    entry_points = manager._entry_points
+
+    def installed(group: str) -> list[Any]:
+        return [ep for ep in entry_points(group) if ep.dist is None or ep.dist.name != dist]
+
+    monkeypatch.setattr(manager, "_entry_points", installed)
+    envfactory.reset_plugins()
+
+
+@pytest.mark.parametrize(
+    ("override", "dist"),
+    [
+        ("vectorizer=threads", "envfactory-threads"),
+        ("vectorizer=gymnasium-async", "envfactory-gymnasium"),
+    ],
+)
+def test_a_vectorizer_of_envfactorys_own_plugin_names_the_package(
+    monkeypatch: pytest.MonkeyPatch, override: str, dist: str
+) -> None:
+    _without_entry_point(monkeypatch, dist)
+    with pytest.raises(UnknownNameError) as info:
+        envfactory.compose([override])
+    msg = str(info.value)
+    assert f"pip install {dist} " in msg and f"pip install ./plugins/{dist})" in msg
+    assert "\n" not in msg
+
+
+def test_an_experiment_without_its_config_dir_names_config_dir(run: Any) -> None:
+    proc = run(["envfactory", "+experiment=pong_subproc"])
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("envfactory: error: unknown key experiment.")
+    assert "envfactory --config-dir DIR +experiment=pong_subproc" in line
+    assert "ENVFACTORY_CONFIG_DIR=DIR" in line
+    with pytest.raises(ConfigError, match=r"experiment/pong_subproc\.yaml"):
+        envfactory.compose(["+experiment=pong_subproc"])
