@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import envfactory
+from envfactory.config import validate
 from envfactory.errors import ConfigError, UnknownNameError
 from envfactory.plugin import manager
 
@@ -53,3 +54,24 @@ def test_an_experiment_without_its_config_dir_names_config_dir(run: Any) -> None
     assert "ENVFACTORY_CONFIG_DIR=DIR" in line
     with pytest.raises(ConfigError, match=r"experiment/pong_subproc\.yaml"):
         envfactory.compose(["+experiment=pong_subproc"])
+
+
+def test_a_bare_wrapper_name_is_that_wrapper_with_its_defaults() -> None:
+    plan = validate(
+        envfactory.compose(
+            ["wrappers=[record_episode_statistics]", "vector_wrappers=[normalize_reward]"]
+        )
+    )
+    [(rec, options)] = plan.wrappers
+    assert (rec.name, options["buffer_length"]) == ("record_episode_statistics", 100)
+    assert [r.name for r, _ in plan.vector_wrappers] == ["normalize_reward"]
+    with envfactory.make_vec({"wrappers": ["flatten_observation"], "num_envs": 1}) as envs:
+        envs.reset(seed=0)
+    # a wrapper with a required option says which, with the path
+    with pytest.raises(ConfigError) as info:
+        envfactory.make_vec({"wrappers": ["time_limit"]})
+    assert str(info.value).startswith(
+        "wrapper 'time_limit' at wrappers[0] needs option max_episode_steps"
+    )
+    with pytest.raises(ConfigError, match=r"wrappers\[0\] must be a wrapper name or a mapping"):
+        envfactory.compose(["wrappers=[[time_limit]]"])

@@ -246,7 +246,11 @@ def _stats_key(key: Any) -> str | None:
 def wrapper_options(
     entry: Any, *, vector: bool, key: str, registry: Registry | None = None
 ) -> tuple[WrapperPlugin, dict[str, Any]]:
-    """Check one ``wrappers`` entry; return ``(record, options)``."""
+    """Check one ``wrappers`` entry; return ``(record, options)``.
+
+    An entry is ``{name: <wrapper>, <option>: <value>, ...}`` or a bare name, which is
+    ``{name: <it>}``: the wrapper with its defaults (``wrappers=[record_episode_statistics]``
+    on the command line, ``make_vec({"wrappers": ["flatten_observation"]})``)."""
     reg = registry or get_registry()
     if isinstance(entry, str):
         entry = {"name": entry}
@@ -254,8 +258,9 @@ def wrapper_options(
         entry = OmegaConf.to_container(entry, resolve=True)
     if not isinstance(entry, Mapping) or "name" not in entry:
         raise ConfigError(
-            f"{key} must be a mapping with a 'name' key, like "
-            f"{{name: time_limit, max_episode_steps: 500}}; got {echo(entry)}"
+            f"{key} must be a wrapper name or a mapping with a 'name' key, like "
+            f"record_episode_statistics or {{name: time_limit, max_episode_steps: 500}}; got "
+            f"{echo(entry)}"
         )
     options = {k: v for k, v in entry.items() if k != "name"}
     rec = reg.wrapper(str(entry["name"]), vector=vector, key=f"{key}.name")
