@@ -6,6 +6,7 @@ without ``--config-dir`` and a vectorizer whose envfactory plugin package is not
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -75,3 +76,56 @@ def test_a_bare_wrapper_name_is_that_wrapper_with_its_defaults() -> None:
     )
     with pytest.raises(ConfigError, match=r"wrappers\[0\] must be a wrapper name or a mapping"):
         envfactory.compose(["wrappers=[[time_limit]]"])
+
+
+@dataclasses.dataclass
+class _BonusConfig:
+    bonus: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.bonus < 0:
+            raise envfactory.OptionError("bonus", self.bonus, "a bonus >= 0")
+
+
+def _bonus(env: Any, bonus: float = 1.0) -> Any:
+    return env
+
+
+def test_a_plugin_wrappers_schema_checks_run_at_compose_time() -> None:
+    envfactory.register_plugin(envfactory.WrapperPlugin("my_bonus", _bonus, _BonusConfig))
+    with pytest.raises(envfactory.OptionError) as info:
+        envfactory.compose(["wrappers=[{name: my_bonus, bonus: -1}]"])
+    assert str(info.value) == "wrappers[0].bonus=-1.0: expected a bonus >= 0."
+    plan = validate(envfactory.compose(["wrappers=[{name: my_bonus, bonus: 2}]"]))
+    assert plan.wrappers[0][1] == {"bonus": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "{name: time_limit, max_episode_steps: 0}",
+            "wrappers[0].max_episode_steps=0: expected an integer >= 1.",
+        ),
+        (
+            "{name: frame_stack_observation, stack_size: 0}",
+            "wrappers[0].stack_size=0: expected an integer >= 1.",
+        ),
+        (
+            "{name: sticky_action, repeat_action_probability: 1.5}",
+            "wrappers[0].repeat_action_probability=1.5: expected a number in [0, 1).",
+        ),
+    ],
+)
+def test_gymnasium_wrapper_options_are_checked_at_compose_time(entry: str, message: str) -> None:
+    with pytest.raises(envfactory.OptionError) as info:
+        envfactory.compose([f"wrappers=[{entry}]"])
+    assert str(info.value) == message
+
+
+def test_a_bad_wrapper_option_is_one_line_at_the_command_line(run: Any) -> None:
+    proc = run(["envfactory", "wrappers=[{name: time_limit, max_episode_steps: 0}]"])
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "envfactory: error: wrappers[0].max_episode_steps=0: expected an integer >= 1."
+    )

@@ -25,10 +25,17 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..episode_stats import DEFAULT_KEY
-from ..errors import ConfigError, did_you_mean, echo
+from ..errors import ConfigError, OptionError, did_you_mean, echo
 from ..plugin.manager import Registry, get_registry
 from ..plugin.types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
-from .checks import FIX_SPELLING, TopLevel, check_keys, checked_options, omegaconf_error
+from .checks import (
+    FIX_SPELLING,
+    TopLevel,
+    check_keys,
+    checked_options,
+    omegaconf_error,
+    one_line,
+)
 from .schema import EnvfactoryConfig, RunConfig
 from .store import schema_node
 
@@ -292,9 +299,16 @@ def wrapper_options(
                 f"wrapper {rec.name!r} at {key} needs option {k!s}; add {k!s}: <value>, "
                 f"e.g. {{name: {rec.name}, {k!s}: ...}}"
             )
-    checked: dict[str, Any] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)  # type: ignore[assignment]
-    checked.pop("name", None)
-    return rec, checked
+    try:  # the schema's own checks (``__post_init__``), as for a family or a vectorizer
+        obj = OmegaConf.to_object(merged)
+    except OptionError as exc:
+        raise exc.at(key) from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})") from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{key} (wrapper {rec.name!r}): {one_line(exc)}") from None
+    fields_ = dataclasses.fields(obj)  # type: ignore[arg-type]
+    return rec, {f.name: _value(getattr(obj, f.name)) for f in fields_ if f.name != "name"}
 
 
 def _check_signature(rec: Any, options: Mapping[str, Any], key: str) -> None:
