@@ -7,6 +7,7 @@ without ``--config-dir`` and a vectorizer whose envfactory plugin package is not
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,3 +130,67 @@ def test_a_bad_wrapper_option_is_one_line_at_the_command_line(run: Any) -> None:
     assert proc.stderr.strip() == (
         "envfactory: error: wrappers[0].max_episode_steps=0: expected an integer >= 1."
     )
+
+
+def _preset(folder: Path, group: str, name: str, text: str) -> Path:
+    path = folder / group / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "fragments"),
+    [
+        (
+            "timout: 3\n",
+            [
+                "unknown key vectorizer.timout. Did you mean 'timeout'?",
+                "Valid keys under vectorizer: ",
+            ],
+        ),
+        ("timeout: abc\n", ["vectorizer.timeout: Value 'abc' of type 'str' could not be"]),
+    ],
+)
+def test_a_hand_edited_preset_names_the_file_key_and_value(
+    run: Any, tmp_path: Path, body: str, fragments: list[str]
+) -> None:
+    path = _preset(
+        tmp_path / "cfg", "vectorizer", "mine", f"defaults:\n  - subproc\n  - _self_\n{body}"
+    )
+    proc = run(
+        ["envfactory", "vectorizer=mine"], env={"ENVFACTORY_CONFIG_DIR": str(tmp_path / "cfg")}
+    )
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"envfactory: error: in the preset vectorizer/mine ({path}): ")
+    for fragment in fragments:
+        assert fragment in line
+
+
+def test_a_preset_whose_base_is_missing_names_the_preset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path))
+    path = _preset(tmp_path, "vectorizer", "fast", "defaults:\n  - threads\n  - _self_\n")
+    _without_entry_point(monkeypatch, "envfactory-threads")
+    with pytest.raises(UnknownNameError) as info:
+        envfactory.compose(["vectorizer=fast"])
+    msg = str(info.value)
+    assert msg.startswith(f"in the preset vectorizer/fast ({path}): unknown vectorizer 'threads'")
+    assert "(none registered)" not in msg and "subproc" in msg
+    assert "pip install envfactory-threads" in msg
+
+
+def test_a_preset_of_broken_yaml_is_one_line(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _preset(tmp_path, "vectorizer", "broken", "defaults:\n  - subproc\ntimeout: [1\n")
+    proc = run(["envfactory", "vectorizer=broken"], env={"ENVFACTORY_CONFIG_DIR": str(tmp_path)})
+    assert proc.returncode == 2
+    [line] = [ln for ln in proc.stderr.strip().splitlines() if "Warning" not in ln]
+    assert line.startswith(f"envfactory: error: {path} is not valid YAML: ")
+    assert "line 3, column 10" in line
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        envfactory.compose(["vectorizer=broken"])

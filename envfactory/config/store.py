@@ -255,7 +255,7 @@ def _preset_entries(reg: Registry) -> Iterator[tuple[str, str, Any, str, str | N
                 except Exception as exc:
                     warnings.warn(
                         f"envfactory: the preset {path} from distribution {provider!r} was "
-                        f"skipped: {type(exc).__name__}: {exc}",
+                        f"skipped: {type(exc).__name__}: {' '.join(str(exc).split())}",
                         PluginLoadWarning,
                         stacklevel=4,
                     )
