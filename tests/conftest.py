@@ -24,7 +24,7 @@ import envfactory
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "plugins"
 BIN = Path(sys.executable).parent
-BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang")
+BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang", "shadow")
 
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 

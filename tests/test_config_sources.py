@@ -14,7 +14,7 @@ import pytest
 
 import envfactory
 from envfactory.config import validate
-from envfactory.errors import ConfigError, UnknownNameError
+from envfactory.errors import ConfigError, ConflictingNameError, UnknownNameError
 from envfactory.plugin import manager
 
 
@@ -194,3 +194,78 @@ def test_a_preset_of_broken_yaml_is_one_line(
     monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match="is not valid YAML"):
         envfactory.compose(["vectorizer=broken"])
+
+
+# -- item 1: a preset named like a built-in is a clash, not a silent replacement ----------
+
+
+def test_a_user_preset_named_like_a_builtin_is_a_clash_naming_both(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path))
+    vec = _preset(tmp_path, "vectorizer", "dummy", "defaults:\n  - subproc\n  - _self_\n")
+    with pytest.raises(ConflictingNameError) as info:
+        envfactory.compose(["vectorizer=dummy"])
+    msg = str(info.value)
+    assert msg.startswith("the vectorizer 'dummy' (at vectorizer=dummy) is given by 2 config ")
+    assert "envfactory " in msg and "(plugin 'envfactory.vectorizers')" in msg
+    assert f"the preset {vec} in your config folder" in msg
+    assert f"Rename or remove {vec}" in msg and "\n" not in msg
+    # one clash leaves every other name usable
+    assert envfactory.compose(["vectorizer=subproc"]).vectorizer.name == "subproc"
+    env = _preset(tmp_path, "env", "gym", "defaults:\n  - mountaincar\n  - _self_\n")
+    envfactory.reset_plugins()
+    with pytest.raises(ConflictingNameError, match=f"the preset {env} in your"):
+        envfactory.compose(["vectorizer=subproc"])  # env=gym is the default
+
+
+def test_a_user_preset_named_like_a_builtin_is_one_line_at_the_command_line(
+    run: Any, tmp_path: Path
+) -> None:
+    path = _preset(tmp_path, "vectorizer", "dummy", "defaults:\n  - subproc\n  - _self_\n")
+    proc = run(["envfactory", "run.total_steps=10"], env={"ENVFACTORY_CONFIG_DIR": str(tmp_path)})
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("envfactory: error: the vectorizer 'dummy' (at vectorizer=dummy) is")
+    assert str(path) in line
+
+
+def test_a_plugins_preset_named_like_a_builtin_is_a_clash_naming_the_distribution(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    site = plugin_sites["shadow"]
+    proc = run(["envfactory", "run.total_steps=10"], pythonpath=[site])
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "the vectorizer 'dummy' (at vectorizer=dummy) is given by 2 config sources" in line
+    preset = site / "envfactory_shadow" / "conf" / "vectorizer" / "dummy.yaml"
+    assert f"the preset {preset} from envfactory-shadow 0.0.1 (plugin 'shadow')" in line
+    assert "Disable one with ENVFACTORY_DISABLED_PLUGINS=shadow" in line
+    # a clash of two presets (envfactory's own conf/env/pong.yaml and the plugin's)
+    proc = run(["envfactory", "env=pong", "vectorizer=subproc"], pythonpath=[site])
+    assert proc.returncode == 2
+    assert "the env 'pong' (at env=pong) is given by 2 config sources: envfactory's own preset" in (
+        proc.stderr
+    )
+    listing = run(["envfactory-plugins"], pythonpath=[site])
+    assert "Conflicts (unusable until one plugin is disabled) (2)" in listing.stdout
+    ok = run(
+        ["envfactory", "run.total_steps=10", "run.progress=false"],
+        pythonpath=[site],
+        env={"ENVFACTORY_DISABLED_PLUGINS": "shadow"},
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_tune_refuses_a_name_another_config_source_gives(run: Any, tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    _preset(user, "vectorizer", "fast", "defaults:\n  - subproc\n  - _self_\n")
+    env = {"ENVFACTORY_CONFIG_DIR": str(user)}
+    proc = run(
+        ["envfactory", "tune", "--name", "fast", "--config-dir", str(tmp_path / "other")], env=env
+    )
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("envfactory tune: error: --name 'fast': the preset ")
+    assert str(user / "vectorizer" / "fast.yaml") in line and "Pick another name" in line
+    assert not (tmp_path / "other").exists()

@@ -78,7 +78,8 @@ def render(
                     c["kind"],
                     c["name"],
                     " and ".join(
-                        f"{p['plugin']} ({p['distribution']} {p['version']})"
+                        f"{p.get('preset') or p['plugin']} ({p['distribution']} {p['version']}"
+                        + (f", plugin {p['plugin']})" if p.get("preset") else ")")
                         for p in c["providers"]
                     ),
                 )

@@ -24,6 +24,7 @@ __all__ = [
     "CONFIG_DIR_ENV_VAR",
     "check_preset_name",
     "envfactory_config_dirs",
+    "taken_names",
     "user_config_dir",
     "write_preset",
 ]
@@ -33,6 +34,16 @@ __all__ = [
 def envfactory_config_dirs() -> list[str]:
     """The user's config folder, so its ``env/`` and ``vectorizer/`` presets compose."""
     return [str(user_config_dir())]
+
+
+def taken_names(group: str, folder: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """``{name: who gives it}``: the ``group`` names a preset written to ``folder`` (the
+    user's config folder by default) may not take, since another config source gives them
+    (a registered vectorizer, a plugin's or envfactory's preset, the user's folder)."""
+    from ..plugin.clashes import taken_names as taken
+    from ..plugin.manager import get_registry
+
+    return taken(get_registry(), group, Path(folder).expanduser() if folder else user_config_dir())
 
 
 def write_preset(

@@ -7,10 +7,21 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CONFIG_DIR_ENV_VAR", "check_preset_name", "conf_dir", "user_config_dir"]
+__all__ = [
+    "CONFIG_DIR_ENV_VAR",
+    "CONF_PLUGIN",
+    "PRESET_GROUPS",
+    "USER_CONFIG_PLUGIN",
+    "PresetFile",
+    "check_preset_name",
+    "conf_dir",
+    "preset_files",
+    "user_config_dir",
+]
 
 
 def conf_dir() -> Path:
@@ -41,16 +52,47 @@ def user_config_dir() -> Path:
     return base / "envfactory"
 
 
-def check_preset_name(name: str, taken: Iterable[str]) -> str | None:
-    """Why ``name`` cannot name a vectorizer preset (None: it can)."""
+def check_preset_name(name: str, taken: Mapping[str, str] | Iterable[str]) -> str | None:
+    """Why ``name`` cannot name a vectorizer preset (None: it can). ``taken``: the names
+    another config source gives, with who gives each where known (``{name: who}``)."""
     if not _NAME.match(name):
         return (
             f"--name {name!r}: expected letters, digits, '_', '-' or '.' (a file name and a "
             "Hydra option name), e.g. --name tuned_pong"
         )
-    if name in set(taken):
+    who = dict(taken) if isinstance(taken, Mapping) else dict.fromkeys(taken, "")
+    if name not in who:
+        return None
+    if not who[name] or who[name].startswith("a registered "):
         return (
             f"--name {name!r} is a registered vectorizer; a preset of that name would hide "
             "it. Pick another name, e.g. --name tuned"
         )
-    return None
+    return (
+        f"--name {name!r}: {who[name]} has that name, and a name two config sources give "
+        "cannot be used. Pick another name, e.g. --name tuned"
+    )
+
+
+USER_CONFIG_PLUGIN = "envfactory.user_config"  # the built-in plugin naming the user's folder
+CONF_PLUGIN = "envfactory.conf"  # the provider of the presets in envfactory's own conf/
+PRESET_GROUPS = {"env": "families", "vectorizer": "vectorizers"}  # group -> registry table
+
+
+@dataclass(frozen=True)
+class PresetFile:
+    """A YAML preset of a config folder, ``<folder>/<group>/<name>.yaml``: what a config
+    source gives for ``<group>=<name>`` (a registry records it where it clashes)."""
+
+    name: str
+    path: str
+    summary: str = ""
+
+
+def preset_files(folder: str | os.PathLike[str], group: str) -> list[PresetFile]:
+    """The presets of ``group`` (``env``, ``vectorizer``) in ``folder`` (none if absent)."""
+    return [
+        PresetFile(p.stem, str(p))
+        for p in sorted(Path(folder, group).glob("*.yaml"))
+        if p.is_file()
+    ]

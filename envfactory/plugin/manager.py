@@ -41,6 +41,7 @@ from ..errors import (
     did_you_mean,
 )
 from . import spec
+from .clashes import add_preset_clashes
 from .registry import (
     _TABLE_KIND,
     BUILTIN_MODULES,
@@ -346,6 +347,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         for provider, dirs in self.call_hook("envfactory_config_dirs"):
             for d in dirs:
                 reg.config_dirs.append((os.fspath(d), provider))
+        add_preset_clashes(reg, _version("envfactory"))  # a preset named like another source
         reg.plugins = self.statuses(reg)
         for table_name, names in reg.conflicts.items() if warn else ():
             for name, regs in names.items():

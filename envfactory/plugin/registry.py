@@ -11,7 +11,14 @@ from ..errors import (
     ConflictingNameError,
     UnknownNameError,
 )
-from .folders import CONFIG_DIR_ENV_VAR, check_preset_name, user_config_dir
+from .folders import (
+    CONF_PLUGIN,
+    CONFIG_DIR_ENV_VAR,
+    USER_CONFIG_PLUGIN,
+    PresetFile,
+    check_preset_name,
+    user_config_dir,
+)
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
 __all__ = [
@@ -33,7 +40,7 @@ BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementation
     "envfactory.families": "envfactory.families.builtin",
     "envfactory.vectorizers": "envfactory.vectorizers.builtin",
     "envfactory.wrappers": "envfactory.wrappers.builtin",
-    "envfactory.user_config": "envfactory.cli.presets",  # presets of `envfactory tune`
+    USER_CONFIG_PLUGIN: "envfactory.cli.presets",  # presets of `envfactory tune`
 }
 PLUGIN_PACKAGES = {  # what envfactory's own plugin packages (plugins/ in its repo) register
     "vectorizers": {
@@ -201,6 +208,7 @@ class Registry:
                             "plugin": r.provider.plugin,
                             "distribution": r.provider.distribution,
                             "version": r.provider.version,
+                            "preset": getattr(r.record, "path", None),  # a preset file's
                         }
                         for r in regs
                     ],
@@ -266,28 +274,51 @@ def _builtin_names(plugin: str) -> dict[str, list[str]]:
 
 
 def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str = "") -> str:
-    """One line: who registered ``name``, that it is unusable, how to disable one."""
+    """One line: who registered ``name`` (plugins, or config sources when a preset file is
+    one of them), that it is unusable, and how to fix it (disable a plugin, rename a file)."""
     providers = [r.provider for r in regs]
+    presets = [r for r in regs if isinstance(r.record, PresetFile)]
     where = f" (at {key})" if key else ""
-    who = " and ".join(str(p) for p in providers)
-    fixes = []
+    who = " and ".join(_source(r) for r in regs)
+    own = [r.record.path for r in presets if r.provider.plugin == USER_CONFIG_PLUGIN]
+    fixes = [f"Rename or remove {' and '.join(own)}"] if own else []
     # a built-in never needs disabling: suggest the third-party plugins first
-    third = [p for p in providers if p.distribution != "envfactory"] or providers
-    installed = [p for p in third if p.distribution != IN_CODE]
+    others = [r.provider for r in regs if r.provider.plugin != USER_CONFIG_PLUGIN]
+    third = [p for p in others if p.distribution != "envfactory"] or ([] if own else others)
+    installed = list(dict.fromkeys(p for p in third if p.distribution != IN_CODE))
     if installed:
         how = " or ".join(f"{DISABLE_ENV_VAR}={p.plugin}" for p in installed)
         dists = " / ".join(sorted({p.distribution for p in installed}))
-        fixes.append(f"Disable one with {how} (or uninstall {dists})")
+        fixes.append(f"{'or d' if fixes else 'D'}isable one with {how} (or uninstall {dists})")
     if len(installed) < len(third):  # register_plugin(): the environment variable cannot help
         fixes.append(
             f"{'or r' if fixes else 'R'}ename the record registered in code, or call "
             "envfactory.reset_plugins() to forget the plugins registered in code (a re-run "
             "cell that defines the record again makes a new one)"
         )
+    if presets:  # a preset may take no name another source gives: Hydra would pick one
+        kind = _PRESET_KIND.get(kind, kind)
+        given = f"is given by {len(providers)} config sources"
+    else:
+        given = f"is registered by {len(providers)} plugins"
     return (
-        f"the {kind} {name!r}{where} is registered by {len(providers)} plugins: {who}, so it "
-        f"cannot be used. {' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
+        f"the {kind} {name!r}{where} {given}: {who}, so it cannot be used. "
+        f"{' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
     )
+
+
+_PRESET_KIND = {"env family": "env"}
+
+
+def _source(r: Registered[Any]) -> str:
+    """Who gives a name: a plugin's provider, or a preset file and its folder's provider."""
+    if not isinstance(r.record, PresetFile):
+        return str(r.provider)
+    if r.provider.plugin == USER_CONFIG_PLUGIN:
+        return f"the preset {r.record.path} in your config folder ({CONFIG_DIR_ENV_VAR})"
+    if r.provider.plugin == CONF_PLUGIN:
+        return f"envfactory's own preset {r.record.path}"
+    return f"the preset {r.record.path} from {r.provider}"
 
 
 def _no_preset(name: str) -> str:
