@@ -27,7 +27,7 @@ from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401 (
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "plugins"
 BIN = Path(sys.executable).parent
-BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang")
+BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang", "shadow")
 
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 

@@ -24,11 +24,22 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
     """envfactory modules ``path`` imports anywhere in its body (``from x import y`` counts
-    ``x.y`` when that is a module, else ``x``)."""
+    ``x.y`` when that is a module, else ``x``), except under ``if TYPE_CHECKING:``, which
+    never runs."""
     is_pkg = path.name == "__init__.py"
     package = name if is_pkg else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for sub in ast.walk(stmt)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -51,17 +62,17 @@ def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
+    """Who imports whom. A package's ``__init__`` importing its own submodules counts (a
+    submodule that imports the package, directly or round about, closes a circle), and
+    importing ``a.b.c`` counts as importing ``a.b`` too (Python runs ``a/b/__init__.py``
+    first). Only a submodule reaching one of its own packages is left out: Python has
+    started that ``__init__`` already."""
     files = {_module_name(p): p for p in PKG.rglob("*.py") if "hydra_plugin_path" not in p.parts}
     names = set(files)
     graph = {n: _imports(p, n, names) for n, p in files.items()}
-    # a package's __init__ importing its own submodules is how re-exports work, not a cycle
-    for n in graph:
-        graph[n] = {
-            m for m in graph[n] if not (m.startswith(n + ".") and files[n].name == "__init__.py")
-        }
-        graph[n] = {
-            m for m in graph[n] if not n.startswith(m + ".")
-        }  # a submodule reaching its package
+    for n, targets in graph.items():
+        parents = {".".join(t.split(".")[:i]) for t in targets for i in range(2, t.count(".") + 1)}
+        graph[n] = {m for m in targets | parents if m != n and not n.startswith(m + ".")}
     return graph
 
 
@@ -104,6 +115,13 @@ def test_no_import_cycle_between_envfactorys_modules() -> None:
     graph = _graph()
     assert "envfactory.vectorizers.pool" in graph and graph["envfactory.cli.main"]
     assert _cycles(graph) == []
+
+
+def test_the_graph_keeps_a_packages_imports_and_the_packages_a_module_runs() -> None:
+    graph = _graph()
+    assert "envfactory.plugin.manager" in graph["envfactory.plugin"]  # __init__ -> submodule
+    # ``from ..plugin.spec import hookimpl`` runs envfactory/plugin/__init__.py first
+    assert {"envfactory.plugin", "envfactory.plugin.spec"} <= graph["envfactory.wrappers.builtin"]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

@@ -819,3 +819,15 @@ def test_replace_hookimpl_function_against_the_installed_pluggy() -> None:
     assert pm.hook.compat_probe_hook() == [1]
     _compat.replace_hookimpl_function(impl, lambda: 2)
     assert pm.hook.compat_probe_hook() == [2]
+
+
+def test_the_listing_names_a_disabled_plugin_that_is_not_installed(run: Any) -> None:
+    env = {"ENVFACTORY_DISABLED_PLUGINS": "envfactory_exampel"}
+    listing = run(["envfactory-plugins"], env=env)
+    assert listing.returncode == 0, listing.stderr
+    section = listing.stdout.split("Disabled plugins (ENVFACTORY_DISABLED_PLUGINS) (0)")[1]
+    note = "ENVFACTORY_DISABLED_PLUGINS names 'envfactory_exampel', which is no installed"
+    assert note in section and "Did you mean 'envfactory_example'?" in section
+    assert note in listing.stderr  # also said where a script reading the JSON sees it
+    as_json = run(["envfactory-plugins", "--json"], env=env)
+    assert json.loads(as_json.stdout)["disabled"] == [] and note in as_json.stderr

@@ -348,6 +348,7 @@ def main() -> None:
     import hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError  # a preset file that does not parse
 
     from envfactory.cli.rerun import rerun_arguments
     from envfactory.cli.sweep import SweepSummary
@@ -384,7 +385,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-    except (ConfigError, HydraException, OmegaConfBaseException) as exc:
+    except (ConfigError, HydraException, OmegaConfBaseException, YAMLError) as exc:
         if user_wants_tracebacks:
             raise
         err = exc if isinstance(exc, ConfigError) else hydra_error(exc)

@@ -8,6 +8,8 @@ it, as readable tables; ``--json`` prints :meth:`envfactory.plugin.manager.Regis
 
 Exit status: 0. Failed, disabled and conflicting plugins do not change it: they are
 listed (the one-line warnings they raise are silenced here, since the listing shows them).
+A name in ``ENVFACTORY_DISABLED_PLUGINS`` that blocks nothing (a typo) is a note under the
+disabled plugins, with a "did you mean", and a warning on stderr.
 """
 
 from __future__ import annotations
@@ -38,9 +40,12 @@ def _section(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) 
     return f"{title} ({len(rows)})\n{body}"
 
 
-def render(data: dict[str, Any], plugins: Sequence[Sequence[str]] = ()) -> str:
+def render(
+    data: dict[str, Any], plugins: Sequence[Sequence[str]] = (), notes: Sequence[str] = ()
+) -> str:
     """The readable listing of a :meth:`Registry.as_dict` dict (and the loaded plugins as
-    ``(plugin, distribution, version)`` rows)."""
+    ``(plugin, distribution, version)`` rows); ``notes`` go under the disabled plugins
+    (:attr:`Registry.unmatched_disabled`: names there that block nothing)."""
     parts = []
     if data.get("plugins"):
         rows = [
@@ -73,7 +78,8 @@ def render(data: dict[str, Any], plugins: Sequence[Sequence[str]] = ()) -> str:
                     c["kind"],
                     c["name"],
                     " and ".join(
-                        f"{p['plugin']} ({p['distribution']} {p['version']})"
+                        f"{p.get('preset') or p['plugin']} ({p['distribution']} {p['version']}"
+                        + (f", plugin {p['plugin']})" if p.get("preset") else ")")
                         for p in c["providers"]
                     ),
                 )
@@ -104,6 +110,7 @@ def render(data: dict[str, Any], plugins: Sequence[Sequence[str]] = ()) -> str:
             ("PLUGIN (DISTRIBUTION)",),
             [(d,) for d in data["disabled"]],
         )
+        + "".join(f"\n  note: {n}" for n in notes)
     )
     return "\n\n".join(parts)
 
@@ -124,9 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("ignore", PluginLoadWarning)
         registry = get_registry()
     data = registry.as_dict()
+    for note in registry.unmatched_disabled:  # on stderr also with --json
+        print(f"envfactory-plugins: warning: {note}", file=sys.stderr)
     if args.json:
         return _emit(json.dumps(data, indent=2))
-    return _emit(render(data))
+    return _emit(render(data, notes=registry.unmatched_disabled))
 
 
 def _emit(text: str) -> int:

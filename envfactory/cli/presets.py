@@ -13,28 +13,21 @@ preset written later in the same process composes without reloading the plugins.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..plugin import hookimpl
+from ..plugin.folders import CONFIG_DIR_ENV_VAR, check_preset_name, user_config_dir
+from ..plugin.spec import hookimpl
 
-__all__ = ["CONFIG_DIR_ENV_VAR", "envfactory_config_dirs", "user_config_dir", "write_preset"]
-
-CONFIG_DIR_ENV_VAR = "ENVFACTORY_CONFIG_DIR"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def user_config_dir() -> Path:
-    """``$ENVFACTORY_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/envfactory``, else
-    ``~/.config/envfactory`` (it may not exist yet)."""
-    own = os.environ.get(CONFIG_DIR_ENV_VAR)
-    if own:
-        return Path(own).expanduser()
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
-    return base / "envfactory"
+__all__ = [
+    "CONFIG_DIR_ENV_VAR",
+    "check_preset_name",
+    "envfactory_config_dirs",
+    "taken_names",
+    "user_config_dir",
+    "write_preset",
+]
 
 
 @hookimpl
@@ -43,19 +36,14 @@ def envfactory_config_dirs() -> list[str]:
     return [str(user_config_dir())]
 
 
-def check_preset_name(name: str, taken: Iterable[str]) -> str | None:
-    """Why ``name`` cannot name a vectorizer preset (None: it can)."""
-    if not _NAME.match(name):
-        return (
-            f"--name {name!r}: expected letters, digits, '_', '-' or '.' (a file name and a "
-            "Hydra option name), e.g. --name tuned_pong"
-        )
-    if name in set(taken):
-        return (
-            f"--name {name!r} is a registered vectorizer; a preset of that name would hide "
-            "it. Pick another name, e.g. --name tuned"
-        )
-    return None
+def taken_names(group: str, folder: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """``{name: who gives it}``: the ``group`` names a preset written to ``folder`` (the
+    user's config folder by default) may not take, since another config source gives them
+    (a registered vectorizer, a plugin's or envfactory's preset, the user's folder)."""
+    from ..plugin.clashes import taken_names as taken
+    from ..plugin.manager import get_registry
+
+    return taken(get_registry(), group, Path(folder).expanduser() if folder else user_config_dir())
 
 
 def write_preset(

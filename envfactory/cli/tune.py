@@ -578,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from ..errors import ConfigError
     from .measure import busy
-    from .presets import check_preset_name
+    from .presets import check_preset_name, taken_names
     from .report import error_line
     from .startup import load_registry
 
@@ -586,9 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         load_registry()
         args = parse_args(argv)
-        import envfactory
 
-        bad = check_preset_name(args.name, envfactory.available()["vectorizers"])
+        bad = check_preset_name(args.name, taken_names("vectorizer", args.config_dir))
         if bad:
             raise UsageError(bad)
         plan = make_plan(args)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,9 @@ __all__ = [
     "omegaconf_error",
     "one_line",
 ]
+
+
+FIX_SPELLING = "Fix the spelling (a '+' cannot add keys to envfactory's config)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,10 +139,11 @@ def check_keys(
     valid: Iterable[str],
     path: str,
     what: str = "",
-    fix: str = "Fix the spelling (a '+' cannot add keys to envfactory's config)",
+    fix: str | Callable[[str], str] = FIX_SPELLING,
 ) -> None:
     """Every key of ``node`` must be in ``valid`` (keys added with Hydra's ``+`` bypass
-    OmegaConf's struct mode); the error lists the valid keys with a "did you mean"."""
+    OmegaConf's struct mode); the error lists the valid keys with a "did you mean", then
+    ``fix`` (or what ``fix(key)`` says)."""
     names = sorted(str(v) for v in valid)
     for key in node:
         if str(key) not in names:
@@ -147,7 +151,8 @@ def check_keys(
             where = f" of {what}" if what else ""
             raise ConfigError(
                 f"unknown key {full}{where}.{did_you_mean(str(key), names)} "
-                f"Valid keys{' under ' + path if path else ''}: {', '.join(names)}. {fix}"
+                f"Valid keys{' under ' + path if path else ''}: {', '.join(names)}. "
+                f"{fix(str(key)) if callable(fix) else fix}"
             )
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.errors import (
     ConfigCompositionException,
     HydraException,
@@ -27,6 +31,7 @@ __all__ = [
     "resolve",
     "resolve_config",
     "validate",
+    "yaml_error",
 ]
 
 _GROUP_KIND = {"env": "env (family or preset)", "vectorizer": "vectorizer"}
@@ -61,6 +66,8 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
         cfg = loader.load_configuration(config_name, overrides, RunMode.RUN, from_shell=False)
     except (ConfigCompositionException, HydraException, OmegaConfBaseException) as exc:
         raise hydra_error(exc) from None
+    except yaml.YAMLError as exc:  # a config file of a preset folder that is not YAML
+        raise yaml_error(exc) from None
     except OSError as exc:  # Hydra looks for a config file named after an override's key
         raise ConfigError(
             f"invalid envfactory config: {one_line(exc)}; check the overrides' keys"
@@ -72,16 +79,32 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
 
 def hydra_error(exc: BaseException) -> ConfigError:
     """One line (path, value, valid choices, fix) for an error Hydra raised while composing:
-    an unknown config group option, an unknown key, a wrong type."""
+    an unknown config group option, an unknown key, a wrong type, a YAML file that does not
+    parse. An error inside a preset (``In 'vectorizer/mine': ...``) names the preset and
+    its file."""
+    if isinstance(exc, yaml.YAMLError):
+        return yaml_error(exc)
+    preset, preset_file = _preset_of(exc)
+    err = _hydra_error(exc, preset)
+    if preset is None:
+        return err
+    err.args = (f"in the preset {preset} ({preset_file}): {err}",)  # keeps its class
+    return err
+
+
+def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
     if isinstance(exc, MissingConfigException):
         missing = exc.missing_cfg_file or ""
         group, _, value = missing.rpartition("/")
         if group in _GROUP_KIND:
             reg = get_registry()
+            # the base of a preset comes without Hydra's list of options: the group's names
+            table = reg.families if group == "env" else reg.vectorizers
+            options = exc.options or ([*table] if preset else [])
             return reg.unknown_name(
                 _GROUP_TABLE[group],
                 value,
-                usable_choices(group, exc.options or [], reg),
+                usable_choices(group, options, reg),
                 key=f"{group}={value}",
                 kind=_GROUP_KIND[group],
             )
@@ -91,7 +114,12 @@ def hydra_error(exc: BaseException) -> ConfigError:
         return override_parse_error(exc.override, one_line(exc))
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, OmegaConfBaseException):
-        cause = cause.__cause__
+        cause = cause.__cause__ or cause.__context__
+    if preset is not None and cause is not None:  # a key or value of the preset's own
+        unknown = unknown_key_error(cause)
+        if unknown is None:
+            return omegaconf_error(cause)
+        return ConfigError(str(unknown).replace(_PLUS_NOTE, "Fix the preset file"))
     text = one_line(exc)
     override = ""
     for prefix in ("Could not override '", "Could not append to config. An item is already at '"):
@@ -107,6 +135,44 @@ def hydra_error(exc: BaseException) -> ConfigError:
         err = omegaconf_error(cause)
         return ConfigError(f"{err}{what}")
     return ConfigError(f"invalid envfactory config: {text}")
+
+
+_PLUS_NOTE = "Fix the spelling (a '+' cannot add keys to envfactory's config)"
+_IN_PRESET = re.compile(r"^In '((?:env|vectorizer)/[^']+)': ")
+
+
+def _preset_of(exc: BaseException) -> tuple[str | None, str]:
+    """The preset (``vectorizer/mine``) an error of Hydra's happened in, and its file; a
+    missing config that is itself the preset named on the command line is not "in" it."""
+    m = _IN_PRESET.match(str(exc))
+    if m is None:
+        return None, ""
+    name = m.group(1)
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file == name:
+        return None, ""
+    for folder in search_dirs(get_registry()):
+        path = Path(folder, f"{name}.yaml")
+        if path.is_file():
+            return name, str(path)
+    return name, f"{name}.yaml"
+
+
+def yaml_error(exc: yaml.YAMLError) -> ConfigError:
+    """One line for a config file that is not YAML: the file, where and what."""
+
+    def at(mark: Any) -> str:
+        return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    context = getattr(exc, "context", None)
+    started = f"{context}{at(getattr(exc, 'context_mark', None))}: " if context else ""
+    name = getattr(mark, "name", "") if mark is not None else ""
+    what = name if name and not name.startswith("<") else "a config file"
+    return ConfigError(
+        f"{what} is not valid YAML: {started}{problem}{at(mark)}; fix the file (a list is "
+        "[a, b] or '- a' lines, a mapping 'key: value')"
+    )
 
 
 def override_parse_error(override: str, reason: str) -> ConfigError:
@@ -131,17 +197,20 @@ def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError 
     """The unknown-key message (valid keys, did you mean) for OmegaConf's struct-mode
     error, or None if ``exc`` is not one."""
     parent = getattr(exc, "parent_node", None)
+    schema = getattr(exc, "object_type", None)  # merging a preset into a schema: no parent
     if not isinstance(exc, (ConfigAttributeError, ConfigKeyError)):
         return None
-    if not isinstance(parent, DictConfig) or not OmegaConf.is_struct(parent):
+    if isinstance(parent, DictConfig) and OmegaConf.is_struct(parent):
+        valid = [str(k) for k in parent if str(k) != "hydra"]
+    elif isinstance(schema, type) and dataclasses.is_dataclass(schema):
+        valid = [f.name for f in dataclasses.fields(schema)]
+    else:
         return None
     full = str(getattr(exc, "full_key", "") or default_key)
     path, _, key = full.rpartition(".")
-    valid = [str(k) for k in parent if str(k) != "hydra"]
     return ConfigError(
         f"unknown key {full}.{did_you_mean(key, valid)} Valid keys"
-        f"{' under ' + path if path else ''}: {', '.join(sorted(valid))}. Fix the "
-        "spelling (a '+' cannot add keys to envfactory's config)"
+        f"{' under ' + path if path else ''}: {', '.join(sorted(valid))}. {_PLUS_NOTE}"
     )
 
 

@@ -25,10 +25,17 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..episode_stats import DEFAULT_KEY
-from ..errors import ConfigError, did_you_mean, echo
+from ..errors import ConfigError, OptionError, did_you_mean, echo
 from ..plugin.manager import Registry, get_registry
 from ..plugin.types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
-from .checks import TopLevel, check_keys, checked_options, omegaconf_error
+from .checks import (
+    FIX_SPELLING,
+    TopLevel,
+    check_keys,
+    checked_options,
+    omegaconf_error,
+    one_line,
+)
 from .schema import EnvfactoryConfig, RunConfig
 from .store import schema_node
 
@@ -124,7 +131,9 @@ def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
     except OmegaConfBaseException as exc:
         raise omegaconf_error(exc) from None
     top_keys = {f.name for f in dataclasses.fields(EnvfactoryConfig)}
-    check_keys({str(k): None for k in cfg if str(k) != "hydra"}, top_keys, "")
+    check_keys(
+        {str(k): None for k in cfg if str(k) != "hydra"}, top_keys, "", fix=_own_group_fix(cfg)
+    )
     _check_run(cfg.get("run"))
     num_envs = cfg.get("num_envs")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
@@ -169,6 +178,25 @@ def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
         vector_wrappers,
         _stats_key(cfg.get("episode_stats_key", DEFAULT_KEY)),
     )
+
+
+def _own_group_fix(cfg: DictConfig) -> Callable[[str], str]:
+    """The fix for an unknown top-level key: a typo, or a config group of the user's own
+    (``+experiment=pong_subproc``) whose folder is not on the search path."""
+
+    def fix(key: str) -> str:
+        top_keys = [f.name for f in dataclasses.fields(EnvfactoryConfig)]
+        if did_you_mean(key, top_keys):
+            return FIX_SPELLING  # a typo of one of envfactory's keys
+        value = cfg.get(key) if OmegaConf.is_dict(cfg) else None
+        name = value if isinstance(value, str) and value.isidentifier() else "NAME"
+        return (
+            f"{FIX_SPELLING}; if {key} is a config group of your own (DIR/{key}/{name}.yaml, "
+            f"like an experiment file), put its folder on the search path: envfactory "
+            f"--config-dir DIR +{key}={name} (or set ENVFACTORY_CONFIG_DIR=DIR, also for Python)"
+        )
+
+    return fix
 
 
 def _check_run(run: Any) -> None:
@@ -225,7 +253,11 @@ def _stats_key(key: Any) -> str | None:
 def wrapper_options(
     entry: Any, *, vector: bool, key: str, registry: Registry | None = None
 ) -> tuple[WrapperPlugin, dict[str, Any]]:
-    """Check one ``wrappers`` entry; return ``(record, options)``."""
+    """Check one ``wrappers`` entry; return ``(record, options)``.
+
+    An entry is ``{name: <wrapper>, <option>: <value>, ...}`` or a bare name, which is
+    ``{name: <it>}``: the wrapper with its defaults (``wrappers=[record_episode_statistics]``
+    on the command line, ``make_vec({"wrappers": ["flatten_observation"]})``)."""
     reg = registry or get_registry()
     if isinstance(entry, str):
         entry = {"name": entry}
@@ -233,8 +265,9 @@ def wrapper_options(
         entry = OmegaConf.to_container(entry, resolve=True)
     if not isinstance(entry, Mapping) or "name" not in entry:
         raise ConfigError(
-            f"{key} must be a mapping with a 'name' key, like "
-            f"{{name: time_limit, max_episode_steps: 500}}; got {echo(entry)}"
+            f"{key} must be a wrapper name or a mapping with a 'name' key, like "
+            f"record_episode_statistics or {{name: time_limit, max_episode_steps: 500}}; got "
+            f"{echo(entry)}"
         )
     options = {k: v for k, v in entry.items() if k != "name"}
     rec = reg.wrapper(str(entry["name"]), vector=vector, key=f"{key}.name")
@@ -266,9 +299,16 @@ def wrapper_options(
                 f"wrapper {rec.name!r} at {key} needs option {k!s}; add {k!s}: <value>, "
                 f"e.g. {{name: {rec.name}, {k!s}: ...}}"
             )
-    checked: dict[str, Any] = OmegaConf.to_container(merged, resolve=True, enum_to_str=True)  # type: ignore[assignment]
-    checked.pop("name", None)
-    return rec, checked
+    try:  # the schema's own checks (``__post_init__``), as for a family or a vectorizer
+        obj = OmegaConf.to_object(merged)
+    except OptionError as exc:
+        raise exc.at(key) from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})") from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{key} (wrapper {rec.name!r}): {one_line(exc)}") from None
+    fields_ = dataclasses.fields(obj)  # type: ignore[arg-type]
+    return rec, {f.name: _value(getattr(obj, f.name)) for f in fields_ if f.name != "name"}
 
 
 def _check_signature(rec: Any, options: Mapping[str, Any], key: str) -> None:

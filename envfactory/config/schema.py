@@ -79,8 +79,9 @@ class EnvfactoryConfig:
         autoreset_mode: ``next_step`` | ``same_step`` | ``disabled``.
         seeding: ``offset`` (env i gets seed+i) | ``spawn`` (SeedSequence.spawn streams).
         wrappers: per-env wrappers applied in order:
-            ``[{name: time_limit, max_episode_steps: 500}]``.
-        vector_wrappers: wrappers of the VectorEnv applied in order, same form.
+            ``[{name: time_limit, max_episode_steps: 500}]``. An entry may also be a
+            bare name, ``[record_episode_statistics]``: ``{name: <it>}``, its defaults.
+        vector_wrappers: wrappers of the VectorEnv applied in order, same forms.
         episode_stats_key: the info key of envfactory's own episode statistics
             (``infos[key]["r"|"l"|"t"]`` with the ``_<key>`` mask); null turns them off.
             gymnasium's ``"episode"`` key is left to its own ``RecordEpisodeStatistics``.
@@ -93,7 +94,7 @@ class EnvfactoryConfig:
     seed: Optional[int] = None  # noqa: UP045
     autoreset_mode: AutoresetMode = AutoresetMode.next_step
     seeding: Seeding = Seeding.offset
-    wrappers: list[dict[str, Any]] = field(default_factory=list)
-    vector_wrappers: list[dict[str, Any]] = field(default_factory=list)
+    wrappers: list[Any] = field(default_factory=list)  # {name: ..., <options>} or a name
+    vector_wrappers: list[Any] = field(default_factory=list)
     episode_stats_key: Optional[str] = "episode_stats"  # noqa: UP045
     run: RunConfig = field(default_factory=RunConfig)

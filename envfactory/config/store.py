@@ -199,7 +199,13 @@ def search_dirs(registry: Registry) -> Sequence[str]:
 
 def extend_search_path(search_path: ConfigSearchPath, registry: Registry) -> None:
     """Add the plugins' config folders and ``envfactory://`` to an envfactory search path
-    (envfactory's ``conf/`` is the primary config dir there)."""
+    (envfactory's ``conf/`` is the primary config dir there).
+
+    ``envfactory://`` goes first: a name that two config sources give (a preset named like
+    a registered vectorizer, or like another folder's preset) is in the registry's
+    conflicts, and what ``envfactory://`` serves for it (an open node, whose validation
+    raises the clash) must win over every folder's file of that name. It serves no other
+    name a folder has, so the order changes nothing else."""
     from hydra.core.config_search_path import SearchPathQuery
 
     present = {e.path for e in search_path.get_path()}
@@ -208,12 +214,12 @@ def extend_search_path(search_path: ConfigSearchPath, registry: Registry) -> Non
         for i, d in enumerate(search_dirs(registry)[1:])
         if f"file://{d}" not in present and d not in present
     ]
-    if f"{SCHEME}://" not in present:
-        entries.append(("envfactory", f"{SCHEME}://"))
     # right after the primary dir: Hydra wants its "schema" source to stay the last one
     anchor = SearchPathQuery(provider="main")
     for provider, path in reversed(entries):
         search_path.append(provider=provider, path=path, anchor=anchor)
+    if f"{SCHEME}://" not in present:
+        search_path.prepend(provider="envfactory", path=f"{SCHEME}://")
 
 
 class EnvfactorySearchPathPlugin(SearchPathPlugin):
@@ -255,7 +261,7 @@ def _preset_entries(reg: Registry) -> Iterator[tuple[str, str, Any, str, str | N
                 except Exception as exc:
                     warnings.warn(
                         f"envfactory: the preset {path} from distribution {provider!r} was "
-                        f"skipped: {type(exc).__name__}: {exc}",
+                        f"skipped: {type(exc).__name__}: {' '.join(str(exc).split())}",
                         PluginLoadWarning,
                         stacklevel=4,
                     )

@@ -41,6 +41,7 @@ from ..errors import (
     did_you_mean,
 )
 from . import spec
+from .clashes import add_preset_clashes
 from .registry import (
     _TABLE_KIND,
     BUILTIN_MODULES,
@@ -83,6 +84,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         self.disabled: list[str] = []
         self.blocked_by: dict[str, tuple[Provider, str]] = {}
         self._disable_tokens: dict[str, str] = {}  # normalized token -> as written
+        self.unmatched: list[str] = []  # what each disable token that blocks nothing says
         self._returned: list[tuple[Provider, Any]] | None = None
         self._warned: set[tuple[Any, ...]] = set()
 
@@ -235,13 +237,14 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         for norm, token in self._disable_tokens.items():
             if norm in known:
                 continue
-            warnings.warn(
+            note = (
                 f"{DISABLE_ENV_VAR} names {token!r}, which is no installed envfactory plugin "
                 f"or distribution, so it blocks nothing.{did_you_mean(token, sorted(names))} "
-                f"Plugins: {', '.join(choices)}",
-                PluginLoadWarning,
-                stacklevel=4,
+                f"Plugins: {', '.join(choices)}"
             )
+            if note not in self.unmatched:
+                self.unmatched.append(note)
+            warnings.warn(note, PluginLoadWarning, stacklevel=4)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"
@@ -325,7 +328,12 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
     def build_registry(self, warn: bool = True) -> Registry:
         """Call each hook once and index the records; a name two plugins register goes to
         ``conflicts`` (one :class:`PluginLoadWarning` each, unless ``warn`` is false)."""
-        reg = Registry(failures=self.failures, disabled=self.disabled, blocked=self.blocked_by)
+        reg = Registry(
+            failures=self.failures,
+            disabled=self.disabled,
+            blocked=self.blocked_by,
+            unmatched_disabled=self.unmatched,
+        )
         _collect(self, reg, "envfactory_env_families", EnvFamilyPlugin, lambda rec: "families")
         _collect(self, reg, "envfactory_vectorizers", VectorizerPlugin, lambda rec: "vectorizers")
         # one call of the wrappers hook (a failure is reported once), split by ``vector``
@@ -339,6 +347,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         for provider, dirs in self.call_hook("envfactory_config_dirs"):
             for d in dirs:
                 reg.config_dirs.append((os.fspath(d), provider))
+        add_preset_clashes(reg, _version("envfactory"))  # a preset named like another source
         reg.plugins = self.statuses(reg)
         for table_name, names in reg.conflicts.items() if warn else ():
             for name, regs in names.items():

@@ -11,12 +11,21 @@ from ..errors import (
     ConflictingNameError,
     UnknownNameError,
 )
+from .folders import (
+    CONF_PLUGIN,
+    CONFIG_DIR_ENV_VAR,
+    USER_CONFIG_PLUGIN,
+    PresetFile,
+    check_preset_name,
+    user_config_dir,
+)
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 
 __all__ = [
     "BUILTIN_MODULES",
     "DISABLE_ENV_VAR",
     "IN_CODE",
+    "PLUGIN_PACKAGES",
     "PluginFailure",
     "PluginStatus",
     "Provider",
@@ -31,7 +40,16 @@ BUILTIN_MODULES = {  # plugin name -> the module holding its hook implementation
     "envfactory.families": "envfactory.families.builtin",
     "envfactory.vectorizers": "envfactory.vectorizers.builtin",
     "envfactory.wrappers": "envfactory.wrappers.builtin",
-    "envfactory.user_config": "envfactory.cli.presets",  # presets of `envfactory tune`
+    USER_CONFIG_PLUGIN: "envfactory.cli.presets",  # presets of `envfactory tune`
+}
+PLUGIN_PACKAGES = {  # what envfactory's own plugin packages (plugins/ in its repo) register
+    "vectorizers": {
+        "threads": "envfactory-threads",
+        "ray": "envfactory-ray",
+        "ale-vector": "envfactory-ale",
+        "gymnasium-sync": "envfactory-gymnasium",
+        "gymnasium-async": "envfactory-gymnasium",
+    },
 }
 _TABLE_KIND = {
     "families": "env family",
@@ -83,6 +101,9 @@ class PluginStatus:
 class Registry:
     """Every record the loaded plugins gave, by kind and name, with its provider.
 
+    ``unmatched_disabled`` says, one line each, which names in ``ENVFACTORY_DISABLED_PLUGINS``
+    block nothing (a typo or a plugin since uninstalled), with a "did you mean".
+
     ``conflicts`` holds the names two or more plugins registered (``{"families": {"gym":
     [Registered, Registered]}}``): they are in no table, and looking one up raises
     :class:`~envfactory.errors.ConflictingNameError`.
@@ -98,6 +119,7 @@ class Registry:
     conflicts: dict[str, dict[str, list[Registered[Any]]]] = field(default_factory=dict)
     plugins: list[PluginStatus] = field(default_factory=list)
     blocked: dict[str, tuple[Provider, str]] = field(default_factory=dict)
+    unmatched_disabled: list[str] = field(default_factory=list)  # a typo's one line each
 
     def family(self, name: str, key: str = "env.family") -> EnvFamilyPlugin:
         return self._lookup("families", name, key).record
@@ -137,8 +159,14 @@ class Registry:
                     f"disabled by {reason}. Remove {plugin} from {DISABLE_ENV_VAR} to use it"
                 )
                 return UnknownNameError(kind, name, valid, key=key, disabled=disabled)
+        package = PLUGIN_PACKAGES.get(table_name, {}).get(name)
         if maybe:  # (a plugin is then the likelier fix than a missing preset)
             note = f"Disabled plugins, which may provide it: {', '.join(maybe)}."
+        elif package:
+            note = (
+                f"{name!r} comes with envfactory's plugin package {package}: pip install "
+                f"{package} (from envfactory's source: pip install ./plugins/{package})."
+            )
         else:
             note = _no_preset(name) if table_name == "vectorizers" else ""
         return UnknownNameError(kind, name, valid, key=key, note=note)
@@ -180,6 +208,7 @@ class Registry:
                             "plugin": r.provider.plugin,
                             "distribution": r.provider.distribution,
                             "version": r.provider.version,
+                            "preset": getattr(r.record, "path", None),  # a preset file's
                         }
                         for r in regs
                     ],
@@ -245,35 +274,56 @@ def _builtin_names(plugin: str) -> dict[str, list[str]]:
 
 
 def conflict_message(kind: str, name: str, regs: list[Registered[Any]], key: str = "") -> str:
-    """One line: who registered ``name``, that it is unusable, how to disable one."""
+    """One line: who registered ``name`` (plugins, or config sources when a preset file is
+    one of them), that it is unusable, and how to fix it (disable a plugin, rename a file)."""
     providers = [r.provider for r in regs]
+    presets = [r for r in regs if isinstance(r.record, PresetFile)]
     where = f" (at {key})" if key else ""
-    who = " and ".join(str(p) for p in providers)
-    fixes = []
+    who = " and ".join(_source(r) for r in regs)
+    own = [r.record.path for r in presets if r.provider.plugin == USER_CONFIG_PLUGIN]
+    fixes = [f"Rename or remove {' and '.join(own)}"] if own else []
     # a built-in never needs disabling: suggest the third-party plugins first
-    third = [p for p in providers if p.distribution != "envfactory"] or providers
-    installed = [p for p in third if p.distribution != IN_CODE]
+    others = [r.provider for r in regs if r.provider.plugin != USER_CONFIG_PLUGIN]
+    third = [p for p in others if p.distribution != "envfactory"] or ([] if own else others)
+    installed = list(dict.fromkeys(p for p in third if p.distribution != IN_CODE))
     if installed:
         how = " or ".join(f"{DISABLE_ENV_VAR}={p.plugin}" for p in installed)
         dists = " / ".join(sorted({p.distribution for p in installed}))
-        fixes.append(f"Disable one with {how} (or uninstall {dists})")
+        fixes.append(f"{'or d' if fixes else 'D'}isable one with {how} (or uninstall {dists})")
     if len(installed) < len(third):  # register_plugin(): the environment variable cannot help
         fixes.append(
             f"{'or r' if fixes else 'R'}ename the record registered in code, or call "
             "envfactory.reset_plugins() to forget the plugins registered in code (a re-run "
             "cell that defines the record again makes a new one)"
         )
+    if presets:  # a preset may take no name another source gives: Hydra would pick one
+        kind = _PRESET_KIND.get(kind, kind)
+        given = f"is given by {len(providers)} config sources"
+    else:
+        given = f"is registered by {len(providers)} plugins"
     return (
-        f"the {kind} {name!r}{where} is registered by {len(providers)} plugins: {who}, so it "
-        f"cannot be used. {' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
+        f"the {kind} {name!r}{where} {given}: {who}, so it cannot be used. "
+        f"{' '.join(fixes)}; 'envfactory-plugins' lists every conflict"
     )
+
+
+_PRESET_KIND = {"env family": "env"}
+
+
+def _source(r: Registered[Any]) -> str:
+    """Who gives a name: a plugin's provider, or a preset file and its folder's provider."""
+    if not isinstance(r.record, PresetFile):
+        return str(r.provider)
+    if r.provider.plugin == USER_CONFIG_PLUGIN:
+        return f"the preset {r.record.path} in your config folder ({CONFIG_DIR_ENV_VAR})"
+    if r.provider.plugin == CONF_PLUGIN:
+        return f"envfactory's own preset {r.record.path}"
+    return f"the preset {r.record.path} from {r.provider}"
 
 
 def _no_preset(name: str) -> str:
     """Where a vectorizer preset of ``name`` was looked for (``envfactory tune`` writes
-    them; see :mod:`envfactory.cli.presets`); empty for a name no preset can have."""
-    from ..cli.presets import CONFIG_DIR_ENV_VAR, check_preset_name, user_config_dir
-
+    them; see :mod:`envfactory.plugin.folders`); empty for a name no preset can have."""
     if len(name) > 100 or check_preset_name(name, ()) is not None:
         return ""
     where = user_config_dir() / "vectorizer" / f"{name}.yaml"

@@ -5,7 +5,8 @@ implementation is in :mod:`.builtin`).
 A wrapper whose constructor needs a value a config cannot hold (a function, a space) is
 left out. The schema of each is generated from its ``__init__`` signature: plain
 ``int``/``float``/``bool``/``str`` (optional or not) parameters are typed, others are
-``Any``, required ones are ``MISSING``.
+``Any``, required ones are ``MISSING``; the ranges gymnasium checks on values alone
+(``time_limit``'s ``max_episode_steps >= 1``, ...) are checked too (:mod:`.bounds`).
 
 Nothing heavy is imported to build the registry: the wrappers gymnasium itself loads only
 on first access (``numpy_to_torch``, ``jax_to_numpy``, ``array_conversion``, ..., which
@@ -32,6 +33,7 @@ from omegaconf import MISSING
 
 from .. import _compat
 from ..plugin.types import WrapperPlugin
+from .bounds import BOUNDS, check_bounds
 
 __all__ = ["LIBRARY_DEFAULT", "LazyWrapper", "gymnasium_wrappers", "snake_case"]
 
@@ -98,7 +100,15 @@ def _schema(cls: type) -> type | None:
             fields.append((p.name, ftype, dataclasses.field(default=default)))
         else:
             return None
-    return dataclasses.make_dataclass(f"{cls.__name__}Config", fields)
+    bounds = BOUNDS.get(cls.__name__)
+    namespace = None
+    if bounds:  # gymnasium's own range checks, at compose time (see .bounds)
+
+        def __post_init__(self: Any) -> None:
+            check_bounds(self, bounds)
+
+        namespace = {"__post_init__": __post_init__}
+    return dataclasses.make_dataclass(f"{cls.__name__}Config", fields, namespace=namespace)
 
 
 @functools.cache

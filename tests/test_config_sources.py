@@ -1,0 +1,271 @@
+"""Where a config comes from and what a user sees when it is wrong: presets in the user's
+config folder or a plugin's (a name clash with a built-in, a typo, broken YAML, a base
+from a missing plugin), plugin wrappers' schemas, bare wrapper names, experiment files
+without ``--config-dir`` and a vectorizer whose envfactory plugin package is not installed
+(issue 28 items 1, 4, 12, 16, 17, 18)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import envfactory
+from envfactory.config import validate
+from envfactory.errors import ConfigError, ConflictingNameError, UnknownNameError
+from envfactory.plugin import manager
+
+
+def _without_entry_point(monkeypatch: pytest.MonkeyPatch, dist: str) -> None:
+    """As if the distribution ``dist`` were not installed."""
+    entry_points = manager._entry_points
+
+    def installed(group: str) -> list[Any]:
+        return [ep for ep in entry_points(group) if ep.dist is None or ep.dist.name != dist]
+
+    monkeypatch.setattr(manager, "_entry_points", installed)
+    envfactory.reset_plugins()
+
+
+@pytest.mark.parametrize(
+    ("override", "dist"),
+    [
+        ("vectorizer=threads", "envfactory-threads"),
+        ("vectorizer=gymnasium-async", "envfactory-gymnasium"),
+    ],
+)
+def test_a_vectorizer_of_envfactorys_own_plugin_names_the_package(
+    monkeypatch: pytest.MonkeyPatch, override: str, dist: str
+) -> None:
+    _without_entry_point(monkeypatch, dist)
+    with pytest.raises(UnknownNameError) as info:
+        envfactory.compose([override])
+    msg = str(info.value)
+    assert f"pip install {dist} " in msg and f"pip install ./plugins/{dist})" in msg
+    assert "\n" not in msg
+
+
+def test_an_experiment_without_its_config_dir_names_config_dir(run: Any) -> None:
+    proc = run(["envfactory", "+experiment=pong_subproc"])
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("envfactory: error: unknown key experiment.")
+    assert "envfactory --config-dir DIR +experiment=pong_subproc" in line
+    assert "ENVFACTORY_CONFIG_DIR=DIR" in line
+    with pytest.raises(ConfigError, match=r"experiment/pong_subproc\.yaml"):
+        envfactory.compose(["+experiment=pong_subproc"])
+
+
+def test_a_bare_wrapper_name_is_that_wrapper_with_its_defaults() -> None:
+    plan = validate(
+        envfactory.compose(
+            ["wrappers=[record_episode_statistics]", "vector_wrappers=[normalize_reward]"]
+        )
+    )
+    [(rec, options)] = plan.wrappers
+    assert (rec.name, options["buffer_length"]) == ("record_episode_statistics", 100)
+    assert [r.name for r, _ in plan.vector_wrappers] == ["normalize_reward"]
+    with envfactory.make_vec({"wrappers": ["flatten_observation"], "num_envs": 1}) as envs:
+        envs.reset(seed=0)
+    # a wrapper with a required option says which, with the path
+    with pytest.raises(ConfigError) as info:
+        envfactory.make_vec({"wrappers": ["time_limit"]})
+    assert str(info.value).startswith(
+        "wrapper 'time_limit' at wrappers[0] needs option max_episode_steps"
+    )
+    with pytest.raises(ConfigError, match=r"wrappers\[0\] must be a wrapper name or a mapping"):
+        envfactory.compose(["wrappers=[[time_limit]]"])
+
+
+@dataclasses.dataclass
+class _BonusConfig:
+    bonus: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.bonus < 0:
+            raise envfactory.OptionError("bonus", self.bonus, "a bonus >= 0")
+
+
+def _bonus(env: Any, bonus: float = 1.0) -> Any:
+    return env
+
+
+def test_a_plugin_wrappers_schema_checks_run_at_compose_time() -> None:
+    envfactory.register_plugin(envfactory.WrapperPlugin("my_bonus", _bonus, _BonusConfig))
+    with pytest.raises(envfactory.OptionError) as info:
+        envfactory.compose(["wrappers=[{name: my_bonus, bonus: -1}]"])
+    assert str(info.value) == "wrappers[0].bonus=-1.0: expected a bonus >= 0."
+    plan = validate(envfactory.compose(["wrappers=[{name: my_bonus, bonus: 2}]"]))
+    assert plan.wrappers[0][1] == {"bonus": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "{name: time_limit, max_episode_steps: 0}",
+            "wrappers[0].max_episode_steps=0: expected an integer >= 1.",
+        ),
+        (
+            "{name: frame_stack_observation, stack_size: 0}",
+            "wrappers[0].stack_size=0: expected an integer >= 1.",
+        ),
+        (
+            "{name: sticky_action, repeat_action_probability: 1.5}",
+            "wrappers[0].repeat_action_probability=1.5: expected a number in [0, 1).",
+        ),
+    ],
+)
+def test_gymnasium_wrapper_options_are_checked_at_compose_time(entry: str, message: str) -> None:
+    with pytest.raises(envfactory.OptionError) as info:
+        envfactory.compose([f"wrappers=[{entry}]"])
+    assert str(info.value) == message
+
+
+def test_a_bad_wrapper_option_is_one_line_at_the_command_line(run: Any) -> None:
+    proc = run(["envfactory", "wrappers=[{name: time_limit, max_episode_steps: 0}]"])
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "envfactory: error: wrappers[0].max_episode_steps=0: expected an integer >= 1."
+    )
+
+
+def _preset(folder: Path, group: str, name: str, text: str) -> Path:
+    path = folder / group / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "fragments"),
+    [
+        (
+            "timout: 3\n",
+            [
+                "unknown key vectorizer.timout. Did you mean 'timeout'?",
+                "Valid keys under vectorizer: ",
+            ],
+        ),
+        ("timeout: abc\n", ["vectorizer.timeout: Value 'abc' of type 'str' could not be"]),
+    ],
+)
+def test_a_hand_edited_preset_names_the_file_key_and_value(
+    run: Any, tmp_path: Path, body: str, fragments: list[str]
+) -> None:
+    path = _preset(
+        tmp_path / "cfg", "vectorizer", "mine", f"defaults:\n  - subproc\n  - _self_\n{body}"
+    )
+    proc = run(
+        ["envfactory", "vectorizer=mine"], env={"ENVFACTORY_CONFIG_DIR": str(tmp_path / "cfg")}
+    )
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"envfactory: error: in the preset vectorizer/mine ({path}): ")
+    for fragment in fragments:
+        assert fragment in line
+
+
+def test_a_preset_whose_base_is_missing_names_the_preset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path))
+    path = _preset(tmp_path, "vectorizer", "fast", "defaults:\n  - threads\n  - _self_\n")
+    _without_entry_point(monkeypatch, "envfactory-threads")
+    with pytest.raises(UnknownNameError) as info:
+        envfactory.compose(["vectorizer=fast"])
+    msg = str(info.value)
+    assert msg.startswith(f"in the preset vectorizer/fast ({path}): unknown vectorizer 'threads'")
+    assert "(none registered)" not in msg and "subproc" in msg
+    assert "pip install envfactory-threads" in msg
+
+
+def test_a_preset_of_broken_yaml_is_one_line(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _preset(tmp_path, "vectorizer", "broken", "defaults:\n  - subproc\ntimeout: [1\n")
+    proc = run(["envfactory", "vectorizer=broken"], env={"ENVFACTORY_CONFIG_DIR": str(tmp_path)})
+    assert proc.returncode == 2
+    [line] = [ln for ln in proc.stderr.strip().splitlines() if "Warning" not in ln]
+    assert line.startswith(f"envfactory: error: {path} is not valid YAML: ")
+    assert "line 3, column 10" in line
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        envfactory.compose(["vectorizer=broken"])
+
+
+# -- item 1: a preset named like a built-in is a clash, not a silent replacement ----------
+
+
+def test_a_user_preset_named_like_a_builtin_is_a_clash_naming_both(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path))
+    vec = _preset(tmp_path, "vectorizer", "dummy", "defaults:\n  - subproc\n  - _self_\n")
+    with pytest.raises(ConflictingNameError) as info:
+        envfactory.compose(["vectorizer=dummy"])
+    msg = str(info.value)
+    assert msg.startswith("the vectorizer 'dummy' (at vectorizer=dummy) is given by 2 config ")
+    assert "envfactory " in msg and "(plugin 'envfactory.vectorizers')" in msg
+    assert f"the preset {vec} in your config folder" in msg
+    assert f"Rename or remove {vec}" in msg and "\n" not in msg
+    # one clash leaves every other name usable
+    assert envfactory.compose(["vectorizer=subproc"]).vectorizer.name == "subproc"
+    env = _preset(tmp_path, "env", "gym", "defaults:\n  - mountaincar\n  - _self_\n")
+    envfactory.reset_plugins()
+    with pytest.raises(ConflictingNameError, match=f"the preset {env} in your"):
+        envfactory.compose(["vectorizer=subproc"])  # env=gym is the default
+
+
+def test_a_user_preset_named_like_a_builtin_is_one_line_at_the_command_line(
+    run: Any, tmp_path: Path
+) -> None:
+    path = _preset(tmp_path, "vectorizer", "dummy", "defaults:\n  - subproc\n  - _self_\n")
+    proc = run(["envfactory", "run.total_steps=10"], env={"ENVFACTORY_CONFIG_DIR": str(tmp_path)})
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("envfactory: error: the vectorizer 'dummy' (at vectorizer=dummy) is")
+    assert str(path) in line
+
+
+def test_a_plugins_preset_named_like_a_builtin_is_a_clash_naming_the_distribution(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    site = plugin_sites["shadow"]
+    proc = run(["envfactory", "run.total_steps=10"], pythonpath=[site])
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "the vectorizer 'dummy' (at vectorizer=dummy) is given by 2 config sources" in line
+    preset = site / "envfactory_shadow" / "conf" / "vectorizer" / "dummy.yaml"
+    assert f"the preset {preset} from envfactory-shadow 0.0.1 (plugin 'shadow')" in line
+    assert "Disable one with ENVFACTORY_DISABLED_PLUGINS=shadow" in line
+    # a clash of two presets (envfactory's own conf/env/pong.yaml and the plugin's)
+    proc = run(["envfactory", "env=pong", "vectorizer=subproc"], pythonpath=[site])
+    assert proc.returncode == 2
+    assert "the env 'pong' (at env=pong) is given by 2 config sources: envfactory's own preset" in (
+        proc.stderr
+    )
+    listing = run(["envfactory-plugins"], pythonpath=[site])
+    assert "Conflicts (unusable until one plugin is disabled) (2)" in listing.stdout
+    ok = run(
+        ["envfactory", "run.total_steps=10", "run.progress=false"],
+        pythonpath=[site],
+        env={"ENVFACTORY_DISABLED_PLUGINS": "shadow"},
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_tune_refuses_a_name_another_config_source_gives(run: Any, tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    _preset(user, "vectorizer", "fast", "defaults:\n  - subproc\n  - _self_\n")
+    env = {"ENVFACTORY_CONFIG_DIR": str(user)}
+    proc = run(
+        ["envfactory", "tune", "--name", "fast", "--config-dir", str(tmp_path / "other")], env=env
+    )
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("envfactory tune: error: --name 'fast': the preset ")
+    assert str(user / "vectorizer" / "fast.yaml") in line and "Pick another name" in line
+    assert not (tmp_path / "other").exists()
