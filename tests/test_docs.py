@@ -129,3 +129,17 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("page", ["index.md", "getting-started.md"])
+def test_first_pages_python_fits_the_code_box(page: str) -> None:
+    """The Python a new reader meets first fits the site's code box at 1280 px (about 80
+    characters) without a scroll bar hiding the end of a line."""
+    long = [
+        (b.line + i, line)
+        for b in PAGES[page]
+        if b.lang == "python"
+        for i, line in enumerate(b.text.splitlines(), 1)
+        if len(line) > 79
+    ]
+    assert not long, f"docs/{page}: lines wider than 79 characters: {long}"

@@ -114,3 +114,19 @@ def test_every_page_is_built(site: Path) -> None:
     for page in pages:
         built = site / ("index.html" if page.name == "index" else page / "index.html")
         assert built.exists(), f"docs/{page}.md was not built into the site"
+
+
+def test_the_options_page_reads_as_the_overrides_are_typed(site: Path) -> None:
+    """No Markdown escape shows (``infos[key]["r"|"l"|"t"]``, not ``\\|``), boolean defaults
+    are spelled as an override is typed (``true``/``false``, beside ``null``), and option
+    names and defaults never break mid-word (``autoreset_m`` / ``ode``): the generated tables
+    sit in ``div.options``, whose code cells the site's stylesheet keeps on one line."""
+    html = (site / "reference" / "options" / "index.html").read_text()
+    assert "\\|" not in html
+    assert '<code>infos[key]["r"|"l"|"t"]</code>' in html.replace("&quot;", '"')
+    assert "<code>True</code>" not in html and "<code>False</code>" not in html
+    assert "<code>true</code>" in html and "<code>false</code>" in html
+    assert html.count('<div class="options">') >= 8
+    assert 'href="../../stylesheets/extra.css"' in html
+    css = (site / "stylesheets" / "extra.css").read_text()
+    assert re.search(r"\.options td:first-child code[^{]*\{[^}]*white-space: nowrap", css)
