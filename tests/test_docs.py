@@ -143,3 +143,17 @@ def test_first_pages_python_fits_the_code_box(page: str) -> None:
         if len(line) > 79
     ]
     assert not long, f"docs/{page}: lines wider than 79 characters: {long}"
+
+
+def test_the_plugin_guide_shows_every_kind_of_plugin_running() -> None:
+    """The plugin guide has a block that runs (not skipped) for each kind of record a plugin
+    gives: a family, a wrapper and a vectorizer."""
+    blocks = [
+        b.text for b in PAGES["guides/write-a-plugin.md"] if b.lang == "python" and not b.skip
+    ]
+    for record, hook in (
+        ("EnvFamilyPlugin", "envfactory_env_families"),
+        ("WrapperPlugin", "envfactory_wrappers"),
+        ("VectorizerPlugin", "build"),
+    ):
+        assert any(f"envfactory.{record}(" in t and hook in t for t in blocks), record
