@@ -130,3 +130,30 @@ def test_the_options_page_reads_as_the_overrides_are_typed(site: Path) -> None:
     assert 'href="../../stylesheets/extra.css"' in html
     css = (site / "stylesheets" / "extra.css").read_text()
     assert re.search(r"\.options td:first-child code[^{]*\{[^}]*white-space: nowrap", css)
+
+
+def test_docstrings_render_as_markdown_not_sphinx(site: Path) -> None:
+    """The API pages show the docstrings' cross-references as links (mkdocs-autorefs'
+    ``[`make`][envfactory.make]``, the markup docs/concepts/architecture.md tells contributors
+    to use), not raw Sphinx roles (``made by :func:`make```), RST links (```envpool
+    <https://...>`_``) or RST's ``::`` before a code block."""
+    pages = [*(site / "reference" / "api").rglob("index.html")]
+    pages += [site / "reference" / p / "index.html" for p in ("errors", "options")]
+    role = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj):(?:<code>|`)")
+    rst_link = re.compile(r"&gt;</code>_|&gt;`_")
+    left = {
+        str(page.relative_to(site)): found
+        for page in pages
+        if (
+            found := [
+                m.group(0)
+                for pattern in (role, rst_link, re.compile(r"\S::</p>"))
+                for m in pattern.finditer(page.read_text())
+            ]
+        )
+    }
+    assert not left, f"Sphinx/RST markup on the built pages: {left}"
+    envpool = (site / "reference" / "api" / "envfactory.envpool" / "index.html").read_text()
+    assert 'href="https://github.com/sail-sg/envpool"' in envpool
+    # "made by make": a link to make's own entry
+    assert re.search(r'made by <a[^>]+href="#envfactory\.envpool\.make"', envpool)
