@@ -135,8 +135,8 @@ def test_the_options_page_reads_as_the_overrides_are_typed(site: Path) -> None:
 def test_docstrings_render_as_markdown_not_sphinx(site: Path) -> None:
     """The API pages show the docstrings' cross-references as links (mkdocs-autorefs'
     ``[`make`][envfactory.make]``, the markup docs/concepts/architecture.md tells contributors
-    to use), not raw Sphinx roles (``made by :func:`make```), RST links (```envpool
-    <https://...>`_``) or RST's ``::`` before a code block."""
+    to use), not as the Sphinx roles, RST links and RST ``::`` markers they showed raw (made by
+    :func: make, envpool <https://...>_, a literal block::)."""
     pages = [*(site / "reference" / "api").rglob("index.html")]
     pages += [site / "reference" / p / "index.html" for p in ("errors", "options")]
     role = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj):(?:<code>|`)")
