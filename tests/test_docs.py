@@ -8,10 +8,13 @@ import doctest
 import importlib
 import importlib.util
 import inspect
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from mdblocks import ROOT, Block, page_blocks, param, run_as_written
@@ -129,3 +132,95 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("page", ["index.md", "getting-started.md"])
+def test_first_pages_python_fits_the_code_box(page: str) -> None:
+    """The Python a new reader meets first fits the site's code box at 1280 px (about 80
+    characters) without a scroll bar hiding the end of a line."""
+    long = [
+        (b.line + i, line)
+        for b in PAGES[page]
+        if b.lang == "python"
+        for i, line in enumerate(b.text.splitlines(), 1)
+        if len(line) > 79
+    ]
+    assert not long, f"docs/{page}: lines wider than 79 characters: {long}"
+
+
+def test_the_plugin_guide_shows_every_kind_of_plugin_running() -> None:
+    """The plugin guide has a block that runs (not skipped) for each kind of record a plugin
+    gives: a family, a wrapper and a vectorizer."""
+    blocks = [
+        b.text for b in PAGES["guides/write-a-plugin.md"] if b.lang == "python" and not b.skip
+    ]
+    for record, hook in (
+        ("EnvFamilyPlugin", "envfactory_env_families"),
+        ("WrapperPlugin", "envfactory_wrappers"),
+        ("VectorizerPlugin", "build"),
+    ):
+        assert any(f"envfactory.{record}(" in t and hook in t for t in blocks), record
+
+
+@pytest.mark.slow  # > 3 s: a sweep of whole CLI jobs
+def test_getting_started_sweep_table_reads_as_typed(run: Any, tmp_path: Path) -> None:
+    """Getting started's sweep: the table shows the overrides as they were typed (``false``,
+    where Hydra's sweeper hands the jobs ``False``), and a failed row is the error's first
+    line cut to a cell's length (a 550-character message filled the row), still pointing to
+    the fix; ``sweep_summary.json`` keeps the whole message."""
+    sweep = tmp_path / "sweep"
+    proc = run(
+        [
+            "envfactory",
+            "-m",
+            "vectorizer=dummy,dumy",
+            "run.progress=false,true",
+            "num_envs=1",
+            "run.total_steps=20",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    rows = [ln for ln in (sweep / "sweep_summary.md").read_text().splitlines() if ln[:2] == "| "]
+    overrides = [row.split(" | ")[1] for row in rows[1:]]
+    assert overrides == [
+        "vectorizer=dummy run.progress=false",
+        "vectorizer=dummy run.progress=true",
+        "vectorizer=dumy run.progress=false",
+        "vectorizer=dumy run.progress=true",
+    ]
+    failed = [row.split(" | ")[2] for row in rows[1:] if "failed" in row]
+    assert len(failed) == 2
+    for cell in failed:
+        assert cell.startswith("failed: unknown vectorizer 'dumy'")
+        assert "Did you mean 'dummy'?" in cell and len(cell) <= 250, cell
+    jobs = json.loads((sweep / "sweep_summary.json").read_text())["jobs"]
+    assert "ENVFACTORY_CONFIG_DIR" in jobs[2]["error"]
+
+
+def _collected(*args: str) -> int:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    return int(proc.stdout.strip().splitlines()[-1].split()[0].split("/")[0])
+
+
+@pytest.mark.slow  # > 3 s: collects the whole suite twice
+def test_getting_started_counts_the_tests_of_today() -> None:
+    """Getting started's test counts (the whole suite, the quick loop) are within 15% of what
+    pytest collects (it said 274 quick tests when there were 405)."""
+    text = " ".join((DOCS / "getting-started.md").read_text().split())
+    whole = re.search(r"whole test suite \((?:about )?([\d,]+) tests", text)
+    quick = re.search(r'`-m "not slow"` \((?:about )?([\d,]+) (?:tests|of them)\)', text)
+    assert whole and quick, "getting-started.md no longer states the counts this test checks"
+    for stated, actual in (
+        (whole, _collected()),
+        (quick, _collected("-m", "not slow")),
+    ):
+        number = int(stated.group(1).replace(",", ""))
+        assert abs(number - actual) <= 0.15 * actual, (stated.group(0), actual)

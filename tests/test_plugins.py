@@ -474,7 +474,7 @@ def _spec_examples() -> dict[str, str]:
     out = {}
     for name in ("envfactory_env_families", "envfactory_vectorizers", "envfactory_wrappers"):
         doc = inspect.getdoc(getattr(spec, name)) or ""
-        body = doc.split("::", 1)[1].split("\n\n", 1)[1]
+        body = doc.split("Example plugin", 1)[1].split("\n\n", 1)[1]
         lines = []
         for line in body.splitlines():
             if line and not line.startswith("    "):

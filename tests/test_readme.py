@@ -10,6 +10,7 @@ Each block must exit 0 and print no traceback.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,14 @@ def test_benchmark_runs(tmp_path: Path) -> None:
     )
     check(proc, "benchmarks/bench.py")
     assert out.exists() and "CartPole" in proc.stdout
+
+
+def test_the_docs_command_keeps_the_editable_install() -> None:
+    """The documentation command, run after the README's editable test set-up, must not
+    replace it with a copy (``pip install '.[docs]'`` did, silently): it installs editable
+    (``-e``) wherever the README, the docs pages or mkdocs.yml give it."""
+    plain = re.compile(r"pip install (?!-e )['\"]?\.\[docs\]")
+    pages = [README, ROOT / "mkdocs.yml", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [str(p.relative_to(ROOT)) for p in pages if plain.search(p.read_text())]
+    assert not found, f"a non-editable docs install in {found}"
+    assert "pip install -e '.[docs]'" in README.read_text()

@@ -114,3 +114,46 @@ def test_every_page_is_built(site: Path) -> None:
     for page in pages:
         built = site / ("index.html" if page.name == "index" else page / "index.html")
         assert built.exists(), f"docs/{page}.md was not built into the site"
+
+
+def test_the_options_page_reads_as_the_overrides_are_typed(site: Path) -> None:
+    """No Markdown escape shows (``infos[key]["r"|"l"|"t"]``, not ``\\|``), boolean defaults
+    are spelled as an override is typed (``true``/``false``, beside ``null``), and option
+    names and defaults never break mid-word (``autoreset_m`` / ``ode``): the generated tables
+    sit in ``div.options``, whose code cells the site's stylesheet keeps on one line."""
+    html = (site / "reference" / "options" / "index.html").read_text()
+    assert "\\|" not in html
+    assert '<code>infos[key]["r"|"l"|"t"]</code>' in html.replace("&quot;", '"')
+    assert "<code>True</code>" not in html and "<code>False</code>" not in html
+    assert "<code>true</code>" in html and "<code>false</code>" in html
+    assert html.count('<div class="options">') >= 8
+    assert 'href="../../stylesheets/extra.css"' in html
+    css = (site / "stylesheets" / "extra.css").read_text()
+    assert re.search(r"\.options td:first-child code[^{]*\{[^}]*white-space: nowrap", css)
+
+
+def test_docstrings_render_as_markdown_not_sphinx(site: Path) -> None:
+    """The API pages show the docstrings' cross-references as links (mkdocs-autorefs'
+    ``[`make`][envfactory.make]``, the markup docs/concepts/architecture.md tells contributors
+    to use), not as the Sphinx roles, RST links and RST ``::`` markers they showed raw (made by
+    :func: make, envpool <https://...>_, a literal block::)."""
+    pages = [*(site / "reference" / "api").rglob("index.html")]
+    pages += [site / "reference" / p / "index.html" for p in ("errors", "options")]
+    role = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj):(?:<code>|`)")
+    rst_link = re.compile(r"&gt;</code>_|&gt;`_")
+    left = {
+        str(page.relative_to(site)): found
+        for page in pages
+        if (
+            found := [
+                m.group(0)
+                for pattern in (role, rst_link, re.compile(r"\S::</p>"))
+                for m in pattern.finditer(page.read_text())
+            ]
+        )
+    }
+    assert not left, f"Sphinx/RST markup on the built pages: {left}"
+    envpool = (site / "reference" / "api" / "envfactory.envpool" / "index.html").read_text()
+    assert 'href="https://github.com/sail-sg/envpool"' in envpool
+    # "made by make": a link to make's own entry
+    assert re.search(r'made by <a[^>]+href="#envfactory\.envpool\.make"', envpool)

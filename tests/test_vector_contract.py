@@ -1,7 +1,7 @@
 """The common VecEnv contract (DESIGN.md, "The common VecEnv interface") for every built-in
 vectorizer: ``dummy``, ``subproc`` and ``subproc-atari``.
 
-The generic rules come from :mod:`envfactory.testing` (run here through its pytest
+The generic rules come from [`envfactory.testing`][envfactory.testing] (run here through its pytest
 suite, as a third-party vectorizer would); the rest of this file checks envfactory's own
 promises: ``seed + i`` seeding and ``seeding=spawn``, ``reset_mask`` validation, checked
 async halves, ``call``/``get_attr``/``set_attr`` with SB3's ``indices=``, ``render`` and
@@ -1073,7 +1073,7 @@ def test_public_methods_have_google_docstrings_with_running_examples() -> None:
     for name in PUBLIC_METHODS:
         doc = inspect.getdoc(getattr(base.VecEnvBase, name)) or ""
         assert "Example:" in doc and ">>> " in doc, f"VecEnvBase.{name} has no example"
-        assert f":meth:`{name}`" in (base.VecEnvBase.__doc__ or ""), f"class doc omits {name}"
+        assert f"`{name}`" in (base.VecEnvBase.__doc__ or ""), f"class doc omits {name}"
     for module in (base, errors):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, module.__name__

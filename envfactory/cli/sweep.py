@@ -21,6 +21,7 @@ job's full summary, overrides included.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
+
+from envfactory.errors import echo
 
 __all__ = ["SweepSummary", "collect_jobs", "markdown_table"]
 
@@ -42,6 +45,7 @@ _COLUMNS = (  # (title, summary key, format of a number)
     ("episodes", "episodes", ""),
     ("mean return", "mean_return", ".2f"),
 )
+ROW_ERROR_CHARS = 200  # a failed row's error is cut to this (sweep_summary.json keeps it all)
 
 _STEPS_CELL = 2 + [key for _, key, _ in _COLUMNS].index("steps")  # after job, overrides
 
@@ -65,6 +69,10 @@ def collect_jobs(sweep_dir: Path, *, interrupted: bool = False) -> list[dict[str
             jobs[job_dir] = {"status": status, "overrides": _read_overrides(path)}
     for job_dir, data in jobs.items():
         data.setdefault("output_dir", str(job_dir))
+        if data.get("overrides"):  # as typed: Hydra's sweeper hands the jobs True/False
+            data["overrides"] = [
+                re.sub(r"=(True|False)$", lambda m: m[0].lower(), str(o)) for o in data["overrides"]
+            ]
 
     def order(item: tuple[Path, dict[str, Any]]) -> tuple[int, str]:
         num = item[1].get("job_num")
@@ -109,7 +117,8 @@ def markdown_table(jobs: Sequence[Mapping[str, Any]]) -> str:
         cells = [_cell(job.get("job_num", i)), _cell(" ".join(overrides) or "(none)")]
         status = job.get("status", "ok")
         if status == "failed":
-            error = " ".join(str(job.get("error") or "no summary.json").split())
+            first = str(job.get("error") or "no summary.json").strip().partition("\n")[0]
+            error = echo(" ".join(first.split()), ROW_ERROR_CHARS, quote=False)
             cells += [_cell(f"failed: {error}"), *["-"] * (len(_COLUMNS) - 1)]
         else:
             cells += [_cell(job.get(key), fmt) for _, key, fmt in _COLUMNS]

@@ -69,19 +69,29 @@ def _default(f: dataclasses.Field) -> str:
     v = getattr(v, "value", v)
     if dataclasses.is_dataclass(v):
         return "(see below)"
+    if isinstance(v, bool):  # as an override is typed: true/false, beside null
+        return f"`{str(v).lower()}`"
     return "null" if v is None else f"`{v}`"
 
 
+def _cell(text: str) -> str:
+    """A table cell: ``|`` escaped outside code spans only (the site's Markdown leaves a ``|``
+    inside backticks alone and would show an escape there as a backslash)."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(p if p.startswith("`") else p.replace("|", "\\|") for p in parts)
+
+
 def table(cls: type, skip: tuple[str, ...] = ()) -> str:
+    """One schema's options as a Markdown table, in a ``div.options`` (md_in_html) whose option
+    names and defaults the site's stylesheet keeps on one line."""
     docs = _attr_docs(cls)
     rows = ["| option | type | default | what it does |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        typ = _type_name(f.type).replace("|", "\\|")
-        desc = docs.get(f.name, "").replace("``", "`").replace("|", "\\|")
-        rows.append(f"| `{f.name}` | {typ} | {_default(f)} | {desc} |")
-    return "\n".join(rows)
+        desc = _cell(docs.get(f.name, "").replace("``", "`"))
+        rows.append(f"| `{f.name}` | {_cell(_type_name(f.type))} | {_default(f)} | {desc} |")
+    return '<div class="options" markdown>\n\n' + "\n".join(rows) + "\n\n</div>"
 
 
 def options_markdown() -> str:
