@@ -21,7 +21,7 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
 PufferLib's ``Multiprocessing`` backend (synchronous and ``batch_size = num_envs / 2``; one
-worker per core less one at most, :func:`puffer_workers`) and envpool's async mode (its own
+worker per core less one at most, `puffer_workers`) and envpool's async mode (its own
 C++ CartPole: a ceiling, not the same env). The
 ``under load`` table measures CartPole again with CPU-bound processes running beside it
 (a stand-in for a learner): idle, one busy core, and the machine oversubscribed three
@@ -173,7 +173,7 @@ def pool_main(
     workloads: list[str], rounds: int, seconds: float, sizes: list[int] | None = None
 ) -> str:
     """``--pool``: the pool's rows, interleaved round by round; medians and ratios.
-    ``sizes``: num_envs to measure (default :data:`POOL_SIZES`)."""
+    ``sizes``: num_envs to measure (default `POOL_SIZES`)."""
     cases = [(wl, n) for wl in workloads for n in (sizes or POOL_SIZES[wl])]
     samples: dict[tuple[str, int, str], list[float]] = {}
     for r in range(rounds):
@@ -287,7 +287,7 @@ def load_variants(n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
 
 
 def under_load(sizes: list[int], rounds: int, seconds: float) -> list[dict]:
-    """CartPole at ``sizes`` under every load of :data:`LOADS`, interleaved by round."""
+    """CartPole at ``sizes`` under every load of `LOADS`, interleaved by round."""
     samples: dict[tuple[int, str, str], list[float]] = {}
     for r in range(rounds):
         for load, k in LOADS.items():
@@ -524,7 +524,7 @@ STARTUP_PONG: dict[str, float] = {}
 
 
 def startup_pong(rounds: int) -> dict[str, float]:
-    """Median seconds of :data:`STARTUP_PONG_CODE` per kind, each run in a fresh
+    """Median seconds of `STARTUP_PONG_CODE` per kind, each run in a fresh
     interpreter, the kinds interleaved round by round."""
     runs: dict[str, list[float]] = {k: [] for k in STARTUP_PONG_KINDS}
     for r in range(rounds):

@@ -127,7 +127,7 @@ def render(samples: dict[tuple[str, int, str], list[float]], rounds_done: int) -
 
 
 def main(workloads: list[str], sizes: list[int], rounds: int, seconds: float, out: str) -> str:
-    """Every case of :func:`cases`, interleaved round by round; the table (also written,
+    """Every case of `cases`, interleaved round by round; the table (also written,
     with the samples, to ``out`` after every round)."""
     samples: dict[tuple[str, int, str], list[float]] = {}
     table = ""

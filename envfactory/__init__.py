@@ -61,7 +61,7 @@ __version__ = "0.1.0"
 """envfactory's version: its one source (the package build reads it from here)."""
 
 #: where each public name lives (imported on first use); the others are error classes,
-#: from :mod:`.errors`
+#: from [`errors`][envfactory.errors]
 _LAZY = {
     "compose": ".config.compose",
     "register_configs": ".config.store",

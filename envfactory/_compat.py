@@ -6,22 +6,22 @@ against the installed versions, so an upgrade that moves one of them fails there
 and by name, rather than somewhere deep in a run. Where a public API does the job it is
 used instead (and noted here).
 
-* Hydra: :func:`hydra_config_loader` (``hydra._internal``): composing without
-  ``GlobalHydra``, so :func:`envfactory.compose` works inside a running ``@hydra.main`` app
-  (``hydra.compose`` needs ``initialize()``, which refuses to run there);
-  :func:`configstore_remove` (``ConfigStore.repo``): ConfigStore has no public removal.
+* Hydra: `hydra_config_loader` (``hydra._internal``): composing without
+  ``GlobalHydra``, so [`envfactory.compose`][envfactory.compose] works inside a running
+  ``@hydra.main`` app (``hydra.compose`` needs ``initialize()``, which refuses to run there);
+  `configstore_remove` (``ConfigStore.repo``): ConfigStore has no public removal.
   Registering a config source or a search-path plugin uses the public
   ``Plugins.instance().register``.
-* multiprocessing: :func:`non_daemonic` (``Process._config["daemon"]``),
-  :func:`forget_inherited_forkserver`, :func:`release_forkserver_alive_fd` and
-  :func:`forkserver_preload` (``multiprocessing.forkserver._forkserver``), :func:`forget_children`
-  (``multiprocessing.process._children``) and :func:`without_main` (wraps the undocumented
+* multiprocessing: `non_daemonic` (``Process._config["daemon"]``),
+  `forget_inherited_forkserver`, `release_forkserver_alive_fd` and
+  `forkserver_preload` (``multiprocessing.forkserver._forkserver``), `forget_children`
+  (``multiprocessing.process._children``) and `without_main` (wraps the undocumented
   ``multiprocessing.spawn.get_preparation_data``).
-* gymnasium: :func:`add_info` (``VectorEnv._add_info``, how a vector env merges one
+* gymnasium: `add_info` (``VectorEnv._add_info``, how a vector env merges one
   env's info into the batch's infos, called for a batch that is not a ``VectorEnv``'s
   own: the async pool's ``batch_size`` rows). Episode statistics use envfactory's own
   wrapper, not ``RecordEpisodeStatistics``' private fields.
-* pluggy: :func:`replace_hookimpl_function` (``HookImpl.function``, typed ``Final``):
+* pluggy: `replace_hookimpl_function` (``HookImpl.function``, typed ``Final``):
   the plugin manager guards each plugin's hook implementation where pluggy calls it.
 * OmegaConf: none (``config/store.py`` reads a schema node's children with ``node[key]``
   after ``OmegaConf.is_missing`` / ``is_interpolation``, not ``_get_node``).

@@ -1,7 +1,7 @@
 """envpool's Python interface over envfactory's async pool: swap one import line.
 
-Code written for `envpool <https://github.com/sail-sg/envpool>`_ runs with
-``import envfactory.envpool as envpool`` in place of ``import envpool``::
+Code written for [envpool](https://github.com/sail-sg/envpool) runs with
+``import envfactory.envpool as envpool`` in place of ``import envpool``:
 
     import envfactory.envpool as envpool
     env = envpool.make("Pong-v5", env_type="gymnasium", num_envs=8, batch_size=4, seed=0)
@@ -211,7 +211,8 @@ def _config(task: _Task, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def _seed_list(seed: Any, n: int) -> list[int]:
     """envpool's ``seed``: an int >= 0 (env ``i`` gets ``seed + i``) or one int >= 0 per
-    env; anything else is a ConfigError at :func:`make`, before a worker starts."""
+    env; anything else is a ConfigError at [`make`][envfactory.envpool.make], before a worker
+    starts."""
     seeds: list[Any] | None = None
     if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
         seeds = [int(seed) + i for i in range(n)]
@@ -277,7 +278,8 @@ def make_gym(task_id: str, **kwargs: Any) -> EnvPool:
 
 
 def make_dm(task_id: str, **kwargs: Any) -> EnvPool:
-    """Not offered: raises :class:`ConfigError` (dm_env's ``TimeStep`` API)."""
+    """Not offered: raises [`ConfigError`][envfactory.errors.ConfigError] (dm_env's ``TimeStep``
+    API)."""
     return make(task_id, env_type="dm", **kwargs)
 
 
@@ -326,7 +328,7 @@ def _gym_space(space: gym.Space, spaces: Any) -> Any:
 
 
 class EnvPool:
-    """envpool's batched env over an envfactory pool (made by :func:`make`).
+    """envpool's batched env over an envfactory pool (made by [`make`][envfactory.envpool.make]).
 
     ``env.envs`` is the envfactory ``VectorEnv`` underneath (``env.overrides`` the config
     that built it).
@@ -388,7 +390,7 @@ class EnvPool:
         self.close()
 
     def seed(self, seed: Any = None) -> None:
-        """Abandoned, as in envpool: pass ``seed`` to :func:`make`."""
+        """Abandoned, as in envpool: pass ``seed`` to [`make`][envfactory.envpool.make]."""
         warnings.warn(
             "The `seed` function in envpool is abandoned. You can set seed by "
             "envpool.make(..., seed=seed) instead.",
@@ -421,7 +423,7 @@ class EnvPool:
         return obs, info
 
     def async_reset(self) -> None:
-        """Start resetting every env; :meth:`recv` returns them."""
+        """Start resetting every env; [`recv`][envfactory.envpool.EnvPool.recv] returns them."""
         self._check_open("async_reset")
         self.envs.async_reset(seed=self._seeds(np.ones(len(self), dtype=np.bool_)))
         self._resetting[:] = True

@@ -1,17 +1,18 @@
 """envfactory's built-in episode statistics.
 
-Every env that :func:`envfactory.make_vec` / :func:`envfactory.make_env` builds reports,
-in the info of the step that ends an episode, ``info[key] = {"r": return, "l": length,
-"t": seconds}`` (gymnasium's ``RecordEpisodeStatistics`` layout; vectorized, the arrays
-come with the ``_<key>`` mask). ``key`` is the top-level config option
-``episode_stats_key`` (default ``"episode_stats"``; null turns the statistics off).
+Every env that [`envfactory.make_vec`][envfactory.make_vec] /
+[`envfactory.make_env`][envfactory.make_env] builds reports, in the info of the step that ends an
+episode, ``info[key] = {"r": return, "l": length, "t": seconds}`` (gymnasium's
+``RecordEpisodeStatistics`` layout; vectorized, the arrays come with the ``_<key>`` mask). ``key``
+is the top-level config option ``episode_stats_key`` (default ``"episode_stats"``; null turns the
+statistics off).
 
 The key is not gymnasium's ``"episode"`` on purpose: that one is left to gymnasium's own
 ``RecordEpisodeStatistics`` (per env in ``wrappers``, or
 ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` around the VectorEnv), so code
 written for gymnasium runs unchanged. The two may differ on purpose: a family may place
-:class:`EpisodeStatistics` deep in its own wrapper chain (``atari`` puts it below the
-life-loss and reward-clip wrappers, so it reports the real game score at the real game
+[`EpisodeStatistics`][envfactory.EpisodeStatistics] deep in its own wrapper chain (``atari`` puts it
+below the life-loss and reward-clip wrappers, so it reports the real game score at the real game
 over), while gymnasium's wrapper outside the family sees what the learner sees.
 """
 
@@ -31,8 +32,8 @@ class EpisodeStatistics(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Records each episode's return, length and wall time under ``info[key]``.
 
     A family that wants its statistics recorded at a particular depth of its wrapper chain
-    wraps that depth in this class itself; the factory then sets :attr:`key` from the
-    config instead of adding another one on top.
+    wraps that depth in this class itself; the factory then sets
+    [`key`][envfactory.EpisodeStatistics.key] from the config instead of adding another one on top.
 
     Attributes:
         key: the info key, or None to record nothing.

@@ -44,7 +44,8 @@ __all__ = [
 
 
 ECHO_LIMIT = 200
-"""The most characters of a user's value an error message repeats (:func:`echo`)."""
+"""The most characters of a user's value an error message repeats
+([`echo`][envfactory.errors.echo])."""
 
 
 def echo(value: object, limit: int = ECHO_LIMIT, *, quote: bool = True) -> str:
@@ -59,7 +60,8 @@ def echo(value: object, limit: int = ECHO_LIMIT, *, quote: bool = True) -> str:
 
 def echo_within(text: str, limit: int = ECHO_LIMIT) -> str:
     """A message from another library (Hydra, OmegaConf) with every run of more than
-    ``limit`` non-blank characters (the value it repeats) cut as :func:`echo` cuts one."""
+    ``limit`` non-blank characters (the value it repeats) cut as [`echo`][envfactory.errors.echo]
+    cuts one."""
     return re.sub(rf"\S{{{limit + 1},}}", lambda m: echo(m.group(0), limit, quote=False), text)
 
 
@@ -114,7 +116,7 @@ class UnknownNameError(ConfigError, KeyError):
 
 class OptionError(ConfigError):
     """One option of a config schema has a bad value: what a schema's ``__post_init__``
-    raises (see :mod:`envfactory.config.checks`). envfactory adds the node's path, so the
+    raises (see `envfactory.config.checks`). envfactory adds the node's path, so the
     message reads ``env.frame_skip=0: expected an integer >= 1``.
 
     Args:
@@ -259,7 +261,7 @@ class WorkerError(EnvfactoryError, RuntimeError):
         detail: str = "",
     ) -> None:
         """``detail``: the failure's own words, ending the first line (a
-        :class:`RemoteEnvError`'s: the env's message)."""
+        [`RemoteEnvError`][envfactory.errors.RemoteEnvError]'s: the env's message)."""
         import signal as _signal
 
         self.worker, self.pid, self.env_indices = worker, pid, list(env_indices)
@@ -294,10 +296,10 @@ class RemoteEnvError(WorkerError):
     """An env raised inside a worker. The original exception is ``__cause__`` (when it could
     be pickled) and its type name is ``exc_type``; its message ends the first line
     (``worker 0 (pid 42, envs [0], env 'X-v0') raised builtins.RuntimeError during start:
-    <the env's message>``), on one line, cut to :data:`CAUSE_CHARS`.
+    <the env's message>``), on one line, cut to `CAUSE_CHARS`.
 
-    :func:`remote_env_error` raises it as a class that also derives from the original
-    exception's type (``RemoteEnvError(ValueError)``, as Ray's task errors do), so
+    [`remote_env_error`][envfactory.errors.remote_env_error] raises it as a class that also derives
+    from the original exception's type (``RemoteEnvError(ValueError)``, as Ray's task errors do), so
     ``except ValueError`` catches it as it would under ``dummy`` or gymnasium.
     """
 
@@ -312,8 +314,8 @@ class RemoteEnvError(WorkerError):
 
 
 CAUSE_CHARS = 300
-"""The most characters of an env's own message that a :class:`RemoteEnvError`'s first line
-carries."""
+"""The most characters of an env's own message that a
+[`RemoteEnvError`][envfactory.errors.RemoteEnvError]'s first line carries."""
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -323,7 +325,7 @@ def _one_line(text: str, limit: int) -> str:
 
 def remote_message(exc_type: str, original: BaseException | None, remote_traceback: str) -> str:
     """The message of an exception an env raised in a worker, on one line, cut to
-    :data:`CAUSE_CHARS`: from the original exception when it came back unpickled, else the
+    `CAUSE_CHARS`: from the original exception when it came back unpickled, else the
     last line of the remote traceback (``module.Type: message``). Empty for an exception
     without a message."""
     if original is not None:
@@ -380,16 +382,17 @@ def _type_by_name(dotted: str) -> type | None:
 def remote_env_error(
     what: str, *, exc_type: str, original: BaseException | None, **fields: Any
 ) -> RemoteEnvError:
-    """The :class:`RemoteEnvError` for an exception an env raised in a worker: an instance
-    of a (cached) class deriving from both ``RemoteEnvError`` and the original exception's
-    type, or plain ``RemoteEnvError`` when that type cannot be subclassed or is unknown
+    """The [`RemoteEnvError`][envfactory.errors.RemoteEnvError] for an exception an env raised in a
+    worker: an instance of a (cached) class deriving from both ``RemoteEnvError`` and the original
+    exception's type, or plain ``RemoteEnvError`` when that type cannot be subclassed or is unknown
     here.
 
     Args:
         what: what happened (``"raised ValueError"``).
         exc_type: ``module.qualname`` of the original exception's type.
         original: the original exception, unpickled (None if it could not be pickled).
-        **fields: :class:`WorkerError`'s keyword arguments (worker, pid, env_indices, ...).
+        **fields: [`WorkerError`][envfactory.errors.WorkerError]'s keyword arguments (worker, pid,
+            env_indices, ...).
 
     Returns:
         The error, with ``exc_type`` set and ``original`` as its ``__cause__``.

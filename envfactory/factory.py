@@ -54,9 +54,9 @@ class EpisodeEndProbe(gym.Wrapper):
 
 
 class FlushEpisodeStats(gym.Wrapper):
-    """Reports the inner :class:`EpisodeStatistics` when one of your wrappers ends the
-    episode (a ``time_limit`` in ``wrappers``, say), in the same format, so no episode's
-    statistics are lost. The returns stay those recorded below your wrappers."""
+    """Reports the inner [`EpisodeStatistics`][envfactory.EpisodeStatistics] when one of your
+    wrappers ends the episode (a ``time_limit`` in ``wrappers``, say), in the same format, so no
+    episode's statistics are lost. The returns stay those recorded below your wrappers."""
 
     def __init__(self, env: gym.Env, stats: EpisodeStatistics, probe: EpisodeEndProbe) -> None:
         super().__init__(env)
@@ -154,7 +154,7 @@ def _parent_spec(env_id: Any) -> Any:
 
 
 def env_thunks(cfg: Plan | DictConfig) -> list[EnvThunk]:
-    """One :class:`EnvThunk` per env of a checked plan (a composed config is checked
+    """One `EnvThunk` per env of a checked plan (a composed config is checked
     first)."""
     from .config.compose import validate
     from .config.plan import Plan
@@ -177,7 +177,7 @@ def make_env(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> g
     """One fully wrapped ``gymnasium.Env`` (env 0 of the config).
 
     Args:
-        cfg: as :func:`make_vec`'s.
+        cfg: as [`make_vec`][envfactory.make_vec]'s.
         overrides: Hydra overrides, when ``cfg`` is None (or a dict).
 
     Example:
@@ -194,10 +194,10 @@ def make_env(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> g
 def make_vec(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> VectorEnv:
     """Build the vectorized env a config describes.
 
-    The config is checked once (:func:`envfactory.config.validate`), into a plan that this
+    The config is checked once (`envfactory.config.validate`), into a plan that this
     function then builds: the env constructors, ``vectorizer.build(env_fns, **options)``
     with the node's options and the top-level ``autoreset_mode`` and ``seeding``
-    (:meth:`~envfactory.config.plan.Plan.build_options`), then ``vector_wrappers``.
+    (`build_options`), then ``vector_wrappers``.
 
     Args:
         cfg: a composed DictConfig (``envfactory.compose(...)``, or the ``envfactory`` node

@@ -1,7 +1,7 @@
 """Shared fixtures: every test hermetic (a fresh plugin manager, nothing disabled by the
 shell, an empty user config folder: envfactory's pytest plugin,
-:mod:`envfactory.testing.pytest_plugin`, which the plugins' suites use too), and real
-installs of plugin packages.
+[`envfactory.testing.pytest_plugin`][envfactory.testing.pytest_plugin], which the plugins' suites
+use too), and real installs of plugin packages.
 
 Plugin tests go through real discovery. ``plugins/envfactory-example`` is installed in the
 test environment (``pip install ./plugins/envfactory-example``); the deliberately bad

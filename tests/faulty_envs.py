@@ -167,7 +167,7 @@ class FaultyEnv(gym.Env):
 
 @dataclass
 class Maker:
-    """A picklable env constructor (as :class:`envfactory.factory.EnvThunk`); ``label`` is
+    """A picklable env constructor (as `envfactory.factory.EnvThunk`); ``label`` is
     the env id the vectorizer reports in its errors."""
 
     fault: str = "none"

@@ -88,10 +88,14 @@ def test_puffer_gets_a_core_less_than_the_machine(
         (["--load", "--seconds", "inf"], "must be above 0 (and finite), got inf"),
         (["--scale", "--sizes"], "argument --sizes: expected at least one argument"),
         (["--scale", "--startup"], "argument --startup: not allowed with argument --scale"),
-        (["--scale", "--quick"], "--quick shortens the full run only; leave it out with a "
-         "section flag"),
-        (["--load", "--plot", "x.png"], "--plot draws the full run's or --scale's table; leave "
-         "it out with this section"),
+        (
+            ["--scale", "--quick"],
+            "--quick shortens the full run only; leave it out with a section flag",
+        ),
+        (
+            ["--load", "--plot", "x.png"],
+            "--plot draws the full run's or --scale's table; leave it out with this section",
+        ),
     ],
 )
 def test_bad_arguments_are_one_line_before_anything_runs(args: list[str], says: str) -> None:

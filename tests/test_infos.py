@@ -1,4 +1,4 @@
-"""A batch's infos merged at once (:func:`envfactory.vectorizers.infos.merge_infos`, the
+"""A batch's infos merged at once (`envfactory.vectorizers.infos.merge_infos`, the
 async pool's): the same dict as gymnasium's ``VectorEnv._add_info`` merging one env's info
 at a time, for every kind of info (its fast path only takes flat infos of plain scalars)."""
 

@@ -280,7 +280,7 @@ class _Storm:
 
 
 def _storm_steps(envs: Any, seconds: float, seed: int) -> tuple[list[tuple], int]:
-    """Step ``envs`` for ``seconds`` under a :class:`_Storm`; after each interrupt, finish
+    """Step ``envs`` for ``seconds`` under a `_Storm`; after each interrupt, finish
     the call with ``step_wait()`` (or start anew if nothing was pending). Every later
     call must work; returns the batches the caller got and how many interrupts landed."""
     from envfactory.errors import NoPendingCallError

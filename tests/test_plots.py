@@ -1,5 +1,5 @@
 """Throughput plots: the sweep summary's ``sweep_summary.png`` (a real ``-m`` sweep through
-the CLI) and :func:`envfactory.cli.plot.throughput_plot`."""
+the CLI) and `envfactory.cli.plot.throughput_plot`."""
 
 from __future__ import annotations
 

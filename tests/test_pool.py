@@ -666,7 +666,7 @@ def test_send_with_the_wrong_number_of_actions_names_env_ids(no_leaks: None) -> 
 
 # -- Ctrl-C during recv: the pool stays usable, no answer is lost --------------------------
 def _slow_to_unpickle() -> str:
-    """Runs in the parent while it reads an answer (see :class:`_SlowInfo`)."""
+    """Runs in the parent while it reads an answer (see `_SlowInfo`)."""
     time.sleep(0.8)
     return "read"
 

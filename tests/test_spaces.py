@@ -3,8 +3,9 @@ Text, Graph with and without edges, Sequence stacked and not, OneOf, Dict, Tuple
 nestings) come out of every built-in vectorizer exactly as out of gymnasium's
 ``SyncVectorEnv``: same values and types, in every autoreset mode, with ``copy`` on and
 off, and with ``copy=True`` never overwritten later. The checks are the conformance
-suite's (:class:`envfactory.testing.SpacesConformance`), as a third-party vectorizer
-would run them. ``subproc-atari`` takes only uint8 Box observations and is left out.
+suite's ([`envfactory.testing.SpacesConformance`][envfactory.testing.SpacesConformance]), as a
+third-party vectorizer would run them. ``subproc-atari`` takes only uint8 Box observations and is
+left out.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 a rollout and reports throughput and episode statistics.
 
 ``envfactory`` with no arguments runs the embedded default (``conf/config.yaml``:
-CartPole, 4 envs, 2000 steps). Any override works as in any Hydra app::
+CartPole, 4 envs, 2000 steps). Any override works as in any Hydra app:
 
     envfactory env=mountaincar num_envs=8 run.total_steps=10000 run.policy=noop
     envfactory -m env=gym,mountaincar num_envs=1,4          # a sweep, ends with one table
@@ -11,9 +11,9 @@ CartPole, 4 envs, 2000 steps). Any override works as in any Hydra app::
 
 Each job prints a summary and saves it as ``summary.json`` in its Hydra output dir; a
 sweep ends with ``sweep_summary.md`` / ``.json`` in the sweep dir
-(:mod:`envfactory.cli.sweep`). The rollout itself is :mod:`envfactory.cli.rollout`
+(`envfactory.cli.sweep`). The rollout itself is `envfactory.cli.rollout`
 (gymnasium's ``step`` loop, or envpool's ``recv``/``send`` loop when
-``vectorizer.batch_size`` is set); how failures are reported, :mod:`envfactory.cli.report`.
+``vectorizer.batch_size`` is set); how failures are reported, `envfactory.cli.report`.
 
 Decisions:
     * ``--rerun RUN_DIR [overrides]`` (also spelled as Hydra's ``--config-dir
@@ -179,7 +179,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 def _build(cfg: DictConfig, job: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
     """Check the config and make the envs: ``(envs, None)``, or ``(None, summary)`` of a
-    failed job (reported by :func:`_failed`)."""
+    failed job (reported by `_failed`)."""
     import envfactory
     from envfactory.config import validate
 
@@ -193,7 +193,7 @@ def _build(cfg: DictConfig, job: dict[str, Any]) -> tuple[Any, dict[str, Any] | 
 
 
 def _render(cfg: DictConfig, job: dict[str, Any]) -> dict[str, Any]:
-    """The render job (:mod:`envfactory.cli.render`): PNG and MP4 into the run dir."""
+    """The render job (`envfactory.cli.render`): PNG and MP4 into the run dir."""
     from envfactory.cli.render import force_rgb_array, pygame_missing, render_job
 
     try:
@@ -277,7 +277,7 @@ def _failed(cfg: DictConfig, job: dict[str, Any], exc: Exception) -> dict[str, A
 
 
 def _not_composed(job: dict[str, Any], line: str) -> dict[str, Any]:
-    """A sweep job whose config did not compose (:mod:`envfactory.cli.sweeper`): its one
+    """A sweep job whose config did not compose (`envfactory.cli.sweeper`): its one
     line, and a failed summary with its overrides (no settings: there is no config)."""
     print(f"envfactory: error: job {job.get('job_num')}: {line}", file=sys.stderr, flush=True)
     summary: dict[str, Any] = {"status": "failed", "error": line}
@@ -339,7 +339,7 @@ def main() -> None:
     Exit status: 0; 1 for a runtime error or a sweep with failed jobs; 2 for a config
     error (one line, no traceback); 130 after Ctrl-C.
 
-    ``--rerun RUN_DIR [overrides]`` re-runs a saved job (:mod:`envfactory.cli.rerun`).
+    ``--rerun RUN_DIR [overrides]`` re-runs a saved job (`envfactory.cli.rerun`).
 
     Hydra prints its own composition errors over several lines; ``HYDRA_FULL_ERROR=1``
     (Hydra's documented switch) makes it raise them instead, and they are printed here as

@@ -2,7 +2,7 @@
 envpool-style ``recv``/``send`` loop, CPU-bound stand-ins for a learner, and medians of
 interleaved rounds.
 
-Shared by ``envfactory tune`` (:mod:`envfactory.cli.tune`) and ``benchmarks/bench.py``.
+Shared by ``envfactory tune`` (`envfactory.cli.tune`) and ``benchmarks/bench.py``.
 The machine is assumed noisy (other programs, CPU frequency, a VM's neighbours): callers
 measure every candidate once per round, round after round, and compare medians of the same
 run; one measurement alone means little.

@@ -1,5 +1,5 @@
 """Throughput plots: steps/s against num_envs, one line per vectorizer (and per env id when
-the rows hold several). The sweep summary (:mod:`envfactory.cli.sweep`) and the benchmark
+the rows hold several). The sweep summary (`envfactory.cli.sweep`) and the benchmark
 (``benchmarks/bench.py --plot``) write them.
 
 matplotlib is imported here only, when a plot is written; the figure is a plain

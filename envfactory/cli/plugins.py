@@ -4,7 +4,7 @@ Every plugin with its status (``active``; ``disabled`` and by what; ``failed`` w
 stage and error; ``conflicting`` and with whom), every family, vectorizer, wrapper and
 vector wrapper, every name two plugins clash on, every config dir, every plugin that
 failed to load and every disabled plugin, each with the distribution and version that gave
-it, as readable tables; ``--json`` prints :meth:`envfactory.plugin.manager.Registry.as_dict`.
+it, as readable tables; ``--json`` prints `envfactory.plugin.manager.Registry.as_dict`.
 
 Exit status: 0. Failed, disabled and conflicting plugins do not change it: they are
 listed (the one-line warnings they raise are silenced here, since the listing shows them).
@@ -43,9 +43,9 @@ def _section(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) 
 def render(
     data: dict[str, Any], plugins: Sequence[Sequence[str]] = (), notes: Sequence[str] = ()
 ) -> str:
-    """The readable listing of a :meth:`Registry.as_dict` dict (and the loaded plugins as
+    """The readable listing of a `Registry.as_dict` dict (and the loaded plugins as
     ``(plugin, distribution, version)`` rows); ``notes`` go under the disabled plugins
-    (:attr:`Registry.unmatched_disabled`: names there that block nothing)."""
+    (`Registry.unmatched_disabled`: names there that block nothing)."""
     parts = []
     if data.get("plugins"):
         rows = [

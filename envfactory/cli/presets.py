@@ -5,9 +5,10 @@ The folder is ``$ENVFACTORY_CONFIG_DIR`` if set, else ``$XDG_CONFIG_HOME/envfact
 that plugins use for their presets (``envfactory_config_dirs``; this module is a built-in
 plugin), so a file ``<folder>/vectorizer/tuned.yaml`` composes as ``vectorizer=tuned`` in
 ``envfactory.compose``, ``make_vec(overrides=...)``, the ``envfactory`` command, and in a
-user's own Hydra app as ``envfactory/vectorizer=tuned`` (:func:`envfactory.register_configs`).
-The folder need not exist: Hydra skips a search path entry that is not a directory, so a
-preset written later in the same process composes without reloading the plugins.
+user's own Hydra app as ``envfactory/vectorizer=tuned``
+([`envfactory.register_configs`][envfactory.register_configs]). The folder need not exist: Hydra
+skips a search path entry that is not a directory, so a preset written later in the same process
+composes without reloading the plugins.
 """
 
 from __future__ import annotations

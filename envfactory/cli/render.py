@@ -5,8 +5,8 @@ It forces ``env.render_mode=rgb_array``, resets with ``seed``, takes ``run.rende
 vector steps with ``run.policy`` and writes, in the Hydra run dir:
 
 * ``render.png``: every env's frame after the last step, tiled row-major in a
-  ``ceil(sqrt(num_envs))``-column grid (:func:`envfactory.tile_images`; one panel per env,
-  black padding);
+  ``ceil(sqrt(num_envs))``-column grid ([`envfactory.tile_images`][envfactory.tile_images]; one
+  panel per env, black padding);
 * ``render.mp4``: the tiled frames, one per step (``run.render_steps`` frames at
   ``run.fps``), written with OpenCV's ``VideoWriter`` (``mp4v``); an odd width or height
   is padded by one black pixel (MPEG-4 needs even sizes).
@@ -14,8 +14,8 @@ vector steps with ``run.policy`` and writes, in the Hydra run dir:
 Any family whose ``render()`` returns ``rgb_array`` frames works, Atari included (ALE's
 full 210x160 RGB screen, whatever ``obs_type``). CartPole and MountainCar frames need
 pygame (``pip install 'envfactory[render]'``); without it the job says so in one line
-(:func:`pygame_missing`). SDL, under pygame, is told to use no display and no audio device
-while the job runs (:func:`headless_sdl`), so it prints no warning about either.
+(`pygame_missing`). SDL, under pygame, is told to use no display and no audio device
+while the job runs (`headless_sdl`), so it prints no warning about either.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How the ``envfactory`` command reports a job: the one-line error, the files it saves in
 the job's run dir (``summary.json``; ``error.txt`` with the full tracebacks of a worker
-failure) and a failed job's summary, for the job itself (:mod:`envfactory.cli.main`) and
-for a sweep job whose config does not compose (:mod:`envfactory.cli.sweeper`).
+failure) and a failed job's summary, for the job itself (`envfactory.cli.main`) and
+for a sweep job whose config does not compose (`envfactory.cli.sweeper`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ ERROR_FILE = "error.txt"
 
 
 def remote_cause(exc: BaseException) -> str:
-    """The message of the exception an env raised in a worker (a :class:`RemoteEnvError`),
-    on one line, cut to :data:`CAUSE_CHARS` (:func:`envfactory.errors.remote_message`).
-    Empty for other errors, and for an exception without a message."""
+    """The message of the exception an env raised in a worker (a
+    [`RemoteEnvError`][envfactory.RemoteEnvError]), on one line, cut to `CAUSE_CHARS`
+    ([`envfactory.errors.remote_message`][envfactory.errors.remote_message]). Empty for other
+    errors, and for an exception without a message."""
     from envfactory.errors import RemoteEnvError, remote_message
 
     if not isinstance(exc, RemoteEnvError):

@@ -3,7 +3,7 @@
 Every job saves what made it in ``RUN_DIR/.hydra``: ``overrides.yaml`` (its command-line
 overrides), ``hydra.yaml`` (Hydra's settings: the config dirs and primary config name it
 was composed from) and ``config.yaml`` (the composed config, the record of what ran).
-:func:`rerun_arguments` turns ``--rerun RUN_DIR`` into the command line that composes that
+`rerun_arguments` turns ``--rerun RUN_DIR`` into the command line that composes that
 job again: the saved config dirs (``--config-dir``) and config name, the saved overrides,
 then the overrides given now (which win: ``--rerun RUN_DIR seed=1``). The new job gets its
 own output dir, as any job.

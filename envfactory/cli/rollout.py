@@ -1,5 +1,5 @@
 """The rollout the ``envfactory`` command runs (``run.job=rollout``), and the helpers the
-render job shares with it (:mod:`envfactory.cli.render`).
+render job shares with it (`envfactory.cli.render`).
 
 Two loops, one per way of stepping:
 
@@ -23,7 +23,7 @@ Decisions:
       read (a ``RecordEpisodeStatistics`` vector wrapper writes it); when nothing records
       returns, episodes are counted from the termination and truncation flags and
       ``mean_return`` is None with ``returns_recorded`` False.
-    * Under ``disabled`` autoreset :func:`rollout` resets the finished envs with
+    * Under ``disabled`` autoreset `rollout` resets the finished envs with
       ``options={"reset_mask": done}``; the pool's loop needs an autoreset mode.
 """
 

@@ -2,11 +2,11 @@
 ``summary.json`` from the sweep dir and prints one markdown table of all jobs, saved as
 ``sweep_summary.md`` and ``sweep_summary.json`` in the sweep dir, with a plot of steps/s
 against num_envs (one line per vectorizer, and per env id when the sweep has several),
-``sweep_summary.png`` (:mod:`envfactory.cli.plot`).
+``sweep_summary.png`` (`envfactory.cli.plot`).
 
 It reads the jobs' files rather than their return values so it works with any launcher
 (jobs of a remote or process-pool launcher do not return to this process). It is
-registered in ``conf/config.yaml``::
+registered in ``conf/config.yaml``:
 
     hydra:
       callbacks:

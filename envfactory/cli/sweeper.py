@@ -1,5 +1,5 @@
 """envfactory's sweeper (``hydra/sweeper=envfactory``, which the ``envfactory`` command adds to
-a ``-m`` command line, :func:`with_sweeper`):
+a ``-m`` command line, `with_sweeper`):
 Hydra's basic sweeper, except that a job whose config does not compose is a failed row of
 the sweep table instead of the end of the sweep.
 
@@ -7,19 +7,19 @@ Hydra composes each job of a batch before launching any and stops the sweep at t
 that fails: ``-m vectorizer=dummy,dumy`` or ``-m num_envs=2,abc`` ran nothing and printed
 no table, while ``-m seed=0,-1`` (which composes, and fails envfactory's own checks inside
 the job) gave a failed row. Here the basic sweeper and the configured launcher run as
-always, over a config loader (:class:`ComposeErrorsAsJobs`) that answers a job that does
+always, over a config loader (`ComposeErrorsAsJobs`) that answers a job that does
 not compose with the sweep's base config, marked with the one-line error the same value
 gives outside a sweep (``unknown vectorizer 'dumy' ... Did you mean 'dummy'?``) and the
 job's own overrides. The launcher runs that job like any other, with its number and
-output dir; the task (:func:`envfactory.cli.main.run`) sees the mark and saves a failed
+output dir; the task (`envfactory.cli.main.run`) sees the mark and saves a failed
 summary at once. Every launcher works (the loader travels with Hydra's context), and the
 command exits with status 1 when a job failed, as for any failed job.
 
 envfactory installs nothing into Hydra's ``hydra_plugins`` namespace (other Hydra apps in
 the environment must not import it). Hydra instantiates a sweeper only from there, so the
-plugin module (``hydra_plugins.envfactory_sweeper``, a subclass of :class:`ComposingSweeper`)
+plugin module (``hydra_plugins.envfactory_sweeper``, a subclass of `ComposingSweeper`)
 lives in a folder of this package that only the ``envfactory`` command puts on
-``sys.path`` (:func:`register_sweeper`).
+``sys.path`` (`register_sweeper`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _override_dirname(overrides: Sequence[str], job: DictConfig) -> str:
 
 class ComposeErrorsAsJobs:
     """A config loader over Hydra's whose ``load_sweep_config`` answers a job that does not
-    compose with the base config of the sweep, marked (:data:`COMPOSE_ERROR_KEY`) with the
+    compose with the base config of the sweep, marked (`COMPOSE_ERROR_KEY`) with the
     job's one-line error and carrying the job's overrides. Everything else is Hydra's
     loader."""
 
@@ -110,7 +110,7 @@ class EnvfactorySweeperConf:
 
 class ComposingSweeper(Sweeper):
     """Hydra's basic sweeper (made by Hydra from its own ``hydra/sweeper: basic`` config),
-    whose launcher composes each job through :class:`ComposeErrorsAsJobs`.
+    whose launcher composes each job through `ComposeErrorsAsJobs`.
 
     Args:
         max_batch_size: jobs launched at a time (None: all), as the basic sweeper.
@@ -171,7 +171,7 @@ PLUGIN_PATH = Path(__file__).resolve().parent / "hydra_plugin_path"
 
 
 def register_sweeper() -> None:
-    """For the ``envfactory`` command, before Hydra composes: put :data:`PLUGIN_PATH` on
+    """For the ``envfactory`` command, before Hydra composes: put `PLUGIN_PATH` on
     ``sys.path`` (Hydra's plugin scan finds the sweeper there), register the sweeper with
     Hydra in case its plugins were scanned already in this process, and store
     ``hydra/sweeper: envfactory``."""
@@ -217,7 +217,7 @@ def options_first(args: Sequence[str]) -> tuple[list[str], list[str]]:
 def with_sweeper(args: Sequence[str]) -> list[str]:
     """``args`` (the command line, without the program name) with ``hydra/sweeper=envfactory``
     added to a ``-m`` / ``--multirun`` sweep that names no sweeper of its own, the options
-    first (:func:`options_first`). Not in ``conf/config.yaml``: :func:`envfactory.compose`
+    first (`options_first`). Not in ``conf/config.yaml``: [`envfactory.compose`][envfactory.compose]
     composes that file in processes where the sweeper is not registered."""
     args = list(args)
     multirun = "-m" in args or "--multirun" in args

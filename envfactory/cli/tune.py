@@ -240,7 +240,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[str, str]]:
     """The grid: for each vectorizer its defaults, then ``in_series``
-    (:func:`series_ladder`: one env per worker, one worker per core, half as many...),
+    (`series_ladder`: one env per worker, one worker per core, half as many...),
     ``in_parent`` (0, a worker's share) and with ``include_pools`` a pool of ``batch_size``
     = num_envs/2, each where its schema has the option and the user did not fix it.
     Returns the candidates and ``{vectorizer: why}`` for those that do not compose."""

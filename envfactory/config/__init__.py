@@ -1,7 +1,7 @@
 """Hydra config schemas, ConfigStore registration and composition.
 
 The names below are imported on first use: a module that needs only the option checks
-(:mod:`.checks`, used by every family's schema, also in worker processes) does not load
+(`checks`, used by every family's schema, also in worker processes) does not load
 Hydra."""
 
 from __future__ import annotations

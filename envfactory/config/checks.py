@@ -1,12 +1,12 @@
 """How a config schema checks its values, and where envfactory runs those checks.
 
 A schema (the dataclass given as ``config=`` to a plugin record) checks its own values in
-``__post_init__``, the dataclass's own hook for it: raise :class:`envfactory.OptionError`
-(the field, the value, what was expected) for a bad value, or any ``ValueError`` /
-``TypeError``. envfactory runs it in the parent process whenever a config is checked
-(``compose()``, ``make_vec()``, ``make_env()``, the ``envfactory`` command), by building
-the dataclass from the config node with ``OmegaConf.to_object``; so a bad option is one
-:class:`~envfactory.ConfigError` naming its full path (``env.frame_skip=0: expected an
+``__post_init__``, the dataclass's own hook for it: raise
+[`envfactory.OptionError`][envfactory.OptionError] (the field, the value, what was expected) for a
+bad value, or any ``ValueError`` / ``TypeError``. envfactory runs it in the parent process whenever
+a config is checked (``compose()``, ``make_vec()``, ``make_env()``, the ``envfactory`` command), by
+building the dataclass from the config node with ``OmegaConf.to_object``; so a bad option is one
+[`ConfigError`][envfactory.ConfigError] naming its full path (``env.frame_skip=0: expected an
 integer >= 1``) before any env or worker exists, the same under every vectorizer, for
 built-in and third-party schemas alike. ``make`` / ``build`` then receive the checked
 fields, so ``__post_init__`` may normalize a value (``vectorizer.timeout=inf`` becomes
@@ -14,12 +14,12 @@ fields, so ``__post_init__`` may normalize a value (``vectorizer.timeout=inf`` b
 
 A schema whose valid range depends on the top level of the config (``batch_size <=
 num_envs``) also defines ``check_config(self, top: TopLevel) -> None``: envfactory calls it
-right after ``__post_init__`` with the :class:`TopLevel` values (``num_envs``,
+right after ``__post_init__`` with the `TopLevel` values (``num_envs``,
 ``autoreset_mode``, ``seeding``), and reports what it raises the same way. So every rule
 about a family's or vectorizer's options lives in its own schema, and no config code
 names one.
 
-The helpers below (:func:`check_int`, :func:`check_choice`, ...) are what the built-in
+The helpers below (`check_int`, `check_choice`, ...) are what the built-in
 schemas use; plugins may use them too.
 """
 
@@ -165,7 +165,7 @@ def checked_options(
 
     Raises:
         ConfigError: an unknown key, a wrong type, a missing or a bad value (an
-            :class:`~envfactory.OptionError` for a bad value), each named by its path.
+            [`OptionError`][envfactory.OptionError] for a bad value), each named by its path.
     """
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException

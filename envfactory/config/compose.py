@@ -216,12 +216,13 @@ def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError 
 
 def validate(cfg: DictConfig, registry: Registry | None = None) -> Plan:
     """Check everything about a composed ``envfactory`` node before any env exists, and
-    return what was checked, the :class:`~envfactory.config.plan.Plan` that
-    :func:`envfactory.make_vec` and :func:`envfactory.make_env` also take.
+    return what was checked, the `Plan` that
+    [`envfactory.make_vec`][envfactory.make_vec] and [`envfactory.make_env`][envfactory.make_env]
+    also take.
 
     Unknown keys anywhere (also those added with ``+``), interpolations that cannot be
     resolved, the top-level ranges, every family/vectorizer schema's own checks
-    (:mod:`envfactory.config.checks`) and every wrapper entry.
+    (`envfactory.config.checks`) and every wrapper entry.
 
     Raises:
         ConfigError: one line naming the key's path, the value and what is valid.
@@ -276,7 +277,7 @@ def resolve(
 def resolve_config(
     cfg: DictConfig | Mapping[str, Any] | None = None, overrides: Sequence[str] | None = None
 ) -> DictConfig:
-    """The validated config of :func:`resolve` (its plan's ``config``)."""
+    """The validated config of `resolve` (its plan's ``config``)."""
     return resolve(cfg, overrides).config
 
 

@@ -1,5 +1,5 @@
 """Where envfactory's own Hydra configs live, in a wheel or in a source checkout (see
-:mod:`envfactory.plugin.folders`, which the plugin registry uses too)."""
+`envfactory.plugin.folders`, which the plugin registry uses too)."""
 
 from __future__ import annotations
 

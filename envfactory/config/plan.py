@@ -1,14 +1,14 @@
-"""A config resolved once: the checked :class:`Plan` that ``make_vec`` / ``make_env`` build.
+"""A config resolved once: the checked `Plan` that ``make_vec`` / ``make_env`` build.
 
-:func:`plan_of` checks a composed ``envfactory`` node (every rule of
-:func:`envfactory.config.validate`) and keeps what it checked: the family and vectorizer
+`plan_of` checks a composed ``envfactory`` node (every rule of
+`envfactory.config.validate`) and keeps what it checked: the family and vectorizer
 records with their schema-checked options, each wrapper record with its options, the
 top-level values. Each schema's ``__post_init__`` (and ``check_config``, below) runs once
 per plan; the factory reads the plan and checks nothing again.
 
 A schema whose valid range depends on the top level (``vectorizer.batch_size <=
 num_envs``) defines ``check_config(self, top: TopLevel) -> None`` next to its
-``__post_init__`` and raises :class:`~envfactory.OptionError` there; envfactory names the
+``__post_init__`` and raises [`OptionError`][envfactory.OptionError] there; envfactory names the
 node's path in the message. So no config code names a family or a vectorizer.
 """
 
@@ -44,7 +44,7 @@ __all__ = ["Plan", "TopLevel", "accepts_keyword", "plan_of", "wrapper_options"]
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything ``make_vec`` / ``make_env`` need, checked once (:func:`plan_of`).
+    """Everything ``make_vec`` / ``make_env`` need, checked once (`plan_of`).
 
     Attributes:
         config: the composed config it was resolved from.
@@ -88,7 +88,7 @@ class Plan:
         A third-party ``build`` that names no ``seeding`` parameter (and takes no
         ``**kwargs``) predates it: with ``seeding=offset`` it is called without it, since
         env *i* seeded with ``seed + i`` is what every gymnasium ``VectorEnv`` does
-        anyway; ``seeding=spawn`` it cannot honour, and :func:`plan_of` refuses that
+        anyway; ``seeding=spawn`` it cannot honour, and `plan_of` refuses that
         config before anything is built (a ``ConfigError`` naming the vectorizer).
         ``autoreset_mode`` is always passed: it has been part of ``build``'s signature
         from the start.

@@ -1,7 +1,7 @@
 """Structured-config schemas of the top level (the ``envfactory`` node and the CLI job).
 
 Family, vectorizer and wrapper schemas come from their plugin records
-(:mod:`envfactory.plugin.types`); :mod:`envfactory.config.store` puts them all in Hydra's
+(`envfactory.plugin.types`); `envfactory.config.store` puts them all in Hydra's
 ConfigStore.
 """
 
@@ -69,7 +69,7 @@ class RunConfig:
 
 @dataclass
 class EnvfactoryConfig:
-    """The ``envfactory`` node: everything :func:`envfactory.make_vec` needs.
+    """The ``envfactory`` node: everything [`envfactory.make_vec`][envfactory.make_vec] needs.
 
     Attributes:
         env: the env node (``env=<family>``); its ``family`` field names the family.

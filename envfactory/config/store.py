@@ -5,13 +5,13 @@ defaults and validation: no YAML needed. They live in two places, and neither is
 group of Hydra's global ``ConfigStore``, so an app with its own ``env`` group never sees
 envfactory's options:
 
-* **envfactory's own composition** (:func:`envfactory.compose`, ``make_vec(overrides=...)``
-  and the ``envfactory`` command) reads the root groups ``env``, ``vectorizer`` and
-  ``envfactory_schema`` from a private config source, ``envfactory://``
-  (:class:`EnvfactoryConfigSource`), that only envfactory's own search paths name.
-* **Your own Hydra app** opts in with :func:`register_configs`, which stores everything
-  under the ``envfactory/`` namespace of Hydra's ``ConfigStore`` (Hydra 1.3's pattern for
-  libraries): ``envfactory/default`` (the node), ``envfactory/env/<name>``,
+* **envfactory's own composition** ([`envfactory.compose`][envfactory.compose],
+  ``make_vec(overrides=...)`` and the ``envfactory`` command) reads the root groups ``env``,
+  ``vectorizer`` and ``envfactory_schema`` from a private config source, ``envfactory://``
+  (`EnvfactoryConfigSource`), that only envfactory's own search paths name.
+* **Your own Hydra app** opts in with [`register_configs`][envfactory.register_configs], which
+  stores everything under the ``envfactory/`` namespace of Hydra's ``ConfigStore`` (Hydra 1.3's
+  pattern for libraries): ``envfactory/default`` (the node), ``envfactory/env/<name>``,
   ``envfactory/vectorizer/<name>`` (schemas and the YAML presets of envfactory and its
   plugins). Nothing happens on ``import envfactory``.
 
@@ -110,8 +110,8 @@ _root_for: list[Registry | None] = [None]
 class EnvfactoryConfigSource(ConfigSource):
     """Hydra config source ``envfactory://``: envfactory's schemas as root groups.
 
-    Only envfactory's own search paths (:func:`envfactory.compose`, the ``envfactory``
-    command) name it, so the root ``env`` / ``vectorizer`` groups it serves are never
+    Only envfactory's own search paths ([`envfactory.compose`][envfactory.compose], the
+    ``envfactory`` command) name it, so the root ``env`` / ``vectorizer`` groups it serves are never
     merged into another app's groups.
     """
 
@@ -174,7 +174,8 @@ def _filled() -> dict[str, tuple[DictConfig, str]]:
 
 def root_configs(registry: Registry | None = None) -> Registry:
     """Fill the private ``envfactory://`` source from the registry (once per registry) and
-    make sure Hydra knows the scheme. Used by :func:`envfactory.compose` and the command."""
+    make sure Hydra knows the scheme. Used by [`envfactory.compose`][envfactory.compose] and the
+    command."""
     reg = registry or get_registry()
     with _lock:
         if _root_for[0] is not reg:
@@ -224,7 +225,7 @@ def extend_search_path(search_path: ConfigSearchPath, registry: Registry) -> Non
 
 class EnvfactorySearchPathPlugin(SearchPathPlugin):
     """Search path of the ``envfactory`` command only: it is registered by the command
-    (:func:`use_in_this_app`), never installed into ``hydra_plugins``, so other Hydra apps
+    (`use_in_this_app`), never installed into ``hydra_plugins``, so other Hydra apps
     in the environment do not import envfactory nor see its groups."""
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
@@ -330,7 +331,7 @@ def register_configs(registry: Registry | None = None) -> Registry:
       (envfactory's and the plugins').
     * ``envfactory/vectorizer/<name>``: every vectorizer's schema and preset.
 
-    In your primary config::
+    In your primary config:
 
         defaults:
           - envfactory: default   # lands at cfg.envfactory
@@ -338,7 +339,7 @@ def register_configs(registry: Registry | None = None) -> Registry:
 
     and on the command line ``envfactory/env=atari envfactory.env.frame_skip=2
     envfactory/vectorizer=subproc envfactory.num_envs=8``. Pass ``cfg.envfactory`` to
-    :func:`envfactory.make_vec`.
+    [`envfactory.make_vec`][envfactory.make_vec].
 
     Example:
         >>> import envfactory

@@ -1,4 +1,4 @@
-"""Built-in environment families; their registrations are in :mod:`.builtin`.
+"""Built-in environment families; their registrations are in `builtin`.
 
 ``envfactory_env_families`` is imported on first use, so a worker process that unpickles
 one family's ``make`` loads that family's module only (not the plugin system)."""

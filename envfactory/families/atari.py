@@ -1,13 +1,13 @@
 """The ``atari`` environment family: ALE games with DeepMind-style preprocessing.
 
-``ale_py`` and ``cv2`` are imported only inside :func:`make_atari`, so importing this module
-is cheap. Wrapper order (outermost last)::
+``ale_py`` and ``cv2`` are imported only inside `make_atari`, so importing this module
+is cheap. Wrapper order (outermost last):
 
     ALE (frameskip=1) -> AtariPreprocessing | RamPreprocessing -> TimeLimit (optional)
     -> EpisodeStatistics -> EpisodicLife -> FireReset -> sign reward clip
     -> FrameStackObservation -> StackLayout
 
-envfactory's :class:`~envfactory.episode_stats.EpisodeStatistics` sits inside the
+envfactory's [`EpisodeStatistics`][envfactory.EpisodeStatistics] sits inside the
 life-loss and reward-clip wrappers, so ``info["episode_stats"]`` (the config's
 ``episode_stats_key``) holds the real, unclipped game score and the length in agent steps,
 and appears only at a real game over or truncation. gymnasium's ``RecordEpisodeStatistics``
@@ -102,8 +102,8 @@ class AtariConfig:
     render_mode: Optional[str] = None  # noqa: UP045
 
     def __post_init__(self) -> None:
-        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`);
-        the id is checked without importing ale_py (:func:`check_ale_id`)."""
+        """The checks envfactory runs at compose time (see `envfactory.config.checks`);
+        the id is checked without importing ale_py (`check_ale_id`)."""
         if self.family != "atari":
             raise OptionError("family", self.family, "'atari'")
         for key, minimum in (("noop_max", 0), ("frame_skip", 1), ("num_stack", 1)):
@@ -169,7 +169,7 @@ def ale_game(env_id: str) -> str | None:
 
 
 def check_ale_id(env_id: Any) -> None:
-    """Raise :class:`~envfactory.OptionError` unless ``env_id`` is an ALE id.
+    """Raise [`OptionError`][envfactory.OptionError] unless ``env_id`` is an ALE id.
 
     Decision: ale_py registers its ids with gymnasium only when imported, and importing it
     loads the emulator, so the check does not import it. An id is valid when gymnasium
@@ -212,7 +212,7 @@ def check_ale_id(env_id: Any) -> None:
 
 def _validate(options: dict[str, Any]) -> dict[str, Any]:
     """Merge ``options`` over the defaults and check every value with
-    :meth:`AtariConfig.__post_init__`.
+    `AtariConfig.__post_init__`.
 
     Raises:
         ConfigError: on an unknown key or an invalid value.
@@ -281,7 +281,7 @@ def make_atari(**options: Any) -> gym.Env:
     """Build a preprocessed ALE environment.
 
     Args:
-        **options: the fields of :class:`AtariConfig` except ``family`` (a ``family`` of
+        **options: the fields of `AtariConfig` except ``family`` (a ``family`` of
             ``"atari"`` is tolerated); missing fields take the defaults.
 
     Returns:

@@ -85,7 +85,7 @@ class FireReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     otherwise it is a pass-through. If either step ends the episode, the env is reset
     again, and the info of the step that ended it (episode statistics included) is kept
     in the returned info under the new reset's entries.
-    Placed outside :class:`EpisodicLife`, FIRE is pressed again after each lost life.
+    Placed outside `EpisodicLife`, FIRE is pressed again after each lost life.
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -120,7 +120,7 @@ class RamPreprocessing(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """No-op reset and frame skipping for ``obs_type="ram"`` (no image processing).
 
     On reset, takes ``1..noop_max`` no-ops drawn from ``env.unwrapped.np_random`` (as
-    :class:`gymnasium.wrappers.AtariPreprocessing` does). Each step repeats the action
+    `gymnasium.wrappers.AtariPreprocessing` does). Each step repeats the action
     ``frame_skip`` times, sums the rewards and stops early when the episode ends; the
     observation is the RAM after the last frame.
     """
@@ -171,7 +171,7 @@ class RamPreprocessing(gym.Wrapper, gym.utils.RecordConstructorArgs):
 class StackLayout(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Arranges (stacked) uint8 frames into the final layout in one copy.
 
-    Input (after :class:`gymnasium.wrappers.FrameStackObservation`, or a single frame when
+    Input (after `gymnasium.wrappers.FrameStackObservation`, or a single frame when
     ``stacked=False``) and output, with ``N`` frames, oldest first:
 
     ============  ============  ===================  ==================

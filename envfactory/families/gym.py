@@ -38,7 +38,7 @@ class GymConfig:
     render_mode: Optional[str] = None  # noqa: UP045
 
     def __post_init__(self) -> None:
-        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`):
+        """The checks envfactory runs at compose time (see `envfactory.config.checks`):
         the id exists (a ``module:`` prefix is imported), the time limit is >= 1."""
         if not isinstance(self.id, str) or not self.id:
             raise OptionError("id", self.id, "a registered gymnasium id such as 'CartPole-v1'")
@@ -52,7 +52,7 @@ class GymConfig:
 
 def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """The EnvSpec of ``env_id`` (importing a ``module:`` prefix first, as ``gym.make``
-    does), or an :class:`~envfactory.OptionError` for ``id`` that says what is wrong: the
+    does), or an [`OptionError`][envfactory.OptionError] for ``id`` that says what is wrong: the
     module was not found, the module did not register the id, an Atari id (made by
     ``env=atari``), or an unknown id with the closest registered one."""
     module, _, name = env_id.rpartition(":")

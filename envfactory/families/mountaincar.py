@@ -34,7 +34,7 @@ class MountainCarConfig:
     render_mode: Optional[str] = None  # noqa: UP045
 
     def __post_init__(self) -> None:
-        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`)."""
+        """The checks envfactory runs at compose time (see `envfactory.config.checks`)."""
         check_choice(self, "id", _IDS)
         check_int(self, "num_stack", 1)
         check_int(self, "max_episode_steps", 1, optional=True)

@@ -5,9 +5,9 @@ Hydra takes the first config of a name on its search path and says nothing, so a
 ``vectorizer/dummy.yaml`` in the user's config folder or in any plugin's would replace
 envfactory's ``dummy``. envfactory treats it as two plugins registering one name: the name
 goes to the registry's ``conflicts`` (using it raises
-:class:`~envfactory.errors.ConflictingNameError` naming both sources, every other name
-works, ``envfactory-plugins`` lists it), and its private config source serves the name
-ahead of every folder (:func:`envfactory.config.store.extend_search_path`), so no preset
+[`ConflictingNameError`][envfactory.errors.ConflictingNameError] naming both sources, every other
+name works, ``envfactory-plugins`` lists it), and its private config source serves the name
+ahead of every folder (`envfactory.config.store.extend_search_path`), so no preset
 is composed in its place.
 """
 

@@ -1,5 +1,5 @@
-"""Plugins registered in code (:func:`register_plugin`: notebooks, scripts), without
-packaging: records or hook objects checked, idempotent for the same object."""
+"""Plugins registered in code ([`register_plugin`][envfactory.register_plugin]: notebooks, scripts),
+without packaging: records or hook objects checked, idempotent for the same object."""
 
 from __future__ import annotations
 
@@ -158,7 +158,8 @@ def _conflicts_of(reg: Registry, plugin: str) -> str | None:
 
 
 class _RecordsPlugin:
-    """A plugin object made from records passed to :func:`register_plugin`."""
+    """A plugin object made from records passed to
+    [`register_plugin`][envfactory.register_plugin]."""
 
     def __init__(self, records: list[Any]) -> None:
         self.records = records

@@ -15,8 +15,8 @@ The registry degrades instead of failing:
   registered: one that raises (``SystemExit`` included) is reported by distribution and
   its result left out, and every result is attributed to the plugin that returned it.
 * A name registered by two plugins is unusable (using it raises
-  :class:`~envfactory.errors.ConflictingNameError` naming both distributions and how to
-  disable one), everything else works, and ``envfactory-plugins`` shows the conflict.
+  [`ConflictingNameError`][envfactory.errors.ConflictingNameError] naming both distributions and how
+  to disable one), everything else works, and ``envfactory-plugins`` shows the conflict.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         """pluggy's ``register``, then each (non-wrapper) hook implementation of the
         plugin is guarded: it runs in pluggy's normal call path, but an exception (also
         ``SystemExit``) is reported by distribution and the plugin's result left out,
-        a plugin still busy after :data:`SLOW_AFTER_S` is named, and each result is
+        a plugin still busy after `SLOW_AFTER_S` is named, and each result is
         attributed to its plugin."""
         registered = super().register(plugin, name)
         if registered is None:
@@ -327,7 +327,8 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
 
     def build_registry(self, warn: bool = True) -> Registry:
         """Call each hook once and index the records; a name two plugins register goes to
-        ``conflicts`` (one :class:`PluginLoadWarning` each, unless ``warn`` is false)."""
+        ``conflicts`` (one [`PluginLoadWarning`][envfactory.errors.PluginLoadWarning] each, unless
+        ``warn`` is false)."""
         reg = Registry(
             failures=self.failures,
             disabled=self.disabled,
@@ -469,7 +470,7 @@ SLOW_AFTER_S = 5.0
 
 @contextmanager
 def _watch(provider: Provider, stage: str) -> Iterator[None]:
-    """Name a plugin that is still busy after :data:`SLOW_AFTER_S` seconds, with how to
+    """Name a plugin that is still busy after `SLOW_AFTER_S` seconds, with how to
     disable it (it is not interrupted: it may just be slow)."""
 
     def warn() -> None:

@@ -1,6 +1,6 @@
 """The registry: what the plugins registered (families, vectorizers, wrappers, config
 folders), by whom, and the one-line messages for a name that is unknown, disabled or
-registered twice. Built by :mod:`envfactory.plugin.manager`."""
+registered twice. Built by `envfactory.plugin.manager`."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class Registry:
 
     ``conflicts`` holds the names two or more plugins registered (``{"families": {"gym":
     [Registered, Registered]}}``): they are in no table, and looking one up raises
-    :class:`~envfactory.errors.ConflictingNameError`.
+    [`ConflictingNameError`][envfactory.errors.ConflictingNameError].
     """
 
     families: dict[str, Registered[EnvFamilyPlugin]] = field(default_factory=dict)
@@ -323,7 +323,7 @@ def _source(r: Registered[Any]) -> str:
 
 def _no_preset(name: str) -> str:
     """Where a vectorizer preset of ``name`` was looked for (``envfactory tune`` writes
-    them; see :mod:`envfactory.plugin.folders`); empty for a name no preset can have."""
+    them; see `envfactory.plugin.folders`); empty for a name no preset can have."""
     if len(name) > 100 or check_preset_name(name, ()) is not None:
         return ""
     where = user_config_dir() / "vectorizer" / f"{name}.yaml"

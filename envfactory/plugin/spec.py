@@ -2,7 +2,7 @@
 
 A plugin is any object (usually a module) with functions decorated by
 ``envfactory.hookimpl`` and named after these specs. It is found through the entry-point
-group ``envfactory``::
+group ``envfactory``:
 
     # pyproject.toml of the plugin package
     [project.entry-points.envfactory]
@@ -15,7 +15,7 @@ A record's ``config`` dataclass checks its own values in ``__post_init__`` (rais
 it in the parent whenever a config is composed or passed to ``make_vec``, so a bad option
 is one ``ConfigError`` naming its path (``env.g=-1.0: expected a gravity > 0``) before any
 env or worker exists, for built-in and third-party schemas alike; ``make``/``build``
-receive the checked fields (see :mod:`envfactory.config.checks`).
+receive the checked fields (see `envfactory.config.checks`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ hookimpl = pluggy.HookimplMarker(NAME)
 def envfactory_env_families() -> list[EnvFamilyPlugin]:  # type: ignore[empty-body]
     """Register environment families (``env=<name>``).
 
-    Example plugin (a complete module)::
+    Example plugin (a complete module):
 
         from dataclasses import dataclass
 
@@ -73,7 +73,7 @@ def envfactory_env_families() -> list[EnvFamilyPlugin]:  # type: ignore[empty-bo
 def envfactory_vectorizers() -> list[VectorizerPlugin]:  # type: ignore[empty-body]
     """Register vectorizers (``vectorizer=<name>``).
 
-    Example plugin::
+    Example plugin:
 
         from dataclasses import dataclass
 
@@ -111,7 +111,7 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:  # type: ignore[empty-bo
 def envfactory_wrappers() -> list[WrapperPlugin]:  # type: ignore[empty-body]
     """Register named wrappers for ``wrappers`` (per env) and ``vector_wrappers``.
 
-    Example plugin::
+    Example plugin:
 
         from dataclasses import dataclass
 
@@ -142,7 +142,7 @@ def envfactory_wrappers() -> list[WrapperPlugin]:  # type: ignore[empty-body]
 def envfactory_config_dirs() -> list[str]:  # type: ignore[empty-body]
     """Add Hydra config folders (presets) to the search path.
 
-    Example plugin::
+    Example plugin:
 
         from pathlib import Path
 

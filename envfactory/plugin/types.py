@@ -2,7 +2,7 @@
 
 The ``Plugin`` suffix keeps them apart from gymnasium's ``Wrapper`` and ``VectorEnv``.
 Each record is a frozen dataclass: a plugin returns a list of them from a hook and the
-plugin manager checks, attributes and indexes them (see :mod:`envfactory.plugin.manager`).
+plugin manager checks, attributes and indexes them (see `envfactory.plugin.manager`).
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ class VectorizerPlugin:
             (``"offset"`` | ``"spawn"``), when ``build`` takes a ``seeding`` parameter or
             ``**kwargs``; one that does not is called without it under ``seeding=offset``
             and refused at compose time under ``seeding=spawn`` (see
-            :meth:`envfactory.config.Plan.build_options`).
+            `envfactory.config.Plan.build_options`).
         config: a dataclass schema for the vectorizer node; a cross-field rule (an option
             bounded by ``num_envs``) goes in its ``check_config(self, top)`` (see
-            :mod:`envfactory.config.checks`).
+            `envfactory.config.checks`).
         summary: one line shown by ``envfactory-plugins``.
     """
 
@@ -94,7 +94,7 @@ class WrapperPlugin:
             of ``wrap`` (checked against its signature), unless ``wrap`` has a method
             ``envfactory_config()`` returning the schema: envfactory calls it only when a
             config names the wrapper (how gymnasium's torch/jax wrappers stay unimported,
-            see :class:`envfactory.wrappers.LazyWrapper`).
+            see `envfactory.wrappers.LazyWrapper`).
         vector: whether this wraps a VectorEnv.
         summary: one line shown by ``envfactory-plugins``.
     """

@@ -3,35 +3,36 @@ vectorizers and env families alike.
 
 Two ways to use it:
 
-* :func:`check_vecenv` runs every check against a factory of fresh vectorized envs and
-  raises ``AssertionError`` naming the first broken rule::
+* [`check_vecenv`][envfactory.testing.check_vecenv] runs every check against a factory of fresh
+  vectorized envs and raises ``AssertionError`` naming the first broken rule:
 
-      from envfactory.testing import check_vecenv
-      check_vecenv(lambda: envfactory.make_vec(overrides=["vectorizer=my-vec"]), steps=200)
+        from envfactory.testing import check_vecenv
+        check_vecenv(lambda: envfactory.make_vec(overrides=["vectorizer=my-vec"]), steps=200)
 
-* :class:`VecEnvConformance` holds the same checks as pytest test methods (in the spirit
-  of Hydra's ``LauncherTestSuite``): subclass it in a ``test_*.py`` file under a
-  ``Test*`` name and provide a ``make_vecenv`` fixture that returns the factory::
+* [`VecEnvConformance`][envfactory.testing.VecEnvConformance] holds the same checks as pytest test
+  methods (in the spirit of Hydra's ``LauncherTestSuite``): subclass it in a ``test_*.py`` file
+  under a ``Test*`` name and provide a ``make_vecenv`` fixture that returns the factory:
 
-      import pytest
-      import envfactory
-      from envfactory.testing import VecEnvConformance
+        import pytest
+        import envfactory
+        from envfactory.testing import VecEnvConformance
 
-      class TestMyVectorizer(VecEnvConformance):
-          steps = 100
+        class TestMyVectorizer(VecEnvConformance):
+            steps = 100
 
-          @pytest.fixture(params=["next_step", "same_step", "disabled"])
-          def make_vecenv(self, request):
-              ov = ["vectorizer=my-vec", f"autoreset_mode={request.param}"]
-              return lambda: envfactory.make_vec(overrides=ov)
+            @pytest.fixture(params=["next_step", "same_step", "disabled"])
+            def make_vecenv(self, request):
+                ov = ["vectorizer=my-vec", f"autoreset_mode={request.param}"]
+                return lambda: envfactory.make_vec(overrides=ov)
 
-* :class:`SpacesConformance` (and :func:`check_spaces`) checks observations of every
-  space gymnasium ships (Text, Graph, Sequence, OneOf, nested Dict/Tuple, ...) against
-  ``SyncVectorEnv`` in every autoreset mode, ``copy`` on and off; it builds the
-  vectorized env from env constructors, so override its ``build_vecenv(env_fns,
+* [`SpacesConformance`][envfactory.testing.SpacesConformance] (and
+  [`check_spaces`][envfactory.testing.check_spaces]) checks observations of every space gymnasium
+  ships (Text, Graph, Sequence, OneOf, nested Dict/Tuple, ...) against ``SyncVectorEnv`` in every
+  autoreset mode, ``copy`` on and off; it builds the vectorized env from env constructors, so
+  override its ``build_vecenv(env_fns,
   **options)``.
 
-The rules are gymnasium 1.x's (as :class:`gymnasium.vector.SyncVectorEnv` implements
+The rules are gymnasium 1.x's (as `gymnasium.vector.SyncVectorEnv` implements
 them) plus envfactory's contract: batched spaces are ``batch_space`` of the single
 spaces; ``metadata["autoreset_mode"]`` is an ``AutoresetMode``; ``reset(seed=int)`` is
 reproducible and gives env *i* the seed ``seed + i``; rewards are float64 and the flags
@@ -42,12 +43,15 @@ envs; ``close()`` is idempotent; ``call(fn, *args, **kwargs)`` runs ``fn(env, *a
 **kwargs)`` next to each env and returns one result per env.
 
 The **family kit** checks one env of a family (as ``envfactory.make_env`` builds it):
-:func:`check_family` runs :func:`check_env_spaces` (observations in the space, with its
-dtype and shape), :func:`check_env_seeding` (same seed, same trajectory; different seeds
-differ), :func:`check_env_checker` (gymnasium's ``check_env``),
-:func:`check_env_episode_stats` (statistics exactly at episode ends, under the env's own
-statistics key) and :func:`check_env_close`; :class:`FamilyConformance` holds them as
-pytest tests with a ``make_env`` fixture::
+[`check_family`][envfactory.testing.check_family] runs
+[`check_env_spaces`][envfactory.testing.check_env_spaces] (observations in the space, with its dtype
+and shape), [`check_env_seeding`][envfactory.testing.check_env_seeding] (same seed, same trajectory;
+different seeds differ), [`check_env_checker`][envfactory.testing.check_env_checker] (gymnasium's
+``check_env``), [`check_env_episode_stats`][envfactory.testing.check_env_episode_stats] (statistics
+exactly at episode ends, under the env's own statistics key) and
+[`check_env_close`][envfactory.testing.check_env_close];
+[`FamilyConformance`][envfactory.testing.FamilyConformance] holds them as pytest tests with a
+``make_env`` fixture:
 
     class TestMyFamily(FamilyConformance):
         @pytest.fixture
@@ -55,22 +59,25 @@ pytest tests with a ``make_env`` fixture::
             cfg = envfactory.compose(["env=my-family"])
             return lambda: envfactory.make_env(cfg)
 
-The helpers :func:`rollout`, :func:`sample_actions` and :func:`assert_rollouts_equal`
-drive two vectorized envs with the same seed and actions and compare everything they
-return bit for bit (differential testing against ``dummy`` or ``SyncVectorEnv``).
+The helpers [`rollout`][envfactory.testing.rollout],
+[`sample_actions`][envfactory.testing.sample_actions] and
+[`assert_rollouts_equal`][envfactory.testing.assert_rollouts_equal] drive two vectorized envs with
+the same seed and actions and compare everything they return bit for bit (differential testing
+against ``dummy`` or ``SyncVectorEnv``).
 
-A plugin package checks itself as installed with :func:`check_entry_point` (its
-entry point registers the names, at its installed version) and :func:`check_same_as_dummy`
-(bit-identical rollouts under its vectorizer and ``dummy``); its ``tests/conftest.py``
-makes every test hermetic (a fresh registry, no user presets) with one line::
+A plugin package checks itself as installed with
+[`check_entry_point`][envfactory.testing.check_entry_point] (its entry point registers the names, at
+its installed version) and [`check_same_as_dummy`][envfactory.testing.check_same_as_dummy]
+(bit-identical rollouts under its vectorizer and ``dummy``); its ``tests/conftest.py`` makes every
+test hermetic (a fresh registry, no user presets) with one line:
 
     from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401
 
-The suites live in one module each (:mod:`~envfactory.testing.rollouts`,
-:mod:`~envfactory.testing.vecenv`, :mod:`~envfactory.testing.spaces`,
-:mod:`~envfactory.testing.family`, :mod:`~envfactory.testing.plugins`); import them from
+The suites live in one module each ([`rollouts`][envfactory.testing.rollouts],
+[`vecenv`][envfactory.testing.vecenv], [`spaces`][envfactory.testing.spaces],
+[`family`][envfactory.testing.family], [`plugins`][envfactory.testing.plugins]); import them from
 here. This package needs neither pytest nor anything beyond gymnasium and numpy (only
-:mod:`~envfactory.testing.pytest_plugin`, the fixture, imports pytest), and ``import
+[`pytest_plugin`][envfactory.testing.pytest_plugin], the fixture, imports pytest), and ``import
 envfactory`` does not import it.
 """
 

@@ -1,5 +1,6 @@
 """The family conformance kit: one env of a family, as ``envfactory.make_env``
-builds it (:func:`check_family`, :class:`FamilyConformance`)."""
+builds it ([`check_family`][envfactory.testing.family.check_family],
+[`FamilyConformance`][envfactory.testing.family.FamilyConformance])."""
 
 from __future__ import annotations
 
@@ -193,7 +194,8 @@ def check_env_episode_stats(
         make: returns a fresh single env.
         max_steps: steps to run (random actions; reset after each end).
         seed: reset and action seed.
-        stats_key: the info key; None reads it from the env (:func:`episode_stats_key_of`).
+        stats_key: the info key; None reads it from the env
+            ([`episode_stats_key_of`][envfactory.testing.family.episode_stats_key_of]).
         strict: every episode end carries statistics (false: a family may end the
             learner's episode without them, e.g. Atari's lost lives with ``episodic_life``).
         exact_lengths: ``l`` equals the steps taken since the previous statistics (false:
@@ -283,7 +285,8 @@ def check_family(
     exact_episode_lengths: bool = True,
     returns_are_reward_sums: bool = True,
 ) -> None:
-    """Run the whole family kit against ``make`` (see :class:`FamilyConformance`).
+    """Run the whole family kit against ``make`` (see
+    [`FamilyConformance`][envfactory.testing.family.FamilyConformance]).
 
     Raises:
         AssertionError: naming the first rule broken.
@@ -305,7 +308,7 @@ def check_family(
 
 class FamilyConformance:
     """The family kit as pytest tests: subclass it under a ``Test*`` name and define a
-    ``make_env`` fixture returning a zero-argument factory of fresh single envs::
+    ``make_env`` fixture returning a zero-argument factory of fresh single envs:
 
         import pytest
         import envfactory
@@ -319,7 +322,8 @@ class FamilyConformance:
 
     Class attributes tune the checks: ``steps``, ``seed``, ``seeds_differ``,
     ``env_checker``, ``stats_max_steps``, ``strict_episode_stats``,
-    ``exact_episode_lengths``, ``returns_are_reward_sums`` (see :func:`check_family`).
+    ``exact_episode_lengths``, ``returns_are_reward_sums`` (see
+    [`check_family`][envfactory.testing.family.check_family]).
     """
 
     steps: int = 50

@@ -1,22 +1,22 @@
 """envfactory's pytest plugin: hermetic tests for envfactory and for plugin packages.
 
-The autouse fixture :func:`hermetic_envfactory` gives every test a fresh plugin manager and
-registry (built before the test, thrown away after it), no ``ENVFACTORY_DISABLED_PLUGINS``
-inherited from the developer's shell, and an empty user config folder
-(``ENVFACTORY_CONFIG_DIR`` set to a new temporary folder): the developer's own presets
+The autouse fixture [`hermetic_envfactory`][envfactory.testing.pytest_plugin.hermetic_envfactory]
+gives every test a fresh plugin manager and registry (built before the test, thrown away after it),
+no ``ENVFACTORY_DISABLED_PLUGINS`` inherited from the developer's shell, and an empty user config
+folder (``ENVFACTORY_CONFIG_DIR`` set to a new temporary folder): the developer's own presets
 (``envfactory tune`` writes them to ``~/.config/envfactory`` or
 ``$XDG_CONFIG_HOME/envfactory``) never reach a test, in this process or in the subprocesses
 it starts. Installed plugin packages are still found through their entry points, as users
 get them.
 
 Use it from a plugin's ``tests/conftest.py`` (one line; pytest finds fixtures by name in a
-conftest)::
+conftest):
 
     from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401
 
 or from a project's top-level ``conftest.py`` as ``pytest_plugins =
 ["envfactory.testing.pytest_plugin"]`` (as tox ships ``tox.pytest``). This module needs
-pytest; the rest of :mod:`envfactory.testing` does not import it.
+pytest; the rest of [`envfactory.testing`][envfactory.testing] does not import it.
 """
 
 from __future__ import annotations

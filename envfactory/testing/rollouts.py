@@ -20,7 +20,8 @@ DEFAULT_IGNORE: tuple[str, ...] = ("episode.t", "episode_stats.t")
 
 #: A zero-argument factory of fresh vectorized envs.
 MakeVecEnv = Callable[[], VectorEnv]
-#: One entry of a :func:`rollout`: ``{"call": "reset" | "step" | "reset_mask", ...}``.
+#: One entry of a [`rollout`][envfactory.testing.rollouts.rollout]:
+#: ``{"call": "reset" | "step" | "reset_mask", ...}``.
 Record = dict[str, Any]
 
 
@@ -235,7 +236,8 @@ def rollout(
         envs: the vectorized env (left open).
         steps: number of ``step`` calls.
         seed: the seed of the first ``reset``.
-        actions: the batched actions; default :func:`sample_actions` with ``action_seed``.
+        actions: the batched actions; default
+            [`sample_actions`][envfactory.testing.rollouts.sample_actions] with ``action_seed``.
         action_seed: seed of the sampled actions.
 
     Returns:
@@ -271,8 +273,9 @@ def rollout(
 def assert_rollouts_equal(
     a: Sequence[Record], b: Sequence[Record], ignore: Iterable[str] = DEFAULT_IGNORE
 ) -> None:
-    """Assert two :func:`rollout` records are bit-identical (obs, rewards, flags, infos
-    including ``final_obs``/``final_info`` and episode statistics), ignoring ``ignore``.
+    """Assert two [`rollout`][envfactory.testing.rollouts.rollout] records are bit-identical (obs,
+    rewards, flags, infos including ``final_obs``/``final_info`` and episode statistics), ignoring
+    ``ignore``.
 
     Args:
         a: first rollout.

@@ -1,5 +1,7 @@
 """Observations of every space gymnasium ships, checked against ``SyncVectorEnv``:
-:func:`check_space`, :func:`check_spaces` and :class:`SpacesConformance`."""
+[`check_space`][envfactory.testing.spaces.check_space],
+[`check_spaces`][envfactory.testing.spaces.check_spaces] and
+[`SpacesConformance`][envfactory.testing.spaces.SpacesConformance]."""
 
 from __future__ import annotations
 
@@ -203,8 +205,9 @@ def check_spaces(
     steps: int = 12,
     seed: int = 0,
 ) -> None:
-    """:func:`check_space` for every space of :func:`gymnasium_spaces` (or ``spaces``),
-    every autoreset mode and both ``copy`` settings.
+    """[`check_space`][envfactory.testing.spaces.check_space] for every space of
+    [`gymnasium_spaces`][envfactory.testing.spaces.gymnasium_spaces] (or ``spaces``), every
+    autoreset mode and both ``copy`` settings.
 
     Args:
         build: ``build(env_fns, autoreset_mode=..., copy=...)`` returning a vectorized env.
@@ -227,8 +230,9 @@ def check_spaces(
 
 
 class SpacesConformance:
-    """:func:`check_spaces` as pytest tests (one per autoreset mode): subclass it under a
-    ``Test*`` name and override :meth:`build_vecenv`::
+    """[`check_spaces`][envfactory.testing.spaces.check_spaces] as pytest tests (one per autoreset
+    mode): subclass it under a ``Test*`` name and override
+    [`build_vecenv`][envfactory.testing.spaces.SpacesConformance.build_vecenv]:
 
         from envfactory.testing import SpacesConformance
 

@@ -1,5 +1,6 @@
-"""The vectorized-env conformance checks (:func:`check_vecenv`) and
-:class:`VecEnvConformance`, the same checks as pytest tests."""
+"""The vectorized-env conformance checks ([`check_vecenv`][envfactory.testing.vecenv.check_vecenv])
+and [`VecEnvConformance`][envfactory.testing.vecenv.VecEnvConformance], the same checks as pytest
+tests."""
 
 from __future__ import annotations
 
@@ -302,9 +303,9 @@ def check_close(make: MakeVecEnv) -> None:
 def check_restarts(make: MakeVecEnv, *, steps: int = 200, seed: int = 0) -> int:
     """For a vectorized env whose workers fail now and then and are rebuilt (``subproc``
     with ``restart=true`` over an env that dies, hangs or raises from time to time): every
-    rule of :func:`check_rollout` still holds in its autoreset mode (a lost episode ends
-    ``truncated``; only its episode statistics may be missing), and so does
-    :func:`check_reset_mask`.
+    rule of [`check_rollout`][envfactory.testing.vecenv.check_rollout] still holds in its autoreset
+    mode (a lost episode ends ``truncated``; only its episode statistics may be missing), and so
+    does [`check_reset_mask`][envfactory.testing.vecenv.check_reset_mask].
 
     Args:
         make: returns a fresh vectorized env whose workers fail during ``steps``.
@@ -459,13 +460,13 @@ def check_vecenv(
         steps: length of the checked rollout.
         seed: seed of resets and sampled actions.
         seed_offsets: check that ``seed=s`` gives env *i* seed ``s + i``.
-        strict_episode_stats: see :func:`check_rollout`.
-        min_episodes: see :func:`check_rollout`.
-        error_classes: run :func:`check_errors` (gymnasium's ``SyncVectorEnv`` neither
-            checks actions nor refuses calls after ``close()``).
-        call_fn: run :func:`check_call` (``envs.call(fn)``, envfactory's VecEnvBase promise;
-            gymnasium's own vector envs take only attribute names, and a vectorizer whose
-            envs are not Python objects has no env to pass to ``fn``).
+        strict_episode_stats: see [`check_rollout`][envfactory.testing.vecenv.check_rollout].
+        min_episodes: see [`check_rollout`][envfactory.testing.vecenv.check_rollout].
+        error_classes: run [`check_errors`][envfactory.testing.vecenv.check_errors] (gymnasium's
+            ``SyncVectorEnv`` neither checks actions nor refuses calls after ``close()``).
+        call_fn: run [`check_call`][envfactory.testing.vecenv.check_call] (``envs.call(fn)``,
+            envfactory's VecEnvBase promise; gymnasium's own vector envs take only attribute names,
+            and a vectorizer whose envs are not Python objects has no env to pass to ``fn``).
 
     Raises:
         AssertionError: naming the first rule broken.
@@ -495,7 +496,7 @@ class VecEnvConformance:
 
     Class attributes tune the checks: ``steps``, ``seed``, ``seed_offsets``,
     ``strict_episode_stats``, ``min_episodes``, ``error_classes``, ``call_fn`` (see
-    :func:`check_vecenv`).
+    [`check_vecenv`][envfactory.testing.vecenv.check_vecenv]).
     """
 
     steps: int = 200

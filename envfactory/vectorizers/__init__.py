@@ -1,7 +1,7 @@
-"""Built-in vectorizers; their registrations are in :mod:`.builtin`.
+"""Built-in vectorizers; their registrations are in `builtin`.
 
 The names below are imported on first use, so a worker process importing
-:mod:`.worker` loads only what a worker runs (not the plugin system or the configs).
+`worker` loads only what a worker runs (not the plugin system or the configs).
 """
 
 from __future__ import annotations

@@ -81,17 +81,21 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
 class VecEnvBase(EnvCalls, VectorEnv):
     """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``.
 
-    Public methods (each documented with an example): :meth:`reset`, :meth:`step`, the
-    async halves :meth:`reset_async`/:meth:`reset_wait` and
-    :meth:`step_async`/:meth:`step_wait`, :meth:`call`, :meth:`env_method`,
-    :meth:`get_attr`, :meth:`set_attr`, :meth:`render`, :meth:`close` (also a context
-    manager), the properties :attr:`np_random_seed` and :attr:`np_random`, and
-    :meth:`check_actions` / :meth:`seeds_for`. This class checks every argument
-    (actions, seeds, ``reset_mask``, call order, use after close) before anything
-    reaches an env, keeps the pending-call state (:class:`PendingCall`), and merges
-    infos as gymnasium does.
+    Public methods (each documented with an example): [`reset`][envfactory.VecEnvBase.reset],
+    [`step`][envfactory.VecEnvBase.step], the async halves
+    [`reset_async`][envfactory.VecEnvBase.reset_async] /
+    [`reset_wait`][envfactory.VecEnvBase.reset_wait] and
+    [`step_async`][envfactory.VecEnvBase.step_async] /
+    [`step_wait`][envfactory.VecEnvBase.step_wait], `call`, `env_method`, `get_attr`, `set_attr`,
+    `render`, [`close`][envfactory.VecEnvBase.close] (also a context manager), the properties
+    [`np_random_seed`][envfactory.VecEnvBase.np_random_seed] and
+    [`np_random`][envfactory.VecEnvBase.np_random], and
+    [`check_actions`][envfactory.VecEnvBase.check_actions] /
+    [`seeds_for`][envfactory.VecEnvBase.seeds_for]. This class checks every argument (actions,
+    seeds, ``reset_mask``, call order, use after close) before anything reaches an env, keeps the
+    pending-call state (`PendingCall`), and merges infos as gymnasium does.
 
-    A backend calls :meth:`_init_spaces` once its spaces are known and implements
+    A backend calls `_init_spaces` once its spaces are known and implements
     ``_start_reset``/``_finish_reset``, ``_start_step``/``_finish_step``, ``_do_call``,
     ``_do_set_attr`` and ``_do_close``.
 
@@ -175,7 +179,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
 
     def check_actions(self, actions: Any) -> Any:
         """Reject a wrong action batch before anything is stepped (see
-        :mod:`.checks`): returns the batch, a list or scalar batch as a numpy array.
+        `checks`): returns the batch, a list or scalar batch as a numpy array.
 
         Raises:
             InvalidActionError: (a ValueError and a TypeError) naming the env and value.
@@ -205,7 +209,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
         Raises:
             InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
             ResetNeededError: a ``reset_mask`` before the first full reset.
-            ClosedError: after :meth:`close`.
+            ClosedError: after [`close`][envfactory.VecEnvBase.close].
 
         Example:
             >>> import envfactory, numpy as np
@@ -221,7 +225,8 @@ class VecEnvBase(EnvCalls, VectorEnv):
         return self.reset_wait()
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
-        """Start a :meth:`reset` (same arguments); :meth:`reset_wait` returns its result.
+        """Start a [`reset`][envfactory.VecEnvBase.reset] (same arguments);
+        [`reset_wait`][envfactory.VecEnvBase.reset_wait] returns its result.
 
         Raises:
             AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
@@ -251,7 +256,8 @@ class VecEnvBase(EnvCalls, VectorEnv):
         self._start_for(PendingCall.RESET, self._start_reset, seeds, options, mask)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict]:
-        """Wait for the :meth:`reset_async` in flight and return ``(observations, infos)``.
+        """Wait for the [`reset_async`][envfactory.VecEnvBase.reset_async] in flight and return
+        ``(observations, infos)``.
 
         Args:
             timeout: seconds to wait for worker processes (None: the vectorizer's own
@@ -321,8 +327,9 @@ class VecEnvBase(EnvCalls, VectorEnv):
         return self.step_wait()
 
     def step_async(self, actions: Any) -> None:
-        """Start a :meth:`step` (same argument, checked now); :meth:`step_wait` returns
-        its result. Worker processes step while the caller does other work.
+        """Start a [`step`][envfactory.VecEnvBase.step] (same argument, checked now);
+        [`step_wait`][envfactory.VecEnvBase.step_wait] returns its result. Worker processes step
+        while the caller does other work.
 
         Raises:
             AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
@@ -363,7 +370,8 @@ class VecEnvBase(EnvCalls, VectorEnv):
     def step_wait(
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Wait for the :meth:`step_async` in flight and return what :meth:`step` returns.
+        """Wait for the [`step_async`][envfactory.VecEnvBase.step_async] in flight and return what
+        [`step`][envfactory.VecEnvBase.step] returns.
 
         Args:
             timeout: seconds to wait for worker processes (None: the vectorizer's own
@@ -400,7 +408,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
 
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
         """``start(*args)``, the backend's start of ``kind``, which is pending after it;
-        an interrupt (Ctrl-C) may leave it under way (see :meth:`_on_interrupt`)."""
+        an interrupt (Ctrl-C) may leave it under way (see `_on_interrupt`)."""
         try:
             start(*args)
         except Exception:
@@ -420,7 +428,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
         """``finish(timeout)``, the backend's wait for the pending ``kind``, then
         ``after(batch)`` (this class's bookkeeping of it, which may run twice). Done or
         failed, nothing is pending after it. Interrupted (Ctrl-C) before the batch was in
-        hand, see :meth:`_on_interrupt`; after, the batch is kept (``_held``) and the next
+        hand, see `_on_interrupt`; after, the batch is kept (``_held``) and the next
         ``*_wait()`` returns it. Nothing between the end of ``finish`` and the return
         lets an interrupt in (no call: CPython checks for signals on entering a Python
         function and after a C call), so a batch is never lost between the two."""
@@ -446,7 +454,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
 
     def _on_interrupt(self, kind: PendingCall) -> None:
         """An interrupt (Ctrl-C) stopped ``kind`` part-way: it stays pending if the
-        backend can finish it (:meth:`_can_finish`), else nothing is pending."""
+        backend can finish it (`_can_finish`), else nothing is pending."""
         if self._can_finish():
             self._pending, self._interrupted = kind, True
         else:

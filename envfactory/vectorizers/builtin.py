@@ -48,8 +48,8 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
 
 
 def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocBackend:
-    """The ``subproc`` vectorizer's build function: a :class:`~.subproc.SubprocVecEnv`, or
-    with ``batch_size`` set the async pool, :class:`~.pool.SubprocPool`."""
+    """The ``subproc`` vectorizer's build function: a `SubprocVecEnv`, or
+    with ``batch_size`` set the async pool, `SubprocPool`."""
     batch_size = options.pop("batch_size", None)
     if batch_size is not None:
         from .pool import SubprocPool, pool_in_series
@@ -72,7 +72,7 @@ def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any
     """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory).
 
     With ``in_series`` null (and no pool) its split is resolved here,
-    :func:`~.subproc_options.image_split`: the parent steps a worker's share while a core
+    `image_split`: the parent steps a worker's share while a core
     is idle, else one worker per core."""
     from .subproc_options import image_split
 

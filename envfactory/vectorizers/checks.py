@@ -1,8 +1,9 @@
 """Checks of what a caller hands a vectorized env, done in the parent before anything
 reaches an env, so a mistake leaves every vectorizer usable (a worker never sees it);
-and of what the envs report (:func:`check_spaces`), the restart budget
-(:func:`count_restart`) and the fault options of a remote backend's schema
-(:class:`FaultOptions`), shared by every vectorizer.
+and of what the envs report ([`check_spaces`][envfactory.vectorizers.remote.check_spaces]), the
+restart budget ([`count_restart`][envfactory.vectorizers.remote.count_restart]) and the fault
+options of a remote backend's schema ([`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]),
+shared by every vectorizer.
 
 Actions: the batch's structure, shape and dtype for every space, and the values of
 Discrete, MultiDiscrete and MultiBinary actions (vectorised numpy checks, a few
@@ -196,8 +197,8 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
 
 def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:
     """``check(actions)`` for batches of the single action space ``space``: raises
-    :class:`~envfactory.errors.InvalidActionError` (a ValueError and a TypeError) naming
-    the env index and the value, and returns the batch (lists as numpy arrays)."""
+    [`InvalidActionError`][envfactory.errors.InvalidActionError] (a ValueError and a TypeError)
+    naming the env index and the value, and returns the batch (lists as numpy arrays)."""
     return _checker(space, num_envs, "")
 
 
@@ -277,11 +278,12 @@ def count_restart(
 
 
 def check_fault_options(options: Any) -> None:
-    """Check the fault options of a remote backend (:class:`FaultOptions`' fields) in its
-    config schema: ``timeout`` > 0 seconds or null (``inf`` becomes null: no timeout),
-    ``restart`` and ``copy`` true or false, ``max_restarts`` an integer >= 0,
-    ``restart_window`` > 0 seconds; a key the schema lacks is skipped. Each raises
-    :class:`~envfactory.errors.OptionError` (``vectorizer.<key>=<value>: expected ...``)."""
+    """Check the fault options of a remote backend
+    ([`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' fields) in its config schema:
+    ``timeout`` > 0 seconds or null (``inf`` becomes null: no timeout), ``restart`` and ``copy``
+    true or false, ``max_restarts`` an integer >= 0, ``restart_window`` > 0 seconds; a key the
+    schema lacks is skipped. Each raises [`OptionError`][envfactory.errors.OptionError]
+    (``vectorizer.<key>=<value>: expected ...``)."""
     seconds = (
         ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
         ("restart_window", "a number of seconds > 0"),
@@ -303,9 +305,9 @@ def check_fault_options(options: Any) -> None:
 
 @dataclass
 class FaultOptions:
-    """The fault options every :class:`~.remote.RemoteVecEnv` takes, as fields for a
-    backend's config schema to inherit (``@dataclass class MyConfig(FaultOptions)``, whose
-    fields follow these; a ``__post_init__`` of its own calls ``super().__post_init__()``).
+    """The fault options every [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv] takes,
+    as fields for a backend's config schema to inherit (``@dataclass class MyConfig(FaultOptions)``,
+    whose fields follow these; a ``__post_init__`` of its own calls ``super().__post_init__()``).
 
     Attributes:
         timeout: seconds a worker may take for one call (> 0); null or ``inf`` waits
@@ -327,13 +329,14 @@ class FaultOptions:
     copy: bool = True
 
     def __post_init__(self) -> None:
-        """:func:`check_fault_options` at compose time."""
+        """[`check_fault_options`][envfactory.vectorizers.remote.check_fault_options] at compose
+        time."""
         check_fault_options(self)
 
 
 def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
     """Per-env seeds for ``reset(seed=...)`` of ``n`` envs (see
-    :meth:`~.base.VecEnvBase.seeds_for`)."""
+    [`seeds_for`][envfactory.VecEnvBase.seeds_for])."""
     if seed is None:
         return [None] * n
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):

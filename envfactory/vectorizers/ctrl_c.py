@@ -1,12 +1,12 @@
 """Holding a Ctrl-C (SIGINT) of the main thread until a critical section ends.
 
 A few sections of the vectorizers cannot be cut part-way and then finished or redone: the
-async pool reading an answer and recording it (see :mod:`.scheduler`), a worker's rebuild
+async pool reading an answer and recording it (see `scheduler`), a worker's rebuild
 (``restart=true``). ``with HOLD:`` holds the first Ctrl-C of the main thread until the
-block ends, then raises it; :meth:`_CtrlC.waiting` lets one through at once while the
+block ends, then raises it; `_CtrlC.waiting` lets one through at once while the
 block waits on something that may take long. The hold works by a SIGINT handler that
-forwards to the one it replaced, installed only while something uses it (:meth:`use`,
-:meth:`unuse`), never on import: a program that never makes a pool or a restart sees its
+forwards to the one it replaced, installed only while something uses it (`use`,
+`unuse`), never on import: a program that never makes a pool or a restart sees its
 own handler untouched.
 """
 
@@ -23,8 +23,8 @@ __all__ = ["HOLD", "held_ctrl_c"]
 
 class _CtrlC:
     """The process's SIGINT hold (see the module docstring): ``with HOLD:`` holds the
-    first Ctrl-C of the main thread until the block ends; :meth:`waiting` lets it through
-    at once. Installed by :meth:`use` while a pool is in async use (:meth:`unuse`)."""
+    first Ctrl-C of the main thread until the block ends; `waiting` lets it through
+    at once. Installed by `use` while a pool is in async use (`unuse`)."""
 
     def __init__(self) -> None:
         self.depth = 0  # nested holds of the main thread
@@ -49,7 +49,7 @@ class _CtrlC:
         return True
 
     def unuse(self) -> None:
-        """A pool that :meth:`use` d the hold is closed: the last one puts back the
+        """A pool that `use` d the hold is closed: the last one puts back the
         handler it replaced (unless someone replaced the hold meanwhile)."""
         self.users -= 1
         if self.users > 0 or threading.current_thread() is not threading.main_thread():
@@ -106,7 +106,7 @@ HOLD = _CtrlC()
 def held_ctrl_c() -> Iterator[None]:
     """Hold every Ctrl-C of the main thread until the block ends (a worker's rebuild: cut
     part-way it could be neither finished nor redone; it is bounded by the start-up
-    budget), installing :data:`HOLD` for the block where no pool has it. One
+    budget), installing `HOLD` for the block where no pool has it. One
     KeyboardInterrupt is raised when the block ends."""
     used = HOLD.use()
     main = threading.current_thread() is threading.main_thread()

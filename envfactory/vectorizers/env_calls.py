@@ -2,7 +2,7 @@
 next to each env), the Stable-Baselines3 spellings with ``indices=`` (``env_method``,
 ``get_attr``, ``set_attr``), ``np_random_seed`` / ``np_random`` and ``render``. Every
 argument is checked here; a backend fills in ``_do_call`` and ``_do_set_attr``.
-:class:`~.base.VecEnvBase` mixes this in."""
+[`VecEnvBase`][envfactory.VecEnvBase] mixes this in."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["EnvCalls"]
 
 class EnvCalls:
     """``call`` / ``env_method`` / ``get_attr`` / ``set_attr`` / ``render`` over
-    ``_do_call`` / ``_do_set_attr`` (see :class:`~.base.VecEnvBase`)."""
+    ``_do_call`` / ``_do_set_attr`` (see [`VecEnvBase`][envfactory.VecEnvBase])."""
 
     num_envs: int
 
@@ -62,7 +62,7 @@ class EnvCalls:
     def env_method(
         self, name: str | Callable[..., Any], *args: Any, indices: Any = None, **kwargs: Any
     ) -> list[Any]:
-        """Stable-Baselines3 spelling of :meth:`call`: only the envs of ``indices`` (an
+        """Stable-Baselines3 spelling of `call`: only the envs of ``indices`` (an
         int, a list, or None for all), results as a list.
 
         Example:
@@ -133,7 +133,8 @@ class EnvCalls:
 
     def render(self) -> tuple[Any, ...]:
         """One frame per env (as gymnasium's vector envs), from each env's ``render()``;
-        :func:`tile_images` tiles them into one image. Needs ``env.render_mode``.
+        [`tile_images`][envfactory.tile_images] tiles them into one image. Needs
+        ``env.render_mode``.
 
         Example:
             >>> import envfactory

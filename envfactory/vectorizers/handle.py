@@ -1,6 +1,7 @@
 """Workers of a remote backend: the worker handle (the parent's end of one worker), how
-envs are split over workers, and their start/close budgets (see :mod:`.remote`, which
-exports these with the rest of the vectorizer-author API)."""
+envs are split over workers, and their start/close budgets (see
+[`remote`][envfactory.vectorizers.remote], which exports these with the rest of the
+vectorizer-author API)."""
 
 from __future__ import annotations
 
@@ -17,24 +18,35 @@ __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "spl
 class WorkerHandle(ABC):
     """The parent's end of one worker, which hosts envs ``start:stop``.
 
-    A backend implements :meth:`send`, :meth:`recv`, :meth:`kill` and :attr:`pid`
-    (and, where it has them, :attr:`exitcode`, :attr:`alive`, :meth:`join`,
-    :meth:`close`). One command is in flight at a time per handle, except where the
-    backend's own scheduler (the async pool) pipelines them.
+    A backend implements [`send`][envfactory.vectorizers.remote.WorkerHandle.send],
+    [`recv`][envfactory.vectorizers.remote.WorkerHandle.recv],
+    [`kill`][envfactory.vectorizers.remote.WorkerHandle.kill] and
+    [`pid`][envfactory.vectorizers.remote.WorkerHandle.pid] (and, where it has them,
+    [`exitcode`][envfactory.vectorizers.remote.WorkerHandle.exitcode],
+    [`alive`][envfactory.vectorizers.remote.WorkerHandle.alive],
+    [`join`][envfactory.vectorizers.remote.WorkerHandle.join],
+    [`close`][envfactory.vectorizers.remote.WorkerHandle.close]). One command is in flight at a time
+    per handle, except where the backend's own scheduler (the async pool) pipelines them.
 
-    :class:`RemoteVecEnv` keeps its per-worker bookkeeping here: :attr:`restarts`
-    (restart times), :attr:`last_reset` (to redo a reset on a rebuilt worker) and
-    :attr:`suspect` (an interrupt stopped a receive part-way: never read again, killed on
-    close). Errors name the handle through :meth:`error` and :meth:`remote_error`.
+    `RemoteVecEnv` keeps its per-worker bookkeeping here:
+    [`restarts`][envfactory.vectorizers.remote.WorkerHandle.restarts] (restart times),
+    [`last_reset`][envfactory.vectorizers.remote.WorkerHandle.last_reset] (to redo a reset on a
+    rebuilt worker) and [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] (an
+    interrupt stopped a receive part-way: never read again, killed on close). Errors name the handle
+    through [`error`][envfactory.vectorizers.remote.WorkerHandle.error] and
+    [`remote_error`][envfactory.vectorizers.remote.WorkerHandle.remote_error].
 
-    Interrupts (Ctrl-C): a handle that sets :attr:`resumable` lets an interrupted
-    ``step``/``reset`` be finished (``step_wait()``) or drained by the next call. It then
-    keeps :attr:`sent` (a count of the commands handed over, advanced once the worker is
-    sure to get the command, :meth:`resume` doing what an interrupt left of it), answers
-    :meth:`recv` again with the same answer after an interrupt, and says :attr:`suspect`
-    when an interrupt left its stream in an unknown place (the worker is then killed, and
-    rebuilt with ``restart=true``). A handle that is not resumable makes an interrupted
-    call leave the env unusable.
+    Interrupts (Ctrl-C): a handle that sets
+    [`resumable`][envfactory.vectorizers.remote.WorkerHandle.resumable] lets an interrupted
+    ``step``/``reset`` be finished (``step_wait()``) or drained by the next call. It then keeps
+    [`sent`][envfactory.vectorizers.remote.WorkerHandle.sent] (a count of the commands handed over,
+    advanced once the worker is sure to get the command,
+    [`resume`][envfactory.vectorizers.remote.WorkerHandle.resume] doing what an interrupt left of
+    it), answers [`recv`][envfactory.vectorizers.remote.WorkerHandle.recv] again with the same
+    answer after an interrupt, and says
+    [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] when an interrupt left its
+    stream in an unknown place (the worker is then killed, and rebuilt with ``restart=true``). A
+    handle that is not resumable makes an interrupted call leave the env unusable.
 
     Attributes:
         index: the worker's number (``WorkerError.worker``).
@@ -71,7 +83,9 @@ class WorkerHandle(ABC):
     @property
     def where(self) -> str:
         """Where it runs, when that is more than a local pid (a Ray actor and its node):
-        every error of :meth:`error` and :meth:`remote_error` says it as ``[where]``."""
+        every error of [`error`][envfactory.vectorizers.remote.WorkerHandle.error] and
+        [`remote_error`][envfactory.vectorizers.remote.WorkerHandle.remote_error] says it as
+        ``[where]``."""
         return ""
 
     @property
@@ -91,21 +105,23 @@ class WorkerHandle(ABC):
 
     @abstractmethod
     def send(self, cmd: str, data: Any) -> None:
-        """Ask the worker to run ``cmd`` (a :class:`~.protocol.Cmd`) with ``data`` (its
-        record), without waiting. A worker that is gone is no error here: :meth:`recv`
-        says how it ended."""
+        """Ask the worker to run ``cmd`` (a [`Cmd`][envfactory.vectorizers.remote.Cmd]) with
+        ``data`` (its record), without waiting. A worker that is gone is no error here:
+        [`recv`][envfactory.vectorizers.remote.WorkerHandle.recv] says how it ended."""
 
     @abstractmethod
     def recv(self, deadline: float | None, call: str) -> Any:
-        """The answer to the last :meth:`send` (what the worker's
-        :class:`~.runner.EnvHost` returned), waiting until ``deadline``
-        (``time.monotonic()``; None: forever).
+        """The answer to the last [`send`][envfactory.vectorizers.remote.WorkerHandle.send] (what
+        the worker's [`EnvHost`][envfactory.vectorizers.remote.EnvHost] returned), waiting until
+        ``deadline`` (``time.monotonic()``; None: forever).
 
         Raises:
             TimeoutError: the deadline passed (the caller kills it and raises
                 ``WorkerTimeoutError``).
-            WorkerError: the worker died (:class:`~envfactory.errors.WorkerDiedError`),
-                or an env raised (:meth:`remote_error`), built by :meth:`error`.
+            WorkerError: the worker died ([`WorkerDiedError`][envfactory.errors.WorkerDiedError]),
+                or an env raised
+                ([`remote_error`][envfactory.vectorizers.remote.WorkerHandle.remote_error]), built
+                by [`error`][envfactory.vectorizers.remote.WorkerHandle.error].
         """
 
     @abstractmethod
@@ -113,7 +129,8 @@ class WorkerHandle(ABC):
         """End the worker now (and whatever it started); safe to call twice."""
 
     def resume(self) -> None:  # noqa: B027 - optional
-        """Finish what an interrupt left of the last :meth:`send` (a resumable handle)."""
+        """Finish what an interrupt left of the last
+        [`send`][envfactory.vectorizers.remote.WorkerHandle.send] (a resumable handle)."""
 
     def cut(self) -> tuple[str, Any] | None:
         """The command this handle was running in this process when an interrupt cut it
@@ -124,7 +141,8 @@ class WorkerHandle(ABC):
         """Wait up to ``timeout`` seconds for a worker that was asked to close to exit."""
 
     def close(self) -> None:  # noqa: B027 - optional
-        """Release what the handle holds (after :meth:`kill`)."""
+        """Release what the handle holds (after
+        [`kill`][envfactory.vectorizers.remote.WorkerHandle.kill])."""
 
     def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
         """A ``cls`` naming this worker: ``worker 1 (pid 42, envs [2, 3], env 'x') died
@@ -141,8 +159,8 @@ class WorkerHandle(ABC):
         )
 
     def remote_error(self, call: str, failure: Failure) -> RemoteEnvError:
-        """An env's exception (a :class:`~.protocol.Failure`) as a RemoteEnvError that is
-        also the original's type."""
+        """An env's exception (a [`Failure`][envfactory.vectorizers.remote.Failure]) as a
+        RemoteEnvError that is also the original's type."""
         return remote_env_error(
             self._placed(f"raised {failure.exc_type}"),
             exc_type=failure.exc_type,

@@ -1,20 +1,20 @@
 """One hand-off per step for all of ``subproc``'s workers (issue 26).
 
-Each worker has a control slot in the shared region (see :mod:`.wakeup`). Posting a step
-to the workers one at a time (:meth:`~.pipe.PipeHandle.send`) and waiting for them one
+Each worker has a control slot in the shared region (see `wakeup`). Posting a step
+to the workers one at a time (`send`) and waiting for them one
 at a time costs the parent ~10 us a worker; this module does it for the group:
 
-1. :meth:`StepHandoff.post` writes every worker's actions with one copy into the shared
+1. `StepHandoff.post` writes every worker's actions with one copy into the shared
    action buffer, every worker's step number with one write into the slots' ``cmd``
    column, issues one barrier, and writes the eventfd only of the workers that sleep
    (none while they spin: no system call at all);
-2. :meth:`StepHandoff.wait` sees completion by one comparison over the ``done`` column
-   (spinning by the :class:`~.wakeup.Waiter` policy while that pays, else sleeping in one
+2. `StepHandoff.wait` sees completion by one comparison over the ``done`` column
+   (spinning by the `Waiter` policy while that pays, else sleeping in one
    ``poll`` over every worker's eventfd and pipe), and returns the workers whose answer
    follows by pipe (non-empty infos, pickled observations, an error).
 
 Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is left to the per-worker
-path, which finds the handles exactly as their own :meth:`~.pipe.PipeHandle.send` would
+path, which finds the handles exactly as their own `send` would
 have left them: the hand-off keeps each handle's bookkeeping (``sent``, ``seq``,
 ``via_slot``) as it posts.
 """
@@ -119,7 +119,7 @@ class StepHandoff:
 
     def _sleep(self, ready: Any, deadline: float | None) -> bool:
         """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke
-        it. The flagged sleep of :mod:`.wakeup`, for every worker at once."""
+        it. The flagged sleep of `wakeup`, for every worker at once."""
         if self._poll is None:
             self._poll = select.poll()
             self._fds.clear()

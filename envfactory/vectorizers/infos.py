@@ -4,7 +4,7 @@
 makes or finds the array and the ``_key`` mask, and assigns one element. An Atari step has
 three scalar keys per env (``lives``, ``episode_frame_number``, ``frame_number``), merged
 by the async pool's parent while its workers wait for the batch to be turned around.
-:func:`merge_infos` builds the same dict with one array per key when every value is a
+`merge_infos` builds the same dict with one array per key when every value is a
 plain scalar (the common case; measured for 4 Atari infos: 12 us against 16 us one by
 one), and falls back to gymnasium's own merge otherwise.
 """
@@ -26,7 +26,7 @@ _PLAIN = (int, float, bool)
 def merge_infos(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
     """The infos of a batch of ``n`` rows from ``(row, info)`` pairs, in the order
     ``VectorEnv._add_info`` would merge them; equal to merging them one by one with it
-    (:func:`envfactory._compat.add_info`): the same keys in the same order, each array of
+    (`envfactory._compat.add_info`): the same keys in the same order, each array of
     the dtype of its first value, and its ``_key`` mask."""
     columns: dict[Any, tuple[type, list[int], list[Any]]] = {}
     last = -1

@@ -15,14 +15,14 @@ __all__ = ["LocalHandle"]
 
 
 class LocalHandle(WorkerHandle):
-    """Envs ``start:stop`` hosted in this process. :meth:`send` keeps the command;
-    :meth:`recv` runs it (the vectorized env waits for this handle first, so its envs
+    """Envs ``start:stop`` hosted in this process. `send` keeps the command;
+    `recv` runs it (the vectorized env waits for this handle first, so its envs
     step while the workers step theirs). An env's exception is a ``RemoteEnvError``
     naming the parent process, as a worker's; these envs can be neither timed out nor
     rebuilt.
 
     An interrupt (Ctrl-C) while the command runs cuts it part-way (an env may be in the
-    middle of its ``step``): :meth:`cut` says which, and the vectorized env decides (a
+    middle of its ``step``): `cut` says which, and the vectorized env decides (a
     step's envs end their episode truncated, a reset is redone)."""
 
     restartable = False
@@ -94,7 +94,7 @@ class LocalHandle(WorkerHandle):
         raise err
 
     def kill(self) -> None:
-        """Nothing to kill: the envs are closed by :meth:`close`."""
+        """Nothing to kill: the envs are closed by `close`."""
 
     def close(self) -> None:
         self.host.close()

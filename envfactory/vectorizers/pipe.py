@@ -1,5 +1,5 @@
 """``subproc``'s worker handle: a pipe, a control slot in the shared region and two
-eventfds to one worker process (see :mod:`.wakeup` and :mod:`.protocol`).
+eventfds to one worker process (see `wakeup` and `protocol`).
 
 The parent's end of the pipe is non-blocking and read and written here, whole messages
 in multiprocessing's framing (a 4-byte length, then the pickle), so that every wait is
@@ -7,14 +7,15 @@ bounded and an interrupt (Ctrl-C) can be resumed:
 
 - writing a message waits (``poll``) for the worker to read it at most ``write_timeout``
   seconds (the vectorizer's ``timeout``; a stopped worker is then killed and reported as
-  timed out by :meth:`PipeHandle.recv`), and a write cut by an interrupt keeps what is
+  timed out by `PipeHandle.recv`), and a write cut by an interrupt keeps what is
   left, written before anything else;
 - reading keeps what arrived of a message across calls, and the decoded answer stays in
-  the handle, so :meth:`PipeHandle.recv` called again (after an interrupt) returns it;
+  the handle, so `PipeHandle.recv` called again (after an interrupt) returns it;
 - an interrupt can only be raised between two bytecodes: one that lands right after a
   ``read``/``write`` system call and before its byte count is recorded (a window of a
   few bytecodes) leaves the stream position unknown, and the handle is then
-  :attr:`~.handle.WorkerHandle.suspect` (the vectorized env kills that worker).
+  [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] (the vectorized env kills that
+  worker).
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ class PipeHandle(WorkerHandle):
     A step whose actions fit the shared action buffer goes through the worker's control
     slot (no message, no system call while both sides run); its answer follows by pipe
     only with infos, pickled observations or an error. Everything else is one pickled
-    message on the pipe, answered in order; :attr:`seq` is the answer :meth:`recv` waits
+    message on the pipe, answered in order; `seq` is the answer `recv` waits
     for (a late answer to a call given up on is dropped). Every message gets a new
-    ``seq`` (:attr:`sent`, the last one's), also across restarts.
+    ``seq`` (`sent`, the last one's), also across restarts.
     """
 
     resumable = True
@@ -246,7 +247,7 @@ class PipeHandle(WorkerHandle):
     def _flush(self, deadline: float | None) -> None:
         """Write the rest of the message being written, waiting for the worker to read
         it until ``deadline``; past it the worker is killed (it does not read: stopped
-        or hung) and :meth:`recv` reports the timeout. Interrupted, the rest is kept."""
+        or hung) and `recv` reports the timeout. Interrupted, the rest is kept."""
         fd = self._fd
         poll = select.poll()
         poll.register(fd, _POLL_OUT)
@@ -274,8 +275,8 @@ class PipeHandle(WorkerHandle):
             self._io = False
 
     def _post(self, data: np.ndarray, actions: np.ndarray) -> None:
-        """Ask for a step through the control slot (see :mod:`.wakeup`); an interrupt
-        after the seq was taken leaves the rest to :meth:`resume`."""
+        """Ask for a step through the control slot (see `wakeup`); an interrupt
+        after the seq was taken leaves the rest to `resume`."""
         actions[:] = data
         seq = self.sent + 1
         self.via_slot, self._answer, self.seq, self.sent = True, None, seq, seq
@@ -287,7 +288,7 @@ class PipeHandle(WorkerHandle):
 
     def resume(self) -> None:
         """Finish a send an interrupt cut: the slot's seq is set and the worker woken;
-        the rest of a message is written by :meth:`recv` (within its deadline)."""
+        the rest of a message is written by `recv` (within its deadline)."""
         slot = self.slot
         if self.via_slot and slot is not None and slot[CMD] != self.seq:
             slot[CMD] = self.seq
@@ -364,7 +365,7 @@ class PipeHandle(WorkerHandle):
         return False
 
     def _take(self, call: str) -> None:
-        """Decode the whole message read: this seq's answer is kept for :meth:`recv`
+        """Decode the whole message read: this seq's answer is kept for `recv`
         (an env's exception is raised), a late one is dropped."""
         raw = self._rmsg
         assert raw is not None
@@ -388,7 +389,7 @@ class PipeHandle(WorkerHandle):
     def _await_step(self, deadline: float | None, call: str) -> Any:
         """Wait for the step ``seq`` asked through the control slot: nap and spin while
         that pays, then sleep on the eventfd and the pipe (a worker that dies wakes this
-        at once; see :mod:`.wakeup`)."""
+        at once; see `wakeup`)."""
         slot, seq, waiter = self.slot, self.seq, self.waiter
         assert waiter is not None
 

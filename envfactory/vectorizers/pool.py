@@ -1,14 +1,14 @@
 """The async env pool: ``subproc`` / ``subproc-atari`` with ``batch_size`` set.
 
-envpool's spelling, so a loop written for envpool runs unchanged::
+envpool's spelling, so a loop written for envpool runs unchanged:
 
     envs.async_reset(seed=0)                 # every env starts resetting
     while True:
         obs, rew, term, trunc, info = envs.recv()       # the next batch_size ready envs
         envs.send(policy(obs), info["env_id"])          # they step while you learn
 
-How it relates to gymnasium: :class:`SubprocPool` *is* a ``gymnasium.vector.VectorEnv``
-(the subprocess backend, :class:`~.subproc.SubprocBackend`, as ``SubprocVecEnv`` is):
+How it relates to gymnasium: `SubprocPool` *is* a ``gymnasium.vector.VectorEnv``
+(the subprocess backend, `SubprocBackend`, as ``SubprocVecEnv`` is):
 ``reset()``, ``step(actions)`` (``env_ids=None``) and the async halves step every env
 together, synchronously, exactly as ``batch_size=null`` does, whenever no env is in
 flight; gymnasium's vector wrappers see a ``num_envs`` batch there. ``async_reset`` /
@@ -16,9 +16,9 @@ flight; gymnasium's vector wrappers see a ``num_envs`` batch there. ``async_rese
 ``batch_size`` rows, and ``infos["env_id"]`` says which envs.
 
 The structure: the pool is a scheduler over the backend's worker handles, by
-composition. :class:`~.scheduler.PoolScheduler` (``envs.pool``) owns every piece of async
+composition. `PoolScheduler` (``envs.pool``) owns every piece of async
 state and talks to the workers only through the handles' public API and the small
-:class:`~.scheduler.PoolBackend` interface, which this class implements over the pipes
+`PoolBackend` interface, which this class implements over the pipes
 and the shared-memory rows; the synchronous ``reset``/``step`` are the backend's own,
 unchanged. The VecEnv itself stays a ``SubprocBackend`` subclass: composing a backend
 instead would make two ``VecEnvBase`` objects, each with its own pending call, closed
@@ -40,7 +40,7 @@ the envs ``ids`` (a step of a subset, whatever ``batch_size``). Faults raise the
 synchronous mode's errors; with ``restart=true`` a rebuilt worker's envs report their
 episode truncated (``infos["restarted"]``): those in flight or waiting in ``recv``'s queue
 at once, the others at their next ``send``. Ctrl-C during ``recv`` leaves the pool usable
-(see :mod:`.scheduler`).
+(see `scheduler`).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int
 class SubprocPool(SubprocBackend):
     """An async pool of ``num_envs`` envs in worker processes (``vectorizer.batch_size``).
 
-    Every call of :meth:`recv` returns the first ``batch_size`` envs whose step (or reset)
+    Every call of `recv` returns the first ``batch_size`` envs whose step (or reset)
     is done, while the others keep stepping. A ``gymnasium.vector.VectorEnv`` too:
     ``reset()`` / ``step(actions)`` step every env synchronously when none is in flight.
 
@@ -128,13 +128,13 @@ class SubprocPool(SubprocBackend):
         self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
         super().__init__(env_fns, **options)
         self._checkers: dict[int, Callable[[Any], Any]] = {}
-        #: the async pool: every piece of its state (see :mod:`.scheduler`)
+        #: the async pool: every piece of its state (see `scheduler`)
         self.pool = PoolScheduler(self.workers, _PipeSite(self))
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
-        """Start resetting every env (seeds as :meth:`reset`); :meth:`recv` returns them
-        ``batch_size`` at a time, with rewards 0 and no flags.
+        """Start resetting every env (seeds as [`reset`][envfactory.VecEnvBase.reset]); `recv`
+        returns them ``batch_size`` at a time, with rewards 0 and no flags.
 
         Raises:
             AlreadyPendingError: envs are still in flight or not yet received.
@@ -167,7 +167,7 @@ class SubprocPool(SubprocBackend):
 
         Raises:
             ValueError: an env id out of range, repeated, or still in flight / not yet
-                received by :meth:`recv`.
+                received by `recv`.
             InvalidActionError: not one action per env id, or an action outside the
                 action space.
             ResetNeededError: before any reset, or a finished env with
@@ -232,7 +232,7 @@ class SubprocPool(SubprocBackend):
     def step(
         self, actions: Any, env_ids: Any = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """``env_ids`` given: :meth:`send` then :meth:`recv` (envpool). ``None``: the
+        """``env_ids`` given: `send` then `recv` (envpool). ``None``: the
         synchronous ``VectorEnv.step`` of every env (no env may be in flight)."""
         if env_ids is None:
             return super().step(actions)
@@ -240,7 +240,7 @@ class SubprocPool(SubprocBackend):
         return self.recv()
 
     def _use_hold(self) -> None:
-        """Hold a Ctrl-C while the pool reads an answer (see :mod:`.scheduler`), from
+        """Hold a Ctrl-C while the pool reads an answer (see `scheduler`), from
         this pool's first async call until it is closed."""
         if not self._holds and os.getpid() == self._owner_pid:
             self._holds = HOLD.use()
@@ -323,9 +323,9 @@ class SubprocPool(SubprocBackend):
 
 
 class _PipeSite(RemoteSite):
-    """The scheduler's view of a :class:`SubprocPool` (see :class:`~.scheduler.PoolBackend`):
+    """The scheduler's view of a `SubprocPool` (see `PoolBackend`):
     a message's ticket is its pipe sequence number; a worker has an answer when its pipe
-    is readable (one :class:`~.wakeup.Poller` over the pipes of the workers that owe
+    is readable (one `Poller` over the pipes of the workers that owe
     answers); an answer's rows are the shared-memory rows, or its pickled observations
     kept per env."""
 
@@ -365,7 +365,7 @@ class _PipeSite(RemoteSite):
     def _spins(self) -> bool:
         """Whether this process spins while it waits for a worker: only while a core is
         left to it (fewer workers in flight than cores), or while its recent waits were
-        shorter than a wake-up costs (:data:`SPIN_WAIT`, on average). While every core
+        shorter than a wake-up costs (`SPIN_WAIT`, on average). While every core
         steps a worker's envs, a spin only takes CPU time from them (the pipe's writer
         wakes this process anyway)."""
         return len(self._by_fd) < self._cpus or self._poller.waits_below(SPIN_WAIT)

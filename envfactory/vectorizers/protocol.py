@@ -1,10 +1,10 @@
 """The messages between the subprocess vectorizer and its workers, in one place.
 
 One connection per worker. The parent sends ``(cmd, seq, data)``: ``cmd`` one of
-:class:`Cmd`, ``seq`` a number that grows with every call, ``data`` the command's record
-below (a step's is the worker's slice of the action batch itself: the hot path stays one
-small tuple of a string, an int and an array). The worker answers ``(seq, OK, payload)`` or
-``(seq, ERROR, Failure)``; the parent drops an answer whose ``seq`` is not the one it waits
+[`Cmd`][envfactory.vectorizers.remote.Cmd], ``seq`` a number that grows with every call, ``data``
+the command's record below (a step's is the worker's slice of the action batch itself: the hot path
+stays one small tuple of a string, an int and an array). The worker answers ``(seq, OK, payload)``
+or ``(seq, ERROR, Failure)``; the parent drops an answer whose ``seq`` is not the one it waits
 for (the late answer to a call it gave up on), so no stale data is ever returned. The
 worker's first message, before any command, is ``(0, OK, [EnvInfo, ...])`` or
 ``(0, ERROR, Failure)``.
@@ -12,7 +12,7 @@ worker's first message, before any command, is ``(0, OK, [EnvInfo, ...])`` or
 Both directions pickle with multiprocessing's pickler and fall back to cloudpickle (the
 pickler that carried the env constructors) for what plain pickle cannot carry: classes and
 functions of the user's ``__main__`` (a space, an info value, a call result), which exist
-in a worker only by value. See :class:`Sender`.
+in a worker only by value. See `Sender`.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class WorkerSpec:
 @dataclass(frozen=True)
 class Attach:
     """Map the shared region (its fd follows by SCM_RIGHTS); steps whose actions fit the
-    region's action buffer come through control slot ``worker`` (see :mod:`.wakeup`), and
+    region's action buffer come through control slot ``worker`` (see `wakeup`), and
     two eventfds follow the region's: the worker's wake-up, then the parent's."""
 
     layout: Any
@@ -180,9 +180,9 @@ class Failure:
 
 
 def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) -> Failure:
-    """The :class:`Failure` of ``exc``, an env's exception being handled now (its
-    traceback is the current one). ``pickles``: how the answer will be pickled
-    (:func:`dumps` here; a backend passes its own): the exception travels only if it
+    """The [`Failure`][envfactory.vectorizers.remote.Failure] of ``exc``, an env's exception being
+    handled now (its traceback is the current one). ``pickles``: how the answer will be pickled
+    (`dumps` here; a backend passes its own): the exception travels only if it
     survives that and loading back (some pickle but cannot be rebuilt from their
     ``__init__`` arguments); None: it stays in this process, as it is."""
     import pickle
@@ -214,7 +214,7 @@ def dumps(obj: Any, by_value: bool = False) -> Any:
 
 
 class Sender:
-    """Sends messages on one connection with :func:`dumps`.
+    """Sends messages on one connection with `dumps`.
 
     A worker's sender (``by_value=False``) tries plain pickle first and remembers a message
     that needed cloudpickle (a class of ``__main__`` that exists in the worker only by

@@ -1,5 +1,6 @@
-"""``RemoteVecEnv``: the base of every out-of-process backend (see :mod:`.remote`, the
-vectorizer-author API, for what a backend implements and what this class gives it)."""
+"""``RemoteVecEnv``: the base of every out-of-process backend (see
+[`remote`][envfactory.vectorizers.remote], the vectorizer-author API, for what a backend implements
+and what this class gives it)."""
 
 from __future__ import annotations
 
@@ -44,18 +45,19 @@ __all__ = ["RemoteVecEnv"]
 
 
 class RemoteVecEnv(VecEnvBase):
-    """A vectorized env whose envs live in workers behind :class:`WorkerHandle` s.
+    """A vectorized env whose envs live in workers behind
+    [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] s.
 
-    A backend sets :attr:`handles` (in env order, each worker's slice), calls
-    :meth:`_start` with them (it waits for each worker's list of
-    :class:`~.protocol.EnvInfo`, checks the spaces and sets up the vectorized spaces),
-    and implements:
+    A backend sets [`handles`][envfactory.vectorizers.remote.RemoteVecEnv.handles] (in env order,
+    each worker's slice), calls `_start` with them (it waits for each worker's list of
+    [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo], checks the spaces and sets up the vectorized
+    spaces), and implements:
 
-    - :meth:`_collect`: the answers of a step or reset as a batch;
-    - with ``restart=true``: :meth:`_respawn` (a new worker behind a handle) and
-      :meth:`_last_obs` (the observations the caller last saw of a handle's envs);
-    - optionally :meth:`_send_step` (how actions reach the workers), :meth:`_release`
-      (what is left to free on close) and :meth:`_forget` (in a forked child).
+    - `_collect`: the answers of a step or reset as a batch;
+    - with ``restart=true``: `_respawn` (a new worker behind a handle) and
+      `_last_obs` (the observations the caller last saw of a handle's envs);
+    - optionally `_send_step` (how actions reach the workers), `_release`
+      (what is left to free on close) and `_forget` (in a forked child).
 
     Fault options (checked here): ``timeout`` seconds for one call (None: forever),
     ``restart`` (rebuild a worker that failed during ``step``/``reset`` and report its
@@ -106,13 +108,13 @@ class RemoteVecEnv(VecEnvBase):
         """``(obs, rewards, terminations, truncations, infos)`` of every env from the
         answers ``results[k]`` of ``handles[k]`` to a step or a reset (``mask``: the
         envs a masked reset reset; the others keep their observation). Use
-        :meth:`_merge_answers` for the infos and :meth:`_out` for the ``copy`` option."""
+        `_merge_answers` for the infos and `_out` for the ``copy`` option."""
         raise NotImplementedError
 
     def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
         """Start a new worker behind ``handle`` (the old one is killed) for its envs and
-        return their :class:`~.protocol.EnvInfo` (waiting at most ``budget`` seconds, with
-        :meth:`_wait`). Only with ``restart=true``."""
+        return their [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] (waiting at most ``budget``
+        seconds, with `_wait`). Only with ``restart=true``."""
         raise NotImplementedError
 
     def _last_obs(self, handle: WorkerHandle) -> list[Any]:
@@ -138,8 +140,8 @@ class RemoteVecEnv(VecEnvBase):
 
     # -- helpers for a backend ----------------------------------------------------------
     def _start(self, handles: Sequence[WorkerHandle], infos: Sequence[EnvInfo] = ()) -> list:
-        """Wait for each worker's list of :class:`~.protocol.EnvInfo` (its first answer,
-        within :data:`STARTUP_TIMEOUT`), check that every env (those and ``infos`` of envs
+        """Wait for each worker's list of [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] (its
+        first answer, within `STARTUP_TIMEOUT`), check that every env (those and ``infos`` of envs
         built here) has the same spaces, set up the vectorized spaces and metadata, and
         return every env's EnvInfo."""
         answers = self._gather("start", handles, self._startup_budget())
@@ -191,7 +193,7 @@ class RemoteVecEnv(VecEnvBase):
         """Send ``cmd`` to ``handles`` (``data_of(handle)`` each). ``finish``: the
         ``step``/``reset`` that ``*_wait()`` collects; interrupted part-way (Ctrl-C
         between two sends), resumable handles let ``*_wait()`` send it to the workers
-        that do not have it yet (:meth:`_finish_sends`); otherwise some workers have the
+        that do not have it yet (`_finish_sends`); otherwise some workers have the
         call and others not, and the env is marked unusable rather than losing that
         transition silently on the next call."""
         resumable = self._resumable
@@ -279,7 +281,7 @@ class RemoteVecEnv(VecEnvBase):
         return results
 
     def _gather_all(self, call: str, timeout: float | None) -> list[Any]:
-        """Every handle's answer, in env order (:meth:`_gather` in the waiting order)."""
+        """Every handle's answer, in env order (`_gather` in the waiting order)."""
         results = self._gather(call, self._order, self.timeout if timeout is None else timeout)
         back = self._back
         return results if back is None else [results[k] for k in back]
@@ -388,12 +390,13 @@ class RemoteVecEnv(VecEnvBase):
 
     def _finish_sends(self) -> None:
         """After an interrupt: send the step/reset in flight to the workers that do not
-        have it yet, finish a send cut part-way (:meth:`WorkerHandle.resume`), and give the
+        have it yet, finish a send cut part-way
+        ([`WorkerHandle.resume`][envfactory.vectorizers.remote.WorkerHandle.resume]), and give the
         parent's own envs (a handle whose command an interrupt cut while it ran here,
-        :meth:`WorkerHandle.cut`) what can stand for it: a reset is redone; a step cannot
-        be (an env may have been cut in the middle of its ``step``), so their episodes
-        end truncated at the last observation the caller saw, with ``infos["restarted"]``,
-        as a rebuilt worker's envs do, and they reset."""
+        [`WorkerHandle.cut`][envfactory.vectorizers.remote.WorkerHandle.cut]) what can stand for it:
+        a reset is redone; a step cannot be (an env may have been cut in the middle of its
+        ``step``), so their episodes end truncated at the last observation the caller saw, with
+        ``infos["restarted"]``, as a rebuilt worker's envs do, and they reset."""
         cut = self._cut
         if cut is None:
             return
@@ -425,7 +428,7 @@ class RemoteVecEnv(VecEnvBase):
 
     # -- one call at a time, by its owner process ---------------------------------------
     def _enter(self, what: str) -> None:
-        """Every backend call marks itself in progress (:attr:`_active`): a second thread
+        """Every backend call marks itself in progress (`_active`): a second thread
         gets a clear error instead of interleaving its messages with the first's; a forked
         child (which copied this object, not the workers) is refused. The same thread may
         always enter: a call of its own that an interrupt (Ctrl-C) cut anywhere, even

@@ -2,10 +2,10 @@
 worker processes, so every vectorizer produces the same trajectories as gymnasium's
 ``SyncVectorEnv`` by construction.
 
-:class:`EnvRunner` is the one autoreset implementation; :class:`EnvHost` is the worker side
-of any out-of-process backend (a ``subproc`` worker, the parent's own ``in_parent`` envs, a
-Ray actor): an :class:`EnvRunner` plus the recovery of episodes lost with a rebuilt worker,
-answering the env commands of :mod:`.protocol`."""
+`EnvRunner` is the one autoreset implementation; [`EnvHost`][envfactory.vectorizers.remote.EnvHost]
+is the worker side of any out-of-process backend (a ``subproc`` worker, the parent's own
+``in_parent`` envs, a Ray actor): an `EnvRunner` plus the recovery of episodes lost with a rebuilt
+worker, answering the env commands of `protocol`."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ class EnvRunner:
 
 
 class _Scatter:
-    """``actions[k]`` of env ``only[k]``, indexed by env (what :meth:`EnvRunner.step` reads)."""
+    """``actions[k]`` of env ``only[k]``, indexed by env (what `EnvRunner.step` reads)."""
 
     def __init__(self, only: Sequence[int], actions: Sequence[Any]) -> None:
         self.pos = dict(zip(only, range(len(only))))
@@ -145,21 +145,23 @@ class _LostEnv:
         return self.env.reset(**kwargs)
 
 
-#: what an :class:`EnvHost` answers a step or reset with: built from the info calls and
-#: the mask of envs that were stepped or reset (None: all) by the backend's ``collect``
+#: what an [`EnvHost`][envfactory.vectorizers.remote.EnvHost] answers a step or reset with: built
+#: from the info calls and the mask of envs that were stepped or reset (None: all) by the backend's
+#: ``collect``
 Collect = Callable[[InfoCalls, Any], Any]
 
 
 class EnvHost:
     """The worker side of a remote backend: hosts envs ``start .. start + len(envs)`` of a
-    vectorized env and answers the env commands of :class:`~.protocol.Cmd` (see
-    :meth:`handle` and :data:`COMMANDS`), with the recovery of a rebuilt worker.
+    vectorized env and answers the env commands of [`Cmd`][envfactory.vectorizers.remote.Cmd] (see
+    [`handle`][envfactory.vectorizers.remote.EnvHost.handle] and `COMMANDS`), with the recovery of a
+    rebuilt worker.
 
     A backend's worker (a process, an actor, a thread) builds its envs, makes an
     ``EnvHost(envs, mode, collect)`` and calls ``host.handle(cmd, data)`` for each
-    command the parent's :class:`~.remote.WorkerHandle` sent. ``collect(calls, mask)``
-    turns a step's or reset's info calls into the answer (the runner's ``obs``,
-    ``rewards``, ``terminations`` and ``truncations`` hold the values); ``call`` answers
+    command the parent's [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] sent.
+    ``collect(calls, mask)`` turns a step's or reset's info calls into the answer (the runner's
+    ``obs``, ``rewards``, ``terminations`` and ``truncations`` hold the values); ``call`` answers
     one result per env, ``set_attr`` None.
 
     Lost episodes: a worker rebuilt after a fault (``restart=true``) gets
@@ -176,7 +178,7 @@ class EnvHost:
         self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end
 
     def handle(self, cmd: str, data: Any) -> Any:
-        """Answer one command (a :class:`~.protocol.Cmd` and its record)."""
+        """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
         try:
             run = COMMANDS[cmd]
         except KeyError:
@@ -200,7 +202,7 @@ class EnvHost:
         return self.collect(calls, stepped)
 
     def reset(self, r: Any) -> Any:
-        """``Cmd.RESET`` (a :class:`~.protocol.Reset`)."""
+        """``Cmd.RESET`` (a [`Reset`][envfactory.vectorizers.remote.Reset])."""
         if r.mask is None:
             self.lost.clear()
         else:
@@ -209,9 +211,9 @@ class EnvHost:
         return self.collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
 
     def restarted(self, rs: Any) -> Any:
-        """``Cmd.RESTARTED`` (a :class:`~.protocol.Restarted`): this worker replaces one
-        that failed during a step: each env ends its lost episode now (truncated, at the
-        last observation the caller saw), or, if that step was its next_step autoreset,
+        """``Cmd.RESTARTED`` (a [`Restarted`][envfactory.vectorizers.remote.Restarted]): this worker
+        replaces one that failed during a step: each env ends its lost episode now (truncated, at
+        the last observation the caller saw), or, if that step was its next_step autoreset,
         is reset."""
         n, runner = len(self.envs), self.runner
         due = [i for i in range(n) if rs.done[i] and self.mode is AutoresetMode.NEXT_STEP]
@@ -225,10 +227,10 @@ class EnvHost:
         return self.collect(calls, None)
 
     def restart_reset(self, rr: Any) -> Any:
-        """``Cmd.RESTART_RESET`` (a :class:`~.protocol.RestartReset`): this worker replaces
-        one that failed during a reset: the reset is redone (same seeds and options); with
-        a reset_mask, the unmasked envs keep the observation the caller saw and end their
-        lost episode (truncated) at their next step."""
+        """``Cmd.RESTART_RESET`` (a [`RestartReset`][envfactory.vectorizers.remote.RestartReset]):
+        this worker replaces one that failed during a reset: the reset is redone (same seeds and
+        options); with a reset_mask, the unmasked envs keep the observation the caller saw and end
+        their lost episode (truncated) at their next step."""
         mask, runner = rr.reset.mask, self.runner
         calls = runner.reset(rr.reset.seeds, rr.reset.options, mask)
         self.lost.clear()
@@ -244,11 +246,12 @@ class EnvHost:
         return self.collect(calls, None)
 
     def call(self, c: Any) -> list[Any]:
-        """``Cmd.CALL`` (a :class:`~.protocol.Call`): one result per env of ``c.local``."""
+        """``Cmd.CALL`` (a [`Call`][envfactory.vectorizers.remote.Call]): one result per env of
+        ``c.local``."""
         return [call_env(self.envs[i], c.name, c.args, c.kwargs) for i in c.local]
 
     def set_attr(self, sa: Any) -> None:
-        """``Cmd.SET_ATTR`` (a :class:`~.protocol.SetAttr`)."""
+        """``Cmd.SET_ATTR`` (a [`SetAttr`][envfactory.vectorizers.remote.SetAttr])."""
         for i, v in zip(sa.local, sa.values):
             self.envs[i].set_wrapper_attr(sa.name, v)
 
@@ -279,8 +282,9 @@ class EnvHost:
         return calls
 
 
-#: the env commands an :class:`EnvHost` answers, by :class:`~.protocol.Cmd` value (a
-#: backend's worker adds its own, such as ``subproc``'s ``attach`` and ``close``)
+#: the env commands an [`EnvHost`][envfactory.vectorizers.remote.EnvHost] answers, by
+#: [`Cmd`][envfactory.vectorizers.remote.Cmd] value (a backend's worker adds its own, such as
+#: ``subproc``'s ``attach`` and ``close``)
 COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
     Cmd.STEP: EnvHost.step,
     Cmd.STEP_ENVS: EnvHost.step_envs,

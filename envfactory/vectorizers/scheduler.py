@@ -1,15 +1,15 @@
 """The async pool's scheduler: envpool-style ``send``/``recv`` over a backend's worker handles.
 
-:class:`PoolScheduler` owns every piece of the pool's state: each env's state (idle, in
+`PoolScheduler` owns every piece of the pool's state: each env's state (idle, in
 flight, ready, lost with a rebuilt worker), the queue of ready envs in the order they came
 back, their infos, each worker's messages in flight (oldest first: a worker answers in
 order, and a message sent to a busy worker waits in its channel, so it starts the moment
 the worker is free) and when its oldest one was sent (the timeout counts from there). It
-talks to the workers only through :class:`~.handle.WorkerHandle`'s public API and to the
-backend through :class:`PoolBackend`, a small interface: how a message is posted and its
-answer read, which workers have an answer, where an answer's rows (observations, rewards,
+talks to the workers only through [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle]'s
+public API and to the backend through `PoolBackend`, a small interface: how a message is posted and
+its answer read, which workers have an answer, where an answer's rows (observations, rewards,
 flags) are kept and read back, and the failure policy. ``subproc``'s pool
-(:class:`~.pool.SubprocPool`) implements it over pipes and the shared-memory rows; a pool
+(`SubprocPool`) implements it over pipes and the shared-memory rows; a pool
 of another backend (Ray actors, threads) would implement the same nine methods over its
 handles and reuse this scheduler unchanged.
 
@@ -20,7 +20,7 @@ is ready. A Ctrl-C while ``recv`` waits is raised at once (nothing is being read
 arrives while ``recv`` hands its batch over is raised after the batch is built, and the
 next ``recv`` returns that batch. A second Ctrl-C while one is held interrupts at once
 (a stopped worker that never finishes its answer cannot hold the caller); the pool is then
-unusable if it cut a message part-way (:class:`~envfactory.errors.VecEnvBrokenError`).
+unusable if it cut a message part-way ([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]).
 The hold is a SIGINT handler installed while a pool is in async use; it passes every
 other SIGINT to the handler it replaced.
 """
@@ -65,7 +65,7 @@ Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
 
 
 class PoolBackend(ABC):
-    """What a backend gives a :class:`PoolScheduler` (a pool VecEnv implements it)."""
+    """What a backend gives a `PoolScheduler` (a pool VecEnv implements it)."""
 
     # -- messages ---------------------------------------------------------------------
     @abstractmethod
@@ -84,7 +84,7 @@ class PoolBackend(ABC):
     # -- which workers have an answer ---------------------------------------------------
     @abstractmethod
     def watch(self, handle: WorkerHandle) -> None:
-        """``handle`` owes answers from now on: :meth:`ready` reports it."""
+        """``handle`` owes answers from now on: `ready` reports it."""
 
     @abstractmethod
     def unwatch(self, handle: WorkerHandle) -> None:
@@ -98,7 +98,7 @@ class PoolBackend(ABC):
     # -- rows ---------------------------------------------------------------------------
     @abstractmethod
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
-        """Keep the rows of ``envs`` (of ``handle``) from ``answer`` until :meth:`rows`
+        """Keep the rows of ``envs`` (of ``handle``) from ``answer`` until `rows`
         reads them; return the answer's info calls (local indices)."""
 
     @abstractmethod
@@ -125,9 +125,9 @@ class PoolBackend(ABC):
 
 
 class RemoteSite(PoolBackend):
-    """The :class:`PoolBackend` half every :class:`~.remote.RemoteVecEnv` shares: messages
-    by its ``_send``/``_wait`` (one answer per message, in order: a handle whose
-    ``recv`` waits for a specific message overrides :meth:`post`/:meth:`answer`), the
+    """The `PoolBackend` half every [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]
+    shares: messages by its ``_send``/``_wait`` (one answer per message, in order: a handle whose
+    ``recv`` waits for a specific message overrides `post`/`answer`), the
     episode-ended flags and the failure policy (``restart`` with its budget, else the
     broken state). A backend's pool adds readiness and rows."""
 
@@ -223,9 +223,9 @@ def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
 
 class PoolScheduler:
     """The async pool over ``handles`` (each hosting envs ``start:stop``; together
-    ``0:num_envs``) and a :class:`PoolBackend`. A pool VecEnv checks the arguments and
-    calls :meth:`start_reset`, :meth:`send`, :meth:`recv`; its synchronous calls first
-    ask :meth:`expect_drained` (nothing in flight or unreturned), so no state of one
+    ``0:num_envs``) and a `PoolBackend`. A pool VecEnv checks the arguments and
+    calls `start_reset`, `send`, `recv`; its synchronous calls first
+    ask `expect_drained` (nothing in flight or unreturned), so no state of one
     mode is seen by the other."""
 
     def __init__(self, handles: Sequence[WorkerHandle], backend: PoolBackend) -> None:
@@ -265,7 +265,7 @@ class PoolScheduler:
             )
 
     def clear(self) -> None:
-        """A clean start for :meth:`start_reset` (drained: nothing in flight or queued)."""
+        """A clean start for `start_reset` (drained: nothing in flight or queued)."""
         self._state[:] = IDLE
         self._infos.clear()
         self._stash = None
@@ -288,7 +288,7 @@ class PoolScheduler:
         """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker.
 
         Raises:
-            ValueError: an env is still in flight or not returned by :meth:`recv`.
+            ValueError: an env is still in flight or not returned by `recv`.
         """
         state = self._state
         busy = [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
@@ -362,7 +362,7 @@ class PoolScheduler:
 
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
         """Wait for every answer ``handles`` owe (their envs become ready, queued for
-        :meth:`recv`), so that a call can use their channels."""
+        `recv`), so that a call can use their channels."""
         with HOLD:
             for h in handles:
                 while h.index in self._flight:
@@ -479,7 +479,7 @@ class PoolScheduler:
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
         """``h`` failed: with the backend's restart, its envs in flight or ready but not
         returned get the lost-episode result now; the others keep it until their next
-        :meth:`send` (LOST)."""
+        `send` (LOST)."""
         mine = h.indices
         state = self._state
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
@@ -501,7 +501,7 @@ class PoolScheduler:
                 state[i] = LOST
 
     def _build(self, ids: list[int]) -> Batch:
-        """The batch of ``ids`` (nothing changes: :meth:`_hand_over` does that)."""
+        """The batch of ``ids`` (nothing changes: `_hand_over` does that)."""
         idx = np.asarray(ids, dtype=np.intp)
         obs, rewards, terms, truncs = self.backend.rows(idx)
         kept = self._infos

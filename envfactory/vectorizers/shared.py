@@ -158,10 +158,10 @@ class SharedBuffers:
 
 
 class ResultWriter:
-    """The ``collect`` of a subprocess worker's :class:`~.runner.EnvHost` (and of the
-    parent's own envs): puts the runner's latest rewards, flags and (shared-memory)
+    """The ``collect`` of a subprocess worker's [`EnvHost`][envfactory.vectorizers.remote.EnvHost]
+    (and of the parent's own envs): puts the runner's latest rewards, flags and (shared-memory)
     observations of envs ``start:stop`` where the parent reads them, and makes the
-    :data:`~.protocol.StepResult` answer (pickled observations when they are not in shared
+    `StepResult` answer (pickled observations when they are not in shared
     memory; ``None`` for the envs not in ``mask``)."""
 
     def __init__(self, start: int) -> None:
@@ -260,8 +260,8 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
 
 def check_observation(space: gym.Space, i: int, value: Any, path: str = "") -> None:
-    """Raise :class:`~envfactory.errors.ObservationError` if env ``i``'s observation does
-    not fit the Box-like leaves of ``space`` (the check the shared-memory writer does; used
+    """Raise [`ObservationError`][envfactory.errors.ObservationError] if env ``i``'s observation
+    does not fit the Box-like leaves of ``space`` (the check the shared-memory writer does; used
     to explain a failed ``concatenate`` on the other paths)."""
     if isinstance(space, _BOXLIKE):
         err = _leaf_error(path, i, value, tuple(space.shape or ()), np.dtype(space.dtype))

@@ -2,15 +2,15 @@
 
 Each worker hosts ``in_series`` envs and gets one small message per call (not one per
 env); observations, rewards and flags go through one shared anonymous memory region
-(see :mod:`.shared`), and a step's actions and wake-ups through it too (see
-:mod:`.wakeup`), so the per-step messages carry only non-empty infos. Faults become one
-:class:`~envfactory.errors.WorkerError` naming the worker, pid, env indices, env id, exit
+(see `shared`), and a step's actions and wake-ups through it too (see
+`wakeup`), so the per-step messages carry only non-empty infos. Faults become one
+[`WorkerError`][envfactory.errors.WorkerError] naming the worker, pid, env indices, env id, exit
 code or signal and the remote traceback.
 
-:class:`SubprocBackend` is the backend on :class:`~.remote.RemoteVecEnv`: the worker
-processes (one :class:`~.pipe.PipeHandle` each), the shared region and the hooks.
-:class:`SubprocVecEnv` steps every env together (and a share in the parent,
-``in_parent``); :class:`~.pool.SubprocPool` schedules envs over the same handles.
+`SubprocBackend` is the backend on [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]: the
+worker processes (one `PipeHandle` each), the shared region and the hooks.
+`SubprocVecEnv` steps every env together (and a share in the parent,
+``in_parent``); `SubprocPool` schedules envs over the same handles.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ PARENT_SHARE_SPIN_US = 1000
 class SubprocBackend(RemoteVecEnv):
     """Envs in worker processes: starts them (``in_series`` envs each, the last
     ``in_parent`` envs in this process), maps one shared region into all of them, and
-    implements :class:`~.remote.RemoteVecEnv`'s hooks (collect a batch, rebuild a worker,
-    release). The options are :class:`~.subproc_options.SubprocConfig`'s."""
+    implements [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]'s hooks (collect a
+    batch, rebuild a worker, release). The options are `SubprocConfig`'s."""
 
     def __init__(
         self,
@@ -197,7 +197,7 @@ class SubprocBackend(RemoteVecEnv):
         """A worker whose parent steps a share (``in_parent``) waits each step while the
         parent steps its own envs, longer than ``spin_us`` on a slow core; sleeping then
         costs a wake-up per step (~150 us here), so it spins at least
-        :data:`PARENT_SHARE_SPIN_US` (still only while its recent waits were shorter)."""
+        `PARENT_SHARE_SPIN_US` (still only while its recent waits were shorter)."""
         if self.in_parent and self.spin_us > 0:
             return max(self.spin_us, PARENT_SHARE_SPIN_US)
         return self.spin_us
@@ -298,9 +298,9 @@ class SubprocVecEnv(SubprocBackend):
     process: an env that crashes or exits its process is a ``WorkerDiedError``, never the
     end of the caller's program. ``in_parent`` > 0 trades that isolation for speed for
     those envs; ``in_parent`` null decides the share once, before any env is built (a
-    worker's share when a core is idle, see :func:`~.subproc_options.parent_share`). An
+    worker's share when a core is idle, see `parent_share`). An
     env never moves between processes once built. The other options are
-    :class:`SubprocBackend`'s (:class:`~.subproc_options.SubprocConfig`'s).
+    `SubprocBackend`'s (`SubprocConfig`'s).
     """
 
     def __init__(

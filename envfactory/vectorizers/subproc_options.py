@@ -76,7 +76,7 @@ class SubprocConfig(FaultOptions):
             in_series is fastest). See the README's async pool section.
 
     The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``) are
-    :class:`~.checks.FaultOptions`'.
+    [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'.
     """
 
     name: str = "subproc"
@@ -88,7 +88,7 @@ class SubprocConfig(FaultOptions):
     in_parent: Optional[int] = 0  # noqa: UP045
 
     def __post_init__(self) -> None:
-        """The checks envfactory runs at compose time (see :mod:`envfactory.config.checks`);
+        """The checks envfactory runs at compose time (see `envfactory.config.checks`);
         ``timeout=inf`` becomes None (no timeout)."""
         check_int(self, "in_series", 1, optional=True)
         check_choice(self, "context", START_METHODS)
@@ -100,7 +100,7 @@ class SubprocConfig(FaultOptions):
 
     def check_config(self, top: Any) -> None:
         """The cross-field checks against the top level (see
-        :mod:`envfactory.config.checks`): ``batch_size`` (the async pool) is at most
+        `envfactory.config.checks`): ``batch_size`` (the async pool) is at most
         ``num_envs`` and excludes a parent share; ``in_parent`` leaves at least one env to
         the workers. ``SubprocAtariConfig`` inherits them."""
         size = self.batch_size
@@ -188,7 +188,7 @@ def parent_share(
     ``SubprocVecEnv`` built directly for uint8 images keeps every env in a worker;
     ``subproc-atari``'s build function decides its split itself, with this function),
     and a core is idle for the parent to step them on beside its workers (``load``: other
-    programs' runnable threads now, :func:`others_running`). On 2 idle cores a parent share
+    programs' runnable threads now, `others_running`). On 2 idle cores a parent share
     made CartPole at 16 envs 1.34x dummy against 0.62x without; with a busy core it made
     steps slower, because the parent and the worker must then both get a core at once."""
     if in_parent is not None:
@@ -224,7 +224,7 @@ def image_split(
     load: float | None = None,
 ) -> tuple[int, int]:
     """``subproc-atari``'s default split, ``(in_parent, in_series)``: the parent steps a
-    worker's share when :func:`parent_share` gives one (a core idle; ``load`` as there)
+    worker's share when `parent_share` gives one (a core idle; ``load`` as there)
     and one worker steps the rest, as ``subproc``; otherwise every env is in a worker, one
     worker per core (a synchronous step leaves the parent nothing to do while it waits,
     so it only pays to keep the parent out when it has no core of its own)."""
@@ -233,8 +233,8 @@ def image_split(
 
 
 def split_envs(num_envs: int, in_series: int | None) -> list[tuple[int, int]]:
-    """:func:`~.remote.split_envs`, with ``in_series`` null resolved as ``subproc``'s
-    default (:func:`default_in_series`, a core left to the parent)."""
+    """[`split_envs`][envfactory.vectorizers.remote.split_envs], with ``in_series`` null resolved as
+    ``subproc``'s default (`default_in_series`, a core left to the parent)."""
     if in_series is None:
         in_series = default_in_series(num_envs, leave_parent_a_core=True)
     return remote.split_envs(num_envs, in_series)

@@ -1,7 +1,7 @@
 """Wake-ups between the parent and a worker through the shared region, not pipe round trips.
 
 Each worker has a control slot of two cache lines in the shared region (see
-:func:`envfactory.vectorizers.shared.layout_for`): the parent writes the first (the
+`envfactory.vectorizers.shared.layout_for`): the parent writes the first (the
 sequence number of the step it asks for, whether it sleeps), the worker the second (the
 sequence number of the step it finished, whether a pipe message follows, whether it
 sleeps). A step's actions are in the shared region too, so a step costs no pickling and
@@ -13,18 +13,18 @@ no system call while both sides are running:
    ``msg = 1`` if a pipe message follows: non-empty infos, pickled observations, an
    error); the parent, spinning on ``done``, sees it.
 
-A side naps through a short wait it expects and spins at its end (:class:`Waiter`); one
+A side naps through a short wait it expects and spins at its end (`Waiter`); one
 that has waited longer than that pays sleeps in ``poll`` on
 an eventfd of its own *and* its pipe (so a worker that dies wakes the parent at once, as
 with pipes alone): it sets its ``sleeping`` word, issues a full memory barrier and checks
 the word it waits on once more; the other side writes its word, issues a barrier, and
 writes the eventfd only if the sleeping word is set (Dekker's handshake: one of the two
-always sees the other's store). Sleeping waits are also bounded (:data:`SLEEP_SLICE_MS`),
+always sees the other's store). Sleeping waits are also bounded (`SLEEP_SLICE_MS`),
 so even a lost wake-up would cost milliseconds, never a hang.
 
-This module is the one waiting policy of the subprocess backend: :class:`Waiter` decides
-how long to nap and spin, :func:`flagged_sleep` is the sleeping half of the handshake, and
-:class:`Poller` waits for a pipe by the same policy (the parent for an answer, a worker for
+This module is the one waiting policy of the subprocess backend: `Waiter` decides
+how long to nap and spin, `flagged_sleep` is the sleeping half of the handshake, and
+`Poller` waits for a pipe by the same policy (the parent for an answer, a worker for
 a message, the async pool for the first of its workers).
 """
 
@@ -209,7 +209,7 @@ _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 class Poller:
-    """Waits for one or more pipes (file descriptors) by the :class:`Waiter` policy
+    """Waits for one or more pipes (file descriptors) by the `Waiter` policy
     (without the nap: a pipe's writer wakes a sleeping reader at once): spin while that
     pays, then sleep in ``poll``. A ``select.poll`` registered once costs ~1 us per check
     (``Connection.poll`` builds a selector per call: ~10 us).
@@ -237,7 +237,7 @@ class Poller:
     def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
         """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
         when it passed): at once if one is; else spin by the policy (``spin``), then
-        sleep. A wait that got something is recorded (:meth:`waits_below`)."""
+        sleep. A wait that got something is recorded (`waits_below`)."""
         poll = self._poll.poll
         ready = poll(0)
         if ready:

@@ -1,5 +1,5 @@
 """The worker process: hosts a slice of envs and answers small batched messages (the
-messages are in :mod:`.protocol`)."""
+messages are in `protocol`)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _release_forkserver() -> None:
     with it every worker, busy or stopped: the forkserver is their parent, whose death
     sends them SIGKILL (PR_SET_PDEATHSIG). An env that starts processes with forkserver
     starts a forkserver of its own (this one is the main process's). The private fields
-    of ``multiprocessing.forkserver`` are touched in :mod:`envfactory._compat`."""
+    of ``multiprocessing.forkserver`` are touched in `envfactory._compat`."""
     from .. import _compat
 
     _compat.release_forkserver_alive_fd()
@@ -140,8 +140,9 @@ def _alive(pid: int) -> bool:
 
 
 class _Worker:
-    """The commands a worker process answers: its :class:`~.runner.EnvHost`'s env
-    commands plus ``attach`` (map the shared region) and ``close``, one handler each."""
+    """The commands a worker process answers: its
+    [`EnvHost`][envfactory.vectorizers.remote.EnvHost]'s env commands plus ``attach`` (map the
+    shared region) and ``close``, one handler each."""
 
     def __init__(self, sender: Sender, envs: list, spec: WorkerSpec) -> None:
         self.sender, self.conn, self.spec = sender, sender.conn, spec

@@ -1,17 +1,17 @@
 """Named wrappers: every gymnasium wrapper that can be built from config values,
 registered by its snake_case class name through the ``envfactory_wrappers`` hook (its
-implementation is in :mod:`.builtin`).
+implementation is in `builtin`).
 
 A wrapper whose constructor needs a value a config cannot hold (a function, a space) is
 left out. The schema of each is generated from its ``__init__`` signature: plain
 ``int``/``float``/``bool``/``str`` (optional or not) parameters are typed, others are
 ``Any``, required ones are ``MISSING``; the ranges gymnasium checks on values alone
-(``time_limit``'s ``max_episode_steps >= 1``, ...) are checked too (:mod:`.bounds`).
+(``time_limit``'s ``max_episode_steps >= 1``, ...) are checked too (`bounds`).
 
 Nothing heavy is imported to build the registry: the wrappers gymnasium itself loads only
 on first access (``numpy_to_torch``, ``jax_to_numpy``, ``array_conversion``, ..., which
 import torch, jax or array-api-compat) are registered by name from the module's
-``__all__`` without touching them, and wrap a :class:`LazyWrapper`. Their class, and
+``__all__`` without touching them, and wrap a `LazyWrapper`. Their class, and
 the schema that checks their options, are loaded when a config first names one (at
 compose time, in the parent), so ``make_vec`` of an env that does not use them imports
 neither torch nor jax (importing torch costs seconds and hundreds of MiB per process).
@@ -120,7 +120,7 @@ def _tuple_params(cls: type) -> frozenset[str]:
 
 def _construct(cls: type, env: Any, **options: Any) -> Any:
     """Build ``cls(env, **options)`` passing only what the library can take as set: options
-    still at :data:`LIBRARY_DEFAULT` are left out, lists go back to tuples where the
+    still at `LIBRARY_DEFAULT` are left out, lists go back to tuples where the
     library's default is a tuple (YAML has no tuples)."""
     tuples = _tuple_params(cls)
     kwargs = {}
@@ -180,7 +180,7 @@ class LazyWrapper:
     """The ``wrap`` of a gymnasium wrapper that gymnasium loads only on first access.
 
     Registering it imports nothing: the class (and with it torch, jax, ...) is imported
-    when :meth:`envfactory_config` or the call needs it. envfactory calls
+    when `envfactory_config` or the call needs it. envfactory calls
     ``wrap.envfactory_config()`` when a config names the wrapper (at compose time, in the
     parent) to get the schema that checks its options: the protocol for a ``WrapperPlugin``
     whose ``config`` is ``None`` and whose schema is costly to know.

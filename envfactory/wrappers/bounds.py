@@ -1,11 +1,11 @@
 """The value ranges gymnasium's wrappers check in their constructors, as a schema check.
 
-A wrapper's schema is generated from its ``__init__`` signature (:mod:`envfactory.wrappers`),
+A wrapper's schema is generated from its ``__init__`` signature (`envfactory.wrappers`),
 which gives types, not ranges: ``time_limit`` with ``max_episode_steps: 0`` would pass the
 config check and fail when the first env is built (in a worker, as a traceback). The ranges
 below are the ones gymnasium 1.x raises for, on values alone (checks that need the env's
 spaces stay gymnasium's); the generated schema's ``__post_init__`` checks them, so a bad
-value is one :class:`~envfactory.OptionError` at compose time, as for a family's schema.
+value is one [`OptionError`][envfactory.OptionError] at compose time, as for a family's schema.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ BOUNDS: dict[str, dict[str, Bound]] = {  # gymnasium class name -> option -> ran
 
 
 def check_bounds(obj: Any, bounds: dict[str, Bound]) -> None:
-    """Raise :class:`OptionError` for the first field of ``obj`` out of its range."""
+    """Raise [`OptionError`][envfactory.errors.OptionError] for the first field of ``obj`` out of
+    its range."""
     for name, bound in bounds.items():
         value = getattr(obj, name, None)
         if value is not None and not bound.holds(value):

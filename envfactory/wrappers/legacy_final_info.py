@@ -1,7 +1,7 @@
 """``legacy_final_info``: gymnasium 0.29's ``final_observation`` / ``final_info`` infos.
 
 Code written for gymnasium 0.29 (CleanRL's scripts, most tutorials) reads the last
-observation and info of a finished episode from the step's infos::
+observation and info of a finished episode from the step's infos:
 
     for info in infos["final_info"]:                 # an object array: a dict or None
         if info and "episode" in info: ...
@@ -10,7 +10,7 @@ observation and info of a finished episode from the step's infos::
 gymnasium 1.x's ``same_step`` autoreset keeps the same data under other shapes
 (``infos["final_obs"]``, and ``infos["final_info"]`` as a dict of batched arrays), so that
 code prints nothing or raises ``KeyError: 'final_observation'``. This vector wrapper turns
-the 1.x shape back into 0.29's, for ``autoreset_mode=same_step`` only::
+the 1.x shape back into 0.29's, for ``autoreset_mode=same_step`` only:
 
     envfactory.make_vec(overrides=["autoreset_mode=same_step",
                                    "vector_wrappers=[{name: legacy_final_info}]"])

@@ -81,7 +81,7 @@ def ale_options(node: dict[str, Any], num_envs: int) -> tuple[dict[str, Any], di
 
     Returns:
         ``(ale_kwargs, python_side)``: what ``AtariVectorEnv`` takes, and what
-        :class:`~envfactory_ale.vector.ALEVectorEnv` does itself (layout, clipping, life
+        [`ALEVectorEnv`][envfactory_ale.vector.ALEVectorEnv] does itself (layout, clipping, life
         loss, grayscale).
 
     Raises:

@@ -130,7 +130,8 @@ def _run_fn(env: gym.Env, payload: bytes) -> Any:
 class GymnasiumAsyncVectorEnv(_ContextManager, AsyncVectorEnv):
     """gymnasium's ``AsyncVectorEnv``, usable as a context manager; ``call`` /
     ``call_async`` also take a function, run as ``fn(env, *args, **kwargs)`` in each env's
-    worker process (envfactory's VecEnv contract; built by :func:`build_async`)."""
+    worker process (envfactory's VecEnv contract; built by
+    [`build_async`][envfactory_gymnasium.plugin.build_async])."""
 
     def call_async(self, name: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
         """gymnasium's ``call_async(name, ...)``, or ``fn(env, *args, **kwargs)`` in each

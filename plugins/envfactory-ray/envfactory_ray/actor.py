@@ -1,10 +1,10 @@
-"""The two ends of one Ray actor: :class:`EnvActor`, the actor that hosts a slice of envs,
-and :class:`ActorHandle`, the vectorized env's :class:`~envfactory.vectorizers.remote.WorkerHandle`
-for it.
+"""The two ends of one Ray actor: [`EnvActor`][envfactory_ray.actor.EnvActor], the actor that hosts
+a slice of envs, and [`ActorHandle`][envfactory_ray.actor.ActorHandle], the vectorized env's
+[`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] for it.
 
 One actor holds ``in_series`` envs and answers one method call per vectorized call (one
 ``step`` for all its envs, not one per env). It answers every env command with
-envfactory's :class:`~envfactory.vectorizers.remote.EnvHost` (the worker side ``subproc``
+envfactory's [`EnvHost`][envfactory.vectorizers.remote.EnvHost] (the worker side ``subproc``
 uses: the one autoreset implementation and the recovery of episodes lost with a rebuilt
 actor), so the trajectories are ``dummy``'s by construction. Its observations leave as one
 batch per actor (numpy arrays, which Ray's serializer puts in the object store out of band
@@ -57,7 +57,8 @@ def _pickles(obj: Any) -> bytes:
 
 class EnvActor:
     """Hosts envs ``start .. start + len(env_fns)`` of a vectorized env (made a Ray actor
-    with ``ray.remote(EnvActor)`` by :class:`envfactory_ray.vecenv.RayVecEnv`)."""
+    with ``ray.remote(EnvActor)`` by
+    [`envfactory_ray.vecenv.RayVecEnv`][envfactory_ray.vecenv.RayVecEnv])."""
 
     def __init__(
         self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode
@@ -105,7 +106,7 @@ class EnvActor:
         return self.handle(Cmd.STEP, actions)
 
     def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
-        """Any env command of :class:`~envfactory.vectorizers.remote.Cmd` and its record."""
+        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record."""
         try:
             out = self.host.handle(cmd, data)
             if cmd == Cmd.CALL:
@@ -146,8 +147,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 class ActorHandle(WorkerHandle):
-    """The vectorized env's end of one :class:`EnvActor`: ``send`` is one actor method
-    call (its ObjectRef kept), ``recv`` a ``ray.get`` bounded by the deadline, ``kill``
+    """The vectorized env's end of one [`EnvActor`][envfactory_ray.actor.EnvActor]: ``send`` is one
+    actor method call (its ObjectRef kept), ``recv`` a ``ray.get`` bounded by the deadline, ``kill``
     ``ray.kill``; errors name the actor, its node and pid."""
 
     def __init__(
@@ -166,7 +167,7 @@ class ActorHandle(WorkerHandle):
 
     def spawn(self, cls: Any, mode: AutoresetMode) -> None:
         """Start a new actor of ``cls`` (``ray.remote(EnvActor)`` with its options) for
-        these envs; its first answer is its :class:`~envfactory.vectorizers.remote.EnvInfo` s."""
+        these envs; its first answer is its [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] s."""
         self.actor = cls.remote(self.fns, self.start, mode)
         self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
         self._pid, self.killed = None, False

@@ -38,7 +38,7 @@ class RayConfig(FaultOptions):
             it lives, so any number of actors fit).
 
     The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``,
-    ``copy``) are :class:`~envfactory.vectorizers.remote.FaultOptions`' (a worker is an
+    ``copy``) are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' (a worker is an
     actor; a rebuilt one is a new actor).
     """
 
@@ -76,7 +76,8 @@ class RayConfig(FaultOptions):
 
 
 def build_ray(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> Any:
-    """The ``ray`` vectorizer's build function: a :class:`envfactory_ray.vecenv.RayVecEnv`."""
+    """The ``ray`` vectorizer's build function: a
+    [`envfactory_ray.vecenv.RayVecEnv`][envfactory_ray.vecenv.RayVecEnv]."""
     from .vecenv import RayVecEnv
 
     options.pop("name", None)

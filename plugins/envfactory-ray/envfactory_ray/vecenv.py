@@ -1,9 +1,9 @@
 """``RayVecEnv``: envfactory's VecEnv contract over envs hosted in Ray actors.
 
 A backend on envfactory's vectorizer-author API
-(:class:`~envfactory.vectorizers.remote.RemoteVecEnv`: the synchronous and async calls,
+([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]: the synchronous and async calls,
 per-index calls, the failure/restart policy and the broken state are envfactory's), with
-one :class:`~envfactory_ray.actor.ActorHandle` per actor. This module holds what is Ray's
+one [`ActorHandle`][envfactory_ray.actor.ActorHandle] per actor. This module holds what is Ray's
 own: the Ray session (start, join, shut down), placing the actors (``num_cpus``,
 ``in_series`` from the cluster's CPUs) and the observation batch assembled from one batch
 per actor.
@@ -100,7 +100,7 @@ class RayVecEnv(RemoteVecEnv):
     that envfactory started itself (none was initialized) is shut down with the last
     RayVecEnv that uses it. The fault options (``timeout``, ``restart``,
     ``max_restarts``, ``restart_window``, ``copy``) are
-    :class:`~envfactory.vectorizers.remote.RemoteVecEnv`'s.
+    [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]'s.
     """
 
     def __init__(

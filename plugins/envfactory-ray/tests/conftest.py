@@ -1,6 +1,7 @@
 """One real local Ray per test module (``num_cpus=2``, no dashboard), shut down at the end
 with a check that none of its processes is left; and every test hermetic (a fresh
-envfactory plugin registry, no user presets: :mod:`envfactory.testing.pytest_plugin`)."""
+envfactory plugin registry, no user presets:
+[`envfactory.testing.pytest_plugin`][envfactory.testing.pytest_plugin])."""
 
 from __future__ import annotations
 

@@ -78,10 +78,11 @@ def _same(a: Any, b: Any) -> bool:
 
 class SB3VecEnv(VecEnv):
     """Stable-Baselines3's ``VecEnv`` over a gymnasium ``VectorEnv`` (see the module
-    docstring for autoreset). Made by :func:`to_sb3`.
+    docstring for autoreset). Made by [`to_sb3`][envfactory_sb3.adapter.to_sb3].
 
     Attributes:
-        venv: the wrapped gymnasium ``VectorEnv``; closed by :meth:`close`.
+        venv: the wrapped gymnasium ``VectorEnv``; closed by
+            [`close`][envfactory_sb3.adapter.SB3VecEnv.close].
         autoreset_mode: ``venv``'s ``metadata["autoreset_mode"]``.
         episode_key: the info key copied to SB3's ``info["episode"]`` (or None).
     """
@@ -122,8 +123,8 @@ class SB3VecEnv(VecEnv):
         return list(envs)
 
     def reset(self) -> VecEnvObs:
-        """Reset every env with the seeds of :meth:`seed` and the options of
-        :meth:`set_options` (both used once, as SB3); infos go to ``reset_infos``."""
+        """Reset every env with the seeds of `seed` and the options of
+        `set_options` (both used once, as SB3); infos go to ``reset_infos``."""
         self._check_open("reset")
         if self._stepping:  # SB3: a reset cancels a step in flight
             self._finish_step()
@@ -379,8 +380,9 @@ def dummy_vec_env(
     env_fns: Sequence[Callable[[], gym.Env]], *, autoreset_mode: str = "same_step", **options: Any
 ) -> SB3VecEnv:
     """Drop-in for SB3's ``DummyVecEnv(env_fns)``: envfactory's ``dummy`` vectorizer over
-    ``env_fns``, through :func:`to_sb3` (``make_vec_env(..., vec_env_cls=dummy_vec_env)``).
-    ``options`` are the vectorizer's (``copy``)."""
+    ``env_fns``, through [`to_sb3`][envfactory_sb3.adapter.to_sb3]
+    (``make_vec_env(..., vec_env_cls=dummy_vec_env)``). ``options`` are the vectorizer's
+    (``copy``)."""
     return _build("dummy", env_fns, autoreset_mode, options)
 
 
@@ -392,9 +394,9 @@ def subproc_vec_env(
     **options: Any,
 ) -> SB3VecEnv:
     """Drop-in for SB3's ``SubprocVecEnv(env_fns, start_method=None)``: envfactory's
-    ``subproc`` vectorizer over ``env_fns``, through :func:`to_sb3`. ``start_method`` is
-    its ``context`` (None: envfactory's default, forkserver); ``options`` are the
-    vectorizer's (``in_series``, ``shared_memory``, ``timeout``, ``restart``, ...; SB3's
+    ``subproc`` vectorizer over ``env_fns``, through [`to_sb3`][envfactory_sb3.adapter.to_sb3].
+    ``start_method`` is its ``context`` (None: envfactory's default, forkserver); ``options`` are
+    the vectorizer's (``in_series``, ``shared_memory``, ``timeout``, ``restart``, ...; SB3's
     SubprocVecEnv is ``in_series=1``)."""
     import multiprocessing
 

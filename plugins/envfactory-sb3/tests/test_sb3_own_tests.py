@@ -4,11 +4,12 @@ The file is fetched at test time from the stable-baselines3 source distribution 
 (``pip download --no-binary :all: --no-deps stable-baselines3==<installed version>``; cached
 in ``$ENVFACTORY_SB3_CACHE`` or ``~/.cache/envfactory-sb3``; nothing of it is committed), then
 run twice in ONE pytest run: as it is (SB3's own DummyVecEnv / SubprocVecEnv) and with the
-names ``DummyVecEnv`` / ``SubprocVecEnv`` bound to :func:`envfactory_sb3.dummy_vec_env` /
-:func:`envfactory_sb3.subproc_vec_env` (envfactory's ``dummy`` and ``subproc`` vectorizers
-through ``to_sb3``). The pass counts are printed side by side; every test that passes with
-SB3's classes must pass with envfactory's (``KNOWN_DIFFERENCES`` lists the explained
-exceptions, none today).
+names ``DummyVecEnv`` / ``SubprocVecEnv`` bound to
+[`envfactory_sb3.dummy_vec_env`][envfactory_sb3.dummy_vec_env] /
+[`envfactory_sb3.subproc_vec_env`][envfactory_sb3.subproc_vec_env] (envfactory's ``dummy`` and
+``subproc`` vectorizers through ``to_sb3``). The pass counts are printed side by side; every test
+that passes with SB3's classes must pass with envfactory's (``KNOWN_DIFFERENCES`` lists the
+explained exceptions, none today).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Vectorizer ``threads``: envs stepped by threads of this process, a backend on envfactory's
-vectorizer-author API (:mod:`envfactory.vectorizers.remote`).
+vectorizer-author API ([`envfactory.vectorizers.remote`][envfactory.vectorizers.remote]).
 
-Each group of ``in_series`` envs lives in one thread (a :class:`ThreadHandle`) that builds,
-steps and closes them: an env is only ever touched by its own thread (some simulators and
-renderers require that). The thread answers with envfactory's ``EnvHost``; ``RemoteVecEnv``
-does the rest. The threads are daemons: one that hung past ``timeout`` cannot be stopped
-and must not keep the interpreter from exiting (a ``ThreadPoolExecutor``'s thread would).
+Each group of ``in_series`` envs lives in one thread (a
+[`ThreadHandle`][envfactory_threads.plugin.ThreadHandle]) that builds, steps and closes them: an env
+is only ever touched by its own thread (some simulators and renderers require that). The thread
+answers with envfactory's ``EnvHost``; ``RemoteVecEnv`` does the rest. The threads are daemons: one
+that hung past ``timeout`` cannot be stopped and must not keep the interpreter from exiting (a
+``ThreadPoolExecutor``'s thread would).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class ThreadsConfig(remote.FaultOptions):
         restart: rebuild in a new thread the envs of a thread that raised or hung during
             ``step``/``reset``; their episodes end truncated (``infos["restarted"]``).
 
-    The other fault options are :class:`~envfactory.vectorizers.remote.FaultOptions`'.
+    The other fault options are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'.
     """
 
     name: str = "threads"
@@ -130,7 +131,8 @@ class ThreadHandle(WorkerHandle):
 
 class ThreadVecEnv(remote.RemoteVecEnv):
     """Envs stepped by threads of this process (``in_series`` per thread), with ``dummy``'s
-    trajectories; the fault options are ``RemoteVecEnv``'s (see :class:`ThreadsConfig`)."""
+    trajectories; the fault options are ``RemoteVecEnv``'s (see
+    [`ThreadsConfig`][envfactory_threads.plugin.ThreadsConfig])."""
 
     def __init__(
         self,

@@ -1,9 +1,9 @@
 """``hydra/sweeper: envfactory``, the ``envfactory`` command's sweeper
-(:mod:`envfactory.cli.sweeper`).
+(`envfactory.cli.sweeper`).
 
 Hydra instantiates a sweeper only from its ``hydra_plugins`` namespace. This folder is not
 on ``sys.path`` of other programs: the ``envfactory`` command adds it
-(:func:`envfactory.cli.sweeper.register_sweeper`), so no other Hydra app sees the plugin.
+(`envfactory.cli.sweeper.register_sweeper`), so no other Hydra app sees the plugin.
 """
 
 from envfactory.cli import sweeper as _sweeper
