@@ -43,6 +43,7 @@ __all__ = [
     "action_checker",
     "autoreset_mode",
     "check_fault_options",
+    "check_rebuilt_spaces",
     "check_seeds",
     "check_spaces",
     "check_wait_timeout",
@@ -239,6 +240,30 @@ def autoreset_mode(value: Any) -> AutoresetMode:
         raise ConfigError(
             f"autoreset_mode must be one of {', '.join(_MODES)}; got {value!r}"
         ) from None
+
+
+def check_rebuilt_spaces(
+    infos: Sequence[Any], start: int, spaces: tuple[gym.Space, gym.Space], env_id: str
+) -> None:
+    """The envs ``start``, ``start + 1``, ... of a rebuilt worker (their
+    :class:`~envfactory.vectorizers.protocol.EnvInfo`) have the vectorized env's
+    ``spaces`` (observation, action).
+
+    Raises:
+        SpaceMismatchError: naming the env, the space it was rebuilt with and the one
+            expected.
+    """
+    for i, env in enumerate(infos):
+        for kind, new, old in (
+            ("observation", env.observation_space, spaces[0]),
+            ("action", env.action_space, spaces[1]),
+        ):
+            if new != old:
+                raise SpaceMismatchError(
+                    f"env {start + i} ({env_id}) was rebuilt after a worker fault with {kind} "
+                    f"space {new}, but the vectorized env has {old}; an env constructor must "
+                    "build the same spaces every time"
+                )
 
 
 def check_spaces(

@@ -20,14 +20,13 @@ from ..errors import (
     ClosedError,
     ConfigError,
     RemoteEnvError,
-    SpaceMismatchError,
     VecEnvBrokenError,
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
 )
 from .base import PendingCall, VecEnvBase
-from .checks import check_spaces, count_restart
+from .checks import check_rebuilt_spaces, check_spaces, count_restart
 from .ctrl_c import held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .protocol import (
@@ -339,7 +338,12 @@ class RemoteVecEnv(VecEnvBase):
     def _rebuild(self, h: WorkerHandle, call: str, last: list[Any], done: list[bool]) -> Any:
         h.kill()
         try:
-            self._check_rebuilt_spaces(h, self._respawn(h, self._startup_budget()))
+            check_rebuilt_spaces(
+                self._respawn(h, self._startup_budget()),
+                h.start,
+                (self.single_observation_space, self.single_action_space),
+                self.env_id,
+            )
             if call == "reset":
                 assert h.last_reset is not None
                 h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, done))
@@ -356,19 +360,6 @@ class RemoteVecEnv(VecEnvBase):
                 )
             )
             raise
-
-    def _check_rebuilt_spaces(self, h: WorkerHandle, infos: list[EnvInfo]) -> None:
-        for i, env in enumerate(infos):
-            for kind, new, old in (
-                ("observation", env.observation_space, self.single_observation_space),
-                ("action", env.action_space, self.single_action_space),
-            ):
-                if new != old:
-                    raise SpaceMismatchError(
-                        f"env {h.start + i} ({self.env_id}) was rebuilt after a worker fault "
-                        f"with {kind} space {new}, but the vectorized env has {old}; an env "
-                        "constructor must build the same spaces every time"
-                    )
 
     def _check_usable(self, what: str) -> None:
         if self._broken is not None:
@@ -428,12 +419,10 @@ class RemoteVecEnv(VecEnvBase):
 
     # -- one call at a time, by its owner process ---------------------------------------
     def _enter(self, what: str) -> None:
-        """Every backend call marks itself in progress (`_active`): a second thread
-        gets a clear error instead of interleaving its messages with the first's; a forked
-        child (which copied this object, not the workers) is refused. The same thread may
-        always enter: a call of its own that an interrupt (Ctrl-C) cut anywhere, even
-        before it could unmark itself, is not running any more, so an interrupt never
-        leaves the env refusing its owner."""
+        """Mark a backend call in progress (:attr:`_active`): a second thread gets a clear
+        error, a forked child is refused. The same thread may always enter: its own call
+        that a Ctrl-C cut anywhere is not running any more, so no interrupt leaves the env
+        refusing its owner."""
         if os.getpid() != self._owner_pid:
             raise RuntimeError(
                 f"{what}() on a {type(self).__name__} made by process {self._owner_pid}; this "
@@ -562,7 +551,7 @@ class RemoteVecEnv(VecEnvBase):
             self._closed_by = threading.current_thread().name
             terminate = True
             for h in self.handles:
-                _kill(h)
+                _quietly(h.kill)
             if active[1] is not threading.current_thread():
                 deadline = time.monotonic() + CLOSE_TIMEOUT
                 while self._active is not None and time.monotonic() < deadline:
@@ -573,7 +562,7 @@ class RemoteVecEnv(VecEnvBase):
             if not terminate:
                 self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
         finally:  # even if interrupted, even if one kill raises: no worker outlives close()
-            errors = [e for h in self.handles for e in (_kill(h), _close(h)) if e is not None]
+            errors = [e for h in self.handles for e in (_quietly(h.kill), _quietly(h.close)) if e]
             self._release(everything=locked)
             if errors:
                 raise errors[0]
@@ -602,19 +591,10 @@ class RemoteVecEnv(VecEnvBase):
             h.join(max(exit_by - time.monotonic(), 0.0))
 
 
-def _kill(h: WorkerHandle) -> BaseException | None:
-    """``h.kill()``; what it raised, if anything (every other worker is still killed)."""
+def _quietly(call: Callable[[], None]) -> BaseException | None:
+    """``call()``; what it raised, if anything (``close`` kills every other worker too)."""
     try:
-        h.kill()
-    except Exception as exc:
-        return exc
-    return None
-
-
-def _close(h: WorkerHandle) -> BaseException | None:
-    """``h.close()``; what it raised, if anything."""
-    try:
-        h.close()
+        call()
     except Exception as exc:
         return exc
     return None

@@ -65,5 +65,7 @@ def check_bounds(obj: Any, bounds: dict[str, Bound]) -> None:
     its range."""
     for name, bound in bounds.items():
         value = getattr(obj, name, None)
-        if value is not None and not bound.holds(value):
+        if value is None or value == "???":  # null, or still to be given (OmegaConf's MISSING)
+            continue
+        if not bound.holds(value):
             raise OptionError(name, value, bound.expected())

@@ -1,0 +1,118 @@
+"""What one ``subproc`` step costs the parent (issue 26): CPU per step on a do-nothing env,
+one env per worker, every env in a worker, against ``dummy``; and how many envfactory
+functions (in how many modules) one ``step`` enters in the parent.
+
+    python benchmarks/handoff.py                    # 1, 2, 4, 8 workers
+    PYTHONPATH=/path/to/old/checkout python benchmarks/handoff.py --label old
+
+Run it from two checkouts in one shell command to compare old and new on the same machine
+in the same minute (the numbers of one machine move by 20-30% between runs). The parent's
+CPU includes what it spends spinning for the workers' answers: that is what it cannot give
+the learner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+#: issue 26's targets: parent CPU per step <= FIXED + PER_WORKER * workers, and at one
+#: worker no more than dummy's + AT_ONE
+FIXED, PER_WORKER, AT_ONE = 15.0, 2.0, 5.0
+
+
+class Nop(gym.Env):
+    """A do-nothing env: what is left of a step is the vectorizer's own cost."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        return np.zeros(4, np.float32), 0.0, False, False, {}
+
+
+def parent_cpu_us(envs: Any, steps: int, rounds: int) -> float:
+    """The parent's CPU per step, in microseconds (the best of ``rounds``)."""
+    envs.reset(seed=0)
+    actions = np.zeros(envs.num_envs, np.int64)
+    for _ in range(steps // 10):
+        envs.step(actions)
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for _ in range(steps):
+            envs.step(actions)
+        best = min(best, (time.process_time() - t0) / steps * 1e6)
+    return best
+
+
+def functions_in_one_step(envs: Any) -> tuple[int, int]:
+    """How many distinct envfactory functions, in how many modules, one ``step`` enters
+    in the parent (a steady step: no episode end, nothing by pipe)."""
+    envs.reset(seed=0)
+    actions = np.zeros(envs.num_envs, np.int64)
+    for _ in range(50):
+        envs.step(actions)
+    seen: set[tuple[str, str]] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("envfactory"):
+                seen.add((module, frame.f_code.co_qualname))
+
+    sys.setprofile(profile)
+    try:
+        envs.step(actions)
+    finally:
+        sys.setprofile(None)
+    return len(seen), len({m for m, _ in seen})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--label", default="this checkout")
+    args = p.parse_args()
+    from envfactory.vectorizers.dummy import DummyVecEnv
+    from envfactory.vectorizers.subproc import SubprocVecEnv
+
+    print(f"# {args.label}: parent CPU per step (us), do-nothing env, one env per worker")
+    rows = []
+    for n in args.workers:
+        with SubprocVecEnv([Nop] * n, in_series=1, in_parent=0) as envs:
+            sub = parent_cpu_us(envs, args.steps, args.rounds)
+            funcs, modules = functions_in_one_step(envs)
+        with DummyVecEnv([Nop] * n) as envs:
+            dum = parent_cpu_us(envs, args.steps, args.rounds)
+        bound = FIXED + PER_WORKER * n
+        rows.append((n, sub, dum))
+        print(
+            f"{n} workers: subproc {sub:6.1f}  dummy {dum:5.1f}  target <= {bound:4.0f}"
+            f" ({'met' if sub <= bound else 'not met'}); one step enters {funcs} envfactory"
+            f" functions in {modules} modules",
+            flush=True,
+        )
+    if len(rows) >= 2:
+        (n0, s0, _), (n1, s1, _) = rows[0], rows[-1]
+        slope = (s1 - s0) / (n1 - n0)
+        print(f"fit: {s0 - slope * n0:.1f} us + {slope:.1f} us per worker")
+    one = [r for r in rows if r[0] == 1]
+    if one:
+        _, sub, dum = one[0]
+        print(f"one worker: subproc - dummy = {sub - dum:.1f} us (target <= {AT_ONE:.0f})")
+
+
+if __name__ == "__main__":
+    main()
