@@ -43,7 +43,10 @@ from .wakeup import (
     signal_eventfd,
 )
 
-__all__ = ["StepHandoff"]
+__all__ = ["NO_INFOS", "StepHandoff"]
+
+#: a step's answer with no infos and the observations in shared memory (a StepResult)
+NO_INFOS: Any = ([], None)
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -62,7 +65,7 @@ class StepHandoff:
         self.done = self.control[:, DONE]
         self.msg = self.control[:, MSG]
         self.actions = actions[: self.stop] if isinstance(actions, np.ndarray) else None
-        self.seqs = np.zeros(n, np.int64)  # the step each worker was asked for
+        self.seqs: list[int] = [0] * n  # the step each worker was asked for
         self.posted = False  # a step was posted and not yet waited for here
         self.waiter = Waiter(max((w.spin_us for w in self.workers), default=0) * 1e-6)
         self._poll: Any = None
@@ -74,48 +77,56 @@ class StepHandoff:
         (the same dtype: else the envs get the caller's dtype by pipe), and no worker has
         the rest of a message an interrupt cut still to write."""
         buf = self.actions
-        return (
-            buf is not None
-            and type(actions) is np.ndarray
-            and actions.dtype == buf.dtype
-            and not any(w._unsent for w in self.workers)
-        )
+        if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
+            return False
+        return all(not w._unsent for w in self.workers)
 
-    def post(self, actions: np.ndarray) -> None:
+    def post(self, actions: np.ndarray, marks: list[int]) -> None:
         """Ask every worker for a step: one copy, one write, one barrier, and the
-        eventfds of the sleeping workers only."""
+        eventfds of the sleeping workers only. ``marks`` gets each worker's count of
+        sends before this one, before the worker is touched (what ``*_wait()`` needs to
+        finish a post that a Ctrl-C cut: a worker without a mark was not asked)."""
         self.actions[:] = actions[: self.stop]  # type: ignore[index]  # (fits(): an array)
-        seqs = self.seqs
-        for k, w in enumerate(self.workers):  # each handle as its own send leaves it
-            s = w.sent + 1
+        seqs = self.seqs = []
+        for w in self.workers:  # each handle as its own send leaves it
+            s = w.sent
+            marks.append(s)
+            s += 1
             w.sent = w.seq = s
             w.via_slot, w._answer = True, None
-            seqs[k] = s
+            seqs.append(s)
         self.cmd[:] = seqs
         self.posted = True
         fence()  # the step numbers are visible before the sleeping words are read
-        for k in np.flatnonzero(self.control[:, WORKER_SLEEPING]).tolist():
-            signal_eventfd(self.workers[k].go)
+        for w in self.workers:
+            if w.slot[WORKER_SLEEPING]:
+                signal_eventfd(w.go)
 
-    def wait(self, deadline: float | None) -> np.ndarray | None:
+    def wait(self, deadline: float | None) -> list[int] | None:
         """Wait until every worker answered the posted step: the indices of the workers
-        whose answer follows by pipe (empty: none), or None if the per-worker path must
-        take over (the deadline passed, or a pipe woke the wait: a worker died or sent
-        something else)."""
+        whose answer follows by pipe (empty: none; the others' answers, no infos, are
+        kept in their handles), or None if the per-worker path must take over (the
+        deadline passed, or a pipe woke the wait: a worker died or sent something
+        else)."""
         self.posted = False
         done, seqs = self.done, self.seqs
 
-        def ready() -> bool:
-            return bool((done == seqs).all())
+        def ready() -> bool:  # (a list compare: cheaper than numpy's for a few workers)
+            return done.tolist() == seqs
 
         t0 = time.perf_counter()
         if not (ready() or self.waiter.wait(ready, t0) or self._sleep(ready, deadline)):
             return None
         self.waiter.record(time.perf_counter() - t0)
         fence()  # their results were written before ``done``
-        for w in self.workers:  # answered: a retry after an interrupt reads no slot
-            w.via_slot = False
-        return np.flatnonzero(self.msg)
+        piped: list[int] = []
+        for k, (w, flagged) in enumerate(zip(self.workers, self.msg.tolist())):
+            w.via_slot = False  # answered: a retry after a Ctrl-C reads no slot
+            if flagged:
+                piped.append(k)
+            else:
+                w._answer = (w.seq, NO_INFOS)
+        return piped
 
     def _sleep(self, ready: Any, deadline: float | None) -> bool:
         """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke
@@ -146,7 +157,7 @@ class StepHandoff:
                         drain_eventfd(fd)
                         continue
                     k = self._pipes[fd]
-                    if self.done[k] != self.seqs[k]:
+                    if self.done[k] != self.seqs[k]:  # (not done yet)
                         return False  # a pipe first: let that worker's own wait read it
                     self._poll.unregister(fd)  # its infos, read once every worker is done
                     quiet.append(fd)

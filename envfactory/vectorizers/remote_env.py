@@ -380,19 +380,19 @@ class RemoteVecEnv(VecEnvBase):
         return self._cut is not None and self._broken is None
 
     def _finish_sends(self) -> None:
-        """After an interrupt: send the step/reset in flight to the workers that do not
-        have it yet, finish a send cut part-way
-        ([`WorkerHandle.resume`][envfactory.vectorizers.remote.WorkerHandle.resume]), and give the
-        parent's own envs (a handle whose command an interrupt cut while it ran here,
-        [`WorkerHandle.cut`][envfactory.vectorizers.remote.WorkerHandle.cut]) what can stand for it:
-        a reset is redone; a step cannot be (an env may have been cut in the middle of its
-        ``step``), so their episodes end truncated at the last observation the caller saw, with
-        ``infos["restarted"]``, as a rebuilt worker's envs do, and they reset."""
+        """After an interrupt: send the step/reset in flight to the workers that do not have
+        it yet, finish a send cut part-way
+        ([`WorkerHandle.resume`][envfactory.vectorizers.remote.WorkerHandle.resume]), and
+        give the parent's own envs (a handle whose command a Ctrl-C cut while it ran here,
+        [`WorkerHandle.cut`][envfactory.vectorizers.remote.WorkerHandle.cut]) what can stand for
+        it: a reset is redone; a step's envs end their episode truncated at the last
+        observation the caller saw, with ``infos["restarted"]``, and reset."""
         cut = self._cut
         if cut is None:
             return
         cmd, handles, marks, data_of = cut
-        for h, mark in zip(handles, marks):
+        for k, h in enumerate(handles):
+            mark = marks[k] if k < len(marks) else h.sent  # (a post cut before it: not sent)
             lost = h.cut()
             if h.suspect:
                 continue  # killed by _gather

@@ -29,7 +29,7 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
-from .handoff import StepHandoff
+from .handoff import NO_INFOS, StepHandoff
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .protocol import Cmd, EnvInfo, WorkerSpec, failure_of
@@ -330,11 +330,13 @@ class SubprocVecEnv(SubprocBackend):
         g = self._handoff
         if g is None or not g.fits(actions):
             return super()._send_step(actions)
-        # as RemoteVecEnv._send: what *_wait() finishes if an interrupt cuts the posting
-        self._cut = (Cmd.STEP, self.handles, [h.sent for h in self.handles], _rows(actions))
-        g.post(actions)
-        if self._local is not None:  # (the last envs: the rows past the workers')
-            self._local.send(Cmd.STEP, actions[self._local.start :])
+        marks: list[int] = []  # as RemoteVecEnv._send: what *_wait() finishes after a Ctrl-C
+        self._cut = (Cmd.STEP, self.handles, marks, _rows(actions))
+        g.post(actions, marks)
+        local = self._local
+        if local is not None:  # (the last envs: the rows past the workers')
+            marks.append(local.sent)
+            local.send(Cmd.STEP, actions[local.start :])
         return None
 
     def _gather_all(self, call: str, timeout: float | None) -> list[Any]:
@@ -349,14 +351,10 @@ class SubprocVecEnv(SubprocBackend):
         piped = g.wait(deadline)
         if piped is None:  # a timeout, a dead worker: each worker's own wait says which
             return super()._gather_all(call, timeout)
-        results: list[Any] = [_NO_INFOS] * len(self.workers)
-        late = set(piped.tolist())
-        for k, w in enumerate(self.workers):
-            if k not in late:
-                w._answer = (w.seq, _NO_INFOS)  # (asked again after an interrupt)
-        if late:
-            by_pipe = [self.workers[k] for k in sorted(late)]
-            for k, answer in zip(sorted(late), self._gather(call, by_pipe, timeout)):
+        results: list[Any] = [NO_INFOS] * len(self.workers)
+        if piped:
+            answers = self._gather(call, [self.workers[k] for k in piped], timeout)
+            for k, answer in zip(piped, answers):
                 results[k] = answer
         return results + mine
 
@@ -365,10 +363,6 @@ class SubprocVecEnv(SubprocBackend):
         if self._handoff is not None:
             self._handoff.forget_fds()  # a new pipe
         return info
-
-
-#: a step's answer with no infos and the observations in shared memory (a StepResult)
-_NO_INFOS: Any = ([], None)
 
 
 def _rows(actions: Any) -> Callable[[WorkerHandle], Any]:
