@@ -12,6 +12,7 @@ import select
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -419,3 +420,58 @@ def test_the_poller_waits_for_pipes_by_the_waiters_policy() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_subproc_keeps_every_env_in_a_worker_by_default() -> None:
+    """Issue 26: the user picked ``subproc`` for isolation, and run-time placement gave it
+    up silently: cheap envs moved into the parent, and an env that calls ``os._exit(3)``
+    there ended the user's whole program with exit 3 and no message. By default every env
+    stays in a worker process for good: that env is one ``WorkerDiedError``."""
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import envfactory
+        from faulty_envs import Maker
+        from envfactory.errors import WorkerDiedError
+        from envfactory.vectorizers.subproc import SubprocVecEnv
+
+        envs = SubprocVecEnv([Maker("exit", at_step=1500)] * 2)
+        assert envs.in_parent == 0 and not hasattr(envs, "placement")
+        envs.reset(seed=0)
+        try:
+            for _ in range(3000):
+                envs.step(np.zeros(2, np.int64))
+        except WorkerDiedError as err:
+            print("caught:", str(err).splitlines()[0])
+        envs.close()
+        cfg = envfactory.compose(["vectorizer=subproc", "num_envs=16"])
+        assert cfg.vectorizer.in_parent == 0
+        """
+    )
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "caught: worker 0" in out.stdout and "exit code 3" in out.stdout
+
+
+def test_the_auto_preset_trades_isolation_for_speed_decided_before_any_env_is_built() -> None:
+    """``vectorizer=auto`` is ``subproc`` with ``in_parent=null``: the parent's share is
+    decided once at build time (a worker's share when a core is idle), and the envs give
+    the same trajectories as ``dummy``."""
+    cfg = envfactory.compose(["vectorizer=auto", "num_envs=4"])
+    assert cfg.vectorizer.name == "subproc" and cfg.vectorizer.in_parent is None
+    with envfactory.make_vec(cfg) as envs:
+        assert envs.in_parent == parent_share(4, None, None, None, False, False, load=0.0) or (
+            envs.in_parent == 0
+        )
+        obs, _ = envs.reset(seed=3)
+        with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=4"]) as ref:
+            expected, _ = ref.reset(seed=3)
+            for _ in range(40):
+                a = np.array([0, 1, 1, 0])
+                got, want = envs.step(a), ref.step(a)
+                assert all(np.array_equal(x, y) for x, y in zip(got[:4], want[:4]))
+        assert np.array_equal(obs, expected)
