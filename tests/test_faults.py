@@ -1138,3 +1138,43 @@ def test_faulty_env_module_is_what_the_tests_assume() -> None:
     env.reset(seed=0)
     with pytest.raises(ValueError, match="on purpose"):
         env.step(0)
+
+
+def test_a_backend_answer_of_the_wrong_count_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 26: what a backend's worker handle answers is checked at the boundary: too few
+    results used to be a bare KeyError, too many were ignored, a string was split into
+    characters. Now each is one error naming the backend, the worker and the call."""
+    with subproc([Maker() for _ in range(4)], timeout=None) as envs:
+        envs.reset(seed=0)
+        w = envs.workers[0]
+        for wrong, says in (([1], "with 1 results"), ([1, 2, 3], "with 3 results"),
+                            ("ab", "with 'ab'")):  # fmt: skip
+            monkeypatch.setattr(w, "recv", lambda deadline, call, wrong=wrong: wrong)
+            with pytest.raises(
+                RuntimeError,
+                match=f"SubprocVecEnv: worker 0 answered call "
+                f"for 2 envs {says}; a worker handle must",
+            ):
+                envs.get_attr("t")
+
+
+def test_close_kills_every_worker_even_if_one_kill_raises(
+    monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    """Issue 26: ``close()`` stopped at the first handle whose ``kill()`` raised, and the
+    other workers were never killed. Every worker is killed, then the error is raised."""
+    envs = subproc([Maker() for _ in range(4)], timeout=None)
+    envs.reset(seed=0)
+    pids = envs.pids
+    real = envs.workers[0].kill
+
+    def broken() -> None:
+        real()
+        raise OSError("cannot kill, on purpose")
+
+    monkeypatch.setattr(envs.workers[0], "kill", broken)
+    with pytest.raises(OSError, match="on purpose"):
+        envs.close(terminate=True)
+    assert envs.closed and not any(_running(p) for p in pids)

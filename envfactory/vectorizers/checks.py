@@ -48,6 +48,7 @@ __all__ = [
     "check_spaces",
     "check_wait_timeout",
     "count_restart",
+    "per_env_answer",
     "seeds_for",
 ]
 
@@ -240,6 +241,27 @@ def autoreset_mode(value: Any) -> AutoresetMode:
         raise ConfigError(
             f"autoreset_mode must be one of {', '.join(_MODES)}; got {value!r}"
         ) from None
+
+
+def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) -> list[Any]:
+    """A worker's answer to a per-env command (``start``: its envs' EnvInfo; ``call``: one
+    result per env; ``set_attr``: None) as a list of ``n``, checked once at the boundary
+    between a backend and the vectorized env.
+
+    Raises:
+        RuntimeError: the backend answered with another count or a non-list (a bug in the
+            backend: named with the worker and the call).
+    """
+    if answer is None and call != "start":
+        return [None] * n  # (set_attr)
+    if isinstance(answer, list | tuple) and len(answer) == n:
+        return list(answer)
+    got = f"{len(answer)} results" if isinstance(answer, list | tuple) else repr(answer)[:80]
+    raise RuntimeError(
+        f"{type(backend).__name__}: {worker} answered {call} for {n} envs with {got}; a worker "
+        f"handle must answer with a list of one result per env (a bug in the backend "
+        f"{type(backend).__module__})"
+    )
 
 
 def check_rebuilt_spaces(

@@ -26,7 +26,7 @@ from ..errors import (
     WorkerTimeoutError,
 )
 from .base import PendingCall, VecEnvBase
-from .checks import check_rebuilt_spaces, check_spaces, count_restart
+from .checks import check_rebuilt_spaces, check_spaces, count_restart, per_env_answer
 from .ctrl_c import held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .protocol import (
@@ -144,7 +144,11 @@ class RemoteVecEnv(VecEnvBase):
         built here) has the same spaces, set up the vectorized spaces and metadata, and
         return every env's EnvInfo."""
         answers = self._gather("start", handles, self._startup_budget())
-        per_env: list[EnvInfo] = [e for answer in answers for e in answer] + list(infos)
+        per_env: list[EnvInfo] = [
+            e
+            for h, answer in zip(handles, answers)
+            for e in per_env_answer(answer, h.stop - h.start, self, h.label, "start")
+        ] + list(infos)
         obs, act = check_spaces(
             [(e.observation_space, e.action_space) for e in per_env], self.env_id
         )
@@ -534,30 +538,26 @@ class RemoteVecEnv(VecEnvBase):
         results = self._gather(cmd, handles, self.timeout)
         by_index: dict[int, Any] = {}
         for (h, loc), answer in zip(groups, results):
-            for i, r in zip(loc, answer or [None] * len(loc)):
-                by_index[h.start + i] = r
+            answer = per_env_answer(answer, len(loc), self, h.label, cmd)
+            by_index.update((h.start + i, r) for i, r in zip(loc, answer))
         return [by_index[i] for i in indices]
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         if os.getpid() != self._owner_pid:
             self._forget()  # a forked child's copy: the workers are the parent's
             return
-        active = self._active
-        locked = active is None
-        if active is not None:
-            # a call is in progress: another thread's, or this thread's own (close() from a
-            # signal handler). End the workers, so that call ends with ClosedError, and
-            # let another thread's leave before the connections and shared memory go
-            self._closed_by = threading.current_thread().name
-            terminate = True
+        active, locked = self._active, self._active is None
+        if active is not None:  # a call in progress (another thread's, or a signal handler's
+            # own thread): end the workers so that it ends with ClosedError; another thread's
+            # leaves before the shared memory goes (else it stays until garbage collection)
+            self._closed_by, terminate = threading.current_thread().name, True
             for h in self.handles:
                 _quietly(h.kill)
-            if active[1] is not threading.current_thread():
-                deadline = time.monotonic() + CLOSE_TIMEOUT
-                while self._active is not None and time.monotonic() < deadline:
-                    time.sleep(0.001)
-                locked = self._active is None
-        # (not locked: the buffers stay mapped until this object is collected)
+            mine = active[1] is threading.current_thread()
+            deadline = time.monotonic() + CLOSE_TIMEOUT
+            while not mine and self._active is not None and time.monotonic() < deadline:
+                time.sleep(0.001)
+            locked = self._active is None
         try:
             if not terminate:
                 self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
