@@ -457,21 +457,33 @@ def test_subproc_keeps_every_env_in_a_worker_by_default() -> None:
     assert "caught: worker 0" in out.stdout and "exit code 3" in out.stdout
 
 
-def test_the_auto_preset_trades_isolation_for_speed_decided_before_any_env_is_built() -> None:
-    """``vectorizer=auto`` is ``subproc`` with ``in_parent=null``: the parent's share is
-    decided once at build time (a worker's share when a core is idle), and the envs give
-    the same trajectories as ``dummy``."""
+def test_auto_trades_isolation_for_speed_decided_before_any_env_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``vectorizer=auto``: with cores free, ``subproc`` with ``in_parent=null`` (a
+    worker's share in the parent, decided at build time); with no core free for a worker,
+    every env in this process (``dummy``): decided once, before any env is built, never by
+    moving a live env. Either gives the same trajectories as ``dummy``."""
+    import envfactory.vectorizers.subproc_options as opts
+
     cfg = envfactory.compose(["vectorizer=auto", "num_envs=4"])
-    assert cfg.vectorizer.name == "subproc" and cfg.vectorizer.in_parent is None
-    with envfactory.make_vec(cfg) as envs:
-        assert envs.in_parent == parent_share(4, None, None, None, False, False, load=0.0) or (
-            envs.in_parent == 0
-        )
-        obs, _ = envs.reset(seed=3)
-        with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=4"]) as ref:
-            expected, _ = ref.reset(seed=3)
-            for _ in range(40):
-                a = np.array([0, 1, 1, 0])
-                got, want = envs.step(a), ref.step(a)
-                assert all(np.array_equal(x, y) for x, y in zip(got[:4], want[:4]))
-        assert np.array_equal(obs, expected)
+    assert cfg.vectorizer.name == "auto" and cfg.vectorizer.in_parent is None
+    kinds = []
+    for load in (0.0, 5.0):  # idle; every core busy
+        monkeypatch.setattr(opts, "others_running", lambda load=load, **_: load)
+        with envfactory.make_vec(cfg) as envs:
+            kinds.append(type(envs).__name__)
+            obs, _ = envs.reset(seed=3)
+            with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=4"]) as ref:
+                expected, _ = ref.reset(seed=3)
+                assert np.array_equal(obs, expected)
+                for _ in range(40):
+                    a = np.array([0, 1, 1, 0])
+                    got, want = envs.step(a), ref.step(a)
+                    assert all(np.array_equal(x, y) for x, y in zip(got[:4], want[:4]))
+    cpus = os.cpu_count() or 1
+    assert kinds == (["SubprocVecEnv"] if cpus >= 2 else ["DummyVecEnv"]) + ["DummyVecEnv"]
+    with envfactory.make_vec(
+        overrides=["vectorizer=auto", "num_envs=4", "vectorizer.restart=true"]
+    ) as envs:
+        assert type(envs).__name__ == "SubprocVecEnv"  # (restart needs worker processes)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DummyVecEnv",
     "VecEnvBase",
+    "build_auto",
     "build_subproc",
     "build_subproc_atari",
     "envfactory_vectorizers",
@@ -31,7 +32,7 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     records = [
         VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
     ]
-    from .subproc_options import SubprocAtariConfig, SubprocConfig
+    from .subproc_options import AutoConfig, SubprocAtariConfig, SubprocConfig
 
     records += [
         VectorizerPlugin(
@@ -42,6 +43,13 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
             build_subproc_atari,
             SubprocAtariConfig,
             summary="worker processes tuned for uint8 image observations",
+        ),
+        VectorizerPlugin(
+            "auto",
+            build_auto,
+            AutoConfig,
+            summary="subproc trading isolation for speed: envs in this process where that "
+            "pays, decided before they are built",
         ),
     ]
     return records
@@ -85,3 +93,24 @@ def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any
             bool(options.get("restart", False)),
         )
     return build_subproc(env_fns, uint8_images=True, **options)
+
+
+def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:
+    """The ``auto`` vectorizer's build function (see
+    [`AutoConfig`][envfactory.vectorizers.subproc_options.AutoConfig]): every env in this
+    process (a [`DummyVecEnv`][envfactory.vectorizers.dummy.DummyVecEnv]) when no core is
+    free for a worker now, else ``subproc`` with a parent share (``in_parent`` null). An
+    option only a worker process gives (``in_series``, ``timeout``, ``restart``, a pool)
+    keeps ``subproc``."""
+    from .subproc_options import no_core_for_a_worker
+
+    needs_workers = ("in_series", "timeout", "restart", "batch_size")
+    free = options.get("in_parent") is None and not any(map(options.get, needs_workers))
+    if free and no_core_for_a_worker():
+        return build_dummy(
+            env_fns,
+            autoreset_mode=options.get("autoreset_mode", "next_step"),
+            copy=options.get("copy", True),
+            seeding=options.get("seeding", "offset"),
+        )
+    return build_subproc(env_fns, **options)

@@ -22,10 +22,12 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "STARTUP_TIMEOUT",
     "START_METHODS",
+    "AutoConfig",
     "SubprocAtariConfig",
     "SubprocConfig",
     "default_in_series",
     "image_split",
+    "no_core_for_a_worker",
     "parent_share",
     "split_envs",
     "start_process",
@@ -141,6 +143,30 @@ class SubprocAtariConfig(SubprocConfig):
 
     name: str = "subproc-atari"
     spin_us: int = 1000
+
+
+@dataclass
+class AutoConfig(SubprocConfig):
+    """Schema of ``vectorizer=auto``: ``subproc`` that trades isolation for speed, decided
+    once, before any env is built, from the cores free then (`others_running`): with a
+    core free beside the parent and a worker, the parent steps a worker's share itself
+    (``in_parent`` null, as ``subproc``'s option); with none (a busy machine: a worker
+    would wait for a core at every step), every env steps in this process, as ``dummy``.
+    An env in this process is not isolated (a crash of its simulator ends your program)
+    and can be neither timed out nor restarted. Every env stays where it was built.
+    Measured on 2 cores, 16 CartPoles: 1.35x ``dummy`` idle (every env in a worker:
+    0.85x)."""
+
+    name: str = "auto"
+    in_parent: Optional[int] = None  # noqa: UP045
+
+
+def no_core_for_a_worker(load: float | None = None) -> bool:
+    """Whether a worker process would wait for a core at every step: fewer than two cores
+    are free (``load``: other programs' runnable threads now, `others_running`), one
+    for the parent and one for a worker."""
+    cpus = os.cpu_count() or 1
+    return cpus - (others_running() if load is None else load) < 1.5
 
 
 def default_in_series(num_envs: int, leave_parent_a_core: bool) -> int:
