@@ -106,7 +106,11 @@ class EnvThunk:
             stats.key = self.stats_key
         elif self.stats_key is not None:
             env = stats = EpisodeStatistics(env, self.stats_key)
-        if not self.wrappers or stats is None or self.stats_key is None:
+        if stats is None or self.stats_key is None:  # no statistics: the wrappers alone
+            for wrap, kwargs in self.wrappers:
+                env = wrap(env, **kwargs)
+            return env
+        if not self.wrappers:
             return env
         env = probe = EpisodeEndProbe(env)
         for wrap, kwargs in self.wrappers:

@@ -191,3 +191,31 @@ def test_masked_reset_after_a_lost_life_continues_the_game() -> None:
                 envs.reset(options={"reset_mask": np.array([True])})
                 lives.append(envs.call("get_wrapper_attr", "ale")[0].lives())
         assert lives == [4, 3, 2]
+
+
+def test_the_users_wrappers_are_applied_with_episode_stats_off() -> None:
+    """A new user's trial (issue 28's re-trial): ``episode_stats_key=null`` dropped every
+    wrapper of ``wrappers`` without a word (TimeLimit, ClipReward, even the
+    ``record_episode_statistics`` the docs tell you to add then)."""
+    import gymnasium as gym
+
+    import envfactory
+
+    env = envfactory.make_env(
+        envfactory.compose(
+            [
+                "episode_stats_key=null",
+                "wrappers=[{name: time_limit, max_episode_steps: 5}, record_episode_statistics]",
+            ]
+        )
+    )
+    names = []
+    e: gym.Env = env
+    while isinstance(e, gym.Wrapper):
+        names.append(type(e).__name__)
+        e = e.env
+    assert "TimeLimit" in names and "RecordEpisodeStatistics" in names
+    env.reset(seed=0)
+    for t in range(5):
+        *_, trunc, info = env.step(0 if t % 2 else 1)
+    assert trunc and "episode" in info

@@ -415,3 +415,26 @@ def test_ctrl_c_after_the_step_is_done_before_it_returns_loses_nothing(
         obs, *_ = envs.step(ONES)  # the autoreset step: one step ahead, no more
         assert steps_of(obs) == [0, 0, 0, 0]
         assert envs.get_attr("steps") == (1, 1, 1, 1)
+
+
+def test_ctrl_c_under_dummy_keeps_the_envs_in_step() -> None:
+    """A new user's trial (issue 28's re-trial): Ctrl-C during ``dummy``'s step left one
+    env stepped and the next not (per-env counters [2, 1] after the next step, one
+    transition lost, no flag). The Ctrl-C is held until every env has stepped, then
+    raised; ``step_wait()`` returns the step and other calls refuse, as under ``subproc``."""
+    from envfactory.vectorizers.dummy import DummyVecEnv
+
+    envs = DummyVecEnv([Maker(step_sleep=STEP)] * 2)
+    try:
+        envs.reset(seed=0)
+        with ctrl_c_after(STEP / 2):  # inside env 0's step
+            envs.step(np.ones(2, np.int64))
+        with pytest.raises(AlreadyPendingError, match=r"call step_wait\(\)"):
+            envs.step(np.ones(2, np.int64))
+        obs, *_ = envs.step_wait()
+        assert steps_of(obs) == [1, 1] and envs.get_attr("steps") == (1, 1)
+        obs, *_ = envs.step(np.ones(2, np.int64))
+        assert steps_of(obs) == [2, 2]
+    finally:
+        envs.close()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (put back)

@@ -13,6 +13,7 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
 from .base import PendingCall, VecEnvBase, check_spaces
+from .ctrl_c import HOLD
 from .runner import EnvRunner, call_env
 from .shared import concatenate_checked
 
@@ -62,13 +63,23 @@ class DummyVecEnv(VecEnvBase):
         self._array_actions = isinstance(
             self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
         )
+        # a Ctrl-C during a step or reset is held until every env is done with it (else
+        # some envs would have stepped and others not): see _stepped
+        self._holds = HOLD.use()
+        self._reset_done = False  # the pending reset ran (reset_wait() returns it)
 
     def _out(self) -> Any:
         self._obs = concatenate_checked(self.single_observation_space, self._runner.obs, self._obs)
         return self._copy_obs(self._obs) if self.copy else self._obs
 
     def _start_reset(self, seeds: list, options: dict | None, mask: Any) -> None:
-        self._pending_result = self._runner.reset(seeds, options, mask)
+        self._reset_done = False
+        with HOLD:
+            self._pending_result = self._runner.reset(seeds, options, mask)
+            self._reset_done = True
+
+    def _can_finish(self) -> bool:
+        return self._reset_done  # (a step's batch in hand is kept by _stepped)
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         return self._out(), self._merge_infos(self._pending_result)
@@ -83,12 +94,28 @@ class DummyVecEnv(VecEnvBase):
         ):
             return super().step(actions)  # raises the right error
         actions = self._check_actions(actions)
+        with HOLD:
+            batch = self._stepped(self._per_env(actions))
+            np.logical_or(batch[2], batch[3], out=self._done)
+        return batch
+
+    def _stepped(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
+        """Step every env (inside ``with HOLD``): the batch. A Ctrl-C that came meanwhile
+        is raised when the hold ends, and the batch is kept for ``step_wait()`` (as a
+        worker-process vectorizer keeps an interrupted step): nothing is lost, and no env
+        steps without the others."""
         r = self._runner
-        calls = r.step(self._per_env(actions))
-        np.logical_or(r.terminations, r.truncations, out=self._done)
-        obs = self._out()
-        infos = self._merge_infos(calls) if calls else {}
-        return obs, r.rewards.copy(), r.terminations.copy(), r.truncations.copy(), infos
+        calls = r.step(actions)
+        batch = (
+            self._out(),
+            r.rewards.copy(),
+            r.terminations.copy(),
+            r.truncations.copy(),
+            self._merge_infos(calls) if calls else {},
+        )
+        if HOLD.pending is not None:
+            self._held, self._pending, self._interrupted = batch, PendingCall.STEP, True
+        return batch
 
     def _per_env(self, actions: Any) -> Any:
         if self._array_actions and isinstance(actions, np.ndarray):
@@ -99,15 +126,8 @@ class DummyVecEnv(VecEnvBase):
         self._pending_actions = self._per_env(actions)
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
-        r = self._runner
-        calls = r.step(self._pending_actions)
-        return (
-            self._out(),
-            r.rewards.copy(),
-            r.terminations.copy(),
-            r.truncations.copy(),
-            self._merge_infos(calls),
-        )
+        with HOLD:
+            return self._stepped(self._pending_actions)
 
     def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
         return [call_env(self.envs[i], name, args, kwargs) for i in indices]
@@ -117,6 +137,9 @@ class DummyVecEnv(VecEnvBase):
             self.envs[i].set_wrapper_attr(name, v)
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
+        if self._holds:
+            self._holds = False
+            HOLD.unuse()
         self._runner.close()
 
 
