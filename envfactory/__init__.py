@@ -1,11 +1,12 @@
 """envfactory: a plugin-registry environment factory with Hydra config composition.
 
->>> import envfactory
->>> cfg = envfactory.compose(["env=gym", "num_envs=2"])
->>> with envfactory.make_vec(cfg) as envs:
-...     obs, infos = envs.reset(seed=0)
->>> obs.shape
-(2, 4)
+Example:
+    >>> import envfactory
+    >>> cfg = envfactory.compose(["env=gym", "num_envs=2"])
+    >>> with envfactory.make_vec(cfg) as envs:
+    ...     obs, infos = envs.reset(seed=0)
+    >>> obs.shape
+    (2, 4)
 
 The names below are imported on first use (PEP 562): ``import envfactory`` itself loads
 neither Hydra nor gymnasium, so a worker process (whose forkserver preloads the worker

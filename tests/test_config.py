@@ -608,3 +608,14 @@ def test_overrides_given_as_one_string_are_refused(call: str) -> None:
         "overrides must be a list of strings, got the string 'num_envs=2'; pass "
         "overrides=['num_envs=2'] (one list entry per override)"
     )
+
+
+def test_an_option_of_another_vectorizer_names_the_ones_that_have_it() -> None:
+    """A new user's trial (issue 28's re-trial): ``vectorizer.batch_size=2`` under the
+    default ``dummy`` said only "Valid keys under vectorizer: copy, name"."""
+    with pytest.raises(ConfigError) as err:
+        envfactory.compose(["vectorizer.batch_size=2"])
+    says = str(err.value)
+    assert "unknown key vectorizer.batch_size" in says
+    assert "batch_size is an option of vectorizer=auto, subproc, subproc-atari" in says
+    assert "select one of those" in says and "\n" not in says

@@ -210,7 +210,29 @@ def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError 
     path, _, key = full.rpartition(".")
     return ConfigError(
         f"unknown key {full}.{did_you_mean(key, valid)} Valid keys"
-        f"{' under ' + path if path else ''}: {', '.join(sorted(valid))}. {_PLUS_NOTE}"
+        f"{' under ' + path if path else ''}: {', '.join(sorted(valid))}. "
+        f"{_owners_note(path, key) or _PLUS_NOTE}"
+    )
+
+
+def _owners_note(group: str, key: str) -> str:
+    """For ``vectorizer.batch_size`` under ``dummy``: which vectorizers (families) have
+    that option, and how to select one ("" if none or not a group)."""
+    reg = get_registry()
+    table: Any = {"vectorizer": reg.vectorizers, "env": reg.families}.get(group, {})
+    owners = [  # envfactory's own first
+        name
+        for _, name, entry in sorted(
+            (e.provider.distribution != "envfactory", n, e) for n, e in table.items()
+        )
+        if getattr(entry.record, "config", None) is not None
+        and key in {f.name for f in dataclasses.fields(entry.record.config)}
+    ]
+    if not owners:
+        return ""
+    return (
+        f"{key} is an option of {group}={', '.join(owners)}: select one of those "
+        f"({group}={owners[0]} {group}.{key}=...), or drop it"
     )
 
 

@@ -374,7 +374,10 @@ class PoolScheduler:
             late = [i for i in want if self._state[i] != READY]
             what = f"recv(env_ids={show_ids(want)}, timeout=0): envs {show_ids(late)} are"
         else:
-            what = f"recv(timeout=0): {len(self._queue)} of the {want} envs (batch_size) are"
+            what = (
+                f"recv(timeout=0): only {len(self._queue)} of the {want} envs a batch needs "
+                "(batch_size) are ready; the batch is"
+            )
         raise NotReadyError(
             f"{what} not ready yet; nothing was waited on and no worker was stopped: call "
             "recv(timeout=0) again later, or recv() to wait"

@@ -1,11 +1,12 @@
 """Stable-Baselines3 adapter for envfactory: ``to_sb3(envfactory.make_vec(...))``.
 
->>> import envfactory, numpy as np
->>> from envfactory_sb3 import to_sb3
->>> venv = to_sb3(envfactory.make_vec(overrides=["num_envs=2", "autoreset_mode=same_step"]))
->>> venv.reset().shape
-(2, 4)
->>> venv.close()
+Example:
+    >>> import envfactory, numpy as np
+    >>> from envfactory_sb3 import to_sb3
+    >>> venv = to_sb3(envfactory.make_vec(overrides=["num_envs=2", "autoreset_mode=same_step"]))
+    >>> venv.reset().shape
+    (2, 4)
+    >>> venv.close()
 """
 
 from __future__ import annotations
