@@ -619,3 +619,12 @@ def test_an_option_of_another_vectorizer_names_the_ones_that_have_it() -> None:
     assert "unknown key vectorizer.batch_size" in says
     assert "batch_size is an option of vectorizer=auto, subproc, subproc-atari" in says
     assert "select one of those" in says and "\n" not in says
+
+
+def test_a_gymnasium_id_given_as_the_env_points_to_env_id() -> None:
+    """A new user's trial (issue 28's re-trial): ``env=CartPole-v1`` said only "unknown env
+    (family or preset)", with no word of ``env.id``."""
+    with pytest.raises(
+        ConfigError, match=r"a gymnasium id goes in env.id: env=gym env.id=CartPole-v1"
+    ):
+        envfactory.compose(["env=CartPole-v1"])

@@ -101,13 +101,18 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
             # the base of a preset comes without Hydra's list of options: the group's names
             table = reg.families if group == "env" else reg.vectorizers
             options = exc.options or ([*table] if preset else [])
-            return reg.unknown_name(
+            unknown_name = reg.unknown_name(
                 _GROUP_TABLE[group],
                 value,
                 usable_choices(group, options, reg),
                 key=f"{group}={value}",
                 kind=_GROUP_KIND[group],
             )
+            if group == "env" and re.search(r"-v\d+$", value):  # a gymnasium id, not a family
+                fam = "atari" if value.startswith("ALE/") else "gym"
+                hint = f" (a gymnasium id goes in env.id: env={fam} env.id={value})"
+                unknown_name.args = (f"{unknown_name}{hint}",)
+            return unknown_name
         options = f" Valid options: {', '.join(exc.options)}." if exc.options else ""
         return ConfigError(f"{one_line(exc)}.{options}".replace("..", "."))
     if isinstance(exc, OverrideParseException):
