@@ -387,3 +387,28 @@ def test_episode_returns_reads_masks_and_final_info() -> None:
     final = {"final_info": infos, "_final_info": infos["_episode_stats"]}
     assert episode_returns(final) == [1.0, 3.0]
     assert episode_returns({}) == []
+
+
+def test_an_experiment_file_s_mistakes_are_one_line_with_the_fix(tmp_path: Path) -> None:
+    """A new user's trial (issue 28's re-trial): an experiment file's mistakes got raw
+    Hydra/OmegaConf text: a typo'd key (no did-you-mean), a file without its
+    ``# @package _global_`` header, ``experiment=`` without its ``+``."""
+    import subprocess
+
+    folder = tmp_path / "experiment"
+    folder.mkdir()
+    (folder / "typo.yaml").write_text("# @package _global_\nrun:\n  total_stepz: 10\n")
+    (folder / "nopkg.yaml").write_text("defaults:\n  - override /env: mountaincar\n")
+    (folder / "ok.yaml").write_text("# @package _global_\nnum_envs: 2\n")
+    for choice, says in (
+        ("+experiment=typo", "unknown key run.total_stepz. Did you mean 'total_steps'?"),
+        ("+experiment=nopkg", "needs '# @package _global_' as its first line"),
+        ("experiment=ok", "add your own with '+' (+experiment=NAME)"),
+    ):
+        out = subprocess.run(
+            [str(BIN / "envfactory"), "--config-dir", str(tmp_path), choice, "run.total_steps=10"],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path, env=subprocess_env(),
+        )  # fmt: skip
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], out.stderr

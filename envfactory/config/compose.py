@@ -137,9 +137,28 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
     if isinstance(cause, OmegaConfBaseException):
         merging = text.startswith("Error merging override ")
         what = f" (in {text[len('Error merging override ') :]})" if merging else ""
-        err = omegaconf_error(cause)
+        err = unknown_key_error(cause) or omegaconf_error(cause)
         return ConfigError(f"{err}{what}")
-    return ConfigError(f"invalid envfactory config: {text}")
+    return ConfigError(f"invalid envfactory config: {text.rstrip('.')}{_own_group_hint(text)}")
+
+
+def _own_group_hint(text: str) -> str:
+    """How to fix Hydra's two messages about a config group of the user's own (an
+    experiment file): selected without ``+``, or a file without its package header."""
+    own = re.match(r"Could not override '(\w+)'\. No match in the defaults list", text)
+    if own:
+        group = own.group(1)
+        return (
+            f". {group} is not one of envfactory's config groups: add your own with '+' "
+            f"(+{group}=NAME), its folder on the search path (--config-dir DIR)"
+        )
+    header = re.match(r"In '(\w+)/[^']+': Could not override '\w+@", text)
+    if header:
+        return (
+            f". A file of {header.group(1)} that sets envfactory's groups (env, vectorizer, ...) "
+            "needs '# @package _global_' as its first line (as the files in examples/)"
+        )
+    return ""
 
 
 _PLUS_NOTE = "Fix the spelling (a '+' cannot add keys to envfactory's config)"
