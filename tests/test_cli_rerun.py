@@ -122,11 +122,16 @@ def test_rerun_of_a_dir_without_a_saved_job_is_one_line_exit_2(tmp_path: Path) -
     assert proc.returncode == 2
     assert proc.stderr == (
         f"envfactory: error: --rerun {tmp_path / 'sweep'}: no saved job there "
-        f"({tmp_path / 'sweep' / '.hydra' / 'overrides.yaml'} and hydra.yaml not found); pass "
+        f"(overrides.yaml and hydra.yaml not found in {tmp_path / 'sweep' / '.hydra'}); pass "
         f"the output dir of a job, where its summary.json is; it is a sweep dir: name one of "
         f"its jobs, e.g. --rerun {tmp_path / 'sweep' / '0'}\n"
     )
     assert not list(tmp_path.glob("outputs"))
+    # (the re-trial: with only hydra.yaml gone, the message named overrides.yaml as missing)
+    (tmp_path / "job" / ".hydra").mkdir(parents=True)
+    (tmp_path / "job" / ".hydra" / "overrides.yaml").write_text("[]\n")
+    proc = _cli(["--rerun", str(tmp_path / "job")], tmp_path)
+    assert proc.returncode == 2 and "(hydra.yaml not found in" in proc.stderr, proc.stderr
 
 
 def test_rerun_arguments_leave_other_command_lines_alone(tmp_path: Path) -> None:

@@ -94,10 +94,10 @@ def rerun_arguments(argv: Sequence[str]) -> list[str]:
             if inside
             else ""
         )
+        missing = [f for f in ("overrides.yaml", "hydra.yaml") if not (hydra_dir / f).is_file()]
         raise ConfigError(
-            f"--rerun {run_dir}: no saved job there ({hydra_dir / 'overrides.yaml'} and "
-            f"hydra.yaml not found); pass the output dir of a job, where its summary.json "
-            f"is{hint}"
+            f"--rerun {run_dir}: no saved job there ({' and '.join(missing)} not found in "
+            f"{hydra_dir}); pass the output dir of a job, where its summary.json is{hint}"
         )
     saved, config_dirs, name = _saved_job(run_dir, hydra_dir)
     if _take(list(args), _CONFIG_DIR) is not None:
