@@ -438,3 +438,20 @@ def test_ctrl_c_under_dummy_keeps_the_envs_in_step() -> None:
     finally:
         envs.close()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (put back)
+
+
+def test_ctrl_c_in_a_dummy_reset_is_finished_by_reset_wait() -> None:
+    """The same for ``dummy``'s reset: every env is reset, ``reset_wait()`` returns it."""
+    from envfactory.vectorizers.dummy import DummyVecEnv
+
+    envs = DummyVecEnv([Maker(reset_sleep=STEP)] * 2)
+    try:
+        with ctrl_c_after(STEP / 2):
+            envs.reset(seed=5)
+        with pytest.raises(AlreadyPendingError, match=r"call reset_wait\(\)"):
+            envs.step(np.ones(2, np.int64))
+        obs, _ = envs.reset_wait()
+        assert steps_of(obs) == [0, 0] and envs.np_random_seed == (5, 6)
+        assert envs.get_attr("resets") == (1, 1)
+    finally:
+        envs.close()

@@ -79,10 +79,15 @@ class DummyVecEnv(VecEnvBase):
             self._reset_done = True
 
     def _can_finish(self) -> bool:
-        return self._reset_done  # (a step's batch in hand is kept by _stepped)
+        """A reset that ran (a Ctrl-C held until it was done): ``reset_wait()`` returns it.
+        (A step's batch in hand is kept by `_stepped`; one cut part-way, where no hold was
+        installed, cannot be finished.)"""
+        return self._reset_done
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        return self._out(), self._merge_infos(self._pending_result)
+        batch = self._out(), self._merge_infos(self._pending_result)
+        self._reset_done = False  # (a later interrupted step cannot be finished so)
+        return batch
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         """Same as ``step_async`` + ``step_wait``, minus their bookkeeping (the hot path)."""
