@@ -40,6 +40,7 @@ __all__ = [
     "echo_within",
     "remote_env_error",
     "remote_message",
+    "warn_restart",
 ]
 
 
@@ -63,6 +64,19 @@ def echo_within(text: str, limit: int = ECHO_LIMIT) -> str:
     ``limit`` non-blank characters (the value it repeats) cut as [`echo`][envfactory.errors.echo]
     cuts one."""
     return re.sub(rf"\S{{{limit + 1},}}", lambda m: echo(m.group(0), limit, quote=False), text)
+
+
+def warn_restart(failure: BaseException) -> None:
+    """The ``RuntimeWarning("restarting after: ...")`` of a worker rebuilt with
+    ``restart=true``, pointing at the user's line (the first frame outside envfactory,
+    whatever the depth of the call chain inside it)."""
+    import sys
+    import warnings
+
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("envfactory"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=level)
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:

@@ -1178,3 +1178,15 @@ def test_close_kills_every_worker_even_if_one_kill_raises(
     with pytest.raises(OSError, match="on purpose"):
         envs.close(terminate=True)
     assert envs.closed and not any(_running(p) for p in pids)
+
+
+def test_the_restart_warning_points_at_the_users_line(tmp_path: Path, no_leaks: None) -> None:
+    """The re-trial (issue 28): the ``restarting after: ...`` warning pointed at a line
+    inside envfactory (``remote_env.py: batch = self._collect(...)``); it points at the
+    caller's own line, whatever path the step took inside."""
+    with faulty("sigkill", once_file=str(tmp_path / "once"), restart=True) as envs:
+        envs.reset(seed=0)
+        with pytest.warns(RuntimeWarning, match="restarting after") as record:
+            for _ in range(4):
+                envs.step(ACTIONS)
+    assert record[0].filename == __file__, record[0].filename

@@ -9,7 +9,6 @@ import math
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ from ..errors import (
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
+    warn_restart,
 )
 from .base import PendingCall, VecEnvBase
 from .checks import check_rebuilt_spaces, check_spaces, count_restart, per_env_answer
@@ -305,7 +305,7 @@ class RemoteVecEnv(VecEnvBase):
                     left.append(failure)
                     continue
                 self._count_restart(h, failure)
-                warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=5)
+                warn_restart(failure)
                 results[k] = self._restart(h, call)
             if left:
                 self._broken = left[0]

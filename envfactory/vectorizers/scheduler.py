@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -38,7 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AlreadyPendingError, NoPendingCallError, NotReadyError, WorkerError
+from ..errors import (
+    AlreadyPendingError,
+    NoPendingCallError,
+    NotReadyError,
+    WorkerError,
+    warn_restart,
+)
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
 from .infos import merge_infos
@@ -156,7 +161,7 @@ class RemoteSite(PoolBackend):
             env._broken = failure
             raise failure
         env._count_restart(handle, failure)
-        warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=6)
+        warn_restart(failure)
         # an env whose result was not returned yet: its episode ends there
         done = [bool(env._done[i]) and i not in superseded for i in handle.indices]
         return env._restart(handle, call, done)
