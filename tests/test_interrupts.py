@@ -330,6 +330,7 @@ def _check_no_transition_lost(batches: list[tuple], num_envs: int) -> None:
     ("variant", "options"),
     [
         ("workers", {}),
+        ("in_parent", {"in_parent": 2}),
         (
             "restart",
             {"restart": True, "max_restarts": 1000, "maker": {"fault": "sigkill", "every": 97}},
