@@ -112,7 +112,7 @@ class SubprocBackend(RemoteVecEnv):
             _compat.forkserver_preload(self._ctx, ["envfactory.vectorizers.worker", "gymnasium"])
             install_fork_hook()
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
-        for k, (a, b) in enumerate(split_envs(split, in_series)):
+        for k, (a, b) in enumerate(split_envs(split, in_series, in_parent > 0)):
             fns = list(env_fns[a:b])
             handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), spin_us)
             handle.write_timeout = self.timeout  # a message is written within it too
