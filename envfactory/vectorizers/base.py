@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import warnings
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -78,7 +79,7 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
     return out
 
 
-class VecEnvBase(EnvCalls, VectorEnv):
+class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``.
 
     Public methods (each documented with an example): [`reset`][envfactory.VecEnvBase.reset],
@@ -97,7 +98,8 @@ class VecEnvBase(EnvCalls, VectorEnv):
 
     A backend calls `_init_spaces` once its spaces are known and implements
     ``_start_reset``/``_finish_reset``, ``_start_step``/``_finish_step``, ``_do_call``,
-    ``_do_set_attr`` and ``_do_close``.
+    ``_do_set_attr`` and ``_do_close`` (abstract: a class that lacks one cannot be
+    instantiated, a ``TypeError`` naming it).
 
     Example:
         >>> import envfactory, gymnasium
@@ -567,17 +569,22 @@ class VecEnvBase(EnvCalls, VectorEnv):
         be finished by its ``*_wait()`` (else nothing stays pending)."""
         return False
 
+    @abstractmethod
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        raise NotImplementedError
+        """Send a reset of every env (``mask``: only those) to the envs; returns at once."""
 
+    @abstractmethod
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        raise NotImplementedError
+        """Wait (at most ``timeout`` seconds) for the reset sent: ``(obs, infos)``."""
 
+    @abstractmethod
     def _start_step(self, actions: Any) -> None:
-        raise NotImplementedError
+        """Send a step (the checked actions) to every env; returns at once."""
 
+    @abstractmethod
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
-        raise NotImplementedError
+        """Wait (at most ``timeout`` seconds) for the step sent: its batch."""
 
+    @abstractmethod
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        raise NotImplementedError
+        """Close every env and end every worker (``terminate``: without asking them)."""

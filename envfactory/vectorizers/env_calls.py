@@ -6,6 +6,7 @@ argument is checked here; a backend fills in ``_do_call`` and ``_do_set_attr``.
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 __all__ = ["EnvCalls"]
 
 
-class EnvCalls:
+class EnvCalls(metaclass=ABCMeta):
     """``call`` / ``env_method`` / ``get_attr`` / ``set_attr`` / ``render`` over
     ``_do_call`` / ``_do_set_attr`` (see [`VecEnvBase`][envfactory.VecEnvBase])."""
 
@@ -147,8 +148,10 @@ class EnvCalls:
         self._check_open("render")
         return self.call("render")
 
+    @abstractmethod
     def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
-        raise NotImplementedError
+        """Each env of ``indices``: ``name(*args, **kwargs)`` (``args`` None: the attribute)."""
 
+    @abstractmethod
     def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        raise NotImplementedError
+        """Set attribute ``name`` of each env of ``indices`` to its value."""

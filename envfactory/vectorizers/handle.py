@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ..errors import ConfigError, RemoteEnvError, WorkerError, remote_env_error
-from .protocol import Failure, Reset
+from .protocol import Cmd, Failure, Reset
 
 __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "split_envs"]
 
@@ -104,7 +104,7 @@ class WorkerHandle(ABC):
         return True
 
     @abstractmethod
-    def send(self, cmd: str, data: Any) -> None:
+    def send(self, cmd: Cmd, data: Any) -> None:
         """Ask the worker to run ``cmd`` (a [`Cmd`][envfactory.vectorizers.remote.Cmd]) with
         ``data`` (its record), without waiting. A worker that is gone is no error here:
         [`recv`][envfactory.vectorizers.remote.WorkerHandle.recv] says how it ended."""
@@ -132,7 +132,7 @@ class WorkerHandle(ABC):
         """Finish what an interrupt left of the last
         [`send`][envfactory.vectorizers.remote.WorkerHandle.send] (a resumable handle)."""
 
-    def cut(self) -> tuple[str, Any] | None:
+    def cut(self) -> tuple[Cmd, Any] | None:
         """The command this handle was running in this process when an interrupt cut it
         part-way, which can be neither finished nor redone as it is (None: none)."""
         return None

@@ -35,7 +35,7 @@ class LocalHandle(WorkerHandle):
         self.out = ResultWriter(start)
         self.host = EnvHost(envs, mode, self.out)
         self.out.runner = self.host.runner
-        self._pending: tuple[str, Any] | None = None
+        self._pending: tuple[Cmd, Any] | None = None
         self._running = False  # the pending command is running (an interrupt cut it)
         self._answer: tuple[Any] | None = None  # its answer, kept for recv
         self._label = "the parent's own envs (vectorizer.in_parent)"
@@ -63,12 +63,12 @@ class LocalHandle(WorkerHandle):
         """Write results into the shared region, as the workers do."""
         self.out.attach(buffers, shared_obs)
 
-    def send(self, cmd: str, data: Any) -> None:
+    def send(self, cmd: Cmd, data: Any) -> None:
         self._answer, self._running = None, False
         self._pending = (cmd, data)
         self.sent += 1
 
-    def cut(self) -> tuple[str, Any] | None:
+    def cut(self) -> tuple[Cmd, Any] | None:
         return self._pending if self._running else None
 
     def recv(self, deadline: float | None, call: str) -> Any:

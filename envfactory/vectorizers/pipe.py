@@ -201,7 +201,7 @@ class PipeHandle(WorkerHandle):
         self.go = self.done = -1
 
     # -- messages -----------------------------------------------------------------------
-    def send(self, cmd: str, data: Any) -> None:
+    def send(self, cmd: Cmd, data: Any) -> None:
         if self._unsent:  # the rest of a message an interrupt cut: it goes first
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
@@ -217,12 +217,13 @@ class PipeHandle(WorkerHandle):
             self._post(data, actions)
             return
         seq = self.sent + 1
+        wire = cmd.value if isinstance(cmd, Cmd) else cmd  # a plain string on the pipe
         plain = type(data) is np.ndarray or (  # the hot paths: no cloudpickle
             cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray
         )
-        message = _plain_dumps((cmd, seq, data)) if plain else None  # nothing sent yet
+        message = _plain_dumps((wire, seq, data)) if plain else None  # nothing sent yet
         if message is None:
-            message = self.sender.dumps((cmd, seq, data), plain)
+            message = self.sender.dumps((wire, seq, data), plain)
         n = len(message)
         header = _HEADER.pack(n) if n <= 0x7FFFFFFF else _HEADER.pack(-1) + _LONG.pack(n)
         self._io = True

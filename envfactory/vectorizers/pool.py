@@ -58,7 +58,7 @@ from ..errors import AlreadyPendingError, ConfigError, InvalidActionError, Reset
 from .checks import action_checker
 from .handle import WorkerHandle
 from .pipe import PipeHandle
-from .protocol import Reset
+from .protocol import Cmd, Reset
 from .runner import InfoCalls
 from .scheduler import (
     HOLD,
@@ -303,7 +303,7 @@ class SubprocPool(SubprocBackend):
         super()._start_step(actions)
 
     def _per_index(
-        self, cmd: str, indices: list[int], record: Callable[[list[int], Any], Any]
+        self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
     ) -> list[Any]:
         # call / get_attr / set_attr / render: first let the workers concerned finish
         # their steps (their envs then wait in recv()'s queue)
@@ -336,7 +336,7 @@ class _PipeSite(RemoteSite):
         self._poller = Poller([], env.spin_us * 1e-6)
         self._cpus = os.cpu_count() or 1
 
-    def post(self, handle: WorkerHandle, cmd: str, data: Any) -> int:
+    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         self.env._send(cmd, [handle], lambda _: data)
         return _pipe(handle).seq
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
@@ -51,8 +52,15 @@ OK, ERROR = "ok", "error"
 StepResult = tuple[list[tuple[int, dict[str, Any]]], "list[Any] | None"]
 
 
-class Cmd:
-    """The commands (plain strings on the wire: cheap to pickle)."""
+class Cmd(str, Enum):
+    """The commands a backend sends its workers (a ``str`` enum: each member equals its
+    value, and the pipe carries the plain string, cheap to pickle)."""
+
+    def __str__(self) -> str:  # "step", not "Cmd.STEP", in messages
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
     STEP = "step"  #: data: this worker's actions; answer: StepResult
     #: the async pool: data: (local env indices, their actions); answer: StepResult (with

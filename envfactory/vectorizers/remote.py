@@ -20,8 +20,8 @@ contract: the synchronous and async ``reset``/``step`` (one command per worker),
 [`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError] from then on), ``restart=true`` with its
 budget (``max_restarts`` per ``restart_window``) and the rebuilt-space check, one call at
 a time by the owner process, and ``close``. A step or reset that an interrupt (Ctrl-C)
-stops stays pending, to be finished by ``step_wait()``/``reset_wait()`` or drained by the
-next call, when every handle is
+stops stays pending, to be finished by ``step_wait()``/``reset_wait()`` (every other call
+refuses with ``AlreadyPendingError`` until then), when every handle is
 [`WorkerHandle.resumable`][envfactory.vectorizers.remote.WorkerHandle.resumable] (see its
 docstring).
 
@@ -37,7 +37,8 @@ A sketch (the plugin guide's "Write a vectorizer backend" has a whole one, and t
 ``super().__init__(num_envs, autoreset_mode, seeding, **faults)``, sets ``env_id``
 ([`env_label`][envfactory.vectorizers.remote.env_label]) and its handles (``_set_handles``, one per
 [`split_envs`][envfactory.vectorizers.remote.split_envs] slice), waits for them (``_start``) and
-implements ``_collect``; its config schema inherits
+implements ``_collect`` (abstract: a class without it cannot be instantiated; without
+``_respawn`` and ``_last_obs`` it refuses ``restart=true`` when built); its config schema inherits
 [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]. It needs nothing else from envfactory
 than this module and the public ``envfactory`` names (errors, ``VecEnvBase``).
 """

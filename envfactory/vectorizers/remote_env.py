@@ -9,6 +9,7 @@ import math
 import os
 import threading
 import time
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,6 +84,12 @@ class RemoteVecEnv(VecEnvBase):
                 "vectorizer.max_restarts must be >= 0 and vectorizer.restart_window > 0 "
                 f"seconds, got {max_restarts!r} and {restart_window!r}"
             )
+        own, base = type(self), RemoteVecEnv
+        if restart and (own._respawn is base._respawn or own._last_obs is base._last_obs):
+            raise ConfigError(
+                f"vectorizer.restart=true: {type(self).__name__} cannot rebuild a worker (it "
+                "implements no _respawn/_last_obs); set vectorizer.restart=false"
+            )
         self.timeout = None if timeout == math.inf else timeout  # inf waits forever, as null
         self.restart, self.copy = restart, copy
         self.max_restarts, self.restart_window = max_restarts, restart_window
@@ -92,7 +99,7 @@ class RemoteVecEnv(VecEnvBase):
         self._broken: BaseException | None = None
         # the step/reset in flight: (cmd, handles, their ``sent`` before it, data_of), to
         # finish it after an interrupt (see _finish_sends)
-        self._cut: tuple[str, Sequence[WorkerHandle], list[int], Callable] | None = None
+        self._cut: tuple[Cmd, Sequence[WorkerHandle], list[int], Callable] | None = None
         self._resumable = False  # every handle is resumable
         self._owner_pid = os.getpid()
         self._lock = threading.Lock()  # held only to check and set _active
@@ -101,6 +108,7 @@ class RemoteVecEnv(VecEnvBase):
         self._closed_by: str | None = None
 
     # -- what a backend implements ------------------------------------------------------
+    @abstractmethod
     def _collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -108,7 +116,6 @@ class RemoteVecEnv(VecEnvBase):
         answers ``results[k]`` of ``handles[k]`` to a step or a reset (``mask``: the
         envs a masked reset reset; the others keep their observation). Use
         `_merge_answers` for the infos and `_out` for the ``copy`` option."""
-        raise NotImplementedError
 
     def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
         """Start a new worker behind ``handle`` (the old one is killed) for its envs and
@@ -188,17 +195,15 @@ class RemoteVecEnv(VecEnvBase):
 
     def _send(
         self,
-        cmd: str,
+        cmd: Cmd,
         handles: Sequence[WorkerHandle],
         data_of: Callable[[Any], Any],
         finish: bool = False,
     ) -> None:
         """Send ``cmd`` to ``handles`` (``data_of(handle)`` each). ``finish``: the
-        ``step``/``reset`` that ``*_wait()`` collects; interrupted part-way (Ctrl-C
-        between two sends), resumable handles let ``*_wait()`` send it to the workers
-        that do not have it yet (`_finish_sends`); otherwise some workers have the
-        call and others not, and the env is marked unusable rather than losing that
-        transition silently on the next call."""
+        ``step``/``reset`` that ``*_wait()`` collects. Cut part-way by a Ctrl-C, resumable
+        handles let ``*_wait()`` send it to the workers that lack it (`_finish_sends`);
+        others leave the env unusable rather than silently out of step."""
         resumable = self._resumable
         if finish and resumable:
             self._cut = (cmd, handles, [h.sent for h in handles], data_of)
@@ -289,13 +294,8 @@ class RemoteVecEnv(VecEnvBase):
         back = self._back
         return results if back is None else [results[k] for k in back]
 
-    def _fail(
-        self,
-        call: str,
-        handles: Sequence[WorkerHandle],
-        results: list[Any],
-        failures: list[tuple[int, WorkerError]],
-    ) -> None:
+    def _fail(self, call: str, handles: Sequence[WorkerHandle], results: list[Any],
+              failures: list[tuple[int, WorkerError]]) -> None:  # fmt: skip
         failures.sort(key=lambda f: handles[f[0]].start)  # in env order
         if self.restart and call in ("step", "reset") and not self._broken:
             left = []
@@ -450,15 +450,11 @@ class RemoteVecEnv(VecEnvBase):
         if active is not None and active[1] is threading.current_thread():
             self._active = None
 
-    def _check_idle(self, what: str) -> None:
-        # the base class checked this before the lock was taken: check again under it
-        self._expect_idle(what)  # AlreadyPendingError
-
     # -- VecEnvBase's backend -----------------------------------------------------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._enter("reset_async")
         try:
-            self._check_idle("reset_async")
+            self._expect_idle("reset_async")
             self._check_usable("reset")
             for h in self.handles:  # kept to redo the reset if a worker must be restarted
                 part = None if mask is None else mask[h.start : h.stop]
@@ -491,7 +487,7 @@ class RemoteVecEnv(VecEnvBase):
     def _start_step(self, actions: Any) -> None:
         self._enter("step_async")
         try:
-            self._check_idle("step_async")
+            self._expect_idle("step_async")
             self._check_usable("step")
             self._send_step(actions)
             self._pending = PendingCall.STEP
@@ -505,7 +501,7 @@ class RemoteVecEnv(VecEnvBase):
         what = "get_attr" if args is None else "call"
         self._enter(what)
         try:
-            self._check_idle(what)
+            self._expect_idle(what)
             self._check_usable(what)
             return self._per_index(Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc))
         finally:
@@ -514,7 +510,7 @@ class RemoteVecEnv(VecEnvBase):
     def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
         self._enter("set_attr")
         try:
-            self._check_idle("set_attr")
+            self._expect_idle("set_attr")
             self._check_usable("set_attr")
             value_of = dict(zip(indices, values))
             self._per_index(
@@ -526,7 +522,7 @@ class RemoteVecEnv(VecEnvBase):
             self._leave()
 
     def _per_index(
-        self, cmd: str, indices: list[int], record: Callable[[list[int], Any], Any]
+        self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
     ) -> list[Any]:
         """Send ``record(local indices, handle)`` to the workers of ``indices`` and return
         their answers (one per env) in the order of ``indices``."""

@@ -177,7 +177,7 @@ class EnvHost:
         self.collect = collect
         self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end
 
-    def handle(self, cmd: str, data: Any) -> Any:
+    def handle(self, cmd: Cmd | str, data: Any) -> Any:
         """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
         try:
             run = COMMANDS[cmd]

@@ -74,7 +74,7 @@ class PoolBackend(ABC):
 
     # -- messages ---------------------------------------------------------------------
     @abstractmethod
-    def post(self, handle: WorkerHandle, cmd: str, data: Any) -> int:
+    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         """Send one message to ``handle`` now (also while it is busy) and return its
         ticket: answers come back in the order of the tickets."""
 
@@ -140,7 +140,7 @@ class RemoteSite(PoolBackend):
         self.env = env
         self._tickets = 0
 
-    def post(self, handle: WorkerHandle, cmd: str, data: Any) -> int:
+    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         self.env._send(cmd, [handle], lambda _: data)
         self._tickets += 1
         return self._tickets

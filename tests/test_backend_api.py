@@ -1,0 +1,58 @@
+"""The vectorizer-author API (``envfactory.vectorizers.remote``): what a backend must implement
+is enforced when it is built, and its commands are a typed enum."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from envfactory import ConfigError
+from envfactory.vectorizers.remote import Cmd, RemoteVecEnv, WorkerHandle
+
+
+class _NoCollect(RemoteVecEnv):
+    """A backend that forgot ``_collect``."""
+
+
+class _NoRespawn(RemoteVecEnv):
+    """A backend with ``_collect`` but no way to rebuild a worker."""
+
+    def _collect(self, handles: Any, results: Any, mask: Any) -> Any:
+        raise AssertionError("never called")
+
+
+class _Handle(WorkerHandle):
+    """A handle that forgot ``kill``."""
+
+    pid = None
+
+    def send(self, cmd: Cmd, data: Any) -> None: ...
+
+    def recv(self, deadline: float | None, call: str) -> Any: ...
+
+
+def test_a_backend_without_collect_cannot_be_built() -> None:
+    with pytest.raises(TypeError, match="_collect"):
+        _NoCollect(2)
+
+
+def test_a_handle_without_kill_cannot_be_built() -> None:
+    with pytest.raises(TypeError, match="kill"):
+        _Handle(0, 0, 1, "x")  # type: ignore[abstract]
+
+
+def test_restart_on_a_backend_that_cannot_rebuild_is_refused_when_built() -> None:
+    with pytest.raises(ConfigError, match=r"_NoRespawn cannot rebuild a worker.*restart=false"):
+        _NoRespawn(2, restart=True)
+    envs = _NoRespawn(2)  # without restart it is fine
+    assert envs.num_envs == 2 and isinstance(envs, gym.vector.VectorEnv)
+
+
+def test_commands_are_a_typed_enum_that_reads_as_its_name_in_messages() -> None:
+    assert isinstance(Cmd.STEP, Cmd) and Cmd("step") is Cmd.STEP
+    assert Cmd.STEP == "step" and f"{Cmd.CALL}() failed" == "call() failed"
+    assert {c.value for c in Cmd} >= {"step", "reset", "call", "set_attr", "close"}
+    assert pickle.loads(pickle.dumps(Cmd.RESET)) is Cmd.RESET
