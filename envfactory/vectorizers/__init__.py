@@ -10,15 +10,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import VecEnvBase, tile_images
+    from .base import VecEnvBase
     from .builtin import envfactory_vectorizers
     from .dummy import DummyVecEnv
+    from .env_calls import tile_images
 
 _LAZY = {
     "DummyVecEnv": ".dummy",
     "VecEnvBase": ".base",
     "envfactory_vectorizers": ".builtin",
-    "tile_images": ".base",
+    "tile_images": ".env_calls",
 }
 
 __all__ = ["DummyVecEnv", "VecEnvBase", "envfactory_vectorizers", "tile_images"]

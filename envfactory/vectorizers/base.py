@@ -21,6 +21,7 @@ from ..errors import (
     ConfigError,
     NoPendingCallError,
     ResetNeededError,
+    VecEnvBrokenError,
 )
 from .checks import (
     action_checker,
@@ -30,7 +31,7 @@ from .checks import (
     count_restart,
     seeds_for,
 )
-from .env_calls import EnvCalls
+from .env_calls import EnvCalls, tile_images
 from .runner import InfoCalls
 from .shared import obs_copier
 
@@ -54,29 +55,6 @@ class PendingCall(enum.Enum):
 
 
 _IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
-
-
-def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.ndarray:
-    """Tile ``N`` frames of shape (H, W[, C]) into one image, row-major, padding with black.
-
-    Example:
-        >>> import numpy as np
-        >>> tile_images([np.zeros((2, 3, 3), np.uint8)] * 3).shape
-        (4, 6, 3)
-    """
-    if len(frames) == 0:
-        raise ValueError("tile_images needs at least one frame")
-    arrs = [np.asarray(f) for f in frames]
-    n = len(arrs)
-    ncols = ncols or int(np.ceil(np.sqrt(n)))
-    nrows = int(np.ceil(n / ncols))
-    h, w = arrs[0].shape[:2]
-    rest = arrs[0].shape[2:]
-    out = np.zeros((nrows * h, ncols * w, *rest), dtype=arrs[0].dtype)
-    for k, a in enumerate(arrs):
-        r, c = divmod(k, ncols)
-        out[r * h : (r + 1) * h, c * w : (c + 1) * w] = a
-    return out
 
 
 class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
@@ -117,10 +95,13 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = num_envs
         self.autoreset_mode = autoreset_mode(mode)
+        self._disabled = self.autoreset_mode is AutoresetMode.DISABLED
         if seeding not in ("offset", "spawn"):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
         self._pending = PendingCall.NONE
+        #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
+        self._broken: BaseException | None = None
         # the pending call was interrupted (Ctrl-C): its *_wait() finishes it; every other
         # call refuses at once (see _idle)
         self._interrupted = False
@@ -222,7 +203,8 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> obs, infos = envs.reset(options={"reset_mask": np.array([False, True])})
             >>> envs.close()
         """
-        self._check_open("reset")
+        if self.closed:
+            self._check_open("reset")
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
@@ -243,9 +225,8 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             (2, 4)
             >>> envs.close()
         """
-        self._check_open("reset_async")
-        self._check_usable("reset")
-        self._idle("reset_async")
+        if self.closed or self._broken is not None or self._pending is not _IDLE:
+            self._refuse("reset_async", "reset")
         seeds = self.seeds_for(seed)
         options, mask = self._reset_mask(options)
         if mask is not None and not self._ready:
@@ -279,10 +260,15 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             envfactory.errors.NoPendingCallError: reset_wait() called but nothing is pending; ...
             >>> envs.close()
         """
-        self._check_open("reset_wait")
-        timeout = check_wait_timeout(timeout, "reset_wait")
-        self._expect_pending(PendingCall.RESET, "reset_wait", "reset_async(seed=..., options=...)")
-        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout, self._after_reset)
+        if self.closed:
+            self._check_open("reset_wait")
+        if timeout is not None:
+            timeout = check_wait_timeout(timeout, "reset_wait")
+        if self._pending is not PendingCall.RESET:
+            self._expect_pending(
+                PendingCall.RESET, "reset_wait", "reset_async(seed=..., options=...)"
+            )
+        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
 
     def _after_reset(self, batch: tuple[Any, dict]) -> None:
         mask = self._pending_mask
@@ -324,7 +310,8 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             envfactory.errors.InvalidActionError: actions[1] = 2 (env 1) is not in ...
             >>> envs.close()
         """
-        self._check_open("step")
+        if self.closed:
+            self._check_open("step")
         self.step_async(actions)
         return self.step_wait()
 
@@ -349,20 +336,21 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> obs, rewards, terminations, truncations, infos = envs.step_wait()
             >>> envs.close()
         """
-        self._check_open("step_async")
-        self._check_usable("step")
-        self._idle("step_async")
+        if self.closed or self._broken is not None or self._pending is not _IDLE:
+            self._refuse("step_async", "step")
         actions = self._check_actions(actions)
-        self._check_reset_done()
+        if not self._ready or (self._disabled and self._done.any()):
+            self._reset_needed()
         self._start_for(PendingCall.STEP, self._start_step, actions)
 
-    def _check_reset_done(self) -> None:
+    def _reset_needed(self) -> None:
+        """Raise ResetNeededError: no reset yet, or a finished env in ``disabled`` mode."""
         if not self._ready:
             raise ResetNeededError(
                 "step() before reset(): the envs have not been reset yet; call "
                 "envs.reset(seed=...) first"
             )
-        if self.autoreset_mode is AutoresetMode.DISABLED and self._done.any():
+        if self._disabled and self._done.any():
             idx = np.flatnonzero(self._done).tolist()
             raise ResetNeededError(
                 f"envs {idx} finished an episode and autoreset_mode is 'disabled': reset them "
@@ -400,13 +388,13 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             (dtype('float64'), (2,))
             >>> envs.close()
         """
-        self._check_open("step_wait")
-        timeout = check_wait_timeout(timeout, "step_wait")
-        self._expect_pending(PendingCall.STEP, "step_wait", "step_async(actions)")
-        return self._wait_for(PendingCall.STEP, self._finish_step, timeout, self._after_step)
-
-    def _after_step(self, batch: tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]) -> None:
-        np.logical_or(batch[2], batch[3], out=self._done)
+        if self.closed:
+            self._check_open("step_wait")
+        if timeout is not None:
+            timeout = check_wait_timeout(timeout, "step_wait")
+        if self._pending is not PendingCall.STEP:
+            self._expect_pending(PendingCall.STEP, "step_wait", "step_async(actions)")
+        return self._wait_for(PendingCall.STEP, self._finish_step, timeout)
 
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
         """``start(*args)``, the backend's start of ``kind``, which is pending after it;
@@ -420,15 +408,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             raise
         self._pending = kind
 
-    def _wait_for(
-        self,
-        kind: PendingCall,
-        finish: Callable[[Any], Any],
-        timeout: Any,
-        after: Callable[[Any], None],
-    ) -> Any:
-        """``finish(timeout)``, the backend's wait for the pending ``kind``, then
-        ``after(batch)`` (this class's bookkeeping of it, which may run twice). Done or
+    def _wait_for(self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any) -> Any:
+        """``finish(timeout)``, the backend's wait for the pending ``kind``, then this
+        class's bookkeeping of the batch (which flags are done; it may run twice). Done or
         failed, nothing is pending after it. Interrupted (Ctrl-C) before the batch was in
         hand, see `_on_interrupt`; after, the batch is kept (``_held``) and the next
         ``*_wait()`` returns it. Nothing between the end of ``finish`` and the return
@@ -439,7 +421,10 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             if batch is None:
                 batch = finish(timeout)
                 self._held = batch
-            after(batch)
+            if kind is PendingCall.STEP:
+                np.logical_or(batch[2], batch[3], out=self._done)
+            else:
+                self._after_reset(batch)
         except Exception:
             self._pending, self._interrupted, self._held = _IDLE, False, None
             raise
@@ -461,6 +446,13 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             self._pending, self._interrupted = kind, True
         else:
             self._pending, self._interrupted = _IDLE, False
+
+    def _refuse(self, what: str, call: str) -> None:
+        """Raise why ``what`` (a start of ``call``) cannot run now: closed, unusable since
+        a fault (named first), or a call pending."""
+        self._check_open(what)
+        self._check_usable(call)
+        self._idle(what)
 
     def _idle(self, what: str) -> None:
         """Before a call: nothing may be pending (AlreadyPendingError). A call that an
@@ -561,8 +553,21 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
 
     # -- backend --------------------------------------------------------------------
     def _check_usable(self, what: str) -> None:
-        """Raise VecEnvBrokenError if an earlier fault left the env unusable (checked
-        before any other error of a call, so a broken env says so first)."""
+        """Raise VecEnvBrokenError if an earlier fault (``_broken``) left the env unusable
+        (checked before any other error of a call, so a broken env says so first)."""
+        if self._broken is not None:
+            advice = (
+                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
+                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
+                "not past this fault)"
+                if getattr(self, "restart", False)
+                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
+                "failed workers automatically"
+            )
+            raise VecEnvBrokenError(
+                f"{what}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
+                + advice
+            )
 
     def _can_finish(self) -> bool:
         """After an interrupt of ``step``/``reset`` (or their halves): whether the call can

@@ -103,7 +103,9 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
         small = n <= 64  # a numpy reduction costs more than min/max of a short list
 
         def check_discrete(actions: Any) -> Any:
-            a = _array(path, actions, shape, space, ints)
+            a = actions  # (an int array of the right shape, the step loop's: no call)
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in ints:
+                a = _array(path, actions, shape, space, ints)
             if small:
                 values = a.tolist()
                 bad = min(values) < lo or max(values) >= hi

@@ -12,7 +12,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EnvCalls"]
+__all__ = ["EnvCalls", "tile_images"]
+
+
+def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.ndarray:
+    """Tile ``N`` frames of shape (H, W[, C]) into one image, row-major, padding with black.
+
+    Example:
+        >>> import numpy as np
+        >>> tile_images([np.zeros((2, 3, 3), np.uint8)] * 3).shape
+        (4, 6, 3)
+    """
+    if len(frames) == 0:
+        raise ValueError("tile_images needs at least one frame")
+    arrs = [np.asarray(f) for f in frames]
+    n = len(arrs)
+    ncols = ncols or int(np.ceil(np.sqrt(n)))
+    nrows = int(np.ceil(n / ncols))
+    h, w = arrs[0].shape[:2]
+    rest = arrs[0].shape[2:]
+    out = np.zeros((nrows * h, ncols * w, *rest), dtype=arrs[0].dtype)
+    for k, a in enumerate(arrs):
+        r, c = divmod(k, ncols)
+        out[r * h : (r + 1) * h, c * w : (c + 1) * w] = a
+    return out
 
 
 class EnvCalls(metaclass=ABCMeta):

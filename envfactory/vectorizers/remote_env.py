@@ -20,7 +20,6 @@ from ..errors import (
     ClosedError,
     ConfigError,
     RemoteEnvError,
-    VecEnvBrokenError,
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
@@ -96,7 +95,6 @@ class RemoteVecEnv(VecEnvBase):
         self.handles: list[WorkerHandle] = []
         self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
         self._back: list[int] | None = None  # _order's answers back in env order
-        self._broken: BaseException | None = None
         # the step/reset in flight: (cmd, handles, their ``sent`` before it, data_of), to
         # finish it after an interrupt (see _finish_sends)
         self._cut: tuple[Cmd, Sequence[WorkerHandle], list[int], Callable] | None = None
@@ -365,21 +363,6 @@ class RemoteVecEnv(VecEnvBase):
             )
             raise
 
-    def _check_usable(self, what: str) -> None:
-        if self._broken is not None:
-            advice = (
-                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
-                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
-                "not past this fault)"
-                if self.restart
-                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
-                "failed workers automatically"
-            )
-            raise VecEnvBrokenError(
-                f"{what}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
-                + advice
-            )
-
     def _can_finish(self) -> bool:
         return self._cut is not None and self._broken is None
 
@@ -454,8 +437,9 @@ class RemoteVecEnv(VecEnvBase):
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._enter("reset_async")
         try:
-            self._expect_idle("reset_async")
-            self._check_usable("reset")
+            if self._pending is not PendingCall.NONE or self._broken is not None:
+                self._expect_idle("reset_async")  # again, now under the call lock
+                self._check_usable("reset")
             for h in self.handles:  # kept to redo the reset if a worker must be restarted
                 part = None if mask is None else mask[h.start : h.stop]
                 h.last_reset = Reset(seeds[h.start : h.stop], options, part)
@@ -465,12 +449,12 @@ class RemoteVecEnv(VecEnvBase):
             self._leave()
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        batch = self._finish("reset", timeout, self._pending_mask)
+        batch = self._finish(timeout, "reset", self._pending_mask)
         return batch[0], batch[4]
 
-    def _finish(self, call: str, timeout: float | None, mask: Any) -> Any:
+    def _finish(self, timeout: float | None, call: str = "step", mask: Any = None) -> Any:
         """Wait for the ``call`` (step or reset) in flight, first finishing the sends an
-        interrupt cut, and collect its batch."""
+        interrupt cut, and collect its batch (``_finish_step`` is this method)."""
         self._enter(f"{call}_wait")
         try:
             if self._interrupted:
@@ -487,22 +471,23 @@ class RemoteVecEnv(VecEnvBase):
     def _start_step(self, actions: Any) -> None:
         self._enter("step_async")
         try:
-            self._expect_idle("step_async")
-            self._check_usable("step")
+            if self._pending is not PendingCall.NONE or self._broken is not None:
+                self._expect_idle("step_async")  # again, now under the call lock
+                self._check_usable("step")
             self._send_step(actions)
             self._pending = PendingCall.STEP
         finally:
             self._leave()
 
-    def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
-        return self._finish("step", timeout, None)
+    _finish_step = _finish  # (one function less on every step)
 
     def _do_call(self, name: Any, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
         what = "get_attr" if args is None else "call"
         self._enter(what)
         try:
-            self._expect_idle(what)
-            self._check_usable(what)
+            if self._pending is not PendingCall.NONE or self._broken is not None:
+                self._expect_idle(what)  # again, now under the call lock
+                self._check_usable(what)
             return self._per_index(Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc))
         finally:
             self._leave()
@@ -510,8 +495,9 @@ class RemoteVecEnv(VecEnvBase):
     def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
         self._enter("set_attr")
         try:
-            self._expect_idle("set_attr")
-            self._check_usable("set_attr")
+            if self._pending is not PendingCall.NONE or self._broken is not None:
+                self._expect_idle("set_attr")  # again, now under the call lock
+                self._check_usable("set_attr")
             value_of = dict(zip(indices, values))
             self._per_index(
                 Cmd.SET_ATTR,

@@ -20,6 +20,7 @@ import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from multiprocessing.reduction import send_handle
 from typing import Any, NoReturn
 
@@ -29,7 +30,6 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
-from .handoff import NO_INFOS, StepHandoff
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .protocol import Cmd, EnvInfo, WorkerSpec, failure_of
@@ -44,6 +44,7 @@ from .subproc_options import (
     split_envs,
     start_process,
 )
+from .wakeup import NO_INFOS, StepHandoff
 from .worker import worker_main
 
 __all__ = [
@@ -245,8 +246,12 @@ class SubprocBackend(RemoteVecEnv):
                     if o is not None or (mask is None or mask[h.start + i]):
                         self._env_obs[h.start + i] = o
             self._obs = obs = self._batch_obs(self._env_obs, self._obs)
-        infos = self._merge_answers(handles, [calls for calls, _ in results])
-        return self._out(obs), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+        infos: dict = {}
+        for h, (calls, _) in zip(handles, results):  # (as _merge_answers, inline: the hot path)
+            if calls:
+                infos = self._merge_infos(calls, h.start, infos)
+        out = self._copy_obs(obs) if self.copy else obs
+        return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def _last_obs(self, handle: WorkerHandle) -> list[Any]:
         """The observation the caller last saw from each env of ``handle`` (copies)."""
@@ -325,14 +330,14 @@ class SubprocVecEnv(SubprocBackend):
         if b is not None and isinstance(b.actions, np.ndarray) and b.control is not None:
             self._handoff = StepHandoff(self.workers, b.control, b.actions)
 
-    # -- one hand-off per step for the workers (see .handoff) ---------------------------
+    # -- one hand-off per step for the workers (see .wakeup) ---------------------------
     def _send_step(self, actions: Any) -> None:
         g = self._handoff
-        if g is None or not g.fits(actions):
-            return super()._send_step(actions)
         marks: list[int] = []  # as RemoteVecEnv._send: what *_wait() finishes after a Ctrl-C
-        self._cut = (Cmd.STEP, self.handles, marks, _rows(actions))
-        g.post(actions, marks)
+        self._cut = (Cmd.STEP, self.handles, marks, partial(_rows, actions))
+        if g is None or not g.post(actions, marks):
+            self._cut = None
+            return super()._send_step(actions)
         local = self._local
         if local is not None:  # (the last envs: the rows past the workers')
             marks.append(local.sent)
@@ -365,5 +370,6 @@ class SubprocVecEnv(SubprocBackend):
         return info
 
 
-def _rows(actions: Any) -> Callable[[WorkerHandle], Any]:
-    return lambda h: actions[h.start : h.stop]
+def _rows(actions: Any, h: WorkerHandle) -> Any:
+    """``h``'s rows of the action batch (what ``*_wait()`` sends it after a Ctrl-C)."""
+    return actions[h.start : h.stop]
