@@ -165,6 +165,14 @@ def release_forkserver_alive_fd() -> None:
         _drop_alive_fd(fs)
 
 
+def ensure_forkserver() -> None:
+    """Start the fork server unless it runs (``multiprocessing.forkserver.ensure_running``,
+    public but undocumented)."""
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+
+
 def forkserver_preload(ctx: Any, modules: Sequence[str]) -> None:
     """Add ``modules`` to the forkserver's preload list, keeping what the user set there
     (``set_forkserver_preload`` replaces the list; the current list is the private

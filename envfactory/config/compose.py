@@ -59,6 +59,7 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     from .. import _compat
 
     reg = root_configs()
+    _boot_early(overrides, reg)
     search_path, make_loader = _compat.hydra_config_loader(search_dirs(reg)[0])
     extend_search_path(search_path, reg)
     loader = make_loader(search_path)
@@ -75,6 +76,28 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     with open_dict(cfg):
         cfg.pop("hydra", None)
     return cfg
+
+
+#: the built-in vectorizers whose workers start under multiprocessing's fork server
+_FORKSERVER_VECTORIZERS = ("subproc", "subproc-atari")
+
+
+def _boot_early(overrides: list[str], reg: Any) -> None:
+    """When the overrides pick a built-in worker-process vectorizer under the fork server
+    (``vectorizer=subproc``, no other ``vectorizer.context``), start that server now, in
+    the background, with the env family's modules preloaded: its boot then overlaps
+    Hydra's composition instead of delaying the first worker (issue 28, start-up). A
+    vectorizer picked in a config file starts it when the env is built, as before."""
+    picks = dict(o.partition("=")[::2] for o in overrides if "=" in o)
+    if picks.get("vectorizer") not in _FORKSERVER_VECTORIZERS:
+        return
+    if picks.get("vectorizer.context", "forkserver") != "forkserver":
+        return
+    family = reg.families.get(picks.get("env", "gym"))
+    modules = [] if family is None else [family.record.make.__module__, *family.record.preload]
+    from ..vectorizers.subproc_options import boot_forkserver
+
+    boot_forkserver(modules)
 
 
 def hydra_error(exc: BaseException) -> ConfigError:

@@ -22,6 +22,10 @@ def envfactory_env_families() -> list[EnvFamilyPlugin]:
             summary="MountainCar with stacked flat float32 observations",
         ),
         EnvFamilyPlugin(
-            "atari", make_atari, AtariConfig, summary="ALE games with DeepMind preprocessing"
+            "atari",
+            make_atari,
+            AtariConfig,
+            summary="ALE games with DeepMind preprocessing",
+            preload=("ale_py", "cv2"),
         ),
     ]

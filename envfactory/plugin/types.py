@@ -43,12 +43,16 @@ class EnvFamilyPlugin:
         config: a dataclass schema for the env node; its defaults are the family's defaults.
             It should have a ``family: str = "<name>"`` field (added if missing).
         summary: one line shown by ``envfactory-plugins``.
+        preload: modules a worker process imports to build this family's envs beyond
+            ``make``'s own module (e.g. ``("ale_py", "cv2")``): a ``subproc`` fork server
+            started early imports them once, and every worker forks with them.
     """
 
     name: str
     make: Callable[..., Any]
     config: type | None = None
     summary: str = ""
+    preload: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_common("EnvFamilyPlugin", self.name, self.make, "make", self.config)

@@ -37,6 +37,7 @@ from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerHandle, env_label
 from .shared import SharedBuffers, layout_for, supports_shared_memory
 from .subproc_options import (
     START_METHODS,
+    WORKER_PRELOAD,
     SubprocAtariConfig,
     SubprocConfig,
     install_fork_hook,
@@ -110,7 +111,7 @@ class SubprocBackend(RemoteVecEnv):
         if context == "forkserver":
             # extend the user's preload list, never replace it; the at-fork hook only matters
             # once a forkserver exists
-            _compat.forkserver_preload(self._ctx, ["envfactory.vectorizers.worker", "gymnasium"])
+            _compat.forkserver_preload(self._ctx, WORKER_PRELOAD)
             install_fork_hook()
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
         for k, (a, b) in enumerate(split_envs(split, in_series, in_parent > 0)):
