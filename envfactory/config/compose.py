@@ -336,9 +336,6 @@ def _merged(base: DictConfig, reading: keywords.Reading) -> DictConfig:
     except OmegaConfBaseException as exc:
         raise (unknown_key_error(exc) or omegaconf_error(exc)) from None
     assert isinstance(merged, DictConfig)
-    entry = keywords.time_limit_entry(reading)
-    if entry is not None:
-        merged.wrappers = [*merged.wrappers, entry]
     return merged
 
 

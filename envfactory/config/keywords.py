@@ -9,14 +9,16 @@ num_envs, **kwargs)`` through a ``vector_entry_point`` and RLlib's ``env_config`
   ``env=atari`` does (a family, a vectorizer or a preset); a mapping with ``family`` / ``name``
   picks it too, and its other keys set options.
 - A dotted key sets one option: ``{"env.id": "Acrobot-v1"}`` is ``{"env": {"id": "Acrobot-v1"}}``.
-- gymnasium's spellings: ``render_mode`` is ``env.render_mode`` (every built-in family has
-  it); ``max_episode_steps`` (which gymnasium's ``make_vec`` passes when the registered spec
-  has one) appends ``{name: time_limit, max_episode_steps: N}`` to ``wrappers`` (None: none).
+- gymnasium's spellings: ``render_mode`` is ``env.render_mode`` and ``max_episode_steps``
+  (which gymnasium's ``make_vec`` passes when the registered spec has one) is
+  ``env.max_episode_steps``, the time limit that replaces the id's own, as in ``gym.make``
+  (every built-in family has both; None keeps the id's limit).
 - ``overrides``: a list of Hydra overrides (what ``make_vec(overrides=[...])`` takes), for
   callers that can pass only a dict (RLlib's ``env_config``).
 
-Later sources win over earlier ones, and keys win over overrides. A key that is none of
-these is one `ConfigError` listing the valid keys.
+Later sources win over earlier ones, and keys over overrides (a group picked by a key and by
+an override takes the override's pick, as ``make_vec(dict, overrides=...)`` always did). A key
+that is none of these is one `ConfigError` listing the valid keys.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ from typing import Any
 
 from ..errors import ConfigError, did_you_mean, echo
 
-__all__ = ["GYMNASIUM_KEYS", "Reading", "read"]
+__all__ = ["GYMNASIUM_KEYS", "Reading", "read", "unknown_key"]
 
 #: the config groups a string value picks an option of, and the key of a mapping that does
 _GROUPS = {"env": "family", "vectorizer": "name"}
 #: gymnasium's keyword arguments that are not config keys, and what each becomes
 GYMNASIUM_KEYS = {
     "render_mode": "env.render_mode",
-    "max_episode_steps": "a {name: time_limit, max_episode_steps: N} entry of wrappers",
+    "max_episode_steps": "env.max_episode_steps",
     "overrides": "Hydra overrides",
 }
 
@@ -46,7 +48,6 @@ class Reading:
     picks: dict[str, str] = field(default_factory=dict)  # group -> option ("env" -> "atari")
     layers: list[dict[str, Any]] = field(default_factory=list)  # merged in order
     overrides: list[str] = field(default_factory=list)
-    max_episode_steps: Any = None
 
     @property
     def pick_overrides(self) -> list[str]:
@@ -78,10 +79,8 @@ def read(sources: Sequence[Mapping[str, Any]]) -> Reading:
             key = str(raw_key)
             if key == "overrides":
                 out.overrides.extend(_override_list(value))
-            elif key == "max_episode_steps":
-                out.max_episode_steps = value
-            elif key == "render_mode":
-                _set(layer, ["env", "render_mode"], value)
+            elif key in GYMNASIUM_KEYS:
+                _set(layer, GYMNASIUM_KEYS[key].split("."), value)
             elif key in _GROUPS and isinstance(value, str):
                 out.picks[key] = value
             else:
@@ -91,19 +90,6 @@ def read(sources: Sequence[Mapping[str, Any]]) -> Reading:
         if layer:
             out.layers.append(layer)
     return out
-
-
-def time_limit_entry(reading: Reading) -> dict[str, Any] | None:
-    """The ``time_limit`` wrapper entry ``max_episode_steps`` asks for, or None."""
-    steps = reading.max_episode_steps
-    if steps is None:
-        return None
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ConfigError(
-            f"max_episode_steps={echo(steps)}: expected an integer >= 1 or None (it adds a "
-            "time_limit wrapper to wrappers)"
-        )
-    return {"name": "time_limit", "max_episode_steps": steps}
 
 
 def _set(layer: dict[str, Any], path: list[str], value: Any) -> None:
@@ -125,8 +111,9 @@ def _set(layer: dict[str, Any], path: list[str], value: Any) -> None:
 
 
 def _override_list(value: Any) -> list[str]:
+    """As ``make_vec(overrides=...)``: a list of strings, and a string is a ``TypeError``."""
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigError(
+        raise TypeError(
             f"overrides must be a list of strings like ['num_envs=2', 'env=mountaincar'], got "
             f"{type(value).__name__} {echo(value)}"
         )
