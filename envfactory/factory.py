@@ -177,12 +177,17 @@ def env_thunks(cfg: Plan | DictConfig) -> list[EnvThunk]:
 Config = Union["Plan", "DictConfig", Mapping[str, Any], None]
 
 
-def make_env(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> gym.Env:
+def make_env(
+    cfg: Config = None, *, overrides: Sequence[str] | None = None, **options: Any
+) -> gym.Env:
     """One fully wrapped ``gymnasium.Env`` (env 0 of the config).
 
     Args:
         cfg: as [`make_vec`][envfactory.make_vec]'s.
         overrides: Hydra overrides, when ``cfg`` is None (or a dict).
+        **options: config keys, as [`make_vec`][envfactory.make_vec]'s (``num_envs`` is
+            read and ignored: this is one env). So ``make_env`` is also a gymnasium
+            ``entry_point`` and an RLlib env creator for RLlib's default vectorization.
 
     Example:
         >>> import envfactory
@@ -192,10 +197,12 @@ def make_env(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> g
     """
     from .config.compose import resolve
 
-    return env_thunks(resolve(cfg, overrides))[0]()
+    return env_thunks(resolve(cfg, overrides, options))[0]()
 
 
-def make_vec(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> VectorEnv:
+def make_vec(
+    cfg: Config = None, *, overrides: Sequence[str] | None = None, **options: Any
+) -> VectorEnv:
     """Build the vectorized env a config describes.
 
     The config is checked once (`envfactory.config.validate`), into a plan that this
@@ -208,6 +215,16 @@ def make_vec(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> V
             of your own Hydra app), a plain dict, a plan from
             ``envfactory.config.validate(cfg)``, or None.
         overrides: Hydra overrides (a list of strings), when ``cfg`` is None (or a dict).
+        **options: config keys, read as a plain dict is (they win over it): ``num_envs=4``,
+            ``env="atari"`` / ``vectorizer="subproc"`` (a string picks the config group
+            option, as the override ``env=atari``), ``vectorizer={"in_series": 2}`` (a dict
+            sets a node's options), ``**{"env.id": "Acrobot-v1"}`` (a dotted key sets one
+            option), and gymnasium's ``render_mode`` (``env.render_mode``) and
+            ``max_episode_steps`` (a ``time_limit`` wrapper). So ``make_vec`` is a
+            gymnasium ``vector_entry_point``: ``gym.register("MyEnvs-v0",
+            vector_entry_point=envfactory.make_vec)``, then ``gym.make_vec("MyEnvs-v0",
+            num_envs=4, vectorization_mode="vector_entry_point", vectorizer="subproc")``
+            (`envfactory.config.keywords`; an unknown key is one `ConfigError`).
 
     Example:
         >>> import envfactory
@@ -218,7 +235,8 @@ def make_vec(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> V
     """
     from .config.compose import resolve
 
-    plan = resolve(cfg, overrides)
+    _refuse_rllib_single_env(cfg, options)
+    plan = resolve(cfg, overrides, options)
     vec = plan.vectorizer
     envs = vec.build(env_thunks(plan), **plan.build_options())
     try:
@@ -227,6 +245,25 @@ def make_vec(cfg: Config = None, *, overrides: Sequence[str] | None = None) -> V
         if hasattr(envs, "close"):
             envs.close()  # no worker outlives a failed make_vec
         raise
+
+
+def _refuse_rllib_single_env(cfg: Any, options: Mapping[str, Any]) -> None:
+    """RLlib (new API stack) calls a registered env creator with its ``EnvContext`` for one
+    env (``gym_env_vectorize_mode`` ``sync`` / ``async``: gymnasium then vectorizes) and with a
+    plain dict that holds ``num_envs`` for a vectorized one (``vector_entry_point``). Asked
+    for one env, say what to set, rather than gymnasium's "must inherit from gymnasium.Env"."""
+    kind = type(cfg)
+    if kind.__name__ != "EnvContext" or not kind.__module__.startswith("ray.rllib") or options:
+        return
+    from .errors import ConfigError
+
+    raise ConfigError(
+        "RLlib asked envfactory.make_vec for one env (RLlib's gym_env_vectorize_mode "
+        "'sync'/'async' vectorizes with gymnasium itself): set "
+        "config.env_runners(gym_env_vectorize_mode='vector_entry_point') so that envfactory "
+        "vectorizes, or register envfactory.make_env as the env creator "
+        "(docs/guides/rllib.md)"
+    )
 
 
 def _finish(envs: Any, plan: Plan) -> VectorEnv:

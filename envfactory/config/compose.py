@@ -20,6 +20,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from ..errors import ConfigError, did_you_mean, echo, echo_within
 from ..plugin.manager import Registry, get_registry
+from . import keywords
 from .checks import omegaconf_error, one_line
 from .plan import Plan, plan_of
 from .store import extend_search_path, root_configs, search_dirs, usable_choices
@@ -302,45 +303,63 @@ def validate(cfg: DictConfig, registry: Registry | None = None) -> Plan:
 def resolve(
     cfg: Plan | DictConfig | Mapping[str, Any] | None = None,
     overrides: Sequence[str] | str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Plan:
     """Turn what a user passes to ``make_vec`` / ``make_env`` (a plan, a composed
-    DictConfig, a plain dict, or overrides) into a checked plan, checking each schema once."""
+    DictConfig, a plain dict, or overrides, and keyword ``options``) into a checked plan,
+    checking each schema once. A dict and ``options`` are read as `envfactory.config.keywords`
+    says (``options`` win)."""
     overrides = override_list(overrides)
+    options = dict(options or {})
     if isinstance(cfg, Plan):
-        if overrides:
-            raise ConfigError("pass either a checked plan or overrides, not both")
+        if overrides or options:
+            raise ConfigError("pass either a checked plan or overrides / keyword options, not both")
         return cfg
-    if cfg is None:
+    if cfg is None and not options:
         return validate(_load(overrides))
     if isinstance(cfg, DictConfig):
         if overrides:
             raise ConfigError("pass either a composed config or overrides, not both")
-        return validate(cfg)
-    if isinstance(cfg, Mapping):
-        data = dict(cfg)
-        picks = []
-        env, vec = data.get("env"), data.get("vectorizer")
-        if isinstance(env, str):
-            picks.append(f"env={env}")
-            data.pop("env")
-        elif isinstance(env, Mapping) and "family" in env:
-            picks.append(f"env={env['family']}")
-        if isinstance(vec, str):
-            picks.append(f"vectorizer={vec}")
-            data.pop("vectorizer")
-        elif isinstance(vec, Mapping) and "name" in vec:
-            picks.append(f"vectorizer={vec['name']}")
-        base = _load([*picks, *overrides])
-        try:
-            merged = OmegaConf.merge(base, data)
-        except OmegaConfBaseException as exc:
-            raise (unknown_key_error(exc) or omegaconf_error(exc)) from None
-        assert isinstance(merged, DictConfig)
-        return validate(merged)
+        if not options:
+            return validate(cfg)
+        return validate(_on_composed(cfg, options))
+    if cfg is None or isinstance(cfg, Mapping):
+        reading = keywords.read([cfg or {}, options])
+        base = _load([*reading.pick_overrides, *overrides, *reading.overrides])
+        return validate(_merged(base, reading))
     raise ConfigError(
         f"make_vec takes a composed DictConfig, a dict, or overrides=[...]; got "
         f"{type(cfg).__name__}"
     )
+
+
+def _on_composed(cfg: DictConfig, options: Mapping[str, Any]) -> DictConfig:
+    """Keyword options on a composed config: merged into a copy of it. A group pick or
+    overrides need composing, which that config has already done."""
+    reading = keywords.read([options])
+    for group, name in reading.picks.items():
+        if cfg.get(group) is None or _picked(cfg, group) != name:
+            raise ConfigError(
+                f"{group}={name!r} picks a config group, which the composed config passed has "
+                f"already done: compose it with '{group}={name}', or pass a dict"
+            )
+    if reading.overrides:
+        raise ConfigError("pass either a composed config or overrides, not both")
+    return _merged(cfg, reading)
+
+
+def _picked(cfg: DictConfig, group: str) -> Any:
+    return cfg[group].get("family" if group == "env" else "name")
+
+
+def _merged(base: DictConfig, reading: keywords.Reading) -> DictConfig:
+    reading.check_keys([str(k) for k in base])
+    try:
+        merged = OmegaConf.merge(base, *reading.layers)
+    except OmegaConfBaseException as exc:
+        raise (unknown_key_error(exc) or omegaconf_error(exc)) from None
+    assert isinstance(merged, DictConfig)
+    return merged
 
 
 def resolve_config(
