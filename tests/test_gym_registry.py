@@ -45,9 +45,8 @@ def gym_ids() -> Iterator[ModuleType]:
     try:
         yield module
     finally:
-        for env_id in set(gym.registry) - before:
-            if env_id.startswith("envfactory/") or env_id.startswith("EnvfactoryTest"):
-                gym.registry.pop(env_id, None)
+        for env_id in set(gym.registry) - before:  # ours, and ale_py's ALE/ ids it registered
+            gym.registry.pop(env_id, None)
         sys.modules.pop("envfactory.gym_ids", None)
         envfactory.__dict__.pop("gym_ids", None)
 
