@@ -48,7 +48,7 @@ from peers import (
     measure_loop,
     peer_available,
     peer_variants,
-    puffer_workers,  # noqa: F401 (named here by the docstring and tests/test_bench_scale.py)
+    puffer_workers,  # noqa: F401 (named here by the docstring and tests/benchmarks/test_bench_scale.py)
     raw_limit,
     thunks,
 )

@@ -1,7 +1,7 @@
 """Every use of another library's private API, in one place.
 
 Each function here touches something a dependency does not promise to keep (a private
-attribute, a module under ``_internal``). ``tests/test_compat.py`` exercises each one
+attribute, a module under ``_internal``). ``tests/project/test_compat.py`` exercises each one
 against the installed versions, so an upgrade that moves one of them fails there, loudly
 and by name, rather than somewhere deep in a run. Where a public API does the job it is
 used instead (and noted here).

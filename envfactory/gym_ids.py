@@ -117,22 +117,14 @@ def register_gym_ids() -> list[str]:
 def _atari_games() -> list[str]:
     """The names of ale-py's v5 games (``Pong``, ...); none without ale-py."""
     try:
-        import ale_py  # noqa: F401  # registers its ids with gymnasium (on its first import)
+        import ale_py  # noqa: F401  # registers its ids with gymnasium
     except ImportError:
         return []
-
-    def games() -> list[str]:
-        return [
-            spec.name
-            for spec in gym.registry.values()
-            if spec.namespace == "ALE" and spec.version == 5 and not spec.name.endswith("-ram")
-        ]
-
-    if not games():  # imported before and its ids since removed: register them again
-        from ale_py.registration import register_v5_envs
-
-        register_v5_envs()
-    return games()
+    return [
+        spec.name
+        for spec in gym.registry.values()
+        if spec.namespace == "ALE" and spec.version == 5 and not spec.name.endswith("-ram")
+    ]
 
 
 register_gym_ids()

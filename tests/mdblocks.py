@@ -1,7 +1,7 @@
 """Run the fenced code blocks of a Markdown page as a reader would (README.md, docs/**/*.md).
 
-Shared by tests/test_readme.py and tests/test_docs.py. How a page's blocks are used (one
-scratch folder per test, blocks taken in page order):
+Shared by tests/project/test_readme.py and tests/project/test_docs.py. How a page's blocks
+are used (one scratch folder per test, blocks taken in page order):
 
 - a block whose leading comment lines name a file (``# my_configs/experiment/x.yaml``,
   ``# conf/train.yaml``, ``# train.py``) is written at that path, as a reader would save it;

@@ -79,26 +79,25 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     return cfg
 
 
-#: the built-in vectorizers whose workers start under multiprocessing's fork server
-_FORKSERVER_VECTORIZERS = ("subproc", "subproc-atari")
-
-
 def _boot_early(overrides: list[str], reg: Any) -> None:
-    """When the overrides pick a built-in worker-process vectorizer under the fork server
-    (``vectorizer=subproc``, no other ``vectorizer.context``), start that server now, in
-    the background, with the env family's modules preloaded: its boot then overlaps
-    Hydra's composition instead of delaying the first worker (issue 28, start-up). A
-    vectorizer picked in a config file starts it when the env is built, as before."""
+    """When the overrides pick a vectorizer with a ``prestart`` (``vectorizer=subproc``:
+    its fork server), call it now, before Hydra composes, with the vectorizer's own
+    overrides and the picked env family's modules: that work then overlaps the composition
+    instead of delaying the first worker (issue 28, start-up). A vectorizer picked in a
+    config file starts it when the env is built, as before."""
     picks = dict(o.partition("=")[::2] for o in overrides if "=" in o)
-    if picks.get("vectorizer") not in _FORKSERVER_VECTORIZERS:
+    vec = reg.vectorizers.get(picks.get("vectorizer", ""))
+    if vec is None or vec.record.prestart is None:
         return
-    if picks.get("vectorizer.context", "forkserver") != "forkserver":
-        return
+    own = {
+        k.removeprefix("vectorizer."): v for k, v in picks.items() if k.startswith("vectorizer.")
+    }
     family = reg.families.get(picks.get("env", "gym"))
     modules = [] if family is None else [family.record.make.__module__, *family.record.preload]
-    from ..vectorizers.subproc_options import boot_forkserver
-
-    boot_forkserver(modules)
+    try:
+        vec.record.prestart(own, modules)
+    except Exception:
+        pass
 
 
 def hydra_error(exc: BaseException) -> ConfigError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,12 +75,20 @@ class VectorizerPlugin:
             bounded by ``num_envs``) goes in its ``check_config(self, top)`` (see
             `envfactory.config.checks`).
         summary: one line shown by ``envfactory-plugins``.
+        prestart: optional ``prestart(options, modules)``, called when a config's overrides
+            pick this vectorizer, before Hydra composes the config: ``options`` are the
+            overrides of the vectorizer's own keys (``{"context": "fork"}`` for
+            ``vectorizer.context=fork``), ``modules`` what the picked env family's workers
+            import (its ``make``'s module and `EnvFamilyPlugin.preload`). For work that can
+            start early, off the critical path (``subproc`` starts its fork server). It must
+            return at once; what it raises is ignored (the build reports the real error).
     """
 
     name: str
     build: Callable[..., Any]
     config: type | None = None
     summary: str = ""
+    prestart: Callable[[Mapping[str, str], Sequence[str]], None] | None = None
 
     def __post_init__(self) -> None:
         _check_common("VectorizerPlugin", self.name, self.build, "build", self.config)

@@ -32,17 +32,22 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     records = [
         VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
     ]
-    from .subproc_options import AutoConfig, SubprocAtariConfig, SubprocConfig
+    from .subproc_options import AutoConfig, SubprocAtariConfig, SubprocConfig, prestart
 
     records += [
         VectorizerPlugin(
-            "subproc", build_subproc, SubprocConfig, summary="envs in worker processes"
+            "subproc",
+            build_subproc,
+            SubprocConfig,
+            summary="envs in worker processes",
+            prestart=prestart,
         ),
         VectorizerPlugin(
             "subproc-atari",
             build_subproc_atari,
             SubprocAtariConfig,
             summary="worker processes tuned for uint8 image observations",
+            prestart=prestart,
         ),
         VectorizerPlugin(
             "auto",

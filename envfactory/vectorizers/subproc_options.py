@@ -10,7 +10,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -360,6 +360,13 @@ def boot_forkserver(modules: Sequence[str] = ()) -> None:
     _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
     install_fork_hook()
     _launcher_queue().put((_compat.ensure_forkserver, {}, threading.Event()))
+
+
+def prestart(options: Mapping[str, str], modules: Sequence[str]) -> None:
+    """``subproc``'s `VectorizerPlugin.prestart`: the fork server boots while the config is
+    composed (`boot_forkserver`), unless the overrides pick another start method."""
+    if options.get("context", "forkserver") == "forkserver":
+        boot_forkserver(modules)
 
 
 def start_process(proc: Any) -> None:

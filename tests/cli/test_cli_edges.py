@@ -23,7 +23,7 @@ from envfactory.cli.report import ERROR_FILE, error_line
 from envfactory.errors import RemoteEnvError, remote_env_error
 
 BIN = Path(sys.executable).parent
-TESTS = Path(__file__).resolve().parent  # faulty_envs.py, for the workers too
+TESTS = Path(__file__).resolve().parents[1]  # faulty_envs.py, for the workers too
 LEGACY = ["autoreset_mode=same_step", "vector_wrappers=[{name: legacy_final_info}]"]
 
 

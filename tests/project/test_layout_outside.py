@@ -2,7 +2,7 @@
 (each imports the others by file name, ``import scale``), and inside each plugin package
 under plugins/. Lazy imports inside functions count; a package's ``__init__`` importing its
 own submodule counts too (here that is a real circle, not a re-export to forgive). The
-import reader and the cycle finder are tests/test_layout.py's."""
+import reader and the cycle finder are tests/project/test_layout.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_layout import _cycles, _imports
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _graph(files: dict[str, Path]) -> dict[str, set[str]]:

@@ -160,7 +160,7 @@ def test_parent_sigkill_leaves_no_busy_or_stopped_worker(
 ) -> None:
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent(BUSY_PARENT))
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).parents[1])  # faulty_envs.py
     proc = subprocess.Popen(
         [sys.executable, str(script), context, tests, state],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

@@ -915,7 +915,7 @@ if __name__ == "__main__":
 def test_a_forked_child_neither_uses_nor_ends_the_parents_workers(
     context: str, tmp_path: Path
 ) -> None:
-    script = FORK_SCRIPT.replace("TESTS", repr(str(Path(__file__).parent)))
+    script = FORK_SCRIPT.replace("TESTS", repr(str(Path(__file__).parents[1])))
     proc = _script(tmp_path, script, context)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err

@@ -88,7 +88,7 @@ def test_bench_plot_one_png_per_workload(tmp_path: Path) -> None:
     ] + [{"workload": "Pong", "num_envs": 8, "variant": "subproc-atari", "steps_per_s": 2.5e3}]
     src = tmp_path / "bench.json"
     src.write_text(json.dumps({"results": results}))
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
         [sys.executable, str(root / "benchmarks" / "bench.py"), "--plot", str(tmp_path / "b.png"),
          "--plot-from", str(src)],

@@ -2,7 +2,7 @@
 keyword arguments read as config keys, envfactory.config.keywords), the ``envfactory/...`` ids of
 ``envfactory.gym_ids``, and ``import envfactory`` registering nothing.
 
-RLlib and TorchRL themselves: tests/test_rllib.py."""
+RLlib and TorchRL themselves: tests/clients/test_rllib.py."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from envfactory.config import resolve
 from envfactory.factory import find_wrapper
 
 ID = "EnvfactoryTest/MyEnvs-v0"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -45,8 +45,9 @@ def gym_ids() -> Iterator[ModuleType]:
     try:
         yield module
     finally:
-        for env_id in set(gym.registry) - before:  # ours, and ale_py's ALE/ ids it registered
-            gym.registry.pop(env_id, None)
+        for env_id in set(gym.registry) - before:
+            if env_id.startswith("envfactory/") or env_id.startswith("EnvfactoryTest"):
+                gym.registry.pop(env_id, None)
         sys.modules.pop("envfactory.gym_ids", None)
         envfactory.__dict__.pop("gym_ids", None)
 

@@ -448,7 +448,7 @@ def test_subproc_keeps_every_env_in_a_worker_by_default() -> None:
         assert cfg.vectorizer.in_parent == 0
         """
     )
-    tests = os.path.dirname(os.path.abspath(__file__))
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # faulty_envs.py
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120

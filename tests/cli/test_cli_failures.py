@@ -19,7 +19,7 @@ from envfactory.cli.report import CAUSE_CHARS, ERROR_FILE, error_line, remote_ca
 from envfactory.errors import remote_env_error
 
 BIN = Path(sys.executable).parent
-TESTS = Path(__file__).resolve().parent  # faulty_envs.py, for the workers too
+TESTS = Path(__file__).resolve().parents[1]  # faulty_envs.py, for the workers too
 
 
 def _env(extra_path: Path | None = None) -> dict[str, str]:
@@ -239,7 +239,7 @@ def test_failed_rows_from_a_non_editable_install(
     run: Any, wheel_site: Path, tmp_path: Path
 ) -> None:
     """The sweeper's plugin folder ships inside the package (nothing in ``hydra_plugins``
-    of site-packages: tests/test_hydra_app.py) and works from an installed wheel."""
+    of site-packages: tests/config/test_hydra_app.py) and works from an installed wheel."""
     script = wheel_site / "bin" / "envfactory"
     argv = [script] if script.exists() else ["python", "-m", "envfactory.cli.main"]
     out = tmp_path / "sweep"

@@ -15,7 +15,7 @@ from envfactory.errors import ConfigError
 from envfactory.families.atari import AtariConfig, make_atari
 from envfactory.families.atari_wrappers import FireReset
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _ale(env: gym.Env) -> Any:

@@ -1,7 +1,7 @@
 """Every code block of the README runs as written, so the README cannot drift.
 
 How a block is used is tests/mdblocks.py's (shared with the docs pages' test,
-tests/test_docs.py): files named by a leading comment are saved, ``python`` blocks run as
+tests/project/test_docs.py): files named by a leading comment are saved, ``python`` blocks run as
 scripts, ``bash`` blocks line by line, ``<!-- readme-test: skip: <reason> -->`` skips one.
 The first block (the two set-up commands) is CI's own job and is not re-run here.
 

@@ -14,7 +14,7 @@ import pytest
 import envfactory
 from envfactory.testing import check_entry_point, check_same_as_dummy
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SUITES = sorted([REPO / "tests", *(p for p in (REPO / "plugins").glob("*/tests") if p.is_dir())])
 
 PROBE = """

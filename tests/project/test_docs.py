@@ -1,6 +1,6 @@
 """The docs pages: their code blocks run as written (tests/mdblocks.py, as the README's),
 the option tables are generated from the schemas, every error class is documented, and
-docstring examples run. The built site itself: tests/test_site.py."""
+docstring examples run. The built site itself: tests/project/test_site.py."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_docs_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     if same is not None and block.lang in ("python", "bash") and not block.skip:
         pytest.skip(
             f"the same text as README.md's block at line {same.line}, which "
-            "tests/test_readme.py runs"
+            "tests/project/test_readme.py runs"
         )
     run_as_written(block, PAGES[block.page.removeprefix("docs/")], tmp_path)
 
