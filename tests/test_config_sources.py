@@ -269,3 +269,30 @@ def test_tune_refuses_a_name_another_config_source_gives(run: Any, tmp_path: Pat
     assert line.startswith("envfactory tune: error: --name 'fast': the preset ")
     assert str(user / "vectorizer" / "fast.yaml") in line and "Pick another name" in line
     assert not (tmp_path / "other").exists()
+
+
+# -- a "# @package" header Hydra cannot read -----------------------------------------------
+
+
+def test_a_package_header_with_extra_words_is_one_line_naming_the_file(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's re-trial: ``# @package _global_ extra`` gave Hydra's traceback ending
+    ``ValueError: Too many components in '@package _global_ extra'``, without the file."""
+    exp = _preset(tmp_path / "exps", "experiment", "fast", "# @package _global_ extra\nseed: 1\n")
+    proc = run(["envfactory", "--config-dir", tmp_path / "exps", "+experiment=fast"])
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"envfactory: error: the config file {exp} has a header Hydra cannot read, "
+        "'# @package _global_ extra': a header takes one word after @package (e.g. "
+        "'# @package _global_'); remove 'extra'\n"
+    )
+    assert not (tmp_path / "outputs").exists()  # composing failed: no run dir either
+    vec = _preset(tmp_path / "cfg", "vectorizer", "mine", "# @package\ndefaults:\n  - subproc\n")
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path / "cfg"))
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose(["vectorizer=mine"])
+    assert str(info.value) == (
+        f"the config file {vec} has a header Hydra cannot read, '# @package': a header takes "
+        "one word after @package (e.g. '# @package _global_'); give it one (or remove the line)"
+    )

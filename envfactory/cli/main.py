@@ -353,7 +353,7 @@ def main() -> None:
     from envfactory.cli.rerun import rerun_arguments
     from envfactory.cli.sweep import SweepSummary
     from envfactory.cli.sweeper import with_sweeper
-    from envfactory.config.compose import hydra_error
+    from envfactory.config.compose import header_error, hydra_error
     from envfactory.errors import ConfigError, EnvfactoryError
 
     if sys.argv[1:2] == ["tune"]:  # `envfactory tune ...`: its own parser, before Hydra
@@ -385,9 +385,9 @@ def main() -> None:
     except KeyboardInterrupt:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-    except (ConfigError, HydraException, OmegaConfBaseException, YAMLError) as exc:
-        if user_wants_tracebacks:
-            raise
+    except (ConfigError, HydraException, OmegaConfBaseException, YAMLError, ValueError) as exc:
+        if user_wants_tracebacks or (isinstance(exc, ValueError) and not header_error(exc)):
+            raise  # (a ValueError of Hydra's other than a bad "# @package" header: a bug)
         err = exc if isinstance(exc, ConfigError) else hydra_error(exc)
         print(f"envfactory: error: {error_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
