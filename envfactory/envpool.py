@@ -204,9 +204,42 @@ def _config(task: _Task, kwargs: dict[str, Any]) -> dict[str, Any]:
             "tasks are offered (max_num_players=1)"
         )
     cfg["num_envs"], cfg["batch_size"] = int(n), int(batch)
+    for name in set(kwargs) & set(_CHECKS):  # in envpool's names, before envfactory's
+        _check_option(task.env_id, name, kwargs[name], valid[name])
     _seed_list(cfg["seed"], cfg["num_envs"])
     cfg["num_threads"] = int(cfg["num_threads"] or cfg["batch_size"])
     return cfg
+
+
+# what each numeric or boolean option takes: (kind, least value) and envpool's default
+_CHECKS: dict[str, tuple[str, int]] = {
+    **dict.fromkeys(("stack_num", "frame_skip", "img_height", "img_width"), ("int", 1)),
+    "max_episode_steps": ("int", 1),
+    **dict.fromkeys(("noop_max", "num_threads"), ("int", 0)),
+    "repeat_action_probability": ("prob", 0),
+    **{k: ("bool", 0) for k, v in {**_COMMON, **_ATARI}.items() if isinstance(v, bool)},
+}
+
+
+def _check_option(env_id: str, name: str, value: Any, default: Any) -> None:
+    """A ConfigError naming envpool's option ``name`` (not the envfactory key it maps to)
+    for a value of the wrong kind: ``stack_num=0``, ``frame_skip=1.5``, ``reward_clip=1``."""
+    kind, least = _CHECKS[name]
+    if kind == "bool":
+        ok = isinstance(value, bool | np.bool_) or (isinstance(value, int) and value in (0, 1))
+        expected = "True or False"
+    elif kind == "prob":
+        number = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+        ok, expected = number and 0.0 <= float(value) <= 1.0, "a number in [0, 1]"
+    else:
+        integer = isinstance(value, int | np.integer) and not isinstance(value, bool)
+        ok, expected = integer and value >= least, f"an int >= {least}"
+        ok = ok or (name == "max_episode_steps" and value is None)
+    if not ok:
+        raise ConfigError(
+            f"envpool.make({env_id!r}): {name}={echo(value)} must be {expected}; e.g. "
+            f"{name}={default!r} (envpool's default)"
+        )
 
 
 def _seed_list(seed: Any, n: int) -> list[int]:

@@ -167,7 +167,11 @@ class PluginConflictError(EnvfactoryError):
 class ConflictingNameError(PluginConflictError, ConfigError, KeyError):
     """A config names a family, vectorizer or wrapper that two installed plugins register:
     that name is unusable until one is disabled (everything else works). A config error
-    (the CLI prints one line and exits 2) and a ``KeyError``, as an unknown name is."""
+    (the CLI prints one line and exits 2) and a ``KeyError``, as an unknown name is.
+    ``table`` (``vectorizers``, ``families``, ...) and ``name`` say which name."""
+
+    table: str = ""
+    name: str = ""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])

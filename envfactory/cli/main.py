@@ -38,14 +38,20 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from envfactory.cli.report import SUMMARY_FILE, error_line, save_error, save_summary
+from envfactory.cli.report import (
+    SUMMARY_FILE,
+    error_line,
+    remove_run_dir,
+    save_error,
+    save_summary,
+)
 from envfactory.cli.rollout import (
     RolloutStats,
     episode_returns,
     noop_action,
     rollout,
 )
-from envfactory.cli.startup import load_registry
+from envfactory.cli.startup import load_registry, release_conflicts
 
 __all__ = [  # the rollout's names stay importable from here (they lived here before)
     "SUMMARY_FILE",
@@ -184,7 +190,9 @@ def _build(cfg: DictConfig, job: dict[str, Any]) -> tuple[Any, dict[str, Any] | 
     from envfactory.config import validate
 
     try:
-        return envfactory.make_vec(validate(cfg)), None  # the checked plan: checked once
+        plan = validate(cfg)
+        release_conflicts()  # the config is good: a conflict it does not use is a warning
+        return envfactory.make_vec(plan), None  # the checked plan: checked once
     except KeyboardInterrupt:
         _interrupted(cfg, job, None)
         raise  # not reached: _interrupted exits
@@ -259,11 +267,14 @@ def _failed(cfg: DictConfig, job: dict[str, Any], exc: Exception) -> dict[str, A
 
     if not job and not isinstance(exc, EnvfactoryError):
         raise exc
+    release_conflicts(exc)
     line, where = error_line(exc), ""
     if job:
         saved = save_error(exc, job["output_dir"])
         where = f" (full traceback: {saved})" if saved else ""
     if not job.get("multirun"):
+        if job and isinstance(exc, ConfigError):
+            remove_run_dir(job["output_dir"])  # the job never started: no run dir
         print(f"envfactory: error: {line}{where}", file=sys.stderr, flush=True)
         raise SystemExit(2 if isinstance(exc, ConfigError) else 1) from None
     print(
@@ -350,10 +361,11 @@ def main() -> None:
     from omegaconf.errors import OmegaConfBaseException
     from yaml import YAMLError  # a preset file that does not parse
 
+    from envfactory.cli.arguments import check_arguments
     from envfactory.cli.rerun import rerun_arguments
     from envfactory.cli.sweep import SweepSummary
     from envfactory.cli.sweeper import with_sweeper
-    from envfactory.config.compose import hydra_error
+    from envfactory.config.compose import header_error, hydra_error
     from envfactory.errors import ConfigError, EnvfactoryError
 
     if sys.argv[1:2] == ["tune"]:  # `envfactory tune ...`: its own parser, before Hydra
@@ -364,13 +376,15 @@ def main() -> None:
         print(version_line())
         return
     try:
-        config_path = load_registry()
+        config_path = load_registry(hold_conflicts=True)
     except (EnvfactoryError, FileNotFoundError) as exc:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     try:
         args = with_sweeper(rerun_arguments(sys.argv[1:]))
+        check_arguments(args)
     except ConfigError as exc:
+        release_conflicts(exc)
         print(f"envfactory: error: {error_line(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
     app = hydra.main(version_base="1.3", config_path=config_path, config_name="config")(run)
@@ -385,10 +399,11 @@ def main() -> None:
     except KeyboardInterrupt:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-    except (ConfigError, HydraException, OmegaConfBaseException, YAMLError) as exc:
-        if user_wants_tracebacks:
-            raise
+    except (ConfigError, HydraException, OmegaConfBaseException, YAMLError, ValueError) as exc:
+        if user_wants_tracebacks or (isinstance(exc, ValueError) and not header_error(exc)):
+            raise  # (a ValueError of Hydra's other than a bad "# @package" header: a bug)
         err = exc if isinstance(exc, ConfigError) else hydra_error(exc)
+        release_conflicts(err)
         print(f"envfactory: error: {error_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
     except OSError as exc:  # after Hydra's own (MissingConfigException is an
@@ -398,6 +413,7 @@ def main() -> None:
         print(f"envfactory: error: {run_dir_error(exc, args)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
+        release_conflicts()  # (those a job never got to: --help, --cfg job, ...)
         sys.argv[1:] = given
         if not user_wants_tracebacks:
             os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -21,6 +21,7 @@ __all__ = [
     "SUMMARY_FILE",
     "error_line",
     "remote_cause",
+    "remove_run_dir",
     "save_error",
     "save_summary",
 ]
@@ -93,3 +94,32 @@ def save_summary(summary: dict[str, Any], job: Mapping[str, Any]) -> None:
     out = Path(job["output_dir"])
     out.mkdir(parents=True, exist_ok=True)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
+
+
+def remove_run_dir(out_dir: str | Path) -> None:
+    """Remove the run dir of a job that never started (a config error, exit 2): Hydra's
+    files of the job (``.hydra/`` and its ``.log``), then the folders left empty, up to the
+    working directory (``outputs/<date>/`` of the default layout). A run dir holding anything
+    else (one reused with ``hydra.run.dir``) is left as it is; a file that cannot be removed
+    leaves the rest."""
+    run_dir = Path(out_dir)
+    try:
+        found = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if not p.is_dir()}
+        logs = {f for f in found if "/" not in f and f.endswith(".log")}
+        dirs = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_dir()}
+        if not found <= {*HYDRA_FILES, *logs} or len(logs) > 1 or not dirs <= {".hydra"}:
+            return
+        for f in found:
+            (run_dir / f).unlink()
+        if dirs:
+            (run_dir / ".hydra").rmdir()
+        run_dir.rmdir()
+        here, up = Path.cwd().resolve(), run_dir.resolve().parent
+        while up != here and here in up.parents:
+            up.rmdir()  # an OSError once a folder is not empty: stop there
+            up = up.parent
+    except OSError:
+        pass

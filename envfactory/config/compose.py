@@ -27,6 +27,7 @@ from .store import extend_search_path, root_configs, search_dirs, usable_choices
 
 __all__ = [
     "compose",
+    "header_error",
     "hydra_error",
     "override_list",
     "resolve",
@@ -70,6 +71,8 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
         raise hydra_error(exc) from None
     except yaml.YAMLError as exc:  # a config file of a preset folder that is not YAML
         raise yaml_error(exc) from None
+    except ValueError as exc:  # a "# @package" header Hydra cannot read
+        raise (header_error(exc) or exc) from None
     except OSError as exc:  # Hydra looks for a config file named after an override's key
         raise ConfigError(
             f"invalid envfactory config: {one_line(exc)}; check the overrides' keys"
@@ -107,6 +110,9 @@ def hydra_error(exc: BaseException) -> ConfigError:
     its file."""
     if isinstance(exc, yaml.YAMLError):
         return yaml_error(exc)
+    header = header_error(exc)
+    if header is not None:
+        return header
     preset, preset_file = _preset_of(exc)
     err = _hydra_error(exc, preset)
     if preset is None:
@@ -202,6 +208,33 @@ def _preset_of(exc: BaseException) -> tuple[str | None, str]:
         if path.is_file():
             return name, str(path)
     return name, f"{name}.yaml"
+
+
+_BAD_HEADER = re.compile(
+    r"^(?:Too many components in|Expected header format: KEY VALUE, got) '(.*)'$"
+)
+
+
+def header_error(exc: BaseException) -> ConfigError | None:
+    """One line for a config file whose ``# @package`` header Hydra cannot read (a plain
+    ``ValueError`` of Hydra's, without the file): the file (found in the traceback, where
+    Hydra's file source was reading it), the header and the fix. None for another error."""
+    m = _BAD_HEADER.match(str(exc)) if isinstance(exc, ValueError) else None
+    if m is None:
+        return None
+    where, tb = "a config file", exc.__traceback__
+    while tb is not None:  # the innermost file source's frame names the file
+        frame = tb.tb_frame
+        path = frame.f_locals.get("full_path") if frame.f_code.co_name == "load_config" else None
+        where = f"the config file {path}" if isinstance(path, str) else where
+        tb = tb.tb_next
+    header = m.group(1)
+    key, *words = header.split()
+    fix = f"remove {' '.join(words[1:])!r}" if words else "give it one (or remove the line)"
+    return ConfigError(
+        f"{where} has a header Hydra cannot read, '# {header}': a header takes one word after "
+        f"{key} (e.g. '# @package _global_'); {fix}"
+    )
 
 
 def yaml_error(exc: yaml.YAMLError) -> ConfigError:

@@ -258,6 +258,7 @@ def _preset_entries(reg: Registry) -> Iterator[tuple[str, str, Any, str, str | N
             for path in sorted(Path(folder, group).glob("*.yaml")):
                 try:
                     text = path.read_text()
+                    ConfigSource._get_header_dict(text[:512])  # a header Hydra cannot read
                     node = OmegaConf.create(text) if text.strip() else OmegaConf.create({})
                 except Exception as exc:
                     warnings.warn(

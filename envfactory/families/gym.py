@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ import gymnasium as gym
 from ..config.checks import check_int
 from ..errors import ConfigError, OptionError, did_you_mean
 
-__all__ = ["GymConfig", "make_gym", "render_modes", "resolve_spec"]
+__all__ = ["GymConfig", "check_kwargs", "make_gym", "render_modes", "resolve_spec"]
 
 
 @dataclass
@@ -47,7 +48,42 @@ class GymConfig:
                 "kwargs", self.kwargs, "a mapping of gymnasium.make keyword arguments"
             )
         check_int(self, "max_episode_steps", 1, optional=True)
-        resolve_spec(self.id)
+        check_kwargs(resolve_spec(self.id), self.kwargs)
+
+
+_MAKE_KWARGS = ("max_episode_steps", "disable_env_checker")  # gymnasium.make's own
+
+
+def check_kwargs(spec: gym.envs.registration.EnvSpec, kwargs: Mapping[str, Any]) -> None:
+    """An [`OptionError`][envfactory.OptionError] for a key of ``kwargs`` that neither the
+    env's constructor (its registry entry point, imported) nor ``gymnasium.make`` takes, with
+    the closest name; nothing when that cannot be known (a constructor taking ``**kwargs``,
+    an entry point that cannot be imported here: ``gymnasium.make`` then says what is
+    wrong)."""
+    if not kwargs:
+        return
+    try:
+        creator: Any = spec.entry_point
+        if isinstance(creator, str):
+            creator = gym.envs.registration.load_env_creator(creator)
+        params = inspect.signature(creator).parameters.values()
+    except Exception:  # a missing dependency, a C extension without a signature, ...
+        return
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    own = [p.name for p in params if p.kind in kinds]
+    for key in kwargs:
+        if str(key) not in own and key not in _MAKE_KWARGS:
+            name = getattr(creator, "__name__", str(spec.entry_point))
+            raise OptionError(
+                f"kwargs.{key}",
+                kwargs[key],
+                f"a keyword argument that {spec.id} takes",
+                hint=f"{did_you_mean(str(key), [*own, *_MAKE_KWARGS])} It takes: "
+                f"{', '.join(own) or '(none)'} ({name}), {', '.join(_MAKE_KWARGS)} "
+                "(gymnasium.make); fix the key under env.kwargs",
+            )
 
 
 def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:

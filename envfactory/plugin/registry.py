@@ -138,7 +138,9 @@ class Registry:
         except KeyError:
             clash = self.conflicts.get(table_name, {}).get(name)
             if clash:
-                raise ConflictingNameError(conflict_message(kind, name, clash, key)) from None
+                err = ConflictingNameError(conflict_message(kind, name, clash, key))
+                err.table, err.name = table_name, name
+                raise err from None
             valid = [*table, *self.conflicts.get(table_name, {})]
             raise self.unknown_name(table_name, name, valid, key=key) from None
 

@@ -50,10 +50,10 @@ FAULTY = [
     "vectorizer.in_parent=0",
 ]
 WORKER_FAILURES = [  # (arguments, the remote exception's type, its message on the line)
-    (
-        ["env.id=CartPole-v1", "vectorizer=subproc", "env.kwargs.foo=1"],
-        "RemoteEnvError(TypeError)",
-        "CartPoleEnv.__init__() got an unexpected keyword argument 'foo'",
+    (  # (a bad gym kwarg is a config error at compose now: test_config)
+        [*FAULTY, "env.kwargs.fault=nope"],
+        "RemoteEnvError(ValueError)",
+        "fault must be one of",
     ),
     (
         [*FAULTY, "env.kwargs.fault=raise", "env.kwargs.at_step=2"],

@@ -274,3 +274,21 @@ def test_breakout_episodic_life_clip_and_atari_infos() -> None:
             break
     env.close()
     assert life_lost
+
+
+def test_a_bad_task_option_names_envpools_option() -> None:
+    """Before: ``stack_num=0`` said ``env.num_stack=0`` (envfactory's key, which the user
+    never typed), and ``stack_num=1.5`` was cut to 1 without a word."""
+    cases = [
+        ("Pong-v5", {"stack_num": 0}, r"stack_num=0 must be an int >= 1; e\.g\. stack_num=4"),
+        ("Pong-v5", {"stack_num": 1.5}, r"stack_num=1\.5 must be an int >= 1"),
+        ("Pong-v5", {"img_width": 0}, r"img_width=0 must be an int >= 1; e\.g\. img_width=84"),
+        ("Pong-v5", {"noop_max": -1}, r"noop_max=-1 must be an int >= 0"),
+        ("Pong-v5", {"repeat_action_probability": 2}, r"repeat_action_probability=2 must be "),
+        ("Pong-v5", {"reward_clip": "yes"}, r"reward_clip='yes' must be True or False"),
+        ("CartPole-v1", {"max_episode_steps": 0}, r"max_episode_steps=0 .*_steps=500"),
+    ]
+    for task, kwargs, message in cases:
+        with pytest.raises(ConfigError, match=r"^envpool\.make\(.*\): " + message) as err:
+            envpool.make(task, num_envs=2, **kwargs)
+        assert "env." not in str(err.value)  # no envfactory key the user never typed

@@ -635,3 +635,36 @@ def test_a_gymnasium_id_given_as_the_env_points_to_env_id() -> None:
         ConfigError, match=r"a gymnasium id goes in env.id: env=gym env.id=CartPole-v1"
     ):
         envfactory.compose(["env=CartPole-v1"])
+
+
+class _TakesAnything(gym.Env):
+    """An env whose constructor takes ``**kwargs``: which keys it reads cannot be known."""
+
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+
+def test_a_typo_in_env_kwargs_is_caught_at_compose_with_the_close_match() -> None:
+    """A new user's re-trial: ``env.kwargs={sutton_barto_rewrd: true}`` composed and failed
+    only when the env was built (a TypeError in a worker, or a traceback under ``dummy``).
+    The keys are checked against the constructor the registry names (and
+    ``gymnasium.make``'s own) at compose time; where they cannot be known, nothing is said."""
+    with pytest.raises(OptionError) as info:
+        envfactory.compose(["env.kwargs={sutton_barto_rewrd: true}"])
+    says = str(info.value)
+    assert says.startswith("env.kwargs.sutton_barto_rewrd=True: expected a keyword argument ")
+    assert "Did you mean 'sutton_barto_reward'?" in says and "\n" not in says
+    assert "(CartPoleEnv), max_episode_steps, disable_env_checker (gymnasium.make)" in says
+    with pytest.raises(OptionError, match=r"env\.kwargs\.gg=9\.0: .*Did you mean 'g'\?"):
+        envfactory.make_vec({"env": {"id": "Pendulum-v1", "kwargs": {"gg": 9.0}}})
+    for good in ("sutton_barto_reward: true", "max_episode_steps: 5", "render_mode: null"):
+        envfactory.compose([f"env.kwargs={{{good}}}"])
+    # a constructor taking **kwargs: any key passes, as gymnasium.make would pass it
+    gym.register("TakesAnything-v0", entry_point=_TakesAnything)
+    try:
+        envfactory.compose(["env.id=TakesAnything-v0", "env.kwargs={anything: 1}"])
+    finally:
+        gym.registry.pop("TakesAnything-v0")

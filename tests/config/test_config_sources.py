@@ -225,9 +225,54 @@ def test_a_user_preset_named_like_a_builtin_is_one_line_at_the_command_line(
     path = _preset(tmp_path, "vectorizer", "dummy", "defaults:\n  - subproc\n  - _self_\n")
     proc = run(["envfactory", "run.total_steps=10"], env={"ENVFACTORY_CONFIG_DIR": str(tmp_path)})
     assert proc.returncode == 2
-    line = proc.stderr.strip().splitlines()[-1]
+    # one line: the conflict's warning is not printed too (it was, with the same words)
+    [line] = proc.stderr.strip().splitlines()
     assert line.startswith("envfactory: error: the vectorizer 'dummy' (at vectorizer=dummy) is")
     assert str(path) in line
+    # a job that does not use the name: the warning, once, and the job runs
+    proc = run(
+        ["envfactory", "env=mountaincar", "vectorizer=subproc", "--cfg", "job"],
+        env={"ENVFACTORY_CONFIG_DIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("envfactory: warning: the vectorizer 'dummy' is given by 2 config")
+
+
+def test_a_config_dir_preset_named_like_a_builtin_is_refused_naming_both(
+    run: Any, tmp_path: Path
+) -> None:
+    """A new user's re-trial: ``--config-dir my_exps`` with ``vectorizer/subproc.yaml`` ran
+    envfactory's ``subproc`` and ignored the file without a word (Hydra puts ``--config-dir``
+    after envfactory's configs). One name means one config: it is refused, as a clashing
+    preset in the user config folder is, and a preset of a new name is the way."""
+    exps = tmp_path / "my_exps"
+    vec = _preset(
+        exps, "vectorizer", "subproc", "defaults:\n  - subproc\n  - _self_\nin_series: 3\n"
+    )
+    proc = run(["envfactory", "--config-dir", exps, "vectorizer=subproc"])
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"envfactory: error: --config-dir {exps}: its preset {vec} is named like the vectorizer "
+        "'subproc' of envfactory 0.1.0 (plugin 'envfactory.vectorizers'), and one name means "
+        f"one config, so it is not used. Rename it (e.g. {exps}/vectorizer/my_subproc.yaml, "
+        "with 'defaults: [subproc, _self_]' to start from subproc) and select it with "
+        "vectorizer=my_subproc\n"
+    )
+    assert not (tmp_path / "outputs").exists()
+    vec.rename(vec.with_name("my_subproc.yaml"))  # what the line says: it is used
+    proc = run(["envfactory", f"--config-dir={exps}", "vectorizer=my_subproc", "--cfg", "job"])
+    assert proc.returncode == 0, proc.stderr
+    assert "  name: subproc\n" in proc.stdout and "  in_series: 3\n" in proc.stdout
+    # a preset named like one of envfactory's own (conf/env/pong.yaml)
+    _preset(exps, "env", "pong", "defaults:\n  - atari\n  - _self_\nid: ALE/Breakout-v5\n")
+    proc = run(["envfactory", "-cd", exps, "env=pong"])
+    assert proc.returncode == 2
+    assert (
+        f"its preset {exps}/env/pong.yaml is named like the env 'pong' of envfactory's own "
+        "preset " in proc.stderr
+    )
+    assert proc.stderr.count("\n") == 1
 
 
 def test_a_plugins_preset_named_like_a_builtin_is_a_clash_naming_the_distribution(
@@ -269,3 +314,30 @@ def test_tune_refuses_a_name_another_config_source_gives(run: Any, tmp_path: Pat
     assert line.startswith("envfactory tune: error: --name 'fast': the preset ")
     assert str(user / "vectorizer" / "fast.yaml") in line and "Pick another name" in line
     assert not (tmp_path / "other").exists()
+
+
+# -- a "# @package" header Hydra cannot read -----------------------------------------------
+
+
+def test_a_package_header_with_extra_words_is_one_line_naming_the_file(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's re-trial: ``# @package _global_ extra`` gave Hydra's traceback ending
+    ``ValueError: Too many components in '@package _global_ extra'``, without the file."""
+    exp = _preset(tmp_path / "exps", "experiment", "fast", "# @package _global_ extra\nseed: 1\n")
+    proc = run(["envfactory", "--config-dir", tmp_path / "exps", "+experiment=fast"])
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"envfactory: error: the config file {exp} has a header Hydra cannot read, "
+        "'# @package _global_ extra': a header takes one word after @package (e.g. "
+        "'# @package _global_'); remove 'extra'\n"
+    )
+    assert not (tmp_path / "outputs").exists()  # composing failed: no run dir either
+    vec = _preset(tmp_path / "cfg", "vectorizer", "mine", "# @package\ndefaults:\n  - subproc\n")
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path / "cfg"))
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose(["vectorizer=mine"])
+    assert str(info.value) == (
+        f"the config file {vec} has a header Hydra cannot read, '# @package': a header takes "
+        "one word after @package (e.g. '# @package _global_'); give it one (or remove the line)"
+    )

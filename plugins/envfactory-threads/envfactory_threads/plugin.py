@@ -63,9 +63,13 @@ class ThreadsConfig(remote.FaultOptions):
 
 
 def _serve(jobs: queue.SimpleQueue) -> None:
-    """A thread's loop: run each ``(future, fn, args)`` until ``None``."""
+    """A thread's loop: run each ``(future, fn, args)`` until ``None``. A job queued twice
+    (``resume`` after a Ctrl-C that landed as it was queued) runs once."""
     while (job := jobs.get()) is not None:
         future, fn, args = job
+        if future.running() or future.done():
+            continue  # this thread alone starts a job: it ran already
+        future.set_running_or_notify_cancel()
         try:
             future.set_result(fn(*args))
         except BaseException as exc:  # raised by the parent's recv
@@ -74,18 +78,28 @@ def _serve(jobs: queue.SimpleQueue) -> None:
 
 class ThreadHandle(WorkerHandle):
     """A thread hosting envs ``start:stop``: ``send`` queues a command, ``recv`` waits for its
-    future, ``kill`` lets the thread go (it exits after its current command)."""
+    future, ``kill`` lets the thread go (it exits after its current command).
+
+    Resumable, as ``subproc``'s workers: a Ctrl-C (which only the main thread gets) never
+    reaches the thread, so a step it cuts in ``send`` or ``recv`` can be finished by
+    ``step_wait()``. ``send`` counts the command (``sent``) before it queues it and
+    ``resume`` queues it again (a job runs once); ``recv`` keeps the future, so asked again
+    it gives the same answer."""
+
+    resumable = True
 
     def __init__(self, index: int, start: int, stop: int, env_id: str, fns: list) -> None:
         super().__init__(index, start, stop, env_id)
         self.fns = fns
         self.jobs: queue.SimpleQueue | None = None
         self.future: Future | None = None
+        self.job: tuple[Future, Callable[..., Any], tuple] | None = None  # the last one sent
         self.host: Any = None  # its EnvHost, made in the thread
 
     def spawn(self, mode: Any) -> None:
         self.jobs, name = queue.SimpleQueue(), f"envfactory-threads-{self.index}"
         threading.Thread(target=_serve, args=(self.jobs,), name=name, daemon=True).start()
+        self.job = None
         self.future = self._submit(self._build, mode)
 
     def _build(self, mode: Any) -> list[EnvInfo]:
@@ -109,11 +123,23 @@ class ThreadHandle(WorkerHandle):
         return self.jobs is not None
 
     def send(self, cmd: str, data: Any) -> None:
-        run = self.host.close if cmd == remote.Cmd.CLOSE else self.host.handle
-        self.future = self._submit(run, *(() if cmd == remote.Cmd.CLOSE else (cmd, data)))
+        close = cmd == remote.Cmd.CLOSE
+        run = self.host.close if close else self.host.handle
+        self.job = job = (Future(), run, () if close else (cmd, data))
+        self.future = job[0]
+        self.sent += 1  # from here on, resume() (not a new send) finishes it
+        self.jobs.put(job)  # type: ignore[union-attr]
+
+    def resume(self) -> None:
+        """Queue the last command again: a Ctrl-C may have landed before it was queued
+        (queued twice, it runs once)."""
+        if self.job is not None and self.jobs is not None:
+            self.jobs.put(self.job)
 
     def recv(self, deadline: float | None, call: str) -> Any:
-        future, self.future = self.future, None
+        future = self.future  # kept: after a Ctrl-C, asked again, the same answer
+        if future is None:
+            return None
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
             return future.result(remaining)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from envfactory_threads.plugin import ThreadsConfig, ThreadVecEnv
 
 import envfactory
+from envfactory.errors import AlreadyPendingError, NoPendingCallError
 from envfactory.testing import (
     SpacesConformance,
     VecEnvConformance,
@@ -206,3 +209,87 @@ def test_bad_options_fail_at_compose_time_in_one_line(override: str, message: st
 
 def test_timeout_inf_means_none() -> None:
     assert ThreadsConfig(timeout=float("inf")).timeout is None
+
+
+@pytest.fixture
+def _sigint_raises() -> Any:
+    """SIGINT raises KeyboardInterrupt, as in an interactive Python."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def _steps(obs: np.ndarray) -> list[int]:
+    return np.rint(obs[:, 0] * 1000).astype(int).tolist()  # SlowEnv's obs: its steps / 1000
+
+
+@pytest.mark.usefixtures("_sigint_raises")
+def test_ctrl_c_in_step_is_finished_by_step_wait_as_under_subproc() -> None:
+    """A real SIGINT while the threads step: as ``subproc`` (tests/test_interrupts.py),
+    ``step_wait()`` returns the interrupted step, every other call refuses at once with
+    ``AlreadyPendingError`` saying how to finish it, and the env steps on. Before, every
+    later call raised ``VecEnvBrokenError`` ("step was interrupted ... while waiting for
+    worker 0") and ``step_wait()`` said nothing was pending."""
+    with ThreadVecEnv([lambda: SlowEnv(0.4)] * 4, in_series=2) as envs:
+        envs.reset(seed=0)
+        timer = threading.Timer(0.13, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(ACTIONS)
+        timer.join()
+        says = r"step\(\) interrupted by Ctrl-C is pending; call step_wait\(\)"
+        for call in (lambda: envs.step(ACTIONS), lambda: envs.get_attr("calls"), envs.reset):
+            with pytest.raises(AlreadyPendingError, match=says):
+                call()
+        obs, rewards, *_ = envs.step_wait()
+        assert _steps(obs) == [1, 1, 1, 1] and rewards.tolist() == [1.0] * 4
+        obs, *_ = envs.step(ACTIONS)
+        assert _steps(obs) == [2, 2, 2, 2]
+        assert envs.get_attr("calls") == (2, 2, 2, 2)  # each env stepped exactly twice
+
+
+def test_random_ctrl_c_storm_loses_no_step_and_never_bricks_the_env() -> None:
+    """Real SIGINTs 1-10 ms apart for 1.5 s, raised while the test is inside a call of the
+    env (also between a command's count and its queueing): every interrupted step is
+    finished by ``step_wait()``, each env's steps reach the caller one at a time, none
+    twice or lost."""
+    armed, raised = [False], [0]
+
+    def handler(signum: int, frame: Any) -> None:
+        if armed[0]:
+            raised[0] += 1
+            raise KeyboardInterrupt
+
+    stop, rng = threading.Event(), np.random.default_rng(0)
+
+    def fire() -> None:
+        while not stop.wait(rng.uniform(0.001, 0.01)):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, handler)
+    firing = threading.Thread(target=fire, daemon=True)
+    batches: list[list[int]] = []
+    try:
+        with ThreadVecEnv([lambda: SlowEnv(0.0005)] * 4, in_series=2) as envs:
+            envs.reset(seed=0)
+            firing.start()
+            pending, deadline = False, time.monotonic() + 1.5
+            while time.monotonic() < deadline or pending:
+                assert time.monotonic() < deadline + 30, "the step could not be finished"
+                try:
+                    armed[0] = True
+                    out = envs.step_wait() if pending else envs.step(ACTIONS)
+                    armed[0] = pending = False
+                    batches.append(_steps(out[0]))
+                except KeyboardInterrupt:
+                    armed[0], pending = False, True
+                except NoPendingCallError:  # it landed before the step started
+                    armed[0] = pending = False
+            stop.set()
+            firing.join()
+            assert raised[0] > 20 and len(batches) > 20
+            assert batches == [[k + 1] * 4 for k in range(len(batches))]
+            assert envs.get_attr("calls") == (len(batches),) * 4
+    finally:
+        stop.set()
+        signal.signal(signal.SIGINT, old)

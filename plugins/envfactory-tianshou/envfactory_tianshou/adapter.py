@@ -17,10 +17,11 @@ ids it steps (so it steps a subset of the envs). How each call maps onto envfact
   it, with ``infos["restarted"]`` and a ``RuntimeWarning``, as a full step's rebuilt
   worker does (Tianshou then resets it; the env is reset, not rebuilt: a worker that
   dies in such a step still fails, see the pool above, whose subset steps restart it).
-  A Ctrl-C in a pool's subset step: Tianshou's ``Collector`` has no call that finishes
-  it, so the next call finishes it and drops its result with a ``RuntimeWarning`` naming
-  the envs (their episodes go on from the step the caller never saw; a ``reset`` of them
-  starts afresh).
+  A Ctrl-C in a pool's subset step leaves it pending, as a Ctrl-C in envfactory's own
+  ``step``: ``step(None, id)`` (Tianshou's spelling of "wait for the step in flight")
+  returns it, and every other call refuses at once with ``AlreadyPendingError`` saying so
+  (``close()`` abandons it). Nothing of it is dropped: an episode that ended in it is
+  seen. A Ctrl-C that came before the step was sent leaves nothing pending.
 - ``reset(env_id)``: ``venv.reset(options={"reset_mask": ...})`` (no seed: each env's
   generator goes on, as Tianshou's ``DummyVectorEnv``).
 - ``seed(seed)``: as Tianshou's workers, seeds each env's action-space sampler with
@@ -43,7 +44,13 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from tianshou.env import BaseVectorEnv
 
-from envfactory.errors import ClosedError, RemoteEnvError
+from envfactory.errors import (
+    AlreadyPendingError,
+    ClosedError,
+    NoPendingCallError,
+    NotReadyError,
+    RemoteEnvError,
+)
 from envfactory.vectorizers.pool import SubprocPool, take_rows
 from envfactory.wrappers.legacy_final_info import unbatch_info
 
@@ -100,6 +107,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         # envfactory's async pool steps a subset in parallel: send, then recv(env_ids=...)
         self._pool = isinstance(venv, SubprocPool)
         self._unreturned: list[int] | None = None  # a subset step a Ctrl-C cut (pool)
+        self._held: tuple | None = None  # its results, if a refusal's poll found them ready
         # restart=true without the pool: each env's last observation returned, for the
         # truncated end of an episode an env fault cuts in a subset step
         self._restart = bool(getattr(venv.unwrapped, "restart", False)) and not self._pool
@@ -110,7 +118,7 @@ class TianshouVectorEnv(BaseVectorEnv):
     def get_env_attr(self, key: str, id: int | Sequence[int] | np.ndarray | None = None) -> list:
         """Attribute ``key`` of each env of ``id`` (all by default), as a list."""
         self._assert_is_not_closed()
-        self._drop_cut_step()
+        self._refuse_if_cut("get_env_attr")
         ids = self._ids(id)
         if key == "action_space":
             return [self._action_spaces[i] for i in ids]
@@ -123,7 +131,7 @@ class TianshouVectorEnv(BaseVectorEnv):
     ) -> None:
         """Set attribute ``key`` to ``value`` in each env of ``id`` (all by default)."""
         self._assert_is_not_closed()
-        self._drop_cut_step()
+        self._refuse_if_cut("set_env_attr")
         self.venv.set_attr(key, value, indices=self._ids(id))  # type: ignore[call-arg]
 
     def reset(
@@ -132,7 +140,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         """Reset the envs ``env_id`` (all by default): ``(obs, infos)``, ``infos`` an object
         array of one dict per env, each with its ``env_id``."""
         self._assert_is_not_closed()
-        self._drop_cut_step()
+        self._refuse_if_cut("reset")
         ids = self._ids(env_id)
         mask = np.zeros(self.env_num, dtype=np.bool_)
         mask[ids] = True
@@ -147,9 +155,12 @@ class TianshouVectorEnv(BaseVectorEnv):
     def step(
         self, action: Any, id: int | Sequence[int] | np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Step the envs ``id`` (all by default) with one action each."""
+        """Step the envs ``id`` (all by default) with one action each. ``action=None``:
+        the pool's subset step a Ctrl-C interrupted (see the module docstring)."""
         self._assert_is_not_closed()
-        self._drop_cut_step()
+        if action is None and self._unreturned is not None:
+            return self._finish_cut_step(id)
+        self._refuse_if_cut("step")
         if action is None:
             raise ValueError("action must be not-None for non-async")
         ids = self._ids(id)
@@ -166,37 +177,68 @@ class TianshouVectorEnv(BaseVectorEnv):
 
     def _step_pool(self, action: np.ndarray, ids: list[int]) -> tuple:
         venv: Any = self.venv
-        self._unreturned = ids  # until recv returns them (a Ctrl-C may cut in between)
+        self._unreturned, self._held = ids, None  # until returned (a Ctrl-C may cut in)
         try:
             venv.send(action, ids)
         except Exception:
             self._unreturned = None  # refused: nothing was sent
             raise
-        obs, rew, term, trunc, infos = venv.recv(env_ids=ids)  # row k is env ids[k]
-        self._unreturned = None
-        return obs, rew, term, trunc, _info_rows(infos, range(len(ids)), ids)
+        self._held = venv.recv(env_ids=ids)  # row k is env ids[k]
+        return self._finish_cut_step(None)
 
-    def _drop_cut_step(self) -> None:
-        """A pool's subset step that a Ctrl-C cut: finish it and drop its result, with a
-        warning (Tianshou has no call that would take it), so the pool is drained."""
+    def _refuse_if_cut(self, what: str) -> None:
+        """A pool's subset step that a Ctrl-C cut is pending: refuse ``what`` (the step is
+        finished by ``step(None, id)``, never behind the caller's back and dropped). A poll
+        tells whether it went out: a Ctrl-C before the send leaves nothing pending."""
         ids = self._unreturned
         if ids is None:
             return
-        try:
-            self.venv.recv(env_ids=ids)  # type: ignore[attr-defined]
-            warnings.warn(
-                f"the step of envs {ids} that a Ctrl-C interrupted was finished and its "
-                "result dropped (Tianshou's Collector cannot take it); their episodes go on "
-                "from there",
-                RuntimeWarning,
-                stacklevel=3,
+        if self._held is None:
+            try:
+                self._held = self.venv.recv(timeout=0, env_ids=ids)  # type: ignore[attr-defined]
+            except NotReadyError:
+                pass  # in flight
+            except ValueError:  # not in flight: the Ctrl-C came before the send went out
+                self._unreturned = None
+                return
+            except Exception:
+                self._unreturned = None  # a fault: the pool raises it (or is rebuilt)
+                raise
+        raise AlreadyPendingError(
+            f"{what}() called while step(action, id={ids}) interrupted by Ctrl-C is pending; "
+            f"call step(None, id={ids}) to get its results (nothing of it is lost), or "
+            "close() to abandon it",
+            "step",
+        )
+
+    def _finish_cut_step(self, id: Any) -> tuple:
+        """``step(None, id)``: the subset step a Ctrl-C interrupted, whole (also the end of
+        every subset step over the pool)."""
+        ids = self._unreturned
+        assert ids is not None
+        if id is not None and self._ids(id) != ids:
+            raise ValueError(
+                f"step(None, id={self._ids(id)}): the step pending is the one of envs {ids}; "
+                f"call step(None, id={ids}) (or step(None))"
             )
-        except ValueError:
-            pass  # the Ctrl-C came before the send went out: nothing in flight
+        try:
+            if self._held is None:
+                self._held = self.venv.recv(env_ids=ids)  # type: ignore[attr-defined]
+        except ValueError:  # not in flight: the Ctrl-C came before the send went out
+            self._unreturned = None
+            raise NoPendingCallError(
+                f"step(None, id={ids}): the interrupted step never reached the envs (the "
+                f"Ctrl-C came before it was sent), so nothing is pending; step them with "
+                f"step(action, id={ids})",
+                "",
+            ) from None
         except Exception:
             self._unreturned = None  # a fault: the pool raises it (or is rebuilt)
             raise
-        self._unreturned = None
+        obs, rew, term, trunc, infos = self._held
+        out = obs, rew, term, trunc, _info_rows(infos, range(len(ids)), ids)
+        self._unreturned, self._held = None, None
+        return out
 
     def _step_each(self, action: np.ndarray, ids: list[int]) -> tuple:
         rows = []
@@ -224,6 +266,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         """As Tianshou's ``DummyVectorEnv.seed``: env ``i``'s action sampler and env get
         ``seed + i`` (or ``seed[i]``); the envs are reset with those seeds."""
         self._assert_is_not_closed()
+        self._refuse_if_cut("seed")
         if seed is None:
             seeds: list[int | None] = [None] * self.env_num
         elif isinstance(seed, int | np.integer):
@@ -238,6 +281,7 @@ class TianshouVectorEnv(BaseVectorEnv):
     def render(self, **kwargs: Any) -> list[Any]:
         """One frame per env (the venv's ``render()``)."""
         self._assert_is_not_closed()
+        self._refuse_if_cut("render")
         frames = self.venv.render()
         return list(frames) if frames is not None else [None] * self.env_num
 

@@ -28,7 +28,7 @@ from tianshou.env import BaseVectorEnv, DummyVectorEnv
 from tianshou.utils.net.common import Net
 
 import envfactory
-from envfactory.errors import ClosedError
+from envfactory.errors import AlreadyPendingError, ClosedError, NoPendingCallError
 from envfactory.vectorizers.pool import SubprocPool
 from envfactory.vectorizers.subproc import SubprocBackend
 
@@ -214,32 +214,93 @@ def test_restart_covers_a_subset_step_of_collect_n_episode(tmp_path: Path) -> No
     assert flag.exists() and stats.n_collected_episodes == 7  # type: ignore[attr-defined]
 
 
-def test_ctrl_c_in_a_subset_step_over_a_pool_leaves_it_usable() -> None:
-    """A Ctrl-C while a step of a subset waits: the next call finishes that step and drops
-    its result with a warning naming the envs (Tianshou's Collector has no call to take
-    it), and goes on; before, every later ``step`` and ``reset`` raised
-    AlreadyPendingError."""
+class _EndsAtStep2(_Clock):
+    """A `_Clock` whose episode ends (terminated) at its second step."""
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple:
+        self.t = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple:
+        self.t += 1
+        obs, rew, _, trunc, info = super().step(action)
+        return obs + self.t, rew, self.t == 2, trunc, info
+
+
+def _ctrl_c_in(call: Any) -> None:
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        call()
+    timer.join()
+
+
+def test_ctrl_c_in_a_subset_step_over_a_pool_is_finished_by_step_none() -> None:
+    """A Ctrl-C while a step of a subset waits leaves it pending, as envfactory's own step:
+    every other call refuses at once with AlreadyPendingError naming ``step(None, id)``,
+    which returns the step whole (an episode that ended in it is seen), and the pool goes
+    on. Before, the next call finished it and dropped it with a RuntimeWarning (and earlier
+    still, every later call failed)."""
+    pool = SubprocPool([_EndsAtStep2] * N, N, in_series=1, context="fork")
+    venv = to_tianshou(pool)
+    venv.reset()
+    venv.step(np.array([1, 1, 1]))  # every env at t=1
+    _ctrl_c_in(lambda: venv.step(np.array([1, 0]), id=[2, 0]))
+    says = r"step\(action, id=\[2, 0\]\) interrupted by Ctrl-C is pending; call step\(None, "
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is dropped with a warning
+        for call in (
+            lambda: venv.step(np.array([1, 1, 1])),
+            lambda: venv.step(np.array([1]), id=[1]),
+            venv.reset,
+            lambda: venv.get_env_attr("t"),
+            lambda: venv.seed(0),
+        ):
+            with pytest.raises(AlreadyPendingError, match=says):
+                call()
+        with pytest.raises(ValueError, match=r"the step pending is the one of envs \[2, 0\]"):
+            venv.step(None, id=[0])
+        obs, rew, term, _trunc, infos = venv.step(None, id=[2, 0])
+    assert [info["env_id"] for info in infos] == [2, 0] and rew.tolist() == [1.0, 1.0]
+    assert term.tolist() == [True, True] and obs[:, 0].tolist() == [2.0, 2.0]  # seen
+    assert venv.get_env_attr("t") == [2, 1, 2]  # env 1 did not move; 0 and 2 once
+    # a Ctrl-C in step(None, id) itself: still pending, finished by the next one
+    venv.reset(env_id=[0, 2])
+    _ctrl_c_in(lambda: venv.step(np.array([1]), id=[1]))
+    _ctrl_c_in(lambda: venv.step(None))
+    _obs, rew, term, _trunc, infos = venv.step(None)
+    assert infos[0]["env_id"] == 1 and term.tolist() == [True]
+    _obs, rew, *_ = venv.step(np.array([1, 1]), id=[0, 2])  # usable
+    assert rew.tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="action must be not-None"):
+        venv.step(None)  # nothing pending
+    venv.close()
+
+
+def test_ctrl_c_before_a_subset_step_is_sent_leaves_nothing_pending() -> None:
+    """A Ctrl-C that lands before the pool's send went out: nothing is pending, so the
+    next call just runs (a poll tells), and ``step(None)`` says so."""
     pool = SubprocPool([_Clock] * N, N, in_series=1, context="fork")
     venv = to_tianshou(pool)
     venv.reset()
-    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        venv.step(np.array([1, 0]), id=[2, 0])
-    timer.join()
-    with pytest.warns(RuntimeWarning, match=r"envs \[2, 0\] that a Ctrl-C interrupted"):
-        _obs, rew, *_ = venv.step(np.array([1, 1, 1]))
-    assert rew.tolist() == [1.0, 1.0, 1.0]
-    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+
+    def send_interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    pool.send = send_interrupted  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         venv.step(np.array([1]), id=[1])
-    timer.join()
-    with pytest.warns(RuntimeWarning, match="result dropped"):
-        obs, infos = venv.reset()
-    assert obs.shape == (N, 1) and [info["env_id"] for info in infos] == [0, 1, 2]
-    _obs, rew, _term, _trunc, infos = venv.step(np.array([1]), id=[1])
-    assert rew.tolist() == [1.0] and infos[0]["env_id"] == 1
+    del pool.send
+    with pytest.raises(NoPendingCallError, match=r"never reached the envs .* step\(action, id"):
+        venv.step(None)
+    out = venv.step(np.array([1, 1, 1]))  # runs
+    assert out[1].tolist() == [1.0] * N
+    pool.send = send_interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        venv.step(np.array([1]), id=[1])
+    del pool.send
+    obs, _ = venv.reset()  # nothing to finish: it runs
+    assert obs.shape == (N, 1)
     venv.close()
 
 
