@@ -246,7 +246,14 @@ class ActorHandle(WorkerHandle):
             options["label_selector"] = {
                 NODE_LABEL: f"!{ids[0]}" if len(ids) == 1 else f"!in({', '.join(ids)})"
             }
-        self.actor = cls.options(**options).remote(self.fns, self.start, mode)
+        try:
+            made = cls.options(**options)
+        except ValueError as exc:  # a Ray without label selectors: placed anywhere
+            if "label_selector" not in str(exc):
+                raise
+            self.avoid = ()
+            made = cls.options(num_cpus=self.num_cpus, max_restarts=0)
+        self.actor = made.remote(self.fns, self.start, mode)
         self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
         self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
         actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)

@@ -95,8 +95,8 @@ def _check_client(address: str) -> None:
     if missing is not None:
         raise ConfigError(
             f"vectorizer=ray: vectorizer.address={address!r} is a Ray Client address, which needs "
-            f"ray[client] ({missing}); install it with pip install 'envfactory-ray[client]', or "
-            "run on a cluster node with an address such as 'head:6379'"
+            f"ray[client] ({missing}); install it with pip install 'envfactory-ray[client]' (or "
+            "'ray[client]'), or run on a cluster node with an address such as 'head:6379'"
         )
 
 
@@ -267,7 +267,8 @@ class RayVecEnv(RemoteVecEnv):
                 if left <= pause:
                     raise
                 self._note_lost(handle)
-                away = f" away from {nodes_text(self._lost_nodes())}" if self._lost else ""
+                lost = self._lost_nodes()
+                away = f" away from {nodes_text(lost)}" if lost else ""
                 _warn(f"restarting after: {err}; trying again{away}")
                 time.sleep(pause)
                 pause = min(2 * pause, 2.0)
