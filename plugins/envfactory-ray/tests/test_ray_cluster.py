@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -66,12 +68,17 @@ class LocalCluster:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     """The module's cluster, this process its driver; afterwards no process it started is
-    left (checked with psutil)."""
+    left (checked with psutil). Its files go to a Ray temp dir of its own: a cluster writes
+    its address to ``<temp dir>/ray_current_cluster``, which every other ``ray.init()`` on
+    the machine (another test run's, with no address) would otherwise join."""
     import ray
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    local = LocalCluster()  # (its processes are this process's children)
+    old_tmp = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # (sockets: short)
+    local: LocalCluster | None = None
     try:
+        local = LocalCluster()  # (its processes are this process's children)
         ray.init(
             address=local.cluster.address,
             logging_level=logging.WARNING,
@@ -81,8 +88,14 @@ def cluster() -> Iterator[LocalCluster]:
     finally:
         started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
         ray.shutdown()
-        local.shutdown()
+        if local is not None:
+            local.shutdown()
         left = [p.pid for p in psutil.wait_procs(started, timeout=30)[1]]
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old_tmp is None:
+            del os.environ["RAY_TMPDIR"]
+        else:
+            os.environ["RAY_TMPDIR"] = old_tmp
         assert not left, f"the Ray cluster left processes behind: {sorted(left)}"
 
 
@@ -212,15 +225,21 @@ def test_node_lost_with_restart_and_room_elsewhere_is_survived(
         lost = before[0]
         on_lost = [i for h in envs._actor_handles if h.node_id == lost for i in h.indices]
         cluster.lose(lost)
+        restarted: list[int] = []  # (the actors of a lost node may fail in different steps)
+        t0 = time.monotonic()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            out, took = step_until_fault(envs)
-        assert not isinstance(out, Exception), f"not survived: {out}"
-        assert took < FAULT_SECONDS
-        restarted = np.flatnonzero(out[4]["_restarted"]).tolist()
-        assert restarted == on_lost and np.flatnonzero(out[3]).tolist() == on_lost
+            while sorted(restarted) != on_lost and time.monotonic() - t0 < FAULT_SECONDS:
+                out, _ = step_until_fault(envs)
+                assert not isinstance(out, Exception), f"not survived: {out}"
+                now = np.flatnonzero(out[4]["_restarted"]).tolist()
+                assert now == np.flatnonzero(out[3]).tolist()  # truncated, and only those
+                assert set(now) <= set(on_lost) - set(restarted), (now, on_lost, restarted)
+                restarted += now
+        assert sorted(restarted) == on_lost, f"{on_lost} were not all rebuilt"
         assert lost not in placement(envs) and set(placement(envs)) <= set(nodes)
-        assert str(caught[0].message).startswith("restarting after: worker 0 (pid ")
+        first = str(caught[0].message)
+        assert first.startswith("restarting after: worker ") and f"({lost[:12]})]" in first
         for _ in range(20):
             envs.step(np.zeros(4, dtype=np.int64))
 
