@@ -162,6 +162,13 @@ _NODE_ID = re.compile(r"Node Id: ([0-9a-f]{56})")
 _IP = re.compile(r"^\s*ip: (\S+)", re.MULTILINE)
 #: Ray's message when it knows no more than that the actor is gone
 NO_CAUSE = "The actor died unexpectedly before finishing this task."
+#: what an actor lost before it started, neither by its node nor by its creation, usually means:
+#: a driver with token auth on a cluster without gets "all references to the actor were
+#: removed", and Ray's driver log has "Missing authorization header"
+START_CAUSES = (
+    "the usual causes: this process's Ray token auth differs from the cluster's (RAY_AUTH_MODE, "
+    "RAY_AUTH_TOKEN), or the node lacks a package the envs need; Ray's driver log may say more"
+)
 
 
 def ray_cause(exc: BaseException) -> str:
@@ -341,12 +348,8 @@ class ActorHandle(WorkerHandle):
         verb = "became unreachable" if unreachable else "died"
         if self.describing:
             verb += " before it started"
-            if cause == NO_CAUSE:
-                cause += (
-                    " Ray gave no reason; its driver log may. Common ones: this process's Ray "
-                    "token auth differs from the cluster's (RAY_AUTH_MODE, RAY_AUTH_TOKEN), or the "
-                    "node lacks a package the envs need"
-                )
+            if not self.init_failed and not self.lost_node:  # Ray's reason explains little
+                cause += f"; {START_CAUSES}"
         return self.error(WorkerDiedError, f"{verb} ({cause})", call)
 
     def kill(self) -> None:

@@ -77,11 +77,17 @@ def connect(address: str | None) -> bool:
             )
         except Exception as exc:
             where = "a local Ray" if address is None else f"the Ray cluster at {address!r}"
+            auth = (
+                "; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
+                "token (RAY_AUTH_TOKEN) in this process"
+                if isinstance(exc, ConnectionError)
+                else ""
+            )
             raise ConfigError(
                 f"vectorizer=ray: cannot start or join {where}: {type(exc).__name__}: "
                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} (set "
                 "vectorizer.address=null for a local Ray, or the address of a running cluster "
-                "such as 'ray://head:10001' or 'head:6379')"
+                f"such as 'ray://head:10001' or 'head:6379'{auth})"
             ) from exc
         _session["owned"], _session["users"] = True, 1
         return True

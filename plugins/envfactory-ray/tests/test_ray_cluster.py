@@ -14,6 +14,8 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -191,6 +193,39 @@ def test_frozen_actors_time_out_at_timeout(nodes: list[str]) -> None:
         assert gone(first.pid, 15.0), "the frozen actor was not killed"
         with pytest.raises(envfactory.VecEnvBrokenError):
             envs.step(np.zeros(8, dtype=np.int64))
+
+
+AUTH_DRIVER = """
+import sys, envfactory
+try:
+    cfg = ["vectorizer=ray", "num_envs=2", "vectorizer.in_series=2"]
+    envfactory.make_vec(overrides=[*cfg, "vectorizer.address=" + sys.argv[1]])
+except envfactory.WorkerDiedError as exc:
+    print("ERR", exc)
+"""
+
+
+def test_a_driver_with_token_auth_on_a_cluster_without_gets_actors_that_die_naming_auth(
+    cluster: LocalCluster, nodes: list[str]
+) -> None:
+    """Token auth in this process but not on the cluster: the driver joins, its actors die
+    before they start, and Ray's reason ("all references to the actor were removed") does not
+    say why (its driver log says "Missing authorization header"): the error names the token
+    settings."""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0123456789abcdef" * 4}
+    proc = subprocess.run(
+        [sys.executable, "-c", AUTH_DRIVER, cluster.cluster.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("ERR ")]
+    [line] = lines or [proc.stderr[-3000:]]
+    assert line.startswith("ERR worker 0 (pid None, envs [0, 1], env 'CartPole-v1') [Ray actor ")
+    assert ", not started] died before it started (" in line
+    assert "token auth differs from the cluster's (RAY_AUTH_MODE, RAY_AUTH_TOKEN)" in line
+    assert line.endswith(") during start")
 
 
 def test_node_lost_without_restart(cluster: LocalCluster, nodes: list[str]) -> None:

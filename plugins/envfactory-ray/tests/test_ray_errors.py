@@ -136,9 +136,12 @@ def test_died_before_it_started_without_a_reason_says_where_to_look() -> None:
     h.spawn(Recorder(), "next_step", [])
     h.actor_id = ACTOR
     text = str(h._died(ActorDiedError(), "start"))
-    assert f"[Ray actor {ACTOR[:12]}, not started] died before it started (" in text
-    assert "Ray gave no reason; its driver log may" in text
-    assert "token auth differs from the cluster's (RAY_AUTH_MODE, RAY_AUTH_TOKEN)" in text
+    assert text.endswith(
+        f"[Ray actor {ACTOR[:12]}, not started] died before it started ({NO_CAUSE}; the usual "
+        "causes: this process's Ray token auth differs from the cluster's (RAY_AUTH_MODE, "
+        "RAY_AUTH_TOKEN), or the node lacks a package the envs need; Ray's driver log may say "
+        "more) during start"
+    )
     assert "\n" not in text and not h.lost_node
 
 
@@ -169,6 +172,26 @@ def test_ray_client_address_without_ray_client_names_the_extra(monkeypatch: Any)
         "needs ray[client] (No module named 'grpc'); install it with pip install "
         "'envfactory-ray[client]' (or 'ray[client]'), or run on a cluster node with an address "
         "such as 'head:6379'"
+    )
+
+
+def test_a_cluster_that_cannot_be_joined_names_token_auth(monkeypatch: Any) -> None:
+    """Ray says only "Failed to connect" to a driver without the cluster's token auth."""
+    from envfactory_ray import vecenv
+
+    def refuse(**_: Any) -> None:
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.7:6379")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(envfactory.ConfigError) as info:
+        vecenv.connect("10.0.0.7:6379")
+    assert str(info.value) == (
+        "vectorizer=ray: cannot start or join the Ray cluster at '10.0.0.7:6379': "
+        "ConnectionError: Failed to connect to Ray cluster at 10.0.0.7:6379 (set "
+        "vectorizer.address=null for a local Ray, or the address of a running cluster such as "
+        "'ray://head:10001' or 'head:6379'; a cluster started with token auth also needs "
+        "RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN) in this process)"
     )
 
 
