@@ -76,6 +76,8 @@ def connect(address: str | None) -> bool:
                 configure_logging=True,
             )
         except Exception as exc:
+            if address is not None and "ray[client]" in str(exc):
+                raise _client_error(address, _first_line(exc)) from exc
             where = "a local Ray" if address is None else f"the Ray cluster at {address!r}"
             auth = (
                 "; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
@@ -85,7 +87,7 @@ def connect(address: str | None) -> bool:
             )
             raise ConfigError(
                 f"vectorizer=ray: cannot start or join {where}: {type(exc).__name__}: "
-                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} (set "
+                f"{_first_line(exc) if str(exc).strip() else ''} (set "
                 "vectorizer.address=null for a local Ray, or the address of a running cluster "
                 f"such as 'ray://head:10001' or 'head:6379'{auth})"
             ) from exc
@@ -95,15 +97,26 @@ def connect(address: str | None) -> bool:
 
 def _check_client(address: str) -> None:
     """A ``ray://`` address goes through Ray Client, which needs ``ray[client]``."""
-    from ray._private.utils import get_ray_client_dependency_error
-
+    try:
+        from ray._private.utils import get_ray_client_dependency_error
+    except ImportError:  # (Ray's own helper moved: ray.init() says it, see connect)
+        return
     missing = get_ray_client_dependency_error()
     if missing is not None:
-        raise ConfigError(
-            f"vectorizer=ray: vectorizer.address={address!r} is a Ray Client address, which needs "
-            f"ray[client] ({missing}); install it with pip install 'envfactory-ray[client]' (or "
-            "'ray[client]'), or run on a cluster node with an address such as 'head:6379'"
-        )
+        raise _client_error(address, str(missing))
+
+
+def _client_error(address: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"vectorizer=ray: vectorizer.address={address!r} is a Ray Client address, which needs "
+        f"ray[client] ({why}); install it with pip install 'envfactory-ray[client]' (or "
+        "'ray[client]'), or run on a cluster node with an address such as 'head:6379'"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _disconnect(owned: bool) -> None:

@@ -195,6 +195,20 @@ def test_a_cluster_that_cannot_be_joined_names_token_auth(monkeypatch: Any) -> N
     )
 
 
+def test_ray_s_own_ray_client_error_is_turned_into_the_extra_s_name(monkeypatch: Any) -> None:
+    """Where Ray's own check cannot be asked first, its ``ray.init`` error names the extra too."""
+    from envfactory_ray import vecenv
+
+    def refuse(**_: Any) -> None:
+        raise ValueError("Ray Client requires pip package `ray[client]`. If you installed ...")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray._private.utils, "get_ray_client_dependency_error", lambda: None)
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(envfactory.ConfigError, match=r"pip install 'envfactory-ray\[client\]'"):
+        vecenv.connect("ray://head:10001")
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
 def test_bad_start_timeout_fails_at_compose_time_in_one_line(value: str) -> None:
     with pytest.raises(envfactory.ConfigError) as info:
