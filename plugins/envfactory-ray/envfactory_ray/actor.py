@@ -18,6 +18,7 @@ its traceback, so the caller raises the same ``RemoteEnvError`` as ``subproc``.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,7 +30,16 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from envfactory import WorkerDiedError, WorkerError, WorkerTimeoutError
 from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, WorkerHandle, failure_of
 
-__all__ = ["ERROR", "OK", "ActorHandle", "EnvActor", "StepBatch", "array_batched"]
+__all__ = [
+    "ERROR",
+    "OK",
+    "ActorHandle",
+    "EnvActor",
+    "StepBatch",
+    "array_batched",
+    "lost_node_of",
+    "ray_cause",
+]
 
 OK, ERROR = "ok", "error"
 
@@ -146,10 +156,74 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
+# the lines of Ray's actor-death message that only repeat what the error names already
+_CONTEXT = re.compile(r"^\s*(class_name|actor_id|pid|name|namespace|ip): ")
+_NODE_ID = re.compile(r"Node Id: ([0-9a-f]{56})")
+_IP = re.compile(r"^\s*ip: (\S+)", re.MULTILINE)
+#: Ray's message when it knows no more than that the actor is gone
+NO_CAUSE = "The actor died unexpectedly before finishing this task."
+#: what an actor lost before it started, neither by its node nor by its creation, usually means:
+#: a driver with token auth on a cluster without gets "all references to the actor were
+#: removed", and Ray's driver log has "Missing authorization header"
+START_CAUSES = (
+    "the usual causes: this process's Ray token auth differs from the cluster's (RAY_AUTH_MODE, "
+    "RAY_AUTH_TOKEN), or the node lacks a package the envs need; Ray's driver log may say more"
+)
+
+
+def ray_cause(exc: BaseException) -> str:
+    """Ray's reason for an actor error, on one line: its message without the lines that
+    repeat the actor's name, id, pid and address, and, for an exception in the actor's
+    creation (an env constructor that could not be unpickled: a package missing on the node),
+    that exception's last line."""
+    text = str(getattr(exc, "error_msg", "") or exc).strip()
+    if getattr(exc, "_actor_init_failed", False) or "error raised in its creation task" in text:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        return f"an error in its creation task: {lines[-1]}" if lines else text
+    kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not _CONTEXT.match(ln)]
+    if len(kept) > 1 and kept[0] == NO_CAUSE:
+        kept = kept[1:]
+    return "; ".join(kept) or type(exc).__name__
+
+
+def lost_node_of(exc: BaseException, node_id: str) -> str:
+    """The node that Ray's actor error ``exc`` says is lost (its id), or "" if it says
+    nothing of the kind: the node it names as dead, or ``node_id`` (the actor's) when Ray
+    could not reach the actor at all (``ActorUnavailableError``: the node's raylet or the
+    network went; Ray may go on listing such a node as alive for 10-15 s)."""
+    import ray
+
+    text = str(exc)
+    named = _NODE_ID.search(text)
+    if named and "node has died" in text:
+        return named.group(1)
+    if isinstance(exc, ray.exceptions.ActorUnavailableError):
+        return node_id
+    return ""
+
+
+#: the label Ray gives every node: its id (what ``label_selector`` places an actor by)
+NODE_LABEL = "ray.io/node-id"
+
+
+def nodes_text(ids: Sequence[str]) -> str:
+    """``node 2dd997b28020`` or ``nodes 2dd997b28020, 8f40acf3a1b2`` (ids cut to 12)."""
+    cut = ", ".join(i[:12] for i in ids)
+    return f"node{'s' if len(ids) > 1 else ''} {cut}"
+
+
 class ActorHandle(WorkerHandle):
     """The vectorized env's end of one [`EnvActor`][envfactory_ray.actor.EnvActor]: ``send`` is one
     actor method call (its ObjectRef kept), ``recv`` a ``ray.get`` bounded by the deadline, ``kill``
-    ``ray.kill``; errors name the actor, its node and pid."""
+    ``ray.kill``; errors name the actor, its node and pid, and carry Ray's cause.
+
+    Attributes:
+        avoid: the nodes (ids) the current actor was placed away from (``spawn``).
+        lost_node: the node (id) that Ray said was lost when the current actor failed (""
+            if it said nothing of the kind), for the next actor to avoid.
+        init_failed: the current actor died of an error in its creation (an env
+            constructor that could not be unpickled there): another try would fail the same way.
+    """
 
     def __init__(
         self, index: int, start: int, stop: int, env_id: str, fns: list, num_cpus: Any
@@ -161,16 +235,37 @@ class ActorHandle(WorkerHandle):
         self.describing = False  # the call in flight is the actor's describe()
         self._pid: int | None = None
         self.node_id = self.node_ip = self.actor_id = ""
+        self.avoid: tuple[str, ...] = ()
+        self.lost_node = ""
+        self.init_failed = False
         self.killed = False
         self.batch: StepBatch | None = None  # the step answers fetched together
         self.fetched: tuple[str, Any] | None = None  # this handle's, once fetched
 
-    def spawn(self, cls: Any, mode: AutoresetMode) -> None:
-        """Start a new actor of ``cls`` (``ray.remote(EnvActor)`` with its options) for
-        these envs; its first answer is its [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] s."""
-        self.actor = cls.remote(self.fns, self.start, mode)
+    def spawn(self, cls: Any, mode: AutoresetMode, avoid: Sequence[str] = ()) -> None:
+        """Start a new actor of ``cls`` (``ray.remote(EnvActor)``) for these envs, on a node
+        whose id is not in ``avoid`` (a label selector on ``ray.io/node-id``); its first
+        answer is its [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] s."""
+        options: dict[str, Any] = {"num_cpus": self.num_cpus, "max_restarts": 0}
+        self.avoid = tuple(sorted(set(avoid)))
+        if self.avoid:
+            ids = self.avoid
+            options["label_selector"] = {
+                NODE_LABEL: f"!{ids[0]}" if len(ids) == 1 else f"!in({', '.join(ids)})"
+            }
+        try:
+            made = cls.options(**options)
+        except ValueError as exc:  # a Ray without label selectors: placed anywhere
+            if "label_selector" not in str(exc):
+                raise
+            self.avoid = ()
+            made = cls.options(num_cpus=self.num_cpus, max_restarts=0)
+        self.actor = made.remote(self.fns, self.start, mode)
         self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
-        self._pid, self.killed = None, False
+        self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
+        actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)
+        self.actor_id = actor_id.hex() if actor_id is not None else ""
+        self.node_id = self.node_ip = ""
 
     @property
     def label(self) -> str:
@@ -178,8 +273,11 @@ class ActorHandle(WorkerHandle):
 
     @property
     def where(self) -> str:
-        node = f"node {self.node_ip or '?'} ({self.node_id[:12] or '?'})"
-        return f"Ray actor {self.actor_id[:12] or '?'} on {node}"
+        actor = f"Ray actor {self.actor_id[:12] or '?'}"
+        if self.describing and not self.node_id:  # Ray did not say where it went
+            away = f", placed away from {nodes_text(self.avoid)}" if self.avoid else ""
+            return f"{actor}, not started{away}"
+        return f"{actor} on node {self.node_ip or '?'} ({self.node_id[:12] or '?'})"
 
     @property
     def pid(self) -> int | None:
@@ -210,8 +308,7 @@ class ActorHandle(WorkerHandle):
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError from None
         except ray.exceptions.RayActorError as exc:
-            self.killed = True
-            raise self.error(WorkerDiedError, f"died ({_first_line(exc)})", call) from exc
+            raise self._died(exc, call) from exc
         except ray.exceptions.RayTaskError as exc:  # the answer could not be sent back
             cause = getattr(exc, "cause", None)
             kind = f"{type(cause).__module__}.{type(cause).__qualname__}" if cause else ""
@@ -230,9 +327,30 @@ class ActorHandle(WorkerHandle):
                 payload["node_id"],
                 payload["node_ip"],
             )
-            self.actor_id = payload["actor_id"] or ""
+            self.actor_id = payload["actor_id"] or self.actor_id
             return payload["envs"]
         return payload
+
+    def _died(self, exc: Exception, call: str) -> WorkerError:
+        """The ``WorkerDiedError`` for Ray's actor error ``exc``, with Ray's cause; notes the
+        node Ray said was lost (``lost_node``)."""
+        import ray
+
+        self.killed = True
+        self.lost_node = lost_node_of(exc, self.node_id)
+        self.init_failed = bool(getattr(exc, "_actor_init_failed", False))
+        cause = ray_cause(exc)
+        if self.describing and not self.node_id and self.lost_node:
+            self.node_id = self.lost_node  # where it had been placed
+            ip = _IP.search(str(exc))
+            self.node_ip = ip.group(1) if ip else ""
+        unreachable = isinstance(exc, ray.exceptions.ActorUnavailableError)
+        verb = "became unreachable" if unreachable else "died"
+        if self.describing:
+            verb += " before it started"
+            if not self.init_failed and not self.lost_node:  # Ray's reason explains little
+                cause += f"; {START_CAUSES}"
+        return self.error(WorkerDiedError, f"{verb} ({cause})", call)
 
     def kill(self) -> None:
         import ray
@@ -249,10 +367,12 @@ class ActorHandle(WorkerHandle):
 
     def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
         if cls is WorkerTimeoutError and self.describing:
+            other = f" other than the lost {nodes_text(self.avoid)}" if self.avoid else ""
             what += (
-                " (not started: is the Ray cluster short of the CPUs asked for, "
-                f"vectorizer.num_cpus={self.num_cpus} per actor, held by other actors too? "
-                "see `ray status`)"
+                f" (not started: no live node{other} had room for an actor of "
+                f"vectorizer.num_cpus={self.num_cpus}, with the CPUs other actors hold (see "
+                "`ray status`), or it could not start there; add a node, lower "
+                "vectorizer.num_cpus, or raise vectorizer.start_timeout)"
             )
         return self._tag(super().error(cls, what, call, tb))
 

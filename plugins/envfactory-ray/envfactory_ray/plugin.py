@@ -36,6 +36,10 @@ class RayConfig(FaultOptions):
         num_cpus: CPUs Ray reserves for each actor for its lifetime (> 0; fractions such as
             0.5 allowed); null = Ray's default for actors (1 CPU to place it, none held while
             it lives, so any number of actors fit).
+        start_timeout: seconds an actor may take to start (be placed on a node, build its
+            envs and answer), at the first start and at each rebuild with ``restart`` (all
+            its tries together: a rebuilt actor that dies before it starts, on a node that was
+            lost, is tried again elsewhere); null = 120 s, or ``timeout`` when larger.
 
     The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``,
     ``copy``) are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' (a worker is an
@@ -46,6 +50,7 @@ class RayConfig(FaultOptions):
     address: Optional[str] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
     in_series: Optional[int] = None  # noqa: UP045
     num_cpus: Optional[float] = None  # noqa: UP045
+    start_timeout: Optional[float] = None  # noqa: UP045
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (each raises ``OptionError``, which
@@ -72,6 +77,18 @@ class RayConfig(FaultOptions):
                 self.num_cpus,
                 "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)",
             )
+        start = self.start_timeout
+        if start is not None and (
+            isinstance(start, bool) or not isinstance(start, Real) or not start > 0
+        ):
+            raise OptionError(
+                "start_timeout",
+                self.start_timeout,
+                "a number of seconds > 0 for an actor to start, or null (120 s, or timeout "
+                "when larger)",
+            )
+        if start == math.inf:
+            self.start_timeout = None
         super().__post_init__()  # the fault options
 
 

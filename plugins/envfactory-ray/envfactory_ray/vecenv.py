@@ -15,8 +15,10 @@ import copy as _copy
 import logging
 import math
 import os
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,18 +26,24 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
-from envfactory import ConfigError
+from envfactory import ConfigError, WorkerDiedError
 from envfactory.vectorizers.remote import (
     EnvInfo,
     RemoteVecEnv,
     WorkerHandle,
+    count_restart,
     env_label,
     split_envs,
 )
 
-from .actor import ActorHandle, EnvActor, StepBatch, array_batched
+from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
 
-__all__ = ["RayVecEnv", "connect"]
+__all__ = ["LOST_NODE_SECONDS", "RayVecEnv", "connect"]
+
+#: how long a node that Ray said was lost (an actor on it unreachable, or dead with it) is kept
+#: out of the placement of rebuilt actors (Ray marks a lost node dead within about 15 s; a new
+#: node comes with a new id)
+LOST_NODE_SECONDS = 60.0
 
 # -- the Ray session -----------------------------------------------------------------------
 # envfactory joins a Ray that is already initialized in this process (``ray.init(...)`` of
@@ -58,6 +66,8 @@ def connect(address: str | None) -> bool:
                 return False
             _session["users"] += 1
             return True
+        if address is not None and address.startswith("ray://"):
+            _check_client(address)
         try:
             ray.init(
                 address=address,
@@ -66,15 +76,47 @@ def connect(address: str | None) -> bool:
                 configure_logging=True,
             )
         except Exception as exc:
+            if address is not None and "ray[client]" in str(exc):
+                raise _client_error(address, _first_line(exc)) from exc
             where = "a local Ray" if address is None else f"the Ray cluster at {address!r}"
+            auth = (
+                "; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
+                "token (RAY_AUTH_TOKEN) in this process"
+                if isinstance(exc, ConnectionError)
+                else ""
+            )
             raise ConfigError(
                 f"vectorizer=ray: cannot start or join {where}: {type(exc).__name__}: "
-                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} (set "
+                f"{_first_line(exc) if str(exc).strip() else ''} (set "
                 "vectorizer.address=null for a local Ray, or the address of a running cluster "
-                "such as 'ray://head:10001' or 'head:6379')"
+                f"such as 'ray://head:10001' or 'head:6379'{auth})"
             ) from exc
         _session["owned"], _session["users"] = True, 1
         return True
+
+
+def _check_client(address: str) -> None:
+    """A ``ray://`` address goes through Ray Client, which needs ``ray[client]``."""
+    try:
+        from ray._private.utils import get_ray_client_dependency_error
+    except ImportError:  # (Ray's own helper moved: ray.init() says it, see connect)
+        return
+    missing = get_ray_client_dependency_error()
+    if missing is not None:
+        raise _client_error(address, str(missing))
+
+
+def _client_error(address: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"vectorizer=ray: vectorizer.address={address!r} is a Ray Client address, which needs "
+        f"ray[client] ({why}); install it with pip install 'envfactory-ray[client]' (or "
+        "'ray[client]'), or run on a cluster node with an address such as 'head:6379'"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _disconnect(owned: bool) -> None:
@@ -110,12 +152,19 @@ class RayVecEnv(RemoteVecEnv):
         address: str | None = None,
         in_series: int | None = None,
         num_cpus: float | None = None,
+        start_timeout: float | None = None,
         seeding: str = "offset",
         **faults: Any,
     ) -> None:
         self._owned = False  # (close() may run before Ray is joined)
         super().__init__(len(env_fns), autoreset_mode, seeding, **faults)
+        if start_timeout is not None and not start_timeout > 0:  # (nan too)
+            raise ConfigError(
+                f"vectorizer.start_timeout must be > 0 seconds or null, got {start_timeout!r}"
+            )
         self.num_cpus, self.address = num_cpus, address
+        self.start_timeout = None if start_timeout == math.inf else start_timeout
+        self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
         self.env_id = env_label(env_fns[0])
         self._owned = connect(address)
         try:
@@ -144,7 +193,7 @@ class RayVecEnv(RemoteVecEnv):
                 "as 0.5 are allowed), or set vectorizer.in_series=null"
             )
         self.in_series = in_series
-        self._cls = ray.remote(EnvActor).options(num_cpus=self.num_cpus, max_restarts=0)
+        self._cls = ray.remote(EnvActor)
         self._set_handles(
             [
                 ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus)
@@ -206,11 +255,51 @@ class RayVecEnv(RemoteVecEnv):
         per_env = list(iterate(self.observation_space, self._obs))
         return [_copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
 
+    def _startup_budget(self) -> float:
+        """Seconds an actor may take to start (placed, envs built, first answer), at the
+        first start and at each rebuild: ``start_timeout``, else envfactory's start-up
+        budget (120 s, or ``timeout`` when larger)."""
+        return self.start_timeout or super()._startup_budget()
+
     def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        """A new actor for ``handle``'s envs (the old one was killed)."""
+        """A new actor for ``handle``'s envs (the old one was killed), started within
+        ``budget`` seconds (``start_timeout``), placed away from the nodes Ray said were lost
+        in the last `LOST_NODE_SECONDS`. Ray goes on listing a lost node as alive for 10-15 s
+        and may place the new actor there, where it dies before it starts: it is then
+        replaced again, away from that node too, after a short pause; each such try counts
+        against ``max_restarts`` (the error of the last one is raised past it)."""
         assert isinstance(handle, ActorHandle)
-        handle.spawn(self._cls, self.autoreset_mode)
-        return list(self._wait(handle, time.monotonic() + budget, "restart", budget))
+        deadline = time.monotonic() + budget
+        pause = 0.25
+        while True:
+            self._note_lost(handle)
+            handle.spawn(self._cls, self.autoreset_mode, self._lost_nodes())
+            try:
+                return list(self._wait(handle, deadline, "restart", budget))
+            except WorkerDiedError as err:
+                if handle.init_failed or not handle.describing:
+                    raise  # its creation failed (would fail again), or it died after starting
+                count_restart(
+                    handle.restarts, err, handle.label, self.max_restarts, self.restart_window
+                )
+                left = deadline - time.monotonic()
+                if left <= pause:
+                    raise
+                self._note_lost(handle)
+                lost = self._lost_nodes()
+                away = f" away from {nodes_text(lost)}" if lost else ""
+                _warn(f"restarting after: {err}; trying again{away}")
+                time.sleep(pause)
+                pause = min(2 * pause, 2.0)
+
+    def _note_lost(self, handle: ActorHandle) -> None:
+        if handle.lost_node:
+            self._lost[handle.lost_node] = time.monotonic()
+
+    def _lost_nodes(self) -> list[str]:
+        """The nodes Ray said were lost in the last `LOST_NODE_SECONDS`."""
+        now = time.monotonic()
+        return sorted(n for n, t in self._lost.items() if now - t < LOST_NODE_SECONDS)
 
     def _release(self, everything: bool) -> None:
         """Wait (bounded) for the killed actors' processes on this node to exit, then let
@@ -251,6 +340,14 @@ class RayVecEnv(RemoteVecEnv):
             f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, actors={len(self.handles)}, "
             f"pid={os.getpid()})"
         )
+
+
+def _warn(message: str) -> None:
+    """A ``RuntimeWarning`` pointing at the user's line (the first frame outside envfactory)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("envfactory"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level)
 
 
 def _put(dst: Any, src: Any, a: int, b: int) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -298,6 +299,29 @@ def test_actor_killed_gives_worker_died_error() -> None:
         err = info.value
         assert err.worker == 0 and err.env_indices == [0, 1] and err.pid == pid
         assert "died" in str(err) and "Ray actor" in str(err) and err.node_id
+
+
+class MissingOnTheNode:
+    """An env constructor that unpickles only where the package ``no_such_simulator`` is
+    installed (as one pickled by reference to a package the node lacks)."""
+
+    def __call__(self) -> gym.Env:
+        return FaultyEnv()
+
+    def __reduce__(self) -> Any:
+        return importlib.import_module, ("no_such_simulator",)
+
+
+def test_actor_dying_before_it_starts_says_ray_s_reason() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(envfactory.WorkerDiedError) as info:
+        faulty(maker(), MissingOnTheNode())
+    assert time.monotonic() - t0 < FAULT_SECONDS
+    text = str(info.value)
+    assert "[Ray actor " in text and "not started] died before it started (an error in its" in text
+    assert text.endswith(
+        "creation task: ModuleNotFoundError: No module named 'no_such_simulator') during start"
+    ), text
 
 
 def test_actor_exiting_mid_step_gives_worker_died_error() -> None:

@@ -1,0 +1,224 @@
+"""What the ``ray`` vectorizer makes of Ray's errors and options, without starting a Ray: Ray's
+cause in one line, the node a failure says is lost, the placement away from it, the
+``ray[client]`` extra, ``start_timeout``. (The cluster behind them: test_ray_cluster.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import ray
+from envfactory_ray.actor import NO_CAUSE, ActorHandle, lost_node_of, ray_cause
+from envfactory_ray.plugin import RayConfig
+from ray.core.generated.common_pb2 import ActorDiedErrorContext
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayTaskError
+
+import envfactory
+
+NODE = "2d" * 28  # a node id: 56 hex digits
+ACTOR = "7165c69766aadece9bcb9d5501000000"
+
+
+def node_died() -> ActorDiedError:
+    """Ray 2.60's error for an actor whose node died (as a lost node's replacement gets)."""
+    return ActorDiedError(
+        ActorDiedErrorContext(
+            class_name="EnvActor",
+            actor_id=bytes.fromhex(ACTOR),
+            node_ip_address="192.0.2.2",
+            ray_namespace="ns",
+            error_message=f"The actor died because its node has died. Node Id: {NODE}\n\tthe "
+            "actor's node was terminated unexpectedly: health check failed due to missing too "
+            "many heartbeats",
+            never_started=True,
+        )
+    )
+
+
+def unreachable() -> ActorUnavailableError:
+    """Ray 2.60's error for a call to an actor whose node's processes were killed."""
+    return ActorUnavailableError(
+        "The actor is temporarily unavailable: RpcError: RPC error: recvmsg:Connection reset "
+        "by peer rpc_code: 14.",
+        bytes.fromhex(ACTOR),
+    )
+
+
+def creation_failed() -> ActorDiedError:
+    """The actor's creation raised (its env constructors could not be unpickled there)."""
+    try:
+        raise ModuleNotFoundError("No module named 'my_sim'")
+    except ModuleNotFoundError as exc:
+        tb = "Traceback (most recent call last):\n  File x\nModuleNotFoundError: No module..."
+        task = RayTaskError("EnvActor.__init__", tb, exc, actor_id=bytes.fromhex(ACTOR))
+    return ActorDiedError(task)
+
+
+def test_ray_cause_is_one_line_with_ray_s_reason() -> None:
+    assert ray_cause(node_died()) == (
+        f"The actor died because its node has died. Node Id: {NODE}; the actor's node was "
+        "terminated unexpectedly: health check failed due to missing too many heartbeats; The "
+        "actor never ran - it was cancelled before it started running."
+    )
+    assert ray_cause(unreachable()).startswith(
+        f"The actor {ACTOR} is unavailable: The actor is temporarily unavailable: RpcError:"
+    )
+    assert ray_cause(creation_failed()) == (
+        "an error in its creation task: ModuleNotFoundError: No module..."
+    )
+    assert ray_cause(ActorDiedError()) == NO_CAUSE
+
+
+def test_lost_node_is_the_one_ray_names_or_the_unreachable_actor_s() -> None:
+    assert lost_node_of(node_died(), "") == NODE
+    assert lost_node_of(unreachable(), "abc") == "abc"
+    assert lost_node_of(ActorDiedError(), "abc") == ""  # its process died: the node is fine
+    assert lost_node_of(creation_failed(), "abc") == ""
+
+
+class Recorder:
+    """Stands for ``ray.remote(EnvActor)``: records the options an actor is made with."""
+
+    def __init__(self) -> None:
+        self.options_seen: list[dict[str, Any]] = []
+
+    def options(self, **options: Any) -> Recorder:
+        self.options_seen.append(options)
+        return self
+
+    def remote(self, *args: Any) -> Any:
+        class Actor:
+            class describe:
+                @staticmethod
+                def remote() -> str:
+                    return "ref"
+
+        return Actor()
+
+
+def handle() -> ActorHandle:
+    return ActorHandle(0, 0, 2, "CartPole-v1", [], 1)
+
+
+def test_a_replacement_is_placed_away_from_the_lost_nodes_with_a_valid_selector() -> None:
+    from ray._private.label_utils import validate_label_selector
+
+    h, cls = handle(), Recorder()
+    h.spawn(cls, "next_step", [NODE])
+    h.spawn(cls, "next_step", ["b" * 56, NODE])
+    h.spawn(cls, "next_step", [])
+    selectors = [o.get("label_selector") for o in cls.options_seen]
+    assert selectors == [
+        {"ray.io/node-id": f"!{NODE}"},
+        {"ray.io/node-id": f"!in({NODE}, {'b' * 56})"},
+        None,
+    ]
+    assert all(validate_label_selector(s) is None for s in selectors)  # Ray takes them
+    assert all(o["num_cpus"] == 1 and o["max_restarts"] == 0 for o in cls.options_seen)
+
+
+def test_died_before_it_started_names_the_replacement_its_node_and_ray_s_cause() -> None:
+    h = handle()
+    h.spawn(Recorder(), "next_step", ["c" * 56])
+    h.actor_id = ACTOR
+    err = h._died(node_died(), "restart")
+    assert isinstance(err, envfactory.WorkerDiedError) and h.lost_node == NODE
+    assert str(err) == (
+        f"worker 0 (pid None, envs [0, 1], env 'CartPole-v1') [Ray actor {ACTOR[:12]} on node "
+        f"192.0.2.2 ({NODE[:12]})] died before it started ({ray_cause(node_died())}) during "
+        "restart"
+    )
+    assert (err.actor_id, err.node_id, err.node_ip) == (ACTOR, NODE, "192.0.2.2")
+
+
+def test_died_before_it_started_without_a_reason_says_where_to_look() -> None:
+    h = handle()
+    h.spawn(Recorder(), "next_step", [])
+    h.actor_id = ACTOR
+    text = str(h._died(ActorDiedError(), "start"))
+    assert text.endswith(
+        f"[Ray actor {ACTOR[:12]}, not started] died before it started ({NO_CAUSE}; the usual "
+        "causes: this process's Ray token auth differs from the cluster's (RAY_AUTH_MODE, "
+        "RAY_AUTH_TOKEN), or the node lacks a package the envs need; Ray's driver log may say "
+        "more) during start"
+    )
+    assert "\n" not in text and not h.lost_node
+
+
+def test_an_unreachable_actor_is_named_so() -> None:
+    h = handle()
+    h.spawn(Recorder(), "next_step", [])
+    h.describing, h.node_id, h.node_ip, h._pid = False, NODE, "192.0.2.2", 42
+    err = h._died(unreachable(), "step")
+    assert "(pid 42, envs [0, 1], env 'CartPole-v1') [Ray actor " in str(err)
+    assert f"on node 192.0.2.2 ({NODE[:12]})] became unreachable (The actor " in str(err)
+    assert h.lost_node == NODE
+
+
+def test_ray_client_address_without_ray_client_names_the_extra(monkeypatch: Any) -> None:
+    from envfactory_ray import vecenv
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(
+        ray._private.utils,
+        "get_ray_client_dependency_error",
+        lambda: ModuleNotFoundError("No module named 'grpc'"),
+    )
+    monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("ray.init was called"))
+    with pytest.raises(envfactory.ConfigError) as info:
+        vecenv.connect("ray://head:10001")
+    assert str(info.value) == (
+        "vectorizer=ray: vectorizer.address='ray://head:10001' is a Ray Client address, which "
+        "needs ray[client] (No module named 'grpc'); install it with pip install "
+        "'envfactory-ray[client]' (or 'ray[client]'), or run on a cluster node with an address "
+        "such as 'head:6379'"
+    )
+
+
+def test_a_cluster_that_cannot_be_joined_names_token_auth(monkeypatch: Any) -> None:
+    """Ray says only "Failed to connect" to a driver without the cluster's token auth."""
+    from envfactory_ray import vecenv
+
+    def refuse(**_: Any) -> None:
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.7:6379")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(envfactory.ConfigError) as info:
+        vecenv.connect("10.0.0.7:6379")
+    assert str(info.value) == (
+        "vectorizer=ray: cannot start or join the Ray cluster at '10.0.0.7:6379': "
+        "ConnectionError: Failed to connect to Ray cluster at 10.0.0.7:6379 (set "
+        "vectorizer.address=null for a local Ray, or the address of a running cluster such as "
+        "'ray://head:10001' or 'head:6379'; a cluster started with token auth also needs "
+        "RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN) in this process)"
+    )
+
+
+def test_ray_s_own_ray_client_error_is_turned_into_the_extra_s_name(monkeypatch: Any) -> None:
+    """Where Ray's own check cannot be asked first, its ``ray.init`` error names the extra too."""
+    from envfactory_ray import vecenv
+
+    def refuse(**_: Any) -> None:
+        raise ValueError("Ray Client requires pip package `ray[client]`. If you installed ...")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray._private.utils, "get_ray_client_dependency_error", lambda: None)
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(envfactory.ConfigError, match=r"pip install 'envfactory-ray\[client\]'"):
+        vecenv.connect("ray://head:10001")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_bad_start_timeout_fails_at_compose_time_in_one_line(value: str) -> None:
+    with pytest.raises(envfactory.ConfigError) as info:
+        envfactory.compose(["vectorizer=ray", f"vectorizer.start_timeout={value}"])
+    text = str(info.value)
+    assert "vectorizer.start_timeout=" in text and "expected a number of seconds > 0" in text
+    assert "\n" not in text
+
+
+def test_start_timeout_inf_means_null_and_a_number_is_kept() -> None:
+    assert RayConfig(start_timeout=float("inf")).start_timeout is None
+    cfg = envfactory.compose(["vectorizer=ray", "vectorizer.start_timeout=30"])
+    assert cfg.vectorizer.start_timeout == 30
