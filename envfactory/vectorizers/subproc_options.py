@@ -172,11 +172,23 @@ def no_core_for_a_worker(load: float | None = None) -> bool:
     return cpus - (others_running() if load is None else load) < 1.5
 
 
-def default_in_series(num_envs: int, leave_parent_a_core: bool) -> int:
+def default_in_series(
+    num_envs: int, leave_parent_a_core: bool, load: float | None = None
+) -> int:
     """Envs per worker: one worker per core, or (``leave_parent_a_core``: the parent steps a
-    share of the envs itself) one worker per core but one."""
+    share of the envs itself) one worker per core but one. With ``load`` (other programs'
+    running threads, `others_running`): one worker per core they leave free, when they
+    leave some but not all (a synchronous step waits for its slowest worker, and a worker
+    sharing a core with a busy program is slow: CartPole 8 envs with one busy core on 2 cores
+    made 0.62x ``dummy`` in one worker, 0.54x in two); on an oversubscribed machine still
+    one per core (a program's share of the CPUs grows with its process count there: 0.39x
+    in two workers, 0.29x in one)."""
     cpus = os.cpu_count() or 1
     workers = max(1, cpus - 1) if leave_parent_a_core else cpus
+    if load is not None and not leave_parent_a_core:
+        free = cpus - round(load)
+        if 0 < free < cpus:
+            workers = free
     return math.ceil(num_envs / workers)
 
 
@@ -265,11 +277,13 @@ def split_envs(
 ) -> list[tuple[int, int]]:
     """[`split_envs`][envfactory.vectorizers.remote.split_envs], with ``in_series`` null resolved as
     ``subproc``'s default (`default_in_series`): a core left to the parent when it steps a
-    share of the envs itself (``parent_steps``), else one worker per core (a synchronous step
-    leaves the parent nothing to do while it waits: 8 Pongs start in 1.16 s in two workers,
-    1.71 s in one, and 16 CartPoles step 1.15x as fast; 4-8 CartPoles 0.86-0.93x)."""
+    share of the envs itself (``parent_steps``), else one worker per core that other programs
+    leave free now (a synchronous step leaves the parent nothing to do while it waits: 8 Pongs
+    start in 1.16 s in two workers, 1.71 s in one, and 16 CartPoles step 1.15x as fast; 4-8
+    CartPoles 0.86-0.93x). Decided once, when the env is built."""
     if in_series is None:
-        in_series = default_in_series(num_envs, leave_parent_a_core=parent_steps)
+        load = None if parent_steps else others_running()
+        in_series = default_in_series(num_envs, leave_parent_a_core=parent_steps, load=load)
     return remote.split_envs(num_envs, in_series)
 
 

@@ -32,7 +32,12 @@ import envfactory
 from envfactory.errors import AlreadyPendingError, ConfigError, VecEnvBrokenError, WorkerDiedError
 from envfactory.testing import assert_rollouts_equal
 from envfactory.vectorizers.subproc import SubprocVecEnv
-from envfactory.vectorizers.subproc_options import image_split, others_running, parent_share
+from envfactory.vectorizers.subproc_options import (
+    default_in_series,
+    image_split,
+    others_running,
+    parent_share,
+)
 
 MODES = ("next_step", "same_step", "disabled")
 CASES = list(
@@ -124,6 +129,25 @@ def test_auto_share_and_bad_values() -> None:
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=8"]) as envs:
         assert envs.in_parent in (0, share)  # (0 while the machine is busy)
         assert sum(w.stop - w.start for w in envs.workers) == 8 - envs.in_parent
+
+
+@pytest.mark.parametrize(
+    ("cpus", "load", "in_series"),
+    [
+        (2, None, 4),  # no load measured: one worker per core
+        (2, 0.0, 4),  # idle: one per core
+        (2, 1.0, 8),  # one core busy: one worker, on the free core
+        (2, 4.0, 4),  # oversubscribed: one per core (more processes, more share)
+        (16, 0.0, 1),  # 16 idle cores, 16 envs: one each
+        (16, 1.2, 2),  # a learner busy: 15 cores free, 2 envs a worker (in_series is one number)
+    ],
+)
+def test_the_default_split_uses_the_cores_left_free(
+    monkeypatch: pytest.MonkeyPatch, cpus: int, load: float | None, in_series: int
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    assert default_in_series(8 if cpus == 2 else 16, False, load) == in_series
+    assert default_in_series(8, True, load) == 8 // min(cpus - 1, 8)  # a parent share: no load
 
 
 def test_subproc_atari_split_keeps_a_parent_share_while_a_core_is_idle() -> None:
