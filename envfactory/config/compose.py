@@ -61,7 +61,7 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     from .. import _compat
 
     reg = root_configs()
-    _boot_early(overrides, reg)
+    prestart(overrides, reg)
     search_path, make_loader = _compat.hydra_config_loader(search_dirs(reg)[0])
     extend_search_path(search_path, reg)
     loader = make_loader(search_path)
@@ -82,7 +82,7 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     return cfg
 
 
-def _boot_early(overrides: list[str], reg: Any) -> None:
+def prestart(overrides: Sequence[str], reg: Any) -> None:
     """When the overrides pick a vectorizer with a ``prestart`` (``vectorizer=subproc``:
     its fork server), call it now, before Hydra composes, with the vectorizer's own
     overrides and the picked env family's modules: that work then overlaps the composition
