@@ -25,6 +25,9 @@ Two ways to use it:
                 ov = ["vectorizer=my-vec", f"autoreset_mode={request.param}"]
                 return lambda: envfactory.make_vec(overrides=ov)
 
+* [`check_faults`][envfactory.testing.check_faults] runs the fault model against a backend's build
+  function (an env raising in ``step`` or ``call``, ``close`` after a fault, ``restart=true``).
+
 * [`SpacesConformance`][envfactory.testing.SpacesConformance] (and
   [`check_spaces`][envfactory.testing.check_spaces]) checks observations of every space gymnasium
   ships (Text, Graph, Sequence, OneOf, nested Dict/Tuple, ...) against ``SyncVectorEnv`` in every
@@ -74,7 +77,8 @@ test hermetic (a fresh registry, no user presets) with one line:
     from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401
 
 The suites live in one module each ([`rollouts`][envfactory.testing.rollouts],
-[`vecenv`][envfactory.testing.vecenv], [`spaces`][envfactory.testing.spaces],
+[`vecenv`][envfactory.testing.vecenv], [`faults`][envfactory.testing.faults],
+[`spaces`][envfactory.testing.spaces],
 [`family`][envfactory.testing.family], [`plugins`][envfactory.testing.plugins]); import them from
 here. This package needs neither pytest nor anything beyond gymnasium and numpy (only
 [`pytest_plugin`][envfactory.testing.pytest_plugin], the fixture, imports pytest), and ``import
@@ -94,6 +98,7 @@ from .family import (
     check_family,
     episode_stats_key_of,
 )
+from .faults import EnvFault, FailingEnv, check_faults
 from .plugins import check_entry_point, check_same_as_dummy
 from .rollouts import (
     DEFAULT_IGNORE,
@@ -130,6 +135,8 @@ from .vecenv import (
 __all__ = [
     "DEFAULT_IGNORE",
     "BuildVecEnv",
+    "EnvFault",
+    "FailingEnv",
     "FamilyConformance",
     "MakeEnv",
     "MakeVecEnv",
@@ -151,6 +158,7 @@ __all__ = [
     "check_env_spaces",
     "check_errors",
     "check_family",
+    "check_faults",
     "check_interface",
     "check_reset_mask",
     "check_reset_seeding",

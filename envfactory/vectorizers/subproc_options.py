@@ -172,9 +172,7 @@ def no_core_for_a_worker(load: float | None = None) -> bool:
     return cpus - (others_running() if load is None else load) < 1.5
 
 
-def default_in_series(
-    num_envs: int, leave_parent_a_core: bool, load: float | None = None
-) -> int:
+def default_in_series(num_envs: int, leave_parent_a_core: bool, load: float | None = None) -> int:
     """Envs per worker: one worker per core, or (``leave_parent_a_core``: the parent steps a
     share of the envs itself) one worker per core but one. With ``load`` (other programs'
     running threads, `others_running`): one worker per core they leave free, when they

@@ -56,3 +56,21 @@ def test_commands_are_a_typed_enum_that_reads_as_its_name_in_messages() -> None:
     assert Cmd.STEP == "step" and f"{Cmd.CALL}() failed" == "call() failed"
     assert {c.value for c in Cmd} >= {"step", "reset", "call", "set_attr", "close"}
     assert pickle.loads(pickle.dumps(Cmd.RESET)) is Cmd.RESET
+
+
+def test_subproc_passes_the_fault_suite() -> None:
+    from envfactory.testing import check_faults
+    from envfactory.vectorizers.subproc import SubprocVecEnv
+
+    check_faults(SubprocVecEnv, restart=True)
+    check_faults(SubprocVecEnv, num_envs=3, in_series=1)
+
+
+def test_the_fault_suite_fails_an_in_process_vectorizer() -> None:
+    """``dummy`` raises an env's exception bare (as gymnasium's SyncVectorEnv): not the
+    worker-backend contract the suite checks, so the suite must say so."""
+    from envfactory.testing import check_faults
+    from envfactory.vectorizers.dummy import DummyVecEnv
+
+    with pytest.raises(AssertionError, match="must arrive as envfactory's RemoteEnvError"):
+        check_faults(lambda fns, restart=False: DummyVecEnv(fns))

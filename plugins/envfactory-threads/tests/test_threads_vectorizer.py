@@ -143,6 +143,12 @@ def test_env_raising_gives_remote_env_error_of_its_own_type() -> None:
             envs.step(ACTIONS)
 
 
+def test_passes_envfactorys_fault_suite() -> None:
+    from envfactory.testing import check_faults
+
+    check_faults(ThreadVecEnv, restart=True)
+
+
 def test_hung_env_times_out_and_breaks_the_vec_env() -> None:
     fns = [SlowEnv, SlowEnv, lambda: SlowEnv(fault="hang", at_step=2), SlowEnv]
     with ThreadVecEnv(fns, in_series=2, timeout=0.5) as envs:
