@@ -56,7 +56,8 @@ class RemoteVecEnv(VecEnvBase):
     - with ``restart=true``: `_respawn` (a new worker behind a handle) and
       `_last_obs` (the observations the caller last saw of a handle's envs);
     - optionally `_send_step` (how actions reach the workers), `_release`
-      (what is left to free on close) and `_forget` (in a forked child).
+      (what is left to free on close), `_forget` (in a forked child) and
+      `_startup_budget` (seconds a worker may take to start or be rebuilt).
 
     Fault options (checked here): ``timeout`` seconds for one call (None: forever),
     ``restart`` (rebuild a worker that failed during ``step``/``reset`` and report its
@@ -172,6 +173,8 @@ class RemoteVecEnv(VecEnvBase):
         self._resumable = all(h.resumable for h in handles)
 
     def _startup_budget(self) -> float:
+        """Seconds a worker may take to start or be rebuilt (a backend hook: Ray's
+        ``start_timeout``)."""
         return STARTUP_TIMEOUT if self.timeout is None else max(self.timeout, STARTUP_TIMEOUT)
 
     def _out(self, obs: Any) -> Any:
