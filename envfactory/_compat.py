@@ -91,12 +91,18 @@ def hydra_config_loader(primary_dir: str) -> tuple[Any, Any]:
 
 
 def configstore_remove(cs: Any, group: str | None, name: str) -> None:
-    """Remove one entry from Hydra's ConfigStore (private: ``ConfigStore.repo``)."""
-    d = cs.repo
+    """Remove one entry from Hydra's ConfigStore (private: ``ConfigStore.repo``), and the
+    groups it leaves empty (an empty group still lists, and ``get_type`` says GROUP)."""
+    path = [cs.repo]
     for part in (group or "").split("/"):
         if part:
-            d = d.get(part, {})
-    d.pop(f"{name}.yaml", None)
+            path.append(path[-1].get(part, {}))
+    path[-1].pop(f"{name}.yaml", None)
+    parts = [p for p in (group or "").split("/") if p]
+    for depth in range(len(parts), 0, -1):  # the innermost group first
+        if path[depth] or parts[depth - 1] not in path[depth - 1]:
+            break
+        del path[depth - 1][parts[depth - 1]]
 
 
 # -- multiprocessing -------------------------------------------------------------------

@@ -49,6 +49,15 @@ def test_configstore_remove() -> None:
     _compat.configstore_remove(cs, "envfactory_compat_test", "x")
     assert cs.get_type("envfactory_compat_test/x.yaml") is ObjectType.NOT_FOUND
     assert isinstance(cs.repo, dict)
+    # a group left empty goes too; one that still holds something stays
+    assert cs.get_type("envfactory_compat_test") is ObjectType.NOT_FOUND
+    cs.store(group="envfactory_compat_test/a", name="x", node={"a": 1})
+    cs.store(group="envfactory_compat_test", name="y", node={"a": 1})
+    _compat.configstore_remove(cs, "envfactory_compat_test/a", "x")
+    assert cs.get_type("envfactory_compat_test/a") is ObjectType.NOT_FOUND
+    assert cs.get_type("envfactory_compat_test") is ObjectType.GROUP
+    _compat.configstore_remove(cs, "envfactory_compat_test", "y")
+    assert cs.get_type("envfactory_compat_test") is ObjectType.NOT_FOUND
 
 
 def test_non_daemonic_flag() -> None:
