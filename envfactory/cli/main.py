@@ -356,6 +356,14 @@ def main() -> None:
     (Hydra's documented switch) makes it raise them instead, and they are printed here as
     one line. A user who set ``HYDRA_FULL_ERROR`` gets Hydra's full tracebacks as usual.
     """
+    try:
+        _main()
+    except KeyboardInterrupt:  # (before the job: while importing, loading the plugins)
+        print("envfactory: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main() -> None:
     import hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException

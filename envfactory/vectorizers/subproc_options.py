@@ -7,6 +7,7 @@ import math
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 import weakref
@@ -325,6 +326,12 @@ _launcher_lock = threading.Lock()
 
 
 def _serve_launches(jobs: queue.SimpleQueue) -> None:
+    # Ctrl-C is the main process's to handle (it ends the workers): every process started
+    # from here (a worker, the fork server) starts with SIGINT blocked, so a Ctrl-C at the
+    # terminal, sent to the whole process group, prints no traceback from a process still
+    # importing its modules (the fork server's preload, a spawned worker's start-up)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     while True:
         fn, box, done = jobs.get()
         try:

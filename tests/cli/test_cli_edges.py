@@ -396,3 +396,35 @@ def test_an_unknown_option_is_one_line_naming_the_close_match(
     assert "usage:" not in proc.stderr
     ok = _cli(["--cfg", "job", "--reso"], tmp_path)  # a prefix of an option is that option
     assert ok.returncode == 0 and "num_envs: 4" in ok.stdout, ok.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.5])
+def test_ctrl_c_at_the_terminal_while_starting_is_one_line(tmp_path: Path, delay: float) -> None:
+    """A Ctrl-C goes to the whole process group (the command, its fork server, its workers).
+    Whenever it lands while the command starts (importing, loading the plugins, the fork
+    server importing its modules, the workers starting), the command says one line and
+    exits 130; nothing prints a traceback, and no process of the group is left."""
+    proc = subprocess.Popen(
+        [str(BIN / "envfactory"), "vectorizer=subproc", "run.total_steps=100000000"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell gives a command
+    )
+    time.sleep(delay)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert "envfactory: interrupted" in err, err
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("a process of the command's group outlived it by 5 s")
