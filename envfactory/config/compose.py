@@ -163,12 +163,37 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
         unknown = unknown_key_error(cause, override)
         if unknown is not None:
             return unknown
+    packaged = _package_error(text, cause)
+    if packaged is not None:
+        return packaged
     if isinstance(cause, OmegaConfBaseException):
         merging = text.startswith("Error merging override ")
         what = f" (in {text[len('Error merging override ') :]})" if merging else ""
         err = unknown_key_error(cause) or omegaconf_error(cause)
         return ConfigError(f"{err}{what}")
     return ConfigError(f"invalid envfactory config: {text.rstrip('.')}{_own_group_hint(text)}")
+
+
+def _package_error(text: str, cause: BaseException | None) -> ConfigError | None:
+    """A file of the user's own group (``+experiment=x``) without a ``# @package _global_``
+    header (its keys land under the group's name) or with a mistyped one (``_globl_``):
+    the unknown top-level key is the group or the header's word, and the fix is the header."""
+    in_file = re.match(r"In '([\w-]+)/([^']+)': ", text)
+    if in_file is None or not isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+        return None
+    key = str(getattr(cause, "full_key", "") or "")
+    group, name = in_file.groups()
+    if not key or "." in key or not (key == group or key.startswith("_")):
+        return None
+    how = (
+        f"its header '# @package {key}' puts its keys under '{key}'"
+        if key != group
+        else f"without a '# @package' header its keys go under its group's name, '{group}'"
+    )
+    return ConfigError(
+        f"the config file {group}/{name}.yaml sets envfactory's keys, but {how}: make "
+        "'# @package _global_' its first line (as the files in examples/)"
+    )
 
 
 def _own_group_hint(text: str) -> str:

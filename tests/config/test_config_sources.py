@@ -319,6 +319,30 @@ def test_tune_refuses_a_name_another_config_source_gives(run: Any, tmp_path: Pat
 # -- a "# @package" header Hydra cannot read -----------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("text", "how"),
+    [
+        ("seed: 1\n", "without a '# @package' header its keys go under its group's name, "
+         "'experiment'"),
+        ("# @package _globl_\nseed: 1\n", "its header '# @package _globl_' puts its keys "
+         "under '_globl_'"),
+    ],
+    ids=["no-header", "mistyped-header"],
+)  # fmt: skip
+def test_an_experiment_file_without_the_global_header_says_so(
+    run: Any, tmp_path: Path, text: str, how: str
+) -> None:
+    """A new user's re-trial: the file's keys under ``experiment`` (or ``_globl_``) were an
+    "unknown key experiment ... Fix the spelling" (no key was misspelled)."""
+    _preset(tmp_path / "exps", "experiment", "fast", text)
+    proc = run(["envfactory", "--config-dir", tmp_path / "exps", "+experiment=fast"])
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"envfactory: error: the config file experiment/fast.yaml sets envfactory's keys, but "
+        f"{how}: make '# @package _global_' its first line (as the files in examples/)\n"
+    )
+
+
 def test_a_package_header_with_extra_words_is_one_line_naming_the_file(
     run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
