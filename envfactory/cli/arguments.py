@@ -40,12 +40,20 @@ def check_arguments(args: Sequence[str]) -> None:
     takes_value = {s for a in actions if a.nargs != 0 for s in a.option_strings}
     options = [s for a in actions for s in a.option_strings] + list(_ENVFACTORY_OPTIONS)
     config_dir, skip, modes = None, False, []
+    flags: list[str] = []  # the options and their values, in order
+    overrides: list[str] = []
+    after = split = False  # an option after an override; then an override again (refused)
     for k, arg in enumerate(args):
         if skip:
             skip = False
+            flags.append(arg)
             continue
         if not arg.startswith("-") or arg in ("-", "--"):
+            split = split or after
+            overrides.append(arg)
             continue  # an override (key=value, +key=..., ~key)
+        flags.append(arg)
+        after = after or bool(overrides)
         flag, eq, value = arg.partition("=")
         if flag not in options:
             longs = [o for o in options if o.startswith("--")]
@@ -62,6 +70,11 @@ def check_arguments(args: Sequence[str]) -> None:
         if flag in ("--config-dir", "-cd"):
             config_dir = value
         modes += [m for m in _MODES if flag in m.split("/")]
+    if split:
+        raise ConfigError(
+            "options go before the overrides (Hydra reads the overrides as one list): "
+            f"envfactory {' '.join([*flags, *overrides])}"
+        )
     if len(set(modes)) > 1:  # Hydra raises a ValueError (a traceback) for it
         raise ConfigError(
             f"{' and '.join(sorted(set(modes)))} cannot be given together: give only one of "

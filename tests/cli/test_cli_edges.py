@@ -382,6 +382,11 @@ def test_a_config_error_leaves_no_run_dir(tmp_path: Path) -> None:
             ["--multi", "--cfg", "job", "seed=1,2"],
             "--cfg/-c and --multirun/-m cannot be given together: give only one of --run/-r, ",
         ),
+        (  # a new user's re-trial: Hydra's usage banner and "unrecognized arguments"
+            ["num_envs=2", "--cfg", "job", "seed=3"],
+            "options go before the overrides (Hydra reads the overrides as one list): "
+            "envfactory --cfg job num_envs=2 seed=3",
+        ),
     ],
 )
 def test_an_unknown_option_is_one_line_naming_the_close_match(
