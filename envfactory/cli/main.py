@@ -92,11 +92,26 @@ def _settings(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def summarize(cfg: DictConfig, stats: RolloutStats) -> dict[str, Any]:
+def built_as(envs: Any) -> str:
+    """What the vectorizer built (``auto`` decides when it builds, ``subproc`` splits by the
+    cores free then): ``SubprocVecEnv, 2 workers``, ``DummyVecEnv``."""
+    inner = getattr(envs, "unwrapped", envs)
+    parts = [type(inner).__name__]
+    workers = getattr(inner, "workers", None)
+    if isinstance(workers, list) and workers:
+        parts.append(f"{len(workers)} worker{'s' if len(workers) != 1 else ''}")
+    local = getattr(inner, "in_parent", 0)
+    if isinstance(local, int) and local > 0:
+        parts.append(f"{local} env{'s' if local != 1 else ''} in this process")
+    return ", ".join(parts)
+
+
+def summarize(cfg: DictConfig, stats: RolloutStats, built: str | None = None) -> dict[str, Any]:
     """The job's summary; ``status`` is ``ok`` or ``interrupted`` (Ctrl-C: the numbers
-    cover the steps taken)."""
+    cover the steps taken); ``built``: what the vectorizer built (`built_as`)."""
     return {
         **_settings(cfg),
+        **({"built": built} if built else {}),
         "num_envs": int(cfg.num_envs),
         "status": "interrupted" if stats.interrupted else "ok",
         "steps": stats.steps,
@@ -115,9 +130,10 @@ def format_summary(summary: Mapping[str, Any], *, returns_recorded: bool = True)
     recorded returns (``episode_stats_key=null``), so the mean return line says why."""
     mean = summary["mean_return"]
     no_mean = "n/a (no episode finished)" if returns_recorded else NO_RETURNS
+    built = f" ({summary['built']})" if summary.get("built") else ""
     rows: list[tuple[str, Any]] = [
         ("env", f"{summary['env']} (family {summary['family']})"),
-        ("vectorizer", summary["vectorizer"]),
+        ("vectorizer", f"{summary['vectorizer']}{built}"),
         ("num_envs", summary["num_envs"]),
         ("steps", summary["steps"]),
         ("seconds", f"{summary['seconds']:.3f}"),
@@ -174,8 +190,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     except Exception as exc:
         _close(envs)
         return _failed(cfg, job, exc)
+    built = built_as(envs)
     _close(envs)
-    summary = summarize(cfg, stats)
+    summary = summarize(cfg, stats, built)
     save_summary(summary, job)
     print(format_summary(summary, returns_recorded=stats.returns_recorded), flush=True)
     if stats.interrupted:

@@ -363,6 +363,29 @@ def test_run_without_hydra_returns_the_summary(capsys: pytest.CaptureFixture[str
     assert capsys.readouterr().out.strip() == format_summary(summary)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "built"),
+    [
+        (["vectorizer=dummy"], "DummyVecEnv"),
+        (["vectorizer=subproc", "vectorizer.in_series=1"], "SubprocVecEnv, 2 workers"),
+        (["vectorizer=subproc", "vectorizer.in_parent=1"], "SubprocVecEnv, 1 worker, 1 env in "
+         "this process"),
+    ],
+)  # fmt: skip
+def test_the_summary_says_what_the_vectorizer_built(
+    capsys: pytest.CaptureFixture[str], overrides: list[str], built: str
+) -> None:
+    """A new user's re-trial: ``vectorizer=auto`` decides when it builds (and ``subproc``
+    splits by the cores free then), and the summary said only ``auto``."""
+    cfg = envfactory.compose(
+        [*overrides, "num_envs=2", "run.total_steps=20", "run.progress=false"]
+    )
+    summary = run(cfg)
+    assert summary["built"] == built
+    name = overrides[0].split("=")[1]
+    assert f"vectorizer   {name} ({built})" in capsys.readouterr().out
+
+
 def test_noop_action() -> None:
     spaces = gym.spaces
     np.testing.assert_array_equal(noop_action(spaces.Box(-1, 1, (2, 3))), np.zeros((2, 3)))
