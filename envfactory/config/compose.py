@@ -121,6 +121,15 @@ def hydra_error(exc: BaseException) -> ConfigError:
     return err
 
 
+#: Hydra's launcher plugins a sweep names (``hydra/launcher=joblib``) and how to install each
+_LAUNCHER_PACKAGES = {
+    "hydra/launcher/joblib": "'envfactory[joblib]' (Hydra's joblib launcher)",
+    "hydra/launcher/ray": "hydra-ray-launcher (docs/guides/sweeps-and-ray.md)",
+    "hydra/launcher/submitit_local": "hydra-submitit-launcher",
+    "hydra/launcher/submitit_slurm": "hydra-submitit-launcher",
+}
+
+
 def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
     if isinstance(exc, MissingConfigException):
         missing = exc.missing_cfg_file or ""
@@ -143,6 +152,9 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
                 unknown_name.args = (f"{unknown_name}{hint}",)
             return unknown_name
         options = f" Valid options: {', '.join(exc.options)}." if exc.options else ""
+        plugin = _LAUNCHER_PACKAGES.get(missing) if group == "hydra/launcher" else None
+        if plugin:
+            options += f" Install it: pip install {plugin}"
         return ConfigError(f"{one_line(exc)}.{options}".replace("..", "."))
     if isinstance(exc, OverrideParseException):
         return override_parse_error(exc.override, one_line(exc))

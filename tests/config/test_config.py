@@ -668,3 +668,21 @@ def test_a_typo_in_env_kwargs_is_caught_at_compose_with_the_close_match() -> Non
         envfactory.compose(["env.id=TakesAnything-v0", "env.kwargs={anything: 1}"])
     finally:
         gym.registry.pop("TakesAnything-v0")
+
+
+def test_a_missing_launcher_plugin_says_how_to_install_it() -> None:
+    """A new user's re-trial: the sweeps guide's ``hydra/launcher=joblib`` without the
+    launcher installed said only "Valid options: basic"."""
+    from hydra.errors import MissingConfigException
+
+    from envfactory.config.compose import hydra_error
+
+    missing = MissingConfigException(
+        "In 'hydra/config': Could not find 'hydra/launcher/joblib'",
+        missing_cfg_file="hydra/launcher/joblib",
+        options=["basic"],
+    )
+    assert str(hydra_error(missing)) == (
+        "In 'hydra/config': Could not find 'hydra/launcher/joblib'. Valid options: basic. "
+        "Install it: pip install 'envfactory[joblib]' (Hydra's joblib launcher)"
+    )
