@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .episode_stats import EpisodeStatistics
     from .errors import (
         AlreadyPendingError,
+        ArgumentTypeError,
         AsyncCallError,
         ClosedError,
         ConfigError,
@@ -84,6 +85,7 @@ _LAZY = {
 
 __all__ = [
     "AlreadyPendingError",
+    "ArgumentTypeError",
     "AsyncCallError",
     "ClosedError",
     "ConfigError",

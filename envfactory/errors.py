@@ -13,6 +13,7 @@ from gymnasium import error as gym_error
 
 __all__ = [
     "AlreadyPendingError",
+    "ArgumentTypeError",
     "AsyncCallError",
     "ClosedError",
     "ConfigError",
@@ -91,6 +92,11 @@ class EnvfactoryError(Exception):
 
 class ConfigError(EnvfactoryError, ValueError):
     """A config value is invalid (wrong type, unknown key, out of range)."""
+
+
+class ArgumentTypeError(ConfigError, TypeError):
+    """An argument of the wrong type to ``make_vec`` / ``make_env`` / ``compose`` (one string
+    where a list of overrides goes); also a ``TypeError``, as Python's own for a wrong type."""
 
 
 class UnknownNameError(ConfigError, KeyError):

@@ -18,7 +18,7 @@ from hydra.errors import (
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ConfigError, did_you_mean, echo, echo_within
+from ..errors import ArgumentTypeError, ConfigError, did_you_mean, echo, echo_within
 from ..plugin.manager import Registry, get_registry
 from . import keywords
 from .checks import omegaconf_error, one_line
@@ -396,7 +396,16 @@ def resolve(
         reading = keywords.read([cfg or {}, options])
         base = _load([*reading.pick_overrides, *overrides, *reading.overrides])
         return validate(_merged(base, reading))
-    raise ConfigError(
+    if isinstance(cfg, str) or (
+        isinstance(cfg, Sequence) and cfg and all(isinstance(o, str) for o in cfg)
+    ):
+        given = [cfg] if isinstance(cfg, str) else list(cfg)
+        raise ArgumentTypeError(
+            f"make_vec's first argument is a config (a composed DictConfig or a dict), got "
+            f"{type(cfg).__name__} {echo(cfg)}; overrides go by name: "
+            f"make_vec(overrides={given!r})"
+        )
+    raise ArgumentTypeError(
         f"make_vec takes a composed DictConfig, a dict, or overrides=[...]; got "
         f"{type(cfg).__name__}"
     )
@@ -446,12 +455,12 @@ def override_list(overrides: Any) -> list[str]:
     if overrides is None:
         return []
     if isinstance(overrides, str):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"overrides must be a list of strings, got the string {echo(overrides)}; pass "
             f"overrides=[{echo(overrides)}] (one list entry per override)"
         )
     if not isinstance(overrides, Sequence) or isinstance(overrides, (bytes, Mapping)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"overrides must be a list of strings like ['num_envs=2', 'env=mountaincar'], "
             f"got {type(overrides).__name__} {echo(overrides)}"
         )

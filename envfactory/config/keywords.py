@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError, did_you_mean, echo
+from ..errors import ArgumentTypeError, ConfigError, did_you_mean, echo
 
 __all__ = ["GYMNASIUM_KEYS", "Reading", "read", "unknown_key"]
 
@@ -113,7 +113,7 @@ def _set(layer: dict[str, Any], path: list[str], value: Any) -> None:
 def _override_list(value: Any) -> list[str]:
     """As ``make_vec(overrides=...)``: a list of strings, and a string is a ``TypeError``."""
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"overrides must be a list of strings like ['num_envs=2', 'env=mountaincar'], got "
             f"{type(value).__name__} {echo(value)}"
         )

@@ -686,3 +686,24 @@ def test_a_missing_launcher_plugin_says_how_to_install_it() -> None:
         "In 'hydra/config': Could not find 'hydra/launcher/joblib'. Valid options: basic. "
         "Install it: pip install 'envfactory[joblib]' (Hydra's joblib launcher)"
     )
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (lambda: envfactory.make_vec("num_envs=2"), "make_vec(overrides=['num_envs=2'])"),
+        (lambda: envfactory.make_vec(["num_envs=2"]), "make_vec(overrides=['num_envs=2'])"),
+        (lambda: envfactory.make_vec(overrides="num_envs=2"), "pass overrides=['num_envs=2']"),
+        (lambda: envfactory.compose("num_envs=2"), "pass overrides=['num_envs=2']"),
+    ],
+)
+def test_overrides_of_the_wrong_type_are_envfactory_errors_and_type_errors(
+    call: Any, says: str
+) -> None:
+    """A new user's re-trial: ``make_vec(overrides="num_envs=2")`` raised a bare TypeError,
+    which ``except envfactory.EnvfactoryError`` missed (the errors page promises it); the
+    overrides passed as the config did not say where they go."""
+    with pytest.raises(envfactory.ArgumentTypeError) as info:
+        call()
+    assert isinstance(info.value, TypeError) and isinstance(info.value, envfactory.EnvfactoryError)
+    assert says in str(info.value)
