@@ -183,6 +183,12 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
         what = f" (in {text[len('Error merging override ') :]})" if merging else ""
         err = unknown_key_error(cause) or omegaconf_error(cause)
         return ConfigError(f"{err}{what}")
+    missing_dir = re.match(r"Additional config directory '(.+)' not found", text)
+    if missing_dir:
+        return ConfigError(
+            f"--config-dir {missing_dir.group(1)}: no such folder; give the folder that holds "
+            "your config groups (DIR with DIR/experiment/NAME.yaml for +experiment=NAME)"
+        )
     return ConfigError(f"invalid envfactory config: {text.rstrip('.')}{_own_group_hint(text)}")
 
 

@@ -403,6 +403,19 @@ def test_an_unknown_option_is_one_line_naming_the_close_match(
     assert ok.returncode == 0 and "num_envs: 4" in ok.stdout, ok.stderr
 
 
+def test_a_config_dir_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    """A new user's re-trial: "invalid envfactory config: Additional config directory ... not
+    found"."""
+    proc = _cli(["--config-dir", "no_such_folder", "seed=3"], tmp_path)
+    assert proc.returncode == 2
+    _one_line(proc.stderr)
+    assert proc.stderr == (
+        f"envfactory: error: --config-dir {tmp_path / 'no_such_folder'}: no such folder; give "
+        "the folder that holds your config groups (DIR with DIR/experiment/NAME.yaml for "
+        "+experiment=NAME)\n"
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.5])
 def test_ctrl_c_at_the_terminal_while_starting_is_one_line(tmp_path: Path, delay: float) -> None:
