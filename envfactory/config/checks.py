@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
@@ -131,7 +132,33 @@ def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigErro
             f"it with OmegaConf.register_new_resolver({resolver!r}, ...) before composing, "
             "or use a plain value"
         )
+    converted = _CONVERSION.match(msg)
+    if converted:
+        value, kind, boolean = converted.groups()
+        kind = "Boolean" if boolean else kind
+        expected = _EXPECTED.get(kind, f"a value of type {kind}")
+        return ConfigError(f"{key or prefix}={value}: expected {expected}; got {value!r}")
+    choice = _CHOICE.match(msg)
+    if choice:
+        value, options = choice.group(1), [o.strip() for o in choice.group(2).split(",")]
+        return ConfigError(
+            f"{key or prefix}={value}: expected one of {', '.join(options)}."
+            f"{did_you_mean(value, options)}".rstrip()
+        )
     return ConfigError(f"{where}{msg}")
+
+
+# OmegaConf's messages for a value of the wrong type (``num_envs=abc``) and an Enum's bad name
+_CONVERSION = re.compile(
+    r"Value '(.*)' (?:of type '\w+' could not be converted to (\w+)|is not a valid (bool))"
+)
+_CHOICE = re.compile(r"Invalid value '(.*)', expected one of \[(.*)\]")
+_EXPECTED = {
+    "Integer": "an integer",
+    "Float": "a number",
+    "Boolean": "true or false",
+    "String": "a string",
+}
 
 
 def check_keys(

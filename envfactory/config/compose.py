@@ -182,6 +182,8 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
         merging = text.startswith("Error merging override ")
         what = f" (in {text[len('Error merging override ') :]})" if merging else ""
         err = unknown_key_error(cause) or omegaconf_error(cause)
+        if merging and str(err).startswith(text[len("Error merging override ") :]):
+            what = ""  # the message starts with the override already
         return ConfigError(f"{err}{what}")
     missing_dir = re.match(r"Additional config directory '(.+)' not found", text)
     if missing_dir:

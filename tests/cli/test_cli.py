@@ -132,7 +132,7 @@ BAD_INPUTS = [  # (arguments, a fragment of the one line the user sees)
     ),
     (["run.total_steps=0"], "run.total_steps=0: expected an integer >= 1"),
     (["env.idd=x"], "unknown key env.idd. Did you mean 'id'?"),
-    (["num_envs=abc"], "num_envs: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["num_envs=abc"], "num_envs=abc: expected an integer; got 'abc'"),
     (["num_envs=0"], "num_envs must be a positive integer, got 0"),
     (["seed=-1"], "seed=-1: expected an integer >= 0 or null"),
     (["env=atari", "env.image_size=-1"], "env.image_size=-1: expected a positive int"),

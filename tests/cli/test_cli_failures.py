@@ -157,9 +157,9 @@ BAD_SWEEPS = [  # (sweep values, the bad job, a fragment of its row's error)
     (
         ["num_envs=2,abc,3"],
         1,
-        "num_envs: Value 'abc' of type 'str' could not be converted to Integer",
+        "num_envs=abc: expected an integer; got 'abc'",
     ),
-    (["num_envs=abc,2", "seed=0,-1"], 0, "could not be converted to Integer"),
+    (["num_envs=abc,2", "seed=0,-1"], 0, "num_envs=abc: expected an integer"),
 ]
 
 
@@ -251,4 +251,4 @@ def test_failed_rows_from_a_non_editable_install(
     assert proc.returncode == 1, proc.stderr
     jobs = json.loads((out / "sweep_summary.json").read_text())["jobs"]
     assert [j["status"] for j in jobs] == ["failed", "ok"]
-    assert "envfactory: error: job 0: num_envs: Value 'abc'" in proc.stderr
+    assert "envfactory: error: job 0: num_envs=abc: expected an integer" in proc.stderr

@@ -98,9 +98,22 @@ KEYS = "Valid keys: autoreset_mode, env, "  # ... num_envs, run, seed, ... wrapp
         pytest.param(
             ["num_envs=abc"],
             ConfigError,
-            ["num_envs: Value 'abc' of type 'str' could not be converted to Integer"],
+            ["num_envs=abc: expected an integer; got 'abc'"],
             id="wrong-type",
         ),
+        pytest.param(  # a new user's re-trial: OmegaConf's "Value 'maybe' is not a valid bool"
+            ["run.progress=maybe"],
+            ConfigError,
+            ["run.progress=maybe: expected true or false; got 'maybe'"],
+            id="wrong-type-bool",
+        ),
+        pytest.param(  # the same: "Invalid value 'sameStep', expected one of [...]"
+            ["autoreset_mode=sameStep"],
+            ConfigError,
+            ["autoreset_mode=sameStep: expected one of next_step, same_step, disabled. Did you "
+             "mean 'same_step'?"],
+            id="enum-did-you-mean",
+        ),  # fmt: skip
         pytest.param(
             ["num_envs=0"],
             ConfigError,
@@ -126,15 +139,15 @@ KEYS = "Valid keys: autoreset_mode, env, "  # ... num_envs, run, seed, ... wrapp
             ["wrappers=[{name:record_episode_statistics},{name:time_limit,max_episode_steps:x}]"],
             ConfigError,
             [
-                "wrappers[1].max_episode_steps: Value 'x' of type 'str' could not be converted "
-                "to Integer (wrapper 'time_limit')"
+                "wrappers[1].max_episode_steps=x: expected an integer; got 'x' "
+                "(wrapper 'time_limit')"
             ],
             id="bad-wrapper-option-type-second",
         ),
         pytest.param(
             ["env=pendulum", "env.g=heavy"],
             ConfigError,
-            ["env.g: Value 'heavy' of type 'str' could not be converted to Float"],
+            ["env.g=heavy: expected a number; got 'heavy'"],
             id="plugin-schema-wrong-type",
         ),
         pytest.param(

@@ -149,7 +149,7 @@ def _preset(folder: Path, group: str, name: str, text: str) -> Path:
                 "Valid keys under vectorizer: ",
             ],
         ),
-        ("timeout: abc\n", ["vectorizer.timeout: Value 'abc' of type 'str' could not be"]),
+        ("timeout: abc\n", ["vectorizer.timeout=abc: expected a number; got 'abc'"]),
     ],
 )
 def test_a_hand_edited_preset_names_the_file_key_and_value(
