@@ -110,10 +110,12 @@ KEYS = "Valid keys: autoreset_mode, env, "  # ... num_envs, run, seed, ... wrapp
         pytest.param(  # the same: "Invalid value 'sameStep', expected one of [...]"
             ["autoreset_mode=sameStep"],
             ConfigError,
-            ["autoreset_mode=sameStep: expected one of next_step, same_step, disabled. Did you "
-             "mean 'same_step'?"],
+            [
+                "autoreset_mode=sameStep: expected one of next_step, same_step, disabled. Did "
+                "you mean 'same_step'?"
+            ],
             id="enum-did-you-mean",
-        ),  # fmt: skip
+        ),
         pytest.param(
             ["num_envs=0"],
             ConfigError,
