@@ -377,9 +377,7 @@ def test_the_summary_says_what_the_vectorizer_built(
 ) -> None:
     """A new user's re-trial: ``vectorizer=auto`` decides when it builds (and ``subproc``
     splits by the cores free then), and the summary said only ``auto``."""
-    cfg = envfactory.compose(
-        [*overrides, "num_envs=2", "run.total_steps=20", "run.progress=false"]
-    )
+    cfg = envfactory.compose([*overrides, "num_envs=2", "run.total_steps=20", "run.progress=false"])
     summary = run(cfg)
     assert summary["built"] == built
     name = overrides[0].split("=")[1]
