@@ -17,6 +17,17 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def _as_in_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ale_py registers its ids with gymnasium when it is imported (another test of this
+    process may have): hidden here, as in a fresh process, where ``env=gym`` has none."""
+    import gymnasium as gym
+
+    for env_id, spec in list(gym.registry.items()):
+        if str(spec.entry_point).startswith("ale_py"):
+            monkeypatch.delitem(gym.registry, env_id)
+
+
 def test_envpools_atari_id_on_the_command_line_points_to_the_atari_family(run: Any) -> None:
     proc = run(["envfactory", "env.id=Pong-v5", "run.progress=false"])
     assert proc.returncode == 2, proc.stderr

@@ -534,8 +534,13 @@ def test_restart_again_and_again_keeps_the_other_envs_exact(no_leaks: None) -> N
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             seen = _run_pool(envs, 200)
-        # how many steps the dying env gets depends on the machine (a restarting worker is
-        # slower, so it is in fewer batches); again and again is what counts
+            # how many steps the dying env gets depends on the machine (a restarting worker
+            # is slower, so it is in fewer batches; on a loaded machine 200 rounds gave it
+            # one restart): again and again is what counts, so go on until it has had two
+            for _ in range(10):
+                if sum(envs.restarts) >= 2:
+                    break
+                seen += _run_pool(envs, 200)
         assert sum(envs.restarts) >= 2
         assert not any(s[3] or s[2] for s in seen if s[0] < 2)  # worker 0 never noticed
         assert any(s[3] for s in seen if s[0] == 3)
