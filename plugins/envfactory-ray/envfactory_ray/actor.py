@@ -344,22 +344,25 @@ class ActorHandle(WorkerHandle):
             raise self._inner_fault(payload, call)
         if self.describing:
             self.describing = False
-            self._pid, self.node_id, self.node_ip = (
-                payload["pid"],
-                payload["node_id"],
-                payload["node_ip"],
-            )
-            self.actor_id = payload["actor_id"] or self.actor_id
-            self.children = list(payload.get("children", ()))
+            self._placed_at(payload)
             return payload["envs"]
         return payload
+
+    def _placed_at(self, where: dict[str, Any]) -> None:
+        """What the actor's ``describe`` said of where it runs (and the processes it started)."""
+        self._pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
+        self.actor_id = where["actor_id"] or self.actor_id
+        self.children = list(where.get("children", ()))
 
     def _inner_fault(self, payload: tuple[str, Any, str], call: str) -> Exception:
         """A node actor's inner fault as the error ``subproc`` would raise, naming the actor,
         its node and the inner worker (``where``): an env's exception is a ``RemoteEnvError``
         of its own type; a dead inner worker a ``WorkerDiedError``; one that timed out is a
-        ``TimeoutError`` (the caller kills the actor and raises ``WorkerTimeoutError``)."""
-        kind, what, where = payload
+        ``TimeoutError`` (the caller kills the actor and raises ``WorkerTimeoutError``). A
+        fault of its start also says where the actor runs (``placed``)."""
+        kind, what, where, placed = payload
+        if placed is not None:
+            self._placed_at(placed)
         if kind == "timeout":
             return TimeoutError(f"its {where} {what}")
         if kind == "env":

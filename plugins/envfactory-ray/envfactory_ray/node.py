@@ -10,10 +10,11 @@ all its cores. It answers the same methods as [`EnvActor`][envfactory_ray.actor.
   as one dict of arrays) is the answer; ``RayVecEnv`` writes each actor's rows into its batch
   ([`merge_block`][envfactory_ray.node.merge_block] for the infos), so the trajectories are the
   inner ``subproc``'s, which are ``dummy``'s in every autoreset mode;
-- a fault of the inner env is answered as ``(INNER, (kind, what, where))``: ``kind`` ``env`` (an
-  env raised: ``what`` is its [`Failure`][envfactory.vectorizers.remote.Failure]), ``died`` or
-  ``timeout`` (an inner worker process), ``where`` the inner worker with its pid and the envs'
-  indices in the whole vectorized env; [`ActorHandle`][envfactory_ray.actor.ActorHandle] raises
+- a fault of the inner env is answered as ``(INNER, (kind, what, where, placed))``: ``kind``
+  ``env`` (an env raised: ``what`` is its [`Failure`][envfactory.vectorizers.remote.Failure]),
+  ``died`` or ``timeout`` (an inner worker process), ``where`` the inner worker with its pid and
+  the envs' indices in the whole vectorized env, ``placed`` (a fault of the start) where the
+  actor runs, as ``describe`` says it; [`ActorHandle`][envfactory_ray.actor.ActorHandle] raises
   it as the same class as ``subproc`` would, naming the actor, its node and the inner worker;
 - with ``restart=true`` every env is wrapped in [`Recoverable`][envfactory_ray.node.Recoverable]: a
   rebuilt actor (a fresh inner env) ends the episodes its predecessor lost through that wrapper and
@@ -155,18 +156,11 @@ class NodeActor:
         """Where the actor runs and what its envs are (as ``EnvActor.describe``), and
         ``children``: the processes it started (the inner workers and their fork server)."""
         if self.init_failure is not None:
-            return self.init_failure
-        import ray
-
-        ctx = ray.get_runtime_context()
-        return OK, {
-            "pid": os.getpid(),
-            "actor_id": ctx.get_actor_id(),
-            "node_id": ctx.get_node_id(),
-            "node_ip": ray.util.get_node_ip_address(),
-            "envs": self.envs,
-            "children": descendants(os.getpid()),
-        }
+            status, payload = self.init_failure
+            if status == INNER:  # (says where it runs: the error names the node)
+                return status, (*payload[:3], _placed())
+            return status, payload
+        return OK, {**_placed(), "envs": self.envs, "children": descendants(os.getpid())}
 
     def step(self, actions: Any) -> tuple[str, Any]:
         """``Cmd.STEP``: one step of the inner env; its batch is the answer."""
@@ -278,11 +272,25 @@ class NodeActor:
                 pickles(original)
             except Exception:
                 original = None
-            return INNER, ("env", Failure(exc.exc_type, original, exc.remote_traceback), where)
+            failure = Failure(exc.exc_type, original, exc.remote_traceback)
+            return INNER, ("env", failure, where, None)
         if isinstance(exc, WorkerTimeoutError):
-            return INNER, ("timeout", "did not answer", where)
+            return INNER, ("timeout", "did not answer", where, None)
         how = exc.signal or (f"exit code {exc.exitcode}" if exc.exitcode is not None else "")
-        return INNER, ("died", f"died ({how})" if how else "died", where)
+        return INNER, ("died", f"died ({how})" if how else "died", where, None)
+
+
+def _placed() -> dict[str, Any]:
+    """Where this actor runs: ``{"pid", "actor_id", "node_id", "node_ip"}``."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {
+        "pid": os.getpid(),
+        "actor_id": ctx.get_actor_id(),
+        "node_id": ctx.get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
+    }
 
 
 def descendants(pid: int) -> list[int]:

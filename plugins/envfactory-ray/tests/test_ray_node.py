@@ -252,6 +252,24 @@ def test_env_raising_in_the_inner_subproc_is_its_own_type_naming_the_inner_worke
             envs.step(ACTIONS)
 
 
+def cannot_build() -> gym.Env:
+    raise ValueError("no such simulator here")
+
+
+def test_env_constructor_raising_in_the_inner_subproc_names_the_actor_and_the_worker() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="no such simulator here") as info:
+        node(maker(), maker(), maker(), cannot_build)
+    assert time.monotonic() - t0 < FAULT_SECONDS
+    err = info.value
+    assert isinstance(err, envfactory.RemoteEnvError) and err.call == "start"
+    assert err.worker == 1 and err.env_indices == [2, 3] and err.pid is not None
+    text = str(err)
+    assert f"[Ray actor {err.actor_id[:12]} on node {err.node_ip} ({err.node_id[:12]}), " in text
+    assert "in its subproc worker 1 (pid " in text
+    assert ", envs [3])] raised builtins.ValueError during start: no such simulator here" in text
+
+
 def test_inner_worker_dying_is_worker_died_error_and_close_leaves_no_process() -> None:
     envs = node(*[maker()] * 4)
     try:
