@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: an actor's answer: ``(OK, payload)``, ``(ERROR, Failure)``, or a node actor's
-#: ``(INNER, (kind, what, where))`` for a fault of its inner vectorized env (see `node`)
+#: ``(INNER, (kind, what, where, placed))`` for a fault of its inner vectorized env (see `node`)
 OK, ERROR, INNER = "ok", "error", "inner"
 
 
@@ -354,7 +354,7 @@ class ActorHandle(WorkerHandle):
         self.actor_id = where["actor_id"] or self.actor_id
         self.children = list(where.get("children", ()))
 
-    def _inner_fault(self, payload: tuple[str, Any, str], call: str) -> Exception:
+    def _inner_fault(self, payload: tuple[str, Any, str, Any], call: str) -> Exception:
         """A node actor's inner fault as the error ``subproc`` would raise, naming the actor,
         its node and the inner worker (``where``): an env's exception is a ``RemoteEnvError``
         of its own type; a dead inner worker a ``WorkerDiedError``; one that timed out is a

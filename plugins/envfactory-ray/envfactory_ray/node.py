@@ -328,10 +328,9 @@ def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
     for key, value in block.items():
         if _is_mask(block, key):
             continue
-        mask = block.get(f"_{key}")
-        if mask is None:  # (not gymnasium's layout: every row of the block)
-            mask = np.ones(len(value), dtype=np.bool_)
+        mask = block[f"_{key}"]  # (the inner env is envfactory's: every key has its mask)
         stop = start + len(mask)
+        merged: Any
         if isinstance(value, dict):
             merged = merge_block(infos.get(key, {}), value, start, n)
         else:
@@ -353,16 +352,20 @@ def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
 
 
 def keep_rows(infos: dict, keep: np.ndarray) -> dict:
-    """``infos`` (gymnasium's layout) of the rows of ``keep`` only: the other rows' masks are
-    cleared, and a key no kept row has is dropped."""
+    """``infos`` (gymnasium's layout) of the rows of ``keep`` only: the other rows are
+    cleared (zero, or None in an object array, as a merge of the kept rows alone would
+    leave them) and a key no kept row has is dropped."""
     out: dict = {}
     for key, value in infos.items():
         if _is_mask(infos, key):
             continue
-        mask = infos.get(f"_{key}")
-        mask = keep.copy() if mask is None else mask & keep
+        mask = infos[f"_{key}"] & keep
         if not mask.any():
             continue
-        out[key] = keep_rows(value, keep) if isinstance(value, dict) else value
-        out[f"_{key}"] = mask
+        if isinstance(value, dict):
+            value = keep_rows(value, keep)
+        else:
+            value = value.copy()
+            value[~keep] = None if value.dtype == object else 0
+        out[key], out[f"_{key}"] = value, mask
     return out

@@ -38,6 +38,7 @@ from envfactory.vectorizers.remote import (
 
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
 from .node import NodeActor, inner_workers, merge_block
+from .plugin import IN_ACTOR
 
 __all__ = ["LOST_NODE_SECONDS", "RayVecEnv", "connect"]
 
@@ -166,8 +167,11 @@ class RayVecEnv(RemoteVecEnv):
             raise ConfigError(
                 f"vectorizer.start_timeout must be > 0 seconds or null, got {start_timeout!r}"
             )
-        if in_actor not in (None, "subproc"):
-            raise ConfigError(f"vectorizer.in_actor must be null or 'subproc', got {in_actor!r}")
+        if in_actor is not None and in_actor not in IN_ACTOR:
+            raise ConfigError(
+                f"vectorizer.in_actor must be null or one of {', '.join(IN_ACTOR)}, got "
+                f"{in_actor!r}"
+            )
         self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
         self.start_timeout = None if start_timeout == math.inf else start_timeout
         self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
