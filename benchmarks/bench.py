@@ -10,7 +10,8 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --quick          # fewer sizes and rounds (about 1-2 minutes)
     python benchmarks/bench.py --out results.json
     python benchmarks/bench.py --pool           # the async pool vs two processes and gym-async
-    python benchmarks/bench.py --ray            # ray (envfactory-ray) vs subproc, 8 and 16 envs
+    python benchmarks/bench.py --ray            # ray (envfactory-ray; plain and node-local)
+                                                # vs subproc, 8 and 16 envs (--sizes 64 ...)
     python benchmarks/bench.py --load           # CartPole idle / one busy core / oversubscribed
     python benchmarks/bench.py --startup        # import + first reset of 8 envs, parent PSS;
                                                 # 8 Pongs against gymnasium's own stack
@@ -209,19 +210,29 @@ def pool_main(
 
 # -- the Ray vectorizer (plugins/envfactory-ray) -----------------------------------------
 RAY_SIZES = (8, 16)
+#: the ray variants: plain (each actor steps its envs in series, as many actors as CPUs) and
+#: node-local (one actor holding every CPU, its envs in a subproc of its own)
+RAY_VARIANTS = {"ray": [], "ray node-local": ["vectorizer.in_actor=subproc"]}
 
 
 def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float) -> str:
-    """``--ray`` (and the full run, when envfactory-ray is installed): ``ray`` against
-    ``subproc`` (and ``subproc-atari`` for Pong) in the same run, interleaved round by
-    round; medians and ratios. One local Ray is started first (as a user running many
-    envs would) so each cell measures the actors, not Ray's start; ``ray start`` is the
-    median seconds to build the env and reset it (its actors' processes start then)."""
+    """``--ray`` (and the full run, when envfactory-ray is installed): ``ray`` (plain and
+    node-local, `RAY_VARIANTS`) against ``subproc`` (and ``subproc-atari`` for Pong) in the
+    same run, interleaved round by round; medians and ratios. One local Ray is started first
+    (as a user running many envs would), in a Ray temp dir of its own (a Ray another program
+    left running on this machine is not joined), so each cell measures the actors, not Ray's
+    start; ``ray start`` is the median seconds to build the plain env and reset it (its
+    actors' processes start then)."""
     if "ray" not in envfactory.get_registry().vectorizers:
         return "\n(envfactory-ray is not installed: no ray rows)\n"
+    import shutil
+    import tempfile
+
     import ray
 
+    tmp, old_tmp = None, os.environ.get("RAY_TMPDIR")
     if not ray.is_initialized():
+        os.environ["RAY_TMPDIR"] = tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
         ray.init(include_dashboard=False, logging_level="WARNING")
     samples: dict[tuple[str, int, str], list[float]] = {}
     starts: dict[tuple[str, int], list[float]] = {}
@@ -230,38 +241,46 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
             for wl in workloads:
                 for n in sizes:
                     base = [*WORKLOADS[wl], f"num_envs={n}"]
-                    vecs = ["subproc", "ray"]
+                    runs = {"subproc": [*base, "vectorizer=subproc"]}
                     if wl == "Pong":
-                        vecs.insert(1, "subproc-atari")
-                    for vec in vecs:
-                        over = [*base, f"vectorizer={vec}"]
-                        if vec == "ray":
+                        runs["subproc-atari"] = [*base, "vectorizer=subproc-atari"]
+                    for name, extra in RAY_VARIANTS.items():
+                        runs[name] = [*base, "vectorizer=ray", *extra]
+                    for name, over in runs.items():
+                        if name == "ray":
                             t0 = time.perf_counter()
                             envfactory.make_vec(overrides=over).close()
                             starts.setdefault((wl, n), []).append(time.perf_counter() - t0)
                         secs = seconds * (2 if wl == "Pong" else 1)
                         make = lambda over=over: envfactory.make_vec(overrides=over)  # noqa: E731
                         sps, _ = measure(make, secs)
-                        samples.setdefault((wl, n, vec), []).append(sps)
-                        print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {vec:14s} {sps:10.0f} "
+                        samples.setdefault((wl, n, name), []).append(sps)
+                        print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {name:14s} {sps:10.0f} "
                               "steps/s", file=sys.stderr, flush=True)  # fmt: skip
     finally:
         ray.shutdown()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old_tmp is None:
+                os.environ.pop("RAY_TMPDIR", None)
+            else:
+                os.environ["RAY_TMPDIR"] = old_tmp
     med = {k: statistics.median(v) for k, v in samples.items()}
     lines = [
         f"\n**Ray vectorizer** (steps/s summed over envs, median of {rounds} rounds; load "
-        f"{load_line()}); ratios in the same run\n",
-        "| workload | envs | subproc | subproc-atari | ray | ray / subproc | ray / subproc-atari "
-        "| ray start (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"{load_line()}); ratios in the same run; node-local: `vectorizer.in_actor=subproc`\n",
+        "| workload | envs | subproc | subproc-atari | ray | ray node-local | ray / subproc "
+        "| node-local / subproc | node-local / subproc-atari | ray start (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for wl in workloads:
         for n in sizes:
-            sub, ray_sps = med[(wl, n, "subproc")], med[(wl, n, "ray")]
+            sub, plain = med[(wl, n, "subproc")], med[(wl, n, "ray")]
+            local = med[(wl, n, "ray node-local")]
             atari = med.get((wl, n, "subproc-atari"))
             cells = [wl, str(n), f"{sub:,.0f}", f"{atari:,.0f}" if atari else "",
-                     f"{ray_sps:,.0f}", f"{ray_sps / sub:.2f}x",
-                     f"{ray_sps / atari:.2f}x" if atari else "",
+                     f"{plain:,.0f}", f"{local:,.0f}", f"{plain / sub:.2f}x",
+                     f"{local / sub:.2f}x", f"{local / atari:.2f}x" if atari else "",
                      f"{statistics.median(starts[(wl, n)]):.1f}"]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

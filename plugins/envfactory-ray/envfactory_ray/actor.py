@@ -32,16 +32,20 @@ from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, Worker
 
 __all__ = [
     "ERROR",
+    "INNER",
     "OK",
     "ActorHandle",
     "EnvActor",
     "StepBatch",
     "array_batched",
     "lost_node_of",
+    "pickles",
     "ray_cause",
 ]
 
-OK, ERROR = "ok", "error"
+#: an actor's answer: ``(OK, payload)``, ``(ERROR, Failure)``, or a node actor's
+#: ``(INNER, (kind, what, where, placed))`` for a fault of its inner vectorized env (see `node`)
+OK, ERROR, INNER = "ok", "error", "inner"
 
 
 def array_batched(space: gym.Space) -> bool:
@@ -59,7 +63,8 @@ def array_batched(space: gym.Space) -> bool:
     )
 
 
-def _pickles(obj: Any) -> bytes:
+def pickles(obj: Any) -> bytes:
+    """``obj`` pickled as Ray will send it (raises if it cannot be)."""
     import ray.cloudpickle
 
     return ray.cloudpickle.dumps(obj)
@@ -78,7 +83,7 @@ class EnvActor:
         try:
             envs = [fn() for fn in env_fns]
         except Exception as exc:  # reported by describe(): the caller raises it
-            self.init_failure = failure_of(exc, _pickles)
+            self.init_failure = failure_of(exc, pickles)
             return
         self.host = EnvHost(envs, mode, self._answer)
         self.space = envs[0].observation_space
@@ -120,10 +125,10 @@ class EnvActor:
         try:
             out = self.host.handle(cmd, data)
             if cmd == Cmd.CALL:
-                _pickles(out)  # an unpicklable result is the env's error, not a dead actor
+                pickles(out)  # an unpicklable result is the env's error, not a dead actor
             return OK, out
         except Exception as exc:
-            return ERROR, failure_of(exc, _pickles)
+            return ERROR, failure_of(exc, pickles)
 
     def close(self) -> tuple[str, Any]:
         self.host.close()
@@ -223,13 +228,26 @@ class ActorHandle(WorkerHandle):
             if it said nothing of the kind), for the next actor to avoid.
         init_failed: the current actor died of an error in its creation (an env
             constructor that could not be unpickled there): another try would fail the same way.
+        args: what the actor class takes after ``(env_fns, start, mode)`` (a node actor's
+            workers, timeout and restart).
+        children: the processes the current actor started (a node actor's inner workers and
+            their fork server), as its ``describe`` said.
     """
 
     def __init__(
-        self, index: int, start: int, stop: int, env_id: str, fns: list, num_cpus: Any
+        self,
+        index: int,
+        start: int,
+        stop: int,
+        env_id: str,
+        fns: list,
+        num_cpus: Any,
+        args: tuple = (),
     ) -> None:
         super().__init__(index, start, stop, env_id)
-        self.fns, self.num_cpus = fns, num_cpus
+        self.fns, self.num_cpus, self.args = fns, num_cpus, args
+        self.children: list[int] = []
+        self.inner = ""  # the inner worker an error being raised names (see recv)
         self.actor: Any = None
         self.ref: Any = None  # the call in flight
         self.describing = False  # the call in flight is the actor's describe()
@@ -260,12 +278,13 @@ class ActorHandle(WorkerHandle):
                 raise
             self.avoid = ()
             made = cls.options(num_cpus=self.num_cpus, max_restarts=0)
-        self.actor = made.remote(self.fns, self.start, mode)
+        self.actor = made.remote(self.fns, self.start, mode, *self.args)
         self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
         self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
         actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)
         self.actor_id = actor_id.hex() if actor_id is not None else ""
         self.node_id = self.node_ip = ""
+        self.children = []
 
     @property
     def label(self) -> str:
@@ -277,7 +296,8 @@ class ActorHandle(WorkerHandle):
         if self.describing and not self.node_id:  # Ray did not say where it went
             away = f", placed away from {nodes_text(self.avoid)}" if self.avoid else ""
             return f"{actor}, not started{away}"
-        return f"{actor} on node {self.node_ip or '?'} ({self.node_id[:12] or '?'})"
+        inner = f", in its {self.inner}" if self.inner else ""
+        return f"{actor} on node {self.node_ip or '?'} ({self.node_id[:12] or '?'}){inner}"
 
     @property
     def pid(self) -> int | None:
@@ -320,16 +340,38 @@ class ActorHandle(WorkerHandle):
             raise self.error(WorkerDiedError, what, call) from exc
         if status == ERROR:
             raise self.remote_error(call, payload)
+        if status == INNER:
+            raise self._inner_fault(payload, call)
         if self.describing:
             self.describing = False
-            self._pid, self.node_id, self.node_ip = (
-                payload["pid"],
-                payload["node_id"],
-                payload["node_ip"],
-            )
-            self.actor_id = payload["actor_id"] or self.actor_id
+            self._placed_at(payload)
             return payload["envs"]
         return payload
+
+    def _placed_at(self, where: dict[str, Any]) -> None:
+        """What the actor's ``describe`` said of where it runs (and the processes it started)."""
+        self._pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
+        self.actor_id = where["actor_id"] or self.actor_id
+        self.children = list(where.get("children", ()))
+
+    def _inner_fault(self, payload: tuple[str, Any, str, Any], call: str) -> Exception:
+        """A node actor's inner fault as the error ``subproc`` would raise, naming the actor,
+        its node and the inner worker (``where``): an env's exception is a ``RemoteEnvError``
+        of its own type; a dead inner worker a ``WorkerDiedError``; one that timed out is a
+        ``TimeoutError`` (the caller kills the actor and raises ``WorkerTimeoutError``). A
+        fault of its start also says where the actor runs (``placed``)."""
+        kind, what, where, placed = payload
+        if placed is not None:
+            self._placed_at(placed)
+        if kind == "timeout":
+            return TimeoutError(f"its {where} {what}")
+        if kind == "env":
+            self.inner = where
+            try:
+                return self.remote_error(call, what)
+            finally:
+                self.inner = ""
+        return self.error(WorkerDiedError, f"lost its {where}, which {what}", call)
 
     def _died(self, exc: Exception, call: str) -> WorkerError:
         """The ``WorkerDiedError`` for Ray's actor error ``exc``, with Ray's cause; notes the

@@ -6,6 +6,7 @@ vectorized env is built.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,10 @@ import envfactory
 from envfactory import OptionError
 from envfactory.vectorizers.remote import FaultOptions
 
-__all__ = ["RayConfig", "build_ray", "envfactory_vectorizers"]
+__all__ = ["IN_ACTOR", "RayConfig", "build_ray", "envfactory_vectorizers"]
+
+#: the vectorizers an actor can host its envs in (``vectorizer.in_actor``)
+IN_ACTOR = ("subproc",)
 
 
 @dataclass
@@ -35,7 +39,12 @@ class RayConfig(FaultOptions):
             many actors as the cluster's CPUs hold at ``num_cpus`` each.
         num_cpus: CPUs Ray reserves for each actor for its lifetime (> 0; fractions such as
             0.5 allowed); null = Ray's default for actors (1 CPU to place it, none held while
-            it lives, so any number of actors fit).
+            it lives, so any number of actors fit), or with ``in_actor`` every CPU of the
+            smallest node (one actor per node on a cluster of equal nodes).
+        in_actor: null = each actor steps its envs itself, one after another; ``subproc`` =
+            each actor hosts its envs in a ``subproc`` vectorized env of its own, one worker
+            process per CPU it reserves (``num_cpus``, rounded up), on its node's cores: a step
+            is then one Ray call per actor, and one actor per node is the intended set-up.
         start_timeout: seconds an actor may take to start (be placed on a node, build its
             envs and answer), at the first start and at each rebuild with ``restart`` (all
             its tries together: a rebuilt actor that dies before it starts, on a node that was
@@ -51,6 +60,7 @@ class RayConfig(FaultOptions):
     in_series: Optional[int] = None  # noqa: UP045
     num_cpus: Optional[float] = None  # noqa: UP045
     start_timeout: Optional[float] = None  # noqa: UP045
+    in_actor: Optional[str] = None  # noqa: UP045
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (each raises ``OptionError``, which
@@ -89,7 +99,22 @@ class RayConfig(FaultOptions):
             )
         if start == math.inf:
             self.start_timeout = None
+        if self.in_actor is not None and self.in_actor not in IN_ACTOR:
+            raise OptionError(
+                "in_actor",
+                self.in_actor,
+                "null (each actor steps its envs itself) or "
+                + " or ".join(repr(v) for v in IN_ACTOR)
+                + " (each actor hosts its envs in that vectorizer, one worker per CPU it "
+                "reserves)",
+                hint=_did_you_mean(self.in_actor, IN_ACTOR),
+            )
         super().__post_init__()  # the fault options
+
+
+def _did_you_mean(value: Any, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
+    return f"Did you mean {close[0]!r}?" if close else ""
 
 
 def build_ray(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> Any:

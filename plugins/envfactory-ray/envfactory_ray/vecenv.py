@@ -37,6 +37,8 @@ from envfactory.vectorizers.remote import (
 )
 
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
+from .node import NodeActor, inner_workers, merge_block
+from .plugin import IN_ACTOR
 
 __all__ = ["LOST_NODE_SECONDS", "RayVecEnv", "connect"]
 
@@ -138,9 +140,11 @@ class RayVecEnv(RemoteVecEnv):
 
     Each ``step``/``reset`` is one Ray call per actor; its observations come back as one
     batch of numpy arrays per actor (through Ray's object store, read without copying
-    and then written once into the returned batch). ``close()`` kills every actor; the Ray
-    that envfactory started itself (none was initialized) is shut down with the last
-    RayVecEnv that uses it. The fault options (``timeout``, ``restart``,
+    and then written once into the returned batch). An actor steps its envs one after
+    another, or with ``in_actor="subproc"`` in a ``subproc`` of its own, one worker process
+    per CPU it reserves ([`NodeActor`][envfactory_ray.node.NodeActor]). ``close()`` kills
+    every actor; the Ray that envfactory started itself (none was initialized) is shut down
+    with the last RayVecEnv that uses it. The fault options (``timeout``, ``restart``,
     ``max_restarts``, ``restart_window``, ``copy``) are
     [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]'s.
     """
@@ -153,6 +157,7 @@ class RayVecEnv(RemoteVecEnv):
         in_series: int | None = None,
         num_cpus: float | None = None,
         start_timeout: float | None = None,
+        in_actor: str | None = None,
         seeding: str = "offset",
         **faults: Any,
     ) -> None:
@@ -162,7 +167,12 @@ class RayVecEnv(RemoteVecEnv):
             raise ConfigError(
                 f"vectorizer.start_timeout must be > 0 seconds or null, got {start_timeout!r}"
             )
-        self.num_cpus, self.address = num_cpus, address
+        if in_actor is not None and in_actor not in IN_ACTOR:
+            raise ConfigError(
+                f"vectorizer.in_actor must be null or one of {', '.join(IN_ACTOR)}, got "
+                f"{in_actor!r}"
+            )
+        self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
         self.start_timeout = None if start_timeout == math.inf else start_timeout
         self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
         self.env_id = env_label(env_fns[0])
@@ -179,6 +189,8 @@ class RayVecEnv(RemoteVecEnv):
         import ray
 
         total = float(ray.cluster_resources().get("CPU", 0.0))
+        if self.in_actor and self.num_cpus is None:
+            self.num_cpus = _smallest_node_cpus()
         per_actor = self.num_cpus or 0.0
         if in_series is None:
             slots = int(total // per_actor) if per_actor > 0 else int(total)
@@ -193,10 +205,16 @@ class RayVecEnv(RemoteVecEnv):
                 "as 0.5 are allowed), or set vectorizer.in_series=null"
             )
         self.in_series = in_series
-        self._cls = ray.remote(EnvActor)
+        self._cls = ray.remote(NodeActor if self.in_actor else EnvActor)
+
+        def args(n: int) -> tuple:  # what a node actor takes beyond its envs
+            if not self.in_actor:
+                return ()
+            return (inner_workers(n, per_actor), self.timeout, self.restart)
+
         self._set_handles(
             [
-                ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus)
+                ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args(b - a))
                 for k, (a, b) in enumerate(split)
             ]
         )
@@ -227,6 +245,8 @@ class RayVecEnv(RemoteVecEnv):
             self._rewards[a:b] = rew
             self._terms[a:b] = term
             self._truncs[a:b] = trunc
+            if obs is None:  # a masked reset that reset none of its envs: they keep theirs
+                continue
             if isinstance(obs, list):
                 listed.append((h, obs))
             else:
@@ -237,7 +257,13 @@ class RayVecEnv(RemoteVecEnv):
             for h, obs in listed:
                 self._env_obs[h.start : h.stop] = obs
             self._obs = self._batch_obs(self._env_obs, self._obs)
-        infos = self._merge_answers(handles, [answer[4] for answer in results])
+        if self.in_actor:  # each node actor's infos: a dict of its rows
+            infos: dict = {}
+            for h, answer in zip(handles, results):
+                if answer[4]:
+                    infos = merge_block(infos, answer[4], h.start, self.num_envs)
+        else:
+            infos = self._merge_answers(handles, [answer[4] for answer in results])
         return (
             self._out(self._obs),
             self._rewards.copy(),
@@ -318,6 +344,7 @@ class RayVecEnv(RemoteVecEnv):
             return
         here = ray.get_runtime_context().get_node_id()
         pids = {h.pid for h in self._actor_handles if h.pid is not None and h.node_id == here}
+        pids |= {p for h in self._actor_handles if h.node_id == here for p in h.children}
         end = time.monotonic() + seconds
         while pids and time.monotonic() < end:
             for pid in list(pids):
@@ -340,6 +367,21 @@ class RayVecEnv(RemoteVecEnv):
             f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, actors={len(self.handles)}, "
             f"pid={os.getpid()})"
         )
+
+
+def _smallest_node_cpus() -> float:
+    """The CPUs of the smallest live node that has any (``num_cpus`` null with ``in_actor``:
+    one actor per node, on a cluster of equal nodes)."""
+    import ray
+
+    cpus = [float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")]
+    cpus = [c for c in cpus if c > 0]
+    if not cpus:
+        raise ConfigError(
+            "vectorizer=ray: vectorizer.in_actor needs a node with CPUs, and the Ray cluster "
+            "has none (see `ray status`); add a node with CPUs"
+        )
+    return min(cpus)
 
 
 def _warn(message: str) -> None:

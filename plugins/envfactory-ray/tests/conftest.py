@@ -1,12 +1,16 @@
-"""One real local Ray per test module (``num_cpus=2``, no dashboard), shut down at the end
-with a check that none of its processes is left; and every test hermetic (a fresh
-envfactory plugin registry, no user presets:
-[`envfactory.testing.pytest_plugin`][envfactory.testing.pytest_plugin])."""
+"""One real local Ray per test module (``num_cpus=2``, or the module's ``RAY_CPUS``; no
+dashboard; its files in a Ray temp dir of its own), shut down at the end with a check that
+none of its processes is left; and every test hermetic (a fresh envfactory plugin registry, no
+user presets: [`envfactory.testing.pytest_plugin`][envfactory.testing.pytest_plugin])."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psutil
 import pytest
@@ -35,23 +39,43 @@ def _running(pid: int) -> bool:
         return False
 
 
+@contextmanager
+def own_ray_tmpdir() -> Iterator[str]:
+    """``RAY_TMPDIR`` set to a new directory for the block (short: Ray puts sockets there),
+    then restored and the directory removed. A Ray writes its address to
+    ``<temp dir>/ray_current_cluster``, which every ``ray.init()`` without an address on the
+    machine (another test run's, another user's benchmark) would otherwise join."""
+    old = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old
+
+
 @pytest.fixture(scope="module")
-def ray_session() -> Iterator[object]:
-    """``ray.init(num_cpus=2, include_dashboard=False)`` for the module; after
+def ray_session(request: pytest.FixtureRequest) -> Iterator[object]:
+    """``ray.init(num_cpus=2, include_dashboard=False)`` for the module (``num_cpus``: the
+    module's ``RAY_CPUS`` if it has one), in a Ray temp dir of its own; after
     ``ray.shutdown()`` no process Ray started is left (checked with psutil)."""
     import ray
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=256 * 1024**2,
-        logging_level="WARNING",
-    )
-    try:
-        yield ray
-    finally:
-        started = ray_processes(before)
-        ray.shutdown()
-        left = wait_gone(started, 30.0)
-        assert not left, f"Ray left processes behind: {sorted(left)}"
+    with own_ray_tmpdir():
+        ray.init(
+            num_cpus=getattr(request.module, "RAY_CPUS", 2),
+            include_dashboard=False,
+            object_store_memory=256 * 1024**2,
+            logging_level="WARNING",
+        )
+        try:
+            yield ray
+        finally:
+            started = ray_processes(before)
+            ray.shutdown()
+            left = wait_gone(started, 30.0)
+            assert not left, f"Ray left processes behind: {sorted(left)}"

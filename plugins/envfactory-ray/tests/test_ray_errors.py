@@ -222,3 +222,15 @@ def test_start_timeout_inf_means_null_and_a_number_is_kept() -> None:
     assert RayConfig(start_timeout=float("inf")).start_timeout is None
     cfg = envfactory.compose(["vectorizer=ray", "vectorizer.start_timeout=30"])
     assert cfg.vectorizer.start_timeout == 30
+
+
+def test_in_actor_says_the_choices_at_compose_time() -> None:
+    with pytest.raises(envfactory.ConfigError) as info:
+        envfactory.compose(["vectorizer=ray", "vectorizer.in_actor=subprc"])
+    assert str(info.value) == (
+        "vectorizer.in_actor='subprc': expected null (each actor steps its envs itself) or "
+        "'subproc' (each actor hosts its envs in that vectorizer, one worker per CPU it "
+        "reserves). Did you mean 'subproc'?"
+    )
+    cfg = envfactory.compose(["vectorizer=ray", "vectorizer.in_actor=subproc"])
+    assert cfg.vectorizer.in_actor == "subproc"

@@ -7,6 +7,7 @@ import importlib
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -489,7 +490,8 @@ def test_cli_main_job_starts_ray_and_close_shuts_it_down(tmp_path: Path) -> None
     process with no Ray: envfactory starts a local Ray, runs the main job, and the env's
     close() shuts that Ray down: afterwards, still in that process, Ray is not initialized
     and no process it started is left (this module's own Ray is another instance)."""
-    env = {**os.environ, "RAY_ADDRESS": ""}
+    ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # (not this module's Ray's)
+    env = {**os.environ, "RAY_ADDRESS": "", "RAY_TMPDIR": ray_tmp}
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path)],
         capture_output=True,
@@ -498,6 +500,7 @@ def test_cli_main_job_starts_ray_and_close_shuts_it_down(tmp_path: Path) -> None
         env=env,
         cwd=tempfile.gettempdir(),
     )
+    shutil.rmtree(ray_tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"code": 0, "initialized": False, "left": []}, proc.stderr[-3000:]

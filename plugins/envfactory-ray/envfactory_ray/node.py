@@ -1,0 +1,371 @@
+"""``vectorizer.in_actor=subproc``: an actor that hosts its envs in a node-local vectorizer.
+
+[`NodeActor`][envfactory_ray.node.NodeActor] holds ``in_series`` envs in an envfactory
+``subproc`` vectorized env of its own (built through envfactory's registry, as any plugin would),
+with one worker process per CPU the actor reserves, so one Ray call steps every env of a node on
+all its cores. It answers the same methods as [`EnvActor`][envfactory_ray.actor.EnvActor]
+(``describe``, ``step``, ``handle``, ``close``), with the inner vectorized env's public calls:
+
+- a step is one ``step`` of the inner env, whose batch (observations, rewards, flags and its infos
+  as one dict of arrays) is the answer; ``RayVecEnv`` writes each actor's rows into its batch
+  ([`merge_block`][envfactory_ray.node.merge_block] for the infos), so the trajectories are the
+  inner ``subproc``'s, which are ``dummy``'s in every autoreset mode;
+- a fault of the inner env is answered as ``(INNER, (kind, what, where, placed))``: ``kind``
+  ``env`` (an env raised: ``what`` is its [`Failure`][envfactory.vectorizers.remote.Failure]),
+  ``died`` or ``timeout`` (an inner worker process), ``where`` the inner worker with its pid and
+  the envs' indices in the whole vectorized env, ``placed`` (a fault of the start) where the
+  actor runs, as ``describe`` says it; [`ActorHandle`][envfactory_ray.actor.ActorHandle] raises
+  it as the same class as ``subproc`` would, naming the actor, its node and the inner worker;
+- with ``restart=true`` every env is wrapped in [`Recoverable`][envfactory_ray.node.Recoverable]: a
+  rebuilt actor (a fresh inner env) ends the episodes its predecessor lost through that wrapper and
+  the inner env's own step, as envfactory's ``EnvHost`` does for a rebuilt ``subproc`` worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import iterate
+
+from envfactory import RemoteEnvError, WorkerError, WorkerTimeoutError
+from envfactory.vectorizers.remote import (
+    Cmd,
+    EnvInfo,
+    Failure,
+    Reset,
+    Restarted,
+    RestartReset,
+    env_label,
+    failure_of,
+)
+
+from .actor import ERROR, INNER, OK, pickles
+
+__all__ = ["NodeActor", "Recoverable", "inner_workers", "keep_rows", "merge_block"]
+
+#: the attribute of [`Recoverable`][envfactory_ray.node.Recoverable] a rebuilt actor sets
+RECOVER = "envfactory_recover"
+#: its values: an env whose lost step was its next_step autoreset is reset at its next step,
+#: flagged ``restarted`` (``RESET_FLAGGED``) or not (``RESET``); a lost episode ends truncated at
+#: ``(LOST, obs)``
+RESET, RESET_FLAGGED, LOST = "reset", "reset-flagged", "lost"
+
+
+def inner_workers(num_envs: int, num_cpus: float) -> int:
+    """The inner ``subproc``'s worker processes: one per CPU the actor reserves (rounded up),
+    at most one per env."""
+    return max(1, min(num_envs, math.ceil(num_cpus - 1e-9)))
+
+
+class Recoverable(gym.Wrapper):
+    """Lets a rebuilt actor end the episodes its predecessor lost through its inner vectorized
+    env's public calls: ``set_attr(RECOVER, ...)`` arms it, and its next ``step`` stands for the
+    lost one (as envfactory's ``EnvHost`` makes a rebuilt ``subproc`` worker's envs do):
+
+    - ``(LOST, obs)``: the step reports the lost episode truncated at ``obs`` (the last observation
+      the caller saw), reward 0, ``{"restarted": True}``; under ``same_step`` the reset that
+      follows at once is flagged ``restarted`` too;
+    - ``RESET`` / ``RESET_FLAGGED``: that step was the env's ``next_step`` autoreset: the env is
+      reset, reward 0, flags False (``RESET_FLAGGED``: its info also says ``restarted``).
+
+    Every other call reaches the env unchanged.
+    """
+
+    def __init__(self, env: gym.Env, mode: AutoresetMode) -> None:
+        super().__init__(env)
+        self.same_step = mode is AutoresetMode.SAME_STEP
+        self.envfactory_recover: Any = None
+        self._flag_reset = False
+
+    def step(self, action: Any) -> Any:
+        armed, self.envfactory_recover = self.envfactory_recover, None
+        if armed is None:
+            return self.env.step(action)
+        if armed in (RESET, RESET_FLAGGED):
+            obs, info = self.env.reset()
+            if armed == RESET_FLAGGED:
+                info = {**info, "restarted": True}
+            return obs, 0.0, False, False, info
+        self._flag_reset = self.same_step
+        return armed[1], 0.0, False, True, {"restarted": True}
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.envfactory_recover = None
+        obs, info = self.env.reset(**kwargs)
+        if self._flag_reset:
+            self._flag_reset = False
+            info = {**info, "restarted": True}
+        return obs, info
+
+
+class RecoverableFn:
+    """An env constructor whose env comes wrapped in `Recoverable` (picklable: the inner
+    ``subproc`` sends it to its workers)."""
+
+    def __init__(self, fn: Callable[[], gym.Env], mode: AutoresetMode) -> None:
+        self.fn, self.mode = fn, mode
+        self.label = env_label(fn)
+
+    def __call__(self) -> gym.Env:
+        return Recoverable(self.fn(), self.mode)
+
+
+class NodeActor:
+    """Hosts envs ``start .. start + len(env_fns)`` of a vectorized env in a ``subproc``
+    vectorized env of ``workers`` processes (made a Ray actor by
+    [`RayVecEnv`][envfactory_ray.vecenv.RayVecEnv] with ``in_actor=subproc``); ``timeout`` bounds
+    each inner call, ``restart`` wraps the envs for the recovery of a rebuilt actor."""
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        start: int,
+        mode: AutoresetMode,
+        workers: int,
+        timeout: float | None,
+        restart: bool,
+    ) -> None:
+        import envfactory
+
+        self.start, self.mode, self.n = start, AutoresetMode(mode), len(env_fns)
+        self.init_failure: tuple[str, Any] | None = None
+        self.inner: Any = None
+        fns = [RecoverableFn(fn, self.mode) for fn in env_fns] if restart else list(env_fns)
+        try:
+            build = envfactory.get_registry().vectorizer("subproc").build
+            self.inner = build(
+                fns,
+                autoreset_mode=self.mode,
+                in_series=math.ceil(self.n / workers),
+                in_parent=0,  # every env in a worker: an env that crashes takes only its worker
+                timeout=timeout,
+                copy=False,  # (Ray copies the answer once, as it sends it)
+            )
+            self.envs: list[EnvInfo] = list(self.inner.call(EnvInfo.of))
+        except Exception as exc:  # reported by describe(): the caller raises it
+            self.init_failure = self._fault(exc)
+            self.close()
+
+    def describe(self) -> tuple[str, Any]:
+        """Where the actor runs and what its envs are (as ``EnvActor.describe``), and
+        ``children``: the processes it started (the inner workers and their fork server)."""
+        if self.init_failure is not None:
+            status, payload = self.init_failure
+            if status == INNER:  # (says where it runs: the error names the node)
+                return status, (*payload[:3], _placed())
+            return status, payload
+        return OK, {**_placed(), "envs": self.envs, "children": descendants(os.getpid())}
+
+    def step(self, actions: Any) -> tuple[str, Any]:
+        """``Cmd.STEP``: one step of the inner env; its batch is the answer."""
+        try:
+            return OK, self.inner.step(actions)
+        except Exception as exc:
+            return self._fault(exc)
+
+    def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
+        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record."""
+        try:
+            if cmd == Cmd.STEP:
+                return self.step(data)
+            if cmd == Cmd.RESET:
+                out: Any = self._reset(data)
+            elif cmd == Cmd.CALL:
+                if data.args is None:
+                    out = list(self.inner.get_attr(data.name, indices=data.local))
+                else:
+                    out = self.inner.env_method(
+                        data.name, *data.args, indices=data.local, **data.kwargs
+                    )
+                pickles(out)  # an unpicklable result is the env's error, not a dead actor
+            elif cmd == Cmd.SET_ATTR:
+                out = self.inner.set_attr(data.name, list(data.values), indices=data.local)
+            elif cmd == Cmd.RESTARTED:
+                out = self._restarted(data)
+            elif cmd == Cmd.RESTART_RESET:
+                out = self._restart_reset(data)
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+        except Exception as exc:
+            return self._fault(exc)
+        return OK, out
+
+    def close(self) -> tuple[str, Any]:
+        """Close the inner env (its workers exit; its fork server ends with this actor)."""
+        if self.inner is not None:
+            inner, self.inner = self.inner, None
+            inner.close()
+        return OK, None
+
+    # -- the env commands -----------------------------------------------------------------
+    def _answer(self, obs: Any, infos: dict) -> tuple:
+        zeros = np.zeros(self.n, dtype=np.float64)
+        flags = np.zeros(self.n, dtype=np.bool_)
+        return obs, zeros, flags, flags, infos
+
+    def _reset(self, r: Reset) -> tuple:
+        if r.mask is not None and not np.any(r.mask):
+            return self._answer(None, {})  # none of these envs: the caller keeps their obs
+        options = r.options
+        if r.mask is not None:
+            options = {**(options or {}), "reset_mask": np.asarray(r.mask, dtype=np.bool_)}
+        obs, infos = self.inner.reset(seed=list(r.seeds), options=options)
+        return self._answer(obs, infos)
+
+    def _restarted(self, rs: Restarted) -> tuple:
+        """This actor replaces one that failed during a step: each env ends its lost episode
+        now (truncated at the last observation the caller saw), or, if that step was its
+        next_step autoreset, is reset (``EnvHost.restarted``'s rules)."""
+        self.inner.reset()  # (a fresh inner env steps only after a reset)
+        next_step = self.mode is AutoresetMode.NEXT_STEP
+        armed = [
+            RESET_FLAGGED if done and next_step else (LOST, obs)
+            for obs, done in zip(rs.last_obs, rs.done)
+        ]
+        self.inner.set_attr(RECOVER, armed)
+        return self.inner.step(self.inner.action_space.sample())  # (actions unused)
+
+    def _restart_reset(self, rr: RestartReset) -> tuple:
+        """This actor replaces one that failed during a reset: the reset is redone; with a
+        reset_mask, the other envs keep the observation the caller saw and end their lost
+        episode at their next step (``EnvHost.restart_reset``'s rules)."""
+        r, mask = rr.reset, rr.reset.mask
+        seeds = list(r.seeds) if mask is None else [s if m else None for s, m in zip(r.seeds, mask)]
+        obs, infos = self.inner.reset(seed=seeds, options=r.options)  # (every env: a fresh one)
+        keep = np.ones(self.n, dtype=np.bool_) if mask is None else np.asarray(mask, np.bool_)
+        infos = keep_rows(infos, keep)
+        infos["restarted"], infos["_restarted"] = keep.copy(), keep.copy()
+        if mask is None:
+            return self._answer(obs, infos)
+        armed: list[Any] = []
+        per_env = list(iterate(self.inner.observation_space, obs))
+        for i in range(self.n):
+            done, last = rr.done[i], rr.last_obs[i]
+            if keep[i]:
+                armed.append(None)
+            elif done and self.mode is AutoresetMode.NEXT_STEP:
+                armed.append(RESET)  # its next step is the autoreset
+            elif done and self.mode is AutoresetMode.DISABLED:
+                armed.append(None)  # it awaits the caller's reset
+            else:
+                armed.append((LOST, last))
+            if not keep[i]:
+                per_env[i] = last
+        self.inner.set_attr(RECOVER, armed)
+        return self._answer(per_env, infos)  # (a list: the caller batches it)
+
+    def _fault(self, exc: BaseException) -> tuple[str, Any]:
+        """The answer for an exception of the inner env (see the module docstring)."""
+        if not isinstance(exc, WorkerError):
+            return ERROR, failure_of(exc, pickles)
+        envs = [self.start + i for i in exc.env_indices]
+        where = f"subproc worker {exc.worker} (pid {exc.pid}, envs {envs})"
+        if isinstance(exc, RemoteEnvError):
+            original = exc.__cause__
+            try:
+                pickles(original)
+            except Exception:
+                original = None
+            failure = Failure(exc.exc_type, original, exc.remote_traceback)
+            return INNER, ("env", failure, where, None)
+        if isinstance(exc, WorkerTimeoutError):
+            return INNER, ("timeout", "did not answer", where, None)
+        how = exc.signal or (f"exit code {exc.exitcode}" if exc.exitcode is not None else "")
+        return INNER, ("died", f"died ({how})" if how else "died", where, None)
+
+
+def _placed() -> dict[str, Any]:
+    """Where this actor runs: ``{"pid", "actor_id", "node_id", "node_ip"}``."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {
+        "pid": os.getpid(),
+        "actor_id": ctx.get_actor_id(),
+        "node_id": ctx.get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
+    }
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs (Linux ``/proc``; empty elsewhere)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+# -- the infos of each actor's rows, in the whole batch ----------------------------------------
+def _is_mask(infos: dict, key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("_") and key[1:] in infos
+
+
+def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
+    """Merge ``block``, the infos of rows ``start ..`` (an actor's envs, gymnasium's layout:
+    an array and a ``_key`` mask per key, nested dicts alike), into ``infos``, the infos of a
+    batch of ``n`` rows: the same dict as merging each env's info in env order with
+    gymnasium's ``VectorEnv._add_info`` (an array is made with the dtype of the first block
+    that has its key, which is the dtype of the first env that has it)."""
+    for key, value in block.items():
+        if _is_mask(block, key):
+            continue
+        mask = block[f"_{key}"]  # (the inner env is envfactory's: every key has its mask)
+        stop = start + len(mask)
+        merged: Any
+        if isinstance(value, dict):
+            merged = merge_block(infos.get(key, {}), value, start, n)
+        else:
+            merged = infos.get(key)
+            if merged is None:
+                merged = (
+                    np.full(n, None, dtype=object)
+                    if value.dtype == object
+                    else np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+                )
+            rows = merged[start:stop]
+            rows[mask] = value[mask]
+        full = infos.get(f"_{key}")
+        if full is None:
+            full = np.zeros(n, dtype=np.bool_)
+        full[start:stop] |= mask
+        infos[key], infos[f"_{key}"] = merged, full
+    return infos
+
+
+def keep_rows(infos: dict, keep: np.ndarray) -> dict:
+    """``infos`` (gymnasium's layout) of the rows of ``keep`` only: the other rows are
+    cleared (zero, or None in an object array, as a merge of the kept rows alone would
+    leave them) and a key no kept row has is dropped."""
+    out: dict = {}
+    for key, value in infos.items():
+        if _is_mask(infos, key):
+            continue
+        mask = infos[f"_{key}"] & keep
+        if not mask.any():
+            continue
+        if isinstance(value, dict):
+            value = keep_rows(value, keep)
+        else:
+            value = value.copy()
+            value[~keep] = None if value.dtype == object else 0
+        out[key], out[f"_{key}"] = value, mask
+    return out
