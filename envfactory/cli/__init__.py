@@ -1,8 +1,9 @@
 """envfactory's command-line tools.
 
-- ``envfactory`` (`envfactory.cli.main`): the Hydra app that builds the configured
-  vectorized env, runs a rollout and saves a summary; ``-m`` sweeps end with one table;
-  ``--rerun RUN_DIR`` runs a saved job again (`envfactory.cli.rerun`).
+- ``envfactory`` (`envfactory.cli.main`, started by `envfactory.cli.command`): the Hydra
+  app that builds the configured vectorized env, runs a rollout and saves a summary; ``-m``
+  sweeps end with one table; ``--rerun RUN_DIR`` runs a saved job again
+  (`envfactory.cli.rerun`).
 - ``envfactory-plugins`` (`envfactory.cli.plugins`): everything the installed plugins
   register, with the distribution and version that gave each.
 

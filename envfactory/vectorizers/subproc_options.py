@@ -330,8 +330,6 @@ def _serve_launches(jobs: queue.SimpleQueue) -> None:
     # from here (a worker, the fork server) starts with SIGINT blocked, so a Ctrl-C at the
     # terminal, sent to the whole process group, prints no traceback from a process still
     # importing its modules (the fork server's preload, a spawned worker's start-up)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     while True:
         fn, box, done = jobs.get()
         try:
@@ -354,6 +352,24 @@ def _launcher_queue() -> queue.SimpleQueue:
         return _launcher[1]
 
 
+def _servers_up(method: str | None) -> None:
+    """Start multiprocessing's resource tracker and (under forkserver) its fork server from
+    this thread with SIGINT blocked, and leave it blocked here: every process started from
+    the launcher thread (a worker, the fork server) starts with SIGINT blocked, so a Ctrl-C
+    at the terminal, sent to the whole process group, prints no traceback from a process
+    still importing its modules (Ctrl-C is the main process's to handle: it ends the
+    workers; a worker ignores it). The resource tracker unblocks SIGINT in the thread that
+    starts it, so it goes first."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if method == "forkserver":
+        _compat.ensure_forkserver()
+
+
 def _start(proc: Any) -> None:
     # multiprocessing refuses children of daemonic processes (some Hydra launchers run
     # jobs in one). Our workers die with their parent (PDEATHSIG + watchdog), which is
@@ -361,6 +377,7 @@ def _start(proc: Any) -> None:
     if not _child_hook[0] and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _child_hook[0] = True
+    _servers_up(getattr(proc, "_start_method", None))
     with _compat.without_main(), _compat.non_daemonic():
         proc.start()
     _started.add(proc)
@@ -378,7 +395,7 @@ def boot_forkserver(modules: Sequence[str] = ()) -> None:
     (its preloads stay as they were)."""
     _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
     install_fork_hook()
-    _launcher_queue().put((_compat.ensure_forkserver, {}, threading.Event()))
+    _launcher_queue().put((lambda: _servers_up("forkserver"), {}, threading.Event()))
 
 
 def prestart(options: Mapping[str, str], modules: Sequence[str]) -> None:

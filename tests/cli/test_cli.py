@@ -32,6 +32,7 @@ SUMMARY_KEYS = {
     "env",
     "family",
     "vectorizer",
+    "built",  # what the vectorizer built: auto's choice, subproc's workers
     "num_envs",
     "autoreset_mode",
     "policy",
