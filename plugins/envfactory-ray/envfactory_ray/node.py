@@ -47,7 +47,10 @@ from envfactory.vectorizers.remote import (
 
 from .actor import ERROR, INNER, OK, pickles
 
-__all__ = ["NodeActor", "Recoverable", "inner_workers", "keep_rows", "merge_block"]
+#: what ``vectorizer.in_actor`` may name: the vectorizer an actor hosts its envs in
+IN_ACTOR = ("subproc",)
+
+__all__ = ["IN_ACTOR", "NodeActor", "Recoverable", "inner_workers", "keep_rows", "merge_block"]
 
 #: the attribute of [`Recoverable`][envfactory_ray.node.Recoverable] a rebuilt actor sets
 RECOVER = "envfactory_recover"

@@ -19,10 +19,11 @@ import envfactory
 from envfactory import OptionError
 from envfactory.vectorizers.remote import FaultOptions
 
-__all__ = ["IN_ACTOR", "RayConfig", "build_ray", "envfactory_vectorizers"]
+from .node import IN_ACTOR
+
+__all__ = ["RayConfig", "build_ray", "envfactory_vectorizers"]
 
 #: the vectorizers an actor can host its envs in (``vectorizer.in_actor``)
-IN_ACTOR = ("subproc",)
 
 
 @dataclass

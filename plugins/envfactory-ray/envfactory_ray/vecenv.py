@@ -37,8 +37,7 @@ from envfactory.vectorizers.remote import (
 )
 
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
-from .node import NodeActor, inner_workers, merge_block
-from .plugin import IN_ACTOR
+from .node import IN_ACTOR, NodeActor, inner_workers, merge_block
 
 __all__ = ["LOST_NODE_SECONDS", "RayVecEnv", "connect"]
 
