@@ -15,10 +15,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import psutil
 import pytest
 from envfactory_ray.plugin import build_ray
 from envfactory_ray.vecenv import RayVecEnv
+from test_ray_vectorizer import assert_gone as gone
 
 import envfactory
 from envfactory.testing import VecEnvConformance, check_restarts, check_same_as_dummy
@@ -118,18 +118,8 @@ def worker_pid(env: Any) -> int:
 ACTIONS = np.zeros(4, dtype=np.int64)
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def assert_gone(pids: list[int], seconds: float = 15.0) -> None:
-    end = time.monotonic() + seconds
-    while any(alive(p) for p in pids) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert not [p for p in pids if alive(p)], "processes outlived their actor"
+    gone(pids, seconds, "processes outlived their actor")
 
 
 def processes(envs: RayVecEnv) -> list[int]:

@@ -119,11 +119,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def assert_gone(pids: list[int], seconds: float = 15.0) -> None:
+def assert_gone(
+    pids: list[int], seconds: float = 15.0, what: str = "actor processes outlived close()"
+) -> None:
     end = time.monotonic() + seconds
     while any(alive(p) for p in pids) and time.monotonic() < end:
         time.sleep(0.05)
-    assert not [p for p in pids if alive(p)], "actor processes outlived close()"
+    assert not [p for p in pids if alive(p)], what
 
 
 # -- the conformance kits ------------------------------------------------------------------
