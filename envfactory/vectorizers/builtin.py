@@ -14,7 +14,7 @@ from .base import VecEnvBase, tile_images
 from .dummy import DummyConfig, DummyVecEnv, build_dummy
 
 if TYPE_CHECKING:
-    from .subproc import SubprocBackend
+    from .remote_env import RemoteVecEnv
 
 __all__ = [
     "DummyVecEnv",
@@ -60,7 +60,7 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     return records
 
 
-def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocBackend:
+def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> RemoteVecEnv:
     """The ``subproc`` vectorizer's build function: a `SubprocVecEnv`, or
     with ``batch_size`` set the async pool, `SubprocPool`."""
     batch_size = options.pop("batch_size", None)
@@ -81,7 +81,7 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> S
     return SubprocVecEnv(env_fns, **options)
 
 
-def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> SubprocBackend:
+def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> RemoteVecEnv:
     """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory).
 
     With ``in_series`` null (and no pool) its split is resolved here,

@@ -8,22 +8,20 @@ envpool's spelling, so a loop written for envpool runs unchanged:
         envs.send(policy(obs), info["env_id"])          # they step while you learn
 
 How it relates to gymnasium: `SubprocPool` *is* a ``gymnasium.vector.VectorEnv``
-(the subprocess backend, `SubprocBackend`, as ``SubprocVecEnv`` is):
+(the front, ``RemoteVecEnv``, over a `SubprocGroup`, as ``SubprocVecEnv`` is):
 ``reset()``, ``step(actions)`` (``env_ids=None``) and the async halves step every env
 together, synchronously, exactly as ``batch_size=null`` does, whenever no env is in
 flight; gymnasium's vector wrappers see a ``num_envs`` batch there. ``async_reset`` /
 ``send`` / ``recv`` / ``step(actions, env_ids)`` are the pool calls; their batches have
 ``batch_size`` rows, and ``infos["env_id"]`` says which envs.
 
-The structure: the pool is a scheduler over the backend's worker handles, by
-composition. `PoolScheduler` (``envs.pool``) owns every piece of async
-state and talks to the workers only through the handles' public API and the small
-`PoolBackend` interface, which this class implements over the pipes
-and the shared-memory rows; the synchronous ``reset``/``step`` are the backend's own,
-unchanged. The VecEnv itself stays a ``SubprocBackend`` subclass: composing a backend
-instead would make two ``VecEnvBase`` objects, each with its own pending call, closed
-flag and episode flags to keep in step (the kind of duplicated state that leaks), and
-every ``VectorEnv`` call would be forwarded by hand. What is shared between the modes is
+The structure: the pool is a scheduler over a worker group's readiness, by composition.
+`PoolScheduler` (``envs.pool``) owns every piece of async state and talks to the workers only
+through the handles' public API and the small `PoolBackend` interface, which `RemoteSite`
+implements over any group's messages and failure policy and `_PipeSite` completes with the
+pipes' readiness and the shared-memory rows; the synchronous ``reset``/``step`` are the
+front's own, unchanged (one front, one pending call, closed flag and set of episode flags).
+What is shared between the modes is
 only what belongs to the envs: the workers, their rows, the episode-ended flags and the
 broken state. The switch between the modes is explicit: the synchronous calls raise
 ``AlreadyPendingError`` unless the scheduler is drained, and ``async_reset`` (drained
@@ -59,6 +57,7 @@ from .checks import action_checker
 from .handle import WorkerHandle
 from .pipe import PipeHandle
 from .protocol import Cmd, Reset
+from .remote_env import RemoteVecEnv, pop_faults
 from .runner import InfoCalls
 from .scheduler import (
     HOLD,
@@ -68,7 +67,7 @@ from .scheduler import (
     check_recv_timeout,
     show_ids,
 )
-from .subproc import SubprocBackend
+from .subproc import SubprocGroup
 from .subproc_options import default_in_series
 from .wakeup import Poller
 
@@ -91,7 +90,7 @@ def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int
     return max(1, min(default_in_series(num_envs, leave_parent_a_core=False), batch_size))
 
 
-class SubprocPool(SubprocBackend):
+class SubprocPool(RemoteVecEnv):
     """An async pool of ``num_envs`` envs in worker processes (``vectorizer.batch_size``).
 
     Every call of `recv` returns the first ``batch_size`` envs whose step (or reset)
@@ -111,6 +110,8 @@ class SubprocPool(SubprocBackend):
         >>> envs.close()
     """
 
+    group: SubprocGroup
+
     def __init__(
         self, env_fns: Sequence[Callable[[], gym.Env]], batch_size: int, **options: Any
     ) -> None:
@@ -126,10 +127,16 @@ class SubprocPool(SubprocBackend):
             )
         self.batch_size = int(batch_size)
         self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
-        super().__init__(env_fns, **options)
+        autoreset_mode = options.pop("autoreset_mode", "next_step")
+        faults = pop_faults(options)
+        group = SubprocGroup(env_fns, handoff=False, **options)
+        super().__init__(group, autoreset_mode, **faults)
         self._checkers: dict[int, Callable[[Any], Any]] = {}
         #: the async pool: every piece of its state (see `scheduler`)
-        self.pool = PoolScheduler(self.workers, _PipeSite(self))
+        self.pool = PoolScheduler(group.workers, _PipeSite(group))
+        # call / get_attr / set_attr / render: first let the workers concerned finish
+        # their steps (their envs then wait in recv()'s queue)
+        group.before_calls = lambda handles: self.pool.settle(handles, self.timeout)
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
@@ -153,7 +160,7 @@ class SubprocPool(SubprocBackend):
             self.pool.expect_drained("async_reset")
             self._use_hold()
             self.pool.clear()
-            for w in self.workers:
+            for w in self.group.workers:
                 w.last_reset = Reset(seeds[w.start : w.stop], options, None)
             self._done[:] = False
             self._ready = True
@@ -302,17 +309,6 @@ class SubprocPool(SubprocBackend):
             self._leave()
         super()._start_step(actions)
 
-    def _per_index(
-        self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
-    ) -> list[Any]:
-        # call / get_attr / set_attr / render: first let the workers concerned finish
-        # their steps (their envs then wait in recv()'s queue)
-        self.pool.settle(
-            [w for w in self.workers if any(w.start <= i < w.stop for i in indices)],
-            self.timeout,
-        )
-        return super()._per_index(cmd, indices, record)
-
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         try:
             super()._do_close(timeout, terminate)
@@ -329,22 +325,22 @@ class _PipeSite(RemoteSite):
     answers); an answer's rows are the shared-memory rows, or its pickled observations
     kept per env."""
 
-    def __init__(self, env: SubprocPool) -> None:
-        super().__init__(env)
-        self.pool_env = env
+    def __init__(self, group: SubprocGroup) -> None:
+        super().__init__(group)
+        self.subproc = group
         self._by_fd: dict[int, WorkerHandle] = {}
-        self._poller = Poller([], env.spin_us * 1e-6)
+        self._poller = Poller([], group.spin_us * 1e-6)
         self._cpus = os.cpu_count() or 1
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
-        self.env._send(cmd, [handle], lambda _: data)
+        self.group.send(cmd, [handle], lambda _: data)
         return _pipe(handle).seq
 
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
         _pipe(handle).seq = ticket  # (a later post moved it on; a worker answers in order)
-        return self.env._wait(handle, deadline, call, budget)
+        return self.group.wait(handle, deadline, call, budget)
 
     def watch(self, handle: WorkerHandle) -> None:
         fd = _pipe(handle).fileno()
@@ -373,20 +369,20 @@ class _PipeSite(RemoteSite):
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory
         if obs is not None:
-            per_env, start = self.pool_env._env_obs, handle.start
+            per_env, start = self.subproc._env_obs, handle.start
             for i in envs:
                 per_env[i] = obs[i - start]
         return calls
 
     def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        env = self.pool_env
-        b = env._buffers
+        group = self.subproc
+        b = group._buffers
         assert b is not None
-        if env._shm_obs:
+        if group._shm_obs:
             obs = take_rows(b.obs, ids)
         else:
-            out = create_empty_array(env.single_observation_space, n=len(ids))
-            obs = env._batch_obs([env._env_obs[i] for i in ids], out)
+            out = create_empty_array(group.env.single_observation_space, n=len(ids))
+            obs = group.batch_obs([group._env_obs[i] for i in ids], out)
         return obs, b.rewards[ids], b.terminations[ids], b.truncations[ids]
 
 

@@ -45,10 +45,10 @@ from ..errors import (
     warn_restart,
 )
 from .ctrl_c import HOLD
+from .group import WorkerGroup
 from .handle import WorkerHandle
 from .infos import merge_infos
 from .protocol import Cmd
-from .remote import RemoteVecEnv
 from .runner import InfoCalls
 
 __all__ = [
@@ -130,44 +130,44 @@ class PoolBackend(ABC):
 
 
 class RemoteSite(PoolBackend):
-    """The `PoolBackend` half every [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]
-    shares: messages by its ``_send``/``_wait`` (one answer per message, in order: a handle whose
+    """The `PoolBackend` half every [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]
+    shares: messages by its ``send``/``wait`` (one answer per message, in order: a handle whose
     ``recv`` waits for a specific message overrides `post`/`answer`), the
     episode-ended flags and the failure policy (``restart`` with its budget, else the
     broken state). A backend's pool adds readiness and rows."""
 
-    def __init__(self, env: RemoteVecEnv) -> None:
-        self.env = env
+    def __init__(self, group: WorkerGroup) -> None:
+        self.group = group
         self._tickets = 0
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
-        self.env._send(cmd, [handle], lambda _: data)
+        self.group.send(cmd, [handle], lambda _: data)
         self._tickets += 1
         return self._tickets
 
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
-        return self.env._wait(handle, deadline, call, budget)
+        return self.group.wait(handle, deadline, call, budget)
 
     def returned(self, ids: list[int], ended: np.ndarray) -> None:
-        self.env._done[ids] = ended
+        self.group.env._done[ids] = ended
 
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
-        env = self.env
+        group, env = self.group, self.group.env
         if not (env.restart and not env._broken):
             env._broken = failure
             raise failure
-        env._count_restart(handle, failure)
+        group.count_restart(handle, failure)
         warn_restart(failure)
         # an env whose result was not returned yet: its episode ends there
         done = [bool(env._done[i]) and i not in superseded for i in handle.indices]
-        return env._restart(handle, call, done)
+        return group.restart(handle, call, done)
 
     def interrupted(self, reason: BaseException) -> None:
-        self.env._broken = reason
+        self.group.env._broken = reason
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ env); observations, rewards and flags go through one shared anonymous memory reg
 [`WorkerError`][envfactory.errors.WorkerError] naming the worker, pid, env indices, env id, exit
 code or signal and the remote traceback.
 
-`SubprocBackend` is the backend on [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]: the
-worker processes (one `PipeHandle` each), the shared region and the hooks.
-`SubprocVecEnv` steps every env together (and a share in the parent,
-``in_parent``); `SubprocPool` schedules envs over the same handles.
+`SubprocGroup` is the backend, a [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]: the
+worker processes (one `PipeHandle` each), the shared region, and one hand-off per step for all
+of them (`StepHandoff`). `SubprocVecEnv` is the front over it that steps every env together
+(and a share in the parent, ``in_parent``); `SubprocPool` schedules envs over the same group.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ..errors import ConfigError, UnpicklableEnvError
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .protocol import Cmd, EnvInfo, WorkerSpec, failure_of
-from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerHandle, env_label
+from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerGroup, WorkerHandle, env_label, pop_faults
 from .shared import SharedBuffers, layout_for, supports_shared_memory
 from .subproc_options import (
     START_METHODS,
@@ -50,8 +50,8 @@ from .worker import worker_main
 
 __all__ = [
     "SubprocAtariConfig",
-    "SubprocBackend",
     "SubprocConfig",
+    "SubprocGroup",
     "SubprocVecEnv",
     "split_envs",
 ]
@@ -62,88 +62,86 @@ __all__ = [
 PARENT_SHARE_SPIN_US = 1000
 
 
-class SubprocBackend(RemoteVecEnv):
+class SubprocGroup(WorkerGroup):
     """Envs in worker processes: starts them (``in_series`` envs each, the last
-    ``in_parent`` envs in this process), maps one shared region into all of them, and
-    implements [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]'s hooks (collect a
+    ``in_parent`` envs in this process), maps one shared region into all of them, posts a
+    step to all of them at once (``handoff``; the pool posts to each on its own), and
+    implements [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]'s hooks (collect a
     batch, rebuild a worker, release). The options are `SubprocConfig`'s."""
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
-        autoreset_mode: Any = "next_step",
         in_series: int | None = None,
         context: str = "forkserver",
         shared_memory: bool = True,
-        timeout: float | None = None,
-        restart: bool = False,
-        max_restarts: int = 5,
-        restart_window: float = 60.0,
-        copy: bool = True,
-        seeding: str = "offset",
         uint8_images: bool = False,
         spin_us: int = 200,
         in_parent: int = 0,
+        handoff: bool = True,
     ) -> None:
-        super().__init__(
-            len(env_fns),
-            autoreset_mode,
-            seeding,
-            timeout=timeout,
-            restart=restart,
-            max_restarts=max_restarts,
-            restart_window=restart_window,
-            copy=copy,
-        )
-        self._buffers: SharedBuffers | None = None
-        self.workers: list[PipeHandle] = []
-        self._local: LocalHandle | None = None  # the parent's own envs (in_parent)
+        super().__init__()
         if context not in START_METHODS:
             raise ConfigError(
                 f"vectorizer.context must be one of {', '.join(START_METHODS)}, got {context!r}"
             )
         if spin_us < 0:
             raise ConfigError(f"vectorizer.spin_us must be >= 0, got {spin_us!r}")
+        self.env_fns, self.num_envs = list(env_fns), len(env_fns)
+        self.in_series, self.uint8_images, self.use_handoff = in_series, uint8_images, handoff
         self.context, self.spin_us, self.shared_memory = context, spin_us, shared_memory
         self.in_parent = in_parent
         self.env_id = env_label(env_fns[0])
-        self._ctx: Any = mp.get_context(context)
-        if context == "forkserver":
+        self._buffers: SharedBuffers | None = None
+        self.workers: list[PipeHandle] = []
+        self._local: LocalHandle | None = None  # the parent's own envs (in_parent)
+        #: the step hand-off for every worker at once (None: actions go by pipe)
+        self._handoff: StepHandoff | None = None
+
+    def start(self) -> None:
+        env_fns, in_parent = self.env_fns, self.in_parent
+        self._ctx: Any = mp.get_context(self.context)
+        if self.context == "forkserver":
             # extend the user's preload list, never replace it; the at-fork hook only matters
             # once a forkserver exists
             _compat.forkserver_preload(self._ctx, WORKER_PRELOAD)
             install_fork_hook()
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
-        for k, (a, b) in enumerate(split_envs(split, in_series, in_parent > 0)):
-            fns = list(env_fns[a:b])
-            handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), spin_us)
-            handle.write_timeout = self.timeout  # a message is written within it too
+        for k, (a, b) in enumerate(split_envs(split, self.in_series, in_parent > 0)):
+            fns = env_fns[a:b]
+            handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), self.spin_us)
+            handle.write_timeout = self.env.timeout  # a message is written within it too
             self.workers.append(handle)
-        self._set_handles(self.workers)
-        try:
-            for w in self.workers:
-                self._spawn(w)
-            if in_parent:  # built while the workers build theirs
-                try:
-                    envs = [fn() for fn in env_fns[split:]]
-                except Exception as exc:
-                    self._parent_build_failed(split, len(env_fns) - split, exc)
-                self._local = LocalHandle(split, envs, self.autoreset_mode, self.env_id)
-                self._set_handles([*self.workers, self._local])
-            local = self._local
-            self._start(self.workers, local.infos() if local is not None else ())
-            self._attach_all(uint8_images)
-        except BaseException:
-            self.close(terminate=True)
-            raise
+        self.set_handles(self.workers)
+        for w in self.workers:
+            self._spawn(w)
+        if in_parent:  # built while the workers build theirs
+            try:
+                envs = [fn() for fn in env_fns[split:]]
+            except Exception as exc:
+                self._parent_build_failed(split, len(env_fns) - split, exc)
+            self._local = LocalHandle(split, envs, self.env.autoreset_mode, self.env_id)
+            self.set_handles([*self.workers, self._local])
+        local = self._local
+        self.wait_started(self.workers, local.infos() if local is not None else ())
+        self._attach_all(self.uint8_images)
+        self.env_fns = []  # (the workers have them)
+        shared = self._buffers
+        if (
+            self.use_handoff
+            and shared is not None
+            and isinstance(shared.actions, np.ndarray)
+            and shared.control is not None
+        ):
+            self._handoff = StepHandoff(self.workers, shared.control, shared.actions)
 
     # -- start ----------------------------------------------------------------------------
     def _parent_build_failed(self, start: int, n: int, exc: Exception) -> NoReturn:
         """An env constructor raised in the parent: the workers' failure to start, which
         is most likely the same, is raised first (as a worker's, wherever the envs are
         placed); else this one, as a RemoteEnvError naming the parent's own envs."""
-        self._gather("start", self.workers, self._startup_budget())
-        here = LocalHandle(start, [None] * n, self.autoreset_mode, self.env_id)
+        self.gather("start", self.workers, self.startup_budget())
+        here = LocalHandle(start, [None] * n, self.env.autoreset_mode, self.env_id)
         raise here.remote_error("start", failure_of(exc)) from exc
 
     def _payload(self, fns: list, start: int) -> Any:
@@ -176,7 +174,7 @@ class SubprocBackend(RemoteVecEnv):
         spec = WorkerSpec(
             env_fns=w.payload,
             start=w.start,
-            autoreset_mode=self.autoreset_mode,
+            autoreset_mode=self.env.autoreset_mode,
             shared_memory=self.shared_memory,
             main_pid=os.getpid(),
             close_fds=close_fds,
@@ -206,7 +204,8 @@ class SubprocBackend(RemoteVecEnv):
 
     def _attach_all(self, uint8_images: bool) -> None:
         """Make the shared region for the spaces the envs reported and hand it over."""
-        obs_space, act_space = self.single_observation_space, self.single_action_space
+        env = self.env
+        obs_space, act_space = env.single_observation_space, env.single_action_space
         if uint8_images and not (
             isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8
         ):
@@ -228,13 +227,13 @@ class SubprocBackend(RemoteVecEnv):
             self._local.attach(self._buffers, use_shm)
         for w in self.workers:
             w.attach(self._buffers, send_handle)
-        self._gather("attach", self.workers, STARTUP_TIMEOUT)
+        self.gather("attach", self.workers, STARTUP_TIMEOUT)
         if not use_shm:
             self._env_obs: list[Any] = [None] * self.num_envs
             self._obs = create_empty_array(obs_space, n=self.num_envs)
 
-    # -- RemoteVecEnv's hooks -----------------------------------------------------------
-    def _collect(
+    # -- WorkerGroup's hooks ------------------------------------------------------------
+    def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         b = self._buffers
@@ -246,31 +245,34 @@ class SubprocBackend(RemoteVecEnv):
                 for i, o in enumerate(per_env):
                     if o is not None or (mask is None or mask[h.start + i]):
                         self._env_obs[h.start + i] = o
-            self._obs = obs = self._batch_obs(self._env_obs, self._obs)
+            self._obs = obs = self.batch_obs(self._env_obs, self._obs)
+        env = self.env
         infos: dict = {}
-        for h, (calls, _) in zip(handles, results):  # (as _merge_answers, inline: the hot path)
+        for h, (calls, _) in zip(handles, results):  # (as merge_answers, inline: the hot path)
             if calls:
-                infos = self._merge_infos(calls, h.start, infos)
-        out = self._copy_obs(obs) if self.copy else obs
+                infos = env._merge_infos(calls, h.start, infos)
+        out = env._copy_obs(obs) if env.copy else obs
         return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
-    def _last_obs(self, handle: WorkerHandle) -> list[Any]:
+    def last_obs(self, handle: WorkerHandle) -> list[Any]:
         """The observation the caller last saw from each env of ``handle`` (copies)."""
         if not self._shm_obs:
             return list(self._env_obs[handle.start : handle.stop])
         assert self._buffers is not None
-        per_env = list(iterate(self.observation_space, self._buffers.obs))
+        per_env = list(iterate(self.env.observation_space, self._buffers.obs))
         return [_copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
 
-    def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
         """A new process for ``handle``'s envs, attached to the shared region."""
         w = self.workers[handle.index]
         if w.conn is not None:
             w.conn.close()
         self._spawn(w)
-        info = self._wait(w, time.monotonic() + budget, "restart", budget)
+        info = self.wait(w, time.monotonic() + budget, "restart", budget)
         w.attach(self._buffers, send_handle)
-        self._wait(w, time.monotonic() + budget, "restart", budget)
+        self.wait(w, time.monotonic() + budget, "restart", budget)
+        if self._handoff is not None:
+            self._handoff.forget_fds()  # a new pipe
         return list(info)
 
     @property
@@ -283,21 +285,56 @@ class SubprocBackend(RemoteVecEnv):
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
         return [len(w.restarts) for w in self.workers]
 
-    def _forget(self) -> None:
+    def forget(self) -> None:
         for w in self.workers:
             w.forget()
         if self._local is not None:
             self._local.forget()
-        self._release(everything=True)
+        self.release(everything=True)
 
-    def _release(self, everything: bool) -> None:
+    def release(self, everything: bool) -> None:
         if self._buffers is not None and everything:
             self._buffers.close()
             self._buffers = None
 
+    # -- one hand-off per step for the workers (see .wakeup) ---------------------------
+    def post_step(self, actions: Any) -> None:
+        g = self._handoff
+        marks: list[int] = []  # as WorkerGroup.send: what *_wait() finishes after a Ctrl-C
+        self.cut = (Cmd.STEP, self.handles, marks, partial(_rows, actions))
+        if g is None or not g.post(actions, marks):
+            self.cut = None
+            return super().post_step(actions)
+        local = self._local
+        if local is not None:  # (the last envs: the rows past the workers')
+            marks.append(local.sent)
+            local.send(Cmd.STEP, actions[local.start :])
+        return None
 
-class SubprocVecEnv(SubprocBackend):
-    """Envs in worker processes (``in_series`` per worker), same trajectories as ``dummy``.
+    def gather_all(self, call: str, timeout: float | None) -> list[Any]:
+        g = self._handoff
+        if g is None or not g.posted or call != "step":
+            return super().gather_all(call, timeout)
+        if timeout is None:
+            timeout = self.env.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        local = self._local
+        mine = [] if local is None else self.gather(call, [local], timeout)  # meanwhile
+        piped = g.wait(deadline)
+        if piped is None:  # a timeout, a dead worker: each worker's own wait says which
+            return super().gather_all(call, timeout)
+        results: list[Any] = [NO_INFOS] * len(self.workers)
+        if piped:
+            answers = self.gather(call, [self.workers[k] for k in piped], timeout)
+            for k, answer in zip(piped, answers):
+                results[k] = answer
+        return results + mine
+
+
+class SubprocVecEnv(RemoteVecEnv):
+    """Envs in worker processes (``in_series`` per worker), same trajectories as ``dummy``:
+    the front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]) over a
+    `SubprocGroup`.
 
     Every ``step`` steps every env: the workers their slices, and this process the last
     ``in_parent`` envs meanwhile. By default (``in_parent=0``) every env is in a worker
@@ -306,8 +343,11 @@ class SubprocVecEnv(SubprocBackend):
     those envs; ``in_parent`` null decides the share once, before any env is built (a
     worker's share when a core is idle, see `parent_share`). An
     env never moves between processes once built. The other options are
-    `SubprocBackend`'s (`SubprocConfig`'s).
+    `SubprocConfig`'s: the fault options (``timeout``, ``restart``, ...) the front's, the
+    rest `SubprocGroup`'s.
     """
+
+    group: SubprocGroup
 
     def __init__(
         self,
@@ -316,7 +356,8 @@ class SubprocVecEnv(SubprocBackend):
         in_parent: int | None = 0,
         **options: Any,
     ) -> None:
-        local = parent_share(
+        #: how many envs (the last ones) this process steps itself
+        self.in_parent = parent_share(
             len(env_fns),
             in_parent,
             options.get("in_series"),
@@ -324,51 +365,9 @@ class SubprocVecEnv(SubprocBackend):
             options.get("restart", False),
             options.get("uint8_images", False),
         )
-        super().__init__(env_fns, autoreset_mode, in_parent=local, **options)
-        b = self._buffers
-        #: the step hand-off for every worker at once (None: actions go by pipe)
-        self._handoff: StepHandoff | None = None
-        if b is not None and isinstance(b.actions, np.ndarray) and b.control is not None:
-            self._handoff = StepHandoff(self.workers, b.control, b.actions)
-
-    # -- one hand-off per step for the workers (see .wakeup) ---------------------------
-    def _send_step(self, actions: Any) -> None:
-        g = self._handoff
-        marks: list[int] = []  # as RemoteVecEnv._send: what *_wait() finishes after a Ctrl-C
-        self._cut = (Cmd.STEP, self.handles, marks, partial(_rows, actions))
-        if g is None or not g.post(actions, marks):
-            self._cut = None
-            return super()._send_step(actions)
-        local = self._local
-        if local is not None:  # (the last envs: the rows past the workers')
-            marks.append(local.sent)
-            local.send(Cmd.STEP, actions[local.start :])
-        return None
-
-    def _gather_all(self, call: str, timeout: float | None) -> list[Any]:
-        g = self._handoff
-        if g is None or not g.posted or call != "step":
-            return super()._gather_all(call, timeout)
-        if timeout is None:
-            timeout = self.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        local = self._local
-        mine = [] if local is None else self._gather(call, [local], timeout)  # meanwhile
-        piped = g.wait(deadline)
-        if piped is None:  # a timeout, a dead worker: each worker's own wait says which
-            return super()._gather_all(call, timeout)
-        results: list[Any] = [NO_INFOS] * len(self.workers)
-        if piped:
-            answers = self._gather(call, [self.workers[k] for k in piped], timeout)
-            for k, answer in zip(piped, answers):
-                results[k] = answer
-        return results + mine
-
-    def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        info = super()._respawn(handle, budget)
-        if self._handoff is not None:
-            self._handoff.forget_fds()  # a new pipe
-        return info
+        faults = pop_faults(options)
+        group = SubprocGroup(env_fns, in_parent=self.in_parent, **options)
+        super().__init__(group, autoreset_mode, **faults)
 
 
 def _rows(actions: Any, h: WorkerHandle) -> Any:

@@ -10,17 +10,25 @@ import gymnasium as gym
 import pytest
 
 from envfactory import ConfigError
-from envfactory.vectorizers.remote import Cmd, RemoteVecEnv, WorkerHandle
+from envfactory.vectorizers.remote import Cmd, RemoteVecEnv, WorkerGroup, WorkerHandle
 
 
-class _NoCollect(RemoteVecEnv):
-    """A backend that forgot ``_collect``."""
+class _NoCollect(WorkerGroup):
+    """A backend that forgot ``collect``."""
+
+    def start(self) -> None:
+        raise AssertionError("never called")
 
 
-class _NoRespawn(RemoteVecEnv):
-    """A backend with ``_collect`` but no way to rebuild a worker."""
+class _NoRespawn(WorkerGroup):
+    """A backend with ``collect`` but no way to rebuild a worker: two envs with no workers."""
 
-    def _collect(self, handles: Any, results: Any, mask: Any) -> Any:
+    num_envs = 2
+
+    def start(self) -> None:
+        self.env._init_spaces(gym.spaces.Discrete(2), gym.spaces.Discrete(2), {})
+
+    def collect(self, handles: Any, results: Any, mask: Any) -> Any:
         raise AssertionError("never called")
 
 
@@ -35,8 +43,8 @@ class _Handle(WorkerHandle):
 
 
 def test_a_backend_without_collect_cannot_be_built() -> None:
-    with pytest.raises(TypeError, match="_collect"):
-        _NoCollect(2)
+    with pytest.raises(TypeError, match="collect"):
+        _NoCollect()  # type: ignore[abstract]
 
 
 def test_a_handle_without_kill_cannot_be_built() -> None:
@@ -46,9 +54,10 @@ def test_a_handle_without_kill_cannot_be_built() -> None:
 
 def test_restart_on_a_backend_that_cannot_rebuild_is_refused_when_built() -> None:
     with pytest.raises(ConfigError, match=r"_NoRespawn cannot rebuild a worker.*restart=false"):
-        _NoRespawn(2, restart=True)
-    envs = _NoRespawn(2)  # without restart it is fine
+        RemoteVecEnv(_NoRespawn(), restart=True)
+    envs = RemoteVecEnv(_NoRespawn())  # without restart it is fine
     assert envs.num_envs == 2 and isinstance(envs, gym.vector.VectorEnv)
+    envs.close()
 
 
 def test_commands_are_a_typed_enum_that_reads_as_its_name_in_messages() -> None:

@@ -1154,7 +1154,7 @@ def test_a_backend_answer_of_the_wrong_count_is_one_clear_error(
             monkeypatch.setattr(w, "recv", lambda deadline, call, wrong=wrong: wrong)
             with pytest.raises(
                 RuntimeError,
-                match=f"SubprocVecEnv: worker 0 answered call "
+                match=f"SubprocGroup: worker 0 answered call "
                 f"for 2 envs {says}; a worker handle must",
             ):
                 envs.get_attr("t")

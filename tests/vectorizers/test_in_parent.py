@@ -277,7 +277,7 @@ def test_interrupt_while_waiting_for_a_step_in_shared_memory_is_not_silent() -> 
 
     envs = SubprocVecEnv([Maker("none", step_sleep=0.05)] * 4, context="fork", in_series=2)
     envs.reset(seed=0)
-    g = envs._handoff
+    g = envs.group._handoff
     assert g is not None
 
     def interrupted(*args: Any) -> bool:
@@ -312,7 +312,7 @@ def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
                    "vectorizer.context=fork"]
     )  # fmt: skip
     envs.reset(seed=0)
-    g = envs._handoff
+    g = envs.group._handoff
     assert g is not None
 
     class _Column:
@@ -337,7 +337,7 @@ def test_the_group_hand_off_is_what_a_step_uses() -> None:
     hand-off, whose sleep is one select.poll over every worker's eventfd and pipe)"""
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
         envs.reset(seed=0)
-        g = envs._handoff
+        g = envs.group._handoff
         g.waiter.max_spin = 0
         envs.step(np.zeros(2, np.int64))
         assert isinstance(g._poll, type(select.poll()))

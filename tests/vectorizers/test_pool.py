@@ -183,7 +183,7 @@ def test_pickled_observations_without_shared_memory(no_leaks: None) -> None:
     over = ["env=gym", "num_envs=4", "autoreset_mode=same_step"]
     ref = dummy_trajectories(over, 40)
     with _pool(over, batch_size=2, in_series=1, context="fork", shared_memory=False) as envs:
-        assert not envs._shm_obs
+        assert not envs.group._shm_obs
         _check_equal(ref, pool_trajectories(envs, 40))
 
 

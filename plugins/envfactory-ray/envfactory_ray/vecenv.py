@@ -1,12 +1,13 @@
 """``RayVecEnv``: envfactory's VecEnv contract over envs hosted in Ray actors.
 
-A backend on envfactory's vectorizer-author API
-([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]: the synchronous and async calls,
-per-index calls, the failure/restart policy and the broken state are envfactory's), with
-one [`ActorHandle`][envfactory_ray.actor.ActorHandle] per actor. This module holds what is Ray's
-own: the Ray session (start, join, shut down), placing the actors (``num_cpus``,
-``in_series`` from the cluster's CPUs) and the observation batch assembled from one batch
-per actor.
+A backend on envfactory's vectorizer-author API: [`RayGroup`][envfactory_ray.vecenv.RayGroup] is a
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] with one
+[`ActorHandle`][envfactory_ray.actor.ActorHandle] per actor, and `RayVecEnv` envfactory's front
+over it ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]: the synchronous and async
+calls, per-index calls, the call state; the group's base class applies the failure/restart
+policy). This module holds what is Ray's own: the Ray session (start, join, shut down),
+placing the actors (``num_cpus``, ``in_series`` from the cluster's CPUs) and the observation
+batch assembled from one batch per actor.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from envfactory import ConfigError, WorkerDiedError
 from envfactory.vectorizers.remote import (
     EnvInfo,
     RemoteVecEnv,
+    WorkerGroup,
     WorkerHandle,
     count_restart,
     env_label,
@@ -39,7 +41,7 @@ from envfactory.vectorizers.remote import (
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
 from .node import IN_ACTOR, NodeActor, inner_workers, merge_block
 
-__all__ = ["LOST_NODE_SECONDS", "RayVecEnv", "connect"]
+__all__ = ["LOST_NODE_SECONDS", "RayGroup", "RayVecEnv", "connect"]
 
 #: how long a node that Ray said was lost (an actor on it unreachable, or dead with it) is kept
 #: out of the placement of rebuilt actors (Ray marks a lost node dead within about 15 s; a new
@@ -134,34 +136,23 @@ def _disconnect(owned: bool) -> None:
             ray.shutdown()
 
 
-class RayVecEnv(RemoteVecEnv):
-    """Envs in Ray actors (``in_series`` per actor); same trajectories as ``dummy``.
-
-    Each ``step``/``reset`` is one Ray call per actor; its observations come back as one
-    batch of numpy arrays per actor (through Ray's object store, read without copying
-    and then written once into the returned batch). An actor steps its envs one after
-    another, or with ``in_actor="subproc"`` in a ``subproc`` of its own, one worker process
-    per CPU it reserves ([`NodeActor`][envfactory_ray.node.NodeActor]). ``close()`` kills
-    every actor; the Ray that envfactory started itself (none was initialized) is shut down
-    with the last RayVecEnv that uses it. The fault options (``timeout``, ``restart``,
-    ``max_restarts``, ``restart_window``, ``copy``) are
-    [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]'s.
-    """
+class RayGroup(WorkerGroup):
+    """The Ray actors (``in_series`` envs each) of one `RayVecEnv`: joining Ray, placing
+    the actors, the batch from one batch per actor, and rebuilding an actor away from lost
+    nodes. The options are [`RayConfig`][envfactory_ray.plugin.RayConfig]'s beyond the fault
+    options."""
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
-        autoreset_mode: Any = "next_step",
         address: str | None = None,
         in_series: int | None = None,
         num_cpus: float | None = None,
         start_timeout: float | None = None,
         in_actor: str | None = None,
-        seeding: str = "offset",
-        **faults: Any,
     ) -> None:
+        super().__init__()
         self._owned = False  # (close() may run before Ray is joined)
-        super().__init__(len(env_fns), autoreset_mode, seeding, **faults)
         if start_timeout is not None and not start_timeout > 0:  # (nan too)
             raise ConfigError(
                 f"vectorizer.start_timeout must be > 0 seconds or null, got {start_timeout!r}"
@@ -172,15 +163,16 @@ class RayVecEnv(RemoteVecEnv):
                 f"{in_actor!r}"
             )
         self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
+        self.in_series = in_series
         self.start_timeout = None if start_timeout == math.inf else start_timeout
         self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
+        self.env_fns, self.num_envs = list(env_fns), len(env_fns)
         self.env_id = env_label(env_fns[0])
-        self._owned = connect(address)
-        try:
-            self._launch(list(env_fns), in_series)
-        except BaseException:
-            self.close(terminate=True)
-            raise
+
+    def start(self) -> None:
+        self._owned = connect(self.address)
+        env_fns, self.env_fns = self.env_fns, []
+        self._launch(env_fns, self.in_series)
 
     def _launch(self, env_fns: list, in_series: int | None) -> None:
         """Place the actors (``in_series`` envs each; null: as many actors as the cluster's
@@ -209,9 +201,9 @@ class RayVecEnv(RemoteVecEnv):
         def args(n: int) -> tuple:  # what a node actor takes beyond its envs
             if not self.in_actor:
                 return ()
-            return (inner_workers(n, per_actor), self.timeout, self.restart)
+            return (inner_workers(n, per_actor), self.env.timeout, self.env.restart)
 
-        self._set_handles(
+        self.set_handles(
             [
                 ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args(b - a))
                 for k, (a, b) in enumerate(split)
@@ -219,10 +211,10 @@ class RayVecEnv(RemoteVecEnv):
         )
         self._batch = StepBatch()
         for h in self._actor_handles:
-            h.spawn(self._cls, self.autoreset_mode)
+            h.spawn(self._cls, self.env.autoreset_mode)
             h.batch = self._batch
-        self._start(self.handles)
-        space = self.single_observation_space
+        self.wait_started(self.handles)
+        space = self.env.single_observation_space
         self._arrays = array_batched(space)
         self._obs = create_empty_array(space, n=self.num_envs)
         self._env_obs: list[Any] = [None] * self.num_envs
@@ -234,8 +226,8 @@ class RayVecEnv(RemoteVecEnv):
     def _actor_handles(self) -> list[ActorHandle]:
         return [h for h in self.handles if isinstance(h, ActorHandle)]
 
-    # -- RemoteVecEnv's hooks -----------------------------------------------------------
-    def _collect(
+    # -- WorkerGroup's hooks ------------------------------------------------------------
+    def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         listed = []
@@ -252,41 +244,41 @@ class RayVecEnv(RemoteVecEnv):
                 _put(self._obs, obs, a, b)
         if listed:  # other spaces; or observations an actor could not batch
             if self._arrays:  # (the batching below names the env)
-                self._env_obs = list(iterate(self.observation_space, self._obs))
+                self._env_obs = list(iterate(self.env.observation_space, self._obs))
             for h, obs in listed:
                 self._env_obs[h.start : h.stop] = obs
-            self._obs = self._batch_obs(self._env_obs, self._obs)
+            self._obs = self.batch_obs(self._env_obs, self._obs)
         if self.in_actor:  # each node actor's infos: a dict of its rows
             infos: dict = {}
             for h, answer in zip(handles, results):
                 if answer[4]:
                     infos = merge_block(infos, answer[4], h.start, self.num_envs)
         else:
-            infos = self._merge_answers(handles, [answer[4] for answer in results])
+            infos = self.merge_answers(handles, [answer[4] for answer in results])
         return (
-            self._out(self._obs),
+            self.out(self._obs),
             self._rewards.copy(),
             self._terms.copy(),
             self._truncs.copy(),
             infos,
         )
 
-    def _send_step(self, actions: Any) -> None:
-        super()._send_step(actions)
+    def post_step(self, actions: Any) -> None:
+        super().post_step(actions)
         if len(self.handles) > 1:
             self._batch.handles = self._actor_handles
 
-    def _last_obs(self, handle: WorkerHandle) -> list[Any]:
-        per_env = list(iterate(self.observation_space, self._obs))
+    def last_obs(self, handle: WorkerHandle) -> list[Any]:
+        per_env = list(iterate(self.env.observation_space, self._obs))
         return [_copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
 
-    def _startup_budget(self) -> float:
+    def startup_budget(self) -> float:
         """Seconds an actor may take to start (placed, envs built, first answer), at the
         first start and at each rebuild: ``start_timeout``, else envfactory's start-up
         budget (120 s, or ``timeout`` when larger)."""
-        return self.start_timeout or super()._startup_budget()
+        return self.start_timeout or super().startup_budget()
 
-    def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
         """A new actor for ``handle``'s envs (the old one was killed), started within
         ``budget`` seconds (``start_timeout``), placed away from the nodes Ray said were lost
         in the last `LOST_NODE_SECONDS`. Ray goes on listing a lost node as alive for 10-15 s
@@ -298,14 +290,15 @@ class RayVecEnv(RemoteVecEnv):
         pause = 0.25
         while True:
             self._note_lost(handle)
-            handle.spawn(self._cls, self.autoreset_mode, self._lost_nodes())
+            handle.spawn(self._cls, self.env.autoreset_mode, self._lost_nodes())
             try:
-                return list(self._wait(handle, deadline, "restart", budget))
+                return list(self.wait(handle, deadline, "restart", budget))
             except WorkerDiedError as err:
                 if handle.init_failed or not handle.describing:
                     raise  # its creation failed (would fail again), or it died after starting
+                env = self.env
                 count_restart(
-                    handle.restarts, err, handle.label, self.max_restarts, self.restart_window
+                    handle.restarts, err, handle.label, env.max_restarts, env.restart_window
                 )
                 left = deadline - time.monotonic()
                 if left <= pause:
@@ -326,7 +319,7 @@ class RayVecEnv(RemoteVecEnv):
         now = time.monotonic()
         return sorted(n for n, t in self._lost.items() if now - t < LOST_NODE_SECONDS)
 
-    def _release(self, everything: bool) -> None:
+    def release(self, everything: bool) -> None:
         """Wait (bounded) for the killed actors' processes on this node to exit, then let
         go of the Ray session (shut down if envfactory started it and this was its last
         user)."""
@@ -356,15 +349,53 @@ class RayVecEnv(RemoteVecEnv):
             if pids:
                 time.sleep(0.02)
 
+
+class RayVecEnv(RemoteVecEnv):
+    """Envs in Ray actors (``in_series`` per actor); same trajectories as ``dummy``:
+    envfactory's front over a [`RayGroup`][envfactory_ray.vecenv.RayGroup].
+
+    Each ``step``/``reset`` is one Ray call per actor; its observations come back as one
+    batch of numpy arrays per actor (through Ray's object store, read without copying
+    and then written once into the returned batch). An actor steps its envs one after
+    another, or with ``in_actor="subproc"`` in a ``subproc`` of its own, one worker process
+    per CPU it reserves ([`NodeActor`][envfactory_ray.node.NodeActor]). ``close()`` kills
+    every actor; the Ray that envfactory started itself (none was initialized) is shut down
+    with the last RayVecEnv that uses it. The fault options (``timeout``, ``restart``,
+    ``max_restarts``, ``restart_window``, ``copy``) are
+    [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]'s; the others
+    [`RayGroup`][envfactory_ray.vecenv.RayGroup]'s.
+    """
+
+    group: RayGroup
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        autoreset_mode: Any = "next_step",
+        address: str | None = None,
+        in_series: int | None = None,
+        num_cpus: float | None = None,
+        start_timeout: float | None = None,
+        in_actor: str | None = None,
+        **faults: Any,
+    ) -> None:
+        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, in_actor)
+        super().__init__(group, autoreset_mode, **faults)
+
+    @property
+    def num_cpus(self) -> float | None:
+        """CPUs each actor reserves (null with ``in_actor``: the smallest node's)."""
+        return self.group.num_cpus
+
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles, one per ``in_series`` envs."""
-        return [h.actor for h in self._actor_handles]
+        return [h.actor for h in self.group._actor_handles]
 
     def __repr__(self) -> str:
         return (
-            f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, actors={len(self.handles)}, "
-            f"pid={os.getpid()})"
+            f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, "
+            f"actors={len(self.group.handles)}, pid={os.getpid()})"
         )
 
 

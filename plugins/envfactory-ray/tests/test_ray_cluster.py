@@ -134,7 +134,7 @@ def make(*extra: str, num_envs: int = 8) -> RayVecEnv:
 
 
 def placement(envs: RayVecEnv) -> list[str]:
-    return [h.node_id for h in envs._actor_handles]
+    return [h.node_id for h in envs.group._actor_handles]
 
 
 def step_until_fault(envs: RayVecEnv, seconds: float = FAULT_SECONDS) -> tuple[Any, float]:
@@ -171,7 +171,7 @@ def test_frozen_actors_time_out_at_timeout(nodes: list[str]) -> None:
     naming the first of them at ``timeout``, the actor is killed, and the env is broken."""
     with make(f"vectorizer.timeout={TIMEOUT}") as envs:
         envs.reset(seed=0)
-        frozen = [h for h in envs._actor_handles if h.node_id == nodes[0]]
+        frozen = [h for h in envs.group._actor_handles if h.node_id == nodes[0]]
         assert len(frozen) == 2
         for h in frozen:
             os.kill(h.pid, signal.SIGSTOP)
@@ -258,7 +258,7 @@ def test_node_lost_with_restart_and_room_elsewhere_is_survived(
         envs.reset(seed=0)
         before = placement(envs)
         lost = before[0]
-        on_lost = [i for h in envs._actor_handles if h.node_id == lost for i in h.indices]
+        on_lost = [i for h in envs.group._actor_handles if h.node_id == lost for i in h.indices]
         cluster.lose(lost)
         restarted: list[int] = []  # (the actors of a lost node may fail in different steps)
         t0 = time.monotonic()
@@ -289,7 +289,7 @@ def test_node_lost_with_restart_and_no_room_is_one_clear_error_within_timeout(
     with make("vectorizer.restart=true", *opts) as envs:
         envs.reset(seed=0)
         lost = placement(envs)[0]
-        old = envs._actor_handles[0].actor_id
+        old = envs.group._actor_handles[0].actor_id
         cluster.lose(lost)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the "restarting after" warning

@@ -124,7 +124,7 @@ def assert_gone(pids: list[int], seconds: float = 15.0) -> None:
 
 def processes(envs: RayVecEnv) -> list[int]:
     """Every actor's process and the processes it started (inner workers, fork server)."""
-    return [p for h in envs._actor_handles for p in [h.pid, *h.children] if p is not None]
+    return [p for h in envs.group._actor_handles for p in [h.pid, *h.children] if p is not None]
 
 
 # -- same as dummy, the conformance kit ------------------------------------------------------
@@ -288,7 +288,7 @@ def test_inner_worker_dying_is_worker_died_error_and_close_leaves_no_process() -
 def test_actor_killed_takes_its_inner_workers_with_it() -> None:
     with node(*[maker()] * 4) as envs:
         envs.reset(seed=0)
-        handle = envs._actor_handles[1]
+        handle = envs.group._actor_handles[1]
         mine = [handle.pid, *handle.children]
         os.kill(envs.pids[1], signal.SIGKILL)
         with pytest.raises(envfactory.WorkerDiedError) as info:
@@ -303,7 +303,7 @@ def test_hung_inner_env_times_out_and_the_actor_and_its_workers_are_killed() -> 
     with node(maker(), maker("hang", at_step=2), maker(), maker(), timeout=2.0) as envs:
         envs.reset(seed=0)
         envs.step(ACTIONS)
-        handle = envs._actor_handles[0]
+        handle = envs.group._actor_handles[0]
         mine = [handle.pid, *handle.children]
         t0 = time.monotonic()
         with pytest.raises(envfactory.WorkerTimeoutError, match="within 2 s and was killed"):
@@ -318,7 +318,7 @@ def test_restart_rebuilds_the_actor_when_an_inner_worker_dies() -> None:
         envs.reset(seed=0)
         for _ in range(5):
             envs.step(ACTIONS)
-        old = processes(envs)[:1] + envs._actor_handles[0].children
+        old = processes(envs)[:1] + envs.group._actor_handles[0].children
         os.kill(envs.call(worker_pid)[0], signal.SIGKILL)
         with pytest.warns(RuntimeWarning, match=r"restarting after: worker 0 .*lost its subproc"):
             obs, rew, term, trunc, infos = envs.step(ACTIONS)

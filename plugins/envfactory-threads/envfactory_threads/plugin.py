@@ -4,7 +4,8 @@ vectorizer-author API ([`envfactory.vectorizers.remote`][envfactory.vectorizers.
 Each group of ``in_series`` envs lives in one thread (a
 [`ThreadHandle`][envfactory_threads.plugin.ThreadHandle]) that builds, steps and closes them: an env
 is only ever touched by its own thread (some simulators and renderers require that). The thread
-answers with envfactory's ``EnvHost``; ``RemoteVecEnv`` does the rest. The threads are daemons: one
+answers with envfactory's ``EnvHost``; the group of threads is a ``WorkerGroup`` and envfactory's
+front, ``RemoteVecEnv``, does the rest. The threads are daemons: one
 that hung past ``timeout`` cannot be stopped and must not keep the interpreter from exiting (a
 ``ThreadPoolExecutor``'s thread would).
 """
@@ -33,7 +34,13 @@ from envfactory import OptionError
 from envfactory.vectorizers import remote
 from envfactory.vectorizers.remote import EnvHost, EnvInfo, WorkerHandle
 
-__all__ = ["ThreadHandle", "ThreadVecEnv", "ThreadsConfig", "envfactory_vectorizers"]
+__all__ = [
+    "ThreadGroup",
+    "ThreadHandle",
+    "ThreadVecEnv",
+    "ThreadsConfig",
+    "envfactory_vectorizers",
+]
 
 
 @dataclass
@@ -155,9 +162,52 @@ class ThreadHandle(WorkerHandle):
             self.jobs = None
 
 
+class ThreadGroup(remote.WorkerGroup):
+    """The threads (``in_series`` envs each; null: one per core), as envfactory's
+    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]: start, collect the batch from
+    each thread's runner, rebuild a thread."""
+
+    def __init__(
+        self, env_fns: Sequence[Callable[[], gym.Env]], in_series: int | None = None
+    ) -> None:
+        super().__init__()
+        self.num_envs, self.env_id = len(env_fns), remote.env_label(env_fns[0])
+        if in_series is None:
+            in_series = math.ceil(self.num_envs / (os.cpu_count() or 1))
+        split = enumerate(remote.split_envs(self.num_envs, in_series))
+        self.threads = [ThreadHandle(k, a, b, self.env_id, env_fns[a:b]) for k, (a, b) in split]
+
+    def start(self) -> None:
+        self.set_handles(self.threads)
+        for h in self.threads:
+            h.spawn(self.env.autoreset_mode)
+        self.wait_started(self.threads)
+        self._obs = create_empty_array(self.env.single_observation_space, n=self.num_envs)
+
+    def collect(self, handles: Sequence[WorkerHandle], results: list, mask: Any) -> tuple:
+        runners = [h.host.runner for h in self.threads]
+        per_env = [o for r in runners for o in r.obs]
+        self._obs = self.batch_obs(per_env, self._obs)
+        rewards, terms, truncs = (
+            np.concatenate([getattr(r, k) for r in runners])
+            for k in ("rewards", "terminations", "truncations")
+        )
+        return self.out(self._obs), rewards, terms, truncs, self.merge_answers(handles, results)
+
+    def last_obs(self, handle: WorkerHandle) -> list[Any]:
+        per_env = list(iterate(self.env.observation_space, self._obs))
+        return [copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
+
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+        assert isinstance(handle, ThreadHandle)
+        handle.spawn(self.env.autoreset_mode)
+        return list(self.wait(handle, time.monotonic() + budget, "restart", budget))
+
+
 class ThreadVecEnv(remote.RemoteVecEnv):
     """Envs stepped by threads of this process (``in_series`` per thread), with ``dummy``'s
-    trajectories; the fault options are ``RemoteVecEnv``'s (see
+    trajectories: envfactory's front over a [`ThreadGroup`][envfactory_threads.plugin.ThreadGroup]
+    (the fault options are the front's, see
     [`ThreadsConfig`][envfactory_threads.plugin.ThreadsConfig])."""
 
     def __init__(
@@ -165,43 +215,9 @@ class ThreadVecEnv(remote.RemoteVecEnv):
         env_fns: Sequence[Callable[[], gym.Env]],
         autoreset_mode: Any = "next_step",
         in_series: int | None = None,
-        seeding: str = "offset",
         **faults: Any,
     ) -> None:
-        super().__init__(len(env_fns), autoreset_mode, seeding, **faults)
-        self.env_id = remote.env_label(env_fns[0])
-        if in_series is None:
-            in_series = math.ceil(self.num_envs / (os.cpu_count() or 1))
-        split = enumerate(remote.split_envs(self.num_envs, in_series))
-        self.threads = [ThreadHandle(k, a, b, self.env_id, env_fns[a:b]) for k, (a, b) in split]
-        self._set_handles(self.threads)
-        try:
-            for h in self.threads:
-                h.spawn(self.autoreset_mode)
-            self._start(self.threads)
-        except BaseException:
-            self.close(terminate=True)
-            raise
-        self._obs = create_empty_array(self.single_observation_space, n=self.num_envs)
-
-    def _collect(self, handles: Sequence[WorkerHandle], results: list, mask: Any) -> tuple:
-        runners = [h.host.runner for h in self.threads]
-        per_env = [o for r in runners for o in r.obs]
-        self._obs = self._batch_obs(per_env, self._obs)
-        rewards, terms, truncs = (
-            np.concatenate([getattr(r, k) for r in runners])
-            for k in ("rewards", "terminations", "truncations")
-        )
-        return self._out(self._obs), rewards, terms, truncs, self._merge_answers(handles, results)
-
-    def _last_obs(self, handle: WorkerHandle) -> list[Any]:
-        per_env = list(iterate(self.observation_space, self._obs))
-        return [copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
-
-    def _respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        assert isinstance(handle, ThreadHandle)
-        handle.spawn(self.autoreset_mode)
-        return list(self._wait(handle, time.monotonic() + budget, "restart", budget))
+        super().__init__(ThreadGroup(env_fns, in_series), autoreset_mode, **faults)
 
 
 @envfactory.hookimpl

@@ -30,7 +30,7 @@ from tianshou.utils.net.common import Net
 import envfactory
 from envfactory.errors import AlreadyPendingError, ClosedError, NoPendingCallError
 from envfactory.vectorizers.pool import SubprocPool
-from envfactory.vectorizers.subproc import SubprocBackend
+from envfactory.vectorizers.subproc import SubprocVecEnv
 
 N = 3
 VECTORIZERS = {
@@ -185,7 +185,7 @@ def test_restart_covers_a_subset_step_of_collect_n_episode(tmp_path: Path) -> No
     steps only the unfinished envs) ends that env's episode truncated, with
     ``restarted``, as a full step does; before, it crashed the Collector."""
     fns = [functools.partial(_FailsOnce, str(tmp_path / "flag"), 6 + i) for i in range(N)]
-    venv = to_tianshou(SubprocBackend(fns, restart=True, in_series=1, context="fork"))
+    venv = to_tianshou(SubprocVecEnv(fns, restart=True, in_series=1, context="fork"))
     assert not isinstance(venv.venv, SubprocPool)
     venv.reset()
     venv.step(np.zeros(N, dtype=int))  # one full step: the faulty env is at its step 6 later
@@ -206,7 +206,7 @@ def test_restart_covers_a_subset_step_of_collect_n_episode(tmp_path: Path) -> No
 
     flag = tmp_path / "flag2"
     fns = [functools.partial(_FailsOnce, str(flag), 9) for _ in range(N)]
-    venv = to_tianshou(SubprocBackend(fns, restart=True, in_series=1, context="fork"))
+    venv = to_tianshou(SubprocVecEnv(fns, restart=True, in_series=1, context="fork"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         _buffer, stats = _collect(venv, n_episode=7)

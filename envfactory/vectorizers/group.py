@@ -1,0 +1,472 @@
+"""``WorkerGroup``: the workers of one vectorized env, and the failure policy over them.
+
+A backend is a component, not a subclass of the vectorized env: it subclasses
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] with its transport (how its workers
+start, how their answers become a batch, how one is rebuilt) and hands it to the front,
+[`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv], which keeps the call state (pending,
+interrupted, broken, the call lock) and the fault options. What this class adds is written once
+for every backend: one command to many workers, their answers gathered with the failure policy
+(``restart`` with its budget, else the broken state), per-index calls, finishing a step that a
+Ctrl-C cut, and ``close`` that kills every worker even if one kill raises.
+
+What a backend implements (abstract, so a group that lacks one cannot be instantiated):
+`start` and `collect`; with ``restart=true`` also `respawn` and `last_obs`. Optional hooks:
+`post_step` / `gather_all` (a hand-off of its own for the whole group), `release`, `forget` and
+`startup_budget`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from gymnasium.vector.utils import iterate
+
+from ..errors import (
+    ClosedError,
+    RemoteEnvError,
+    WorkerDiedError,
+    WorkerError,
+    WorkerTimeoutError,
+    warn_restart,
+)
+from .checks import check_rebuilt_spaces, check_spaces, count_restart, per_env_answer
+from .ctrl_c import held_ctrl_c
+from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
+from .protocol import Cmd, EnvInfo, Restarted, RestartReset
+from .shared import concatenate_checked
+
+if TYPE_CHECKING:
+    from .remote_env import RemoteVecEnv
+
+__all__ = ["Batch", "WorkerGroup"]
+
+#: ``(obs, rewards, terminations, truncations, infos)`` of every env
+Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
+
+
+class WorkerGroup(ABC):
+    """The workers of one vectorized env (a process each, an actor each, a thread each...),
+    behind one [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] per worker.
+
+    A subclass sets ``num_envs`` and ``env_id`` in its ``__init__`` (which starts nothing)
+    and implements:
+
+    - `start`: start the workers, hand their handles (in env order) to `set_handles`, and
+      wait for them with `wait_started`; the front calls it once it is bound (``self.env``);
+    - `collect`: the batch of a step or reset from the workers' answers (helpers:
+      `batch_obs`, `merge_answers`, `out`);
+    - with ``restart=true``: `respawn` (a new worker behind a handle) and `last_obs`.
+
+    ``self.env`` is the front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]): its
+    spaces, ``autoreset_mode``, fault options (``timeout``, ``restart``, ``copy``, ...) and
+    broken state.
+    """
+
+    num_envs: int = 0
+    env_id: str = ""
+    env: RemoteVecEnv
+
+    def __init__(self) -> None:
+        self.handles: list[WorkerHandle] = []
+        self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
+        self._back: list[int] | None = None  # _order's answers back in env order
+        #: the step/reset in flight: (cmd, handles, their ``sent`` before it, data_of), to
+        #: finish it after an interrupt (see finish_sends); None: nothing to finish
+        self.cut: tuple[Cmd, Sequence[WorkerHandle], list[int], Callable] | None = None
+        self._resumable = False  # every handle is resumable
+        #: run before a per-index call with the handles it asks (the pool lets their
+        #: steps finish first)
+        self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
+
+    # -- what a backend implements ------------------------------------------------------
+    @abstractmethod
+    def start(self) -> None:
+        """Start the workers: `set_handles`, then `wait_started` (which sets the front's
+        spaces). Whatever it started is ended by ``close`` if it raises."""
+
+    @abstractmethod
+    def collect(
+        self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
+    ) -> Batch:
+        """``(obs, rewards, terminations, truncations, infos)`` of every env from the
+        answers ``results[k]`` of ``handles[k]`` to a step or a reset (``mask``: the envs a
+        masked reset reset; the others keep their observation)."""
+
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+        """Start a new worker behind ``handle`` (the old one is killed) for its envs and
+        return their [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] (waiting at most
+        ``budget`` seconds, with `wait`). Only with ``restart=true``."""
+        raise NotImplementedError
+
+    def last_obs(self, handle: WorkerHandle) -> list[Any]:
+        """Copies of the observations the caller last saw of ``handle``'s envs."""
+        raise NotImplementedError
+
+    def post_step(self, actions: Any) -> None:
+        """Send each worker its rows of the (checked) action batch."""
+        batch = (
+            actions
+            if isinstance(actions, np.ndarray)
+            else list(iterate(self.env.action_space, actions))
+        )
+        self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop], finish=True)
+
+    def gather_all(self, call: str, timeout: float | None) -> list[Any]:
+        """Every handle's answer to ``call``, in env order (waited for in `set_handles`'s
+        order, the parent's own envs first)."""
+        results = self.gather(call, self._order, self.env.timeout if timeout is None else timeout)
+        back = self._back
+        return results if back is None else [results[k] for k in back]
+
+    def release(self, everything: bool) -> None:  # noqa: B027 - optional
+        """Free what is left once every worker is gone (``everything`` False: another
+        thread's call may still read buffers; keep those)."""
+
+    def forget(self) -> None:  # noqa: B027 - optional
+        """In a forked child (a copy of this object, not of the workers): drop this
+        process's copies of the handles' resources, touching no worker."""
+
+    def startup_budget(self) -> float:
+        """Seconds a worker may take to start or be rebuilt (Ray's ``start_timeout``)."""
+        timeout = self.env.timeout
+        return STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT)
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the workers."""
+        return [h.pid for h in self.handles if not h.in_process and h.pid is not None]
+
+    @property
+    def restarts(self) -> list[int]:
+        """How many times each worker was restarted (``vectorizer.restart=true``)."""
+        return [len(h.restarts) for h in self.handles if not h.in_process]
+
+    @classmethod
+    def can_respawn(cls) -> bool:
+        """Whether it implements `respawn` and `last_obs` (``restart=true`` needs both)."""
+        base = WorkerGroup
+        return cls.respawn is not base.respawn and cls.last_obs is not base.last_obs
+
+    # -- helpers for a backend ----------------------------------------------------------
+    def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
+        """The handles, in env order (the in-process ones are waited for first)."""
+        self.handles = list(handles)
+        self._order = [h for h in handles if h.in_process] + [
+            h for h in handles if not h.in_process
+        ]
+        back = [self._order.index(h) for h in self.handles]
+        self._back = None if back == list(range(len(back))) else back
+        self._resumable = all(h.resumable for h in handles)
+
+    def wait_started(
+        self, handles: Sequence[WorkerHandle], infos: Sequence[EnvInfo] = ()
+    ) -> list[EnvInfo]:
+        """Wait for each worker's list of [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] (its
+        first answer, within `startup_budget`), check that every env (those and ``infos`` of
+        envs built here) has the same spaces, set up the front's spaces and metadata, and
+        return every env's EnvInfo."""
+        answers = self.gather("start", handles, self.startup_budget())
+        per_env: list[EnvInfo] = [
+            e
+            for h, answer in zip(handles, answers)
+            for e in per_env_answer(answer, h.stop - h.start, self, h.label, "start")
+        ] + list(infos)
+        obs, act = check_spaces(
+            [(e.observation_space, e.action_space) for e in per_env], self.env_id
+        )
+        env = self.env
+        env._init_spaces(obs, act, per_env[0].metadata)
+        env.render_mode = per_env[0].render_mode
+        return per_env
+
+    def out(self, obs: Any) -> Any:
+        """The batch the caller gets (a copy unless ``copy=False``)."""
+        return self.env._copy_obs(obs) if self.env.copy else obs
+
+    def merge_answers(self, handles: Sequence[WorkerHandle], calls: Sequence[Any]) -> dict:
+        """The infos dict from each handle's info calls (``(local index, info)``)."""
+        infos: dict = {}
+        for h, c in zip(handles, calls):
+            if c:
+                infos = self.env._merge_infos(c, h.start, infos)
+        return infos
+
+    def batch_obs(self, per_env: list[Any], out: Any) -> Any:
+        """Per-env observations as one batch (into ``out``), naming the env that does
+        not fit the observation space."""
+        return concatenate_checked(self.env.single_observation_space, per_env, out)
+
+    def wait(self, h: WorkerHandle, deadline: float | None, call: str, budget: float) -> Any:
+        """``h.recv``: a worker past ``deadline`` is killed (``WorkerTimeoutError`` naming
+        ``budget``); one that ended because the env was closed from another thread
+        meanwhile is a ``ClosedError``."""
+        try:
+            return h.recv(deadline, call)
+        except TimeoutError as late:
+            if isinstance(late, RemoteEnvError):
+                raise  # the env's own TimeoutError (the error is also of its type): no timeout
+            h.kill()
+            what = str(late) or "did not answer"  # (or did not read what it was sent)
+            raise h.error(
+                WorkerTimeoutError, f"{what} within {budget:.3g} s and was killed", call
+            ) from None
+        except WorkerDiedError:
+            closed_by = self.env._closed_by
+            if closed_by is not None:
+                raise ClosedError(
+                    f"{call}() did not finish: the {type(self.env).__name__} was closed from "
+                    f"thread {closed_by!r} meanwhile"
+                ) from None
+            raise
+
+    # -- the failure policy (envfactory's, the same for every backend) ------------------
+    def send(
+        self,
+        cmd: Cmd,
+        handles: Sequence[WorkerHandle],
+        data_of: Callable[[Any], Any],
+        finish: bool = False,
+    ) -> None:
+        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each). ``finish``: the
+        ``step``/``reset`` that ``*_wait()`` collects. Cut part-way by a Ctrl-C, resumable
+        handles let ``*_wait()`` send it to the workers that lack it (`finish_sends`);
+        others leave the env unusable rather than silently out of step."""
+        resumable = self._resumable
+        if finish and resumable:
+            self.cut = (cmd, handles, [h.sent for h in handles], data_of)
+        sent = 0
+        h: Any = None
+        try:
+            for h in handles:
+                h.send(cmd, data_of(h))
+                sent += 1
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.cut = None
+            elif resumable:
+                raise  # step/reset: finished by *_wait(); a call: given up on (late
+                # answers are dropped by their seq)
+            if sent or not isinstance(exc, Exception):
+                self.env._broken = RuntimeError(
+                    f"{cmd} was interrupted ({type(exc).__name__}) while it was being sent "
+                    f"to the workers ({h.label if h is not None else '?'} of "
+                    f"{len(self.handles)}): some have it and some not, so they are no longer "
+                    "in step"
+                )
+            raise
+
+    def gather(
+        self, call: str, handles: Sequence[WorkerHandle], timeout: float | None
+    ) -> list[Any]:
+        """The answers of ``handles`` (in order) to ``call``, each within ``timeout``
+        seconds of now, with the failure policy: ``restart=true`` rebuilds the workers
+        that failed a ``step``/``reset``; an env's exception in ``call``/``set_attr``
+        is raised and the env stays usable; anything else is raised and makes the env
+        unusable."""
+        if timeout == math.inf:
+            timeout = None
+        budget = timeout if timeout is not None else 0.0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results: list[Any] = [None] * len(handles)
+        failures: list[tuple[int, WorkerError]] = []
+        for k, h in enumerate(handles):
+            try:
+                if h.suspect and h.resumable:
+                    h.kill()
+                    raise h.error(
+                        WorkerDiedError,
+                        "was killed: an interrupt (Ctrl-C) cut a message to or from it "
+                        "part-way, so its pipe cannot be read in step any more",
+                        call,
+                    )
+                results[k] = self.wait(h, deadline, call, budget)
+            except WorkerError as err:
+                failures.append((k, err))
+            except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
+                if not h.resumable:  # (a resumable handle is asked again, or is suspect)
+                    h.suspect = True
+                    self.env._broken = RuntimeError(
+                        f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
+                    )
+                raise
+        if failures:
+            self._fail(call, handles, results, failures)
+        return results
+
+    def _fail(self, call: str, handles: Sequence[WorkerHandle], results: list[Any],
+              failures: list[tuple[int, WorkerError]]) -> None:  # fmt: skip
+        failures.sort(key=lambda f: handles[f[0]].start)  # in env order
+        env = self.env
+        if env.restart and call in ("step", "reset") and not env._broken:
+            left = []
+            for k, failure in failures:
+                h = handles[k]
+                if not h.restartable:
+                    left.append(failure)
+                    continue
+                self.count_restart(h, failure)
+                warn_restart(failure)
+                results[k] = self.restart(h, call)
+            if left:
+                env._broken = left[0]
+                raise left[0]
+            return
+        recoverable = call in ("call", "set_attr") and all(
+            isinstance(err, RemoteEnvError) for _, err in failures
+        )  # the worker caught it and is still in step, as dummy would be
+        if not recoverable:
+            env._broken = failures[0][1]
+        raise failures[0][1]
+
+    def count_restart(self, h: WorkerHandle, failure: WorkerError) -> None:
+        """Raise ``failure`` (the env is then unusable) if ``h`` already had
+        ``max_restarts`` restarts in the last ``restart_window`` seconds."""
+        env = self.env
+        try:
+            count_restart(h.restarts, failure, h.label, env.max_restarts, env.restart_window)
+        except WorkerError:
+            env._broken = failure
+            raise
+
+    def restart(self, h: WorkerHandle, call: str, done: list[bool] | None = None) -> Any:
+        """Rebuild ``h``'s worker and finish ``call`` on it (``restarted``, or
+        ``restart-reset`` redoing ``h.last_reset``); ``done``: its envs' finished flags
+        (default: as the caller last saw them). Every wait is bounded: the start by the
+        startup budget, the redone call by ``timeout``. If the rebuild fails, the env is
+        unusable and that failure is raised."""
+        last = self.last_obs(h)
+        if done is None:
+            done = self.env._done[h.start : h.stop].tolist()
+        with held_ctrl_c():  # a rebuild cut part-way could be neither finished nor redone
+            return self._rebuild(h, call, last, done)
+
+    def _rebuild(self, h: WorkerHandle, call: str, last: list[Any], done: list[bool]) -> Any:
+        env = self.env
+        h.kill()
+        try:
+            check_rebuilt_spaces(
+                self.respawn(h, self.startup_budget()),
+                h.start,
+                (env.single_observation_space, env.single_action_space),
+                self.env_id,
+            )
+            if call == "reset":
+                assert h.last_reset is not None
+                h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, done))
+            else:
+                h.send(Cmd.RESTARTED, Restarted(last, done))
+            deadline = None if env.timeout is None else time.monotonic() + env.timeout
+            return self.wait(h, deadline, "restart", env.timeout or 0.0)
+        except BaseException as exc:
+            env._broken = (
+                exc
+                if isinstance(exc, Exception)
+                else RuntimeError(
+                    f"the restart of {h.label} was interrupted ({type(exc).__name__})"
+                )
+            )
+            raise
+
+    def finish_sends(self) -> None:
+        """After an interrupt: send the step/reset in flight to the workers that do not have
+        it yet, finish a send cut part-way
+        ([`WorkerHandle.resume`][envfactory.vectorizers.remote.WorkerHandle.resume]), and
+        give the parent's own envs (a handle whose command a Ctrl-C cut while it ran here,
+        [`WorkerHandle.cut`][envfactory.vectorizers.remote.WorkerHandle.cut]) what can stand for
+        it: a reset is redone; a step's envs end their episode truncated at the last
+        observation the caller saw, with ``infos["restarted"]``, and reset."""
+        cut = self.cut
+        if cut is None:
+            return
+        cmd, handles, marks, data_of = cut
+        for k, h in enumerate(handles):
+            mark = marks[k] if k < len(marks) else h.sent  # (a post cut before it: not sent)
+            lost = h.cut()
+            if h.suspect:
+                continue  # killed by gather
+            if lost is not None:
+                if lost[0] == Cmd.STEP:
+                    done = self.env._done[h.start : h.stop].tolist()
+                    h.send(Cmd.RESTARTED, Restarted(self.last_obs(h), done))
+                else:  # a reset or a recovery: done again from the start
+                    h.send(*lost)
+            elif h.sent == mark:
+                h.send(cmd, data_of(h))
+            else:
+                h.resume()
+
+    def per_index(
+        self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
+    ) -> list[Any]:
+        """Send ``record(local indices, handle)`` to the workers of ``indices`` and return
+        their answers (one per env) in the order of ``indices``."""
+        groups = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
+        groups = [(h, loc) for h, loc in groups if loc]
+        local_of = {id(h): loc for h, loc in groups}
+        handles = [h for h, _ in groups]
+        if self.before_calls is not None:
+            self.before_calls(handles)
+        self.send(cmd, handles, lambda h: record(local_of[id(h)], h))
+        results = self.gather(cmd, handles, self.env.timeout)
+        by_index: dict[int, Any] = {}
+        for (h, loc), answer in zip(groups, results):
+            answer = per_env_answer(answer, len(loc), self, h.label, cmd)
+            by_index.update((h.start + i, r) for i, r in zip(loc, answer))
+        return [by_index[i] for i in indices]
+
+    def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
+        """Ask every worker to close its envs (unless ``terminate``), then kill every one,
+        even if one kill raises, and release the rest (``locked``: no other thread's call
+        reads the buffers any more)."""
+        try:
+            if not terminate:
+                self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
+        finally:  # even if interrupted, even if one kill raises: no worker outlives close()
+            errors = [e for h in self.handles for e in (_quietly(h.kill), _quietly(h.close)) if e]
+            self.release(everything=locked)
+            if errors:
+                raise errors[0]
+
+    def kill_all(self) -> None:
+        """Kill every worker now, ignoring what a kill raises (``close`` from another
+        thread: the call in progress then ends with ``ClosedError``)."""
+        for h in self.handles:
+            _quietly(h.kill)
+
+    def _close_workers(self, budget: float) -> None:
+        """Ask every live worker (also after another one failed) to close its envs and
+        exit, within ``budget`` seconds in all; the answer to a pending call is dropped.
+        Whatever is still running afterwards is killed by the caller."""
+        asked = []
+        for h in self.handles:
+            if h.suspect or not h.alive:
+                continue
+            try:
+                h.send(Cmd.CLOSE, None)
+            except OSError:
+                continue
+            asked.append(h)
+        deadline = time.monotonic() + budget
+        closed = []
+        for h in asked:
+            with contextlib.suppress(Exception):  # died, timed out (then killed), garbage
+                self.wait(h, deadline, "close", budget)
+                closed.append(h)
+        exit_by = time.monotonic() + min(1.0, max(deadline - time.monotonic(), 0.1))
+        for h in closed:  # the envs are closed: the workers are only exiting now
+            h.join(max(exit_by - time.monotonic(), 0.0))
+
+
+def _quietly(call: Callable[[], None]) -> BaseException | None:
+    """``call()``; what it raised, if anything (``close`` kills every other worker too)."""
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    return None
