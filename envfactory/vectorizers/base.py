@@ -270,14 +270,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             )
         return self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
 
-    def _after_reset(self, batch: tuple[Any, dict]) -> None:
-        mask = self._pending_mask
-        if mask is None:
-            self._done[:] = False
-            self._ready = True
-        else:
-            self._done[mask] = False
-
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every env with its action; finished envs autoreset per
         ``metadata["autoreset_mode"]`` (``next_step``, ``same_step`` or ``disabled``).
@@ -423,8 +415,11 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
                 self._held = batch
             if kind is PendingCall.STEP:
                 np.logical_or(batch[2], batch[3], out=self._done)
+            elif self._pending_mask is None:  # a reset: its envs are not done any more
+                self._done[:] = False
+                self._ready = True
             else:
-                self._after_reset(batch)
+                self._done[self._pending_mask] = False
         except Exception:
             self._pending, self._interrupted, self._held = _IDLE, False, None
             raise
