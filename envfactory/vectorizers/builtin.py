@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from ..errors import ConfigError
 from ..plugin.spec import hookimpl
 from ..plugin.types import VectorizerPlugin
 from .base import VecEnvBase, tile_images
@@ -66,13 +65,9 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> R
     batch_size = options.pop("batch_size", None)
     if batch_size is not None:
         from .pool import SubprocPool, pool_in_series
+        from .subproc_options import check_split
 
-        if options.get("in_parent"):
-            raise ConfigError(
-                f"vectorizer.in_parent={options['in_parent']} cannot be combined with "
-                f"vectorizer.batch_size={batch_size}: the async pool steps every env in a "
-                "worker. Set vectorizer.in_parent=0 (or null), or batch_size=null"
-            )
+        check_split(len(env_fns), batch_size, options.get("in_parent"), "vectorizer")
         options["in_parent"] = 0
         options["in_series"] = pool_in_series(len(env_fns), batch_size, options.get("in_series"))
         return SubprocPool(env_fns, batch_size, **options)

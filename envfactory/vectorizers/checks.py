@@ -42,6 +42,7 @@ __all__ = [
     "FaultOptions",
     "action_checker",
     "autoreset_mode",
+    "check_batch",
     "check_fault_options",
     "check_rebuilt_spaces",
     "check_seeds",
@@ -264,6 +265,52 @@ def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) ->
         f"handle must answer with a list of one result per env (a bug in the backend "
         f"{type(backend).__module__})"
     )
+
+
+def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, call: str) -> None:
+    """A backend's first batch of a step or reset ``(obs, rewards, terminations,
+    truncations, infos)``, checked once at the boundary: a tuple of five, one reward and
+    one bool flag per env, an infos dict, a Box observation with ``num_envs`` rows.
+
+    Raises:
+        RuntimeError: naming the backend, the call and what is wrong (a bug in the backend).
+    """
+    what = ""
+    if not isinstance(batch, tuple) or len(batch) != 5:
+        what = f"{type(batch).__name__} of {len(batch) if isinstance(batch, tuple) else '?'}"
+    else:
+        obs, rewards, terms, truncs, infos = batch
+        for name, arr, kinds in (
+            ("rewards", rewards, "biuf"),
+            ("terminations", terms, "b"),
+            ("truncations", truncs, "b"),
+        ):
+            if (
+                not isinstance(arr, np.ndarray)
+                or arr.shape != (num_envs,)
+                or arr.dtype.kind not in kinds
+            ):
+                got = (
+                    f"{arr.dtype} {arr.shape}"
+                    if isinstance(arr, np.ndarray)
+                    else type(arr).__name__
+                )
+                what = f"{name} {got} (expected a numpy array of shape ({num_envs},))"
+                break
+        else:
+            if not isinstance(infos, dict):
+                what = f"infos of type {type(infos).__name__} (expected a dict)"
+            elif isinstance(obs_space, gym.spaces.Box) and (
+                not isinstance(obs, np.ndarray) or obs.shape[:1] != (num_envs,)
+            ):
+                got = obs.shape if isinstance(obs, np.ndarray) else type(obs).__name__
+                what = f"observations {got} (expected {num_envs} rows)"
+    if what:
+        raise RuntimeError(
+            f"{type(backend).__name__}: its {call} batch has {what}; a backend's collect must "
+            f"return (obs, rewards, terminations, truncations, infos) for every env (a bug in "
+            f"the backend {type(backend).__module__})"
+        )
 
 
 def check_rebuilt_spaces(

@@ -68,7 +68,7 @@ from .scheduler import (
     show_ids,
 )
 from .subproc import SubprocGroup
-from .subproc_options import default_in_series
+from .subproc_options import check_split, default_in_series
 from .wakeup import Poller
 
 __all__ = ["SPIN_WAIT", "SubprocPool", "pool_in_series", "take_rows"]
@@ -115,16 +115,12 @@ class SubprocPool(RemoteVecEnv):
     def __init__(
         self, env_fns: Sequence[Callable[[], gym.Env]], batch_size: int, **options: Any
     ) -> None:
-        n = len(env_fns)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
+        if batch_size is None:
             raise ConfigError(
-                f"vectorizer.batch_size must be an integer or null, got {batch_size!r}"
+                "SubprocPool needs a batch_size (an integer in [1, num_envs]); for a "
+                "synchronous VecEnv use SubprocVecEnv (vectorizer.batch_size=null)"
             )
-        if not 1 <= batch_size <= n:
-            raise ConfigError(
-                f"vectorizer.batch_size={batch_size} must be in [1, num_envs={n}] (or null for "
-                "a synchronous VecEnv); lower it or raise num_envs"
-            )
+        check_split(len(env_fns), batch_size, options.get("in_parent"), "vectorizer")
         self.batch_size = int(batch_size)
         self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
         autoreset_mode = options.pop("autoreset_mode", "next_step")

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .base import PendingCall, VecEnvBase
+from .checks import check_batch
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, WorkerHandle
 from .protocol import Call, Cmd, Reset, SetAttr
@@ -83,6 +84,7 @@ class RemoteVecEnv(VecEnvBase):
         # the call in progress: (its name, its thread); None: none
         self._active: tuple[str, threading.Thread] | None = None
         self._closed_by: str | None = None
+        self._unchecked = {"step", "reset"}  # calls whose batch is checked once (check_batch)
         self.env_id = group.env_id
         try:
             group.start()
@@ -192,6 +194,9 @@ class RemoteVecEnv(VecEnvBase):
         finally:
             self._leave()
         group.cut = None
+        if self._unchecked:  # the first batch of a step and of a reset, once
+            self._unchecked.discard(call)
+            check_batch(batch, self.num_envs, self.single_observation_space, group, call)
         return batch
 
     def _do_call(self, name: Any, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:

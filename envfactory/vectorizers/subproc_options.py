@@ -13,11 +13,12 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, Optional
 
 from .. import _compat
 from ..config.checks import check_bool, check_choice, check_int
-from ..errors import ConfigError, OptionError
+from ..errors import OptionError
 from . import remote
 from .checks import FaultOptions
 
@@ -109,31 +110,53 @@ class SubprocConfig(FaultOptions):
         `envfactory.config.checks`): ``batch_size`` (the async pool) is at most
         ``num_envs`` and excludes a parent share; ``in_parent`` leaves at least one env to
         the workers. ``SubprocAtariConfig`` inherits them."""
-        size = self.batch_size
-        if size is not None and self.in_parent:
-            raise OptionError(
-                "in_parent",
-                self.in_parent,
-                f"0 or null with vectorizer.batch_size={size} (the async pool steps every env "
-                "in a worker)",
-                hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
-            )
-        if size is not None and size > top.num_envs:
-            raise OptionError(
-                "batch_size",
-                size,
-                f"an integer in [1, num_envs={top.num_envs}] or null (null: a synchronous VecEnv)",
-                hint=f"Lower vectorizer.batch_size or raise num_envs (now {top.num_envs})",
-            )
-        if self.in_parent is not None and self.in_parent >= top.num_envs:
-            raise OptionError(
-                "in_parent",
-                self.in_parent,
-                f"an integer in [0, num_envs - 1 = {top.num_envs - 1}] or null (auto): the "
-                "parent steps that many envs itself, and at least one must be in a worker",
-                hint=f"Lower vectorizer.in_parent or raise num_envs (now {top.num_envs}); for "
-                "every env in this process, use vectorizer=dummy",
-            )
+        check_split(top.num_envs, self.batch_size, self.in_parent)
+
+
+def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") -> None:
+    """``batch_size`` (the async pool) and ``in_parent`` against ``num_envs``: the one check
+    of both, run by the schema at compose time and by the constructors (``path``
+    ``vectorizer``: an `OptionError` names ``vectorizer.<key>`` there too). ``batch_size``
+    is null or an integer in [1, num_envs] and excludes a parent share; ``in_parent`` is null
+    or an integer in [0, num_envs - 1] (at least one env in a worker)."""
+    if batch_size is not None and (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, Integral)
+        or not 1 <= batch_size <= num_envs
+    ):
+        raise OptionError(
+            "batch_size",
+            batch_size,
+            f"an integer in [1, num_envs={num_envs}] or null (null: a synchronous VecEnv)",
+            hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})",
+            path=path,
+        )
+    if in_parent is None:
+        return
+    ok = (
+        not isinstance(in_parent, bool)
+        and isinstance(in_parent, Integral)
+        and 0 <= in_parent < num_envs
+    )
+    if ok and batch_size is not None and in_parent:
+        raise OptionError(
+            "in_parent",
+            in_parent,
+            f"0 or null with vectorizer.batch_size={batch_size} (the async pool steps every env "
+            "in a worker)",
+            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
+            path=path,
+        )
+    if not ok:
+        raise OptionError(
+            "in_parent",
+            in_parent,
+            f"an integer in [0, num_envs - 1 = {num_envs - 1}] or null (auto): the "
+            "parent steps that many envs itself, and at least one must be in a worker",
+            hint=f"Lower vectorizer.in_parent or raise num_envs (now {num_envs}); for "
+            "every env in this process, use vectorizer=dummy",
+            path=path,
+        )
 
 
 @dataclass
@@ -231,16 +254,8 @@ def parent_share(
     made CartPole at 16 envs 1.34x dummy against 0.62x without; with a busy core it made
     steps slower, because the parent and the worker must then both get a core at once."""
     if in_parent is not None:
-        if isinstance(in_parent, bool) or not isinstance(in_parent, int):
-            in_parent = -1
-        if not 0 <= in_parent < num_envs:
-            raise ConfigError(
-                f"vectorizer.in_parent must be an integer from 0 to num_envs - 1 "
-                f"({num_envs - 1}) or null (auto), got {in_parent!r}: the parent steps that "
-                "many envs itself, and at least one must be in a worker (for all of them, "
-                "use vectorizer=dummy)"
-            )
-        return in_parent
+        check_split(num_envs, None, in_parent, "vectorizer")
+        return int(in_parent)
     if in_series is not None or timeout is not None or restart or images:
         return 0
     cpus = os.cpu_count() or 1

@@ -83,3 +83,24 @@ def test_the_fault_suite_fails_an_in_process_vectorizer() -> None:
 
     with pytest.raises(AssertionError, match="must arrive as envfactory's RemoteEnvError"):
         check_faults(lambda fns, restart=False: DummyVecEnv(fns))
+
+
+def test_a_backend_batch_of_the_wrong_shape_is_one_clear_error_naming_it() -> None:
+    """Issue 26: what a backend's ``collect`` returns is checked once at the boundary (the
+    first batch of a reset and of a step), naming the backend, not left to fail later in a
+    wrapper or a learner."""
+    from envfactory.vectorizers.subproc import SubprocGroup
+
+    class _ShortRewards(SubprocGroup):
+        def collect(self, handles: Any, results: Any, mask: Any) -> Any:
+            obs, rewards, terms, truncs, infos = super().collect(handles, results, mask)
+            return obs, rewards[:-1], terms, truncs, infos
+
+    envs = RemoteVecEnv(_ShortRewards([lambda: gym.make("CartPole-v1")] * 2, in_series=1))
+    try:
+        with pytest.raises(
+            RuntimeError, match=r"^_ShortRewards: its reset batch has rewards float64 \(1,\) "
+        ):
+            envs.reset(seed=0)
+    finally:
+        envs.close()

@@ -122,8 +122,12 @@ def test_auto_share_and_bad_values() -> None:
     with pytest.raises(ConfigError) as info:
         parent_share(4, 4, None, None, False, False)
     msg = str(info.value)
-    assert "vectorizer.in_parent must be an integer from 0 to num_envs - 1 (3)" in msg
-    assert "got 4" in msg and "vectorizer=dummy" in msg
+    assert "vectorizer.in_parent=4: expected an integer in [0, num_envs - 1 = 3]" in msg
+    assert "vectorizer=dummy" in msg
+    # validated once: the constructor's check is the schema's, word for word (issue 26)
+    with pytest.raises(ConfigError) as composed:
+        envfactory.compose(["vectorizer=subproc", "num_envs=4", "vectorizer.in_parent=4"])
+    assert msg in str(composed.value)
     with pytest.raises(Exception, match="in_parent"):
         envfactory.compose(["vectorizer=subproc", "vectorizer.in_parent=-1"])
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=8"]) as envs:
