@@ -40,11 +40,13 @@ class RemoteVecEnv(VecEnvBase):
     Args:
         group: the workers (not started yet: this constructor starts them and closes
             what started if that fails).
-        autoreset_mode, seeding: as every vectorizer's.
+        autoreset_mode: as every vectorizer's (``next_step``, ``same_step``, ``disabled``).
+        seeding: ``offset`` or ``spawn``, as every vectorizer's.
         timeout: seconds one call may take (None: forever).
         restart: rebuild a worker that failed during ``step``/``reset`` and report its
             episodes truncated (needs a group with ``respawn`` and ``last_obs``).
-        max_restarts, restart_window: the restart budget per worker.
+        max_restarts: the restart budget per worker: this many per ``restart_window``.
+        restart_window: seconds over which ``max_restarts`` counts.
         copy: return a copy of the observation batch.
     """
 

@@ -30,11 +30,28 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
-from .local import LocalHandle
-from .pipe import PipeHandle
-from .protocol import Cmd, EnvInfo, WorkerSpec, failure_of
-from .remote import STARTUP_TIMEOUT, RemoteVecEnv, WorkerGroup, WorkerHandle, env_label, pop_faults
-from .shared import SharedBuffers, layout_for, supports_shared_memory
+from .remote import (
+    STARTUP_TIMEOUT,
+    Cmd,
+    EnvInfo,
+    RemoteVecEnv,
+    WorkerGroup,
+    WorkerHandle,
+    env_label,
+    failure_of,
+    pop_faults,
+)
+from .shm import (
+    NO_INFOS,
+    LocalHandle,
+    PipeHandle,
+    SharedBuffers,
+    StepHandoff,
+    WorkerSpec,
+    layout_for,
+    supports_shared_memory,
+    worker_main,
+)
 from .subproc_options import (
     START_METHODS,
     WORKER_PRELOAD,
@@ -45,8 +62,6 @@ from .subproc_options import (
     split_envs,
     start_process,
 )
-from .wakeup import NO_INFOS, StepHandoff
-from .worker import worker_main
 
 __all__ = [
     "SubprocAtariConfig",

@@ -104,3 +104,28 @@ def test_a_backend_batch_of_the_wrong_shape_is_one_clear_error_naming_it() -> No
             envs.reset(seed=0)
     finally:
         envs.close()
+
+
+def test_subproc_is_built_from_the_public_backend_interface_alone() -> None:
+    """Issue 26: a PufferLib-style backend (busy-wait shared memory, nothing on a pipe while
+    stepping) is buildable from the public interface alone, and ``subproc`` is that backend:
+    its module imports nothing of envfactory's vectorizers but the author API
+    (``remote``), the shared-memory kit (``shm``) and its own options."""
+    import ast
+    from pathlib import Path
+
+    import envfactory.vectorizers.subproc as subproc
+
+    tree = ast.parse(Path(subproc.__file__).read_text())
+    relative = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
+    assert relative == {"remote", "shm", "subproc_options"}, relative
+    from envfactory.vectorizers import remote, shm
+
+    for name in ("WorkerGroup", "WorkerHandle", "RemoteVecEnv", "EnvHost", "Cmd"):
+        assert name in remote.__all__
+    for name in ("SharedBuffers", "StepHandoff", "Waiter", "PipeHandle", "worker_main"):
+        assert name in shm.__all__
