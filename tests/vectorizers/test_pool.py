@@ -302,8 +302,13 @@ def test_batch_size_out_of_range_fails_at_compose_time() -> None:
         "pool steps every env in a worker). Set vectorizer.in_parent=0 (or null), or "
         "vectorizer.batch_size=null"
     )
-    with pytest.raises(ConfigError, match=r"must be in \[1, num_envs=2\]"):
+    # validated once (issue 26): the constructor raises the schema's error, word for word
+    with pytest.raises(ConfigError) as direct:
         SubprocPool([Maker(), Maker()], 3)
+    assert str(direct.value) == (
+        "vectorizer.batch_size=3: expected an integer in [1, num_envs=2] or null (null: a "
+        "synchronous VecEnv). Lower vectorizer.batch_size or raise num_envs (now 2)"
+    )
 
 
 def test_out_of_order_and_wrong_calls_say_what_to_do(no_leaks: None) -> None:

@@ -243,9 +243,13 @@ class ActorHandle(WorkerHandle):
         fns: list,
         num_cpus: Any,
         args: tuple = (),
+        placement: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(index, start, stop, env_id)
         self.fns, self.num_cpus, self.args = fns, num_cpus, args
+        #: Ray's actor options from the placement options (num_gpus, resources,
+        #: scheduling_strategy, label_selector, runtime_env), as given
+        self.placement = dict(placement or {})
         self.children: list[int] = []
         self.inner = ""  # the inner worker an error being raised names (see recv)
         self.actor: Any = None
@@ -265,19 +269,22 @@ class ActorHandle(WorkerHandle):
         whose id is not in ``avoid`` (a label selector on ``ray.io/node-id``); its first
         answer is its [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] s."""
         options: dict[str, Any] = {"num_cpus": self.num_cpus, "max_restarts": 0}
+        options.update(self.placement)
         self.avoid = tuple(sorted(set(avoid)))
-        if self.avoid:
+        if self.avoid:  # (the user's own selector on the node id gives way to it)
             ids = self.avoid
             options["label_selector"] = {
-                NODE_LABEL: f"!{ids[0]}" if len(ids) == 1 else f"!in({', '.join(ids)})"
+                **self.placement.get("label_selector", {}),
+                NODE_LABEL: f"!{ids[0]}" if len(ids) == 1 else f"!in({', '.join(ids)})",
             }
         try:
             made = cls.options(**options)
         except ValueError as exc:  # a Ray without label selectors: placed anywhere
-            if "label_selector" not in str(exc):
+            if "label_selector" not in str(exc) or "label_selector" in self.placement:
                 raise
             self.avoid = ()
-            made = cls.options(num_cpus=self.num_cpus, max_restarts=0)
+            del options["label_selector"]
+            made = cls.options(**options)
         self.actor = made.remote(self.fns, self.start, mode, *self.args)
         self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
         self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any, Optional
 
@@ -23,7 +23,11 @@ from .node import IN_ACTOR
 
 __all__ = ["RayConfig", "build_ray", "envfactory_vectorizers"]
 
-#: the vectorizers an actor can host its envs in (``vectorizer.in_actor``)
+#: Ray's scheduling strategies that a config can name (a node affinity or a placement group
+#: needs Ray objects: pass them with ``ray.remote`` options of your own)
+STRATEGIES = ("DEFAULT", "SPREAD")
+#: resources Ray takes by their own keyword, not in ``resources``
+_OWN_KEYWORD = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory"}
 
 
 @dataclass
@@ -51,6 +55,22 @@ class RayConfig(FaultOptions):
             its tries together: a rebuilt actor that dies before it starts, on a node that was
             lost, is tried again elsewhere); null = 120 s, or ``timeout`` when larger.
 
+    Placement, passed through to Ray's actor options for every actor (and each rebuilt one):
+
+    Attributes:
+        num_gpus: GPUs Ray reserves for each actor (fractions allowed); null: none.
+        resources: custom resources each actor reserves, such as ``{sim_license: 1}`` (a
+            node started with ``ray start --resources``); CPUs and GPUs go by ``num_cpus`` and
+            ``num_gpus``.
+        scheduling_strategy: null or ``DEFAULT`` (Ray packs actors onto nodes), or ``SPREAD``
+            (one node after another, as evenly as Ray can).
+        label_selector: node labels an actor's node must have, such as ``{region: us-west1}``
+            or ``{ray.io/accelerator-type: "in(A100, H100)"}`` (Ray's label-selector syntax).
+            A rebuilt actor is also kept off the nodes Ray said were lost (a selector on
+            ``ray.io/node-id`` of its own, which wins over one given here).
+        runtime_env: Ray's runtime environment for the actors (``env_vars``, ``pip``,
+            ``working_dir``, ...), as ``ray.remote(runtime_env=...)`` takes it.
+
     The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``,
     ``copy``) are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' (a worker is an
     actor; a rebuilt one is a new actor).
@@ -62,6 +82,11 @@ class RayConfig(FaultOptions):
     num_cpus: Optional[float] = None  # noqa: UP045
     start_timeout: Optional[float] = None  # noqa: UP045
     in_actor: Optional[str] = None  # noqa: UP045
+    num_gpus: Optional[float] = None  # noqa: UP045
+    resources: dict[str, float] = field(default_factory=dict)
+    scheduling_strategy: Optional[str] = None  # noqa: UP045
+    label_selector: dict[str, str] = field(default_factory=dict)
+    runtime_env: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (each raises ``OptionError``, which
@@ -110,7 +135,48 @@ class RayConfig(FaultOptions):
                 "reserves)",
                 hint=_did_you_mean(self.in_actor, IN_ACTOR),
             )
+        self._check_placement()
         super().__post_init__()  # the fault options
+
+    def _check_placement(self) -> None:
+        gpus = self.num_gpus
+        if gpus is not None and (
+            isinstance(gpus, bool) or not isinstance(gpus, Real) or not 0 <= gpus < math.inf
+        ):
+            raise OptionError("num_gpus", gpus, "a number of GPUs per actor >= 0, or null")
+        for key, value in (self.resources or {}).items():
+            if key in _OWN_KEYWORD:
+                raise OptionError(
+                    "resources",
+                    dict(self.resources or {}),
+                    f"custom resources only; {key} goes by its own option",
+                    hint=f"Use vectorizer.{_OWN_KEYWORD[key]}={value} instead",
+                )
+            if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < math.inf:
+                raise OptionError(
+                    "resources",
+                    dict(self.resources or {}),
+                    "a map of resource name to an amount >= 0",
+                )
+        strategy = self.scheduling_strategy
+        if strategy is not None and strategy not in STRATEGIES:
+            raise OptionError(
+                "scheduling_strategy",
+                strategy,
+                "null, " + " or ".join(STRATEGIES),
+                hint=_did_you_mean(str(strategy).upper(), STRATEGIES),
+            )
+        for key in ("label_selector", "runtime_env"):
+            value = getattr(self, key)
+            if not isinstance(value, Mapping):
+                raise OptionError(key, value, "a map ({} for none)")
+        for label, want in (self.label_selector or {}).items():
+            if not isinstance(want, str) or not want:
+                raise OptionError(
+                    "label_selector",
+                    dict(self.label_selector or {}),
+                    f"a map of label to a value or expression (a string); {label!r} has {want!r}",
+                )
 
 
 def _did_you_mean(value: Any, choices: Sequence[str]) -> str:

@@ -41,7 +41,10 @@ from envfactory.vectorizers.remote import (
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
 from .node import IN_ACTOR, NodeActor, inner_workers, merge_block
 
-__all__ = ["LOST_NODE_SECONDS", "RayGroup", "RayVecEnv", "connect"]
+__all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
+
+#: the options passed through to Ray's ``actor.options(...)`` (``num_cpus`` has its own)
+PLACEMENT_KEYS = ("num_gpus", "resources", "scheduling_strategy", "label_selector", "runtime_env")
 
 #: how long a node that Ray said was lost (an actor on it unreachable, or dead with it) is kept
 #: out of the placement of rebuilt actors (Ray marks a lost node dead within about 15 s; a new
@@ -150,6 +153,7 @@ class RayGroup(WorkerGroup):
         num_cpus: float | None = None,
         start_timeout: float | None = None,
         in_actor: str | None = None,
+        placement: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self._owned = False  # (close() may run before Ray is joined)
@@ -164,6 +168,8 @@ class RayGroup(WorkerGroup):
             )
         self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
         self.in_series = in_series
+        #: Ray's actor options beyond ``num_cpus`` (`PLACEMENT_KEYS`), those given
+        self.placement = {k: v for k, v in (placement or {}).items() if v}
         self.start_timeout = None if start_timeout == math.inf else start_timeout
         self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
@@ -196,6 +202,8 @@ class RayGroup(WorkerGroup):
                 "as 0.5 are allowed), or set vectorizer.in_series=null"
             )
         self.in_series = in_series
+        if self.address is None:
+            _check_local_resources(self.placement, ray.cluster_resources())
         self._cls = ray.remote(NodeActor if self.in_actor else EnvActor)
 
         def args(n: int) -> tuple:  # what a node actor takes beyond its envs
@@ -205,7 +213,9 @@ class RayGroup(WorkerGroup):
 
         self.set_handles(
             [
-                ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args(b - a))
+                ActorHandle(
+                    k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args(b - a), self.placement
+                )
                 for k, (a, b) in enumerate(split)
             ]
         )
@@ -377,10 +387,11 @@ class RayVecEnv(RemoteVecEnv):
         num_cpus: float | None = None,
         start_timeout: float | None = None,
         in_actor: str | None = None,
-        **faults: Any,
+        **options: Any,
     ) -> None:
-        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, in_actor)
-        super().__init__(group, autoreset_mode, **faults)
+        placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
+        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, in_actor, placement)
+        super().__init__(group, autoreset_mode, **options)
 
     @property
     def num_cpus(self) -> float | None:
@@ -396,6 +407,25 @@ class RayVecEnv(RemoteVecEnv):
         return (
             f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, "
             f"actors={len(self.group.handles)}, pid={os.getpid()})"
+        )
+
+
+def _check_local_resources(placement: dict[str, Any], have: dict[str, float]) -> None:
+    """On a local Ray, a resource no node has would leave every actor waiting for
+    ``start_timeout``: one clear error instead (a cluster may add nodes, so none there)."""
+    need = dict(placement.get("resources") or {})
+    if placement.get("num_gpus"):
+        need["GPU"] = placement["num_gpus"]
+    missing = sorted(k for k, v in need.items() if v and have.get(k, 0.0) < v)
+    if missing:
+        key = "num_gpus" if missing == ["GPU"] else "resources"
+        listed = ", ".join(f"{k}={have[k]:g}" for k in sorted(have) if k in ("CPU", "GPU") or
+                           not k.startswith(("node:", "memory", "object_store")))  # fmt: skip
+        raise ConfigError(
+            f"vectorizer.{key}: the local Ray has no {', '.join(missing)} for an actor (it has "
+            f"{listed or 'none'}); start Ray with that resource (ray start --resources "
+            "'{\"name\": 1}', or --num-gpus), join a cluster that has it (vectorizer.address), "
+            f"or remove vectorizer.{key}"
         )
 
 

@@ -234,3 +234,66 @@ def test_in_actor_says_the_choices_at_compose_time() -> None:
     )
     cfg = envfactory.compose(["vectorizer=ray", "vectorizer.in_actor=subproc"])
     assert cfg.vectorizer.in_actor == "subproc"
+
+
+def test_placement_options_pass_through_to_every_actor_and_each_rebuilt_one() -> None:
+    """Issue 27: resources, scheduling strategy, label selectors and runtime_env reach Ray's
+    actor options as given; a rebuilt actor's own selector off the lost node is added to the
+    user's (and wins on the node id)."""
+    placement = {
+        "num_gpus": 0.5,
+        "resources": {"sim_license": 1.0},
+        "scheduling_strategy": "SPREAD",
+        "label_selector": {"region": "us-west1"},
+        "runtime_env": {"env_vars": {"A": "b"}},
+    }
+    h, cls = ActorHandle(0, 0, 2, "CartPole-v1", [], 1, (), placement), Recorder()
+    h.spawn(cls, "next_step", [])
+    h.spawn(cls, "next_step", [NODE])
+    first, rebuilt = cls.options_seen
+    assert first == {"num_cpus": 1, "max_restarts": 0, **placement}
+    assert rebuilt["label_selector"] == {"region": "us-west1", "ray.io/node-id": f"!{NODE}"}
+    assert rebuilt["resources"] == {"sim_license": 1.0} and rebuilt["num_gpus"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "vectorizer.scheduling_strategy=spread",
+            "vectorizer.scheduling_strategy='spread': expected null, DEFAULT or SPREAD. Did you "
+            "mean 'SPREAD'?",
+        ),
+        (
+            "vectorizer.resources={CPU: 2}",
+            "vectorizer.resources={'CPU': 2.0}: expected custom resources only; CPU goes by its "
+            "own option. Use vectorizer.num_cpus=2.0 instead",
+        ),
+        ("vectorizer.num_gpus=-1", "vectorizer.num_gpus=-1.0: expected a number of GPUs per"),
+        ("vectorizer.resources={sim: -1}", "vectorizer.resources={'sim': -1.0}: expected a map"),
+    ],
+)
+def test_bad_placement_options_fail_at_compose_time_in_one_line(
+    override: str, message: str
+) -> None:
+    with pytest.raises(envfactory.ConfigError) as info:
+        envfactory.compose(["vectorizer=ray", override])
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_placement_options_compose_from_the_command_line() -> None:
+    cfg = envfactory.compose(
+        [
+            "vectorizer=ray",
+            "vectorizer.scheduling_strategy=SPREAD",
+            "vectorizer.resources={sim_license: 1}",
+            "vectorizer.label_selector={region: us-west1}",
+            "vectorizer.runtime_env={env_vars: {OMP_NUM_THREADS: '1'}}",
+            "vectorizer.num_gpus=0.25",
+        ]
+    )
+    v = cfg.vectorizer
+    assert (v.scheduling_strategy, v.num_gpus) == ("SPREAD", 0.25)
+    assert dict(v.resources) == {"sim_license": 1.0}
+    assert dict(v.label_selector) == {"region": "us-west1"}
+    assert dict(v.runtime_env.env_vars) == {"OMP_NUM_THREADS": "1"}

@@ -416,7 +416,7 @@ def test_restart_conformance_with_an_env_that_fails_now_and_then(mode: str) -> N
         ("vectorizer.in_series=0", "vectorizer.in_series=0: expected an integer >= 1 or null"),
         ("vectorizer.address=''", "vectorizer.address='': expected null (start or join a local"),
         ("vectorizer.max_restarts=-1", "vectorizer.max_restarts=-1: expected an integer >= 0"),
-        ("+vectorizer.num_gpus=1", "unknown key vectorizer.num_gpus"),
+        ("+vectorizer.num_gpu=1", "unknown key vectorizer.num_gpu"),
     ],
 )
 def test_bad_options_fail_at_compose_time_in_one_line(override: str, message: str) -> None:
@@ -443,6 +443,28 @@ def test_more_actors_than_the_local_ray_has_cpus_is_one_clear_error() -> None:
     assert str(info.value).startswith(
         "vectorizer=ray: 3 actors x num_cpus=1 need 3 CPUs, but the local Ray has 2;"
     )
+
+
+def test_placement_reaches_the_actors_and_a_missing_local_resource_is_one_clear_error() -> None:
+    """Issue 27: the placement options are Ray's own (here runtime_env's env_vars, seen by the
+    env in its actor, and SPREAD); a resource the local Ray lacks is one line at build time,
+    not an actor waiting for ``start_timeout``."""
+    with envfactory.make_vec(
+        overrides=[
+            "vectorizer=ray",
+            "num_envs=2",
+            "vectorizer.in_series=1",
+            "vectorizer.scheduling_strategy=SPREAD",
+            "vectorizer.runtime_env={env_vars: {ENVFACTORY_PLACED: 'yes'}}",
+        ]
+    ) as envs:
+        assert envs.call(lambda env: os.environ.get("ENVFACTORY_PLACED")) == ("yes", "yes")
+    with pytest.raises(envfactory.ConfigError) as info:
+        envfactory.make_vec(overrides=["vectorizer=ray", "vectorizer.resources={sim_license: 1}"])
+    assert str(info.value).startswith(
+        "vectorizer.resources: the local Ray has no sim_license for an actor (it has CPU=2"
+    )
+    assert "\n" not in str(info.value)
 
 
 def test_malformed_address_is_one_clear_error() -> None:
