@@ -28,7 +28,8 @@ class WorkerHandle(ABC):
     [`close`][envfactory.vectorizers.remote.WorkerHandle.close]). One command is in flight at a time
     per handle, except where the backend's own scheduler (the async pool) pipelines them.
 
-    The [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] keeps its per-worker bookkeeping here:
+    The [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] keeps its per-worker bookkeeping
+    here:
     [`restarts`][envfactory.vectorizers.remote.WorkerHandle.restarts] (restart times),
     [`last_reset`][envfactory.vectorizers.remote.WorkerHandle.last_reset] (to redo a reset on a
     rebuilt worker) and [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] (an

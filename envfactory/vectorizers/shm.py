@@ -15,8 +15,9 @@ from these and [`remote`][envfactory.vectorizers.remote] alone (a test checks it
   a worker that sleeps, one poll over all of them), waiting by
   [`Waiter`][envfactory.vectorizers.shm.Waiter]'s policy (spin while a core is free, else sleep);
 - [`PipeHandle`][envfactory.vectorizers.shm.PipeHandle]: the worker handle of a process, its pipe
-  (start, calls, infos) and its control slot; [`LocalHandle`][envfactory.vectorizers.shm.LocalHandle]:
-  envs stepped in the parent behind the same interface;
+  (start, calls, infos) and its control slot;
+  [`LocalHandle`][envfactory.vectorizers.shm.LocalHandle]: envs stepped in the parent behind the
+  same interface;
 - [`worker_main`][envfactory.vectorizers.shm.worker_main] with its
   [`WorkerSpec`][envfactory.vectorizers.shm.WorkerSpec]: the worker process, which steps its envs
   with envfactory's one autoreset implementation and writes the results into the shared region
