@@ -49,6 +49,7 @@ from __future__ import annotations
 from .checks import FaultOptions, check_fault_options, check_spaces, count_restart
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
+from .pool_env import PoolVecEnv, take_rows
 from .protocol import (
     Call,
     Cmd,
@@ -62,6 +63,7 @@ from .protocol import (
 )
 from .remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
 from .runner import EnvHost
+from .scheduler import PoolBackend, RemoteSite
 from .shared import concatenate_checked
 
 __all__ = [
@@ -75,6 +77,9 @@ __all__ = [
     "EnvInfo",
     "Failure",
     "FaultOptions",
+    "PoolBackend",
+    "PoolVecEnv",
+    "RemoteSite",
     "RemoteVecEnv",
     "Reset",
     "RestartReset",
@@ -90,4 +95,5 @@ __all__ = [
     "failure_of",
     "pop_faults",
     "split_envs",
+    "take_rows",
 ]

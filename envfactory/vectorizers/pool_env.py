@@ -1,0 +1,275 @@
+"""``PoolVecEnv``: the async pool's front, envpool's ``async_reset``/``send``/``recv`` over any
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (see `pool` for what the pool is and
+its rules, `scheduler` for its state)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space, iterate
+
+from ..errors import AlreadyPendingError, InvalidActionError, ResetNeededError
+from .checks import action_checker
+from .group import WorkerGroup
+from .protocol import Reset
+from .remote_env import RemoteVecEnv
+from .scheduler import (
+    HOLD,
+    PoolBackend,
+    PoolScheduler,
+    check_env_ids,
+    check_recv_timeout,
+    show_ids,
+)
+
+__all__ = ["PoolVecEnv", "take_rows"]
+
+
+class PoolVecEnv(RemoteVecEnv):
+    """An async pool of ``num_envs`` envs over a worker group (``vectorizer.batch_size``):
+    envfactory's front with envpool's calls, over any
+    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] and a `PoolBackend` for it (its
+    readiness and rows; `RemoteSite` gives the rest). `SubprocPool` is the one over worker
+    processes; the ``ray`` plugin's pool the one over Ray actors.
+
+    Every call of `recv` returns the first ``batch_size`` envs whose step (or reset)
+    is done, while the others keep stepping. A ``gymnasium.vector.VectorEnv`` too:
+    ``reset()`` / ``step(actions)`` step every env synchronously when none is in flight.
+
+    Example:
+        >>> import envfactory
+        >>> envs = envfactory.make_vec(overrides=[
+        ...     "vectorizer=subproc", "num_envs=4", "vectorizer.batch_size=2"])
+        >>> envs.async_reset(seed=0)
+        >>> obs, rew, term, trunc, info = envs.recv()
+        >>> obs.shape, info["env_id"].shape
+        ((2, 4), (2,))
+        >>> envs.send(envs.single_action_space.sample()[None].repeat(2, 0), info["env_id"])
+        >>> obs, rew, term, trunc, info = envs.recv()
+        >>> envs.close()
+    """
+
+    def __init__(
+        self,
+        group: WorkerGroup,
+        batch_size: int,
+        site: Callable[[Any], PoolBackend],
+        autoreset_mode: Any = "next_step",
+        **faults: Any,
+    ) -> None:
+        """``group`` (not started), ``batch_size`` (checked by the vectorizer's schema and
+        build function), ``site(group)`` its `PoolBackend`; the rest are the front's."""
+        self.batch_size = int(batch_size)
+        self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
+        super().__init__(group, autoreset_mode, **faults)
+        self._checkers: dict[int, Callable[[Any], Any]] = {}
+        #: the async pool: every piece of its state (see `scheduler`)
+        self.pool = PoolScheduler(self.workers, site(group))
+        # call / get_attr / set_attr / render: first let the workers concerned finish
+        # their steps (their envs then wait in recv()'s queue)
+        group.before_calls = lambda handles: self.pool.settle(handles, self.timeout)
+
+    # -- envpool's API ----------------------------------------------------------------
+    def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
+        """Start resetting every env (seeds as [`reset`][envfactory.VecEnvBase.reset]); `recv`
+        returns them ``batch_size`` at a time, with rewards 0 and no flags.
+
+        Raises:
+            AlreadyPendingError: envs are still in flight or not yet received.
+        """
+        self._check_open("async_reset")
+        self._expect_idle("async_reset")
+        seeds = self.seeds_for(seed)
+        if options and "reset_mask" in options:
+            raise ValueError(
+                "async_reset() resets every env; for a reset_mask use reset(options=...) "
+                "when no env is in flight"
+            )
+        self._enter("async_reset")
+        try:
+            self._check_usable("async_reset")
+            self.pool.expect_drained("async_reset")
+            self._use_hold()
+            self.pool.clear()
+            for w in self.workers:
+                w.last_reset = Reset(seeds[w.start : w.stop], options, None)
+            self._done[:] = False
+            self._ready = True
+            self.pool.start_reset(lambda w: w.last_reset)
+        finally:
+            self._leave()
+
+    def send(self, actions: Any, env_ids: Any) -> None:
+        """Step the envs ``env_ids`` (ints) with ``actions`` (one row each; a batch of
+        ``len(env_ids)`` single actions) and return at once.
+
+        Raises:
+            ValueError: an env id out of range, repeated, or still in flight / not yet
+                received by `recv`.
+            InvalidActionError: not one action per env id, or an action outside the
+                action space.
+            ResetNeededError: before any reset, or a finished env with
+                ``autoreset_mode=disabled``.
+        """
+        self._check_open("send")
+        self._expect_idle("send")
+        ids = check_env_ids(env_ids, self.num_envs, "send(actions, env_ids")
+        actions = self._check_batch(actions, ids)
+        self._check_reset_done_for(ids)
+        self._enter("send")
+        try:
+            self._check_usable("send")
+            self._use_hold()
+            if isinstance(actions, np.ndarray):
+                per_env: Any = actions
+            else:
+                per_env = list(iterate(batch_space(self.single_action_space, len(ids)), actions))
+            self.pool.send(ids, per_env)
+        finally:
+            self._leave()
+
+    def recv(
+        self, timeout: float | None = None, env_ids: Any = None
+    ) -> tuple[Any, Any, Any, Any, dict]:
+        """The next ``batch_size`` envs whose step or reset is done, in the order they
+        finished: ``(obs, rewards, terminations, truncations, infos)`` with ``batch_size``
+        rows and ``infos["env_id"]`` (int32) naming the envs.
+
+        Args:
+            timeout: seconds one worker call may take, counted from its send (None: the
+                vectorizer's ``timeout``); a worker past it is killed
+                (``WorkerTimeoutError``, or rebuilt with ``restart=true``). 0 is a poll:
+                the batch if it is ready now, else ``NotReadyError``, a ``TimeoutError``
+                (as gymnasium's ``step_wait(timeout)`` raises) after which the pool is
+                unchanged: nothing waited on, no worker stopped, call ``recv`` again. A
+                batch always has ``batch_size`` rows (envpool's ``recv``, which takes no
+                timeout), so a poll never returns part of one.
+            env_ids: return exactly these envs (sent and not yet returned), in this
+                order, whatever ``batch_size``: a step of a subset is ``send(actions,
+                ids)`` then ``recv(env_ids=ids)``.
+
+        Raises:
+            NoPendingCallError: fewer than ``batch_size`` envs are in flight or ready, so
+                the call would wait forever.
+            NotReadyError: ``timeout=0`` and the batch is not ready yet.
+            ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
+        """
+        self._check_open("recv")
+        self._expect_idle("recv")
+        limit = check_recv_timeout(timeout)
+        want: int | list[int] = self.batch_size
+        if env_ids is not None:
+            want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
+        self._enter("recv")
+        try:
+            self._check_usable("recv")
+            return self.pool.recv(want, self.timeout if timeout is None else limit)
+        finally:
+            self._leave()
+
+    def step(
+        self, actions: Any, env_ids: Any = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """``env_ids`` given: `send` then `recv` (envpool). ``None``: the
+        synchronous ``VectorEnv.step`` of every env (no env may be in flight)."""
+        if env_ids is None:
+            return super().step(actions)
+        self.send(actions, env_ids)
+        return self.recv()
+
+    def _use_hold(self) -> None:
+        """Hold a Ctrl-C while the pool reads an answer (see `scheduler`), from
+        this pool's first async call until it is closed."""
+        if not self._holds and os.getpid() == self._owner_pid:
+            self._holds = HOLD.use()
+
+    # -- argument checks --------------------------------------------------------------
+    def _check_batch(self, actions: Any, ids: list[int]) -> Any:
+        """One action per env id, each in the action space."""
+        n = len(ids)
+        got = _batch_len(actions)
+        if got is not None and got != n:
+            what = f"{got} actions" if got >= 0 else "a single action (no batch axis)"
+            raise InvalidActionError(
+                f"send(actions, env_ids): {what} for {n} env_ids {show_ids(ids)}; pass one "
+                "action per env id, e.g. np.stack([envs.single_action_space.sample() for _ "
+                "in env_ids])"
+            )
+        checker = self._checkers.get(n)
+        if checker is None:
+            checker = self._checkers[n] = action_checker(self.single_action_space, n)
+        return checker(actions)
+
+    def _check_reset_done_for(self, ids: list[int]) -> None:
+        if not self._ready:
+            raise ResetNeededError(
+                "send() before any reset: call envs.async_reset(seed=...) (or envs.reset()) first"
+            )
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            done = [i for i in ids if self._done[i] and not self.pool.is_lost(i)]
+            if done:
+                raise ResetNeededError(
+                    f"envs {done} finished an episode and autoreset_mode is 'disabled': "
+                    "reset them with envs.reset(options={'reset_mask': mask}) once no env is "
+                    "in flight, before sending them actions"
+                )
+
+    # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
+    def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
+        self._enter("reset_async")
+        try:
+            self.pool.expect_drained("reset")
+        finally:
+            self._leave()
+        # (a lost result is superseded by the reset)
+        self.pool.forget(range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist())
+        super()._start_reset(seeds, options, mask)
+
+    def _start_step(self, actions: Any) -> None:
+        self._enter("step_async")
+        try:
+            self.pool.expect_drained("step")
+            lost = self.pool.lost()
+            if lost:
+                raise AlreadyPendingError(
+                    f"step() while envs {lost} of a rebuilt worker still have a result to "
+                    "return: send() and recv() them first",
+                    "step",
+                )
+        finally:
+            self._leave()
+        super()._start_step(actions)
+
+    def _do_close(self, timeout: float | None, terminate: bool) -> None:
+        try:
+            super()._do_close(timeout, terminate)
+        finally:
+            if self._holds and os.getpid() == self._owner_pid:
+                self._holds = False
+                HOLD.unuse()
+
+
+def _batch_len(actions: Any) -> int | None:
+    """The length of an action batch's first axis (-1: a scalar; None: not an array or
+    a list, left to the space check)."""
+    if isinstance(actions, np.ndarray):
+        return -1 if actions.ndim == 0 else actions.shape[0]
+    if isinstance(actions, list):
+        return len(actions)
+    if isinstance(actions, int | float | np.generic) and not isinstance(actions, bool):
+        return -1
+    return None
+
+
+def take_rows(tree: Any, idx: Any) -> Any:
+    """Rows ``idx`` (an index array or list) of a batch: an array, or a dict / tuple of
+    them (a batched observation of a ``Dict`` / ``Tuple`` space)."""
+    if isinstance(tree, dict):
+        return {k: take_rows(v, idx) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(take_rows(v, idx) for v in tree)
+    return tree[idx]
