@@ -100,6 +100,7 @@ from .family import (
 )
 from .faults import EnvFault, FailingEnv, check_faults
 from .plugins import check_entry_point, check_same_as_dummy
+from .pool import check_pool_same_as_dummy, dummy_trajectories, pool_action, pool_trajectories
 from .rollouts import (
     DEFAULT_IGNORE,
     MakeVecEnv,
@@ -160,6 +161,7 @@ __all__ = [
     "check_family",
     "check_faults",
     "check_interface",
+    "check_pool_same_as_dummy",
     "check_reset_mask",
     "check_reset_seeding",
     "check_restarts",
@@ -168,8 +170,11 @@ __all__ = [
     "check_space",
     "check_spaces",
     "check_vecenv",
+    "dummy_trajectories",
     "episode_stats_key_of",
     "gymnasium_spaces",
+    "pool_action",
+    "pool_trajectories",
     "rollout",
     "sample_actions",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -70,9 +71,9 @@ class WorkerGroup(ABC):
 
     num_envs: int = 0
     env_id: str = ""
-    env: RemoteVecEnv
 
     def __init__(self) -> None:
+        self._env: Callable[[], RemoteVecEnv | None] = lambda: None
         self.handles: list[WorkerHandle] = []
         self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
         self._back: list[int] | None = None  # _order's answers back in env order
@@ -84,11 +85,25 @@ class WorkerGroup(ABC):
         #: steps finish first)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
 
+    @property
+    def env(self) -> RemoteVecEnv:
+        """The front this group serves (held weakly: a vectorized env dropped without
+        ``close()`` is collected at once, its ``__del__`` ending the workers)."""
+        env = self._env()
+        if env is None:
+            raise RuntimeError(f"{type(self).__name__} has no vectorized env (closed or dropped)")
+        return env
+
+    @env.setter
+    def env(self, front: RemoteVecEnv) -> None:
+        self._env = weakref.ref(front)
+
     # -- what a backend implements ------------------------------------------------------
     @abstractmethod
     def start(self) -> None:
-        """Start the workers: `set_handles`, then `wait_started` (which sets the front's
-        spaces). Whatever it started is ended by ``close`` if it raises."""
+        """Start the workers: hand their handles to `set_handles` before starting them
+        (``close`` ends only the handles it was given, also when ``start`` raises part-way),
+        then wait for them with `wait_started` (which sets the front's spaces)."""
 
     @abstractmethod
     def collect(
@@ -109,7 +124,9 @@ class WorkerGroup(ABC):
         raise NotImplementedError
 
     def post_step(self, actions: Any) -> None:
-        """Send each worker its rows of the (checked) action batch."""
+        """Send each worker its rows of the (checked) action batch. An override that does not
+        go through `send` (``finish=True``) sets `cut` itself, so that ``step_wait()`` can
+        finish a step a Ctrl-C cut (as `SubprocGroup.post_step` does)."""
         batch = (
             actions
             if isinstance(actions, np.ndarray)

@@ -5,6 +5,7 @@ its rules, `scheduler` for its state)."""
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -70,8 +71,15 @@ class PoolVecEnv(RemoteVecEnv):
         #: the async pool: every piece of its state (see `scheduler`)
         self.pool = PoolScheduler(self.workers, site(group))
         # call / get_attr / set_attr / render: first let the workers concerned finish
-        # their steps (their envs then wait in recv()'s queue)
-        group.before_calls = lambda handles: self.pool.settle(handles, self.timeout)
+        # their steps (their envs then wait in recv()'s queue); weakly, as group.env
+        front = weakref.ref(self)
+
+        def settle(handles: list) -> None:
+            env = front()
+            if env is not None:
+                env.pool.settle(handles, env.timeout)
+
+        group.before_calls = settle
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:

@@ -139,7 +139,7 @@ class RemoteVecEnv(VecEnvBase):
         if active is not None and active[1] is threading.current_thread():
             self._active = None
 
-    def _start(self, what: str, call: str) -> None:
+    def _begin_call(self, what: str, call: str) -> None:
         """`_enter`, then (again, now under the call lock) nothing pending, not broken."""
         self._enter(what)
         if self._pending is not PendingCall.NONE or self._broken is not None:
@@ -155,7 +155,7 @@ class RemoteVecEnv(VecEnvBase):
         return self.group.cut is not None and self._broken is None
 
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        self._start("reset_async", "reset")
+        self._begin_call("reset_async", "reset")
         try:
             group = self.group
             for h in group.handles:  # kept to redo the reset if a worker must be restarted
@@ -196,14 +196,14 @@ class RemoteVecEnv(VecEnvBase):
         finally:
             self._leave()
         group.cut = None
-        if self._unchecked:  # the first batch of a step and of a reset, once
-            self._unchecked.discard(call)
+        if self._unchecked:  # the first batch of a step and of a reset, until one passes
             check_batch(batch, self.num_envs, self.single_observation_space, group, call)
+            self._unchecked.discard(call)
         return batch
 
     def _do_call(self, name: Any, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
         what = "get_attr" if args is None else "call"
-        self._start(what, what)
+        self._begin_call(what, what)
         try:
             return self.group.per_index(
                 Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc)
@@ -212,7 +212,7 @@ class RemoteVecEnv(VecEnvBase):
             self._leave()
 
     def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        self._start("set_attr", "set_attr")
+        self._begin_call("set_attr", "set_attr")
         try:
             value_of = dict(zip(indices, values))
             self.group.per_index(
@@ -225,6 +225,7 @@ class RemoteVecEnv(VecEnvBase):
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         group = self.group
+        group.env = self  # (again: the garbage collector clears weak references before __del__)
         if os.getpid() != self._owner_pid:
             group.forget()  # a forked child's copy: the workers are the parent's
             return

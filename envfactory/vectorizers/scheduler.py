@@ -8,10 +8,11 @@ the worker is free) and when its oldest one was sent (the timeout counts from th
 talks to the workers only through [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle]'s
 public API and to the backend through `PoolBackend`, a small interface: how a message is posted and
 its answer read, which workers have an answer, where an answer's rows (observations, rewards,
-flags) are kept and read back, and the failure policy. ``subproc``'s pool
-(`SubprocPool`) implements it over pipes and the shared-memory rows; a pool
-of another backend (Ray actors, threads) would implement the same nine methods over its
-handles and reuse this scheduler unchanged.
+flags) are kept and read back, and the failure policy. `RemoteSite` implements the messages
+and the failure policy over any [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup];
+``subproc``'s pool completes it with its pipes' readiness and the shared-memory rows
+(`_PipeSite`), the ``ray`` plugin's with ``ray.wait`` and its actors' batches; both reuse this
+scheduler unchanged.
 
 Ctrl-C: the first Ctrl-C (SIGINT in the main thread) that arrives while the scheduler reads
 an answer and records it, or sends a message, is held until that is done and raised then,
@@ -70,7 +71,7 @@ Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
 
 
 class PoolBackend(ABC):
-    """What a backend gives a `PoolScheduler` (a pool VecEnv implements it)."""
+    """What a backend gives a `PoolScheduler` (`RemoteSite` and a backend's completion of it)."""
 
     # -- messages ---------------------------------------------------------------------
     @abstractmethod

@@ -398,7 +398,7 @@ def _start(proc: Any) -> None:
     _started.add(proc)
 
 
-#: what every worker imports: the fork server preloads it (see SubprocBackend)
+#: what every worker imports: the fork server preloads it (see SubprocGroup.start)
 WORKER_PRELOAD = ("envfactory.vectorizers.worker", "gymnasium", "envfactory.factory")
 
 

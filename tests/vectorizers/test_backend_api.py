@@ -129,3 +129,41 @@ def test_subproc_is_built_from_the_public_backend_interface_alone() -> None:
         assert name in remote.__all__
     for name in ("SharedBuffers", "StepHandoff", "Waiter", "PipeHandle", "worker_main"):
         assert name in shm.__all__
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_dropped_env_ends_its_workers_without_the_garbage_collector(pool: bool) -> None:
+    """The group holds its front weakly (and the pool's hook too): a vectorized env dropped
+    without ``close()`` is freed at once and its ``__del__`` ends the workers, as before the
+    backend became a component (a reference cycle left them running until a collection)."""
+    import gc
+    import os
+    import time
+
+    import envfactory
+
+    over = ["vectorizer=subproc", "num_envs=4", *(["vectorizer.batch_size=2"] if pool else [])]
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        envs = envfactory.make_vec(overrides=over)
+        envs.reset(seed=0)
+        pids = envs.pids
+        del envs
+        deadline = time.monotonic() + 10
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in pids if _running(p)]
+            time.sleep(0.02)
+        assert not alive, f"workers {alive} outlived their dropped vectorized env"
+    finally:
+        if was:
+            gc.enable()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -38,6 +38,8 @@ from envfactory.errors import (
     WorkerDiedError,
     WorkerTimeoutError,
 )
+from envfactory.testing.pool import _record, dummy_trajectories, pool_trajectories
+from envfactory.testing.pool import pool_action as action
 from envfactory.vectorizers.pool import SPIN_WAIT, SubprocPool
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
@@ -66,70 +68,6 @@ def no_leaks() -> Iterator[None]:
             break
         time.sleep(0.01)
     assert not left, f"processes left after close(): {left}"
-
-
-def action(i: int, k: int) -> int:
-    """Env ``i``'s action at its ``k``-th step (a fixed, env-specific pattern)."""
-    return (i * 7 + k * 3 + (k * k) % 5) % 2
-
-
-def _record(obs: Any, rew: Any, term: Any, trunc: Any, infos: dict, row: int) -> tuple:
-    final = None
-    if "_final_obs" in infos and infos["_final_obs"][row]:
-        final = np.asarray(infos["final_obs"][row]).tobytes()
-    ep = None
-    if "_episode" in infos and infos["_episode"][row]:
-        ep = (float(infos["episode"]["r"][row]), int(infos["episode"]["l"][row]))
-    return (np.asarray(obs[row]).tobytes(), float(rew[row]), bool(term[row]), bool(trunc[row]),
-            final, ep)  # fmt: skip
-
-
-def dummy_trajectories(overrides: list[str], steps: int, seed: int = 3) -> list[list[tuple]]:
-    """Per env: the reset record, then one record per step (``disabled``: until the
-    first episode end)."""
-    with envfactory.make_vec(overrides=[*overrides, "vectorizer=dummy"]) as envs:
-        n = envs.num_envs
-        obs, infos = envs.reset(seed=seed)
-        zeros = np.zeros(n)
-        out = [[_record(obs, zeros, zeros, zeros, infos, i)] for i in range(n)]
-        ended = np.zeros(n, bool)
-        for k in range(steps):
-            acts = np.array([action(i, k) for i in range(n)])
-            obs, rew, term, trunc, infos = envs.step(acts)
-            for i in range(n):
-                if not ended[i]:
-                    out[i].append(_record(obs, rew, term, trunc, infos, i))
-            if envs.metadata["autoreset_mode"].value == "Disabled":
-                ended |= term | trunc
-                if (term | trunc).any():
-                    envs.reset(options={"reset_mask": term | trunc})
-    return out
-
-
-def pool_trajectories(envs: SubprocPool, steps: int, seed: int = 3) -> list[list[tuple]]:
-    """The same, through async_reset / recv / send, each env advancing at its own pace."""
-    n, disabled = envs.num_envs, envs.metadata["autoreset_mode"].value == "Disabled"
-    out: list[list[tuple]] = [[] for _ in range(n)]
-    ended = np.zeros(n, bool)
-    envs.async_reset(seed=seed)
-    in_flight = n
-    while in_flight >= envs.batch_size and not all(
-        ended[i] or len(out[i]) > steps for i in range(n)
-    ):
-        obs, rew, term, trunc, infos = envs.recv()
-        ids = infos["env_id"]
-        assert ids.dtype == np.int32 and len(ids) == envs.batch_size == len(obs)
-        in_flight -= len(ids)
-        send = []
-        for row, i in enumerate(ids.tolist()):
-            out[i].append(_record(obs, rew, term, trunc, infos, row))
-            ended[i] |= disabled and bool(term[row] or trunc[row])
-            if not ended[i]:  # (also past ``steps``: the others may need more recv()s)
-                send.append(i)
-        if send:
-            envs.send(np.array([action(i, len(out[i]) - 1) for i in send]), np.array(send))
-            in_flight += len(send)
-    return [traj[: steps + 1] for traj in out]
 
 
 def _pool(overrides: list[str], **opts: Any) -> SubprocPool:

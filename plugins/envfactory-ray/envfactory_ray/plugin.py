@@ -50,6 +50,10 @@ class RayConfig(FaultOptions):
             each actor hosts its envs in a ``subproc`` vectorized env of its own, one worker
             process per CPU it reserves (``num_cpus``, rounded up), on its node's cores: a step
             is then one Ray call per actor, and one actor per node is the intended set-up.
+        batch_size: null: a synchronous VecEnv. An int in [1, num_envs]: the async pool
+            ([`RayPool`][envfactory_ray.pool.RayPool]), envpool's ``async_reset``/``send``/``recv``
+            over the actors: ``recv`` returns the first ``batch_size`` envs that are done while
+            the other actors step (not with ``in_actor``).
         start_timeout: seconds an actor may take to start (be placed on a node, build its
             envs and answer), at the first start and at each rebuild with ``restart`` (all
             its tries together: a rebuilt actor that dies before it starts, on a node that was
@@ -82,6 +86,7 @@ class RayConfig(FaultOptions):
     num_cpus: Optional[float] = None  # noqa: UP045
     start_timeout: Optional[float] = None  # noqa: UP045
     in_actor: Optional[str] = None  # noqa: UP045
+    batch_size: Optional[int] = None  # noqa: UP045
     num_gpus: Optional[float] = None  # noqa: UP045
     resources: dict[str, float] = field(default_factory=dict)
     scheduling_strategy: Optional[str] = None  # noqa: UP045
@@ -135,8 +140,33 @@ class RayConfig(FaultOptions):
                 "reserves)",
                 hint=_did_you_mean(self.in_actor, IN_ACTOR),
             )
+        size = self.batch_size
+        if size is not None and (
+            isinstance(size, bool) or not isinstance(size, Integral) or size < 1
+        ):
+            raise OptionError("batch_size", size, "an integer >= 1 or null (a synchronous VecEnv)")
         self._check_placement()
         super().__post_init__()  # the fault options
+
+    def check_config(self, top: Any) -> None:
+        """Against the top level: ``batch_size`` is at most ``num_envs`` and excludes
+        ``in_actor`` (a node actor steps its envs only all together)."""
+        size = self.batch_size
+        if size is not None and size > top.num_envs:
+            raise OptionError(
+                "batch_size",
+                size,
+                f"an integer in [1, num_envs={top.num_envs}] or null (null: a synchronous VecEnv)",
+                hint=f"Lower vectorizer.batch_size or raise num_envs (now {top.num_envs})",
+            )
+        if size is not None and self.in_actor is not None:
+            raise OptionError(
+                "in_actor",
+                self.in_actor,
+                f"null with vectorizer.batch_size={size} (the async pool sends an actor some of "
+                "its envs; a node actor steps its envs only all together)",
+                hint="Set vectorizer.in_actor=null, or vectorizer.batch_size=null",
+            )
 
     def _check_placement(self) -> None:
         gpus = self.num_gpus
@@ -186,10 +216,16 @@ def _did_you_mean(value: Any, choices: Sequence[str]) -> str:
 
 def build_ray(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> Any:
     """The ``ray`` vectorizer's build function: a
-    [`envfactory_ray.vecenv.RayVecEnv`][envfactory_ray.vecenv.RayVecEnv]."""
+    [`envfactory_ray.vecenv.RayVecEnv`][envfactory_ray.vecenv.RayVecEnv], or with ``batch_size``
+    the async pool, [`envfactory_ray.pool.RayPool`][envfactory_ray.pool.RayPool]."""
+    options.pop("name", None)
+    batch_size = options.pop("batch_size", None)
+    if batch_size is not None:
+        from .pool import RayPool
+
+        return RayPool(env_fns, batch_size, **options)
     from .vecenv import RayVecEnv
 
-    options.pop("name", None)
     return RayVecEnv(env_fns, **options)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import psutil
 import pytest
 from envfactory_ray.plugin import RayConfig, build_ray
+from envfactory_ray.pool import RayPool
 from envfactory_ray.vecenv import RayVecEnv
 
 import envfactory
@@ -28,6 +29,7 @@ from envfactory.testing import (
     SpacesConformance,
     VecEnvConformance,
     check_entry_point,
+    check_pool_same_as_dummy,
     check_restarts,
     check_same_as_dummy,
 )
@@ -405,6 +407,62 @@ def test_restart_conformance_with_an_env_that_fails_now_and_then(mode: str) -> N
         return faulty(*fns, restart=True, max_restarts=100, autoreset_mode=mode)
 
     assert check_restarts(make, steps=80) >= 2
+
+
+# -- the async pool over actors (vectorizer.batch_size) ----------------------------------
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_pool_over_actors_matches_dummy(mode: str) -> None:
+    """Issue 27: envpool's send/recv over Ray actors (envfactory's pool front over the Ray
+    group): every env's trajectory, whatever order the actors answer in, is dummy's."""
+    check_pool_same_as_dummy(
+        [
+            "env=gym",
+            "num_envs=5",
+            f"autoreset_mode={mode}",
+            "vectorizer=ray",
+            "vectorizer.batch_size=2",
+            "vectorizer.in_series=2",
+        ],
+        steps=40,
+    )
+
+
+def test_pool_over_actors_rebuilds_a_killed_actor_and_reports_its_envs_truncated() -> None:
+    with faulty(maker(), maker(), maker(), maker(), restart=True, batch_size=2) as envs:
+        assert isinstance(envs, RayPool) and envs.batch_size == 2
+        envs.async_reset(seed=0)
+        for _ in range(2):
+            _, _, _, _, infos = envs.recv()
+            envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
+        for _ in range(2):  # every env returned: none in flight
+            envs.recv()
+        old = envs.pids[0]
+        os.kill(old, signal.SIGKILL)
+        envs.send(ACTIONS, np.arange(4))
+        seen: dict[int, tuple[bool, bool]] = {}
+        with pytest.warns(RuntimeWarning, match=r"restarting after: worker 0 .*died"):
+            for _ in range(2):
+                _, _, _, trunc, infos = envs.recv()
+                restarted = infos.get("_restarted", np.zeros(2, bool))
+                for row, i in enumerate(infos["env_id"].tolist()):
+                    seen[i] = (bool(trunc[row]), bool(restarted[row]))
+        assert seen == {0: (True, True), 1: (True, True), 2: (False, False), 3: (False, False)}
+        assert envs.pids[0] != old and envs.restarts == [1, 0]
+
+
+def test_pool_options_are_checked_at_compose_time() -> None:
+    with pytest.raises(envfactory.ConfigError) as info:
+        envfactory.compose(["vectorizer=ray", "num_envs=4", "vectorizer.batch_size=5"])
+    assert str(info.value).startswith(
+        "vectorizer.batch_size=5: expected an integer in [1, num_envs=4] or null"
+    )
+    with pytest.raises(envfactory.ConfigError) as info:
+        envfactory.compose(
+            ["vectorizer=ray", "vectorizer.batch_size=2", "vectorizer.in_actor=subproc"]
+        )
+    assert str(info.value).startswith(
+        "vectorizer.in_actor='subproc': expected null with vectorizer.batch_size=2"
+    )
 
 
 # -- config ----------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""``RayPool``: envpool's ``async_reset``/``send``/``recv`` over Ray actors
+(``vectorizer=ray vectorizer.batch_size=K``).
+
+envfactory's pool front ([`PoolVecEnv`][envfactory.vectorizers.remote.PoolVecEnv]: the scheduler,
+the argument checks, the failure policy and the Ctrl-C hold, the same as ``subproc``'s pool) over
+a [`RayGroup`][envfactory_ray.vecenv.RayGroup], with what is Ray's own here
+([`RaySite`][envfactory_ray.pool.RaySite]): an actor has an answer when ``ray.wait`` says its
+oldest call's object is ready, and an answer's rows are kept in the group's batch until
+``recv`` hands them over. While the caller learns on one batch, the actors of the others step:
+the Ray round trip of one actor is hidden behind the work on another's.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import create_empty_array, iterate
+
+from envfactory import ConfigError
+from envfactory.vectorizers.remote import (
+    Cmd,
+    PoolVecEnv,
+    RemoteSite,
+    WorkerHandle,
+    take_rows,
+)
+
+from .vecenv import PLACEMENT_KEYS, RayGroup, _put
+
+__all__ = ["RayPool", "RaySite"]
+
+
+class RaySite(RemoteSite):
+    """The pool scheduler's view of a [`RayGroup`][envfactory_ray.vecenv.RayGroup]: a message is
+    one actor method call, its ticket a number and its object ref kept until its answer is read
+    (an actor may have several calls in flight: they run in order); readiness is ``ray.wait``
+    over each actor's oldest call; rows live in the group's batch arrays (which also give a
+    rebuilt actor the observations the caller last saw)."""
+
+    def __init__(self, group: RayGroup) -> None:
+        super().__init__(group)
+        self.ray_group = group
+        self._calls: dict[int, deque[tuple[int, Any]]] = {}  # actor index -> (ticket, ref)s
+        self._watched: dict[int, WorkerHandle] = {}
+
+    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
+        self.group.send(cmd, [handle], lambda _: data)
+        self._tickets += 1
+        self._calls.setdefault(handle.index, deque()).append((self._tickets, handle.ref))  # type: ignore[attr-defined]
+        return self._tickets
+
+    def answer(
+        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
+    ) -> Any:
+        calls = self._calls.get(handle.index)
+        if calls and calls[0][0] == ticket:
+            handle.ref = calls.popleft()[1]  # type: ignore[attr-defined]
+        return self.group.wait(handle, deadline, call, budget)
+
+    def watch(self, handle: WorkerHandle) -> None:
+        self._watched[handle.index] = handle
+
+    def unwatch(self, handle: WorkerHandle) -> None:
+        self._watched.pop(handle.index, None)
+        self._calls.pop(handle.index, None)  # (owes nothing, or failed: its calls are gone)
+
+    def ready(self, timeout: float | None) -> list[WorkerHandle]:
+        import ray
+
+        by_ref = {
+            calls[0][1]: self._watched[index]
+            for index, calls in self._calls.items()
+            if calls and index in self._watched
+        }
+        if not by_ref:
+            return []
+        refs = list(by_ref)
+        done, _ = ray.wait(refs, num_returns=1, timeout=timeout, fetch_local=False)
+        if done and len(refs) > 1:  # every other one ready now too
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+        return [by_ref[ref] for ref in done]
+
+    def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> Any:
+        obs, rewards, terms, truncs, calls = answer
+        g, start = self.ray_group, handle.start
+        for i in envs:
+            j = i - start
+            g._rewards[i], g._terms[i], g._truncs[i] = rewards[j], terms[j], truncs[j]
+            if isinstance(obs, list):
+                g._env_obs[i] = obs[j]
+            elif obs is not None:
+                _put(g._obs, take_rows(obs, [j]), i, i + 1)
+                g._env_obs[i] = None  # (the batch holds it)
+        return calls
+
+    def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        g, idx = self.ray_group, ids.tolist()
+        if all(g._env_obs[i] is None for i in idx):
+            obs = take_rows(g._obs, ids)
+        else:  # observations that came as a list (other spaces, or not fitting the space)
+            space = g.env.single_observation_space
+            batched = list(iterate(g.env.observation_space, g._obs)) if g._arrays else []
+            items = [batched[i] if g._env_obs[i] is None else g._env_obs[i] for i in idx]
+            obs = g.batch_obs(items, create_empty_array(space, n=len(idx)))
+        return obs, g._rewards[ids], g._terms[ids], g._truncs[ids]
+
+
+class RayPool(PoolVecEnv):
+    """An async pool of envs in Ray actors (``vectorizer.batch_size``): `recv` returns the
+    first ``batch_size`` envs whose step is done while the other actors step; a
+    ``gymnasium.vector.VectorEnv`` too (``reset``/``step`` of every env when none is in
+    flight). The options are [`RayVecEnv`][envfactory_ray.vecenv.RayVecEnv]'s; ``in_actor`` is
+    refused (a node actor steps its envs only all together, and the pool sends subsets)."""
+
+    group: RayGroup
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        batch_size: int,
+        autoreset_mode: Any = "next_step",
+        address: str | None = None,
+        in_series: int | None = None,
+        num_cpus: float | None = None,
+        start_timeout: float | None = None,
+        in_actor: str | None = None,
+        **options: Any,
+    ) -> None:
+        n = len(env_fns)
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or not 1 <= batch_size <= n
+        ):
+            raise ConfigError(
+                f"vectorizer.batch_size={batch_size!r}: expected an integer in [1, num_envs={n}] "
+                "or null (null: a synchronous VecEnv)"
+            )
+        if in_actor is not None:
+            raise ConfigError(
+                f"vectorizer.in_actor={in_actor!r} cannot be combined with "
+                f"vectorizer.batch_size={batch_size}: the async pool sends an actor some of its "
+                "envs, and a node actor steps its envs only all together. Set "
+                "vectorizer.in_actor=null, or vectorizer.batch_size=null"
+            )
+        placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
+        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, None, placement)
+        super().__init__(group, batch_size, RaySite, autoreset_mode, **options)
