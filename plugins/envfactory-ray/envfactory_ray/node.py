@@ -199,6 +199,53 @@ class NodeActor:
             return self._fault(exc)
         return OK, out
 
+    def open_channel(self, authkey: bytes) -> tuple[str, int]:
+        """A direct connection to the vectorized env for every later command (`channel`):
+        listens on this node's address for one client that proves ``authkey``, and serves it
+        from a thread of this actor; returns the address."""
+        import threading
+        from multiprocessing.connection import Listener
+
+        import ray
+
+        listener = Listener((ray.util.get_node_ip_address(), 0), authkey=authkey)
+        threading.Thread(
+            target=self._serve, args=(listener,), name="envfactory-channel", daemon=True
+        ).start()
+        return listener.address
+
+    def _serve(self, listener: Any) -> None:
+        """Answer each ``(cmd, data)`` of the channel as `handle` (``close`` last). Both ways
+        pickle as Ray's own calls do (cloudpickle: what the caller registered by value
+        arrives); an answer that cannot be pickled is the env's error."""
+        import pickle
+
+        try:
+            with listener:
+                conn = listener.accept()  # (one client, the vectorized env; else it ends)
+        except Exception:
+            return
+        with conn:
+            while True:
+                try:
+                    cmd, data = pickle.loads(conn.recv_bytes())
+                except (EOFError, OSError):
+                    return  # the vectorized env went: Ray kills this actor
+                try:
+                    if cmd == Cmd.CLOSE:
+                        answer = self.close()
+                    else:
+                        answer = self.step(data) if cmd == Cmd.STEP else self.handle(cmd, data)
+                    message = pickles(answer)
+                except Exception as exc:
+                    message = pickles((ERROR, failure_of(exc, pickles)))
+                try:
+                    conn.send_bytes(message)
+                except OSError:
+                    return
+                if cmd == Cmd.CLOSE:
+                    return
+
     def close(self) -> tuple[str, Any]:
         """Close the inner env (its workers exit; its fork server ends with this actor)."""
         if self.inner is not None:
