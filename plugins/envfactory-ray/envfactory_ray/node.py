@@ -216,8 +216,8 @@ class NodeActor:
 
     def _serve(self, listener: Any) -> None:
         """Answer each ``(cmd, data)`` of the channel as `handle` (``close`` last). Both ways
-        pickle as Ray's own calls do (cloudpickle: what the caller registered by value
-        arrives); an answer that cannot be pickled is the env's error."""
+        pickle as Ray's own calls do (cloudpickle where plain pickle cannot: what the caller
+        registered by value arrives); an answer that cannot be pickled is the env's error."""
         import pickle
 
         try:
@@ -236,7 +236,7 @@ class NodeActor:
                         answer = self.close()
                     else:
                         answer = self.step(data) if cmd == Cmd.STEP else self.handle(cmd, data)
-                    message = pickles(answer)
+                    message = _dumps(answer)
                 except Exception as exc:
                     message = pickles((ERROR, failure_of(exc, pickles)))
                 try:
@@ -328,6 +328,17 @@ class NodeActor:
             return INNER, ("timeout", "did not answer", where, None)
         how = exc.signal or (f"exit code {exc.exitcode}" if exc.exitcode is not None else "")
         return INNER, ("died", f"died ({how})" if how else "died", where, None)
+
+
+def _dumps(answer: Any) -> bytes:
+    """An answer for the channel: plain pickle (a batch of arrays: 3-5x faster than
+    cloudpickle), else cloudpickle."""
+    import pickle
+
+    try:
+        return pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return pickles(answer)
 
 
 def _placed() -> dict[str, Any]:
