@@ -22,8 +22,8 @@ import gymnasium as gym
 import numpy as np
 
 #: issue 26's targets: parent CPU per step <= FIXED + PER_WORKER * workers, and at one
-#: worker no more than dummy's + AT_ONE
-FIXED, PER_WORKER, AT_ONE = 15.0, 2.0, 5.0
+#: worker no more than dummy's + AT_ONE; the async pool's parent per recv/send cycle <= POOL
+FIXED, PER_WORKER, AT_ONE, POOL = 15.0, 2.0, 5.0, 50.0
 
 
 class Nop(gym.Env):
@@ -52,6 +52,25 @@ def parent_cpu_us(envs: Any, steps: int, rounds: int) -> float:
         for _ in range(steps):
             envs.step(actions)
         best = min(best, (time.process_time() - t0) / steps * 1e6)
+    return best
+
+
+def pool_cpu_us(n: int, batch_size: int, in_series: int, cycles: int, rounds: int) -> float:
+    """The async pool's parent CPU per ``recv``/``send`` cycle, in microseconds (the best of
+    ``rounds``), on ``n`` do-nothing envs."""
+    from envfactory.vectorizers.pool import SubprocPool
+
+    with SubprocPool([Nop] * n, batch_size, in_series=in_series) as envs:
+        envs.async_reset(seed=0)
+        actions = np.zeros(batch_size, np.int64)
+        for _ in range(cycles // 10):
+            envs.send(actions, envs.recv()[4]["env_id"])
+        best = float("inf")
+        for _ in range(rounds):
+            t0 = time.process_time()
+            for _ in range(cycles):
+                envs.send(actions, envs.recv()[4]["env_id"])
+            best = min(best, (time.process_time() - t0) / cycles * 1e6)
     return best
 
 
@@ -84,6 +103,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--label", default="this checkout")
+    p.add_argument("--no-pool", action="store_true", help="skip the async pool's cycle")
     args = p.parse_args()
     from envfactory.vectorizers.dummy import DummyVecEnv
     from envfactory.vectorizers.subproc import SubprocVecEnv
@@ -112,6 +132,14 @@ def main() -> None:
     if one:
         _, sub, dum = one[0]
         print(f"one worker: subproc - dummy = {sub - dum:.1f} us (target <= {AT_ONE:.0f})")
+    if not args.no_pool:
+        for n, size, series in ((8, 4, 2), (8, 4, 1)):
+            us = pool_cpu_us(n, size, series, args.steps, args.rounds)
+            print(
+                f"pool of {n} (batch_size={size}, in_series={series}): parent CPU {us:.1f} us "
+                f"per recv/send cycle (target <= {POOL:.0f}: {'met' if us <= POOL else 'not met'})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ def dummy_trajectories(overrides: Sequence[str], steps: int, seed: int = 3) -> l
     end)."""
     import envfactory
 
-    with envfactory.make_vec(overrides=[*overrides, "vectorizer=dummy"]) as envs:
+    envs: Any = envfactory.make_vec(overrides=[*overrides, "vectorizer=dummy"])
+    with envs:
         n = envs.num_envs
         obs, infos = envs.reset(seed=seed)
         zeros = np.zeros(n)
@@ -106,7 +107,8 @@ def check_pool_same_as_dummy(overrides: Sequence[str], steps: int = 60, seed: in
 
     env_only = [o for o in overrides if not o.lstrip("+~").startswith("vectorizer")]
     ref = dummy_trajectories(env_only, steps, seed)
-    with envfactory.make_vec(overrides=list(overrides)) as envs:
+    envs: Any = envfactory.make_vec(overrides=list(overrides))
+    with envs:
         got = pool_trajectories(envs, steps, seed)
     for i, (a, b) in enumerate(zip(ref, got)):
         n = min(len(a), len(b))

@@ -261,7 +261,8 @@ class SubprocGroup(WorkerGroup):
                     if o is not None or (mask is None or mask[h.start + i]):
                         self._env_obs[h.start + i] = o
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
-        env = self.env
+        env = self._env()  # (the property's check, without a call on the hot path)
+        assert env is not None
         infos: dict = {}
         for h, (calls, _) in zip(handles, results):  # (as merge_answers, inline: the hot path)
             if calls:
@@ -331,7 +332,9 @@ class SubprocGroup(WorkerGroup):
         if g is None or not g.posted or call != "step":
             return super().gather_all(call, timeout)
         if timeout is None:
-            timeout = self.env.timeout
+            env = self._env()
+            assert env is not None
+            timeout = env.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         local = self._local
         mine = [] if local is None else self.gather(call, [local], timeout)  # meanwhile

@@ -122,7 +122,7 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
     if batch_size is not None and (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, Integral)
-        or not 1 <= batch_size <= num_envs
+        or not 1 <= int(batch_size) <= num_envs
     ):
         raise OptionError(
             "batch_size",
@@ -136,7 +136,7 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
     ok = (
         not isinstance(in_parent, bool)
         and isinstance(in_parent, Integral)
-        and 0 <= in_parent < num_envs
+        and 0 <= int(in_parent) < num_envs
     )
     if ok and batch_size is not None and in_parent:
         raise OptionError(
