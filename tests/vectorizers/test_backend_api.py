@@ -137,7 +137,6 @@ def test_a_dropped_env_ends_its_workers_without_the_garbage_collector(pool: bool
     without ``close()`` is freed at once and its ``__del__`` ends the workers, as before the
     backend became a component (a reference cycle left them running until a collection)."""
     import gc
-    import os
     import time
 
     import envfactory
