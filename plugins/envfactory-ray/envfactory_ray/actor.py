@@ -209,8 +209,13 @@ def lost_node_of(exc: BaseException, node_id: str) -> str:
     return ""
 
 
-#: ``ActorHandle.ref`` of a command sent by the channel (its answer comes by the channel)
-CHANNEL = object()
+class _ByChannel:
+    """``ActorHandle.ref`` of a command sent by the channel (one per command: its answer
+    comes by the channel)."""
+
+    __slots__ = ()
+
+
 #: seconds to open a node actor's channel, or to hear from Ray why it closed
 CHANNEL_TIMEOUT = 10.0
 
@@ -261,6 +266,8 @@ class ActorHandle(WorkerHandle):
             their fork server), as its ``describe`` said.
     """
 
+    resumable = True  # (see send/resume/recv)
+
     def __init__(
         self,
         index: int,
@@ -291,6 +298,11 @@ class ActorHandle(WorkerHandle):
         #: the direct connection to a node actor (`channel`), once open; None: by Ray calls
         self.channel: Any = None
         self.batch: StepBatch | None = None  # the step answers fetched together
+        self._last: tuple[str, Any] | None = None  # the last command sent
+        self._handed = True  # it reached Ray (a ref) or the channel
+        self._answer: tuple[Any, Any] | None = None  # (its ref, the raw answer), once read
+        self._io = False  # a channel message is being written or read
+        self._suspect = False
         self.fetched: tuple[str, Any] | None = None  # this handle's, once fetched
 
     def spawn(self, cls: Any, mode: AutoresetMode, avoid: Sequence[str] = ()) -> None:
@@ -317,6 +329,8 @@ class ActorHandle(WorkerHandle):
         self._close_channel()
         self.actor = made.remote(self.fns, self.start, mode, *self.args)
         self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
+        self._answer, self._last, self._handed = None, None, True  # (a new actor, a new stream)
+        self._io = self._suspect = False
         self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
         actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)
         self.actor_id = actor_id.hex() if actor_id is not None else ""
@@ -344,36 +358,65 @@ class ActorHandle(WorkerHandle):
     def alive(self) -> bool:
         return self.actor is not None and not self.killed
 
+    # -- messages (resumable: see WorkerHandle; a Ctrl-C cuts nothing that cannot be redone) --
     def send(self, cmd: str, data: Any) -> None:
+        self.sent += 1  # from here on, resume() (not a new send) finishes it
+        self._last, self._handed, self._answer = (cmd, data), False, None
+        self._submit(cmd, data)
+
+    def resume(self) -> None:
+        """Submit the last command again if a Ctrl-C stopped it before it was handed over
+        (a Ray call that returned no ref; a channel message not written at all)."""
+        if not self._handed and self._last is not None:
+            self._submit(*self._last)
+
+    def _submit(self, cmd: str, data: Any) -> None:
         if self.channel is not None:
+            plain = cmd == Cmd.STEP and type(data) is np.ndarray  # (the hot path)
+            message = pickle.dumps((cmd, data), protocol=5) if plain else pickles((cmd, data))
+            self._io = True  # a Ctrl-C from here until it is written leaves the stream unknown
             try:
-                plain = cmd == Cmd.STEP and type(data) is np.ndarray  # (the hot path)
-                message = pickle.dumps((cmd, data), protocol=5) if plain else pickles((cmd, data))
                 self.channel.send_bytes(message)
             except OSError:  # the actor is gone: recv says how
                 pass
-            self.ref = CHANNEL
+            self._io = False
+            self.ref, self._handed = _ByChannel(), True
             return
         if cmd == Cmd.STEP:
-            self.ref = self.actor.step.remote(data)
+            ref = self.actor.step.remote(data)
         elif cmd == Cmd.CLOSE:
-            self.ref = self.actor.close.remote()
+            ref = self.actor.close.remote()
         else:
-            self.ref = self.actor.handle.remote(cmd, data)
+            ref = self.actor.handle.remote(cmd, data)
+        self.ref, self._handed = ref, True
+
+    @property
+    def suspect(self) -> bool:  # type: ignore[override]
+        """An interrupt cut a channel message part-way (the stream is in an unknown place)."""
+        return self._io or self._suspect
+
+    @suspect.setter
+    def suspect(self, value: bool) -> None:
+        self._suspect = value
 
     def recv(self, deadline: float | None, call: str) -> Any:
         import ray
 
-        if self.ref is CHANNEL:
-            self.ref = None
-            return self._answered(*self._from_channel(deadline, call), call)
+        ref = self.ref
+        answer = self._answer
+        if answer is not None and answer[0] is ref:  # asked again after an interrupt
+            return self._answered(*answer[1], call)
+        if isinstance(ref, _ByChannel):
+            raw = self._from_channel(deadline, call)
+            self._answer = (ref, raw)
+            return self._answered(*raw, call)
         if self.batch is not None and self in self.batch.handles:
             self.batch.fetch(deadline)
-        ref, self.ref, fetched = self.ref, None, self.fetched
-        self.fetched = None
+        fetched, self.fetched = self.fetched, None
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
-            status, payload = fetched or ray.get(ref, timeout=remaining)
+            status, payload = raw = fetched or ray.get(ref, timeout=remaining)
+            self._answer = (ref, raw)  # (the ref is kept until then: asked again, the same)
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError from None
         except ray.exceptions.RayActorError as exc:
@@ -438,10 +481,14 @@ class ActorHandle(WorkerHandle):
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         channel = self.channel
         try:
-            ready = channel.poll(remaining)
+            ready = channel.poll(remaining)  # (a Ctrl-C here cuts nothing)
             if ready:
-                return pickle.loads(self.channel.recv_bytes())
+                self._io = True
+                message = channel.recv_bytes()
+                self._io = False
+                return pickle.loads(message)
         except (EOFError, OSError) as exc:  # the actor (or its node) went
+            self._io = False
             raise self._gone(call) from exc
         raise TimeoutError  # (the caller kills the actor: WorkerTimeoutError)
 

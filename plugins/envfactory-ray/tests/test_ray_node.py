@@ -71,7 +71,8 @@ class FaultyEnv(gym.Env):
 
     def step(self, action: Any) -> Any:
         self.calls += 1
-        if self.calls == self.at_step or (self.every and self.calls % self.every == 0):
+        due = self.calls == self.at_step or (self.every and self.calls % self.every == 0)
+        if due or self.fault == "slow":
             self._misbehave()
         self.t += 1
         obs = np.full(4, self.t / 1000, np.float32)
@@ -86,6 +87,8 @@ class FaultyEnv(gym.Env):
             time.sleep(3600)
         if self.fault == "exit":
             os._exit(3)
+        if self.fault == "slow":  # (every step: 1 s)
+            time.sleep(1.0)
 
     def _armed(self) -> bool:
         if self.once_file is None:
@@ -116,6 +119,23 @@ def worker_pid(env: Any) -> int:
 
 
 ACTIONS = np.zeros(4, dtype=np.int64)
+
+
+def test_step_wait_after_ctrl_c_returns_the_interrupted_step_by_the_channel() -> None:
+    """A node actor's channel is resumable too: a Ctrl-C while its answer is awaited leaves
+    the step pending, and step_wait() reads the answer (found by a user trial: the env was
+    broken for good)."""
+    from test_ray_vectorizer import ctrl_c_during
+
+    with node(*[maker("slow")] * 4) as envs:
+        envs.reset(seed=0)
+        ctrl_c_during(lambda: envs.step(ACTIONS))
+        obs, rew, *_ = envs.step_wait()
+        np.testing.assert_allclose(obs, 0.001)
+        assert rew.tolist() == [1.0] * 4
+        obs, *_ = envs.step(ACTIONS)
+        np.testing.assert_allclose(obs, 0.002)
+        assert envs.restarts == [0, 0]
 
 
 def assert_gone(pids: list[int], seconds: float = 15.0) -> None:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,8 @@ class FaultyEnv(gym.Env):
                 time.sleep(3600)
             if self.fault == "exit":
                 os._exit(3)
+        if self.fault == "slow":  # every step takes 1 s
+            time.sleep(1.0)
         self.t += 1
         obs = np.full(4, self.t / 1000, np.float32)
         return obs, 1.0, self.t >= self.episode_len, False, {}
@@ -407,6 +410,41 @@ def test_restart_conformance_with_an_env_that_fails_now_and_then(mode: str) -> N
         return faulty(*fns, restart=True, max_restarts=100, autoreset_mode=mode)
 
     assert check_restarts(make, steps=80) >= 2
+
+
+# -- Ctrl-C -------------------------------------------------------------------------------
+def ctrl_c_during(call: Any, seconds: float = 0.3) -> None:
+    """``call()`` with a real SIGINT to this process ``seconds`` into it, which must
+    interrupt it (a KeyboardInterrupt)."""
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        timer.cancel()
+
+
+def test_step_wait_after_ctrl_c_returns_the_interrupted_step() -> None:
+    """Found by a user trial: Ctrl-C in a step left a ray env broken for good
+    (VecEnvBrokenError) and step_wait() said nothing was pending. An actor handle is
+    resumable now: the step stays pending, step_wait() returns it whole, the env goes on
+    (faults.md's promise for worker vectorizers)."""
+    with faulty(maker("slow"), maker("slow"), maker("slow"), maker("slow")) as envs:
+        envs.reset(seed=0)
+        ctrl_c_during(lambda: envs.step(ACTIONS))
+        with pytest.raises(envfactory.AlreadyPendingError, match="step_wait"):
+            envs.reset()
+        obs, rew, _, trunc, _ = envs.step_wait()
+        np.testing.assert_allclose(obs, 0.001)
+        assert rew.tolist() == [1.0] * 4 and not trunc.any()
+        obs, *_ = envs.step(ACTIONS)
+        np.testing.assert_allclose(obs, 0.002)
+        envs.step_async(ACTIONS)  # interrupted in step_wait: asked again, the same answer
+        ctrl_c_during(envs.step_wait)
+        obs, *_ = envs.step_wait()
+        np.testing.assert_allclose(obs, 0.003)
+        assert envs.restarts == [0, 0]
 
 
 # -- the async pool over actors (vectorizer.batch_size) ----------------------------------
