@@ -277,7 +277,11 @@ def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, c
     """
     what = ""
     if not isinstance(batch, tuple) or len(batch) != 5:
-        what = f"{type(batch).__name__} of {len(batch) if isinstance(batch, tuple) else '?'}"
+        what = (
+            f"a tuple of {len(batch)}"
+            if isinstance(batch, tuple)
+            else f"a {type(batch).__name__} (not a tuple of 5)"
+        )
     else:
         obs, rewards, terms, truncs, infos = batch
         for name, arr, kinds in (
@@ -285,6 +289,7 @@ def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, c
             ("terminations", terms, "b"),
             ("truncations", truncs, "b"),
         ):
+            kind = "number" if kinds != "b" else "bool"
             if (
                 not isinstance(arr, np.ndarray)
                 or arr.shape != (num_envs,)
@@ -295,16 +300,19 @@ def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, c
                     if isinstance(arr, np.ndarray)
                     else type(arr).__name__
                 )
-                what = f"{name} {got} (expected a numpy array of shape ({num_envs},))"
+                what = f"{name} {got} (expected a {kind} numpy array of shape ({num_envs},))"
                 break
         else:
             if not isinstance(infos, dict):
                 what = f"infos of type {type(infos).__name__} (expected a dict)"
             elif isinstance(obs_space, gym.spaces.Box) and (
-                not isinstance(obs, np.ndarray) or obs.shape[:1] != (num_envs,)
+                not isinstance(obs, np.ndarray) or obs.shape != (num_envs, *obs_space.shape)
             ):
                 got = obs.shape if isinstance(obs, np.ndarray) else type(obs).__name__
-                what = f"observations {got} (expected {num_envs} rows)"
+                what = (
+                    f"observations {got} (expected shape {(num_envs, *obs_space.shape)}: "
+                    f"{num_envs} rows of the observation space {obs_space})"
+                )
     if what:
         raise RuntimeError(
             f"{type(backend).__name__}: its {call} batch has {what}; a backend's collect must "

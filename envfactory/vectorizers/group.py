@@ -172,7 +172,25 @@ class WorkerGroup(ABC):
 
     # -- helpers for a backend ----------------------------------------------------------
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
-        """The handles, in env order (the in-process ones are waited for first)."""
+        """The handles, in env order (the in-process ones are waited for first); their
+        slices must cover the envs ``0..num_envs`` one after another.
+
+        Raises:
+            RuntimeError: the slices overlap, leave a gap or do not end at ``num_envs`` (a
+                bug in the backend, named).
+        """
+        at = 0
+        for h in handles:
+            if h.start != at or h.stop <= h.start:
+                break
+            at = h.stop
+        if at != self.num_envs or not handles:
+            slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in handles) or "none"
+            raise RuntimeError(
+                f"{type(self).__name__}.set_handles: the workers' env slices ({slices}) must "
+                f"cover envs 0:{self.num_envs} one after another, in env order (see "
+                "split_envs; a bug in the backend)"
+            )
         self.handles = list(handles)
         self._order = [h for h in handles if h.in_process] + [
             h for h in handles if not h.in_process

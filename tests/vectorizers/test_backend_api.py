@@ -21,12 +21,17 @@ class _NoCollect(WorkerGroup):
 
 
 class _NoRespawn(WorkerGroup):
-    """A backend with ``collect`` but no way to rebuild a worker: two envs with no workers."""
+    """A backend with ``collect`` but no way to rebuild a worker: two envs in this process."""
 
     num_envs = 2
 
     def start(self) -> None:
-        self.env._init_spaces(gym.spaces.Discrete(2), gym.spaces.Discrete(2), {})
+        from envfactory.vectorizers.shm import LocalHandle
+
+        envs = [gym.make("CartPole-v1") for _ in range(2)]
+        local = LocalHandle(0, envs, self.env.autoreset_mode, "CartPole-v1")
+        self.set_handles([local])
+        self.wait_started([], local.infos())
 
     def collect(self, handles: Any, results: Any, mask: Any) -> Any:
         raise AssertionError("never called")
@@ -166,3 +171,43 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_backend_that_skips_a_step_of_start_or_misreports_is_named() -> None:
+    """Found by a user trial of the author API: forgetting set_handles or wait_started, slices
+    that leave a gap, or observations of the wrong shape gave an unrelated error (or none)."""
+    from envfactory.vectorizers.shm import LocalHandle
+    from envfactory.vectorizers.subproc import SubprocGroup
+
+    def local(start: int, n: int, group: WorkerGroup) -> LocalHandle:
+        envs = [gym.make("CartPole-v1") for _ in range(n)]
+        return LocalHandle(start, envs, group.env.autoreset_mode, "CartPole-v1")
+
+    class NoWait(_NoRespawn):
+        def start(self) -> None:
+            self.set_handles([local(0, 2, self)])
+
+    class Gap(_NoRespawn):
+        def start(self) -> None:
+            self.set_handles([local(0, 1, self)])
+
+    with pytest.raises(RuntimeError, match=r"^NoWait.start\(\) returned without wait_started"):
+        RemoteVecEnv(NoWait())
+    with pytest.raises(
+        RuntimeError, match=r"^Gap.set_handles: the workers' env slices .* must cover envs 0:2"
+    ):
+        RemoteVecEnv(Gap())
+
+    class Narrow(SubprocGroup):
+        def collect(self, handles: Any, results: Any, mask: Any) -> Any:
+            obs, *rest = super().collect(handles, results, mask)
+            return (obs[:, :2], *rest)
+
+    envs = RemoteVecEnv(Narrow([lambda: gym.make("CartPole-v1")] * 2, in_series=1))
+    try:
+        with pytest.raises(
+            RuntimeError, match=r"^Narrow: its reset batch has observations \(2, 2\)"
+        ):
+            envs.reset(seed=0)
+    finally:
+        envs.close()
