@@ -578,11 +578,22 @@ class ActorHandle(WorkerHandle):
     def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
         if cls is WorkerTimeoutError and self.describing:
             other = f" other than the lost {nodes_text(self.avoid)}" if self.avoid else ""
+            cpus = "null" if self.num_cpus is None else f"{self.num_cpus:g}"
+            asked = "".join(
+                f", {key}={self.placement[key]!r}"
+                for key in ("num_gpus", "resources", "label_selector")
+                if self.placement.get(key)
+            )
+            env = (
+                "; or its runtime_env could not be set up there (see Ray's runtime_env logs)"
+                if self.placement.get("runtime_env")
+                else ""
+            )
             what += (
                 f" (not started: no live node{other} had room for an actor of "
-                f"vectorizer.num_cpus={self.num_cpus}, with the CPUs other actors hold (see "
-                "`ray status`), or it could not start there; add a node, lower "
-                "vectorizer.num_cpus, or raise vectorizer.start_timeout)"
+                f"vectorizer.num_cpus={cpus}{asked}, with what other actors hold (see `ray "
+                f"status`), or it could not start there{env}; add a node, lower what an "
+                "actor asks for, or raise vectorizer.start_timeout)"
             )
         return self._tag(super().error(cls, what, call, tb))
 

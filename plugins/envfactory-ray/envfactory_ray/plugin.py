@@ -200,6 +200,16 @@ class RayConfig(FaultOptions):
             value = getattr(self, key)
             if not isinstance(value, Mapping):
                 raise OptionError(key, value, "a map ({} for none)")
+        env_vars = self.runtime_env.get("env_vars")
+        if isinstance(env_vars, Mapping):  # (env_vars=1 on the command line means "1")
+            self.runtime_env["env_vars"] = {
+                str(k): v
+                if isinstance(v, str)
+                else str(v).lower()
+                if isinstance(v, bool)
+                else str(v)
+                for k, v in env_vars.items()
+            }
         for label, want in (self.label_selector or {}).items():
             if not isinstance(want, str) or not want:
                 raise OptionError(

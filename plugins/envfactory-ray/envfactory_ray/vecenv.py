@@ -13,6 +13,8 @@ batch assembled from one batch per actor.
 from __future__ import annotations
 
 import copy as _copy
+import difflib
+import json
 import logging
 import math
 import os
@@ -170,6 +172,8 @@ class RayGroup(WorkerGroup):
         self.in_series = in_series
         #: Ray's actor options beyond ``num_cpus`` (`PLACEMENT_KEYS`), those given
         self.placement = {k: v for k, v in (placement or {}).items() if v}
+        if self.placement.get("runtime_env"):
+            _check_runtime_env(self.placement["runtime_env"])
         self.start_timeout = None if start_timeout == math.inf else start_timeout
         self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
@@ -410,6 +414,28 @@ class RayVecEnv(RemoteVecEnv):
         )
 
 
+def _check_runtime_env(value: dict[str, Any]) -> None:
+    """``runtime_env`` as Ray reads it (its own ``RuntimeEnv`` check: unknown fields, wrong
+    types), as one line naming the option instead of Ray's error when the actors start."""
+    try:
+        from ray.runtime_env import RuntimeEnv
+
+        known = sorted(getattr(RuntimeEnv, "known_fields", ()))
+        for key in value:  # (an unknown field is a runtime_env plugin's, unless it is a typo)
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+            if key not in known and close:
+                raise ValueError(f"unknown field {key!r}: did you mean {close[0]!r}?")
+        RuntimeEnv(**value)
+    except ImportError:  # (Ray's own check is missing: it raises when the actors start)
+        return
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"vectorizer.runtime_env={value!r}: Ray refuses it: {text} (see Ray's runtime_env "
+            "fields: env_vars, pip, uv, conda, working_dir, py_modules, ...)"
+        ) from None
+
+
 def _check_local_resources(placement: dict[str, Any], have: dict[str, float]) -> None:
     """On a local Ray, a resource no node has would leave every actor waiting for
     ``start_timeout``: one clear error instead (a cluster may add nodes, so none there)."""
@@ -421,11 +447,18 @@ def _check_local_resources(placement: dict[str, Any], have: dict[str, float]) ->
         key = "num_gpus" if missing == ["GPU"] else "resources"
         listed = ", ".join(f"{k}={have[k]:g}" for k in sorted(have) if k in ("CPU", "GPU") or
                            not k.startswith(("node:", "memory", "object_store")))  # fmt: skip
+        how = (
+            f"ray start --num-gpus={need['GPU']:g}"
+            if key == "num_gpus"
+            else "ray start --resources '"
+            + json.dumps({k: need[k] for k in missing if k != "GPU"})
+            + "'"
+        )
         raise ConfigError(
             f"vectorizer.{key}: the local Ray has no {', '.join(missing)} for an actor (it has "
-            f"{listed or 'none'}); start Ray with that resource (ray start --resources "
-            "'{\"name\": 1}', or --num-gpus), join a cluster that has it (vectorizer.address), "
-            f"or remove vectorizer.{key}"
+            f"{listed or 'none'}); start a Ray that has it ({how}, then vectorizer.address="
+            f"auto), join a cluster that has it (vectorizer.address), or remove "
+            f"vectorizer.{key}"
         )
 
 

@@ -297,3 +297,35 @@ def test_placement_options_compose_from_the_command_line() -> None:
     assert dict(v.resources) == {"sim_license": 1.0}
     assert dict(v.label_selector) == {"region": "us-west1"}
     assert dict(v.runtime_env.env_vars) == {"OMP_NUM_THREADS": "1"}
+
+
+def test_an_actor_that_never_started_names_what_it_asked_for() -> None:
+    """Found by a user trial: a label selector no node matches (or a runtime_env that cannot
+    be set up) was blamed on CPUs only, and num_cpus read ``None``."""
+    from envfactory import WorkerTimeoutError
+
+    placement = {"label_selector": {"region": "us-west1"}, "runtime_env": {"pip": ["x"]}}
+    h = ActorHandle(0, 0, 2, "CartPole-v1", [], None, (), placement)
+    h.describing = True
+    text = str(h.error(WorkerTimeoutError, "did not answer within 5 s and was killed", "start"))
+    assert (
+        "no live node had room for an actor of vectorizer.num_cpus=null, "
+        "label_selector={'region': 'us-west1'}, with what other actors hold"
+    ) in text
+    assert "or its runtime_env could not be set up there" in text
+
+
+def test_runtime_env_is_read_as_ray_reads_it() -> None:
+    """A typo'd field is named with Ray's field; env_vars typed as numbers or booleans on the
+    command line become the strings Ray needs; Ray's own check says the rest in one line."""
+    from envfactory_ray.vecenv import _check_runtime_env
+
+    with pytest.raises(
+        envfactory.ConfigError, match="unknown field 'env_var': did you mean 'env_vars'"
+    ):
+        _check_runtime_env({"env_var": {"A": "b"}})
+    with pytest.raises(envfactory.ConfigError, match=r"^vectorizer.runtime_env=.*must be of type"):
+        _check_runtime_env({"env_vars": {"A": 1}})
+    _check_runtime_env({"my_plugin_field": 1})  # (a runtime_env plugin's field: passed on)
+    cfg = RayConfig(runtime_env={"env_vars": {"A": 1, "B": True, "C": "c"}})
+    assert cfg.runtime_env == {"env_vars": {"A": "1", "B": "true", "C": "c"}}
