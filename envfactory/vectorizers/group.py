@@ -172,25 +172,10 @@ class WorkerGroup(ABC):
 
     # -- helpers for a backend ----------------------------------------------------------
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
-        """The handles, in env order (the in-process ones are waited for first); their
-        slices must cover the envs ``0..num_envs`` one after another.
-
-        Raises:
-            RuntimeError: the slices overlap, leave a gap or do not end at ``num_envs`` (a
-                bug in the backend, named).
-        """
-        at = 0
-        for h in handles:
-            if h.start != at or h.stop <= h.start:
-                break
-            at = h.stop
-        if at != self.num_envs or not handles:
-            slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in handles) or "none"
-            raise RuntimeError(
-                f"{type(self).__name__}.set_handles: the workers' env slices ({slices}) must "
-                f"cover envs 0:{self.num_envs} one after another, in env order (see "
-                "split_envs; a bug in the backend)"
-            )
+        """The handles, in env order (the in-process ones are waited for first). Once
+        `start` returns, their slices must cover the envs ``0..num_envs`` one after another
+        (the front checks it: `check_slices`); before, a backend may hand over those it
+        starts first (``close`` ends them if the rest fails)."""
         self.handles = list(handles)
         self._order = [h for h in handles if h.in_process] + [
             h for h in handles if not h.in_process
@@ -259,6 +244,38 @@ class WorkerGroup(ABC):
                     f"thread {closed_by!r} meanwhile"
                 ) from None
             raise
+
+    def check_slices(self) -> None:
+        """After `start`: the handles' slices cover the envs ``0..num_envs`` one after
+        another, and the spaces are set (`wait_started` ran).
+
+        Raises:
+            RuntimeError: naming the group and what its ``start`` missed (a bug in the
+                backend).
+        """
+        at = 0
+        for h in self.handles:
+            if h.start != at or h.stop <= h.start:
+                break
+            at = h.stop
+        name = type(self).__name__
+        if not self.handles:
+            missed = "set_handles"
+        elif at != self.num_envs:
+            slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in self.handles)
+            raise RuntimeError(
+                f"{name}.start(): the workers' env slices ({slices}) must cover envs "
+                f"0:{self.num_envs} one after another, in env order (see split_envs; a bug in "
+                "the backend)"
+            )
+        elif not hasattr(self.env, "single_observation_space"):
+            missed = "wait_started"
+        else:
+            return
+        raise RuntimeError(
+            f"{name}.start() returned without {missed}: a group's start hands its workers to "
+            "set_handles, then waits for them with wait_started (which sets the spaces)"
+        )
 
     # -- the failure policy (envfactory's, the same for every backend) ------------------
     def send(

@@ -90,13 +90,7 @@ class RemoteVecEnv(VecEnvBase):
         self.env_id = group.env_id
         try:
             group.start()
-            if not group.handles or not hasattr(self, "single_observation_space"):
-                raise RuntimeError(
-                    f"{type(group).__name__}.start() returned without "
-                    f"{'set_handles' if not group.handles else 'wait_started'}: a group's start "
-                    "hands its workers to set_handles, then waits for them with wait_started "
-                    "(which sets the spaces)"
-                )
+            group.check_slices()
         except BaseException:
             self.close(terminate=True)
             raise

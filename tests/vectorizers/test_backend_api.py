@@ -194,7 +194,7 @@ def test_a_backend_that_skips_a_step_of_start_or_misreports_is_named() -> None:
     with pytest.raises(RuntimeError, match=r"^NoWait.start\(\) returned without wait_started"):
         RemoteVecEnv(NoWait())
     with pytest.raises(
-        RuntimeError, match=r"^Gap.set_handles: the workers' env slices .* must cover envs 0:2"
+        RuntimeError, match=r"^Gap.start\(\): the workers' env slices .* must cover envs 0:2"
     ):
         RemoteVecEnv(Gap())
 
