@@ -718,7 +718,9 @@ def test_parent_spins_only_with_a_core_left_or_short_waits(no_leaks: None) -> No
         for _ in range(30):  # its waits are learnt: milliseconds
             envs.send(acts, envs.recv()[4]["env_id"])
         site = envs.pool.backend
-        assert len(envs.pool.in_flight()) == 2 * cpus
+        # at least a worker per core in flight (one whose answer came before recv() looked
+        # is read into the queue by it, so "every env" depended on timing)
+        assert len(envs.pool.in_flight()) >= cpus
         assert site._poller.waiter.avg > SPIN_WAIT
         assert not site._spins()  # every core has a worker in flight: sleep
         envs.recv()  # (the others stay in flight)
