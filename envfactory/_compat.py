@@ -14,7 +14,8 @@ used instead (and noted here).
   ``Plugins.instance().register``.
 * multiprocessing: `non_daemonic` (``Process._config["daemon"]``),
   `forget_inherited_forkserver`, `release_forkserver_alive_fd` and
-  `forkserver_preload` (``multiprocessing.forkserver._forkserver``), `forget_children`
+  `forkserver_preload` (``multiprocessing.forkserver._forkserver``), `helper_pids`
+  (that and ``multiprocessing.resource_tracker._resource_tracker``), `forget_children`
   (``multiprocessing.process._children``) and `without_main` (wraps the undocumented
   ``multiprocessing.spawn.get_preparation_data``).
 * gymnasium: `add_info` (``VectorEnv._add_info``, how a vector env merges one
@@ -41,6 +42,7 @@ __all__ = [
     "forget_children",
     "forget_inherited_forkserver",
     "forkserver_preload",
+    "helper_pids",
     "hydra_config_loader",
     "non_daemonic",
     "register_config_source",
@@ -131,6 +133,15 @@ def non_daemonic() -> Iterator[None]:
 def _forkserver() -> Any:
     """``multiprocessing.forkserver._forkserver`` (None: the module is not imported)."""
     return getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+
+
+def helper_pids() -> list[int]:
+    """The pids of this process's fork server and resource tracker, where they run
+    (``_forkserver._forkserver_pid``, ``_resource_tracker._pid``)."""
+    module = sys.modules.get("multiprocessing.resource_tracker")
+    tracker = getattr(module, "_resource_tracker", None)
+    pids = [getattr(_forkserver(), "_forkserver_pid", None), getattr(tracker, "_pid", None)]
+    return [pid for pid in pids if isinstance(pid, int)]
 
 
 def _drop_alive_fd(fs: Any) -> None:

@@ -233,9 +233,14 @@ def make_vec(
         >>> obs.shape
         (2, 4)
     """
+    _refuse_rllib_single_env(cfg, options)
+    if cfg is None and isinstance(overrides, (list, tuple)):
+        from .config.prestart import prestart
+
+        # before Hydra is imported: the fork server boots while the config is composed
+        prestart([*overrides, *(f"{k}={v}" for k, v in options.items() if type(v) is str)])
     from .config.compose import resolve
 
-    _refuse_rllib_single_env(cfg, options)
     plan = resolve(cfg, overrides, options)
     vec = plan.vectorizer
     envs = vec.build(env_thunks(plan), **plan.build_options())

@@ -23,6 +23,7 @@ from ..plugin.manager import Registry, get_registry
 from . import keywords
 from .checks import omegaconf_error, one_line
 from .plan import Plan, plan_of
+from .prestart import prestart
 from .store import extend_search_path, root_configs, search_dirs, usable_choices
 
 __all__ = [
@@ -80,27 +81,6 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     with open_dict(cfg):
         cfg.pop("hydra", None)
     return cfg
-
-
-def prestart(overrides: Sequence[str], reg: Any) -> None:
-    """When the overrides pick a vectorizer with a ``prestart`` (``vectorizer=subproc``:
-    its fork server), call it now, before Hydra composes, with the vectorizer's own
-    overrides and the picked env family's modules: that work then overlaps the composition
-    instead of delaying the first worker (issue 28, start-up). A vectorizer picked in a
-    config file starts it when the env is built, as before."""
-    picks = dict(o.partition("=")[::2] for o in overrides if "=" in o)
-    vec = reg.vectorizers.get(picks.get("vectorizer", ""))
-    if vec is None or vec.record.prestart is None:
-        return
-    own = {
-        k.removeprefix("vectorizer."): v for k, v in picks.items() if k.startswith("vectorizer.")
-    }
-    family = reg.families.get(picks.get("env", "gym"))
-    modules = [] if family is None else [family.record.make.__module__, *family.record.preload]
-    try:
-        vec.record.prestart(own, modules)
-    except Exception:
-        pass
 
 
 def hydra_error(exc: BaseException) -> ConfigError:

@@ -831,3 +831,21 @@ def test_the_listing_names_a_disabled_plugin_that_is_not_installed(run: Any) -> 
     assert note in listing.stderr  # also said where a script reading the JSON sees it
     as_json = run(["envfactory-plugins", "--json"], env=env)
     assert json.loads(as_json.stdout)["disabled"] == [] and note in as_json.stderr
+
+
+def test_every_builtin_schema_is_a_valid_omegaconf_schema() -> None:
+    """The registry skips the OmegaConf check of envfactory's own records at start-up (issue
+    28, start-up); this is that check, for every built-in family, vectorizer and wrapper
+    (gymnasium's wrappers' schemas are derived from the installed gymnasium)."""
+    from envfactory.plugin.manager import _own, _schema_problem
+
+    reg = envfactory.get_registry()
+    own = [
+        r
+        for table in (reg.families, reg.vectorizers, reg.wrappers, reg.vector_wrappers)
+        for r in table.values()
+        if _own(r.provider)
+    ]
+    assert len(own) > 40, len(own)  # the built-ins, gymnasium's wrappers included
+    for r in own:
+        assert _schema_problem(r.record) is None, r.record.name

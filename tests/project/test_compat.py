@@ -80,6 +80,17 @@ def test_forkserver_fields() -> None:
         mp.get_context("forkserver").set_forkserver_preload(before)
 
 
+def test_helper_pids_are_the_running_fork_server_and_resource_tracker() -> None:
+    from multiprocessing import resource_tracker
+
+    forkserver.ensure_running()
+    resource_tracker.ensure_running()
+    pids = _compat.helper_pids()
+    assert forkserver._forkserver._forkserver_pid in pids  # type: ignore[attr-defined]
+    assert resource_tracker._resource_tracker._pid in pids  # type: ignore[attr-defined]
+    assert all(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
 def _alive_fd_in_a_forkserver_child(queue: Any) -> None:
     fs = forkserver._forkserver  # type: ignore[attr-defined]
     pid, fd = fs._forkserver_pid, fs._forkserver_alive_fd

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -372,6 +373,34 @@ def test_the_idle_probe_sees_a_busy_process_and_forgets_it_when_it_exits() -> No
     after = others_running(samples=50)
     assert during >= 0.75, during
     assert during - after >= 0.5, (during, after)
+
+
+BOOTING_FORK_SERVER = """
+import multiprocessing as mp, sys, time
+from multiprocessing import forkserver
+from envfactory.vectorizers.subproc_options import others_running
+mp.get_context("forkserver").set_forkserver_preload(["busy_boot"])
+forkserver.ensure_running()
+time.sleep(0.3)  # (the server is importing busy_boot: 3 s of CPU)
+print(others_running(samples=50))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs /proc/loadavg")
+def test_the_idle_probe_leaves_out_this_programs_booting_fork_server(tmp_path: Path) -> None:
+    """A fork server still importing its preloads (started while Hydra composes) is no
+    load a worker will meet: counting it put 8 Pongs in one worker instead of two, and the
+    first reset took twice as long (issue 28, start-up)."""
+    (tmp_path / "busy_boot.py").write_text(
+        "import time\nt = time.time() + 3\nwhile time.time() < t:\n    pass\n"
+    )
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", BOOTING_FORK_SERVER],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip  (the fork server reads PYTHONPATH, not the parent's sys.path)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip().splitlines()[-1]) < 0.5, out.stdout
 
 
 def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_one() -> None:
