@@ -66,21 +66,48 @@ def _const(value: Any) -> Any:
     return lambda: value
 
 
+def _params(cls: type) -> list[inspect.Parameter] | None:
+    """The options of ``cls.__init__`` (after ``self, env``), or None when a config cannot
+    hold one of them (a required callable, space or env; a default of another kind)."""
+    init = cls.__dict__.get("__init__") or cls.__init__  # type: ignore[misc]
+    out = []
+    for p in list(inspect.signature(init).parameters.values())[2:]:  # self, env
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        default = p.default
+        if default is p.empty:
+            if any(u in str(p.annotation) for u in _UNBUILDABLE):
+                return None
+        elif not (
+            callable(default)
+            or isinstance(default, (list, dict, tuple, set))
+            or default is None
+            or isinstance(default, _SIMPLE)
+        ):
+            return None
+        out.append(p)
+    return out
+
+
+def _buildable(cls: type) -> bool:
+    try:
+        return _params(cls) is not None
+    except (TypeError, ValueError):
+        return False
+
+
 def _schema(cls: type) -> type | None:
     """A dataclass schema from ``cls.__init__``, or None when it needs unbuildable values."""
+    params = _params(cls)
+    if params is None:
+        return None
     init = cls.__dict__.get("__init__") or cls.__init__  # type: ignore[misc]
-    sig = inspect.signature(init)
     try:
         hints = typing.get_type_hints(init)
     except Exception:
         hints = {}
     fields: list[tuple[str, Any, Any]] = []
-    for p in list(sig.parameters.values())[2:]:  # self, env
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        text = str(p.annotation)
-        if p.default is p.empty and any(u in text for u in _UNBUILDABLE):
-            return None
+    for p in params:
         ftype = _field_type(hints.get(p.name, Any))
         default = p.default
         if default is p.empty:
@@ -94,12 +121,10 @@ def _schema(cls: type) -> type | None:
                 fields.append((p.name, Any, dataclasses.field(default=LIBRARY_DEFAULT)))
             else:
                 fields.append((p.name, Any, dataclasses.field(default_factory=_const(value))))
-        elif default is None or isinstance(default, _SIMPLE):
+        else:  # None or a simple value
             if default is None and ftype is not Any and ftype in _SIMPLE:
                 ftype = Optional[ftype]  # noqa: UP045
             fields.append((p.name, ftype, dataclasses.field(default=default)))
-        else:
-            return None
     bounds = BOUNDS.get(cls.__name__)
     namespace = None
     if bounds:  # gymnasium's own range checks, at compose time (see .bounds)
@@ -146,6 +171,9 @@ def _summary(cls: type, name: str) -> str:
 
 
 def _records(module: Any, base: type, vector: bool) -> list[WrapperPlugin]:
+    """A record per config-buildable wrapper class of ``module``, each with its schema made
+    when a config names it (`LazyWrapper`): the ~50 schemas cost ~25 ms at every start,
+    and a config names one or two (issue 28, start-up)."""
     out = []
     loaded = vars(module)
     for name in sorted(getattr(module, "__all__", [])):
@@ -156,19 +184,13 @@ def _records(module: Any, base: type, vector: bool) -> list[WrapperPlugin]:
         cls = loaded[name]
         if not (isinstance(cls, type) and issubclass(cls, base)) or cls is base:
             continue
-        if _skipped_name(name):
-            continue
-        try:
-            schema = _schema(cls)
-        except (TypeError, ValueError):
-            schema = None
-        if schema is None:
+        if _skipped_name(name) or not _buildable(cls):
             continue
         out.append(
             WrapperPlugin(
                 snake_case(name),
-                functools.partial(_construct, cls),
-                schema,
+                LazyWrapper(module.__name__, name),
+                None,
                 vector=vector,
                 summary=_summary(cls, name),
             )
@@ -177,10 +199,11 @@ def _records(module: Any, base: type, vector: bool) -> list[WrapperPlugin]:
 
 
 class LazyWrapper:
-    """The ``wrap`` of a gymnasium wrapper that gymnasium loads only on first access.
+    """The ``wrap`` of a gymnasium wrapper, whose schema is made on first use.
 
-    Registering it imports nothing: the class (and with it torch, jax, ...) is imported
-    when `envfactory_config` or the call needs it. envfactory calls
+    Registering it imports nothing and builds no schema: a class gymnasium loads only on
+    first access (and with it torch, jax, ...) is imported, and the schema made, when
+    `envfactory_config` or the call needs it. envfactory calls
     ``wrap.envfactory_config()`` when a config names the wrapper (at compose time, in the
     parent) to get the schema that checks its options: the protocol for a ``WrapperPlugin``
     whose ``config`` is ``None`` and whose schema is costly to know.

@@ -19,8 +19,12 @@ VECTOR = [r for r in gymnasium_wrappers() if r.vector]
 def _defaults(rec: Any) -> dict[str, Any] | None:
     """The options a config with no user settings hands to ``wrap`` (None: a field is required)."""
     try:
-        return dataclasses.asdict(rec.config())
-    except TypeError:
+        schema = rec.wrap.envfactory_config()  # (made on first use)
+    except envfactory.ConfigError:  # its optional dependency (torch, jax) is missing
+        return None
+    try:
+        return dataclasses.asdict(schema())
+    except TypeError:  # a required option, or None: not buildable from a config
         return None
 
 
@@ -60,7 +64,7 @@ def test_per_env_wrapper_defaults_are_gymnasiums(rec: Any, tmp_path: Any, monkey
     options = _defaults(rec)
     if options is None:
         pytest.skip(f"{rec.name} has a required option")
-    cls = rec.wrap.args[0]
+    cls = rec.wrap.load()
     try:
         direct = cls(_env(render=True))
     except Exception as exc:  # needs another kind of env (images, Box actions, ...)
@@ -89,7 +93,7 @@ def test_vector_wrapper_tuple_defaults_stay_tuples(tmp_path: Any) -> None:
         options = _defaults(rec)
         if options is None:
             continue
-        cls = rec.wrap.args[0]
+        cls = rec.wrap.load()
         make = lambda: gym.make_vec("CartPole-v1", 2, render_mode="rgb_array")  # noqa: E731
         try:
             direct = cls(make())
@@ -113,12 +117,15 @@ class Marked(gym.Wrapper):
         self.trigger, self.size = trigger, size
 
 
-def test_callable_and_tuple_defaults_reach_the_wrapper_unchanged() -> None:
+def test_callable_and_tuple_defaults_reach_the_wrapper_unchanged(monkeypatch: Any) -> None:
+    import sys
     import types
 
     from envfactory.wrappers import _records
 
-    module = types.SimpleNamespace(__all__=["Marked"], Marked=Marked)
+    module = types.ModuleType("marked_wrappers")  # (records name a module: importable)
+    module.__all__, module.Marked = ["Marked"], Marked  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "marked_wrappers", module)
     (rec,) = _records(module, gym.Wrapper, vector=False)
     options = _defaults(rec)
     assert options == {"trigger": LIBRARY_DEFAULT, "size": [3, 4]}  # what YAML can hold
