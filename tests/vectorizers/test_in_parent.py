@@ -394,11 +394,15 @@ def test_the_idle_probe_leaves_out_this_programs_booting_fork_server(tmp_path: P
     (tmp_path / "busy_boot.py").write_text(
         "import time\nt = time.time() + 3\nwhile time.time() < t:\n    pass\n"
     )
+    # (the fork server reads PYTHONPATH, not the parent's sys.path)
     path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
     out = subprocess.run(
         [sys.executable, "-c", BOOTING_FORK_SERVER],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": path},
-    )  # fmt: skip  (the fork server reads PYTHONPATH, not the parent's sys.path)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": path},
+    )
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip().splitlines()[-1]) < 0.5, out.stdout
 
