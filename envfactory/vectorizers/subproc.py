@@ -16,6 +16,7 @@ of them (`StepHandoff`). `SubprocVecEnv` is the front over it that steps every e
 from __future__ import annotations
 
 import copy as _copy
+import math
 import multiprocessing as mp
 import os
 import time
@@ -335,7 +336,7 @@ class SubprocGroup(WorkerGroup):
             env = self._env()
             assert env is not None
             timeout = env.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout in (None, math.inf) else time.monotonic() + timeout
         local = self._local
         mine = [] if local is None else self.gather(call, [local], timeout)  # meanwhile
         piped = g.wait(deadline)

@@ -66,6 +66,23 @@ def test_a_bad_wait_timeout_is_a_value_error_and_the_env_stays_usable(bad: objec
         envs.step_wait(timeout=math.inf)  # inf: no limit, as None
 
 
+def test_an_infinite_timeout_while_the_parent_sleeps_in_the_hand_off() -> None:
+    """``step_wait(timeout=math.inf)`` is no limit also when the wait is long enough for the
+    parent to sleep in the group hand-off (it raised OverflowError there, computing a
+    poll timeout from an infinite deadline: seen only on a loaded machine, where the
+    parent stopped spinning)."""
+    with SubprocVecEnv(
+        [Maker(step_sleep=0.05)] * 2, in_series=1, context="fork", in_parent=0
+    ) as envs:
+        envs.reset(seed=0)
+        g = envs.group._handoff
+        assert g is not None
+        g.waiter.max_spin = 0  # (sleep at once)
+        envs.step_async(np.ones(2, np.int64))
+        _, rewards, *_ = envs.step_wait(timeout=math.inf)
+        assert rewards.tolist() == [1.0, 1.0]
+
+
 # -- 2. and 6. broken first, with advice that fits the settings ---------------------------
 def test_a_broken_env_says_so_before_asking_for_a_reset() -> None:
     with envs4() as envs:
