@@ -235,10 +235,7 @@ def make_vec(
     """
     _refuse_rllib_single_env(cfg, options)
     if cfg is None and isinstance(overrides, (list, tuple)):
-        from .config.prestart import prestart
-
-        # before Hydra is imported: the fork server boots while the config is composed
-        prestart([*overrides, *(f"{k}={v}" for k, v in options.items() if type(v) is str)])
+        _prestart_builtin([*overrides, *(f"{k}={v}" for k, v in options.items() if type(v) is str)])
     from .config.compose import resolve
 
     plan = resolve(cfg, overrides, options)
@@ -250,6 +247,18 @@ def make_vec(
         if hasattr(envs, "close"):
             envs.close()  # no worker outlives a failed make_vec
         raise
+
+
+def _prestart_builtin(overrides: Sequence[str]) -> None:
+    """`envfactory.config.prestart.prestart` with envfactory's own vectorizers and families,
+    read from their hooks: before Hydra is imported and the plugins are read, so that the
+    fork server boots while the config is composed."""
+    from .config.prestart import prestart
+    from .families.builtin import envfactory_env_families
+    from .vectorizers.builtin import envfactory_vectorizers
+
+    vectorizers = {rec.name: rec for rec in envfactory_vectorizers()}
+    prestart(overrides, vectorizers, {rec.name: rec for rec in envfactory_env_families()})
 
 
 def _refuse_rllib_single_env(cfg: Any, options: Mapping[str, Any]) -> None:

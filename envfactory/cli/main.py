@@ -413,11 +413,12 @@ def _main() -> None:
         print(f"envfactory: error: {error_line(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
     if args and all("=" in a and not a.startswith(("-", "hydra")) for a in args):
-        from envfactory.config.prestart import prestart
+        from envfactory.config.prestart import prestart, records_of
+        from envfactory.factory import _prestart_builtin
         from envfactory.plugin.manager import get_registry
 
-        prestart(args)  # one job of overrides only: its fork server starts now, then a
-        prestart(args, get_registry())  # plugin's vectorizer once the plugins are read
+        _prestart_builtin(args)  # one job of overrides only: its fork server starts now,
+        prestart(args, *records_of(get_registry()))  # a plugin's once the plugins are read
     app = hydra.main(version_base="1.3", config_path=config_path, config_name="config")(run)
     user_wants_tracebacks = bool(os.environ.get("HYDRA_FULL_ERROR"))
     os.environ["HYDRA_FULL_ERROR"] = "1"

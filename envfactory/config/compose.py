@@ -23,7 +23,7 @@ from ..plugin.manager import Registry, get_registry
 from . import keywords
 from .checks import omegaconf_error, one_line
 from .plan import Plan, plan_of
-from .prestart import prestart
+from .prestart import prestart, records_of
 from .store import extend_search_path, root_configs, search_dirs, usable_choices
 
 __all__ = [
@@ -62,7 +62,7 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     from .. import _compat
 
     reg = root_configs()
-    prestart(overrides, reg)
+    prestart(overrides, *records_of(reg))
     search_path, make_loader = _compat.hydra_config_loader(search_dirs(reg)[0])
     extend_search_path(search_path, reg)
     loader = make_loader(search_path)

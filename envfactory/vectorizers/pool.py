@@ -43,7 +43,10 @@ at once, the others at their next ``send``. Ctrl-C during ``recv`` leaves the po
 
 from __future__ import annotations
 
+import math
 import os
+import select
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,7 +64,9 @@ from .runner import InfoCalls
 from .scheduler import RemoteSite
 from .subproc import SubprocGroup
 from .subproc_options import check_split, default_in_series
-from .wakeup import Poller
+from .wakeup import DONE, PARENT_SLEEPING, SLEEP_SLICE_MS, Poller, drain_eventfd, fence
+
+_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 __all__ = ["SPIN_WAIT", "PoolVecEnv", "SubprocPool", "pool_in_series", "take_rows"]
 
@@ -105,22 +110,36 @@ class SubprocPool(PoolVecEnv):
 
 
 class _PipeSite(RemoteSite):
-    """The scheduler's view of a `SubprocPool` (see `PoolBackend`):
-    a message's ticket is its pipe sequence number; a worker has an answer when its pipe
-    is readable (one `Poller` over the pipes of the workers that owe
-    answers); an answer's rows are the shared-memory rows, or its pickled observations
-    kept per env."""
+    """The scheduler's view of a `SubprocPool` (see `PoolBackend`): a message's ticket is
+    its handle's sequence number; an answer's rows are the shared-memory rows, or its
+    pickled observations kept per env.
+
+    A step of all of a worker's envs goes through its control slot, as ``subproc``'s
+    synchronous step does: the actions are written into its rows of the shared action
+    buffer, the step number into its slot, and the worker is woken only if it sleeps;
+    it is ready when its slot's ``done`` word says so (infos, if any, follow by pipe). A
+    step of some of its envs, and every other command, is a message on its pipe, ready
+    when the pipe is readable. One check covers both (the slots' words and one ``poll``
+    of the pipes); the sleep is one ``poll`` over the pipes and the slots' eventfds, with
+    the slots flagged so that their workers wake it."""
 
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
         self.subproc = group
-        self._by_fd: dict[int, WorkerHandle] = {}
+        self._by_fd: dict[int, WorkerHandle] = {}  # the pipes of the workers that owe
+        self._fd_of: dict[int, int] = {}  # id(handle) -> its pipe while it owes
         self._poller = Poller([], group.spin_us * 1e-6)
+        self._sleep = select.poll()  # those pipes and their eventfds
         self._cpus = os.cpu_count() or 1
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
+        h = _pipe(handle)
+        if cmd == Cmd.STEP_ENVS and data[0] == list(range(h.stop - h.start)):
+            # every env of the worker, so nothing else of it is in flight: its slot
+            # (PipeHandle.send takes it when the actions fit the shared buffer)
+            cmd, data = Cmd.STEP, data[1]
         self.group.send(cmd, [handle], lambda _: data)
-        return _pipe(handle).seq
+        return h.seq
 
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
@@ -129,27 +148,82 @@ class _PipeSite(RemoteSite):
         return self.group.wait(handle, deadline, call, budget)
 
     def watch(self, handle: WorkerHandle) -> None:
-        fd = _pipe(handle).fileno()
-        self._by_fd[fd] = handle
+        h = _pipe(handle)
+        fd = h.fileno()
+        self._by_fd[fd], self._fd_of[id(h)] = handle, fd
         self._poller.register(fd)
+        self._sleep.register(fd, _POLL_IN)
+        self._sleep.register(h.done, select.POLLIN)
 
     def unwatch(self, handle: WorkerHandle) -> None:
-        for fd, other in list(self._by_fd.items()):
-            if other is handle:
-                del self._by_fd[fd]
-                self._poller.unregister(fd)
+        fd = self._fd_of.pop(id(handle), None)
+        if fd is not None:
+            del self._by_fd[fd]
+            self._poller.unregister(fd)
+            self._sleep.unregister(fd)
+            self._sleep.unregister(_pipe(handle).done)
 
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        poller, by_fd = self._poller, self._by_fd
-        events = poller.ready(0) if timeout == 0 else poller.wait(timeout, self._spins())
-        return [by_fd[fd] for fd, _ in events]
+        got = self._ready_now()
+        if got or timeout == 0:
+            return got
+        box: list[WorkerHandle] = []
+
+        def check() -> bool:
+            box[:] = self._ready_now()
+            return bool(box)
+
+        waiter, t0 = self._poller.waiter, time.perf_counter()
+        if not (self._spins() and waiter.wait(check, t0)) and not self._sleep_until(check, timeout):
+            return []
+        waiter.record(time.perf_counter() - t0)
+        return box
+
+    def _ready_now(self) -> list[WorkerHandle]:
+        """The workers whose answer (or end) is there: a slot step done, or a readable
+        pipe."""
+        by_fd = self._by_fd
+        out = [h for h in by_fd.values() if h.via_slot and h.slot[DONE] == h.seq]
+        for fd, _ in self._poller.ready(0):
+            h = by_fd[fd]
+            if h not in out:
+                out.append(h)
+        return out
+
+    def _sleep_until(self, check: Callable[[], bool], timeout: float | None) -> bool:
+        """Sleep until ``check()`` (True) or ``timeout`` passed (False): the slots of the
+        steps in flight say this process sleeps, so their workers signal its eventfd."""
+        slots = [h.slot for h in self._by_fd.values() if h.via_slot]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                for slot in slots:
+                    slot[PARENT_SLEEPING] = 1
+                fence()  # the flags are visible before the words are read again
+                if check():
+                    return True
+                left = -1 if deadline is None else deadline - time.monotonic()
+                if deadline is not None and left <= 0:
+                    return False
+                ms = SLEEP_SLICE_MS if left == -1 else min(SLEEP_SLICE_MS, math.ceil(left * 1000))
+                events = self._sleep.poll(ms)
+                for slot in slots:
+                    slot[PARENT_SLEEPING] = 0
+                for fd, _ in events:
+                    if fd not in self._by_fd:
+                        drain_eventfd(fd)
+                if check():
+                    return True
+        finally:
+            for slot in slots:
+                slot[PARENT_SLEEPING] = 0
 
     def _spins(self) -> bool:
         """Whether this process spins while it waits for a worker: only while a core is
         left to it (fewer workers in flight than cores), or while its recent waits were
         shorter than a wake-up costs (`SPIN_WAIT`, on average). While every core
-        steps a worker's envs, a spin only takes CPU time from them (the pipe's writer
-        wakes this process anyway)."""
+        steps a worker's envs, a spin only takes CPU time from them (the worker wakes
+        this process anyway)."""
         return len(self._by_fd) < self._cpus or self._poller.waits_below(SPIN_WAIT)
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:

@@ -738,3 +738,46 @@ def test_parent_spins_only_with_a_core_left_or_short_waits(no_leaks: None) -> No
             envs.send(acts, envs.recv()[4]["env_id"])
         waits = envs.pool.backend._poller.waiter.avg
         assert envs.pool.backend._spins() == (waits < SPIN_WAIT)
+
+
+# -- the hand-off: a whole worker's step through its control slot -------------------------
+def test_a_whole_workers_step_goes_through_its_slot_and_a_part_by_pipe(no_leaks: None) -> None:
+    """A ``send`` of every env of a worker writes their actions into the shared buffer and
+    the step number into the worker's slot (nothing pickled, nothing on its pipe: ~15 us a
+    worker less of the parent's CPU); a ``send`` of some of its envs is a message on its
+    pipe. Both come back the same (the trajectories match ``dummy``'s elsewhere)."""
+    with SubprocPool([Maker() for _ in range(4)], 2, in_series=2, context="fork") as envs:
+        w0, w1 = envs.group.workers
+        envs.async_reset(seed=0)
+        envs.recv(env_ids=np.array([0, 1]))
+        envs.send(np.ones(2, np.int64), np.array([1, 0]))  # all of worker 0, any order
+        assert w0.via_slot and not w1.via_slot
+        _, rew, _, _, infos = envs.recv(env_ids=np.array([0, 1]))
+        assert rew.tolist() == [1.0, 1.0] and infos["env_id"].tolist() == [0, 1]
+        envs.recv(env_ids=np.array([2, 3]))
+        envs.send(np.array([0]), np.array([3]))  # one env of worker 1: by pipe
+        assert not w1.via_slot
+        _, rew, _, _, infos = envs.recv(env_ids=np.array([3]))
+        assert rew.tolist() == [0.0] and infos["env_id"].tolist() == [3]
+
+
+def test_a_sleeping_pool_parent_is_woken_by_a_slot_step(no_leaks: None) -> None:
+    """With every core stepping a worker the parent does not spin: it sleeps in one poll
+    over the pipes and the slots' eventfds, flagged in the slots so that a worker that
+    finishes a step wakes it at once (a lost wake-up would cost a 200 ms sleep slice)."""
+    cpus = os.cpu_count() or 1
+    fns = [Maker(step_sleep=0.03, episode_len=10**6) for _ in range(cpus)]
+    with SubprocPool(fns, cpus, in_series=1, context="fork") as envs:
+        site = envs.pool.backend
+        site._spins = lambda: False  # (sleep at once, as with a busy core per worker)
+        envs.async_reset(seed=0)
+        envs.recv()
+        took = []
+        for _ in range(5):
+            envs.send(np.ones(cpus, np.int64), np.arange(cpus))
+            assert all(w.via_slot for w in envs.group.workers)
+            t0 = time.monotonic()
+            _, rew, *_ = envs.recv()
+            took.append(time.monotonic() - t0)
+            assert rew.tolist() == [1.0] * cpus
+        assert sorted(took)[2] < 0.15, took  # woken by the workers, not by the slice
