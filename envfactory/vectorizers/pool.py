@@ -126,7 +126,7 @@ class _PipeSite(RemoteSite):
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
         self.subproc = group
-        self._by_fd: dict[int, WorkerHandle] = {}  # the pipes of the workers that owe
+        self._by_fd: dict[int, PipeHandle] = {}  # the pipes of the workers that owe
         self._fd_of: dict[int, int] = {}  # id(handle) -> its pipe while it owes
         self._poller = Poller([], group.spin_us * 1e-6)
         self._sleep = select.poll()  # those pipes and their eventfds
@@ -150,7 +150,7 @@ class _PipeSite(RemoteSite):
     def watch(self, handle: WorkerHandle) -> None:
         h = _pipe(handle)
         fd = h.fileno()
-        self._by_fd[fd], self._fd_of[id(h)] = handle, fd
+        self._by_fd[fd], self._fd_of[id(h)] = h, fd
         self._poller.register(fd)
         self._sleep.register(fd, _POLL_IN)
         self._sleep.register(h.done, select.POLLIN)
@@ -183,7 +183,9 @@ class _PipeSite(RemoteSite):
         """The workers whose answer (or end) is there: a slot step done, or a readable
         pipe."""
         by_fd = self._by_fd
-        out = [h for h in by_fd.values() if h.via_slot and h.slot[DONE] == h.seq]
+        out: list[WorkerHandle] = [
+            h for h in by_fd.values() if h.via_slot and h.slot[DONE] == h.seq
+        ]
         for fd, _ in self._poller.ready(0):
             h = by_fd[fd]
             if h not in out:
