@@ -1,0 +1,78 @@
+"""What a user reads from the ``ray`` vectorizer when something goes wrong (messages a user
+trial found hard to read), on a real local Ray (the ``ray_session`` fixture of conftest.py, 2
+CPUs)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from envfactory_ray.plugin import build_ray
+from envfactory_ray.vecenv import RayVecEnv
+
+import envfactory
+
+pytestmark = pytest.mark.slow  # a local Ray takes 10-20 s to start here
+ACTIONS = np.zeros(2, dtype=np.int64)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ray(ray_session: Any) -> Any:
+    import ray.cloudpickle
+
+    # the envs below travel to the actors by value (this module is not importable there)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return ray_session
+
+
+class BreaksAtStep2(gym.Env):
+    """obs = step count / 1000; its second step raises ``ValueError`` when ``breaks``."""
+
+    def __init__(self, breaks: bool = False) -> None:
+        self.breaks, self.t = breaks, 0
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        if self.breaks and self.t == 2:
+            raise ValueError("env broke at step 2")
+        return np.full(4, self.t / 1000, np.float32), 1.0, False, False, {}
+
+
+def one_actor(*breaks: bool, **options: Any) -> RayVecEnv:
+    """One actor holding an env per entry of ``breaks`` (one actor: one process to start)."""
+    fns = [lambda b=b: BreaksAtStep2(b) for b in breaks]
+    return build_ray(fns, in_series=len(fns), num_cpus=1, **options)
+
+
+def test_an_actor_killed_by_sigkill_says_so_in_one_short_line() -> None:
+    """Before: ``died (The actor is dead because its worker process has died. Worker exit type:
+    SYSTEM_ERROR Worker exit detail: ... Some common causes include: (1) the process was killed
+    by the OOM killer ... uninformed kernel OOM killing.)``, Ray's guesses at length."""
+    with one_actor(False, False) as envs:
+        envs.reset(seed=0)
+        pid = envs.pids[0]
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(envfactory.WorkerDiedError) as info:
+            envs.step(ACTIONS)
+    err = info.value
+    text = str(err)
+    assert err.worker == 0 and err.env_indices == [0, 1] and err.pid == pid
+    assert text.startswith(f"worker 0 (pid {pid}, envs [0, 1], env ")
+    assert f"[Ray actor {err.actor_id[:12]} on node {err.node_ip} ({err.node_id[:12]})]" in text
+    assert text.endswith(
+        "] died (killed (SIGKILL: by a user or the kernel's OOM killer) or crashed; Ray says: "
+        "Worker unexpectedly exits with a connection error code 2. End of file.) during step"
+    ), text
+    assert "\n" not in text and "Some common causes" not in text and len(text) < 400
