@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from envfactory import ConfigError, WorkerDiedError
+from envfactory.errors import restart_message
 from envfactory.vectorizers.remote import (
     EnvInfo,
     RemoteVecEnv,
@@ -320,7 +321,7 @@ class RayGroup(WorkerGroup):
                 self._note_lost(handle)
                 lost = self._lost_nodes()
                 away = f" away from {nodes_text(lost)}" if lost else ""
-                _warn(f"restarting after: {err}; trying again{away}")
+                _warn(f"{restart_message(err)}; trying again{away}")
                 time.sleep(pause)
                 pause = min(2 * pause, 2.0)
 

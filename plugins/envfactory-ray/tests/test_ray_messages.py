@@ -4,9 +4,11 @@ CPUs)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -76,3 +78,32 @@ def test_an_actor_killed_by_sigkill_says_so_in_one_short_line() -> None:
         "Worker unexpectedly exits with a connection error code 2. End of file.) during step"
     ), text
     assert "\n" not in text and "Some common causes" not in text and len(text) < 400
+
+
+def test_the_restart_warning_is_one_line_and_keeps_the_traceback_on_the_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Before: the warning carried the whole remote traceback (``--- remote traceback ---``
+    and every frame of the actor's stack). It is now the warning's ``failure`` and a DEBUG
+    record of the ``envfactory`` logger."""
+    caplog.set_level(logging.DEBUG, logger="envfactory")
+    with one_actor(False, True, restart=True) as envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        pid = envs.pids[0]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _, _, _, trunc, _ = envs.step(ACTIONS)
+        assert trunc.tolist() == [True, True] and envs.restarts == [1]
+    [warning] = [w for w in caught if "restarting after" in str(w.message)]
+    text = str(warning.message)
+    assert text.startswith(f"restarting after: worker 0 (pid {pid}, envs [0, 1], env "), text
+    assert text.endswith("raised builtins.ValueError during step: env broke at step 2"), text
+    assert "\n" not in text and "traceback" not in text
+    assert warning.filename == __file__  # (still the user's line)
+    failure = warning.message.failure  # type: ignore[union-attr]
+    assert isinstance(failure, ValueError) and isinstance(failure, envfactory.RemoteEnvError)
+    assert 'raise ValueError("env broke at step 2")' in failure.remote_traceback
+    [debug] = [r for r in caplog.records if r.getMessage().startswith("restarting after")]
+    assert debug.levelno == logging.DEBUG and debug.getMessage() == f"restarting after: {failure}"
+    assert 'raise ValueError("env broke at step 2")' in debug.getMessage()
