@@ -107,3 +107,31 @@ def test_the_restart_warning_is_one_line_and_keeps_the_traceback_on_the_failure(
     [debug] = [r for r in caplog.records if r.getMessage().startswith("restarting after")]
     assert debug.levelno == logging.DEBUG and debug.getMessage() == f"restarting after: {failure}"
     assert 'raise ValueError("env broke at step 2")' in debug.getMessage()
+
+
+def test_the_in_series_hint_is_given_only_where_it_can_help() -> None:
+    """One actor that needs more CPUs than the local Ray has: fewer actors cannot help, so the
+    error says to lower ``num_cpus`` (before: ``1 actors ... raise vectorizer.in_series``)."""
+    with pytest.raises(envfactory.ConfigError) as one:
+        build_ray([BreaksAtStep2] * 2, in_series=2, num_cpus=4)
+    assert str(one.value) == (
+        "vectorizer=ray: 1 actor x num_cpus=4 needs 4 CPUs, but the local Ray has 2; lower "
+        "vectorizer.num_cpus to 2 or less (fractions such as 0.5 are allowed): one actor cannot "
+        "take more CPUs than the local Ray has; or join a Ray cluster with a node of 4 CPUs "
+        "(vectorizer.address)"
+    )
+    with pytest.raises(envfactory.ConfigError) as several:  # fewer actors would fit
+        build_ray([BreaksAtStep2] * 4, in_series=1, num_cpus=1)
+    assert str(several.value) == (
+        "vectorizer=ray: 4 actors x num_cpus=1 need 4 CPUs, but the local Ray has 2; raise "
+        "vectorizer.in_series (envs per actor, now 1), lower vectorizer.num_cpus (fractions such "
+        "as 0.5 are allowed), or set vectorizer.in_series=null"
+    )
+    with pytest.raises(envfactory.ConfigError) as too_big:  # not even one actor fits
+        build_ray([BreaksAtStep2] * 4, in_series=2, num_cpus=3)
+    assert str(too_big.value) == (
+        "vectorizer=ray: 2 actors x num_cpus=3 need 6 CPUs, but the local Ray has 2; lower "
+        "vectorizer.num_cpus to 2 or less (fractions such as 0.5 are allowed) and raise "
+        "vectorizer.in_series (envs per actor, now 2) or set it to null; or join a Ray cluster "
+        "with a node of 3 CPUs (vectorizer.address)"
+    )
