@@ -41,6 +41,7 @@ __all__ = [
     "echo_within",
     "remote_env_error",
     "remote_message",
+    "restart_message",
     "warn_restart",
 ]
 
@@ -69,15 +70,35 @@ def echo_within(text: str, limit: int = ECHO_LIMIT) -> str:
 
 def warn_restart(failure: BaseException) -> None:
     """The ``RuntimeWarning("restarting after: ...")`` of a worker rebuilt with
-    ``restart=true``, pointing at the user's line (the first frame outside envfactory,
-    whatever the depth of the call chain inside it)."""
+    ``restart=true``, on one line ([`restart_message`][envfactory.errors.restart_message]),
+    pointing at the user's line (the first frame outside envfactory, whatever the depth of the
+    call chain inside it). The whole ``failure`` (its remote traceback included) is the
+    warning's ``failure`` attribute, and is logged at DEBUG by the ``envfactory`` logger."""
+    import logging
     import sys
     import warnings
 
     frame, level = sys._getframe(1), 2
     while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("envfactory"):
         frame, level = frame.f_back, level + 1
-    warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=level)
+    logging.getLogger("envfactory").debug("restarting after: %s", failure)
+    warning = RuntimeWarning(restart_message(failure))
+    warning.failure = failure  # type: ignore[attr-defined]
+    warnings.warn(warning, stacklevel=level)
+
+
+def restart_message(failure: BaseException) -> str:
+    """``restarting after: <failure>`` on one line: the failure's first line, which names the
+    worker, the envs it hosts (the ones rebuilt) and the cause (a
+    [`RemoteEnvError`][envfactory.errors.RemoteEnvError]'s: the env's exception type and
+    message), without the remote traceback; another failure that carries one ends with the
+    traceback's last line."""
+    first = " ".join(str(failure).split(REMOTE_TRACEBACK, 1)[0].split())
+    tb = str(getattr(failure, "remote_traceback", "") or "")
+    last = next((ln for ln in reversed(tb.splitlines()) if ln.strip()), "")
+    if last and not isinstance(failure, RemoteEnvError):
+        first += f" ({_one_line(last, CAUSE_CHARS)})"
+    return f"restarting after: {first or type(failure).__name__}"
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
@@ -257,6 +278,11 @@ class VecEnvBrokenError(EnvfactoryError, RuntimeError):
     """A previous worker failure left the vectorized env unusable (no stale data is served)."""
 
 
+#: what separates a [`WorkerError`][envfactory.errors.WorkerError]'s message from the remote
+#: traceback it carries
+REMOTE_TRACEBACK = "\n--- remote traceback ---\n"
+
+
 class WorkerError(EnvfactoryError, RuntimeError):
     """A worker process failed. Carries which worker, pid, env indices, env id and the
     remote traceback text.
@@ -310,7 +336,7 @@ class WorkerError(EnvfactoryError, RuntimeError):
             parts.append(f"exit code {exitcode}" + (f" ({self.signal})" if self.signal else ""))
         msg = "; ".join(parts) + (f": {detail}" if detail else "")
         if remote_traceback:
-            msg += "\n--- remote traceback ---\n" + remote_traceback.rstrip()
+            msg += REMOTE_TRACEBACK + remote_traceback.rstrip()
         # not super(): a RemoteEnvError subclass also derives from an env's own exception
         # type, whose __init__ may take other arguments
         Exception.__init__(self, msg)

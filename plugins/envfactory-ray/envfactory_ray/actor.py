@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +31,8 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from envfactory import WorkerDiedError, WorkerError, WorkerTimeoutError
 from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, WorkerHandle, failure_of
 
+from .causes import IP, KILLED, START_CAUSES, lost_node_of, ray_cause
+
 __all__ = [
     "ERROR",
     "INNER",
@@ -40,9 +41,7 @@ __all__ = [
     "EnvActor",
     "StepBatch",
     "array_batched",
-    "lost_node_of",
     "pickles",
-    "ray_cause",
 ]
 
 #: an actor's answer: ``(OK, payload)``, ``(ERROR, Failure)``, or a node actor's
@@ -161,52 +160,6 @@ class StepBatch:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
-
-
-# the lines of Ray's actor-death message that only repeat what the error names already
-_CONTEXT = re.compile(r"^\s*(class_name|actor_id|pid|name|namespace|ip): ")
-_NODE_ID = re.compile(r"Node Id: ([0-9a-f]{56})")
-_IP = re.compile(r"^\s*ip: (\S+)", re.MULTILINE)
-#: Ray's message when it knows no more than that the actor is gone
-NO_CAUSE = "The actor died unexpectedly before finishing this task."
-#: what an actor lost before it started, neither by its node nor by its creation, usually means:
-#: a driver with token auth on a cluster without gets "all references to the actor were
-#: removed", and Ray's driver log has "Missing authorization header"
-START_CAUSES = (
-    "the usual causes: this process's Ray token auth differs from the cluster's (RAY_AUTH_MODE, "
-    "RAY_AUTH_TOKEN), or the node lacks a package the envs need; Ray's driver log may say more"
-)
-
-
-def ray_cause(exc: BaseException) -> str:
-    """Ray's reason for an actor error, on one line: its message without the lines that
-    repeat the actor's name, id, pid and address, and, for an exception in the actor's
-    creation (an env constructor that could not be unpickled: a package missing on the node),
-    that exception's last line."""
-    text = str(getattr(exc, "error_msg", "") or exc).strip()
-    if getattr(exc, "_actor_init_failed", False) or "error raised in its creation task" in text:
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        return f"an error in its creation task: {lines[-1]}" if lines else text
-    kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not _CONTEXT.match(ln)]
-    if len(kept) > 1 and kept[0] == NO_CAUSE:
-        kept = kept[1:]
-    return "; ".join(kept) or type(exc).__name__
-
-
-def lost_node_of(exc: BaseException, node_id: str) -> str:
-    """The node that Ray's actor error ``exc`` says is lost (its id), or "" if it says
-    nothing of the kind: the node it names as dead, or ``node_id`` (the actor's) when Ray
-    could not reach the actor at all (``ActorUnavailableError``: the node's raylet or the
-    network went; Ray may go on listing such a node as alive for 10-15 s)."""
-    import ray
-
-    text = str(exc)
-    named = _NODE_ID.search(text)
-    if named and "node has died" in text:
-        return named.group(1)
-    if isinstance(exc, ray.exceptions.ActorUnavailableError):
-        return node_id
-    return ""
 
 
 class _ByChannel:
@@ -540,8 +493,9 @@ class ActorHandle(WorkerHandle):
         return self.error(WorkerDiedError, f"lost its {where}, which {what}", call)
 
     def _died(self, exc: Exception, call: str) -> WorkerError:
-        """The ``WorkerDiedError`` for Ray's actor error ``exc``, with Ray's cause; notes the
-        node Ray said was lost (``lost_node``)."""
+        """The ``WorkerDiedError`` for Ray's actor error ``exc``, with Ray's cause on one short
+        line (``died (killed (SIGKILL: ...) or crashed; Ray says: ...)`` for a process that ended
+        without a word to Ray); notes the node Ray said was lost (``lost_node``)."""
         import ray
 
         self.killed = True
@@ -550,13 +504,14 @@ class ActorHandle(WorkerHandle):
         cause = ray_cause(exc)
         if self.describing and not self.node_id and self.lost_node:
             self.node_id = self.lost_node  # where it had been placed
-            ip = _IP.search(str(exc))
+            ip = IP.search(str(exc))
             self.node_ip = ip.group(1) if ip else ""
         unreachable = isinstance(exc, ray.exceptions.ActorUnavailableError)
         verb = "became unreachable" if unreachable else "died"
         if self.describing:
             verb += " before it started"
-            if not self.init_failed and not self.lost_node:  # Ray's reason explains little
+            explained = self.init_failed or self.lost_node or cause.startswith(KILLED)
+            if not explained:  # Ray's reason explains little
                 cause += f"; {START_CAUSES}"
         return self.error(WorkerDiedError, f"{verb} ({cause})", call)
 

@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from envfactory import ConfigError, WorkerDiedError
+from envfactory.errors import restart_message
 from envfactory.vectorizers.remote import (
     EnvInfo,
     RemoteVecEnv,
@@ -199,12 +200,7 @@ class RayGroup(WorkerGroup):
         split = split_envs(self.num_envs, in_series)
         need = len(split) * per_actor
         if need > total + 1e-9 and self.address is None:
-            raise ConfigError(
-                f"vectorizer=ray: {len(split)} actors x num_cpus={per_actor:g} need "
-                f"{need:g} CPUs, but the local Ray has {total:g}; raise vectorizer.in_series "
-                f"(envs per actor, now {in_series}), lower vectorizer.num_cpus (fractions such "
-                "as 0.5 are allowed), or set vectorizer.in_series=null"
-            )
+            raise ConfigError(_too_many_cpus(len(split), per_actor, total, in_series))
         self.in_series = in_series
         if self.address is None:
             _check_local_resources(self.placement, ray.cluster_resources())
@@ -320,7 +316,7 @@ class RayGroup(WorkerGroup):
                 self._note_lost(handle)
                 lost = self._lost_nodes()
                 away = f" away from {nodes_text(lost)}" if lost else ""
-                _warn(f"restarting after: {err}; trying again{away}")
+                _warn(f"{restart_message(err)}; trying again{away}")
                 time.sleep(pause)
                 pause = min(2 * pause, 2.0)
 
@@ -460,6 +456,30 @@ def _check_local_resources(placement: dict[str, Any], have: dict[str, float]) ->
             f"auto), join a cluster that has it (vectorizer.address), or remove "
             f"vectorizer.{key}"
         )
+
+
+def _too_many_cpus(actors: int, per_actor: float, total: float, in_series: int) -> str:
+    """The error for actors that need more CPUs than the local Ray has, with the fixes that can
+    work: fewer actors (a larger ``in_series``) only where there are several, and a smaller
+    ``num_cpus`` where one actor alone needs more than the local Ray has."""
+    s = "s" if actors > 1 else ""
+    head = (
+        f"vectorizer=ray: {actors} actor{s} x num_cpus={per_actor:g} need{'' if s else 's'} "
+        f"{actors * per_actor:g} CPUs, but the local Ray has {total:g}; "
+    )
+    series = f"vectorizer.in_series (envs per actor, now {in_series})"
+    if actors > 1 and per_actor <= total + 1e-9:
+        return head + (
+            f"raise {series}, lower vectorizer.num_cpus (fractions such as 0.5 are allowed), or "
+            "set vectorizer.in_series=null"
+        )
+    cluster = f"or join a Ray cluster with a node of {per_actor:g} CPUs (vectorizer.address)"
+    if total <= 0:
+        return head + f"start Ray with CPUs (ray.init(num_cpus=...)) {cluster}"
+    lower = f"lower vectorizer.num_cpus to {total:g} or less (fractions such as 0.5 are allowed)"
+    if actors > 1:
+        return head + f"{lower} and raise {series} or set it to null; {cluster}"
+    return head + f"{lower}: one actor cannot take more CPUs than the local Ray has; {cluster}"
 
 
 def _smallest_node_cpus() -> float:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 import ray
-from envfactory_ray.actor import NO_CAUSE, ActorHandle, lost_node_of, ray_cause
+from envfactory_ray.actor import ActorHandle
+from envfactory_ray.causes import CAUSE_CHARS, KILLED, NO_CAUSE, lost_node_of, ray_cause
 from envfactory_ray.plugin import RayConfig
 from ray.core.generated.common_pb2 import ActorDiedErrorContext
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayTaskError
@@ -67,6 +68,48 @@ def test_ray_cause_is_one_line_with_ray_s_reason() -> None:
         "an error in its creation task: ModuleNotFoundError: No module..."
     )
     assert ray_cause(ActorDiedError()) == NO_CAUSE
+
+
+#: Ray 2.60's exit detail for an actor process that ended without a word to Ray (the same for a
+#: SIGKILL, a SIGSEGV, os._exit), and its advice after it
+EOF_DETAIL = "Worker unexpectedly exits with a connection error code 2. End of file."
+RAY_ADVICE = (
+    " Some common causes include: (1) the process was killed by the OOM killer due to high memory"
+    " usage, (2) ray stop --force was called, or (3) the worker crashed unexpectedly due to "
+    "SIGSEGV or another unexpected error. If the process was killed by the kernel OOM killer "
+    "(verifiable by checking for OOM in dmesg of the OOMing node), consider enabling resource "
+    "isolation via --enable-resource-isolation to prevent node deaths by resource contention and "
+    "significant loss of progress by uninformed kernel OOM killing."
+)
+
+
+def process_died(detail: str) -> ActorDiedError:
+    """Ray 2.60's error for a call to an actor whose worker process died."""
+    err = ActorDiedError()
+    err.error_msg = (
+        f"{NO_CAUSE}\n\tclass_name: EnvActor\n\tactor_id: {ACTOR}\n\tpid: 42\n\tnamespace: ns\n"
+        "\tip: 192.0.2.2\nThe actor is dead because its worker process has died. Worker exit "
+        f"type: SYSTEM_ERROR Worker exit detail: {detail}"
+    )
+    return err
+
+
+def test_ray_cause_of_a_process_that_ended_without_a_word_is_one_short_line() -> None:
+    killed = ray_cause(process_died(EOF_DETAIL + RAY_ADVICE))
+    assert killed == f"{KILLED}; Ray says: {EOF_DETAIL}"
+    memory = (  # Ray's own memory monitor: its reason kept, its advice and tables left out
+        "Task was killed due to the node running low on memory. Memory on the node (IP: "
+        "192.0.2.2, ID: 2d2d) was 7.5GB used / 7.8GB limit (0.960000)\nTop 10 memory users:\n"
+        "PID MEM(GB) COMMAND\n42 6.1 ray::EnvActor.step\nRefer to the documentation on how to "
+        "address the out of memory issue: https://docs.ray.io/..."
+    )
+    cause = ray_cause(process_died(memory))
+    assert cause.endswith(
+        "Worker exit detail: Task was killed due to the node running low on memory. Memory on "
+        "the node (IP: 192.0.2.2, ID: 2d2d) was 7.5GB used / 7.8GB limit (0.960000)"
+    ), cause
+    long = ray_cause(process_died("a reason " * 100))
+    assert len(long) <= CAUSE_CHARS and long.endswith(" a...") and "\n" not in long
 
 
 def test_lost_node_is_the_one_ray_names_or_the_unreachable_actor_s() -> None:
