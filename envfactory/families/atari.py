@@ -232,6 +232,15 @@ def _validate(options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+_ROM_AT_ONCE = "envfactory.families.ale_rom"
+
+
+def _ale_env_class() -> Any:
+    from ale_py.env import AtariEnv
+
+    return AtariEnv
+
+
 def _make_base(
     env_id: str, obs_type: str, rap: float, full_action_space: bool, render_mode: str | None = None
 ) -> gym.Env:
@@ -248,8 +257,10 @@ def _make_base(
     entry_name = entry if isinstance(entry, str) else getattr(entry, "__module__", "")
     if not entry_name.startswith("ale_py"):
         raise OptionError("id", env_id, "an ALE (Atari) environment id such as 'ALE/Pong-v5'")
+    if entry in ("ale_py.env:AtariEnv", _ale_env_class()):  # its ROM loaded once (ale_rom)
+        spec = dataclasses.replace(spec, entry_point=f"{_ROM_AT_ONCE}:RomAtOnceAtariEnv")
     return gym.make(
-        env_id,
+        spec,
         frameskip=1,
         repeat_action_probability=rap,
         full_action_space=full_action_space,
@@ -269,7 +280,8 @@ class _ScreenSpace(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env, rgb: bool) -> None:
         super().__init__(env)
         gym.utils.RecordConstructorArgs.__init__(self, rgb=rgb)
-        height, width = env.unwrapped.ale.getScreenDims()  # type: ignore[attr-defined]
+        unwrapped: Any = env.unwrapped  # (its ROM may load at the first reset: ale_rom)
+        height, width = getattr(unwrapped, "screen_dims", None) or unwrapped.ale.getScreenDims()
         shape = (height, width, 3) if rgb else (height, width)
         self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
 

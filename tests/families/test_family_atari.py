@@ -393,3 +393,67 @@ def test_frames_equal_gymnasiums_own_atari_preprocessing(obs_type: str) -> None:
         if t1 or u1:
             o1, _ = ours.reset()
             o2, _ = ref.reset()
+
+
+# -- the ROM loaded once (ale_rom): start-up, issue 28 -----------------------------------
+def _count_loads(monkeypatch: Any) -> list[str]:
+    """Clear what this process knows of the games and count the ROM loads really done."""
+    from ale_py.env import AtariEnv
+
+    from envfactory.families import ale_rom
+
+    monkeypatch.setattr(ale_rom, "_KNOWN", {})
+    loads: list[str] = []
+    real = AtariEnv.load_game
+
+    def load_game(self: Any) -> None:
+        loads.append(self._game)
+        real(self)
+
+    monkeypatch.setattr(AtariEnv, "load_game", load_game)
+    return loads
+
+
+def test_envs_of_a_game_built_here_before_load_their_rom_at_the_first_reset_only(
+    monkeypatch: Any,
+) -> None:
+    """ale_py loads the ROM when an env is built and again at its seeded reset (~65 ms
+    each): the family's second and later envs of a game skip the first load (8 Pongs made
+    16 loads before their first batch, now 9)."""
+    loads = _count_loads(monkeypatch)
+    envs = [make_atari(id="ALE/Pong-v5") for _ in range(4)]
+    assert loads == ["pong"]  # the first env only: its action set and screen serve the rest
+    for k, env in enumerate(envs):
+        obs, _ = env.reset(seed=k)
+        _check_space(env, obs, (84, 84, 4))
+    assert loads == ["pong"] * 5  # each seeded reset loads (as ale_py's own env does)
+
+
+def test_an_env_whose_rom_loads_at_reset_steps_as_ale_pys_own(monkeypatch: Any) -> None:
+    """What a seeded reset and the steps after it return is ale_py's AtariEnv's, frame for
+    frame; an unseeded first reset and a step before any reset load the ROM too."""
+    import ale_py
+    from ale_py.env import AtariEnv
+
+    from envfactory.families.ale_rom import RomAtOnceAtariEnv
+
+    _count_loads(monkeypatch)
+    kw = {"frameskip": 1, "repeat_action_probability": 0.25, "obs_type": "ram"}
+    RomAtOnceAtariEnv("breakout", **kw)  # (the game becomes known here)
+    late, own = RomAtOnceAtariEnv("breakout", **kw), AtariEnv("breakout", **kw)
+    assert late._rom_pending and late.action_space == own.action_space
+    assert late.observation_space == own.observation_space
+    assert late.get_action_meanings() == own.get_action_meanings()
+    a, _ = late.reset(seed=7)
+    b, _ = own.reset(seed=7)
+    assert (a == b).all() and not late._rom_pending
+    for t in range(300):
+        x, y = late.step(t % 4), own.step(t % 4)
+        assert (x[0] == y[0]).all() and x[1:4] == y[1:4], t
+    assert (late.ale.getScreenRGB() == own.ale.getScreenRGB()).all()
+    unseeded = RomAtOnceAtariEnv("breakout", **kw)
+    obs, _ = unseeded.reset()
+    assert obs.shape == (128,) and int(unseeded.ale.getEpisodeFrameNumber()) == 0
+    stepped = RomAtOnceAtariEnv("breakout", **kw)
+    assert stepped.step(0)[0].shape == (128,)  # (no reset: loaded by the step)
+    assert isinstance(stepped.clone_state(), ale_py.ALEState)
