@@ -7,20 +7,19 @@ CPU in ROM loads before the first reset). `RomAtOnceAtariEnv` is ``AtariEnv`` wh
 constructor skips the load when an env of the same game and action set was built in this
 process before (the first one loads, and its action set and screen size serve the others);
 the ROM is then loaded at the first ``reset`` (a seeded reset loads it anyway, an unseeded one
-loads it as the constructor would have: seeded at random), or at a first ``step``,
-``render``, ``clone_state`` or ``restore_state``. What a seeded reset returns, and everything
-after it, is what ``AtariEnv`` gives: the load re-initialises the emulator.
+loads it as the constructor would have: seeded at random), or at the first use of the ALE that
+needs a game (a step, the screen, the lives, a saved state: ``env.unwrapped.ale`` is a stand-in
+until then, which loads the ROM before it passes such a call on). What a seeded reset returns,
+and everything after it, is what ``AtariEnv`` gives: the load re-initialises the emulator.
 
-Until then ``env.unwrapped.ale`` has no game loaded: read it after ``reset`` (gymnasium's
-contract: reset before use). The ``atari`` family builds its envs from this class; a render
-mode of ``human`` or ``sound_obs`` keep ale_py's own behaviour (the ROM is loaded when built).
+The ``atari`` family builds its envs from this class; a render mode of ``human`` or
+``sound_obs`` keep ale_py's own behaviour (the ROM is loaded when built).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import ale_py
 from ale_py.env import AtariEnv
 
 __all__ = ["RomAtOnceAtariEnv"]
@@ -28,19 +27,28 @@ __all__ = ["RomAtOnceAtariEnv"]
 #: what a loaded ALE answered for a game, by constructor key (per process)
 _KNOWN: dict[tuple[Any, ...], dict[str, Any]] = {}
 _ASKED = ("getMinimalActionSet", "getLegalActionSet", "getScreenDims", "getRAMSize")
+#: the ALE's calls that set up a load (ale_py's seed_game and load_game make them)
+_SETUP = frozenset(
+    {"setInt", "setFloat", "setBool", "setString", "setLoggerMode", "loadROM", "setMode",
+     "setDifficulty", "getInt", "getFloat", "getBool", "getString"}
+)  # fmt: skip
 
 
-class _Answers:
-    """The ALE during ``AtariEnv.__init__`` when the load is skipped: the calls that need a
-    loaded game answer from `_KNOWN`, the others (settings) reach the real ALE."""
+class _PendingALE:
+    """The ALE of an env whose ROM is not loaded yet. The answers known from an env of the
+    same game built before are given as they are, the settings reach the real ALE, and
+    anything else (a step, the screen, the lives, a state) loads the ROM first, as the
+    constructor would have (seeded at random): nothing reaches an ALE without a game."""
 
-    def __init__(self, ale: Any, known: dict[str, Any]) -> None:
-        self.real, self.known = ale, known
+    def __init__(self, env: RomAtOnceAtariEnv, ale: Any, known: dict[str, Any]) -> None:
+        self.env, self.real, self.known = env, ale, known
 
     def __getattr__(self, name: str) -> Any:
         if name in self.known:
             value = self.known[name]
             return lambda: value
+        if name not in _SETUP:
+            self.env.load_now()
         return getattr(self.real, name)
 
 
@@ -52,50 +60,29 @@ class RomAtOnceAtariEnv(AtariEnv):
                bool(kwargs.get("full_action_space")), bool(kwargs.get("continuous")))  # fmt: skip
         plain = kwargs.get("render_mode") == "human" or kwargs.get("sound_obs")
         self._skip: dict[str, Any] | None = None if plain else _KNOWN.get(key)
-        self._rom_pending = False
         super().__init__(game, **kwargs)
-        if isinstance(self.ale, _Answers):
-            self.ale = self.ale.real
-        elif not plain and key not in _KNOWN:  # loaded: its answers serve the next ones
-            _KNOWN[key] = {name: getattr(self.ale, name)() for name in _ASKED}
         self._skip = None
+        if not plain and key not in _KNOWN:  # loaded: its answers serve the next ones
+            _KNOWN[key] = {name: getattr(self.ale, name)() for name in _ASKED}
         #: ``(height, width)`` of the screen, known before the ROM is loaded
-        self.screen_dims = tuple(
-            self.ale.getScreenDims() if plain else _KNOWN[key]["getScreenDims"]
-        )
+        self.screen_dims = tuple(self.ale.getScreenDims())
+
+    @property
+    def rom_pending(self) -> bool:
+        """Whether the ROM is still to be loaded (at the first reset or use)."""
+        return isinstance(self.ale, _PendingALE)
 
     def load_game(self) -> None:
         if self._skip is not None:  # in __init__, a game known here: load at first use
-            self._rom_pending = True
-            self.ale = _Answers(self.ale, self._skip)  # type: ignore[assignment]
+            self.ale = _PendingALE(self, self.ale, self._skip)  # type: ignore[assignment]
             return
-        self._rom_pending = False
+        if isinstance(self.ale, _PendingALE):
+            self.ale = self.ale.real
         super().load_game()
 
-    def _load_now(self) -> None:
+    def load_now(self) -> None:
         """The load the constructor skipped, as it would have done it (the emulator seeded
-        at random)."""
-        if self._rom_pending:
+        at random); nothing if the ROM is loaded. A seeded reset loads it by itself."""
+        if isinstance(self.ale, _PendingALE):
             self.seed_game()
             self.load_game()
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        if seed is None:
-            self._load_now()
-        return super().reset(seed=seed, options=options)  # (a seed loads the ROM)
-
-    def step(self, action: Any) -> Any:
-        self._load_now()
-        return super().step(action)
-
-    def render(self) -> Any:
-        self._load_now()
-        return super().render()
-
-    def clone_state(self, include_rng: bool = False) -> ale_py.ALEState:
-        self._load_now()
-        return super().clone_state(include_rng=include_rng)
-
-    def restore_state(self, state: ale_py.ALEState) -> None:
-        self._load_now()
-        super().restore_state(state)

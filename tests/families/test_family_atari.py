@@ -441,12 +441,12 @@ def test_an_env_whose_rom_loads_at_reset_steps_as_ale_pys_own(monkeypatch: Any) 
     kw = {"frameskip": 1, "repeat_action_probability": 0.25, "obs_type": "ram"}
     RomAtOnceAtariEnv("breakout", **kw)  # (the game becomes known here)
     late, own = RomAtOnceAtariEnv("breakout", **kw), AtariEnv("breakout", **kw)
-    assert late._rom_pending and late.action_space == own.action_space
+    assert late.rom_pending and late.action_space == own.action_space
     assert late.observation_space == own.observation_space
     assert late.get_action_meanings() == own.get_action_meanings()
     a, _ = late.reset(seed=7)
     b, _ = own.reset(seed=7)
-    assert (a == b).all() and not late._rom_pending
+    assert (a == b).all() and not late.rom_pending
     for t in range(300):
         x, y = late.step(t % 4), own.step(t % 4)
         assert (x[0] == y[0]).all() and x[1:4] == y[1:4], t
@@ -457,3 +457,6 @@ def test_an_env_whose_rom_loads_at_reset_steps_as_ale_pys_own(monkeypatch: Any) 
     stepped = RomAtOnceAtariEnv("breakout", **kw)
     assert stepped.step(0)[0].shape == (128,)  # (no reset: loaded by the step)
     assert isinstance(stepped.clone_state(), ale_py.ALEState)
+    asked = RomAtOnceAtariEnv("breakout", **kw)  # the ALE itself, before any reset:
+    assert asked.rom_pending and asked.ale.lives() == 5  # loaded first, never a game-less ALE
+    assert not asked.rom_pending and asked.ale.getScreenRGB().shape == (210, 160, 3)
