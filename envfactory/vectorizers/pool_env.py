@@ -111,9 +111,11 @@ class PoolVecEnv(RemoteVecEnv):
         finally:
             self._leave()
 
-    def send(self, actions: Any, env_ids: Any) -> None:
+    def send(self, actions: Any, env_ids: Any = None) -> None:
         """Step the envs ``env_ids`` (ints) with ``actions`` (one row each; a batch of
-        ``len(env_ids)`` single actions) and return at once.
+        ``len(env_ids)`` single actions) and return at once. ``env_ids=None`` means every
+        env, as envpool's ``send`` reads it (then ``num_envs`` actions, and no env may be
+        in flight); a loop sends to the envs `recv` returned: ``infos["env_id"]``.
 
         Raises:
             ValueError: an env id out of range, repeated, or still in flight / not yet
@@ -125,6 +127,16 @@ class PoolVecEnv(RemoteVecEnv):
         """
         self._check_open("send")
         self._expect_idle("send")
+        if env_ids is None:
+            n = _batch_len(actions)
+            if n is not None and n != self.num_envs:
+                got = f"{n} actions" if n >= 0 else "a single action (no batch axis)"
+                raise InvalidActionError(
+                    f"send(actions) without env_ids steps every env (envpool's meaning): "
+                    f"{got} for {self.num_envs} envs; to step the envs recv returned, pass "
+                    "their ids: envs.send(actions, infos['env_id'])"
+                )
+            env_ids = np.arange(self.num_envs)
         ids = check_env_ids(env_ids, self.num_envs, "send(actions, env_ids")
         actions = self._check_batch(actions, ids)
         self._check_reset_done_for(ids)

@@ -781,3 +781,22 @@ def test_a_sleeping_pool_parent_is_woken_by_a_slot_step(no_leaks: None) -> None:
             took.append(time.monotonic() - t0)
             assert rew.tolist() == [1.0] * cpus
         assert sorted(took)[2] < 0.15, took  # woken by the workers, not by the slice
+
+
+def test_send_without_env_ids_is_every_env_as_in_envpool(no_leaks: None) -> None:
+    """``send(actions)`` reads as envpool's ``send(action, env_id=None)``: every env. With
+    fewer actions it says what to pass (it was Python's own TypeError for a missing
+    argument)."""
+    with SubprocPool([Maker() for _ in range(4)], 2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv()
+        with pytest.raises(
+            InvalidActionError,
+            match=r"without env_ids steps every env .*"
+            r"2 actions for 4 envs.*envs.send\(actions, infos\['env_id'\]\)",
+        ):
+            envs.send(np.zeros(2, np.int64))
+        envs.recv()
+        envs.send(np.ones(4, np.int64))  # every env is back: all four step
+        _, rew, *_ = envs.recv(env_ids=np.arange(4))
+        assert rew.tolist() == [1.0] * 4
