@@ -241,8 +241,9 @@ def rollout(
         action_seed: seed of the sampled actions.
 
     Returns:
-        A list of records ``{"call", "obs", "infos"[, "rewards", "terminations",
-        "truncations", "mask"]}`` (copies, safe against buffer reuse).
+        A list of records, dicts with the keys `call`, `obs` and `infos`, and for a step
+            also `rewards`, `terminations`, `truncations` (`mask` for a masked reset); copies,
+            safe against buffer reuse.
     """
     if actions is None:
         actions = sample_actions(envs.single_action_space, envs.num_envs, steps, action_seed)
