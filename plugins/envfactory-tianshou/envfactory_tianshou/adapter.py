@@ -21,7 +21,8 @@ ids it steps (so it steps a subset of the envs). How each call maps onto envfact
   ``step``: ``step(None, id)`` (Tianshou's spelling of "wait for the step in flight")
   returns it, and every other call refuses at once with ``AlreadyPendingError`` saying so
   (``close()`` abandons it). Nothing of it is dropped: an episode that ended in it is
-  seen. A Ctrl-C that came before the step was sent leaves nothing pending.
+  seen. A Ctrl-C that came before the step was sent leaves nothing pending. The same holds
+  for a step of every env: ``step(None)`` returns it (envfactory's ``step_wait()``).
 - ``reset(env_id)``: ``venv.reset(options={"reset_mask": ...})`` (no seed: each env's
   generator goes on, as Tianshou's ``DummyVectorEnv``).
 - ``seed(seed)``: as Tianshou's workers, seeds each env's action-space sampler with
@@ -35,9 +36,10 @@ Tianshou resets a finished env before it steps it again, so no autoreset ever ha
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +52,7 @@ from envfactory.errors import (
     NoPendingCallError,
     NotReadyError,
     RemoteEnvError,
+    restart_message,
 )
 from envfactory.vectorizers.pool import SubprocPool, take_rows
 from envfactory.wrappers.legacy_final_info import unbatch_info
@@ -147,7 +150,8 @@ class TianshouVectorEnv(BaseVectorEnv):
         options = dict(kwargs.pop("options", None) or {})
         if not mask.all():
             options["reset_mask"] = mask
-        obs, infos = self.venv.reset(options=options or None, **kwargs)
+        with _pending_full_step("reset"):
+            obs, infos = self.venv.reset(options=options or None, **kwargs)
         obs = take_rows(obs, ids)
         self._remember(obs, ids)
         return obs, _info_rows(infos, ids)
@@ -161,19 +165,37 @@ class TianshouVectorEnv(BaseVectorEnv):
         if action is None and self._unreturned is not None:
             return self._finish_cut_step(id)
         self._refuse_if_cut("step")
-        if action is None:
-            raise ValueError("action must be not-None for non-async")
         ids = self._ids(id)
+        every = list(ids) == list(range(self.env_num))
+        if action is None:
+            if every:
+                return self._finish_full_step()
+            raise ValueError("action must be not-None for non-async")
         action = np.asarray(action)
         if len(action) != len(ids):
             raise ValueError(f"step(action, id): {len(action)} actions for {len(ids)} env ids")
-        if list(ids) == list(range(self.env_num)):
-            obs, rew, term, trunc, infos = self.venv.step(action)
+        if every:
+            with _pending_full_step("step"):
+                obs, rew, term, trunc, infos = self.venv.step(action)
             self._remember(obs, ids)
             return obs, rew, term, trunc, _info_rows(infos, ids)
         if self._pool:
             return self._step_pool(action, ids)
         return self._step_each(action, ids)
+
+    def _finish_full_step(self) -> tuple:
+        """``step(None)``: the step of every env a Ctrl-C interrupted, whole (envfactory's
+        ``step_wait()``), or the error of a ``None`` action when none is pending."""
+        step_wait = getattr(self.venv, "step_wait", None)
+        if step_wait is None:
+            raise ValueError("action must be not-None for non-async")
+        try:
+            obs, rew, term, trunc, infos = step_wait()
+        except NoPendingCallError:
+            raise ValueError("action must be not-None for non-async") from None
+        ids = list(range(self.env_num))
+        self._remember(obs, ids)
+        return obs, rew, term, trunc, _info_rows(infos, ids)
 
     def _step_pool(self, action: np.ndarray, ids: list[int]) -> tuple:
         venv: Any = self.venv
@@ -248,7 +270,7 @@ class TianshouVectorEnv(BaseVectorEnv):
             except RemoteEnvError as failure:  # the env raised; its worker is alive
                 if not self._restart or self._last[i] is None:
                     raise
-                warnings.warn(f"restarting after: {failure}", RuntimeWarning, stacklevel=4)
+                warnings.warn(restart_message(failure), RuntimeWarning, stacklevel=4)
                 rows.append((self._last[i], 0.0, False, True, {"restarted": True, "env_id": i}))
                 continue
             if self._restart:
@@ -317,3 +339,21 @@ def _stack(rows: list[tuple]) -> tuple:
     infos = np.empty(len(rows), dtype=object)
     infos[:] = list(info)
     return np.stack(obs), np.asarray(rew), np.asarray(term), np.asarray(trunc), infos
+
+
+@contextlib.contextmanager
+def _pending_full_step(what: str) -> Iterator[None]:
+    """The venv refuses ``what`` because a step of every env that a Ctrl-C interrupted is
+    pending: say it in Tianshou's spelling, ``step(None)`` (the venv's own message names
+    ``step_wait()``, which a Tianshou vector env does not have)."""
+    try:
+        yield
+    except AlreadyPendingError as exc:
+        if "step_wait()" not in str(exc):
+            raise
+        raise AlreadyPendingError(
+            f"{what}() called while a step of every env interrupted by Ctrl-C is pending; "
+            "call step(None) to get its results (nothing of it is lost), or close() to "
+            "abandon it",
+            "step",
+        ) from None

@@ -359,3 +359,29 @@ def test_dqn_through_tianshou_learns_cartpole() -> None:
     test.close()
     assert result.best_reward >= 100, result.best_reward
     assert final.returns.mean() >= 60, final.returns
+
+
+def test_ctrl_c_in_a_step_of_every_env_is_finished_by_step_none() -> None:
+    """A Ctrl-C in a step of every env (a Collector's usual step) leaves envfactory's step
+    pending: the adapter's calls say to call ``step(None)``, which returns it whole, and the
+    env goes on (before, every later step and reset failed naming ``step_wait()``, which a
+    Tianshou vector env does not have)."""
+    pool = SubprocPool([_EndsAtStep2] * N, N, in_series=1, context="fork")
+    venv = to_tianshou(pool)
+    venv.reset()
+    venv.step(np.array([1, 1, 1]))  # every env at t=1
+    _ctrl_c_in(lambda: venv.step(np.array([1, 1, 1])))
+    says = r"a step of every env interrupted by Ctrl-C is pending; call step\(None\)"
+    for call in (lambda: venv.step(np.array([1, 1, 1])), venv.reset):
+        with pytest.raises(AlreadyPendingError, match=says):
+            call()
+    obs, rew, term, _trunc, infos = venv.step(None)
+    assert obs[:, 0].tolist() == [2.0] * N  # (the second step of each env)
+    assert rew.tolist() == [1.0] * N and term.tolist() == [True] * N  # the episode end seen
+    assert [info["env_id"] for info in infos] == [0, 1, 2]
+    venv.reset()
+    _obs, rew, *_ = venv.step(np.array([1, 1, 1]))  # usable
+    assert rew.tolist() == [1.0] * N
+    with pytest.raises(ValueError, match="action must be not-None"):
+        venv.step(None)  # nothing pending
+    venv.close()
