@@ -224,3 +224,12 @@ def test_getting_started_counts_the_tests_of_today() -> None:
     ):
         number = int(stated.group(1).replace(",", ""))
         assert abs(number - actual) <= 0.15 * actual, (stated.group(0), actual)
+
+
+def test_the_rerun_docs_say_a_run_dir_is_code_to_trust() -> None:
+    """``--rerun`` runs a run dir's saved Hydra settings, its ``hydra.callbacks`` included
+    (issue 28, item 5): the guide and the CLI reference say so where they describe it."""
+    for page in ("docs/guides/command-line.md", "docs/reference/cli.md"):
+        text = (Path(__file__).resolve().parents[2] / page).read_text()
+        rerun = text[text.index("--rerun") :]
+        assert "hydra.callbacks" in rerun and "trust" in rerun, page
