@@ -343,6 +343,18 @@ def run_dir_error(exc: OSError, args: list[str]) -> str:
     )
 
 
+def _os_error_under(exc: BaseException) -> OSError | None:
+    """The OSError that ``exc`` was raised from (its cause or context, at any depth)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OSError):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def version_line() -> str:
     """``envfactory 0.1.0 (hydra-core 1.3.2, gymnasium 1.2.0, Python 3.11.7)``."""
     import importlib.metadata as md
@@ -432,6 +444,12 @@ def _main() -> None:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
     except (ConfigError, HydraException, OmegaConfBaseException, YAMLError, ValueError) as exc:
+        unwritable = _os_error_under(exc) if isinstance(exc, ValueError) else None
+        if unwritable is not None and not user_wants_tracebacks:
+            # logging's "Unable to configure handler 'file'": the run dir exists but its
+            # log file cannot be written (no permission, a read-only file system)
+            print(f"envfactory: error: {run_dir_error(unwritable, args)}", file=sys.stderr)
+            raise SystemExit(2) from None
         if user_wants_tracebacks or (isinstance(exc, ValueError) and not header_error(exc)):
             raise  # (a ValueError of Hydra's other than a bad "# @package" header: a bug)
         err = exc if isinstance(exc, ConfigError) else hydra_error(exc)

@@ -260,6 +260,33 @@ def test_run_dir_that_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> No
     assert (tmp_path / "notes.txt").read_text() == "my notes\n"
 
 
+def test_an_existing_run_dir_that_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> None:
+    """An existing run dir without write permission: Hydra's logging set-up failed on its
+    log file and the user got 58 lines ending ``Unable to configure handler 'file'``."""
+    import shutil
+
+    run_dir = tmp_path / "locked"
+    run_dir.mkdir()
+    run_dir.chmod(0o555)
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root writes anywhere: drop the capabilities that let it
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv to drop root's capabilities")
+        prefix = [setpriv, "--inh-caps=-all", "--bounding-set=-all"]
+    try:
+        proc = subprocess.run(
+            [*prefix, str(BIN / "envfactory"), "run.total_steps=20", f"hydra.run.dir={run_dir}"],
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+    finally:
+        run_dir.chmod(0o755)
+    assert proc.returncode == 2, proc.stderr
+    _one_line(proc.stderr)
+    assert f"cannot write the run dir: {run_dir}" in proc.stderr, proc.stderr
+    assert "Permission denied" in proc.stderr and "hydra.run.dir=" in proc.stderr
+
+
 # -- item 13: tune's destination -----------------------------------------------------------
 def test_tune_checks_its_destination_before_measuring(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
