@@ -14,6 +14,7 @@ import gymnasium as gym
 from gymnasium.vector import VectorEnv
 
 from .episode_stats import DEFAULT_KEY, EpisodeStatistics
+from .errors import ConfigError, EnvfactoryError, echo_within
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -91,6 +92,9 @@ class EnvThunk:
     index: int = 0
     label: str = ""
     stats_key: str | None = DEFAULT_KEY
+    wrapper_keys: list[str] = field(default_factory=list)
+    """Each wrapper's entry in the config (``wrappers[0] (time_limit)``), which an error of
+    its constructor names."""
 
     def __call__(self) -> gym.Env:
         if self.spec is not None and self.spec.id not in gym.registry:
@@ -107,15 +111,42 @@ class EnvThunk:
         elif self.stats_key is not None:
             env = stats = EpisodeStatistics(env, self.stats_key)
         if stats is None or self.stats_key is None:  # no statistics: the wrappers alone
-            for wrap, kwargs in self.wrappers:
-                env = wrap(env, **kwargs)
-            return env
+            return self._wrapped(env)
         if not self.wrappers:
             return env
         env = probe = EpisodeEndProbe(env)
-        for wrap, kwargs in self.wrappers:
-            env = wrap(env, **kwargs)
-        return FlushEpisodeStats(env, stats, probe)
+        return FlushEpisodeStats(self._wrapped(env), stats, probe)
+
+    def _wrapped(self, env: gym.Env) -> gym.Env:
+        for i, (wrap, kwargs) in enumerate(self.wrappers):
+            entry = self.wrapper_keys[i] if i < len(self.wrapper_keys) else f"wrappers[{i}]"
+            env = applied(wrap, env, kwargs, entry, f"env {self.label!r}")
+        return env
+
+
+def applied(
+    wrap: Callable[..., Any], env: Any, kwargs: Mapping[str, Any], entry: str, what: str
+) -> Any:
+    """``wrap(env, **kwargs)``; what the wrapper's constructor raises (an image wrapper on
+    CartPole: gymnasium's ``ValueError``) is a [`ConfigError`][envfactory.ConfigError] naming
+    the config entry, the original exception (its ``__cause__``) and the fix. envfactory's
+    own errors pass as they are."""
+    try:
+        return wrap(env, **kwargs)
+    except EnvfactoryError:
+        raise
+    except Exception as exc:
+        text = " ".join(str(exc).split()).rstrip(".")
+        missing = isinstance(exc, (ImportError, gym.error.DependencyNotInstalled))
+        fix = (
+            "install what it needs, or remove it" if missing else "remove it or change its options"
+        )
+        raise ConfigError(
+            echo_within(
+                f"{entry} cannot wrap {what}: {type(exc).__name__}{': ' + text if text else ''}"
+                f"; {fix}"
+            )
+        ) from exc
 
 
 def _ensure_registered(spec: Any) -> None:
@@ -166,10 +197,11 @@ def env_thunks(cfg: Plan | DictConfig) -> list[EnvThunk]:
     plan = cfg if isinstance(cfg, Plan) else validate(cfg)
     spec = _parent_spec(plan.env_options.get("id"))
     wraps = [(rec.wrap, dict(opts)) for rec, opts in plan.wrappers]
+    keys = [f"wrappers[{i}] ({rec.name})" for i, (rec, _) in enumerate(plan.wrappers)]
     label = str(plan.env_options.get("id", plan.family.name))
     make, options, key = plan.family.make, plan.env_options, plan.stats_key
     return [
-        EnvThunk(make, dict(options), list(wraps), spec, i, label, key)
+        EnvThunk(make, dict(options), list(wraps), spec, i, label, key, list(keys))
         for i in range(plan.num_envs)
     ]
 
@@ -269,8 +301,6 @@ def _refuse_rllib_single_env(cfg: Any, options: Mapping[str, Any]) -> None:
     kind = type(cfg)
     if kind.__name__ != "EnvContext" or not kind.__module__.startswith("ray.rllib") or options:
         return
-    from .errors import ConfigError
-
     raise ConfigError(
         "RLlib asked envfactory.make_vec for one env (RLlib's gym_env_vectorize_mode "
         "'sync'/'async' vectorizes with gymnasium itself): set "
@@ -288,8 +318,12 @@ def _finish(envs: Any, plan: Plan) -> VectorEnv:
         )
     if not hasattr(envs, "__enter__"):  # gymnasium's VectorEnv is no context manager
         envs = ClosingVectorEnv(envs)
-    for rec, opts in plan.vector_wrappers:
-        envs = rec.wrap(envs, **opts)
+    what = (
+        f"the vector env (vectorizer {plan.vectorizer.name!r}, {plan.num_envs} envs of "
+        f"{str(plan.env_options.get('id', plan.family.name))!r})"
+    )
+    for i, (rec, opts) in enumerate(plan.vector_wrappers):
+        envs = applied(rec.wrap, envs, opts, f"vector_wrappers[{i}] ({rec.name})", what)
     return envs
 
 

@@ -45,12 +45,13 @@ def remote_cause(exc: BaseException) -> str:
 def error_line(exc: BaseException) -> str:
     """One line for an error: a config error's message, else ``Type: first line``; an
     env's exception in a worker adds its message (``...during start: Box2D is not
-    installed, ...``)."""
-    from envfactory.errors import ConfigError
+    installed, ...``). A config error raised in a worker (a wrapper refusing the env) is a
+    worker's error: its first line, without the remote traceback that follows."""
+    from envfactory.errors import ConfigError, WorkerError
 
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError) and not isinstance(exc, WorkerError):
         return " ".join(text.split()) or type(exc).__name__
     line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     cause = remote_cause(exc)  # on the first line already, unless built without it

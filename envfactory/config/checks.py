@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 # (OmegaConf is imported where a config node is read: every family's schema uses the
 # checks below, also in a worker process that only builds envs and reads no config)
-from ..errors import ConfigError, OptionError, did_you_mean, echo_within
+from ..errors import ConfigError, OptionError, did_you_mean, echo, echo_within
 
 __all__ = [
     "TopLevel",
@@ -132,6 +132,8 @@ def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigErro
             f"it with OmegaConf.register_new_resolver({resolver!r}, ...) before composing, "
             "or use a plain value"
         )
+    if _NOT_A_LIST.match(msg):
+        return ConfigError(_not_a_list(key or prefix, _node_value(getattr(exc, "value", None))))
     converted = _CONVERSION.match(msg)
     if converted:
         value, kind, boolean = converted.groups()
@@ -146,6 +148,36 @@ def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigErro
             f"{did_you_mean(value, options)}".rstrip()
         )
     return ConfigError(f"{where}{msg}")
+
+
+_NOT_A_LIST = re.compile(r"Invalid value assigned: \w+ is not a ListConfig, list or tuple")
+#: a wrapper with options, for the fix of a ``wrappers`` / ``vector_wrappers`` not a list
+_WRAPPER_EXAMPLE = {
+    "wrappers": "{name: time_limit, max_episode_steps: 100}",
+    "vector_wrappers": "{name: clip_reward, min_reward: -1, max_reward: 1}",
+}
+
+
+def _node_value(value: Any) -> Any:
+    """The Python value of an OmegaConf node (``AnyNode('x')`` -> ``'x'``), else itself."""
+    getter = getattr(value, "_value", None)
+    return getter() if callable(getter) else value
+
+
+def _not_a_list(key: str, value: Any) -> str:
+    """The message for a list key (``wrappers``) given one value, with the list forms."""
+    what = {str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+    item = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+    example = _WRAPPER_EXAMPLE.get(key.rpartition(".")[2])
+    if example is None:
+        return f"{key}={echo(value)}: {key} takes a list, not {what}; write {key}=[{item or '...'}]"
+    name = item if isinstance(item, str) and item.isidentifier() else "NAME"
+    return (
+        f"{key}={echo(value)}: {key} takes a list of wrappers, not {what}; write {key}=[{name}], "
+        f"or '{key}=[{example}]' to give a wrapper options"
+    )
 
 
 # OmegaConf's messages for a value of the wrong type (``num_envs=abc``) and an Enum's bad name

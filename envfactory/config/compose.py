@@ -18,10 +18,11 @@ from hydra.errors import (
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ArgumentTypeError, ConfigError, did_you_mean, echo, echo_within
+from ..errors import ArgumentTypeError, ConfigError, did_you_mean, echo
 from ..plugin.manager import Registry, get_registry
 from . import keywords
 from .checks import omegaconf_error, one_line
+from .overrides import override_parse_error, sweep_error
 from .plan import Plan, plan_of
 from .prestart import prestart, records_of
 from .store import extend_search_path, root_configs, search_dirs, usable_choices
@@ -31,6 +32,7 @@ __all__ = [
     "header_error",
     "hydra_error",
     "override_list",
+    "override_parse_error",
     "resolve",
     "resolve_config",
     "validate",
@@ -178,11 +180,20 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
         return packaged
     if isinstance(cause, OmegaConfBaseException):
         merging = text.startswith("Error merging override ")
-        what = f" (in {text[len('Error merging override ') :]})" if merging else ""
+        given = text[len("Error merging override ") :] if merging else ""
+        what = f" (in {given})" if merging else ""
+        key, _, value = given.partition("=")
+        if merging and value.startswith("{") and _mapping_for_a_list(cause):
+            return ConfigError(
+                f"{given}: {key} takes a list, not a mapping; write '{key}=[{value}]'"
+            )
         err = unknown_key_error(cause) or omegaconf_error(cause)
-        if merging and str(err).startswith(text[len("Error merging override ") :]):
-            what = ""  # the message starts with the override already
+        if merging and str(err).startswith((given, f"{key}=")):
+            what = ""  # the message starts with the override (its key=value) already
         return ConfigError(f"{err}{what}")
+    sweep = sweep_error(text)
+    if sweep is not None:
+        return sweep
     missing_dir = re.match(r"Additional config directory '(.+)' not found", text)
     if missing_dir:
         return ConfigError(
@@ -190,6 +201,12 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
             "your config groups (DIR with DIR/experiment/NAME.yaml for +experiment=NAME)"
         )
     return ConfigError(f"invalid envfactory config: {text.rstrip('.')}{_own_group_hint(text)}")
+
+
+def _mapping_for_a_list(cause: BaseException) -> bool:
+    """OmegaConf's error for a mapping given to a list key (``wrappers={name: x}``)."""
+    merge = one_line(cause).startswith("Cannot merge DictConfig with ListConfig")
+    return merge and getattr(cause, "object_type", None) is list
 
 
 def _package_error(text: str, cause: BaseException | None) -> ConfigError | None:
@@ -298,24 +315,6 @@ def yaml_error(exc: yaml.YAMLError) -> ConfigError:
     )
 
 
-def override_parse_error(override: str, reason: str) -> ConfigError:
-    """Hydra's override grammar could not read ``override``: say so with the fix, quoting
-    the value (characters such as non-ASCII letters, spaces or brackets need quotes)."""
-    key, sep, value = str(override).partition("=")
-    if sep and value and not value.startswith(("'", '"')):
-        quoted = value.replace('"', '\\"')
-        hint = (
-            "If the value holds characters Hydra's override grammar does not take unquoted "
-            f"(non-ASCII letters, spaces, brackets, ...), quote it: '{key}=\"{quoted}\"' on the "
-            f"command line, or overrides=['{key}=\"{quoted}\"']"
-        )
-    else:
-        hint = "See https://hydra.cc/docs/advanced/override_grammar/basic/"
-    return ConfigError(
-        echo_within(f"cannot read the override {echo(override)} ({reason.split(':')[0]}). {hint}")
-    )
-
-
 def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError | None:
     """The unknown-key message (valid keys, did you mean) for OmegaConf's struct-mode
     error, or None if ``exc`` is not one."""
@@ -406,15 +405,34 @@ def resolve(
         isinstance(cfg, Sequence) and cfg and all(isinstance(o, str) for o in cfg)
     ):
         given = [cfg] if isinstance(cfg, str) else list(cfg)
+        named = [o for g in given for o in _as_override(g)]
+        ids = " (an env id as env.id=ID)" if named != given else ""
         raise ArgumentTypeError(
             f"make_vec's first argument is a config (a composed DictConfig or a dict), got "
-            f"{type(cfg).__name__} {echo(cfg)}; overrides go by name: "
-            f"make_vec(overrides={given!r})"
+            f"{type(cfg).__name__} {echo(cfg)}; overrides go by name{ids}: "
+            f"make_vec(overrides={[*named, *overrides]!r}{_call_options(options)})"
         )
     raise ArgumentTypeError(
         f"make_vec takes a composed DictConfig, a dict, or overrides=[...]; got "
         f"{type(cfg).__name__}"
     )
+
+
+def _as_override(given: str) -> list[str]:
+    """A string passed where the config goes, as overrides: one without ``=`` is an env id
+    (``CartPole-v1``; ``ALE/Pong-v5`` is the atari family's), or a family's name."""
+    if "=" in given:
+        return [given]
+    if given in get_registry().families:
+        return [f"env={given}"]
+    return ["env=atari", f"env.id={given}"] if given.startswith("ALE/") else [f"env.id={given}"]
+
+
+def _call_options(options: Mapping[str, Any]) -> str:
+    """Keyword options as they were passed (``, num_envs=4``), for a call to show."""
+    if not all(str(k).isidentifier() for k in options):
+        return ", ..." if options else ""
+    return "".join(f", {k}={v!r}" for k, v in options.items())
 
 
 def _on_composed(cfg: DictConfig, options: Mapping[str, Any]) -> DictConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -73,9 +74,9 @@ def check_kwargs(spec: gym.envs.registration.EnvSpec, kwargs: Mapping[str, Any])
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return
     own = [p.name for p in params if p.kind in kinds]
+    name = getattr(creator, "__name__", str(spec.entry_point))
     for key in kwargs:
         if str(key) not in own and key not in _MAKE_KWARGS:
-            name = getattr(creator, "__name__", str(spec.entry_point))
             raise OptionError(
                 f"kwargs.{key}",
                 kwargs[key],
@@ -84,6 +85,42 @@ def check_kwargs(spec: gym.envs.registration.EnvSpec, kwargs: Mapping[str, Any])
                 f"{', '.join(own) or '(none)'} ({name}), {', '.join(_MAKE_KWARGS)} "
                 "(gymnasium.make); fix the key under env.kwargs",
             )
+    hints = _simple_hints(creator)
+    defaults = {p.name: p.default for p in params}
+    for key, value in kwargs.items():
+        kind = hints.get(str(key))
+        if kind is None or (value is None and defaults.get(str(key)) is None):
+            continue  # not one of the four plain types, or its own default None
+        if not _is_a(value, kind):
+            raise OptionError(
+                f"kwargs.{key}",
+                value,
+                f"{_EXPECTED[kind]} ({name}'s {key} is annotated {kind.__name__})",
+                hint="Fix the value under env.kwargs",
+            )
+
+
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _simple_hints(creator: Any) -> dict[str, type]:
+    """The parameters of an env constructor annotated exactly ``bool``, ``int``, ``float``
+    or ``str`` (resolved with ``typing.get_type_hints``; none when that fails)."""
+    target = getattr(creator, "__init__", None) if isinstance(creator, type) else creator
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # a name the annotations' module does not define, ...
+        return {}
+    return {k: v for k, v in hints.items() if k != "return" and v in _EXPECTED}
+
+
+def _is_a(value: Any, kind: type) -> bool:
+    """``value`` fits the annotation ``kind``: an int is a number too, a bool is no int."""
+    if kind is bool or isinstance(value, bool):
+        return isinstance(value, bool) and kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
 
 
 def resolve_spec(env_id: str) -> gym.envs.registration.EnvSpec:

@@ -33,7 +33,7 @@ from omegaconf import MISSING
 
 from .. import _compat
 from ..plugin.types import WrapperPlugin
-from .bounds import BOUNDS, check_bounds
+from .bounds import BOUNDS, ORDERED, check_bounds, check_order
 
 __all__ = ["LIBRARY_DEFAULT", "LazyWrapper", "gymnasium_wrappers", "snake_case"]
 
@@ -125,12 +125,14 @@ def _schema(cls: type) -> type | None:
             if default is None and ftype is not Any and ftype in _SIMPLE:
                 ftype = Optional[ftype]  # noqa: UP045
             fields.append((p.name, ftype, dataclasses.field(default=default)))
-    bounds = BOUNDS.get(cls.__name__)
+    bounds, pair = BOUNDS.get(cls.__name__, {}), ORDERED.get(cls.__name__)
     namespace = None
-    if bounds:  # gymnasium's own range checks, at compose time (see .bounds)
+    if bounds or pair:  # gymnasium's own range checks, at compose time (see .bounds)
 
         def __post_init__(self: Any) -> None:
             check_bounds(self, bounds)
+            if pair is not None:
+                check_order(self, pair)
 
         namespace = {"__post_init__": __post_init__}
     return dataclasses.make_dataclass(f"{cls.__name__}Config", fields, namespace=namespace)

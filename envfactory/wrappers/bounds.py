@@ -6,6 +6,8 @@ config check and fail when the first env is built (in a worker, as a traceback).
 below are the ones gymnasium 1.x raises for, on values alone (checks that need the env's
 spaces stay gymnasium's); the generated schema's ``__post_init__`` checks them, so a bad
 value is one [`OptionError`][envfactory.OptionError] at compose time, as for a family's schema.
+A pair of options that bound a range (``clip_reward``'s ``min_reward <= max_reward``) is
+checked the same way (`ORDERED`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
-from ..errors import OptionError
+import numpy as np
 
-__all__ = ["BOUNDS", "Bound", "check_bounds"]
+from ..errors import OptionError, echo
+
+__all__ = ["BOUNDS", "ORDERED", "Bound", "Ordered", "check_bounds", "check_order"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,51 @@ BOUNDS: dict[str, dict[str, Bound]] = {  # gymnasium class name -> option -> ran
         "obstruction_width": Bound(1, integer=True),
     },
 }
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """Two options of a wrapper that bound a range, ``low <= high`` (element by element for
+    lists), at least one of them given: gymnasium's ``ClipReward`` raises ``InvalidBound``
+    for ``max_reward < min_reward`` and for both None (its vector counterpart builds one)."""
+
+    low: str
+    high: str
+    wrapper: str
+
+
+ORDERED: dict[str, Ordered] = {  # gymnasium class name -> its pair of bounds
+    "ClipReward": Ordered("min_reward", "max_reward", "ClipReward"),
+}
+
+
+def check_order(obj: Any, pair: Ordered) -> None:
+    """Raise [`OptionError`][envfactory.errors.OptionError] when ``obj``'s two bounds are both
+    null, or the high one is below the low one (values numpy cannot compare are left to the
+    wrapper)."""
+    low, high = getattr(obj, pair.low, None), getattr(obj, pair.high, None)
+    rule = f"gymnasium's {pair.wrapper} needs"
+    if low is None and high is None:
+        raise OptionError(
+            pair.low,
+            None,
+            f"a number when {pair.high} is null too",
+            hint=f"{rule} one bound at least: set {pair.low}, {pair.high} or both",
+        )
+    if low is None or high is None or "???" in (low, high):
+        return
+    try:
+        below = bool(np.any(np.asarray(high, dtype=float) - np.asarray(low, dtype=float) < 0))
+    except (TypeError, ValueError):  # strings, ragged lists: gymnasium says what is wrong
+        return
+    if below:
+        each = "" if np.ndim(low) == np.ndim(high) == 0 else " element by element"
+        raise OptionError(
+            pair.high,
+            high,
+            f"a number >= {echo(low, quote=False)} (its {pair.low}){each}",
+            hint=f"{rule} {pair.low} <= {pair.high}: swap them, or change one",
+        )
 
 
 def check_bounds(obj: Any, bounds: dict[str, Bound]) -> None:

@@ -473,3 +473,81 @@ def test_ctrl_c_at_the_terminal_while_starting_is_one_line(tmp_path: Path, delay
         time.sleep(0.05)
     else:
         raise AssertionError("a process of the command's group outlived it by 5 s")
+
+
+# -- a new user's trial (err-lines): one line with the fix at the command line ---------------
+OVERRIDE_MISTAKES = [  # (arguments, the line after "envfactory: error: ")
+    (
+        ["wrappers=time_limit"],
+        "wrappers='time_limit': wrappers takes a list of wrappers, not a string; write "
+        "wrappers=[time_limit], or 'wrappers=[{name: time_limit, max_episode_steps: 100}]' to "
+        "give a wrapper options",
+    ),
+    (
+        ["wrappers=[{name: time_limit, max_episode_steps: 100}"],
+        "cannot read the override 'wrappers=[{name: time_limit, max_episode_steps: 100}': its "
+        "[ is not closed; write 'wrappers=[{name: time_limit, max_episode_steps: 100}]'",
+    ),
+    (
+        ["num_envs=1,2"],
+        "num_envs=1,2 is a sweep over 2 values: add -m (--multirun) to run a job per value "
+        "(in Python, compose once per value)",
+    ),
+    (
+        ["env=gym,mountaincar"],
+        "env=gym,mountaincar is a sweep over 2 values: add -m (--multirun) to run a job per "
+        "value (in Python, compose once per value)",
+    ),
+    (
+        ["+env.kwargs.sutton_barto_reward=maybe"],
+        "env.kwargs.sutton_barto_reward='maybe': expected true or false (CartPoleEnv's "
+        "sutton_barto_reward is annotated bool). Fix the value under env.kwargs",
+    ),
+    (
+        ["wrappers=[{name: clip_reward, min_reward: 1, max_reward: -1}]"],
+        "wrappers[0].max_reward=-1: expected a number >= 1 (its min_reward). gymnasium's "
+        "ClipReward needs min_reward <= max_reward: swap them, or change one",
+    ),
+    (
+        ["wrappers=[{name: resize_observation, shape: [84,84]}]"],
+        "wrappers[0] (resize_observation) cannot wrap env 'CartPole-v1': ValueError: "
+        "ResizeObservation requires a 2D or 3D image, got shape (4,); remove it or change its "
+        "options",
+    ),
+]
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_the_new_users_mistakes_are_one_line_with_the_fix(tmp_path: Path) -> None:
+    """What a new user's trial typed, and what it said before: ``wrappers: Invalid value
+    assigned: str is not a ListConfig, list or tuple. (in wrappers=time_limit)``; advice to
+    quote an override whose ``[`` is not closed; ``invalid envfactory config: Ambiguous value
+    for argument 'num_envs=1,2'``; nothing at all for ``sutton_barto_reward=maybe`` (the
+    string reached the env); ``InvalidBound: Min reward (1) must be smaller than max reward
+    (-1)`` and ``ValueError: ResizeObservation requires ...`` with a traceback file, after
+    building the envs."""
+    procs = [
+        _start([*args, "run.total_steps=8", f"hydra.run.dir={tmp_path / str(i)}"], tmp_path)
+        for i, (args, _) in enumerate(OVERRIDE_MISTAKES)
+    ]
+    for proc, (args, line) in zip(procs, OVERRIDE_MISTAKES):
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 2, (args, err)
+        assert err == f"envfactory: error: {line}\n", (args, err)
+        assert "envfactory summary" not in out
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_a_wrapper_refusing_the_env_in_a_worker_says_the_same_on_its_line(tmp_path: Path) -> None:
+    """Under ``subproc`` the wrapper fails in a worker: its line carried
+    ``raised builtins.ValueError during start: ResizeObservation requires ...``."""
+    args = ["wrappers=[{name: resize_observation, shape: [84,84]}]", "vectorizer=subproc"]
+    proc = _cli([*args, "vectorizer.in_parent=0", f"hydra.run.dir={tmp_path}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    _one_line(proc.stderr)
+    assert proc.stderr.startswith("envfactory: error: RemoteEnvError(ConfigError): worker 0 ")
+    assert proc.stderr.endswith(
+        " raised envfactory.errors.ConfigError during start: wrappers[0] (resize_observation) "
+        "cannot wrap env 'CartPole-v1': ValueError: ResizeObservation requires a 2D or 3D "
+        "image, got shape (4,); remove it or change its options\n"
+    ), proc.stderr

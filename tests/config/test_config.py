@@ -722,3 +722,168 @@ def test_overrides_of_the_wrong_type_are_envfactory_errors_and_type_errors(
         call()
     assert isinstance(info.value, TypeError) and isinstance(info.value, envfactory.EnvfactoryError)
     assert says in str(info.value)
+
+
+# -- a new user's trial (err-lines): one line with the fix -------------------------------------
+@pytest.mark.parametrize("key", ["wrappers", "vector_wrappers"])
+def test_a_wrapper_name_without_the_list_shows_the_list_forms(key: str) -> None:
+    """``wrappers=time_limit`` said ``wrappers: Invalid value assigned: str is not a
+    ListConfig, list or tuple. (in wrappers=time_limit)``."""
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose([f"{key}=time_limit"])
+    example = (  # (time_limit has no vector counterpart)
+        "{name: time_limit, max_episode_steps: 100}"
+        if key == "wrappers"
+        else "{name: clip_reward, min_reward: -1, max_reward: 1}"
+    )
+    assert str(info.value) == (
+        f"{key}='time_limit': {key} takes a list of wrappers, not a string; write "
+        f"{key}=[time_limit], or '{key}=[{example}]' to give a wrapper options"
+    )
+    with pytest.raises(ConfigError) as given:  # the same words for a dict or keyword options
+        envfactory.make_vec({key: "time_limit"})
+    assert str(given.value) == str(info.value)
+    with pytest.raises(ConfigError) as mapping:  # one wrapper's mapping, without the list
+        envfactory.compose([f"{key}={{name: clip_reward, max_reward: 1}}"])
+    assert str(mapping.value) == (
+        f"{key}={{name: clip_reward, max_reward: 1}}: {key} takes a list, not a mapping; "
+        f"write '{key}=[{{name: clip_reward, max_reward: 1}}]'"
+    )
+
+
+def test_an_override_with_an_unclosed_bracket_says_so_and_closes_it() -> None:
+    """``wrappers=[{name: time_limit, max_episode_steps: 100}`` advised quoting the value,
+    which does not work."""
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose(["wrappers=[{name: time_limit, max_episode_steps: 100}"])
+    assert str(info.value) == (
+        "cannot read the override 'wrappers=[{name: time_limit, max_episode_steps: 100}': its "
+        "[ is not closed; write 'wrappers=[{name: time_limit, max_episode_steps: 100}]'"
+    )
+    with pytest.raises(ConfigError) as both:
+        envfactory.compose(["wrappers=[{name: time_limit, max_episode_steps: 100"])
+    assert "its [ and { are not closed; write 'wrappers=[{name: time_limit, " in str(both.value)
+    assert str(both.value).endswith("max_episode_steps: 100}]'")
+    with pytest.raises(ConfigError) as extra:
+        envfactory.compose(["wrappers=[time_limit]]"])
+    assert str(extra.value) == (
+        "cannot read the override 'wrappers=[time_limit]]': its ] closes nothing; write "
+        "'wrappers=[time_limit]'"
+    )
+    with pytest.raises(ConfigError) as unreadable:  # closed, Hydra still cannot read it
+        envfactory.compose(["num_envs=(1"])
+    assert "not closed" not in str(unreadable.value) and "quote it" in str(unreadable.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        (
+            "num_envs=1,2",
+            "num_envs=1,2 is a sweep over 2 values: add -m (--multirun) to run a job per value "
+            "(in Python, compose once per value)",
+        ),
+        (
+            "env=gym,mountaincar",
+            "env=gym,mountaincar is a sweep over 2 values: add -m (--multirun) to run a job per "
+            "value (in Python, compose once per value)",
+        ),
+        (
+            "num_envs=range(1,4)",
+            "num_envs=range(1,4) is a sweep over 3 values: add -m (--multirun) to run a job per "
+            "value (in Python, compose once per value)",
+        ),
+        (
+            "wrappers=time_limit,clip_reward",
+            "wrappers=time_limit,clip_reward is a sweep over 2 values: add -m (--multirun) to "
+            "run a job per value (in Python, compose once per value); for one list, write "
+            "'wrappers=[time_limit,clip_reward]'",
+        ),
+    ],
+)
+def test_a_sweep_without_multirun_says_to_add_m(override: str, says: str) -> None:
+    """``num_envs=1,2`` without ``-m`` said only ``invalid envfactory config: Ambiguous value
+    for argument 'num_envs=1,2'`` (Hydra's advice dropped)."""
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose([override])
+    assert str(info.value) == says
+
+
+class _Annotated(gym.Env):
+    """An env whose constructor annotates its parameters."""
+
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(
+        self,
+        flag: bool = False,
+        count: int = 1,
+        scale: float = 1.0,
+        name: str = "x",
+        anything: Any = None,
+        maybe: int | None = None,
+        bare=None,
+    ) -> None:
+        pass
+
+
+class _Unresolvable(_Annotated):
+    """An annotation ``typing.get_type_hints`` cannot resolve: nothing is checked."""
+
+    def __init__(
+        self,
+        count: int = 1,
+        other: NoSuchType = None,  # noqa: F821
+    ) -> None:
+        pass
+
+
+def test_an_env_kwarg_of_the_wrong_type_is_caught_at_compose() -> None:
+    """``+env.kwargs.sutton_barto_reward=maybe`` (CartPole's parameter is annotated ``bool``)
+    composed, and the string reached the env."""
+    with pytest.raises(OptionError) as info:
+        envfactory.compose(["+env.kwargs.sutton_barto_reward=maybe"])
+    assert str(info.value) == (
+        "env.kwargs.sutton_barto_reward='maybe': expected true or false (CartPoleEnv's "
+        "sutton_barto_reward is annotated bool). Fix the value under env.kwargs"
+    )
+    gym.register("Annotated-v0", entry_point=_Annotated)
+    try:
+        bad = {"flag": 1, "count": True, "scale": "1.5", "name": 3}
+        expected = {
+            "flag": "true or false",
+            "count": "an integer",
+            "scale": "a number",
+            "name": "a string",
+        }
+        for key, value in bad.items():
+            with pytest.raises(OptionError) as err:
+                envfactory.make_vec({"env": {"id": "Annotated-v0", "kwargs": {key: value}}})
+            assert str(err.value).startswith(
+                f"env.kwargs.{key}={value!r}: expected {expected[key]} (_Annotated's {key} is "
+            ), str(err.value)
+        good = "{flag: true, count: 2, scale: 2, name: y, anything: z, maybe: w, bare: v}"
+        envfactory.compose(["env.id=Annotated-v0", f"env.kwargs={good}"])
+        gym.register("Unresolvable-v0", entry_point=_Unresolvable)
+        envfactory.compose(["env.id=Unresolvable-v0", "env.kwargs={count: many}"])
+    finally:
+        gym.registry.pop("Annotated-v0")
+        gym.registry.pop("Unresolvable-v0", None)
+
+
+@pytest.mark.parametrize(
+    ("first", "says"),
+    [
+        ("CartPole-v1", "make_vec(overrides=['env.id=CartPole-v1'], num_envs=4)"),
+        ("ALE/Pong-v5", "make_vec(overrides=['env=atari', 'env.id=ALE/Pong-v5'], num_envs=4)"),
+        ("num_envs=2", "overrides go by name: make_vec(overrides=['num_envs=2'])"),
+    ],
+)
+def test_an_env_id_as_the_first_argument_points_to_env_id(first: str, says: str) -> None:
+    """``make_vec("CartPole-v1", num_envs=4)`` said ``overrides go by name:
+    make_vec(overrides=['CartPole-v1'])``, which is no valid override either."""
+    with pytest.raises(envfactory.ArgumentTypeError) as info:
+        envfactory.make_vec(first, num_envs=4) if "=" not in first else envfactory.make_vec(first)
+    assert str(info.value).endswith(says), str(info.value)
+    assert "\n" not in str(info.value)

@@ -365,3 +365,57 @@ def test_a_package_header_with_extra_words_is_one_line_naming_the_file(
         f"the config file {vec} has a header Hydra cannot read, '# @package': a header takes "
         "one word after @package (e.g. '# @package _global_'); give it one (or remove the line)"
     )
+
+
+@pytest.mark.parametrize("key", ["wrappers", "vector_wrappers"])
+def test_clip_reward_bounds_are_checked_at_compose_time(key: str) -> None:
+    """gymnasium's ClipReward (and its vector counterpart, which builds one) raises
+    ``InvalidBound`` for ``max_reward < min_reward`` and for neither given: that was a
+    traceback when the first env was built (in a worker under subproc)."""
+    with pytest.raises(envfactory.OptionError) as info:
+        envfactory.compose([f"{key}=[{{name: clip_reward, min_reward: 1, max_reward: -1}}]"])
+    assert str(info.value) == (
+        f"{key}[0].max_reward=-1: expected a number >= 1 (its min_reward). gymnasium's "
+        "ClipReward needs min_reward <= max_reward: swap them, or change one"
+    )
+    with pytest.raises(envfactory.OptionError) as neither:
+        envfactory.compose([f"{key}=[clip_reward]"])
+    assert str(neither.value) == (
+        f"{key}[0].min_reward=None: expected a number when max_reward is null too. gymnasium's "
+        "ClipReward needs one bound at least: set min_reward, max_reward or both"
+    )
+    with pytest.raises(envfactory.OptionError, match=r"max_reward=\[0, -2\]: expected "):
+        envfactory.compose(
+            [f"{key}=[{{name: clip_reward, min_reward: [0, -1], max_reward: [0, -2]}}]"]
+        )
+    for good in ("min_reward: -1, max_reward: 1", "min_reward: 1, max_reward: 1", "max_reward: 1"):
+        envfactory.compose([f"{key}=[{{name: clip_reward, {good}}}]"])
+
+
+RESIZE = "{name: resize_observation, shape: [84, 84]}"
+RESIZE_SAYS = (
+    "ValueError: ResizeObservation requires a 2D or 3D image, got shape (4,); remove it or "
+    "change its options"
+)
+
+
+def test_a_wrapper_that_cannot_wrap_the_env_names_its_entry() -> None:
+    """A wrapper whose options are fine but which refuses the env (an image wrapper on
+    CartPole) raised gymnasium's bare ``ValueError``: ``envfactory: error: ValueError:
+    ResizeObservation requires ...`` with no key path."""
+    with pytest.raises(ConfigError) as info:
+        envfactory.make_vec(overrides=[f"wrappers=[record_episode_statistics, {RESIZE}]"])
+    assert str(info.value) == (
+        f"wrappers[1] (resize_observation) cannot wrap env 'CartPole-v1': {RESIZE_SAYS}"
+    )
+    cause = info.value.__cause__
+    assert type(cause) is ValueError and "requires a 2D or 3D image" in str(cause)
+    with pytest.raises(ConfigError, match=r"^wrappers\[0\] \(resize_observation\) cannot wrap"):
+        envfactory.make_env(overrides=[f"wrappers=[{RESIZE}]"])
+    with pytest.raises(ConfigError) as vector:
+        envfactory.make_vec(overrides=[f"vector_wrappers=[{RESIZE}]", "num_envs=2"])
+    assert str(vector.value) == (
+        "vector_wrappers[0] (resize_observation) cannot wrap the vector env (vectorizer "
+        f"'dummy', 2 envs of 'CartPole-v1'): {RESIZE_SAYS}"
+    )
+    assert type(vector.value.__cause__) is ValueError

@@ -26,6 +26,8 @@ def _defaults(rec: Any) -> dict[str, Any] | None:
         return dataclasses.asdict(schema())
     except TypeError:  # a required option, or None: not buildable from a config
         return None
+    except envfactory.OptionError:  # defaults gymnasium refuses (clip_reward: no bound)
+        return None
 
 
 def _same(a: Any, b: Any) -> bool:
