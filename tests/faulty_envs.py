@@ -64,6 +64,9 @@ class FaultyEnv(gym.Env):
         act_dim: 0: ``Discrete(2)`` actions; else a float32 ``Box`` of that size (a
             float64 batch of it goes to the workers by pipe, as a large message).
         reset_sleep: seconds each reset takes.
+        init_sleep: seconds the constructor takes (an env slow to start).
+        mark_file: a file the env appends a line to when it is constructed (``init``,
+            before ``init_sleep``) and when a reset starts (``reset``): a test waits for it.
         rebuild_file: if this file exists when the env is constructed (a rebuild, the test
             having created it after the start), ``rebuild_fault`` applies: ``raise`` (the
             constructor raises), ``obs5`` (observation size 5) or ``hang-reset``.
@@ -86,9 +89,15 @@ class FaultyEnv(gym.Env):
         helper: bool = False,
         act_dim: int = 0,
         reset_sleep: float = 0.0,
+        init_sleep: float = 0.0,
+        mark_file: str | None = None,
     ) -> None:
         if fault not in FAULTS:
             raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
+        self.mark_file = mark_file
+        self._mark("init")
+        if init_sleep:
+            time.sleep(init_sleep)
         self.at_reset, self.every = at_reset, every
         self.helper: Any = None
         if helper:  # a simulator's own helper process
@@ -113,6 +122,11 @@ class FaultyEnv(gym.Env):
         self.steps = 0  # step calls since construction
         self.t = 0  # steps in this episode
         self.resets = 0
+
+    def _mark(self, what: str) -> None:
+        if self.mark_file is not None:
+            with open(self.mark_file, "a") as f:
+                f.write(f"{what}\n")
 
     def _obs(self) -> np.ndarray:
         return np.full(self.observation_space.shape, self.t / 1000.0, np.float32)
@@ -143,6 +157,7 @@ class FaultyEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         super().reset(seed=seed)
         self.resets += 1
+        self._mark("reset")
         if self.reset_sleep:
             time.sleep(self.reset_sleep)
         if self.hang_reset:

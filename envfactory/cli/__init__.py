@@ -20,4 +20,6 @@ The modules of ``envfactory`` (imports go down this list, never up):
 - `sweeper`: the sweeper of a ``-m`` sweep (a value that does not
   compose is a failed row, not the end of the sweep).
 - `report`: the one-line error, ``summary.json``, ``error.txt``.
+- `run_dir`: a new run dir for every job (a Hydra callback in ``conf/config.yaml``: a
+  time-named run dir that exists already gets ``-2``, ``-3``, ...).
 """

@@ -160,7 +160,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     says ``status: failed`` with the one-line ``error`` (and the traceback of an unexpected
     exception), and the sweep table shows it. Ctrl-C stops the rollout, saves the partial
     summary with ``status: interrupted``, prints one line and exits with 130 (a sweep
-    stops too).
+    stops too); a Ctrl-C while the envs are built or first reset saves one of 0 steps.
     """
     from envfactory.cli.sweeper import COMPOSE_ERROR_KEY
 
@@ -175,9 +175,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     envs, failed = _build(cfg, job)
     if failed is not None:
         return failed
-    pooled = OmegaConf.select(cfg, "vectorizer.batch_size", default=None) is not None
-    stats_key = cfg.get("episode_stats_key") or None  # null: no envfactory statistics
     try:
+        pooled = OmegaConf.select(cfg, "vectorizer.batch_size", default=None) is not None
+        stats_key = cfg.get("episode_stats_key") or None  # null: no envfactory statistics
         stats = rollout(
             envs,
             int(cfg.run.total_steps),
@@ -187,6 +187,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             stats_key=stats_key,
             pool=pooled,
         )
+    except KeyboardInterrupt:  # before the first step (the first reset, where an Atari
+        # env's workers load its ROM): 0 steps, as in _build; later, the rollout's own
+        _close(envs, now=True)
+        _interrupted(cfg, job, None)
+        raise  # not reached: _interrupted exits
     except Exception as exc:
         _close(envs)
         return _failed(cfg, job, exc)
@@ -248,8 +253,18 @@ def _render(cfg: DictConfig, job: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def _close(envs: Any) -> None:
+def _close(envs: Any, *, now: bool = False) -> None:
+    """Close the envs. ``now``: end the workers at once (Ctrl-C before the first step:
+    they may be busy building or resetting, which a graceful close would wait out, and
+    nothing of them is kept); a vectorizer whose ``close`` takes no ``terminate`` is closed
+    as usual."""
     try:
+        if now:
+            try:
+                envs.close(terminate=True)
+                return
+            except TypeError:
+                pass
         envs.close()
     except KeyboardInterrupt:  # a second Ctrl-C while closing: end the workers now
         envs.close(terminate=True)

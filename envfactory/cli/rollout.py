@@ -183,6 +183,9 @@ def rollout(
         pool: envpool's ``async_reset``/``recv``/``send`` loop of the async pool
             (``vectorizer.batch_size`` set) instead of gymnasium's ``reset``/``step``.
 
+    Ctrl-C (KeyboardInterrupt) while stepping ends the loop: the stats of the steps taken,
+    ``interrupted`` set. One before the first step (in the first reset) is raised.
+
     Raises:
         ConfigError: ``pool`` with envs that are not a pool, or with ``disabled``
             autoreset (a finished env would wait for a reset of every env).

@@ -24,7 +24,8 @@ the table in a comment at its top; the plot and the raw samples go to tune/<name
 tune/<name>.json in the same folder. Your config folder is $ENVFACTORY_CONFIG_DIR if set,
 else $XDG_CONFIG_HOME/envfactory, else ~/.config/envfactory (so the preset is
 ~/.config/envfactory/vectorizer/<name>.yaml by default); --config-dir DIR writes to DIR
-instead. The destination is checked before anything is measured.
+instead. The destination is checked before anything is measured: its folders are made
+if missing and a file is written and removed there.
 
 Ctrl-C stops measuring and keeps what was measured (table and preset), then exits with 130.
 """

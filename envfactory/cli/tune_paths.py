@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["check_destination", "folder_of", "plot_path", "usage_lines"]
@@ -22,27 +23,61 @@ def plot_path(args: argparse.Namespace) -> Path:
     return Path(args.plot) if args.plot else folder_of(args) / "tune" / f"{args.name}.png"
 
 
-def _unwritable(folder: Path) -> str:
-    """Why files cannot be written in ``folder`` once made (``""``: they can): the nearest
-    existing folder above it is a file, or not writable."""
+def _writable(folder: Path, made: list[Path]) -> str:
+    """Make ``folder`` (with its missing parents, added to ``made``) and prove that files
+    can be written there (a temporary file made and removed); why not (``""``: they can):
+    a file in the way, or the OS error naming the path."""
     path = folder
     while not path.exists() and path != path.parent:
         path = path.parent
-    if not path.is_dir():
+    if path.exists() and not path.is_dir():
         return f"{path} is a file, not a folder"
-    if not os.access(path, os.W_OK | os.X_OK):
-        return f"{path} is not writable"
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        made.extend(p for p in reversed(missing) if p.is_dir())
+        return f"cannot make the folder {exc.filename or folder}: {_os_error(exc)}"
+    made.extend(reversed(missing))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".envfactory-tune-", suffix=".tmp", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"cannot write a file in {folder}: {_os_error(exc)}"
     return ""
+
+
+def _os_error(exc: OSError) -> str:
+    return f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc) or type(exc).__name__
+
+
+def _remove(made: list[Path]) -> None:
+    """Remove the folders the check made (the deepest first), as long as they are empty."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # not empty (another's files), or gone
 
 
 def check_destination(args: argparse.Namespace) -> str | None:
     """Why the preset or the plot could not be written (None: they can), checked before
-    anything is measured."""
+    anything is measured: the folders they go to are made (kept when the check passes,
+    removed when it fails) and a file is written and removed in each."""
+    folder = folder_of(args)
+    made: list[Path] = []
+    why = _check(args, folder, made)
+    if why:
+        _remove(made)
+    return why
+
+
+def _check(args: argparse.Namespace, folder: Path, made: list[Path]) -> str | None:
     from .presets import CONFIG_DIR_ENV_VAR
 
-    folder = folder_of(args)
     for sub in ("vectorizer", "tune"):
-        why = _unwritable(folder / sub)
+        why = _writable(folder / sub, made)
         if why:
             given = f"--config-dir {args.config_dir}" if args.config_dir else str(folder)
             fix = (
@@ -54,7 +89,7 @@ def check_destination(args: argparse.Namespace) -> str | None:
     if args.no_plot:
         return None
     plot = plot_path(args)
-    why = f"{plot} is a folder" if plot.is_dir() else _unwritable(plot.parent)
+    why = f"{plot} is a folder" if plot.is_dir() else _writable(plot.parent, made)
     if why:
         given = f"--plot {args.plot}" if args.plot else str(plot)
         return (

@@ -1,7 +1,8 @@
 """The command line at its edges (issue 28): the run summary under ``legacy_final_info``, a
 damaged run dir given to ``--rerun``, Ctrl-C in a sweep, an env failing under ``dummy``, a
-run dir that cannot be written, ``--rerun`` spelled wrong, ``tune``'s destination and the
-help texts. Every command is a real ``envfactory`` process, as a user runs it."""
+run dir that cannot be written, ``--rerun`` spelled wrong, ``tune``'s destination, the
+help texts, and (a new user's trial) Ctrl-C while the workers start. Every command is a real
+``envfactory`` process, as a user runs it."""
 
 from __future__ import annotations
 
@@ -551,3 +552,57 @@ def test_a_wrapper_refusing_the_env_in_a_worker_says_the_same_on_its_line(tmp_pa
         "cannot wrap env 'CartPole-v1': ValueError: ResizeObservation requires a 2D or 3D "
         "image, got shape (4,); remove it or change its options\n"
     ), proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["reset", "init"])
+def test_ctrl_c_while_the_workers_start_saves_a_summary_of_0_steps(
+    tmp_path: Path, phase: str
+) -> None:
+    """A new user's trial: Ctrl-C while 8 Pongs started (their workers load the ROM in the
+    first reset) said ``envfactory: interrupted`` and wrote no summary.json, which the docs
+    promise. Here the env's first reset (``reset``) or its constructor (``init``) sleeps
+    for a minute in the workers, and a real SIGINT goes to the command's process group
+    once the env has begun it."""
+    mark, run_dir = tmp_path / "mark", tmp_path / "run"
+    proc = _start(
+        [
+            "env.id=faulty_envs:Faulty-v0",
+            "vectorizer=subproc",
+            "num_envs=2",
+            "run.progress=false",
+            f"env.kwargs.{phase}_sleep=60",
+            f"env.kwargs.mark_file={mark}",
+            f"hydra.run.dir={run_dir}",
+        ],
+        tmp_path,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (mark.is_file() and phase in mark.read_text().split()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)  # not the minute the env sleeps
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "envfactory summary" not in out, err
+    saved = run_dir / "summary.json"
+    assert err == f"envfactory: interrupted after 0 steps; partial summary saved to {saved}\n"
+    summary = json.loads(saved.read_text())
+    assert (summary["status"], summary["steps"], summary["num_envs"]) == ("interrupted", 0, 2)
+    assert summary["env"] == "faulty_envs:Faulty-v0" and summary["output_dir"] == str(run_dir)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("a process of the command's group outlived it by 5 s")

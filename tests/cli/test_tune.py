@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import envfactory
-from envfactory.cli import tune
+from envfactory.cli import tune, tune_paths
 from envfactory.cli.measure import busy
 from envfactory.cli.presets import CONFIG_DIR_ENV_VAR, user_config_dir, write_preset
 
@@ -325,3 +325,48 @@ def test_budget_stops_at_a_round_boundary(
     assert [len(c["samples"]) for c in data["candidates"]] == [data["rounds"]]
     assert f"the budget ran out after {data['rounds']} round(s) of 50" in err
     assert f"{data['rounds']} round(s) x 0.20 s per candidate" in out
+
+
+def test_destination_is_made_and_written_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's trial: ``--config-dir /proc/x`` passed the check (``/proc`` looked
+    writable to root), measured for the whole budget and then failed writing the preset
+    (exit 1). The check now makes the folders and writes a file in them."""
+    measured: list[object] = []
+
+    def measuring(*args: object) -> None:
+        measured.append(args)
+        raise AssertionError("measuring before the destination was checked")
+
+    monkeypatch.setattr(tune, "run_rounds", measuring)
+    argv = ["--budget", "3", "--rounds", "1", "--seconds", "0.05"]
+    assert tune.main(["--config-dir", "/proc/envfactory-no-such", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and measured == []
+    assert err == (
+        "envfactory tune: error: --config-dir /proc/envfactory-no-such: cannot write the "
+        "preset there: cannot make the folder /proc/envfactory-no-such: [Errno 2] No such "
+        "file or directory; name a folder you can write (it is made if missing), e.g. "
+        "--config-dir presets\n"
+    )
+
+    # a folder that is made but takes no file: the folders made are removed again
+    def no_file(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(kwargs.get("dir")))
+
+    mkstemp = tune_paths.tempfile.mkstemp
+    monkeypatch.setattr(tune_paths.tempfile, "mkstemp", no_file)
+    new = tmp_path / "new" / "presets"
+    assert tune.main(["--config-dir", str(new), *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and measured == [] and err.count("\n") == 1
+    assert err.startswith(f"envfactory tune: error: --config-dir {new}: cannot write the preset")
+    assert f"cannot write a file in {new / 'vectorizer'}: [Errno 13] Permission denied" in err
+    assert not (tmp_path / "new").exists()
+    monkeypatch.setattr(tune_paths.tempfile, "mkstemp", mkstemp)
+
+    # a folder that does not exist yet is made, with vectorizer/ and tune/, and nothing else
+    ns = tune.parse_args(["--config-dir", str(new)])
+    assert tune_paths.check_destination(ns) is None
+    assert sorted(p.relative_to(new).as_posix() for p in new.rglob("*")) == ["tune", "vectorizer"]
