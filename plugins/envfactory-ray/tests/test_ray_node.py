@@ -254,10 +254,13 @@ def test_async_halves_and_calls() -> None:
 
 # -- faults: one clear error naming the actor, its node, the inner worker, the envs ----------
 def test_env_raising_in_the_inner_subproc_is_its_own_type_naming_the_inner_worker() -> None:
-    with node(maker(), maker(), maker(), maker("raise", at_step=2)) as envs:
+    # (env 2: the first of actor 1's envs, which its inner worker steps; the actor steps the
+    # last itself, actor_share)
+    with node(maker(), maker(), maker("raise", at_step=2), maker()) as envs:
         envs.reset(seed=0)
         envs.step(ACTIONS)
-        inner_pid = envs.call(worker_pid)[3]
+        inner_pid = envs.call(worker_pid)[2]
+        assert inner_pid != envs.pids[1] and envs.call(worker_pid)[3] == envs.pids[1]
         with pytest.raises(ValueError, match="env broke at step 2") as info:
             envs.step(ACTIONS)
         err = info.value
@@ -270,7 +273,7 @@ def test_env_raising_in_the_inner_subproc_is_its_own_type_naming_the_inner_worke
         assert text.startswith(f"worker 1 (pid {err.pid}, envs [2, 3], env ")
         where = f"[Ray actor {err.actor_id[:12]} on node {err.node_ip} ({err.node_id[:12]}), "
         assert where in text
-        assert f"in its subproc worker 1 (pid {inner_pid}, envs [3])] raised builtins." in text
+        assert f"in its subproc worker 0 (pid {inner_pid}, envs [2])] raised builtins." in text
         with pytest.raises(envfactory.VecEnvBrokenError, match="unusable since"):
             envs.step(ACTIONS)
 
@@ -282,15 +285,15 @@ def cannot_build() -> gym.Env:
 def test_env_constructor_raising_in_the_inner_subproc_names_the_actor_and_the_worker() -> None:
     t0 = time.monotonic()
     with pytest.raises(ValueError, match="no such simulator here") as info:
-        node(maker(), maker(), maker(), cannot_build)
+        node(maker(), maker(), cannot_build, maker())  # (env 2: in actor 1's inner worker)
     assert time.monotonic() - t0 < FAULT_SECONDS
     err = info.value
     assert isinstance(err, envfactory.RemoteEnvError) and err.call == "start"
     assert err.worker == 1 and err.env_indices == [2, 3] and err.pid is not None
     text = str(err)
     assert f"[Ray actor {err.actor_id[:12]} on node {err.node_ip} ({err.node_id[:12]}), " in text
-    assert "in its subproc worker 1 (pid " in text
-    assert ", envs [3])] raised builtins.ValueError during start: no such simulator here" in text
+    assert "in its subproc worker 0 (pid " in text
+    assert ", envs [2])] raised builtins.ValueError during start: no such simulator here" in text
 
 
 def test_inner_worker_dying_is_worker_died_error_and_close_leaves_no_process() -> None:
@@ -300,7 +303,8 @@ def test_inner_worker_dying_is_worker_died_error_and_close_leaves_no_process() -
         inner = envs.call(worker_pid)
         everything = processes(envs)
         assert set(inner) <= set(everything) and len(everything) >= 2 + 4
-        os.kill(inner[1], signal.SIGKILL)
+        assert inner[1] == envs.pids[0]  # (env 1: the actor's own share, actor_share)
+        os.kill(inner[0], signal.SIGKILL)
         t0 = time.monotonic()
         with pytest.raises(envfactory.WorkerDiedError) as info:
             envs.step(ACTIONS)
@@ -308,7 +312,7 @@ def test_inner_worker_dying_is_worker_died_error_and_close_leaves_no_process() -
         err = info.value
         assert err.worker == 0 and err.env_indices == [0, 1] and err.pid == envs.pids[0]
         assert str(err).endswith(
-            f"lost its subproc worker 1 (pid {inner[1]}, envs [1]), which died (SIGKILL) "
+            f"lost its subproc worker 0 (pid {inner[0]}, envs [0]), which died (SIGKILL) "
             "during step"
         ), str(err)
         with pytest.raises(envfactory.VecEnvBrokenError):
@@ -396,3 +400,26 @@ def test_restart_conformance_with_envs_that_fail_now_and_then(mode: str) -> None
         return node(*fns, restart=True, max_restarts=100, autoreset_mode=mode)
 
     assert check_restarts(make, steps=80) >= 2
+
+
+def test_the_actor_steps_a_share_of_its_envs_itself_unless_a_timeout_is_set() -> None:
+    """The actor is one of its node's processes: it steps a worker's share while its inner
+    workers step theirs (64 CartPoles on 2 cores: 0.60x ``subproc``, 0.50x with every env in
+    an inner worker). An env of its own that raises is the env's own error naming the actor;
+    with ``timeout`` every env is in an inner worker, where the inner subproc can time it out."""
+    from envfactory_ray.node import actor_share
+
+    assert actor_share(64, 2, None) == (32, 32) and actor_share(63, 2, None) == (32, 31)
+    assert actor_share(64, 2, 5.0) == (32, 0) and actor_share(4, 1, None) == (4, 0)
+    with node(maker(), maker(), maker(), maker("raise", at_step=2)) as envs:
+        envs.reset(seed=0)
+        assert envs.call(worker_pid)[3] == envs.pids[1]  # env 3: actor 1's own
+        envs.step(ACTIONS)
+        with pytest.raises(ValueError, match="env broke at step 2") as info:
+            envs.step(ACTIONS)
+        err = info.value
+        assert isinstance(err, envfactory.RemoteEnvError) and err.worker == 1
+        assert err.env_indices == [2, 3] and err.exc_type == "builtins.ValueError"
+    with node(*[maker()] * 4, timeout=30) as envs:
+        envs.reset(seed=0)
+        assert not set(envs.call(worker_pid)) & set(envs.pids)  # every env in an inner worker
