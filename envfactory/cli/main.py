@@ -162,9 +162,20 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     summary with ``status: interrupted``, prints one line and exits with 130 (a sweep
     stops too); a Ctrl-C while the envs are built or first reset saves one of 0 steps.
     """
-    from envfactory.cli.sweeper import COMPOSE_ERROR_KEY
+    from envfactory.cli import held
 
     job = _job_info()
+    if held.take():  # a Ctrl-C while Hydra composed this job's config
+        _interrupted(cfg, job, None)
+    try:
+        return _run(cfg, job)
+    finally:
+        held.resume_holding()
+
+
+def _run(cfg: DictConfig, job: dict[str, Any]) -> dict[str, Any]:
+    from envfactory.cli.sweeper import COMPOSE_ERROR_KEY
+
     if job and cfg.get(COMPOSE_ERROR_KEY):  # a sweep job whose config did not compose
         return _not_composed(job, str(cfg[COMPOSE_ERROR_KEY]))
     if str(_plain(OmegaConf.select(cfg, "run.job", default="rollout"))) == "render":
@@ -451,6 +462,10 @@ def _main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     SweepSummary.last = None
     given, sys.argv[1:] = sys.argv[1:], args  # Hydra reads sys.argv
+    from envfactory.cli import held
+
+    if "-m" not in args and "--multirun" not in args:  # (a sweep's launcher has its own)
+        held.hold()  # a Ctrl-C while Hydra composes waits for the job (envfactory.cli.held)
     try:
         app()
     except BrokenPipeError:  # `envfactory --help | head`
@@ -478,6 +493,7 @@ def _main() -> None:
         print(f"envfactory: error: {run_dir_error(exc, args)}", file=sys.stderr)
         raise SystemExit(2) from None
     finally:
+        held.release()
         release_conflicts()  # (those a job never got to: --help, --cfg job, ...)
         sys.argv[1:] = given
         if not user_wants_tracebacks:

@@ -1,0 +1,54 @@
+"""A Ctrl-C while Hydra composes a job's config is held until the job starts.
+
+A ``KeyboardInterrupt`` raised inside OmegaConf while it updates a node (a flag's context
+manager) leaves the node half-updated, and Hydra then fails with an ``AttributeError`` from
+OmegaConf's internals and a traceback of ~60 lines instead of the command's
+``envfactory: interrupted``. So the ``envfactory`` command takes SIGINT itself while Hydra
+composes: the first one is noted and raised as the job starts (it saves a summary of 0 steps
+and exits 130), a second one is raised at once. Only the command does this, for a single job
+(``main``; a sweep's launcher may run its jobs elsewhere, so it keeps SIGINT as it is); a
+program that calls envfactory's functions keeps its own SIGINT handling.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+__all__ = ["hold", "release", "resume_holding", "take"]
+
+_state: dict[str, Any] = {"active": False, "pending": 0, "previous": None}
+
+
+def _note(signum: int, frame: Any) -> None:
+    _state["pending"] += 1
+    if _state["pending"] > 1:  # a second Ctrl-C: the user means it
+        raise KeyboardInterrupt
+
+
+def hold() -> None:
+    """From now on a SIGINT is noted, not raised (the command's main thread, before Hydra)."""
+    _state["previous"] = signal.signal(signal.SIGINT, _note)
+    _state["active"], _state["pending"] = True, 0
+
+
+def take() -> bool:
+    """A job starts: SIGINT raises ``KeyboardInterrupt`` again; True if one came meanwhile."""
+    if not _state["active"]:
+        return False
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return bool(_state["pending"])
+
+
+def resume_holding() -> None:
+    """A job ended: hold again while a sweep composes the next one."""
+    if _state["active"]:
+        signal.signal(signal.SIGINT, _note)
+        _state["pending"] = 0
+
+
+def release() -> None:
+    """The command is done with Hydra: the SIGINT handling it found is back."""
+    if _state["active"]:
+        signal.signal(signal.SIGINT, _state["previous"] or signal.default_int_handler)
+        _state["active"] = False
