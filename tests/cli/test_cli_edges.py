@@ -53,6 +53,19 @@ def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def _assert_group_gone(pgid: int, seconds: float = 5.0) -> None:
+    """No process of the command's process group (its fork server, its workers) outlives
+    it by more than ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"a process of the command's group outlived it by {seconds:g} s")
+
+
 def _one_line(err: str) -> None:
     assert err.startswith("envfactory: error: "), err
     assert err.count("\n") == 1 and "Traceback" not in err, err
@@ -465,15 +478,7 @@ def test_ctrl_c_at_the_terminal_while_starting_is_one_line(tmp_path: Path, delay
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     assert "envfactory: interrupted" in err, err
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("a process of the command's group outlived it by 5 s")
+    _assert_group_gone(proc.pid)
 
 
 # -- a new user's trial (err-lines): one line with the fix at the command line ---------------
@@ -597,15 +602,7 @@ def test_ctrl_c_while_the_workers_start_saves_a_summary_of_0_steps(
     summary = json.loads(saved.read_text())
     assert (summary["status"], summary["steps"], summary["num_envs"]) == ("interrupted", 0, 2)
     assert summary["env"] == "faulty_envs:Faulty-v0" and summary["output_dir"] == str(run_dir)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("a process of the command's group outlived it by 5 s")
+    _assert_group_gone(proc.pid)
 
 
 def test_a_ctrl_c_while_hydra_composes_is_held_until_the_job_starts() -> None:
