@@ -290,3 +290,45 @@ def interrupt_next_send(handle: Any) -> None:
         raise KeyboardInterrupt
 
     handle.send = interrupted
+
+
+class InfoEnv(gym.Env):
+    """Scalar infos whose keys and types change now and then (the info columns' cases,
+    see `envfactory.vectorizers.infocols`): every step ``t`` (int), ``x`` (float), ``ok``
+    (bool) and ``k`` (a numpy int32, the env's number); every 7th step an ``extra``
+    (a numpy float32); every 11th ``t`` is a float; an episode is 13 steps. Env ``k``'s
+    values differ from the others'."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, k: int = 0) -> None:
+        self.k, self.t = k, 0
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def _info(self) -> dict[str, Any]:
+        t = self.t
+        info: dict[str, Any] = {"t": float(t) if t % 11 == 5 else t, "x": t / 3 + self.k}
+        info["ok"] = bool((t + self.k) % 2)
+        info["k"] = np.int32(self.k)
+        if t % 7 == 3:
+            info["extra"] = np.float32(t * 0.5)
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), self._info()
+
+    def step(self, action: Any) -> tuple:
+        self.t += 1
+        obs = np.full(2, self.t / 100, np.float32)
+        return obs, float(action), self.t >= 13, False, self._info()
+
+
+@dataclass
+class InfoMaker:
+    k: int = 0
+
+    def __call__(self) -> gym.Env:
+        return InfoEnv(self.k)

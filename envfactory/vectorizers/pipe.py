@@ -34,12 +34,15 @@ import numpy as np
 
 from ..errors import RemoteEnvError, WorkerDiedError
 from .handle import WorkerHandle
+from .infocols import IN_COLUMNS, InfoColumns, Schema, schema_of
 from .protocol import ERROR, Attach, Cmd, Failure, Sender
 from .wakeup import (
     CMD,
     DONE,
     MSG,
+    NO_INFOS,
     PARENT_SLEEPING,
+    SCHEMAS,
     SLEEP_SLICE_MS,
     WORKER_SLEEPING,
     Poller,
@@ -104,6 +107,10 @@ class PipeHandle(WorkerHandle):
         self.waiter: Waiter | None = None
         self.done_poll: Any = None  # select.poll over ``done`` and the connection
         self.via_slot = False  # the pending step went through the control slot
+        self.columns: InfoColumns | None = None  # the region's info columns (see .infocols)
+        self.schema: Schema | None = None  # the worker's info schema, as learnt here
+        self.schemas = 0  # how many it had (the worker counts them too: a check)
+        self._learn_at = -1  # the seq of a slot step whose infos come by pipe
         self._fd = -1
         self._reset_stream()
 
@@ -127,6 +134,7 @@ class PipeHandle(WorkerHandle):
         self.poller = Poller([self._fd], self.spin_us * 1e-6)
         self.sender = Sender(conn, by_value=by_value)
         self.via_slot = self.suspect = False
+        self.schema, self.schemas = None, 0  # a new process: no schema yet
         self._reset_stream()
 
     def attach(self, buffers: Any, send_handle: Any) -> None:
@@ -138,6 +146,7 @@ class PipeHandle(WorkerHandle):
             self.waiter = Waiter(self.spin_us * 1e-6)
         if buffers.actions is not None and isinstance(buffers.actions, np.ndarray):
             self.actions = buffers.actions[self.start : self.stop]
+        self.columns = buffers.infos
         self.done_poll = select.poll()
         self.done_poll.register(self.done, select.POLLIN)
         self.done_poll.register(self._fd, select.POLLIN | select.POLLHUP | select.POLLERR)
@@ -384,6 +393,12 @@ class PipeHandle(WorkerHandle):
                 self._rmsg = None
                 failure: Failure = payload
                 raise self.remote_error(call, failure)
+            if seq == self._learn_at and payload[1] is None:  # the worker's rule
+                schema = schema_of(payload[0], self.stop - self.start)
+                if schema is not None and schema != self.schema:
+                    self.schema = schema
+                    self.schemas += 1
+                self._learn_at = -1
             self._answer = (seq, payload)
         self._rmsg = None
 
@@ -425,9 +440,28 @@ class PipeHandle(WorkerHandle):
                 raise
         waiter.record(time.perf_counter() - t0)
         fence()  # its results were written before ``done``
-        if slot[MSG]:
+        return self.slot_answer(int(slot[MSG]), deadline, call)
+
+    def slot_answer(self, msg: int, deadline: float | None, call: str) -> Any:
+        """The answer (a StepResult) of a slot step that is done, by its ``msg`` word:
+        no infos, infos in the info columns (see `infocols`), or an answer by pipe."""
+        if msg == IN_COLUMNS:
+            assert self.columns is not None and self.schema is not None
+            if self.slot[SCHEMAS] != self.schemas:  # (an invariant: never seen)
+                raise self.error(
+                    RemoteEnvError,
+                    f"is at info schema {int(self.slot[SCHEMAS])}, this process at "
+                    f"{self.schemas} (an envfactory bug: please report it)",
+                    call,
+                )
+            result = self.columns.read(self.schema, self.start, self.stop - self.start), None
+        elif msg:
+            self.via_slot, self._learn_at = False, self.seq  # a retry reads the pipe
             return self._recv(deadline, call)
-        return [], None  # a StepResult: no infos, observations in shared memory
+        else:
+            result = NO_INFOS
+        self.via_slot = False  # answered: a retry after a Ctrl-C reads no slot
+        return result
 
     def _pipe_before_done(self, call: str) -> None:
         """The pipe woke a wait for a step's ``done``: a hang-up (the worker died: raises

@@ -49,6 +49,7 @@ from __future__ import annotations
 from .checks import FaultOptions, check_fault_options, check_spaces, count_restart
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
+from .infos import merge_infos
 from .pool_env import PoolVecEnv, take_rows
 from .protocol import (
     Call,
@@ -93,6 +94,7 @@ __all__ = [
     "count_restart",
     "env_label",
     "failure_of",
+    "merge_infos",
     "pop_faults",
     "split_envs",
     "take_rows",

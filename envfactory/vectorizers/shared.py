@@ -23,6 +23,7 @@ import numpy as np
 from gymnasium.vector.utils import concatenate
 
 from ..errors import ObservationError
+from .infocols import INFO_KEYS, InfoColumns
 
 __all__ = [
     "Layout",
@@ -61,6 +62,7 @@ class Layout:
     actions: Any = None  # (offset, dtype str, shape) of the action batch, or None (pipe)
     control: int = 0  # offset of the workers' control slots (see .wakeup)
     workers: int = 0
+    infos: int = -1  # offset of the info columns (see .infocols), or -1: none
 
 
 def _align(n: int, a: int = 64) -> int:
@@ -75,7 +77,7 @@ def layout_for(
 ) -> Layout:
     """Where each buffer lies: the observations of ``space`` (None: none), rewards, flags,
     the action batch when ``action_space`` is Box-like (else actions go by pipe), and one
-    control slot per worker."""
+    control slot per worker (with the info columns of their steps)."""
     from .wakeup import SLOT_WORDS
 
     pos = 0
@@ -102,7 +104,11 @@ def layout_for(
         actions = leaves(action_space)
     control = pos
     pos = _align(pos + 8 * SLOT_WORDS * workers)
-    return Layout(num_envs, obs, rewards, flags, max(pos, 64), actions, control, workers)
+    infos = -1
+    if workers:
+        infos = pos
+        pos = _align(pos + 8 * INFO_KEYS * num_envs)
+    return Layout(num_envs, obs, rewards, flags, max(pos, 64), actions, control, workers, infos)
 
 
 class SharedBuffers:
@@ -133,18 +139,20 @@ class SharedBuffers:
         flags = np.ndarray((2, n), np.bool_, buffer=buf, offset=layout.flags)
         self.terminations, self.truncations = flags[0], flags[1]
         self.actions = view(layout.actions) if layout.actions is not None else None
-        self.control = None
+        self.control = self.infos = None
         if layout.workers:
             from .wakeup import control_view
 
             self.control = control_view(buf, layout.control, layout.workers)
+            words = np.ndarray((INFO_KEYS, n), np.int64, buffer=buf, offset=layout.infos)
+            self.infos = InfoColumns(words)
 
     def writer(self) -> Callable[[int, Any], None]:
         """``write(i, obs)`` puts env i's observation into the batch buffers."""
         return _make_writer(self.obs)
 
     def close(self) -> None:
-        self.obs = self.actions = self.control = None
+        self.obs = self.actions = self.control = self.infos = None
         self.rewards = self.terminations = self.truncations = None
         if self._mm is not None:
             try:

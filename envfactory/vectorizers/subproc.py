@@ -3,7 +3,8 @@
 Each worker hosts ``in_series`` envs and gets one small message per call (not one per
 env); observations, rewards and flags go through one shared anonymous memory region
 (see `shared`), and a step's actions and wake-ups through it too (see
-`wakeup`), so the per-step messages carry only non-empty infos. Faults become one
+`wakeup`) and their scalar infos through its info columns (see `infocols`), so the
+per-step messages carry only the infos the columns do not take. Faults become one
 [`WorkerError`][envfactory.errors.WorkerError] naming the worker, pid, env indices, env id, exit
 code or signal and the remote traceback.
 
@@ -40,10 +41,10 @@ from .remote import (
     WorkerHandle,
     env_label,
     failure_of,
+    merge_infos,
     pop_faults,
 )
 from .shm import (
-    NO_INFOS,
     LocalHandle,
     PipeHandle,
     SharedBuffers,
@@ -264,10 +265,9 @@ class SubprocGroup(WorkerGroup):
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
         env = self._env()  # (the property's check, without a call on the hot path)
         assert env is not None
-        infos: dict = {}
-        for h, (calls, _) in zip(handles, results):  # (as merge_answers, inline: the hot path)
-            if calls:
-                infos = env._merge_infos(calls, h.start, infos)
+        # every worker's infos merged at once (as gymnasium's one by one; see .infos)
+        rows = [(h.start + i, info) for h, (calls, _) in zip(handles, results) for i, info in calls]
+        infos = merge_infos(rows, self.num_envs) if rows else {}
         out = env._copy_obs(obs) if env.copy else obs
         return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
@@ -339,10 +339,10 @@ class SubprocGroup(WorkerGroup):
         deadline = None if timeout in (None, math.inf) else time.monotonic() + timeout
         local = self._local
         mine = [] if local is None else self.gather(call, [local], timeout)  # meanwhile
-        piped = g.wait(deadline)
-        if piped is None:  # a timeout, a dead worker: each worker's own wait says which
+        results = g.wait(deadline)
+        if results is None:  # a timeout, a dead worker: each worker's own wait says which
             return super().gather_all(call, timeout)
-        results: list[Any] = [NO_INFOS] * len(self.workers)
+        piped = [k for k, r in enumerate(results) if r is None]
         if piped:
             answers = self.gather(call, [self.workers[k] for k in piped], timeout)
             for k, answer in zip(piped, answers):

@@ -10,8 +10,9 @@ no system call while both sides are running:
 1. the parent writes the actions, then ``cmd = seq``; the worker, spinning on ``cmd``,
    sees it within a microsecond or two;
 2. the worker writes observations, rewards and flags, then ``done = seq`` (and
-   ``msg = 1`` if a pipe message follows: non-empty infos, pickled observations, an
-   error); the parent, spinning on ``done``, sees it.
+   ``msg = 1`` if a pipe message follows: infos the info columns do not take, pickled
+   observations, an error; ``msg = IN_COLUMNS`` if the infos are in the info columns,
+   see `infocols`); the parent, spinning on ``done``, sees it.
 
 A side naps through a short wait it expects and spins at its end (`Waiter`); one
 that has waited longer than that pays sleeps in ``poll`` on
@@ -35,8 +36,8 @@ the parent ~10 us a worker, so it
    (none while they spin: no system call at all);
 2. `StepHandoff.wait`: sees completion by one comparison over the ``done`` column
    (spinning by the `Waiter` policy while that pays, else sleeping in one ``poll`` over
-   every worker's eventfd and pipe), and returns the workers whose answer follows by
-   pipe (non-empty infos, pickled observations, an error).
+   every worker's eventfd and pipe), and returns every worker's answer but those that
+   follow by pipe (infos the info columns do not take, pickled observations, an error).
 
 Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is left to the per-worker
 path, which finds the handles exactly as their own ``send`` would have left them: the
@@ -65,6 +66,7 @@ __all__ = [
     "MSG",
     "NO_INFOS",
     "PARENT_SLEEPING",
+    "SCHEMAS",
     "SLOT_WORDS",
     "WORKER_SLEEPING",
     "Poller",
@@ -82,8 +84,8 @@ __all__ = [
 SLOT_WORDS = 16
 # written by the parent
 CMD, PARENT_SLEEPING = 0, 1
-# written by the worker
-DONE, MSG, WORKER_SLEEPING = 8, 9, 10
+# written by the worker (SCHEMAS: how many info schemas it has sent, see .infocols)
+DONE, MSG, WORKER_SLEEPING, SCHEMAS = 8, 9, 10, 11
 
 #: the longest a sleeping side waits before it looks again (a parent-alive watchdog for
 #: the worker; a lost wake-up, which the barrier rules out, would cost no more than this)
@@ -329,10 +331,11 @@ class WorkerWake:
             return seq
         return 0
 
-    def finish(self, seq: int, message: bool) -> None:
-        """Report step ``seq`` done (``message``: its answer follows by pipe)."""
+    def finish(self, seq: int, msg: int) -> None:
+        """Report step ``seq`` done; ``msg``: 1 if its answer follows by pipe,
+        `IN_COLUMNS` if its infos are in the info columns, else 0."""
         slot = self.slot
-        slot[MSG] = 1 if message else 0
+        slot[MSG] = msg
         fence()
         slot[DONE] = seq
         fence()
@@ -409,12 +412,12 @@ class StepHandoff:
                 signal_eventfd(w.go)
         return True
 
-    def wait(self, deadline: float | None) -> list[int] | None:
-        """Wait until every worker answered the posted step: the indices of the workers
-        whose answer follows by pipe (empty: none; the others' answers, no infos, are
-        kept in their handles), or None if the per-worker path must take over (the
-        deadline passed, or a pipe woke the wait: a worker died or sent something
-        else)."""
+    def wait(self, deadline: float | None) -> list[Any] | None:
+        """Wait until every worker answered the posted step: each worker's answer (a
+        StepResult), None for those whose answer follows by pipe (non-empty infos the
+        info columns do not take, pickled observations, an error: the caller reads
+        them); or None if the per-worker path must take over (the deadline passed, or
+        a pipe woke the wait: a worker died or sent something else)."""
         self.posted = False
         done, seqs = self.done, self.seqs
 
@@ -426,14 +429,16 @@ class StepHandoff:
             return None
         self.waiter.record(time.perf_counter() - t0)
         fence()  # their results were written before ``done``
-        piped: list[int] = []
-        for k, (w, flagged) in enumerate(zip(self.workers, self.msg.tolist())):
-            w.via_slot = False  # answered: a retry after a Ctrl-C reads no slot
-            if flagged:
-                piped.append(k)
-            else:
-                w._answer = (w.seq, NO_INFOS)
-        return piped
+        answers: list[Any] = []
+        for w, msg in zip(self.workers, self.msg.tolist()):
+            if msg == 1:  # by pipe: read by the caller, once every worker is done
+                w.via_slot, w._learn_at = False, w.seq
+                answers.append(None)
+            else:  # no infos, or infos in the info columns
+                answer = w.slot_answer(msg, None, "step")
+                w._answer = (w.seq, answer)
+                answers.append(answer)
+        return answers
 
     def _sleep(self, ready: Any, deadline: float | None) -> bool:
         """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .infocols import IN_COLUMNS, InfoColumns, Schema, schema_of
 from .protocol import (
     ERROR,
     OK,
@@ -28,7 +29,7 @@ from .protocol import (
 )
 from .runner import COMMANDS, EnvHost
 from .shared import ResultWriter, SharedBuffers
-from .wakeup import Poller, WorkerWake
+from .wakeup import SCHEMAS, Poller, WorkerWake
 
 __all__ = ["worker_main"]
 
@@ -151,6 +152,9 @@ class _Worker:
         self.out.runner = self.host.runner
         self.wake: WorkerWake | None = None  # after ATTACH: steps through the shared control slot
         self.actions: Any = None  # its rows of the shared action buffer
+        self.columns: InfoColumns | None = None  # the info columns (after ATTACH)
+        self.schema: Schema | None = None  # the last info schema sent by pipe
+        self.schemas = 0  # how many there were (the control slot's SCHEMAS word)
         self.table: dict[str, Callable[[Any], Any]] = {
             cmd: functools.partial(run, self.host) for cmd, run in COMMANDS.items()
         }
@@ -166,6 +170,7 @@ class _Worker:
         if acts is not None:  # else steps come by pipe
             self.actions = acts[start : start + len(self.host.envs)]
         self.wake = WorkerWake(buffers.control, att.worker, self.spec.spin_seconds, go, done)
+        self.columns = buffers.infos
 
     def close(self, seq: int) -> None:
         if self.wake is not None:
@@ -176,18 +181,30 @@ class _Worker:
         self.sender.send((seq, OK, None))
 
     def step_in_shared_memory(self, seq: int) -> None:
-        """Answer the step ``seq`` asked through the control slot (its answer follows by
-        pipe only with infos, pickled observations or an error)."""
+        """Answer the step ``seq`` asked through the control slot: its answer follows by
+        pipe only with pickled observations, an error or infos that the info columns do
+        not take (see `infocols`)."""
         wake = self.wake
         assert wake is not None
+        msg, schema = 0, None
         try:
-            result = self.host.step(self.actions.copy())
+            calls, obs = result = self.host.step(self.actions.copy())
             answer = None
-            if result[0] or result[1] is not None:  # infos or pickled observations
+            if calls and obs is None:
+                schema = schema_of(calls, len(self.host.envs))
+                if schema is not None and schema == self.schema:
+                    assert self.columns is not None
+                    if self.columns.write(schema, calls, self.spec.start):
+                        msg = IN_COLUMNS
+            if msg == 0 and (calls or obs is not None):
                 answer = self.sender.dumps((seq, OK, result))
+                if schema is not None and schema != self.schema:  # the parent learns it
+                    self.schema = schema
+                    self.schemas += 1
+                    wake.slot[SCHEMAS] = self.schemas
         except Exception as exc:
             answer = self.sender.dumps((seq, ERROR, _failure(exc)))
-        wake.finish(seq, answer is not None)
+        wake.finish(seq, 1 if answer is not None else msg)
         if answer is not None:
             self.conn.send_bytes(answer)
 

@@ -4,13 +4,22 @@ at a time, for every kind of info (its fast path only takes flat infos of plain 
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
+from faulty_envs import InfoMaker
 
 from envfactory import _compat
+from envfactory.vectorizers.dummy import DummyVecEnv
+from envfactory.vectorizers.infocols import INFO_KEYS, InfoColumns, schema_of
 from envfactory.vectorizers.infos import merge_infos
+from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.subproc import SubprocVecEnv
 
 
 def _one_by_one(rows: list[tuple[int, dict]], n: int) -> dict:
@@ -54,3 +63,113 @@ CASES = {
 def test_merge_infos_equals_gymnasiums_merge_one_by_one(case: str) -> None:
     rows = CASES[case]
     _assert_same(merge_infos(rows, 4), _one_by_one(rows, 4))
+
+
+# -- scalar infos through shared memory (envfactory.vectorizers.infocols) ----------------
+def test_schema_of_takes_only_the_same_plain_scalar_keys_of_every_env() -> None:
+    atari = [(k, dict(ATARI, frame_number=k)) for k in range(3)]
+    assert schema_of(atari, 3) == (
+        ("lives", int, False), ("episode_frame_number", int, False), ("frame_number", int, False)
+    )  # fmt: skip
+    assert schema_of(atari, 4) is None  # an env without infos
+    assert schema_of(atari[:1] + atari[2:], 3) is None  # env 1's infos missing
+    differ = [(0, {"a": 1}), (1, {"a": 1.5})]
+    assert schema_of(differ, 2) is None  # another type
+    assert schema_of([(0, {"a": 1, "b": 2}), (1, {"b": 2, "a": 1})], 2) is None  # key order
+    for bad in ({"_a": 1}, {"a": "s"}, {"a": np.uint64(1)}, {"a": np.ones(2)}, {1: 2}):
+        assert schema_of([(0, bad)], 1) is None, bad
+    assert schema_of([(0, {f"k{i}": i for i in range(INFO_KEYS + 1)})], 1) is None
+
+
+def test_info_columns_give_back_the_same_values_and_types() -> None:
+    cols = InfoColumns(np.zeros((INFO_KEYS, 5), np.int64))
+    calls = [
+        (i, {"t": i * 10**12, "x": i / 3, "ok": bool(i % 2), "f": np.float32(i / 7),
+             "n": np.int32(-i), "b": np.bool_(i == 1)})
+        for i in range(3)
+    ]  # fmt: skip
+    schema = schema_of(calls, 3)
+    assert schema is not None and cols.write(schema, calls, 2)
+    back = cols.read(schema, 2, 3)
+    assert back == calls
+    assert [type(v) for _, info in back for v in info.values()] == [
+        type(v) for _, info in calls for v in info.values()
+    ]
+    too_big = [(0, {"t": 2**70})]
+    assert not cols.write((("t", int, False),), too_big, 0)  # by pipe instead
+
+
+def _infos_per_env(batches: list[dict], n: int) -> list[list[dict]]:
+    """Each env's infos, batch by batch, as ``{key: (repr, dtype)}`` (the pool's batches
+    come in any order)."""
+    out: list[list[dict]] = [[] for _ in range(n)]
+    for infos in batches:
+        ids = infos.get("env_id", np.arange(n)).tolist()
+        for row, i in enumerate(ids):
+            keys = [k for k in infos if not k.startswith("_") and k != "env_id"]
+            out[i].append(
+                {k: (repr(infos[k][row]), infos[k].dtype) for k in keys if infos[f"_{k}"][row]}
+            )
+    return out
+
+
+def test_subproc_infos_through_the_columns_equal_dummys() -> None:
+    """Keys that come and go, a type that changes, episode ends (``episode``): every step's
+    infos equal ``dummy``'s, and most steps' infos came through the columns."""
+    fns = [InfoMaker(k) for k in range(4)]
+    actions = [np.array([t % 2] * 4) for t in range(60)]
+    with DummyVecEnv(fns) as dummy:
+        dummy.reset(seed=0)
+        want = [dummy.step(a)[4] for a in actions]
+    with SubprocVecEnv(fns, in_series=2) as envs:
+        envs.reset(seed=0)
+        got = [envs.step(a)[4] for a in actions]
+        schemas = [w.schemas for w in envs.group.workers]
+    for t, (a, b) in enumerate(zip(want, got)):
+        assert list(a) == list(b), t
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"step {t} {key}")
+            assert a[key].dtype == b[key].dtype, (t, key)
+    # the schema changes at each new shape of infos (extra, float t), and back
+    assert all(s >= 3 for s in schemas), schemas
+
+
+def test_pool_infos_through_the_columns_equal_dummys() -> None:
+    fns = [InfoMaker(k) for k in range(4)]
+    with DummyVecEnv(fns) as dummy:
+        dummy.reset(seed=0)
+        want = [dummy.step(np.zeros(4, np.int64))[4] for _ in range(40)]
+    with SubprocPool(fns, 2, in_series=2) as envs:
+        envs.async_reset(seed=0)
+        got = []
+        for _ in range(60):
+            infos = envs.recv()[4]
+            got.append(infos)
+            envs.send(np.zeros(2, np.int64), infos["env_id"])
+        assert all(w.schemas >= 2 for w in envs.group.workers)
+    mine, ref = _infos_per_env(got, 4), _infos_per_env(want, 4)
+    for i in range(4):
+        steps = mine[i][1:]  # (after its reset's)
+        assert len(steps) > 10 and steps == ref[i][: len(steps)], i
+
+
+def test_a_rebuilt_worker_starts_its_info_schema_afresh() -> None:
+    """``restart=true``: the new process and the parent both start with no schema, so the
+    columns are read by the new worker's schema, never the old one's."""
+    fns = [InfoMaker(k) for k in range(4)]
+    with SubprocVecEnv(fns, in_series=2, restart=True) as envs:
+        envs.reset(seed=0)
+        for t in range(20):
+            envs.step(np.array([t % 2] * 4))
+        old = envs.pids[0]
+        os.kill(old, signal.SIGKILL)
+        while psutil.pid_exists(old) and psutil.Process(old).status() != "zombie":
+            time.sleep(0.01)
+        with pytest.warns(RuntimeWarning, match="restarting after"):
+            infos = envs.step(np.zeros(4, np.int64))[4]
+        assert infos["_restarted"].tolist() == [True, True, False, False]
+        for t in range(30):
+            infos = envs.step(np.array([t % 2] * 4))[4]
+            assert infos["k"].dtype == np.int32 and infos["k"].tolist() == [0, 1, 2, 3], t
+            assert infos["_t"].all() and infos["_x"].all(), t
+        assert envs.group.workers[0].schemas >= 2 and envs.pids[0] != old
