@@ -406,7 +406,15 @@ class PipeHandle(WorkerHandle):
         """Wait for the step ``seq`` asked through the control slot: nap and spin while
         that pays, then sleep on the eventfd and the pipe (a worker that dies wakes this
         at once; see `wakeup`)."""
-        slot, seq, waiter = self.slot, self.seq, self.waiter
+        slot, seq = self.slot, self.seq
+        if slot[DONE] != seq:  # (the async pool asks once it is done: no wait then)
+            self._wait_done(slot, seq, deadline, call)
+        fence()  # its results were written before ``done``
+        return self.slot_answer(int(slot[MSG]), deadline, call)
+
+    def _wait_done(self, slot: Any, seq: int, deadline: float | None, call: str) -> None:
+        """Until the slot's ``done`` word is ``seq`` (TimeoutError past ``deadline``)."""
+        waiter = self.waiter
         assert waiter is not None
 
         def ready() -> bool:
@@ -439,8 +447,6 @@ class PipeHandle(WorkerHandle):
                 slot[PARENT_SLEEPING] = 0
                 raise
         waiter.record(time.perf_counter() - t0)
-        fence()  # its results were written before ``done``
-        return self.slot_answer(int(slot[MSG]), deadline, call)
 
     def slot_answer(self, msg: int, deadline: float | None, call: str) -> Any:
         """The answer (a StepResult) of a slot step that is done, by its ``msg`` word:

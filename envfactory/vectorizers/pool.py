@@ -128,40 +128,58 @@ class _PipeSite(RemoteSite):
         self.subproc = group
         self._by_fd: dict[int, PipeHandle] = {}  # the pipes of the workers that owe
         self._fd_of: dict[int, int] = {}  # id(handle) -> its pipe while it owes
+        # every worker's pipe stays registered (in the poller, and with its eventfd in the
+        # sleep's poll) from its first message on, not once per message: index -> fds
+        self._registered: dict[int, tuple[int, int]] = {}
+        self._eventfds: set[int] = set()
         self._poller = Poller([], group.spin_us * 1e-6)
-        self._sleep = select.poll()  # those pipes and their eventfds
+        self._sleep = select.poll()  # the pipes and their eventfds
         self._cpus = os.cpu_count() or 1
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
-        h = _pipe(handle)
+        h: PipeHandle = handle  # type: ignore[assignment]  # (the group's: no check per call)
         if cmd == Cmd.STEP_ENVS and data[0] == list(range(h.stop - h.start)):
             # every env of the worker, so nothing else of it is in flight: its slot
-            # (PipeHandle.send takes it when the actions fit the shared buffer)
-            cmd, data = Cmd.STEP, data[1]
-        self.group.send(cmd, [handle], lambda _: data)
+            # (PipeHandle.send takes it when the actions fit the shared buffer). For one
+            # resumable handle, the group's send is the handle's (a Ctrl-C is re-raised).
+            h.send(Cmd.STEP, data[1])
+        else:
+            self.group.send(cmd, [handle], lambda _: data)
         return h.seq
 
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
-        _pipe(handle).seq = ticket  # (a later post moved it on; a worker answers in order)
+        handle.seq = ticket  # type: ignore[attr-defined]  # (a later post moved it on)
         return self.group.wait(handle, deadline, call, budget)
 
     def watch(self, handle: WorkerHandle) -> None:
-        h = _pipe(handle)
-        fd = h.fileno()
+        h: PipeHandle = handle  # type: ignore[assignment]
+        fd = h._fd
         self._by_fd[fd], self._fd_of[id(h)] = h, fd
-        self._poller.register(fd)
-        self._sleep.register(fd, _POLL_IN)
-        self._sleep.register(h.done, select.POLLIN)
+        if self._registered.get(h.index) != (fd, h.done):  # first, or a rebuilt worker
+            self._unregister(h.index)
+            self._poller.register(fd)
+            self._sleep.register(fd, _POLL_IN)
+            self._sleep.register(h.done, select.POLLIN)
+            self._registered[h.index] = (fd, h.done)
+            self._eventfds.add(h.done)
 
     def unwatch(self, handle: WorkerHandle) -> None:
         fd = self._fd_of.pop(id(handle), None)
         if fd is not None:
             del self._by_fd[fd]
+
+    def _unregister(self, index: int) -> None:
+        """Stop polling worker ``index``'s pipe and eventfd (rebuilt, or its pipe woke a
+        sleep while it owed nothing: a hang-up or a late answer, read at its next call)."""
+        fds = self._registered.pop(index, None)
+        if fds is not None:
+            fd, done = fds
             self._poller.unregister(fd)
             self._sleep.unregister(fd)
-            self._sleep.unregister(_pipe(handle).done)
+            self._sleep.unregister(done)
+            self._eventfds.discard(done)
 
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
         got = self._ready_now()
@@ -187,8 +205,8 @@ class _PipeSite(RemoteSite):
             h for h in by_fd.values() if h.via_slot and h.slot[DONE] == h.seq
         ]
         for fd, _ in self._poller.ready(0):
-            h = by_fd[fd]
-            if h not in out:
+            h = by_fd.get(fd)  # (None: a worker that owes nothing, see _unregister)
+            if h is not None and h not in out:
                 out.append(h)
         return out
 
@@ -212,8 +230,11 @@ class _PipeSite(RemoteSite):
                 for slot in slots:
                     slot[PARENT_SLEEPING] = 0
                 for fd, _ in events:
-                    if fd not in self._by_fd:
+                    if fd in self._eventfds:
                         drain_eventfd(fd)
+                    elif fd not in self._by_fd:  # it owes nothing: no busy loop on it
+                        index = next(k for k, (p, _) in self._registered.items() if p == fd)
+                        self._unregister(index)
                 if check():
                     return True
         finally:
@@ -246,8 +267,3 @@ class _PipeSite(RemoteSite):
             out = create_empty_array(group.env.single_observation_space, n=len(ids))
             obs = group.batch_obs([group._env_obs[i] for i in ids], out)
         return obs, b.rewards[ids], b.terminations[ids], b.truncations[ids]
-
-
-def _pipe(handle: WorkerHandle) -> PipeHandle:
-    assert isinstance(handle, PipeHandle)
-    return handle

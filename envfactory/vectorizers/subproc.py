@@ -265,8 +265,11 @@ class SubprocGroup(WorkerGroup):
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
         env = self._env()  # (the property's check, without a call on the hot path)
         assert env is not None
-        # every worker's infos merged at once (as gymnasium's one by one; see .infos)
-        rows = [(h.start + i, info) for h, (calls, _) in zip(handles, results) for i, info in calls]
+        rows: list = []  # every worker's infos, merged at once (as gymnasium's one by one)
+        for h, (calls, _) in zip(handles, results):
+            if calls:
+                start = h.start
+                rows += [(start + i, info) for i, info in calls]
         infos = merge_infos(rows, self.num_envs) if rows else {}
         out = env._copy_obs(obs) if env.copy else obs
         return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
@@ -342,8 +345,8 @@ class SubprocGroup(WorkerGroup):
         results = g.wait(deadline)
         if results is None:  # a timeout, a dead worker: each worker's own wait says which
             return super().gather_all(call, timeout)
-        piped = [k for k, r in enumerate(results) if r is None]
-        if piped:
+        if None in results:  # (the answers by pipe)
+            piped = [k for k, r in enumerate(results) if r is None]
             answers = self.gather(call, [self.workers[k] for k in piped], timeout)
             for k, answer in zip(piped, answers):
                 results[k] = answer

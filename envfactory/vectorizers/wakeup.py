@@ -431,10 +431,13 @@ class StepHandoff:
         fence()  # their results were written before ``done``
         answers: list[Any] = []
         for w, msg in zip(self.workers, self.msg.tolist()):
-            if msg == 1:  # by pipe: read by the caller, once every worker is done
+            if msg == 0:  # no infos
+                w.via_slot, w._answer = False, (w.seq, NO_INFOS)
+                answers.append(NO_INFOS)
+            elif msg == 1:  # by pipe: read by the caller, once every worker is done
                 w.via_slot, w._learn_at = False, w.seq
                 answers.append(None)
-            else:  # no infos, or infos in the info columns
+            else:  # infos in the info columns
                 answer = w.slot_answer(msg, None, "step")
                 w._answer = (w.seq, answer)
                 answers.append(answer)

@@ -783,6 +783,34 @@ def test_a_sleeping_pool_parent_is_woken_by_a_slot_step(no_leaks: None) -> None:
         assert sorted(took)[2] < 0.15, took  # woken by the workers, not by the slice
 
 
+def test_an_idle_worker_that_dies_costs_no_busy_wait_and_is_reported_at_its_send(
+    no_leaks: None,
+) -> None:
+    """A worker's pipe stays registered between its messages (not once per message): one
+    that dies while it owes nothing hangs up its pipe, and the parent's sleep, waiting for
+    another worker, must not spin on that hang-up; the death is reported when the dead
+    worker's env is next sent."""
+    fns = [Maker(step_sleep=0.0), Maker(step_sleep=0.5)]
+    with SubprocPool(fns, 1, in_series=1) as envs:
+        envs.async_reset(seed=0)
+        envs.recv(env_ids=[0])
+        envs.recv(env_ids=[1])
+        envs.send(np.zeros(1, np.int64), [0])
+        envs.recv(env_ids=[0])  # worker 0 answered: idle, its pipe still registered
+        dead = envs.group.workers[0].pid
+        os.kill(dead, signal.SIGKILL)
+        while psutil.pid_exists(dead) and psutil.Process(dead).status() != "zombie":
+            time.sleep(0.01)
+        envs.send(np.zeros(1, np.int64), [1])
+        t0, cpu0 = time.monotonic(), time.process_time()
+        envs.recv(env_ids=[1])  # 0.5 s asleep, with worker 0's hang-up on a polled pipe
+        wall, cpu = time.monotonic() - t0, time.process_time() - cpu0
+        assert wall > 0.4 and cpu < 0.2 * wall, (wall, cpu)
+        envs.send(np.zeros(1, np.int64), [0])
+        with pytest.raises(WorkerDiedError, match=r"worker 0 .* died during step"):
+            envs.recv(env_ids=[0])
+
+
 def test_send_without_env_ids_is_every_env_as_in_envpool(no_leaks: None) -> None:
     """``send(actions)`` reads as envpool's ``send(action, env_id=None)``: every env. With
     fewer actions it says what to pass (it was Python's own TypeError for a missing
