@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +23,12 @@ import numpy as np
 __all__ = [
     "FAULTS",
     "FaultyEnv",
+    "InfoEnv",
+    "InfoMaker",
     "Maker",
     "UnpicklableError",
-    "cut_next_read",
+    "cut_next_write",
+    "interrupt_after_next_read",
     "interrupt_next_send",
     "run_in_daemon",
     "unpicklable_maker",
@@ -265,20 +269,33 @@ class AttrEnv(gym.Env):
         return f"got {indices}"
 
 
-def cut_next_read(monkeypatch: Any, fd: int) -> None:
-    """The next read of ``fd`` is interrupted (as by Ctrl-C) right after its system call,
+def cut_next_write(monkeypatch: Any, fd: int) -> None:
+    """The next write to ``fd`` is interrupted (as by Ctrl-C) right after its system call,
     before its byte count is recorded (the few bytecodes where an interrupt loses where
     the stream stands)."""
-    real = os.readv
+    real = os.writev
 
-    def readv(target: int, buffers: Any) -> int:
+    def writev(target: int, buffers: Any) -> int:
         n = real(target, buffers)
         if target == fd:
-            monkeypatch.setattr(os, "readv", real)
+            monkeypatch.setattr(os, "writev", real)
             raise KeyboardInterrupt
         return n
 
-    monkeypatch.setattr(os, "readv", readv)
+    monkeypatch.setattr(os, "writev", writev)
+
+
+def interrupt_after_next_read(handle: Any) -> None:
+    """``handle``'s next pipe read is interrupted (as by Ctrl-C) at the first bytecode
+    after it: the read and the store of its byte count (in C) are done."""
+
+    class Cut(deque):  # type: ignore[type-arg]
+        def extend(self, items: Any) -> None:
+            super().extend(items)
+            handle._rcount = deque(self, maxlen=1)  # (one cut only)
+            raise KeyboardInterrupt
+
+    handle._rcount = Cut(maxlen=1)
 
 
 def interrupt_next_send(handle: Any) -> None:

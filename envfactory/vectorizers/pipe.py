@@ -11,9 +11,11 @@ bounded and an interrupt (Ctrl-C) can be resumed:
   left, written before anything else;
 - reading keeps what arrived of a message across calls, and the decoded answer stays in
   the handle, so `PipeHandle.recv` called again (after an interrupt) returns it;
-- an interrupt can only be raised between two bytecodes: one that lands right after a
-  ``read``/``write`` system call and before its byte count is recorded (a window of a
-  few bytecodes) leaves the stream position unknown, and the handle is then
+- an interrupt can only be raised between two bytecodes. A read cannot lose what it took:
+  the system call and the store of its byte count run in C (`_read_some`), and the next
+  call applies a count an interrupt left unapplied. One that lands right after a
+  ``write`` system call and before its byte count is recorded (a window of a few
+  bytecodes) leaves the stream position unknown, and the handle is then
   [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] (the vectorized env kills that
   worker).
 """
@@ -28,6 +30,7 @@ import select
 import signal
 import struct
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -75,8 +78,8 @@ class PipeHandle(WorkerHandle):
 
     @property
     def suspect(self) -> bool:
-        """Also True when an interrupt cut a read or write before its byte count was
-        recorded: where the stream stands is then unknown."""
+        """Also True when an interrupt cut a write before its byte count was recorded:
+        where the stream stands is then unknown (a read's count is never lost)."""
         return self._suspect or self._io
 
     @suspect.setter
@@ -122,7 +125,9 @@ class PipeHandle(WorkerHandle):
         self._rhead = True  # _rbuf holds (part of) a length header
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
         self._answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
-        self._io = False  # in a read/write whose byte count is not recorded yet
+        self._io = False  # in a write whose byte count is not recorded yet
+        self._rpending = False  # a read was issued: its byte count is (or is not) in _rcount
+        self._rcount: deque[int] = deque(maxlen=1)
 
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
@@ -336,6 +341,9 @@ class PipeHandle(WorkerHandle):
         poller = self.poller
         assert poller is not None
         while self._rmsg is None:
+            if self._rpending:  # a read an interrupt cut: its bytes are here already
+                self._read_some(call)
+                continue
             if deadline is None or deadline == math.inf:
                 poller.wait(None)
             elif not poller.wait(deadline - time.monotonic()):
@@ -345,33 +353,60 @@ class PipeHandle(WorkerHandle):
 
     def _read_some(self, call: str) -> bool:
         """One non-blocking read into the message being read; True if nothing was there
-        yet (the caller waits)."""
-        buf, got = self._rbuf, self._rgot
-        self._io = True
-        try:
-            n = os.readv(self._fd, [memoryview(buf)[got:]])
-        except BlockingIOError:
-            self._io = False
-            return True
-        except OSError:
-            n = 0
+        yet (the caller waits).
+
+        An interrupt cannot lose what a read took: the system call runs inside
+        ``deque.extend(map(os.readv, ...))``, which stores its byte count in
+        ``_rcount`` in C, with no bytecode (and so no Python signal handler) between the
+        read and the store. ``_rpending`` says a read was issued: a call after an
+        interrupt applies its count (none in ``_rcount``: it never ran), and the new
+        state is stored by one statement, so applying it twice is impossible."""
+        if not self._rpending:
+            count = self._rcount
+            count.clear()
+            views = [memoryview(self._rbuf)[self._rgot :]]
+            self._rpending = True
+            try:
+                count.extend(map(os.readv, (self._fd,), (views,)))
+            except BlockingIOError:
+                self._rpending = False
+                return True
+            except OSError:  # (gone: as end of file)
+                count.append(0)
+        return self._apply_read(call)
+
+    def _apply_read(self, call: str) -> bool:
+        """Record the count of the read `_read_some` issued (see there)."""
+        count = self._rcount
+        if not count:  # interrupted before the read ran
+            self._rpending = False
+            return False
+        n = count[0]
         if n == 0:
-            self._io = False
+            self._rpending = False
             if self.process is not None:
                 self.process.join(2.0)
             raise self.error(WorkerDiedError, "died", call) from None
-        got += n
+        buf, got = self._rbuf, self._rgot + n
         if got < len(buf):
-            self._rgot = got
+            self._rgot, self._rpending = got, False
         elif not self._rhead:
-            self._rmsg, self._rbuf, self._rgot, self._rhead = buf, bytearray(4), 0, True
+            fresh = bytearray(4)
+            self._rmsg, self._rbuf, self._rgot, self._rhead, self._rpending = (
+                buf,
+                fresh,
+                0,
+                True,
+                False,
+            )
         else:
             size = _HEADER.unpack(buf)[0] if len(buf) == 4 else _LONG.unpack(buf[4:])[0]
             if size == -1:  # a long header: 8 more bytes
-                self._rbuf, self._rgot = buf + bytearray(8), 4
+                longer = buf + bytearray(8)
+                self._rbuf, self._rgot, self._rpending = longer, 4, False
             else:
-                self._rbuf, self._rgot, self._rhead = bytearray(size), 0, False
-        self._io = False
+                body = bytearray(size)
+                self._rbuf, self._rgot, self._rhead, self._rpending = body, 0, False, False
         return False
 
     def _take(self, call: str) -> None:
@@ -450,7 +485,9 @@ class PipeHandle(WorkerHandle):
 
     def slot_answer(self, msg: int, deadline: float | None, call: str) -> Any:
         """The answer (a StepResult) of a slot step that is done, by its ``msg`` word:
-        no infos, infos in the info columns (see `infocols`), or an answer by pipe."""
+        no infos, infos in the info columns (see `infocols`), or an answer by pipe. The
+        caller keeps it (``_answer``) and then clears ``via_slot``: an interrupt before
+        that asks the slot again, whose answer stays until the next step is posted."""
         if msg == IN_COLUMNS:
             assert self.columns is not None and self.schema is not None
             if self.slot[SCHEMAS] != self.schemas:  # (an invariant: never seen)
@@ -460,14 +497,11 @@ class PipeHandle(WorkerHandle):
                     f"{self.schemas} (an envfactory bug: please report it)",
                     call,
                 )
-            result = self.columns.read(self.schema, self.start, self.stop - self.start), None
-        elif msg:
+            return self.columns.read(self.schema, self.start, self.stop - self.start), None
+        if msg:
             self.via_slot, self._learn_at = False, self.seq  # a retry reads the pipe
             return self._recv(deadline, call)
-        else:
-            result = NO_INFOS
-        self.via_slot = False  # answered: a retry after a Ctrl-C reads no slot
-        return result
+        return NO_INFOS
 
     def _pipe_before_done(self, call: str) -> None:
         """The pipe woke a wait for a step's ``done``: a hang-up (the worker died: raises

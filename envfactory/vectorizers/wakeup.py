@@ -439,7 +439,7 @@ class StepHandoff:
                 answers.append(None)
             else:  # infos in the info columns
                 answer = w.slot_answer(msg, None, "step")
-                w._answer = (w.seq, answer)
+                w._answer, w.via_slot = (w.seq, answer), False
                 answers.append(answer)
         return answers
 

@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from faulty_envs import FaultyEnv, Maker, cut_next_read, interrupt_next_send
+from faulty_envs import FaultyEnv, Maker, cut_next_write, interrupt_next_send
 
 import envfactory
 from envfactory.errors import (
@@ -441,7 +441,7 @@ def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(
 ) -> None:
     envs = subproc([Maker() for _ in range(4)], timeout=None)
     envs.reset(seed=0)
-    cut_next_read(monkeypatch, envs.workers[1].fileno())
+    cut_next_write(monkeypatch, envs.workers[1].fileno())
     with pytest.raises(KeyboardInterrupt):
         envs.step(PIPE_ACTIONS)
     with pytest.raises(AlreadyPendingError, match=r"call step_wait\(\)"):

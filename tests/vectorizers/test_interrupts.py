@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from faulty_envs import Maker, cut_next_read, interrupt_next_send
+from faulty_envs import (
+    InfoMaker,
+    Maker,
+    cut_next_write,
+    interrupt_after_next_read,
+    interrupt_next_send,
+)
 
 from envfactory.errors import AlreadyPendingError, VecEnvBrokenError, WorkerDiedError
 from envfactory.vectorizers.subproc import SubprocVecEnv
@@ -196,9 +202,9 @@ def test_ctrl_c_cutting_a_message_part_way_kills_that_worker(
 ) -> None:
     with slow_envs(maker={"step_sleep": 0.0}) as envs:
         envs.reset(seed=0)
-        cut_next_read(monkeypatch, envs.workers[1].fileno())
+        cut_next_write(monkeypatch, envs.workers[1].fileno())
         with pytest.raises(KeyboardInterrupt):
-            envs.step(PIPE_ONES)  # (its answer comes by pipe)
+            envs.step(PIPE_ONES)  # (its actions go by pipe)
         pid = envs.pids[1]
         with pytest.raises(WorkerDiedError, match="cut a message to or from it part-way"):
             envs.step_wait()
@@ -207,12 +213,31 @@ def test_ctrl_c_cutting_a_message_part_way_kills_that_worker(
     assert not psutil_alive(pid)
 
 
+def test_ctrl_c_right_after_a_pipe_read_loses_nothing() -> None:
+    """A read and the store of its byte count run in C, so an interrupt lands only after
+    both: ``step_wait()`` finishes reading the answer (a pipe step's) and returns the step
+    whole; the worker lives on. (Before, an interrupt there killed the worker: its stream
+    position was unknown.)"""
+    with slow_envs(maker={"step_sleep": 0.0}) as envs:
+        envs.reset(seed=0)
+        envs.step(ONES)
+        pid = envs.pids[1]
+        interrupt_after_next_read(envs.workers[1])
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(PIPE_ONES)  # (its answer comes by pipe)
+        obs, *_ = envs.step_wait()
+        assert steps_of(obs) == [2, 2, 2, 2]
+        assert envs.pids[1] == pid and not envs.workers[1].suspect
+        obs, *_ = envs.step(PIPE_ONES)
+        assert steps_of(obs) == [3, 3, 3, 3]
+
+
 def test_with_restart_a_worker_whose_message_was_cut_is_rebuilt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with slow_envs(maker={"step_sleep": 0.0}, restart=True) as envs:
         envs.reset(seed=0)
-        cut_next_read(monkeypatch, envs.workers[1].fileno())
+        cut_next_write(monkeypatch, envs.workers[1].fileno())
         with pytest.raises(KeyboardInterrupt):
             envs.step(PIPE_ONES)
         with pytest.warns(RuntimeWarning, match="restarting after: .*cut a message"):
@@ -355,6 +380,29 @@ def test_random_ctrl_c_storm_loses_no_transition_and_never_bricks_the_env(
         if variant == "workers":  # every step an env took reached the caller
             autoresets = sum(int(t.sum()) for _, _, t, _, _ in batches)
             assert sum(envs.get_attr("steps")) == 4 * (len(batches) + 1) - autoresets
+
+
+def test_random_ctrl_c_storm_keeps_infos_in_step_with_their_observations() -> None:
+    """The info columns and the pipe under the storm. Each worker and the parent learn the
+    info schema from the same answers, so no interrupt may leave them reading the columns
+    by another schema; infos that change shape come by pipe, and an interrupt right after
+    a pipe read must not lose what it read (it killed the worker before: the stream was
+    out of step). Every batch's infos are those of its own observations (``t``, the env's
+    number ``k``, and ``extra`` exactly at the steps that have it), and no worker died."""
+    fns = [InfoMaker(k) for k in range(4)]
+    with SubprocVecEnv(fns, in_series=2, context="forkserver") as envs:
+        envs.reset(seed=0)
+        batches, raised = _storm_steps(envs, 3.0, seed=11)
+        assert raised > 50 and len(batches) > 50
+        for k, (obs, _, _, _, infos) in enumerate(batches):
+            t = np.rint(obs[:, 0] * 100).astype(int)
+            assert infos["t"].tolist() == t.tolist() and infos["_t"].all(), k
+            assert infos["k"].tolist() == [0, 1, 2, 3] and infos["k"].dtype == np.int32, k
+            extra = infos.get("_extra", np.zeros(4, bool))
+            assert extra.tolist() == (t % 7 == 3).tolist(), k
+        assert sum(w.schemas for w in envs.group.workers) >= 4  # the columns were used
+        assert envs.restarts == [0, 0] and not any(w.suspect for w in envs.group.workers)
+        envs.step(ONES)  # usable after the storm
 
 
 def test_ctrl_c_as_a_call_leaves_its_mark_does_not_lock_the_env_out(
