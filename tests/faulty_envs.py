@@ -27,8 +27,8 @@ __all__ = [
     "InfoMaker",
     "Maker",
     "UnpicklableError",
-    "cut_next_write",
     "interrupt_after_next_read",
+    "interrupt_after_next_write",
     "interrupt_next_send",
     "run_in_daemon",
     "unpicklable_maker",
@@ -269,20 +269,17 @@ class AttrEnv(gym.Env):
         return f"got {indices}"
 
 
-def cut_next_write(monkeypatch: Any, fd: int) -> None:
-    """The next write to ``fd`` is interrupted (as by Ctrl-C) right after its system call,
-    before its byte count is recorded (the few bytecodes where an interrupt loses where
-    the stream stands)."""
-    real = os.writev
+def interrupt_after_next_write(handle: Any) -> None:
+    """``handle``'s next pipe write is interrupted (as by Ctrl-C) at the first bytecode
+    after it: the write and the store of its byte count (in C) are done."""
 
-    def writev(target: int, buffers: Any) -> int:
-        n = real(target, buffers)
-        if target == fd:
-            monkeypatch.setattr(os, "writev", real)
+    class Cut(deque):  # type: ignore[type-arg]
+        def extend(self, items: Any) -> None:
+            super().extend(items)
+            handle._wcount = deque(self, maxlen=1)  # (one cut only)
             raise KeyboardInterrupt
-        return n
 
-    monkeypatch.setattr(os, "writev", writev)
+    handle._wcount = Cut(maxlen=1)
 
 
 def interrupt_after_next_read(handle: Any) -> None:

@@ -11,13 +11,10 @@ bounded and an interrupt (Ctrl-C) can be resumed:
   left, written before anything else;
 - reading keeps what arrived of a message across calls, and the decoded answer stays in
   the handle, so `PipeHandle.recv` called again (after an interrupt) returns it;
-- an interrupt can only be raised between two bytecodes. A read cannot lose what it took:
-  the system call and the store of its byte count run in C (`_read_some`), and the next
-  call applies a count an interrupt left unapplied. One that lands right after a
-  ``write`` system call and before its byte count is recorded (a window of a few
-  bytecodes) leaves the stream position unknown, and the handle is then
-  [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] (the vectorized env kills that
-  worker).
+- an interrupt can only be raised between two bytecodes, and no read or write loses
+  what it moved: the system call and the store of its byte count run in C, with no
+  bytecode between them (`_read_some`, `_write`), and the next call records a count an
+  interrupt left unrecorded. So where the stream stands is always known.
 """
 
 from __future__ import annotations
@@ -76,19 +73,6 @@ class PipeHandle(WorkerHandle):
 
     resumable = True
 
-    @property
-    def suspect(self) -> bool:
-        """Also True when an interrupt cut a write before its byte count was recorded:
-        where the stream stands is then unknown (a read's count is never lost)."""
-        return self._suspect or self._io
-
-    @suspect.setter
-    def suspect(self, value: bool) -> None:
-        self._suspect = value
-
-    _suspect = False
-    _io = False
-
     def __init__(
         self, index: int, start: int, stop: int, env_id: str, payload: Any, spin_us: int
     ) -> None:
@@ -125,9 +109,11 @@ class PipeHandle(WorkerHandle):
         self._rhead = True  # _rbuf holds (part of) a length header
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
         self._answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
-        self._io = False  # in a write whose byte count is not recorded yet
-        self._rpending = False  # a read was issued: its byte count is (or is not) in _rcount
+        # a read / a write was issued: its byte count is (or, if it never ran, is not) in
+        # _rcount / _wcount (see _read_some and _write)
+        self._rpending = self._wpending = False
         self._rcount: deque[int] = deque(maxlen=1)
+        self._wcount: deque[int] = deque(maxlen=1)
 
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
@@ -216,6 +202,7 @@ class PipeHandle(WorkerHandle):
 
     # -- messages -----------------------------------------------------------------------
     def send(self, cmd: Cmd, data: Any) -> None:
+        self._apply_write()  # (a write an interrupt cut)
         if self._unsent:  # the rest of a message an interrupt cut: it goes first
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
@@ -240,20 +227,49 @@ class PipeHandle(WorkerHandle):
             message = self.sender.dumps((wire, seq, data), plain)
         n = len(message)
         header = _HEADER.pack(n) if n <= 0x7FFFFFFF else _HEADER.pack(-1) + _LONG.pack(n)
-        self._io = True
-        try:
-            written = os.writev(self._fd, [header, message])
-        except BlockingIOError:
-            written = 0
-        except OSError:  # the worker is gone: recv says how it ended
-            written = -1
-        self.sent = self.seq = seq
-        self.via_slot, self._answer = False, None
-        if 0 <= written < len(header) + n:
-            self._unsent = _rest([memoryview(header), memoryview(message)], written)
-        self._io = False
+        whole = [memoryview(header), memoryview(message)]
+        # handed over (``sent``) with all of it still to write, in one statement: a write an
+        # interrupt cut leaves the rest in ``_unsent``, written before anything else
+        self.sent, self.seq, self.via_slot, self._answer, self._unsent = (
+            seq,
+            seq,
+            False,
+            None,
+            whole,
+        )
+        self._write()
         if self._unsent:
             self._flush(self._write_deadline())
+
+    def _write(self) -> None:
+        """One non-blocking write of ``_unsent``, which then holds what is left.
+
+        An interrupt cannot lose what a write gave away: as in `_read_some`, the system
+        call runs inside ``deque.extend(map(os.writev, ...))``, which stores its byte count
+        in ``_wcount`` in C; ``_wpending`` says a write was issued, and `_apply_write`
+        (called again by the next write, or `recv`) records it once."""
+        count = self._wcount
+        count.clear()
+        self._wpending = True
+        try:
+            count.extend(map(os.writev, (self._fd,), (self._unsent,)))
+        except BlockingIOError:
+            count.append(0)
+        except OSError:  # the worker is gone: recv says how it ended
+            count.append(-1)
+        self._apply_write()
+
+    def _apply_write(self) -> None:
+        """Record the count of the write `_write` issued (none: it never ran)."""
+        if not self._wpending:
+            return
+        count = self._wcount
+        if not count:
+            self._wpending = False
+            return
+        written = count[0]
+        rest = [] if written < 0 else _rest(self._unsent, written)
+        self._unsent, self._wpending = rest, False
 
     def _write_deadline(self) -> float | None:
         t = self.write_timeout
@@ -263,6 +279,7 @@ class PipeHandle(WorkerHandle):
         """Write the rest of the message being written, waiting for the worker to read
         it until ``deadline``; past it the worker is killed (it does not read: stopped
         or hung) and `recv` reports the timeout. Interrupted, the rest is kept."""
+        self._apply_write()  # (a write an interrupt cut)
         fd = self._fd
         poll = select.poll()
         poll.register(fd, _POLL_OUT)
@@ -279,15 +296,7 @@ class PipeHandle(WorkerHandle):
                     self._write_failed = f"did not read a {size}-byte message it was sent"
                     self.kill()
                     return
-            self._io = True
-            try:
-                written = os.writev(fd, self._unsent)
-            except BlockingIOError:
-                written = 0
-            except OSError:  # gone: recv says how it ended
-                written = -1
-            self._unsent = [] if written < 0 else _rest(self._unsent, written)
-            self._io = False
+            self._write()
 
     def _post(self, data: np.ndarray, actions: np.ndarray) -> None:
         """Ask for a step through the control slot (see `wakeup`); an interrupt
@@ -314,7 +323,7 @@ class PipeHandle(WorkerHandle):
         answer = self._answer
         if answer is not None and answer[0] == self.seq:
             return answer[1]  # (asked again after an interrupt)
-        if self._unsent:
+        if self._unsent or self._wpending:
             self._flush(deadline)
         if self._write_failed:
             raise TimeoutError(self._write_failed)

@@ -163,7 +163,7 @@ def test_a_rebuilt_worker_starts_its_info_schema_afresh() -> None:
             envs.step(np.array([t % 2] * 4))
         old = envs.pids[0]
         os.kill(old, signal.SIGKILL)
-        while psutil.pid_exists(old) and psutil.Process(old).status() != "zombie":
+        while not _gone(old):
             time.sleep(0.01)
         with pytest.warns(RuntimeWarning, match="restarting after"):
             infos = envs.step(np.zeros(4, np.int64))[4]
@@ -173,3 +173,11 @@ def test_a_rebuilt_worker_starts_its_info_schema_afresh() -> None:
             assert infos["k"].dtype == np.int32 and infos["k"].tolist() == [0, 1, 2, 3], t
             assert infos["_t"].all() and infos["_x"].all(), t
         assert envs.group.workers[0].schemas >= 2 and envs.pids[0] != old
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie counts: it runs no more)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

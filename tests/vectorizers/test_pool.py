@@ -799,7 +799,7 @@ def test_an_idle_worker_that_dies_costs_no_busy_wait_and_is_reported_at_its_send
         envs.recv(env_ids=[0])  # worker 0 answered: idle, its pipe still registered
         dead = envs.group.workers[0].pid
         os.kill(dead, signal.SIGKILL)
-        while psutil.pid_exists(dead) and psutil.Process(dead).status() != "zombie":
+        while not _gone(dead):
             time.sleep(0.01)
         envs.send(np.zeros(1, np.int64), [1])
         t0, cpu0 = time.monotonic(), time.process_time()
@@ -828,3 +828,11 @@ def test_send_without_env_ids_is_every_env_as_in_envpool(no_leaks: None) -> None
         envs.send(np.ones(4, np.int64))  # every env is back: all four step
         _, rew, *_ = envs.recv(env_ids=np.arange(4))
         assert rew.tolist() == [1.0] * 4
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie counts: it runs no more)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
