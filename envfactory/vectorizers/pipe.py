@@ -314,10 +314,12 @@ class PipeHandle(WorkerHandle):
         """Finish a send an interrupt cut: the slot's seq is set and the worker woken;
         the rest of a message is written by `recv` (within its deadline)."""
         slot = self.slot
-        if self.via_slot and slot is not None and slot[CMD] != self.seq:
-            slot[CMD] = self.seq
-            fence()
-            signal_eventfd(self.go)
+        if self.via_slot and slot is not None:
+            if slot[CMD] != self.seq:
+                slot[CMD] = self.seq
+                fence()
+            signal_eventfd(self.go)  # (also if the cut fell before its wake-up: a spare
+            # wake-up is drained by the worker)
 
     def recv(self, deadline: float | None, call: str) -> Any:
         answer = self._answer
@@ -426,17 +428,19 @@ class PipeHandle(WorkerHandle):
         try:
             seq, status, payload = pickle.loads(raw)
         except Exception as bad:  # a whole answer arrived but cannot be unpickled here
-            self._rmsg = None
-            raise self.error(
+            err = self.error(
                 RemoteEnvError,
                 f"sent an answer this process cannot unpickle ({type(bad).__name__}: {bad})",
                 call,
-            ) from bad
+            )
+            self._rmsg = None  # (no call between this and the raise: no interrupt)
+            raise err from bad
         if seq == self.seq:
             if status == ERROR:
-                self._rmsg = None
                 failure: Failure = payload
-                raise self.remote_error(call, failure)
+                err = self.remote_error(call, failure)
+                self._rmsg = None  # (as above: a retry after an interrupt decodes it again)
+                raise err
             if seq == self._learn_at and payload[1] is None:  # the worker's rule
                 schema = schema_of(payload[0], self.stop - self.start)
                 if schema is not None and schema != self.schema:

@@ -129,8 +129,10 @@ class _PipeSite(RemoteSite):
         self._by_fd: dict[int, PipeHandle] = {}  # the pipes of the workers that owe
         self._fd_of: dict[int, int] = {}  # id(handle) -> its pipe while it owes
         # every worker's pipe stays registered (in the poller, and with its eventfd in the
-        # sleep's poll) from its first message on, not once per message: index -> fds
+        # sleep's poll) from its first message on, not once per message: index -> fds,
+        # and the worker that holds each registered pipe number (closed numbers are reused)
         self._registered: dict[int, tuple[int, int]] = {}
+        self._owner: dict[int, int] = {}
         self._eventfds: set[int] = set()
         self._poller = Poller([], group.spin_us * 1e-6)
         self._sleep = select.poll()  # the pipes and their eventfds
@@ -159,9 +161,14 @@ class _PipeSite(RemoteSite):
         self._by_fd[fd], self._fd_of[id(h)] = h, fd
         if self._registered.get(h.index) != (fd, h.done):  # first, or a rebuilt worker
             self._unregister(h.index)
-            self._poller.register(fd)
-            self._sleep.register(fd, _POLL_IN)
+            stale = self._owner.get(fd)  # a closed pipe of another worker had this number
+            if stale is not None:
+                self._registered.pop(stale, None)  # (the number is this worker's now)
+            else:
+                self._poller.register(fd)
+                self._sleep.register(fd, _POLL_IN)
             self._sleep.register(h.done, select.POLLIN)
+            self._owner[fd] = h.index
             self._registered[h.index] = (fd, h.done)
             self._eventfds.add(h.done)
 
@@ -176,8 +183,10 @@ class _PipeSite(RemoteSite):
         fds = self._registered.pop(index, None)
         if fds is not None:
             fd, done = fds
-            self._poller.unregister(fd)
-            self._sleep.unregister(fd)
+            if self._owner.get(fd) == index:  # (else another worker's pipe has the number)
+                del self._owner[fd]
+                self._poller.unregister(fd)
+                self._sleep.unregister(fd)
             self._sleep.unregister(done)
             self._eventfds.discard(done)
 
@@ -233,8 +242,7 @@ class _PipeSite(RemoteSite):
                     if fd in self._eventfds:
                         drain_eventfd(fd)
                     elif fd not in self._by_fd:  # it owes nothing: no busy loop on it
-                        index = next(k for k, (p, _) in self._registered.items() if p == fd)
-                        self._unregister(index)
+                        self._unregister(self._owner[fd])
                 if check():
                     return True
         finally:

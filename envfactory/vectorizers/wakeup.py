@@ -438,6 +438,8 @@ class StepHandoff:
                 w.via_slot, w._learn_at = False, w.seq
                 answers.append(None)
             else:  # infos in the info columns
+                if w.slot[SCHEMAS] != w.schemas:  # (an invariant) the per-worker path
+                    return None  # raises it, with the failure policy
                 answer = w.slot_answer(msg, None, "step")
                 w._answer, w.via_slot = (w.seq, answer), False
                 answers.append(answer)

@@ -257,6 +257,35 @@ def test_ctrl_c_right_after_a_pipe_read_loses_nothing() -> None:
         assert steps_of(obs) == [3, 3, 3, 3]
 
 
+@pytest.mark.timeout(60)
+def test_ctrl_c_while_an_env_error_is_raised_keeps_the_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An env's exception, read from the pipe, is raised by the handle; an interrupt while
+    that error is built must not lose it: ``step_wait()`` decodes the kept answer again
+    and raises the env's error (before, the message was dropped first, and the retry
+    waited for good for a message the idle worker would never send; found by a review)."""
+    from envfactory.errors import RemoteEnvError
+    from envfactory.vectorizers.pipe import PipeHandle
+
+    real, calls = PipeHandle.remote_error, []
+
+    def cut_once(self: Any, call: str, failure: Any) -> Any:
+        calls.append(call)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(self, call, failure)
+
+    with slow_envs(maker={"fault": "raise", "at_step": 2, "step_sleep": 0.0}) as envs:
+        envs.reset(seed=0)
+        envs.step(ONES)
+        monkeypatch.setattr(PipeHandle, "remote_error", cut_once)
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(ONES)
+        with pytest.raises(RemoteEnvError, match="ValueError"):
+            envs.step_wait()
+
+
 def test_with_restart_a_cut_write_needs_no_rebuild() -> None:
     """With ``restart=true`` too, an interrupt right after a pipe write costs no worker:
     the step is finished whole, nothing is truncated. (Before, that worker was rebuilt

@@ -836,3 +836,48 @@ def _gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+def _bare_site() -> Any:
+    """A `_PipeSite`'s registration state alone (the unit under test), no group."""
+    import select
+
+    from envfactory.vectorizers.pool import _PipeSite
+    from envfactory.vectorizers.wakeup import Poller
+
+    site = object.__new__(_PipeSite)
+    site._by_fd, site._fd_of, site._registered, site._owner = {}, {}, {}, {}
+    site._eventfds = set()
+    site._poller, site._sleep, site._cpus = Poller([], 0.0), select.poll(), 1
+    return site
+
+
+def _fake_handle(index: int, fd: int) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(index=index, _fd=fd, done=os.eventfd(0), via_slot=False)
+
+
+def test_a_pipe_number_reused_by_another_rebuilt_worker_stays_polled() -> None:
+    """Pipes stay registered between messages, and a closed pipe's number can be reused
+    by another worker's new pipe: worker B idle, rebuilt (its number Y closed), worker C
+    rebuilt onto Y, then B's next message must not unregister Y under C (found by a
+    review: C's answers were then never seen, and a later unregister raised KeyError)."""
+    site = _bare_site()
+    rb, _wb = os.pipe()
+    b = _fake_handle(1, rb)
+    site.watch(b)
+    site.unwatch(b)  # idle, still registered
+    os.close(rb)
+    rc, wc = os.pipe()
+    assert rc == b._fd  # (the lowest free number: B's old one)
+    c = _fake_handle(2, rc)
+    site.watch(c)
+    b._fd, _ = os.pipe()  # B's new pipe
+    site.watch(b)
+    os.write(wc, b"x")  # C answers by pipe
+    assert c in site._ready_now()
+    site.unwatch(c)
+    c._fd, _ = os.pipe()  # C rebuilt again
+    site.watch(c)  # (raised KeyError before)
+    assert set(site._owner.values()) == {1, 2} and len(site._poller.fds) == 2
