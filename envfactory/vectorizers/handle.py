@@ -162,6 +162,8 @@ class WorkerHandle(ABC):
     def remote_error(self, call: str, failure: Failure) -> RemoteEnvError:
         """An env's exception (a [`Failure`][envfactory.vectorizers.remote.Failure]) as a
         RemoteEnvError that is also the original's type."""
+        exitcode = self.exitcode  # (0: a worker that failed to start reported it and ended,
+        # sooner or later than this reads it: nothing to add)
         return remote_env_error(
             self._placed(f"raised {failure.exc_type}"),
             exc_type=failure.exc_type,
@@ -170,7 +172,7 @@ class WorkerHandle(ABC):
             pid=self.pid,
             env_indices=self.indices,
             env_id=self.env_id,
-            exitcode=self.exitcode,
+            exitcode=None if exitcode == 0 else exitcode,
             remote_traceback=failure.traceback,
             call=call,
         )

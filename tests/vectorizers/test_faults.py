@@ -457,6 +457,31 @@ def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(no_leaks: 
     assert not any(_running(p) for p in envs.pids)
 
 
+def test_an_env_that_fails_to_start_reads_the_same_after_its_worker_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker whose env raises while it is built reports the error and ends (exit code
+    0). Read after the worker ended (a slow, loaded parent), the error must read as it
+    does before: no "; exit code 0" (the CLI test of a wrapper refusing its env saw one
+    under load)."""
+    from envfactory.vectorizers.pipe import PipeHandle
+
+    flag = tmp_path / "built"
+    flag.write_text("")  # FaultyEnv's constructor raises when this exists
+    real = PipeHandle.remote_error
+
+    def after_exit(self: Any, call: str, failure: Any) -> Any:
+        self.process.join(5.0)  # (the worker has ended by now)
+        return real(self, call, failure)
+
+    monkeypatch.setattr(PipeHandle, "remote_error", after_exit)
+    with pytest.raises(RemoteEnvError) as err:
+        SubprocVecEnv([Maker(rebuild_file=str(flag))] * 2, in_series=2)
+    first = str(err.value).split("\n", 1)[0]
+    assert "exit code" not in first, first
+    assert first.endswith("during start: FaultyEnv cannot be rebuilt, on purpose"), first
+
+
 # -- 6, 7. close() while a call is pending, terminate, twice; use after close -------------
 def test_close_with_a_pending_step(no_leaks: None) -> None:
     envs = faulty("none", step_sleep=0.3)
