@@ -272,27 +272,26 @@ class AttrEnv(gym.Env):
 def interrupt_after_next_write(handle: Any) -> None:
     """``handle``'s next pipe write is interrupted (as by Ctrl-C) at the first bytecode
     after it: the write and the store of its byte count (in C) are done."""
-
-    class Cut(deque):  # type: ignore[type-arg]
-        def extend(self, items: Any) -> None:
-            super().extend(items)
-            handle._wcount = deque(self, maxlen=1)  # (one cut only)
-            raise KeyboardInterrupt
-
-    handle._wcount = Cut(maxlen=1)
+    _interrupt_after_next_count(handle, "_wcount")
 
 
 def interrupt_after_next_read(handle: Any) -> None:
     """``handle``'s next pipe read is interrupted (as by Ctrl-C) at the first bytecode
     after it: the read and the store of its byte count (in C) are done."""
+    _interrupt_after_next_count(handle, "_rcount")
+
+
+def _interrupt_after_next_count(handle: Any, attr: str) -> None:
+    """The next byte count stored in ``handle.<attr>`` (the deque a read or write stores
+    its count in) is followed by a KeyboardInterrupt, once."""
 
     class Cut(deque):  # type: ignore[type-arg]
         def extend(self, items: Any) -> None:
             super().extend(items)
-            handle._rcount = deque(self, maxlen=1)  # (one cut only)
+            setattr(handle, attr, deque(self, maxlen=1))  # (one cut only)
             raise KeyboardInterrupt
 
-    handle._rcount = Cut(maxlen=1)
+    setattr(handle, attr, Cut(maxlen=1))
 
 
 def interrupt_next_send(handle: Any) -> None:
