@@ -21,12 +21,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-#: one measurement in a fresh interpreter, from the tree on PYTHONPATH (argv: tree, workload,
-#: kind, seconds, the ceiling's env count, overrides); prints steps/s
+#: one measurement in a fresh interpreter, with the envfactory of the tree on PYTHONPATH (argv:
+#: this benchmarks folder, whose ``peers`` names the workloads, so a tree older than peers.py
+#: runs too; workload, kind, seconds, the ceiling's env count, overrides); prints steps/s
 _CHILD = r"""
 import json, sys
-tree, workload, kind, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-sys.path.insert(0, tree + "/benchmarks")
+here, workload, kind, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+sys.path.insert(0, here)
 import envfactory, peers
 from envfactory.cli.measure import measure, measure_pool
 over = [*peers.WORKLOADS[workload], *sys.argv[6:]]
@@ -40,12 +41,15 @@ else:
 """
 
 
-def _run(
+def measure_in(
     tree: Path, workload: str, kind: str, seconds: float, count: int, over: list[str]
 ) -> float:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    """Steps/s of one row (``kind``: ``sync``, ``pool`` or ``ceiling``) measured in a fresh
+    interpreter that imports envfactory from ``tree``."""
+    path = os.environ.get("PYTHONPATH")  # (the tree first: a site of packages may follow)
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{path}" if path else str(tree)}
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(tree), workload, kind, str(seconds), str(count), *over],
+        [sys.executable, "-c", _CHILD, str(HERE), workload, kind, str(seconds), str(count), *over],
         env=env,
         cwd=tree,
         capture_output=True,
@@ -82,7 +86,7 @@ def main(argv: list[str] | None = None) -> str:
     got: dict[str, list[float]] = {name: [] for name, *_ in cases}
     for _ in range(args.rounds):
         for name, tree, kind, over in cases:
-            got[name].append(_run(tree, args.workload, kind, args.seconds, count, over))
+            got[name].append(measure_in(tree, args.workload, kind, args.seconds, count, over))
     ceiling = statistics.median(got["ceiling"])
     lines = [
         f"**{args.workload} {n}: old ({args.old}) and new ({args.new}), {args.rounds} rounds "

@@ -40,9 +40,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import scale
 from peers import (
     WORKLOADS,
     ale_native,
@@ -215,14 +217,18 @@ RAY_SIZES = (8, 16)
 RAY_VARIANTS = {"ray": [], "ray node-local": ["vectorizer.in_actor=subproc"]}
 
 
-def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float) -> str:
+def ray_main(
+    workloads: list[str], sizes: list[int], rounds: int, seconds: float, nodes: int | None = None
+) -> str:
     """``--ray`` (and the full run, when envfactory-ray is installed): ``ray`` (plain and
     node-local, `RAY_VARIANTS`) against ``subproc`` (and ``subproc-atari`` for Pong) in the
     same run, interleaved round by round; medians and ratios. One local Ray is started first
     (as a user running many envs would), in a Ray temp dir of its own (a Ray another program
     left running on this machine is not joined), so each cell measures the actors, not Ray's
     start; ``ray start`` is the median seconds to build the plain env and reset it (its
-    actors' processes start then)."""
+    actors' processes start then). ``nodes``: a local cluster of that many nodes instead
+    (``ray.cluster_utils.Cluster``: a head of no cpus and ``nodes`` nodes sharing this
+    machine's cpus), as Ray runs on several machines (node-local: one actor per node)."""
     if "ray" not in envfactory.get_registry().vectorizers:
         return "\n(envfactory-ray is not installed: no ray rows)\n"
     import shutil
@@ -230,10 +236,21 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
 
     import ray
 
-    tmp, old_tmp = None, os.environ.get("RAY_TMPDIR")
+    tmp, old_tmp, cluster = None, os.environ.get("RAY_TMPDIR"), None
     if not ray.is_initialized():
         os.environ["RAY_TMPDIR"] = tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-        ray.init(include_dashboard=False, logging_level="WARNING")
+        if nodes:
+            from ray.cluster_utils import Cluster
+
+            head = {"num_cpus": 0, "include_dashboard": False}
+            cluster = Cluster(initialize_head=True, head_node_args=head)
+            for _ in range(nodes):
+                cpus = max(1, (os.cpu_count() or 1) // nodes)
+                cluster.add_node(num_cpus=cpus, object_store_memory=512 * 1024**2)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, logging_level="WARNING")
+        else:
+            ray.init(include_dashboard=False, logging_level="WARNING")
     samples: dict[tuple[str, int, str], list[float]] = {}
     starts: dict[tuple[str, int], list[float]] = {}
     try:
@@ -259,6 +276,8 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
                               "steps/s", file=sys.stderr, flush=True)  # fmt: skip
     finally:
         ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
             if old_tmp is None:
@@ -268,7 +287,9 @@ def ray_main(workloads: list[str], sizes: list[int], rounds: int, seconds: float
     med = {k: statistics.median(v) for k, v in samples.items()}
     lines = [
         f"\n**Ray vectorizer** (steps/s summed over envs, median of {rounds} rounds; load "
-        f"{load_line()}); ratios in the same run; node-local: `vectorizer.in_actor=subproc`\n",
+        f"{load_line()}; {f'{nodes} local nodes' if nodes else 'one local Ray'}, "
+        f"{os.cpu_count()} cpus); ratios in the same run; node-local: "
+        "`vectorizer.in_actor=subproc`\n",
         "| workload | envs | subproc | subproc-atari | ray | ray node-local | ray / subproc "
         "| node-local / subproc | node-local / subproc-atari | ray start (s) |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -709,6 +730,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-pool", action="store_true", help="skip the async pool's rows")
     p.add_argument("--no-load", action="store_true", help="skip the under-load table")
     p.add_argument("--load-sizes", type=_positive(int), nargs="+", default=None)
+    p.add_argument("--old", type=Path, default=None, metavar="CHECKOUT",
+                   help="--scale: also our sync row from another checkout (a worktree of an\n"
+                   "older commit), both trees in fresh interpreters, ratio new / old")  # fmt: skip
+    p.add_argument("--cases", nargs="+", default=(), metavar="ROW", choices=scale.ROWS,
+                   help="--scale: only these rows (their names before any ' ('):\n"
+                   + ", ".join(repr(r) for r in scale.ROWS))  # fmt: skip
+    p.add_argument("--ray-nodes", type=_positive(int), default=None, metavar="N",
+                   help="--ray: a local cluster of N nodes sharing this machine's cpus\n"
+                   "(ray.cluster_utils.Cluster, a head of 0 cpus), not one Ray")  # fmt: skip
     only = p.add_mutually_exclusive_group()  # the sections run alone (else: the full run)
     only.add_argument("--pool", action="store_true", help="only the async pool's rows")
     only.add_argument("--ray", action="store_true", help="only the ray rows (envfactory-ray)")
@@ -734,6 +764,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--quick shortens the full run only; leave it out with a section flag")
     if args.plot and any(getattr(args, k) for k in unplotted):
         p.error("--plot draws the full run's or --scale's table; leave it out with this section")
+    if (args.old or args.cases) and not args.scale:
+        p.error("--old and --cases go with --scale")
+    if args.ray_nodes and not args.ray:
+        p.error("--ray-nodes goes with --ray")
+    if args.old and not (args.old / "envfactory" / "__init__.py").is_file():
+        p.error(f"--old {str(args.old)!r} is not an envfactory checkout (no envfactory/)")
     if args.plot_from:
         if not args.plot:
             p.error("--plot-from needs --plot PATH")
@@ -756,11 +792,11 @@ def main(argv: list[str] | None = None) -> int:
         print(table + render_targets([], [], {}))
         return 0
     if args.scale:
-        import scale
-
         out = _out_path(args.out, "scale")
         sizes = args.sizes or list(scale.SIZES)
-        print(scale.main(args.workloads, sizes, args.rounds or 2, args.seconds or 1.5, out))
+        old = args.old.resolve() if args.old else None
+        rounds, seconds = args.rounds or 2, args.seconds or 1.5
+        print(scale.main(args.workloads, sizes, rounds, seconds, out, old, args.cases))
         print(f"\nJSON: {out}", file=sys.stderr)
         if args.plot:
             with open(out) as f:
@@ -785,7 +821,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.ray:
         sizes = args.sizes or list(RAY_SIZES)
-        print(ray_main(args.workloads, sizes, args.rounds or 3, args.seconds or 1.5))
+        rounds, seconds = args.rounds or 3, args.seconds or 1.5
+        print(ray_main(args.workloads, sizes, rounds, seconds, args.ray_nodes))
         return 0
     sizes = args.sizes or ([1, 8] if args.quick else [1, 2, 4, 8, 16])
     rounds = args.rounds or (2 if args.quick else 3)

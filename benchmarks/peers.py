@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import queue as queue_module
 import time
 from collections.abc import Callable
 from typing import Any
@@ -80,10 +81,23 @@ def raw_limit(workload: str, n: int, seconds: float) -> float:
     procs = [ctx.Process(target=_raw_worker, args=(s, seconds, queue)) for s in shares]
     for p in procs:
         p.start()
-    total = sum(queue.get() for _ in procs)
-    for p in procs:
-        p.join()
-    return total
+    got: list[float] = []
+    try:
+        while len(got) < len(procs):  # (a process that dies before it answers: say so, no hang)
+            try:
+                got.append(queue.get(timeout=1.0))
+            except queue_module.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"raw_limit({workload!r}, {n}): a process stepping a "
+                                       f"share of the envs ended with exit code {dead[0]} "
+                                       "(its traceback is above)") from None  # fmt: skip
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    return sum(got)
 
 
 # -- peers: PufferLib's Multiprocessing backend, envpool --------------------------------

@@ -18,7 +18,8 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -36,6 +37,9 @@ import envfactory
 from envfactory.cli.measure import measure, measure_pool, medians
 
 SIZES = (16, 32, 64)
+#: the rows `cases` can measure, by `case_key` (``--cases`` picks from these)
+ROWS = ("raw limit", "dummy", "subproc", "subproc-atari", "subproc pool", "subproc-atari pool",
+        "gym-async", "pufferlib-mp", "envpool sync", "envpool async", "AtariVectorEnv")  # fmt: skip
 
 
 def _ef(workload: str, n: int, vec: str, batch: int | None = None) -> Callable[[], Any]:
@@ -45,8 +49,22 @@ def _ef(workload: str, n: int, vec: str, batch: int | None = None) -> Callable[[
     return lambda: envfactory.make_vec(overrides=over)
 
 
-def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float]]:
-    """Each returns one sample of steps/s for ``workload`` at ``n`` envs."""
+def case_key(name: str) -> str:
+    """What ``--cases`` names a row by: its name before any ``" ("`` (``envpool sync``,
+    ``AtariVectorEnv``, ``subproc pool``...); an ``--old`` row goes with its new one."""
+    return name.split(" (")[0]
+
+
+def cases(
+    workload: str,
+    n: int,
+    seconds: float,
+    old: Path | None = None,
+    only: Collection[str] = (),
+) -> dict[str, Callable[[], float]]:
+    """Each returns one sample of steps/s for ``workload`` at ``n`` envs. With ``old`` (another
+    checkout), our synchronous row is measured for both trees, each in a fresh interpreter
+    (``ab.measure_in``), as ``<ours>`` and ``<ours> (old)``; ``only``: the `case_key`s to keep."""
     fns = thunks(workload, n)
     ours = "subproc-atari" if workload == "Pong" else "subproc"
     out: dict[str, Callable[[], float]] = {
@@ -81,7 +99,13 @@ def cases(workload: str, n: int, seconds: float) -> dict[str, Callable[[], float
         out["AtariVectorEnv (ale_py, C++)"] = lambda: measure(
             functools.partial(ale_native, n), seconds
         )[0]
-    return out
+    if old is not None:
+        from ab import HERE, measure_in
+
+        over = [f"num_envs={n}", f"vectorizer={ours}"]
+        for tree, name in ((HERE.parent, ours), (old, f"{ours} (old)")):
+            out[name] = functools.partial(measure_in, tree, workload, "sync", seconds, n, over)
+    return {k: v for k, v in out.items() if not only or case_key(k) in only}
 
 
 def _has(module: str) -> bool:
@@ -111,7 +135,7 @@ def render(samples: dict[tuple[str, int, str], list[float]], rounds_done: int) -
         names = list(dict.fromkeys(k[2] for k in med if k[0] == wl))
         ours = "subproc-atari" if wl == "Pong" else "subproc"
         peers = [x for x in names if x in ("dummy", "gym-async") or "(" in x or "puffer" in x]
-        peers = [x for x in peers if not x.startswith(ours)]
+        peers = [x for x in peers if not x.startswith(ours) or x == f"{ours} (old)"]
         head = ["envs", *names, *[f"{ours} / {p}" for p in ("raw limit", *peers)]]
         lines += [f"{wl}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for n in sorted({k[1] for k in med if k[0] == wl}):
@@ -126,16 +150,24 @@ def render(samples: dict[tuple[str, int, str], list[float]], rounds_done: int) -
     return "\n".join(lines)
 
 
-def main(workloads: list[str], sizes: list[int], rounds: int, seconds: float, out: str) -> str:
-    """Every case of `cases`, interleaved round by round; the table (also written,
-    with the samples, to ``out`` after every round)."""
+def main(
+    workloads: list[str],
+    sizes: list[int],
+    rounds: int,
+    seconds: float,
+    out: str,
+    old: Path | None = None,
+    only: Collection[str] = (),
+) -> str:
+    """Every case of `cases` (``old``, ``only``: as there), interleaved round by round; the
+    table (also written, with the samples, to ``out`` after every round)."""
     samples: dict[tuple[str, int, str], list[float]] = {}
     table = ""
     for r in range(rounds):
         for wl in workloads:
             secs = seconds * (2 if wl == "Pong" else 1)
             for n in sizes:
-                for name, run in cases(wl, n, secs).items():
+                for name, run in cases(wl, n, secs, old, only).items():
                     t0 = time.perf_counter()
                     try:
                         sps = run()
