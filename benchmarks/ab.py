@@ -45,7 +45,8 @@ def measure_in(
     tree: Path, workload: str, kind: str, seconds: float, count: int, over: list[str]
 ) -> float:
     """Steps/s of one row (``kind``: ``sync``, ``pool`` or ``ceiling``) measured in a fresh
-    interpreter that imports envfactory from ``tree``."""
+    interpreter that imports envfactory from ``tree``; RuntimeError (with the end of its
+    stderr) if it fails."""
     path = os.environ.get("PYTHONPATH")  # (the tree first: a site of packages may follow)
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{path}" if path else str(tree)}
     proc = subprocess.run(
@@ -57,7 +58,7 @@ def measure_in(
         timeout=600,
     )
     if proc.returncode != 0:
-        sys.exit(f"ab.py: the {kind} row failed in {tree}:\n{proc.stderr[-2000:]}")
+        raise RuntimeError(f"the {kind} row failed in {tree}:\n{proc.stderr[-2000:]}")
     return float(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
@@ -86,7 +87,10 @@ def main(argv: list[str] | None = None) -> str:
     got: dict[str, list[float]] = {name: [] for name, *_ in cases}
     for _ in range(args.rounds):
         for name, tree, kind, over in cases:
-            got[name].append(measure_in(tree, args.workload, kind, args.seconds, count, over))
+            try:
+                got[name].append(measure_in(tree, args.workload, kind, args.seconds, count, over))
+            except RuntimeError as exc:
+                sys.exit(f"ab.py: {exc}")
     ceiling = statistics.median(got["ceiling"])
     lines = [
         f"**{args.workload} {n}: old ({args.old}) and new ({args.new}), {args.rounds} rounds "
