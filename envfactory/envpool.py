@@ -58,9 +58,8 @@ import gymnasium as gym
 import numpy as np
 
 from .errors import ClosedError, ConfigError, InvalidSeedError, NoPendingCallError, echo
-from .vectorizers.checks import check_seeds
+from .vectorizers.checks import check_env_ids, check_seeds
 from .vectorizers.pool import take_rows
-from .vectorizers.scheduler import check_env_ids
 
 __all__ = ["EnvPool", "list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium"]
 

@@ -22,6 +22,9 @@ import numpy as np
 
 __all__ = [
     "FAULTS",
+    "BigActionEnv",
+    "BigActionMaker",
+    "CtrlCStorm",
     "FaultyEnv",
     "InfoEnv",
     "InfoMaker",
@@ -345,3 +348,67 @@ class InfoMaker:
 
     def __call__(self) -> gym.Env:
         return InfoEnv(self.k)
+
+
+class BigActionEnv(gym.Env):
+    """An env whose action is 400 KB (more than a pipe holds) and whose step takes
+    ``step_sleep`` seconds: a message of its action to a worker busy stepping another env
+    cannot be written whole until the worker reads it. Its observation is its step count."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, step_sleep: float = 0.0) -> None:
+        self.step_sleep, self.t = step_sleep, 0
+        self.observation_space = gym.spaces.Box(0.0, 1e6, (1,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (100_000,), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple:
+        time.sleep(self.step_sleep)
+        self.t += 1
+        return np.full(1, self.t, np.float32), float(action[0]), False, False, {}
+
+
+@dataclass
+class BigActionMaker:
+    step_sleep: float = 0.0
+
+    def __call__(self) -> gym.Env:
+        return BigActionEnv(self.step_sleep)
+
+
+class CtrlCStorm:
+    """Real SIGINTs at random moments (1-15 ms apart) from a thread, raised as
+    KeyboardInterrupt only while the test is inside a call of the vectorized env
+    (``armed``): what the env does with an interrupt is under test, not the test's own
+    bookkeeping."""
+
+    def __init__(self, seed: int) -> None:
+        self.armed = False
+        self.raised = 0
+        self._stop = threading.Event()
+        self._rng = np.random.default_rng(seed)
+        self._thread = threading.Thread(target=self._fire, daemon=True)
+
+    def _fire(self) -> None:
+        while not self._stop.wait(self._rng.uniform(0.001, 0.015)):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.armed:
+            self.raised += 1
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> CtrlCStorm:
+        self._old = signal.signal(signal.SIGINT, self._handler)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        signal.signal(signal.SIGINT, self._old)

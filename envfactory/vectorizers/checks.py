@@ -43,14 +43,17 @@ __all__ = [
     "action_checker",
     "autoreset_mode",
     "check_batch",
+    "check_env_ids",
     "check_fault_options",
     "check_rebuilt_spaces",
+    "check_recv_timeout",
     "check_seeds",
     "check_spaces",
     "check_wait_timeout",
     "count_restart",
     "per_env_answer",
     "seeds_for",
+    "show_ids",
 ]
 
 #: ``check(actions) -> actions`` (a list/scalar batch comes back as a numpy array).
@@ -499,3 +502,53 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
             "env is still usable"
         )
     return float(timeout)
+
+
+# -- the async pool's arguments -------------------------------------------------------
+def check_recv_timeout(timeout: Any) -> float | None:
+    """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None); a bad
+    value is a ValueError before anything is waited on."""
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float | np.integer | np.floating)
+        or math.isnan(timeout)
+        or timeout < 0
+    ):
+        raise ValueError(
+            f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
+            "vectorizer.timeout) or a number of seconds >= 0"
+        )
+    return None if timeout == math.inf else float(timeout)
+
+
+def show_ids(ids: Sequence[Any], limit: int = 8) -> str:
+    """``[0, 1, 2]``; a long list cut after ``limit`` entries."""
+    head = ", ".join(str(i) for i in list(ids)[:limit])
+    more = f", ... ({len(ids)} in all)" if len(ids) > limit else ""
+    return f"[{head}{more}]"
+
+
+def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
+    """``env_ids`` (ints, as ``infos["env_id"]``) as a list: each in ``[0, num_envs)``
+    at most once. ``head``: the call as errors name it, ``send(actions, env_ids``."""
+    arr = np.asarray(env_ids)
+    if arr.ndim == 0:
+        arr = arr[None]
+    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(
+            f"{head}): env_ids must be a 1-D array of ints (as infos['env_id']), got {env_ids!r}"
+        )
+    ids: list[int] = arr.tolist()
+    if ids and min(ids) >= 0 and max(ids) < num_envs and len(set(ids)) == len(ids):
+        return ids  # (the hot path)
+    bad = [i for i in ids if not 0 <= i < num_envs]
+    if bad or not ids or len(set(ids)) != len(ids):
+        why = (
+            f"ids {show_ids(bad)} out of range" if bad else "no id" if not ids else "a repeated id"
+        )
+        raise ValueError(
+            f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
+        )
+    return ids

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RemoteEnvError, WorkerDiedError
+from .ctrl_c import HOLD
 from .handle import WorkerHandle
 from .infocols import IN_COLUMNS, InfoColumns, Schema, schema_of
 from .protocol import ERROR, Attach, Cmd, Failure, Sender
@@ -283,12 +284,14 @@ class PipeHandle(WorkerHandle):
         fd = self._fd
         poll = select.poll()
         poll.register(fd, _POLL_OUT)
+        wait = poll.poll  # (a Ctrl-C the async pool holds goes through while it waits)
         while self._unsent:
             if deadline is None:
-                poll.poll(SLEEP_SLICE_MS)
+                HOLD.waiting(wait, SLEEP_SLICE_MS)
             else:
                 left = deadline - time.monotonic()
-                if left <= 0 or not poll.poll(min(math.ceil(left * 1000), SLEEP_SLICE_MS)):
+                ms = min(math.ceil(left * 1000), SLEEP_SLICE_MS)
+                if left <= 0 or not HOLD.waiting(wait, ms):
                     if time.monotonic() < deadline:
                         continue
                     size = sum(len(v) for v in self._unsent)

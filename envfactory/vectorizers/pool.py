@@ -149,6 +149,9 @@ class _PipeSite(RemoteSite):
             self.group.send(cmd, [handle], lambda _: data)
         return h.seq
 
+    def taken(self, handle: WorkerHandle) -> int | None:
+        return handle.seq  # type: ignore[attr-defined]  # (set as it took it)
+
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:

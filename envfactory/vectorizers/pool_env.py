@@ -14,18 +14,11 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from ..errors import AlreadyPendingError, InvalidActionError, ResetNeededError
-from .checks import action_checker
+from .checks import action_checker, check_env_ids, check_recv_timeout, show_ids
 from .group import WorkerGroup
 from .protocol import Reset
 from .remote_env import RemoteVecEnv
-from .scheduler import (
-    HOLD,
-    PoolBackend,
-    PoolScheduler,
-    check_env_ids,
-    check_recv_timeout,
-    show_ids,
-)
+from .scheduler import HOLD, PoolBackend, PoolScheduler
 
 __all__ = ["PoolVecEnv", "take_rows"]
 

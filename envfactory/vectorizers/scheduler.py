@@ -15,20 +15,25 @@ and the failure policy over any [`WorkerGroup`][envfactory.vectorizers.remote.Wo
 scheduler unchanged.
 
 Ctrl-C: the first Ctrl-C (SIGINT in the main thread) that arrives while the scheduler reads
-an answer and records it, or sends a message, is held until that is done and raised then,
-so no answer is lost half-read and the pool stays usable: the next ``recv()`` returns what
-is ready. A Ctrl-C while ``recv`` waits is raised at once (nothing is being read). One that
-arrives while ``recv`` hands its batch over is raised after the batch is built, and the
-next ``recv`` returns that batch. A second Ctrl-C while one is held interrupts at once
-(a stopped worker that never finishes its answer cannot hold the caller); the pool is then
-unusable if it cut a message part-way ([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]).
+an answer and records it is held until that is done and raised then, so no answer is lost
+half-read and the pool stays usable: the next ``recv()`` returns what is ready. A Ctrl-C
+while ``recv`` waits is raised at once (nothing is being read). One that arrives while
+``recv`` hands its batch over is raised after the batch is built, and the next ``recv``
+returns that batch. A second Ctrl-C while one is held interrupts at once (a stopped worker
+that never finishes its answer cannot hold the caller); with a resumable handle
+(``subproc``'s, ``ray``'s) the next ``recv`` goes on with the read it cut, else the pool is
+unusable ([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]). ``send`` holds every
+Ctrl-C (it never waits) except while a write waits for a worker that does not read (a
+message larger than the pipe holds, to a busy worker): a Ctrl-C then is raised at once, and
+the message counts as sent (its rest is written before anything else), so the envs of
+every message handed over are in flight and a ``send`` of them again is refused.
 The hold is a SIGINT handler installed while a pool is in async use; it passes every
 other SIGINT to the handler it replaced.
 """
 
 from __future__ import annotations
 
-import math
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -45,6 +50,7 @@ from ..errors import (
     WorkerError,
     warn_restart,
 )
+from .checks import show_ids
 from .ctrl_c import HOLD
 from .group import WorkerGroup
 from .handle import WorkerHandle
@@ -60,9 +66,6 @@ __all__ = [
     "PoolBackend",
     "PoolScheduler",
     "RemoteSite",
-    "check_env_ids",
-    "check_recv_timeout",
-    "show_ids",
 ]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
@@ -78,6 +81,12 @@ class PoolBackend(ABC):
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         """Send one message to ``handle`` now (also while it is busy) and return its
         ticket: answers come back in the order of the tickets."""
+
+    def taken(self, handle: WorkerHandle) -> int | None:
+        """The ticket of the message ``handle`` took in a `post` that an interrupt cut
+        while it waited to write the rest (a resumable handle, whose ``sent`` moved on),
+        or None where that cannot be known."""
+        return None
 
     @abstractmethod
     def answer(
@@ -190,55 +199,6 @@ def _mark(state: np.ndarray, envs: list[int], value: int) -> None:
         state[envs] = value
 
 
-def check_recv_timeout(timeout: Any) -> float | None:
-    """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None); a bad
-    value is a ValueError before anything is waited on."""
-    if timeout is None:
-        return None
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float | np.integer | np.floating)
-        or math.isnan(timeout)
-        or timeout < 0
-    ):
-        raise ValueError(
-            f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
-            "vectorizer.timeout) or a number of seconds >= 0"
-        )
-    return None if timeout == math.inf else float(timeout)
-
-
-def show_ids(ids: Sequence[Any], limit: int = 8) -> str:
-    """``[0, 1, 2]``; a long list cut after ``limit`` entries."""
-    head = ", ".join(str(i) for i in list(ids)[:limit])
-    more = f", ... ({len(ids)} in all)" if len(ids) > limit else ""
-    return f"[{head}{more}]"
-
-
-def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
-    """``env_ids`` (ints, as ``infos["env_id"]``) as a list: each in ``[0, num_envs)``
-    at most once. ``head``: the call as errors name it, ``send(actions, env_ids``."""
-    arr = np.asarray(env_ids)
-    if arr.ndim == 0:
-        arr = arr[None]
-    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(
-            f"{head}): env_ids must be a 1-D array of ints (as infos['env_id']), got {env_ids!r}"
-        )
-    ids: list[int] = arr.tolist()
-    if ids and min(ids) >= 0 and max(ids) < num_envs and len(set(ids)) == len(ids):
-        return ids  # (the hot path)
-    bad = [i for i in ids if not 0 <= i < num_envs]
-    if bad or not ids or len(set(ids)) != len(ids):
-        why = (
-            f"ids {show_ids(bad)} out of range" if bad else "no id" if not ids else "a repeated id"
-        )
-        raise ValueError(
-            f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
-        )
-    return ids
-
-
 class PoolScheduler:
     """The async pool over ``handles`` (each hosting envs ``start:stop``; together
     ``0:num_envs``) and a `PoolBackend`. A pool VecEnv checks the arguments and
@@ -260,6 +220,7 @@ class PoolScheduler:
         self._by_index = {h.index: h for h in self.handles}
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], Batch] | None = None
+        self._resume: WorkerHandle | None = None  # its read was cut by a second Ctrl-C
 
     # -- state ----------------------------------------------------------------------------
     def in_flight(self) -> list[int]:
@@ -286,7 +247,7 @@ class PoolScheduler:
         """A clean start for `start_reset` (drained: nothing in flight or queued)."""
         self._state[:] = IDLE
         self._infos.clear()
-        self._stash = None
+        self._stash = self._resume = None
 
     def forget(self, ids: Sequence[int]) -> None:
         """A synchronous reset of ``ids`` supersedes their lost results."""
@@ -317,15 +278,20 @@ class PoolScheduler:
             )
         groups: dict[int, list[int]] = {}  # worker index -> positions k in ids
         owner = self._owner
+        main = threading.current_thread() is threading.main_thread()
         with HOLD:
-            for k, i in enumerate(ids):
-                if state[i] == LOST:  # its worker was rebuilt: this step is the loss
-                    state[i] = READY
-                    self._queue.append(i)
-                    continue
-                groups.setdefault(owner[i].index, []).append(k)
-            for index, ks in groups.items():
-                self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
+            HOLD.all += main  # no Ctrl-C cuts it but while a write waits for a worker
+            try:
+                for k, i in enumerate(ids):
+                    if state[i] == LOST:  # its worker was rebuilt: this step is the loss
+                        state[i] = READY
+                        self._queue.append(i)
+                        continue
+                    groups.setdefault(owner[i].index, []).append(k)
+                for index, ks in groups.items():
+                    self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
+            finally:
+                HOLD.all -= main
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
         """The next ``want`` ready envs in the order they finished, or (a list) exactly
@@ -434,12 +400,27 @@ class PoolScheduler:
             rows = [actions[k] for k in ks]
             plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
             batch = np.stack(rows) if plain else rows
-        ticket = self.backend.post(h, Cmd.STEP_ENVS, (local, batch))
+        before = h.sent
+        try:
+            ticket = self.backend.post(h, Cmd.STEP_ENVS, (local, batch))
+        except BaseException as exc:
+            # a Ctrl-C while a write waited for a busy worker: a resumable handle that took
+            # the message writes the rest before anything else, so its envs are in flight
+            cut = not isinstance(exc, Exception) and h.sent != before
+            taken = self.backend.taken(h) if cut else None
+            if taken is not None:
+                self._sent(h, taken, envs, "step")
+            raise
         self._sent(h, ticket, envs, "step")
 
     def _due(self, limit: float | None, block: bool = True) -> list[WorkerHandle]:
         """Workers whose answer (or end) is there, and those past their timeout (reading
-        them then times out). Blocking: until one is, or the earliest deadline passes."""
+        them then times out). Blocking: until one is, or the earliest deadline passes. A
+        read a second Ctrl-C cut comes first (its answer may be in the handle already, where
+        the backend's readiness does not see it)."""
+        h = self._resume
+        if h is not None and h.index in self._flight:
+            return [h]
         ready = self.backend.ready(0)
         while not ready:
             if limit is None:
@@ -459,16 +440,34 @@ class PoolScheduler:
         return ready
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
-        """Read ``h``'s answer to its oldest message: those envs become READY."""
+        """Read ``h``'s answer to its oldest message: those envs become READY. A second
+        Ctrl-C (the first is held) that cuts the read of a resumable handle leaves it to
+        the next call, which asks ``h`` first (`_due`): its read goes on where it stopped
+        and returns the same answer. The bookkeeping after the read holds every Ctrl-C
+        (it is short and never waits)."""
         msg = self._flight[h.index][0]
         deadline = None if limit is None else self._since[h.index] + limit
         try:
+            answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
+        except WorkerError as failure:
+            self._resume = None
             try:
-                answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
-            except WorkerError as failure:
                 self.backend.unwatch(h)
                 self._recover(h, failure, msg.kind)
-                return
+            except BaseException as exc:
+                self._cut(h, msg, exc)
+                raise
+            return
+        except BaseException as exc:  # a second Ctrl-C part-way through the read
+            if h.resumable:
+                self._resume = h
+            else:
+                self._cut(h, msg, exc)
+            raise
+        main = threading.current_thread() is threading.main_thread()
+        HOLD.all += main
+        try:
+            self._resume = None
             flight = self._flight[h.index]
             flight.popleft()
             if flight:
@@ -477,15 +476,19 @@ class PoolScheduler:
                 self.backend.unwatch(h)
                 del self._flight[h.index]
             self._accept(h, msg.envs, answer)
-        except BaseException as exc:
-            if not isinstance(exc, WorkerError):  # a second Ctrl-C part-way through
-                h.suspect = True
-                self.backend.interrupted(
-                    RuntimeError(
-                        f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
-                    )
+        finally:
+            HOLD.all -= main
+
+    def _cut(self, h: WorkerHandle, msg: _Message, exc: BaseException) -> None:
+        """An interrupt cut ``h``'s answer (a handle that cannot resume) or its
+        rebuild: the env is unusable."""
+        if not isinstance(exc, WorkerError):
+            h.suspect = True
+            self.backend.interrupted(
+                RuntimeError(
+                    f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
                 )
-            raise
+            )
 
     def _accept(self, h: WorkerHandle, envs: list[int], answer: Any) -> None:
         calls = self.backend.keep(h, envs, answer)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from faulty_envs import (
+    CtrlCStorm,
     InfoMaker,
     Maker,
     interrupt_after_next_read,
@@ -324,41 +325,8 @@ def psutil_alive(pid: int) -> bool:
         return False
 
 
-class _Storm:
-    """Real SIGINTs at random moments (1-15 ms apart) from a thread, raised as
-    KeyboardInterrupt only while the test is inside a call of the vectorized env
-    (``armed``): what the env does with an interrupt is under test, not the test's own
-    bookkeeping."""
-
-    def __init__(self, seed: int) -> None:
-        self.armed = False
-        self.raised = 0
-        self._stop = threading.Event()
-        self._rng = np.random.default_rng(seed)
-        self._thread = threading.Thread(target=self._fire, daemon=True)
-
-    def _fire(self) -> None:
-        while not self._stop.wait(self._rng.uniform(0.001, 0.015)):
-            os.kill(os.getpid(), signal.SIGINT)
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.armed:
-            self.raised += 1
-            raise KeyboardInterrupt
-
-    def __enter__(self) -> _Storm:
-        self._old = signal.signal(signal.SIGINT, self._handler)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        signal.signal(signal.SIGINT, self._old)
-
-
 def _storm_steps(envs: Any, seconds: float, seed: int) -> tuple[list[tuple], int]:
-    """Step ``envs`` for ``seconds`` under a `_Storm`; after each interrupt, finish
+    """Step ``envs`` for ``seconds`` under a `CtrlCStorm`; after each interrupt, finish
     the call with ``step_wait()`` (or start anew if nothing was pending). Every later
     call must work; returns the batches the caller got and how many interrupts landed."""
     from envfactory.errors import NoPendingCallError
@@ -367,7 +335,7 @@ def _storm_steps(envs: Any, seconds: float, seed: int) -> tuple[list[tuple], int
     actions = np.ones(envs.num_envs, np.int64)
     pending = False
     deadline = time.monotonic() + seconds
-    with _Storm(seed) as storm:
+    with CtrlCStorm(seed) as storm:
         while time.monotonic() < deadline or pending:
             if time.monotonic() > deadline + 30:
                 raise AssertionError("the interrupted call could not be finished in 30 s")
