@@ -140,8 +140,9 @@ class _PipeSite(RemoteSite):
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         h: PipeHandle = handle  # type: ignore[assignment]  # (the group's: no check per call)
-        if cmd == Cmd.STEP_ENVS and data[0] == list(range(h.stop - h.start)):
-            # every env of the worker, so nothing else of it is in flight: its slot
+        if cmd == Cmd.STEP_ENVS and len(data[0]) == h.stop - h.start:
+            # every env of the worker (sorted, once each), so nothing else of it is in
+            # flight: its slot
             # (PipeHandle.send takes it when the actions fit the shared buffer). For one
             # resumable handle, the group's send is the handle's (a Ctrl-C is re-raised).
             h.send(Cmd.STEP, data[1])

@@ -389,7 +389,7 @@ class PoolScheduler:
         round trip through this process in between). Splitting a worker's envs into two
         messages (double buffering) was measured: 10% more CPU per Pong step and no gain
         on 2 busy cores, so a send is one message per worker."""
-        if envs != sorted(envs):
+        if len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
             envs, ks = [envs[j] for j in order], [ks[j] for j in order]
         start = h.start
