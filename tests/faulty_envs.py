@@ -206,12 +206,14 @@ class Maker:
     helper: bool = False
     act_dim: int = 0
     reset_sleep: float = 0.0
+    rebuild_sleep: float = 0.0  # seconds the constructor takes once ``once_file`` exists
 
     def __call__(self) -> gym.Env:
+        rebuilt = self.once_file is not None and os.path.exists(self.once_file)
         return FaultyEnv(
             self.fault, self.at_step, self.once_file, self.obs_dim, self.step_sleep,
             self.episode_len, self.at_reset, self.every, self.rebuild_file, self.rebuild_fault,
-            self.helper, self.act_dim, self.reset_sleep,
+            self.helper, self.act_dim, self.reset_sleep, self.rebuild_sleep if rebuilt else 0.0,
         )  # fmt: skip
 
 

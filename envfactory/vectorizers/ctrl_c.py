@@ -29,6 +29,7 @@ class _CtrlC:
     def __init__(self) -> None:
         self.depth = 0  # nested holds of the main thread
         self.all = 0  # nested holds that hold every Ctrl-C, not only the first
+        self.strict = 0  # nested holds that hold every Ctrl-C also while they wait
         self.open = False  # a hold is waiting: let a Ctrl-C through at once
         self.pending: tuple[int, Any] | None = None
         self.prev: Any = None  # the handler it replaced
@@ -58,7 +59,9 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self.prev)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self.depth and not self.open and (self.pending is None or self.all):
+        strict = self.strict
+        holds = strict or not self.open
+        if self.depth and holds and (self.pending is None or self.all or strict):
             self.pending = (signum, frame)  # raised when the hold ends
             return
         self.pending = None
@@ -88,8 +91,13 @@ class _CtrlC:
                 self._raise_pending()
 
     def waiting(self, wait: Callable[[float | None], list[Any]], limit: float | None) -> list[Any]:
-        """``wait(limit)`` with Ctrl-C let through (a held one is raised first)."""
-        if self.depth == 0 or threading.current_thread() is not threading.main_thread():
+        """``wait(limit)`` with Ctrl-C let through (a held one is raised first), unless a
+        `held_ctrl_c` block holds every one."""
+        if (
+            self.depth == 0
+            or self.strict
+            or threading.current_thread() is not threading.main_thread()
+        ):
             return wait(limit)
         self._raise_pending()
         self.open = True
@@ -106,17 +114,20 @@ HOLD = _CtrlC()
 def held_ctrl_c() -> Iterator[None]:
     """Hold every Ctrl-C of the main thread until the block ends (a worker's rebuild: cut
     part-way it could be neither finished nor redone; it is bounded by the start-up
-    budget), installing `HOLD` for the block where no pool has it. One
-    KeyboardInterrupt is raised when the block ends."""
+    budget), installing `HOLD` for the block where no pool has it; also while it waits
+    (`_CtrlC.waiting` lets none through). One KeyboardInterrupt is raised when the block
+    ends."""
     used = HOLD.use()
     main = threading.current_thread() is threading.main_thread()
     try:
         with HOLD:
-            HOLD.all += main
+            if main:
+                HOLD.strict += 1
             try:
                 yield
             finally:
-                HOLD.all -= main
+                if main:
+                    HOLD.strict -= 1
     finally:
         if used:
             HOLD.unuse()

@@ -231,13 +231,8 @@ class PipeHandle(WorkerHandle):
         whole = [memoryview(header), memoryview(message)]
         # handed over (``sent``) with all of it still to write, in one statement: a write an
         # interrupt cut leaves the rest in ``_unsent``, written before anything else
-        self.sent, self.seq, self.via_slot, self._answer, self._unsent = (
-            seq,
-            seq,
-            False,
-            None,
-            whole,
-        )
+        # (an answer kept for an older seq stays: the async pool may ask for it again)
+        self.sent, self.seq, self.via_slot, self._unsent = seq, seq, False, whole
         self._write()
         if self._unsent:
             self._flush(self._write_deadline())
@@ -306,7 +301,7 @@ class PipeHandle(WorkerHandle):
         after the seq was taken leaves the rest to `resume`."""
         actions[:] = data
         seq = self.sent + 1
-        self.via_slot, self._answer, self.seq, self.sent = True, None, seq, seq
+        self.via_slot, self.seq, self.sent = True, seq, seq
         slot = self.slot
         slot[CMD] = seq
         fence()  # the seq is visible before the sleeping word is read

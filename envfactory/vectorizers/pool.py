@@ -150,6 +150,8 @@ class _PipeSite(RemoteSite):
             self.group.send(cmd, [handle], lambda _: data)
         return h.seq
 
+    resumes_reads = True  # (PipeHandle keeps what a read took, and its answer, by seq)
+
     def taken(self, handle: WorkerHandle) -> int | None:
         return handle.seq  # type: ignore[attr-defined]  # (set as it took it)
 

@@ -24,9 +24,9 @@ that never finishes its answer cannot hold the caller); with a resumable handle
 (``subproc``'s, ``ray``'s) the next ``recv`` goes on with the read it cut, else the pool is
 unusable ([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]). ``send`` holds every
 Ctrl-C (it never waits) except while a write waits for a worker that does not read (a
-message larger than the pipe holds, to a busy worker): a Ctrl-C then is raised at once, and
-the message counts as sent (its rest is written before anything else), so the envs of
-every message handed over are in flight and a ``send`` of them again is refused.
+message larger than the pipe holds, to a busy worker): a Ctrl-C then is raised at once;
+that message counts as sent (its rest is written before anything else) and those to later
+workers were not handed over, so a ``send`` of the same envs again names those in flight.
 The hold is a SIGINT handler installed while a pool is in async use; it passes every
 other SIGINT to the handler it replaced.
 """
@@ -81,6 +81,10 @@ class PoolBackend(ABC):
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         """Send one message to ``handle`` now (also while it is busy) and return its
         ticket: answers come back in the order of the tickets."""
+
+    #: `answer` asked again for a ticket whose read an interrupt cut goes on with that read
+    #: and gives the same answer, also after a `post` to the same handle meanwhile
+    resumes_reads: bool = False
 
     def taken(self, handle: WorkerHandle) -> int | None:
         """The ticket of the message ``handle`` took in a `post` that an interrupt cut
@@ -220,7 +224,8 @@ class PoolScheduler:
         self._by_index = {h.index: h for h in self.handles}
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], Batch] | None = None
-        self._resume: WorkerHandle | None = None  # its read was cut by a second Ctrl-C
+        # index -> a handle being read, whose read a second Ctrl-C may have cut
+        self._resume: dict[int, WorkerHandle] = {}
 
     # -- state ----------------------------------------------------------------------------
     def in_flight(self) -> list[int]:
@@ -247,7 +252,8 @@ class PoolScheduler:
         """A clean start for `start_reset` (drained: nothing in flight or queued)."""
         self._state[:] = IDLE
         self._infos.clear()
-        self._stash = self._resume = None
+        self._stash = None
+        self._resume.clear()
 
     def forget(self, ids: Sequence[int]) -> None:
         """A synchronous reset of ``ids`` supersedes their lost results."""
@@ -280,7 +286,8 @@ class PoolScheduler:
         owner = self._owner
         main = threading.current_thread() is threading.main_thread()
         with HOLD:
-            HOLD.all += main  # no Ctrl-C cuts it but while a write waits for a worker
+            if main:  # no Ctrl-C cuts it but while a write waits for a worker
+                HOLD.all += 1
             try:
                 for k, i in enumerate(ids):
                     if state[i] == LOST:  # its worker was rebuilt: this step is the loss
@@ -291,7 +298,8 @@ class PoolScheduler:
                 for index, ks in groups.items():
                     self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
             finally:
-                HOLD.all -= main
+                if main:
+                    HOLD.all -= 1
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
         """The next ``want`` ready envs in the order they finished, or (a list) exactly
@@ -418,9 +426,11 @@ class PoolScheduler:
         them then times out). Blocking: until one is, or the earliest deadline passes. A
         read a second Ctrl-C cut comes first (its answer may be in the handle already, where
         the backend's readiness does not see it)."""
-        h = self._resume
-        if h is not None and h.index in self._flight:
-            return [h]
+        if self._resume:
+            cut = [h for i, h in self._resume.items() if i in self._flight]
+            if cut:
+                return cut
+            self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
         ready = self.backend.ready(0)
         while not ready:
             if limit is None:
@@ -441,33 +451,39 @@ class PoolScheduler:
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
         """Read ``h``'s answer to its oldest message: those envs become READY. A second
-        Ctrl-C (the first is held) that cuts the read of a resumable handle leaves it to
-        the next call, which asks ``h`` first (`_due`): its read goes on where it stopped
-        and returns the same answer. The bookkeeping after the read holds every Ctrl-C
-        (it is short and never waits)."""
+        Ctrl-C (the first is held) that cuts the read, where the backend can ask a read
+        again (`PoolBackend.resumes_reads`), leaves it to the next call, which asks ``h``
+        first (`_due`): the read goes on where it stopped and gives the same answer. The
+        bookkeeping after the read (and a failed worker's recovery) holds every Ctrl-C."""
         msg = self._flight[h.index][0]
         deadline = None if limit is None else self._since[h.index] + limit
+        main = threading.current_thread() is threading.main_thread()
+        resumes = h.resumable and self.backend.resumes_reads
+        if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
+            self._resume[h.index] = h
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
-            self._resume = None
+            if main:
+                HOLD.all += 1
             try:
+                self._resume.pop(h.index, None)
                 self.backend.unwatch(h)
                 self._recover(h, failure, msg.kind)
             except BaseException as exc:
                 self._cut(h, msg, exc)
                 raise
+            finally:
+                if main:
+                    HOLD.all -= 1
             return
         except BaseException as exc:  # a second Ctrl-C part-way through the read
-            if h.resumable:
-                self._resume = h
-            else:
+            if not resumes:
                 self._cut(h, msg, exc)
             raise
-        main = threading.current_thread() is threading.main_thread()
-        HOLD.all += main
+        if main:
+            HOLD.all += 1
         try:
-            self._resume = None
             flight = self._flight[h.index]
             flight.popleft()
             if flight:
@@ -476,8 +492,10 @@ class PoolScheduler:
                 self.backend.unwatch(h)
                 del self._flight[h.index]
             self._accept(h, msg.envs, answer)
+            self._resume.pop(h.index, None)
         finally:
-            HOLD.all -= main
+            if main:
+                HOLD.all -= 1
 
     def _cut(self, h: WorkerHandle, msg: _Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer (a handle that cannot resume) or its

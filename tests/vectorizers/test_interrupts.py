@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -525,3 +526,34 @@ def test_ctrl_c_in_a_dummy_reset_is_finished_by_reset_wait() -> None:
         assert envs.get_attr("resets") == (1, 1)
     finally:
         envs.close()
+
+
+@pytest.mark.filterwarnings("ignore:restarting after:RuntimeWarning")
+def test_ctrl_c_during_a_rebuild_is_held_until_it_is_done_even_with_a_large_message(
+    tmp_path: Path,
+) -> None:
+    """faults.md: a Ctrl-C during a worker's rebuild (``restart=true``) is held until the
+    rebuild is done, then raised, and ``step_wait()`` returns the step. The rebuilt worker
+    is sent its envs' last observations (400 KB here, more than a pipe holds, so the
+    parent waits while the worker, slow to build its env, reads them): the hold lasts
+    through that wait too (a change of the pool's send let it through, which left the env
+    broken: found by a review)."""
+    maker = Maker(
+        fault="sigkill", at_step=2, once_file=str(tmp_path / "once"), obs_dim=100_000,
+        rebuild_sleep=1.0,
+    )  # fmt: skip
+    with SubprocVecEnv([maker], restart=True, context="fork") as envs:
+        envs.reset(seed=0)
+        envs.step(np.ones(1, np.int64))
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(np.ones(1, np.int64))  # the worker dies; its rebuild takes 1 s
+        assert time.monotonic() - t0 >= 0.9  # held until the rebuild was done
+        timer.join()
+        assert envs._broken is None
+        _, _, _, trunc, infos = envs.step_wait()
+        assert trunc.tolist() == [True] and infos["restarted"].tolist() == [True]
+        assert envs.restarts == [1]
+        envs.step(np.ones(1, np.int64))

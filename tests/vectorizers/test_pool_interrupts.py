@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def _storm_rounds(
                 ids = out[4]["env_id"]
             except KeyboardInterrupt:
                 storm.armed = False
-                if ids is not None:  # the send was done whole: the Ctrl-C was held
+                if ids is not None:  # small messages: the send was done whole (held)
                     with pytest.raises(ValueError, match="not received yet"):
                         envs.send(actions, ids)
                     ids = None
@@ -125,3 +126,88 @@ def test_ctrl_c_while_send_waits_for_a_busy_worker_is_raised_at_once_and_loses_n
             got[int(infos["env_id"][0])] = (float(obs[0, 0]), float(rew[0]))
         assert got == {first: (1.0, 0.5), second: (1.0, 0.5)}
         assert envs.pids == pids
+
+
+# -- a second Ctrl-C at a precise place (issue 26.4; found by a review of the change) ----
+def _pool(**maker: float) -> SubprocPool:
+    """4 envs in 2 workers of 2, ``batch_size=1``, every env's first result received."""
+    envs = SubprocPool([Maker(**maker)] * 4, 1, in_series=2, context="fork")
+    envs.async_reset(seed=0)
+    for _ in range(4):
+        envs.recv()
+    return envs
+
+
+def test_an_interrupt_after_the_read_before_it_is_recorded_loses_nothing() -> None:
+    """The answer was read (and kept by the handle) but not recorded: the pipe and slot no
+    longer look ready, so the next recv must ask that worker first (it hung before)."""
+    with _pool() as envs:
+        site = envs.pool.backend
+        real = site.answer
+
+        def answer_then_interrupt(*args: Any) -> Any:
+            site.answer = real
+            real(*args)
+            raise KeyboardInterrupt
+
+        site.answer = answer_then_interrupt
+        envs.send(np.ones(1, np.int64), [0])
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv(timeout=5)
+        obs, rew, *_, infos = envs.recv(timeout=5)
+        assert infos["env_id"].tolist() == [0] and rew.tolist() == [1.0]
+        assert round(float(obs[0, 0]) * 1000) == 1
+
+
+def test_a_cut_read_survives_a_settle_of_another_worker_and_a_send_to_its_own() -> None:
+    """Worker 0's read is cut after its answer was decoded into the handle; then a
+    ``get_attr`` settles worker 1 only, and a send goes to worker 0's other env. The next
+    recv of env 0 still gets its answer, and env 1's comes after (both hung before: the
+    first settle forgot the cut read, the send wiped the kept answer)."""
+    with _pool() as envs:
+        w0 = envs.group.workers[0]
+        real = w0._take
+
+        def take_then_interrupt(call: str) -> None:
+            del w0._take  # (back to the class's)
+            real(call)
+            raise KeyboardInterrupt
+
+        envs.send(np.ones(2, np.int64), [0, 2])
+        time.sleep(0.1)
+        w0._take = take_then_interrupt  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv(env_ids=[0], timeout=5)
+        assert envs.get_attr("every", indices=[2]) == (0,)  # settles worker 1 only
+        envs.send(np.ones(1, np.int64), [1])
+        for i in (0, 1):
+            obs, rew, *_, infos = envs.recv(env_ids=[i], timeout=5)
+            assert infos["env_id"].tolist() == [i] and rew.tolist() == [1.0]
+            assert round(float(obs[0, 0]) * 1000) == 1
+
+
+def test_a_ctrl_c_while_send_waits_leaves_the_later_workers_envs_unsent_and_says_which() -> None:
+    """Both workers are busy for 1 s; a send of an env of each with a 400 KB action waits
+    for the first to read. A Ctrl-C there: the first message counts as sent, the second was
+    not handed over. Sending both again names the one in flight; sending the other works,
+    and each env steps once."""
+    with SubprocPool([BigActionMaker(step_sleep=1.0)] * 4, 1, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        for _ in range(4):
+            envs.recv()
+        big = np.full((2, 100_000), 0.5, np.float32)
+        envs.send(big, [0, 2])  # both workers step for 1 s
+        time.sleep(0.1)
+        timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            envs.send(big, [1, 3])
+        timer.join()
+        with pytest.raises(ValueError, match=r"send\(\) for envs \[1\] whose last step"):
+            envs.send(big, [1, 3])
+        envs.send(big[:1], [3])
+        steps = {}
+        for _ in range(4):
+            obs, _, _, _, infos = envs.recv()
+            steps[int(infos["env_id"][0])] = float(obs[0, 0])
+        assert steps == {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}
