@@ -46,6 +46,7 @@ class RaySite(RemoteSite):
         self.ray_group = group
         self._calls: dict[int, deque[tuple[int, Any]]] = {}  # actor index -> (ticket, ref)s
         self._watched: dict[int, WorkerHandle] = {}
+        self._answered: dict[int, tuple[int, Any]] = {}  # actor index -> its last answer
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         self.group.send(cmd, [handle], lambda _: data)
@@ -53,13 +54,31 @@ class RaySite(RemoteSite):
         self._calls.setdefault(handle.index, deque()).append((self._tickets, handle.ref))  # type: ignore[attr-defined]
         return self._tickets
 
+    #: a read a second Ctrl-C cut is asked again (see `answer`)
+    resumes_reads = True
+
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
+        """The answer to the call ``ticket``. Its ref stays queued until the answer is in
+        hand, and the answer is kept by ticket: asked again after a Ctrl-C cut this (the
+        scheduler then asks it first), it is fetched again from the same ref, or given
+        again, also when the actor was sent another call meanwhile (which replaces the
+        handle's ``ref``)."""
+        last = self._answered.get(handle.index)
         calls = self._calls.get(handle.index)
-        if calls and calls[0][0] == ticket:
-            handle.ref = calls.popleft()[1]  # type: ignore[attr-defined]
-        return self.group.wait(handle, deadline, call, budget)
+        if last is not None and last[0] == ticket:
+            if calls and calls[0][0] == ticket:  # (cut before it left the queue)
+                calls.popleft()
+            return last[1]
+        mine = bool(calls) and calls[0][0] == ticket  # type: ignore[index]
+        if mine:
+            handle.ref = calls[0][1]  # type: ignore[attr-defined,index]
+        answer = self.group.wait(handle, deadline, call, budget)
+        self._answered[handle.index] = (ticket, answer)
+        if mine:
+            calls.popleft()  # type: ignore[union-attr]
+        return answer
 
     def watch(self, handle: WorkerHandle) -> None:
         self._watched[handle.index] = handle
@@ -67,6 +86,7 @@ class RaySite(RemoteSite):
     def unwatch(self, handle: WorkerHandle) -> None:
         self._watched.pop(handle.index, None)
         self._calls.pop(handle.index, None)  # (owes nothing, or failed: its calls are gone)
+        self._answered.pop(handle.index, None)
 
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
         import ray

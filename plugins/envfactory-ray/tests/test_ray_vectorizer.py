@@ -626,3 +626,43 @@ def test_cli_main_job_starts_ray_and_close_shuts_it_down(tmp_path: Path) -> None
     assert out == {"code": 0, "initialized": False, "left": []}, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["vectorizer"] == "ray" and summary["num_envs"] == 8, summary
+
+
+@pytest.mark.parametrize("where", ["in the read", "after the read"])
+def test_pool_over_actors_a_read_cut_by_a_ctrl_c_is_asked_again(where: str) -> None:
+    """Issue 26.4 over actors: a Ctrl-C that cuts reading an actor's answer (in Ray's
+    ``get``, or after it, before the pool recorded it) leaves the pool usable. The next recv
+    asks that call again, also after the actor was sent another call meanwhile (which
+    replaces its handle's ref): each env gets its own step, once."""
+    with faulty(*[maker()] * 4, batch_size=1) as envs:
+        envs.async_reset(seed=0)
+        for _ in range(4):
+            envs.recv()
+        envs.send(np.ones(1, np.int64), [0])
+        envs.recv(env_ids=[0], timeout=30)  # env 0 is a step ahead of env 1
+        site = envs.pool.backend
+        group, real_wait, real_answer = site.group, site.group.wait, site.answer
+
+        def wait_then_interrupt(*args: Any) -> Any:
+            group.wait = real_wait
+            real_wait(*args)
+            raise KeyboardInterrupt
+
+        def answer_then_interrupt(*args: Any) -> Any:
+            site.answer = real_answer
+            real_answer(*args)
+            raise KeyboardInterrupt
+
+        if where == "in the read":
+            group.wait = wait_then_interrupt
+        else:
+            site.answer = answer_then_interrupt
+        envs.send(np.ones(1, np.int64), [0])
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv(env_ids=[0], timeout=30)
+        envs.send(np.zeros(1, np.int64), [1])  # the same actor: its handle's ref is replaced
+        for i, t in ((0, 2), (1, 1)):
+            obs, *_, infos = envs.recv(env_ids=[i], timeout=30)
+            assert infos["env_id"].tolist() == [i]
+            np.testing.assert_allclose(obs[0], t / 1000)  # its own step, once
+        assert envs.restarts == [0, 0]
