@@ -22,8 +22,9 @@ while ``recv`` waits is raised at once (nothing is being read). One that arrives
 returns that batch. A second Ctrl-C while one is held interrupts at once (a stopped worker
 that never finishes its answer cannot hold the caller); where the backend can ask a read
 again (`PoolBackend.resumes_reads`: ``subproc``'s and ``ray``'s pools) the next ``recv`` goes
-on with the read it cut, else the pool is unusable ([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]). ``send`` holds every
-Ctrl-C (it never waits) except while a write waits for a worker that does not read (a
+on with the read it cut, else the pool is unusable
+([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]). ``send`` holds every Ctrl-C
+(it never waits) except while a write waits for a worker that does not read (a
 message larger than the pipe holds, to a busy worker): a Ctrl-C then is raised at once;
 that message counts as sent (its rest is written before anything else) and those to later
 workers were not handed over, so a ``send`` of the same envs again names those in flight.
