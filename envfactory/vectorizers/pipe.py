@@ -319,6 +319,18 @@ class PipeHandle(WorkerHandle):
             signal_eventfd(self.go)  # (also if the cut fell before its wake-up: a spare
             # wake-up is drained by the worker)
 
+    def has_answer(self, seq: int) -> bool:
+        """Whether `recv` of step ``seq`` (``seq`` the last one asked) would not wait: its
+        answer is kept, or its slot says done with no pipe message to follow."""
+        answer = self._answer
+        if answer is not None and answer[0] == seq:
+            return True
+        slot = self.slot
+        return bool(
+            self.via_slot and seq == self.sent and slot is not None and slot[DONE] == seq
+            and not slot[MSG]
+        )  # fmt: skip
+
     def recv(self, deadline: float | None, call: str) -> Any:
         answer = self._answer
         if answer is not None and answer[0] == self.seq:

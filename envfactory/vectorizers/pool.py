@@ -152,6 +152,10 @@ class _PipeSite(RemoteSite):
 
     resumes_reads = True  # (PipeHandle keeps what a read took, and its answer, by seq)
 
+    def answered(self, handle: WorkerHandle, ticket: int) -> bool:
+        h: PipeHandle = handle  # type: ignore[assignment]
+        return h.has_answer(ticket)
+
     def taken(self, handle: WorkerHandle) -> int | None:
         return handle.seq  # type: ignore[attr-defined]  # (set as it took it)
 

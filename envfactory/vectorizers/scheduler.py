@@ -87,6 +87,11 @@ class PoolBackend(ABC):
     #: and gives the same answer, also after a `post` to the same handle meanwhile
     resumes_reads: bool = False
 
+    def answered(self, handle: WorkerHandle, ticket: int) -> bool:
+        """Whether asking `answer` for ``ticket`` again (a read an interrupt cut) would
+        not wait: a poll (``recv(timeout=0)``) finishes only such cut reads."""
+        return False
+
     def taken(self, handle: WorkerHandle) -> int | None:
         """The ticket of the message ``handle`` took in a `post` that an interrupt cut
         while it waited to write the rest (a resumable handle, whose ``sent`` moved on),
@@ -429,9 +434,13 @@ class PoolScheduler:
         the backend's readiness does not see it)."""
         if self._resume:
             cut = [h for i, h in self._resume.items() if i in self._flight]
+            if not block:  # (a poll waits for nothing)
+                flight, answered = self._flight, self.backend.answered
+                cut = [h for h in cut if answered(h, flight[h.index][0].ticket)]
             if cut:
                 return cut
-            self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
+            if not any(i in self._flight for i in self._resume):
+                self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
         ready = self.backend.ready(0)
         while not ready:
             if limit is None:

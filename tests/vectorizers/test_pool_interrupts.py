@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from faulty_envs import BigActionMaker, CtrlCStorm, Maker
 
+from envfactory.errors import NotReadyError
 from envfactory.vectorizers.pool import SubprocPool
 
 
@@ -225,3 +226,39 @@ def test_a_ctrl_c_while_send_waits_leaves_the_later_workers_envs_unsent_and_says
             obs, _, _, _, infos = envs.recv()
             steps[int(infos["env_id"][0])] = float(obs[0, 0])
         assert steps == {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}
+
+
+def test_a_poll_after_a_cut_read_waits_for_nothing() -> None:
+    """``recv(timeout=0)`` finishes a cut read whose answer is in hand, and skips one whose
+    worker has not answered yet (before, it waited for that worker with no limit: found
+    by a review); a blocking recv then finishes it."""
+    with _pool(step_sleep=0.0) as envs:  # a cut read whose answer is in hand
+        w0 = envs.group.workers[0]
+        real = w0._take
+
+        def take_then_interrupt(call: str) -> None:
+            del w0._take
+            real(call)
+            raise KeyboardInterrupt
+
+        envs.send(np.ones(1, np.int64), [0])
+        time.sleep(0.1)
+        w0._take = take_then_interrupt  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            envs.recv(timeout=5)
+        assert envs.recv(timeout=0)[4]["env_id"].tolist() == [0]
+    with _pool(step_sleep=1.0) as envs:  # a settle cut while its worker steps for 1 s
+        envs.send(np.ones(1, np.int64), [0])
+        timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)) for t in (0.2, 0.4)]
+        for timer in timers:
+            timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            envs.get_attr("every", indices=[0])  # waits for env 0's step: held, then cut
+        for timer in timers:
+            timer.join()
+        t0 = time.monotonic()
+        with pytest.raises(NotReadyError):
+            envs.recv(timeout=0)
+        assert time.monotonic() - t0 < 0.3
+        obs, *_, infos = envs.recv(timeout=5)
+        assert infos["env_id"].tolist() == [0] and round(float(obs[0, 0]) * 1000) == 1

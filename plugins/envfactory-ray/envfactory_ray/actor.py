@@ -520,11 +520,11 @@ class ActorHandle(WorkerHandle):
 
         self._close_channel()
         if self.actor is not None and not self.killed:
-            self.killed = True
             try:
                 ray.kill(self.actor, no_restart=True)
             except Exception:
                 pass
+            self.killed = True  # (after: a Ctrl-C before the kill leaves it to kill again)
 
     def close(self) -> None:
         self._close_channel()

@@ -57,6 +57,18 @@ class RaySite(RemoteSite):
     #: a read a second Ctrl-C cut is asked again (see `answer`)
     resumes_reads = True
 
+    def answered(self, handle: WorkerHandle, ticket: int) -> bool:
+        import ray
+
+        last = self._answered.get(handle.index)
+        if last is not None and last[0] == ticket:
+            return True
+        calls = self._calls.get(handle.index)
+        if not calls or calls[0][0] != ticket:
+            return False
+        done, _ = ray.wait([calls[0][1]], num_returns=1, timeout=0, fetch_local=False)
+        return bool(done)
+
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
