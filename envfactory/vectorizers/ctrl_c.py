@@ -90,6 +90,12 @@ class _CtrlC:
             if self.depth == 0:
                 self._raise_pending()
 
+    def every(self) -> _Every:
+        """``with HOLD.every():`` holds every Ctrl-C of the main thread, not only the first,
+        while the block runs (bookkeeping that is short and never waits; `waiting` inside it
+        still lets one through)."""
+        return _EVERY
+
     def waiting(self, wait: Callable[[float | None], list[Any]], limit: float | None) -> list[Any]:
         """``wait(limit)`` with Ctrl-C let through (a held one is raised first), unless a
         `held_ctrl_c` block holds every one."""
@@ -107,7 +113,22 @@ class _CtrlC:
             self.open = False
 
 
+class _Every:
+    """The context manager of `_CtrlC.every` (one for all: the thread decides)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            HOLD.all += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        if threading.current_thread() is threading.main_thread():
+            HOLD.all -= 1
+
+
 HOLD = _CtrlC()
+_EVERY = _Every()
 
 
 @contextlib.contextmanager

@@ -34,7 +34,6 @@ other SIGINT to the handler it replaced.
 
 from __future__ import annotations
 
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -290,22 +289,15 @@ class PoolScheduler:
             )
         groups: dict[int, list[int]] = {}  # worker index -> positions k in ids
         owner = self._owner
-        main = threading.current_thread() is threading.main_thread()
-        with HOLD:
-            if main:  # no Ctrl-C cuts it but while a write waits for a worker
-                HOLD.all += 1
-            try:
-                for k, i in enumerate(ids):
-                    if state[i] == LOST:  # its worker was rebuilt: this step is the loss
-                        state[i] = READY
-                        self._queue.append(i)
-                        continue
-                    groups.setdefault(owner[i].index, []).append(k)
-                for index, ks in groups.items():
-                    self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
-            finally:
-                if main:
-                    HOLD.all -= 1
+        with HOLD, HOLD.every():  # no Ctrl-C cuts it but while a write waits for a worker
+            for k, i in enumerate(ids):
+                if state[i] == LOST:  # its worker was rebuilt: this step is the loss
+                    state[i] = READY
+                    self._queue.append(i)
+                    continue
+                groups.setdefault(owner[i].index, []).append(k)
+            for index, ks in groups.items():
+                self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
         """The next ``want`` ready envs in the order they finished, or (a list) exactly
@@ -467,33 +459,26 @@ class PoolScheduler:
         bookkeeping after the read (and a failed worker's recovery) holds every Ctrl-C."""
         msg = self._flight[h.index][0]
         deadline = None if limit is None else self._since[h.index] + limit
-        main = threading.current_thread() is threading.main_thread()
         resumes = h.resumable and self.backend.resumes_reads
         if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
             self._resume[h.index] = h
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
-            if main:
-                HOLD.all += 1
-            try:
-                self._resume.pop(h.index, None)
-                self.backend.unwatch(h)
-                self._recover(h, failure, msg.kind)
-            except BaseException as exc:
-                self._cut(h, msg, exc)
-                raise
-            finally:
-                if main:
-                    HOLD.all -= 1
+            with HOLD.every():
+                try:
+                    self._resume.pop(h.index, None)
+                    self.backend.unwatch(h)
+                    self._recover(h, failure, msg.kind)
+                except BaseException as exc:
+                    self._cut(h, msg, exc)
+                    raise
             return
         except BaseException as exc:  # a second Ctrl-C part-way through the read
             if not resumes:
                 self._cut(h, msg, exc)
             raise
-        if main:
-            HOLD.all += 1
-        try:
+        with HOLD.every():  # (an interrupt before it: `_resume` asks the read again)
             flight = self._flight[h.index]
             flight.popleft()
             if flight:
@@ -503,9 +488,6 @@ class PoolScheduler:
                 del self._flight[h.index]
             self._accept(h, msg.envs, answer)
             self._resume.pop(h.index, None)
-        finally:
-            if main:
-                HOLD.all -= 1
 
     def _cut(self, h: WorkerHandle, msg: _Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer (a handle that cannot resume) or its
