@@ -437,8 +437,10 @@ class WorkerGroup(ABC):
         if cut is None:
             return
         cmd, handles, marks, data_of = cut
+        if len(marks) < len(handles):  # the handles a cut post never reached: not sent yet
+            marks.extend([h.sent for h in handles[len(marks) :]])  # (kept for a next cut)
         for k, h in enumerate(handles):
-            mark = marks[k] if k < len(marks) else h.sent  # (a post cut before it: not sent)
+            mark = marks[k]
             lost = h.cut()
             if h.suspect:
                 continue  # killed by gather

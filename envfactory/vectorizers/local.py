@@ -69,7 +69,9 @@ class LocalHandle(WorkerHandle):
         self.sent += 1
 
     def cut(self) -> tuple[Cmd, Any] | None:
-        return self._pending if self._running else None
+        """The command cut while its envs ran (None once they all ran: `recv` then only
+        writes their results again)."""
+        return self._pending if self._running and self.host.ran is None else None
 
     def recv(self, deadline: float | None, call: str) -> Any:
         if self._answer is not None:
@@ -81,9 +83,13 @@ class LocalHandle(WorkerHandle):
             self._pending = None
             self.host.close()
             return None
-        self._running = True
+        host = self.host
         try:
-            result = self.host.handle(cmd, data)
+            if self._running and host.ran is not None:  # a Ctrl-C cut only the writing
+                result = host.collect(*host.ran)
+            else:
+                host.ran, self._running = None, True
+                result = host.handle(cmd, data)
         except Exception as exc:  # raised below, the original as its __cause__
             err = self.remote_error(call, failure_of(exc))
         else:

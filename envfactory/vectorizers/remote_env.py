@@ -191,15 +191,15 @@ class RemoteVecEnv(VecEnvBase):
             if self._interrupted:
                 group.finish_sends()
             batch = group.collect(group.handles, group.gather_all(call, timeout), mask)
+            if self._unchecked:  # the first batch of a step and of a reset, until one passes
+                check_batch(batch, self.num_envs, self.single_observation_space, group, call)
+                self._unchecked.discard(call)
         except Exception:
             group.cut = None
             raise
         finally:
             self._leave()
-        group.cut = None
-        if self._unchecked:  # the first batch of a step and of a reset, until one passes
-            check_batch(batch, self.num_envs, self.single_observation_space, group, call)
-            self._unchecked.discard(call)
+        group.cut = None  # (a Ctrl-C up to here: *_wait() collects the kept answers again)
         return batch
 
     def _do_call(self, name: Any, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:

@@ -176,6 +176,9 @@ class EnvHost:
         self.mode = mode
         self.collect = collect
         self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end
+        #: the last command's info calls and mask once its envs ran, before ``collect``
+        #: (the parent's own envs: a Ctrl-C in ``collect`` redoes only ``collect``)
+        self.ran: tuple[InfoCalls, Any] | None = None
 
     def handle(self, cmd: Cmd | str, data: Any) -> Any:
         """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
@@ -185,12 +188,17 @@ class EnvHost:
             raise ValueError(
                 f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}"
             ) from None
+        self.ran = None
         return run(self, data)
+
+    def _collect(self, calls: InfoCalls, mask: Any) -> Any:
+        self.ran = (calls, mask)
+        return self.collect(calls, mask)
 
     def step(self, actions: Any) -> Any:
         """``Cmd.STEP``: step every env (``actions[i]`` for env ``i``)."""
         calls = self.runner.step(actions) if not self.lost else self._step_lost(actions)
-        return self.collect(calls, None)
+        return self._collect(calls, None)
 
     def step_envs(self, data: tuple[list[int], Any]) -> Any:
         """``Cmd.STEP_ENVS``: step only the envs ``local`` (the async pool)."""
@@ -199,7 +207,7 @@ class EnvHost:
         calls = step(actions, local)
         stepped = np.zeros(len(self.envs), dtype=np.bool_)
         stepped[local] = True
-        return self.collect(calls, stepped)
+        return self._collect(calls, stepped)
 
     def reset(self, r: Any) -> Any:
         """``Cmd.RESET`` (a [`Reset`][envfactory.vectorizers.remote.Reset])."""
@@ -208,7 +216,7 @@ class EnvHost:
         else:
             for j in np.flatnonzero(r.mask).tolist():
                 self.lost.pop(j, None)
-        return self.collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
+        return self._collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
 
     def restarted(self, rs: Any) -> Any:
         """``Cmd.RESTARTED`` (a [`Restarted`][envfactory.vectorizers.remote.Restarted]): this worker
@@ -224,7 +232,7 @@ class EnvHost:
                 self.lost[i] = rs.last_obs[i]
         calls = self._step_lost([None] * n)
         calls += [(i, {"restarted": True}) for i in due]
-        return self.collect(calls, None)
+        return self._collect(calls, None)
 
     def restart_reset(self, rr: Any) -> Any:
         """``Cmd.RESTART_RESET`` (a [`RestartReset`][envfactory.vectorizers.remote.RestartReset]):
@@ -243,7 +251,7 @@ class EnvHost:
                     self.lost[i] = rr.last_obs[i]
             else:
                 calls.append((i, {"restarted": True}))
-        return self.collect(calls, None)
+        return self._collect(calls, None)
 
     def call(self, c: Any) -> list[Any]:
         """``Cmd.CALL`` (a [`Call`][envfactory.vectorizers.remote.Call]): one result per env of

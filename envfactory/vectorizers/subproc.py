@@ -331,6 +331,11 @@ class SubprocGroup(WorkerGroup):
             local.send(Cmd.STEP, actions[local.start :])
         return None
 
+    def finish_sends(self) -> None:
+        if self.cut is not None and self._handoff is not None:
+            self._handoff.settle(self.cut[2])  # a post a Ctrl-C cut after its write
+        super().finish_sends()
+
     def gather_all(self, call: str, timeout: float | None) -> list[Any]:
         g = self._handoff
         if g is None or not g.posted or call != "step":

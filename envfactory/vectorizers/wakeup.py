@@ -96,9 +96,11 @@ _barrier = threading.Lock()
 
 def fence() -> None:
     """A full memory barrier: taking a lock is an atomic read-modify-write (``lock
-    cmpxchg`` on x86, which orders every earlier store before every later load)."""
-    _barrier.acquire()
-    _barrier.release()
+    cmpxchg`` on x86, which orders every earlier store before every later load). A
+    ``with`` block: a Ctrl-C raised as ``acquire`` returns still releases the lock (it
+    was held for good, and every later step hung in its next fence)."""
+    with _barrier:
+        pass
 
 
 def make_eventfd() -> int:
@@ -396,21 +398,30 @@ class StepHandoff:
             if w._unsent:
                 return False
         buf[:] = actions[: self.stop]
-        seqs = self.seqs = []
-        for w in self.workers:  # each handle as its own send leaves it
-            s = w.sent
-            marks.append(s)
-            s += 1
-            w.sent = w.seq = s
-            w.via_slot, w._answer = True, None
-            seqs.append(s)
-        self.cmd[:] = seqs
-        self.posted = True
+        seqs = [w.sent + 1 for w in self.workers]
+        marks.extend([s - 1 for s in seqs])
+        self.seqs = seqs
+        self.cmd[:] = seqs  # the post itself: one store, which no Ctrl-C can cut
+        self.settle(marks)
+        return True
+
+    def settle(self, marks: list[int]) -> None:
+        """The handles' side of a post (each as its own send leaves it) and the wake-up
+        of the sleeping workers, if the step numbers ``marks + 1`` were written; run by
+        `post`, and again by ``*_wait()`` when a Ctrl-C cut `post` after the write (so a
+        worker that has the step is never sent it again by pipe). Idempotent."""
+        cmd = self.cmd
+        if len(marks) < len(self.workers) or cmd[0] != marks[0] + 1:
+            return  # nothing was posted: *_wait() sends the step by pipe
+        for k, w in enumerate(self.workers):
+            if w.sent == marks[k]:
+                w.sent = w.seq = marks[k] + 1
+                w.via_slot, w._answer = True, None
+                self.posted = True
         fence()  # the step numbers are visible before the sleeping words are read
         for w in self.workers:
             if w.slot[WORKER_SLEEPING]:
                 signal_eventfd(w.go)
-        return True
 
     def wait(self, deadline: float | None) -> list[Any] | None:
         """Wait until every worker answered the posted step: each worker's answer (a
@@ -448,15 +459,14 @@ class StepHandoff:
     def _sleep(self, ready: Any, deadline: float | None) -> bool:
         """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke
         it. The flagged sleep of `wakeup`, for every worker at once."""
-        if self._poll is None:
-            self._poll = select.poll()
-            self._fds.clear()
-            self._pipes.clear()
+        if self._poll is None:  # (made whole before it is kept: a Ctrl-C may cut it)
+            poll, fds, pipes = select.poll(), {}, {}
             for k, w in enumerate(self.workers):
-                self._poll.register(w.done, select.POLLIN)
-                self._poll.register(w.fileno(), _POLL_IN)
-                self._fds[w.done] = k
-                self._pipes[w.fileno()] = k
+                poll.register(w.done, select.POLLIN)
+                poll.register(w.fileno(), _POLL_IN)
+                fds[w.done] = k
+                pipes[w.fileno()] = k
+            self._fds, self._pipes, self._poll = fds, pipes, poll
         control, quiet = self.control, []
         try:
             while True:
@@ -476,8 +486,8 @@ class StepHandoff:
                     k = self._pipes[fd]
                     if self.done[k] != self.seqs[k]:  # (not done yet)
                         return False  # a pipe first: let that worker's own wait read it
+                    quiet.append(fd)  # (first: registered again however a Ctrl-C cuts)
                     self._poll.unregister(fd)  # its infos, read once every worker is done
-                    quiet.append(fd)
                 if ready():
                     return True
                 if deadline is not None and time.monotonic() >= deadline:

@@ -357,15 +357,19 @@ def _storm_steps(envs: Any, seconds: float, seed: int) -> tuple[list[tuple], int
 
 def _check_no_transition_lost(batches: list[tuple], num_envs: int) -> None:
     """Each env's observations go up one step at a time, back to 0 only right after an
-    episode end the caller saw (next_step autoreset): no step was stepped and dropped."""
+    episode end the caller saw (next_step autoreset): no step was stepped and dropped. An
+    env whose step was lost (``infos["restarted"]``) ends its episode truncated at the
+    observation the caller saw, or, if that step was its autoreset, starts a new one."""
     last = [0] * num_envs
     done = [False] * num_envs
     for k, (obs, _, term, trunc, infos) in enumerate(batches):
         t = steps_of(obs)
         restarted = infos.get("_restarted", np.zeros(num_envs, bool))
         for i in range(num_envs):
-            if restarted[i]:  # a rebuilt worker's env: its episode ends where it was seen
-                assert t[i] == last[i] and trunc[i], (i, t[i], last[i])
+            if restarted[i] and done[i]:  # its next_step autoreset, redone: a fresh episode
+                assert t[i] == 0, (i, t[i], last[i], k)
+            elif restarted[i]:  # a rebuilt worker's env: its episode ends where it was seen
+                assert t[i] == last[i] and trunc[i], (i, t[i], last[i], k)
             elif done[i]:
                 assert t[i] == 0, (i, t[i], last[i])
             else:

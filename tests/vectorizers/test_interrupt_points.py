@@ -1,0 +1,119 @@
+"""Issue 26.4, point by point: a Ctrl-C at *every* place CPython can raise one during a
+``step`` (on entering a Python function, after a C call returns) and again at every such
+place of the ``step_wait()`` that finishes it. The random storms of test_interrupts.py
+find a bad spot now and then (CI did, 1 run in ~40); this walks them all, deterministically.
+
+The interrupt is raised by a trace (``sys.settrace``: function entries) or profile
+(``sys.setprofile``: C returns) hook at its n-th event, for n = 1, 2, ... until a call
+runs through. Every step the envs took must reach the caller, once, in order."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from faulty_envs import Maker
+from test_interrupts import ONES, PIPE_ONES, _check_no_transition_lost
+
+from envfactory.errors import NoPendingCallError
+from envfactory.vectorizers.subproc import SubprocVecEnv
+
+
+class _InterruptAt:
+    """Raise KeyboardInterrupt at the ``n``-th interruptible point of the code it hooks
+    (``how``: "entry", a Python function's start; "c-return", after a C call), skipping
+    this test module's own frames. ``where`` names the point it hit."""
+
+    def __init__(self, n: int, how: str) -> None:
+        self.n, self.how, self.count, self.where = n, how, 0, ""
+
+    def _hit(self, frame: Any, what: str) -> None:
+        if frame.f_code.co_filename == __file__:
+            return
+        self.count += 1
+        if self.count == self.n:
+            sys.settrace(None)
+            sys.setprofile(None)
+            code = frame.f_code
+            name = code.co_filename.rsplit("/", 1)[-1]
+            self.where = f"{name}:{code.co_name}:{frame.f_lineno} {what}"
+            raise KeyboardInterrupt
+
+    def _trace(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            self._hit(frame, "entry")
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "c_return":
+            self._hit(frame, f"after {getattr(arg, '__name__', arg)}")
+
+    def run(self, fn: Callable[[], Any]) -> tuple[Any, bool]:
+        """``(fn(), False)``, or ``(None, True)`` if the interrupt cut it."""
+        try:
+            if self.how == "entry":
+                sys.settrace(self._trace)
+            else:
+                sys.setprofile(self._profile)
+            return fn(), False
+        except KeyboardInterrupt:
+            return None, True
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+
+
+@pytest.mark.parametrize("how", ["entry", "c-return"])
+@pytest.mark.parametrize(
+    ("variant", "options", "actions"),
+    [
+        ("workers", {}, ONES),
+        ("in_parent", {"in_parent": 2}, ONES),
+        ("by pipe", {"in_parent": 1}, PIPE_ONES),
+        ("restart", {"in_parent": 2, "restart": True}, ONES),
+    ],
+)
+def test_a_ctrl_c_anywhere_in_a_step_and_its_step_wait_loses_nothing(
+    how: str, variant: str, options: dict, actions: np.ndarray
+) -> None:
+    """Each point n1 of ``step``, then each point n2 of the ``step_wait()`` that finishes
+    it (until one runs through): ``step_wait()`` returns the step (or NoPendingCallError
+    if it had not started), and no transition is lost or doubled. Before this test: a
+    Ctrl-C in the memory fence left its lock held (the next step hung for good), one
+    between the write of the step numbers and the handles' bookkeeping sent the step
+    again by pipe (a double step), one in the first batch's check dropped the batch, and
+    one in the parent's own envs' writing of their results ended their episodes with the
+    new observation as the one the caller saw."""
+    maker = Maker(step_sleep=0.0001, episode_len=3)
+    batches, points = [], []
+    with SubprocVecEnv([maker] * 4, in_series=2, context="fork", **options) as envs:
+        envs.reset(seed=0)
+        n1 = 0
+        while True:
+            n1 += 1
+            first = _InterruptAt(n1, how)
+            out, cut = first.run(lambda: envs.step(actions))
+            if not cut:
+                batches.append(out)
+                break  # past the step's last point
+            for n2 in range(1, 500):
+                again = _InterruptAt(n2, how)
+                try:
+                    out, cut = again.run(envs.step_wait)
+                except NoPendingCallError:
+                    out, cut = None, False  # the step had not started: nothing to finish
+                if not cut:
+                    break
+            else:
+                raise AssertionError(f"step_wait() after a Ctrl-C at {first.where} never ends")
+            points.append(f"batch {len(batches)}: {first.where}")
+            if out is not None:
+                batches.append(out)
+        assert n1 > 20  # the hooks saw the step's code
+        try:
+            _check_no_transition_lost(batches, 4)
+        except AssertionError as exc:  # (i, t, last, batch): say where the Ctrl-Cs were
+            raise AssertionError(f"{exc}; the Ctrl-Cs: {points}") from None
+        envs.step(actions)  # usable after it all
