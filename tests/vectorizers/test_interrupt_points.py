@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from faulty_envs import Maker
-from test_interrupts import ONES, PIPE_ONES, _check_no_transition_lost
+from test_interrupts import ONES, PIPE_ONES, _check_no_transition_lost, steps_of
 
 from envfactory.errors import NoPendingCallError
 from envfactory.vectorizers.subproc import SubprocVecEnv
@@ -117,3 +117,33 @@ def test_a_ctrl_c_anywhere_in_a_step_and_its_step_wait_loses_nothing(
         except AssertionError as exc:  # (i, t, last, batch): say where the Ctrl-Cs were
             raise AssertionError(f"{exc}; the Ctrl-Cs: {points}") from None
         envs.step(actions)  # usable after it all
+
+
+@pytest.mark.parametrize("how", ["entry", "c-return"])
+@pytest.mark.parametrize("in_parent", [0, 2])
+def test_a_ctrl_c_anywhere_in_a_reset_and_its_reset_wait_resets_once(
+    how: str, in_parent: int
+) -> None:
+    """The same walk over ``reset(seed=...)`` (after a step) and its ``reset_wait()``: the
+    caller gets every env at the start of its episode, and the next step is the first."""
+    maker = Maker(step_sleep=0.0001, episode_len=3)
+    with SubprocVecEnv([maker] * 4, in_series=2, context="fork", in_parent=in_parent) as envs:
+        envs.reset(seed=0)
+        n1 = 0
+        while True:
+            n1 += 1
+            envs.step(ONES)
+            first = _InterruptAt(n1, how)
+            out, cut = first.run(lambda: envs.reset(seed=1))
+            for n2 in range(1, 500):
+                if not cut:
+                    break
+                try:
+                    out, cut = _InterruptAt(n2, how).run(envs.reset_wait)
+                except NoPendingCallError:  # it had not started
+                    out, cut = envs.reset(seed=1), False
+            assert steps_of(out[0]) == [0, 0, 0, 0], first.where
+            assert steps_of(envs.step(ONES)[0]) == [1, 1, 1, 1], first.where
+            if not first.where:
+                break  # past the reset's last point
+        assert n1 > 20
