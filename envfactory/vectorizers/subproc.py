@@ -32,6 +32,7 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
+from .probe import step_seconds
 from .remote import (
     STARTUP_TIMEOUT,
     Cmd,
@@ -124,7 +125,13 @@ class SubprocGroup(WorkerGroup):
             _compat.forkserver_preload(self._ctx, WORKER_PRELOAD)
             install_fork_hook()
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
-        for k, (a, b) in enumerate(split_envs(split, self.in_series, in_parent > 0)):
+        probe = None
+        if not self.uint8_images and split > 0:  # (image envs are never cheap)
+
+            def probe() -> float | None:  # (run by split_envs only where it may matter)
+                return step_seconds(self._ctx, self._payload(env_fns[:1], 0), start_process)
+
+        for k, (a, b) in enumerate(split_envs(split, self.in_series, in_parent > 0, probe)):
             fns = env_fns[a:b]
             handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), self.spin_us)
             handle.write_timeout = self.env.timeout  # a message is written within it too

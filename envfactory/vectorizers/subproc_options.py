@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, Optional
@@ -51,7 +51,9 @@ class SubprocConfig(FaultOptions):
             a share as possible); null = ceil(num_envs / cpu count), one worker per core
             (for a pool, ``batch_size`` set, at most batch_size), or
             ceil((num_envs - in_parent) / (cpu count - 1)) when the parent steps a share
-            (a core is left to it).
+            (a core is left to it); on 8 or more cpus, with no parent share, one worker per
+            two cpus when a probe (one env built and stepped in a throwaway process before
+            the envs are built) finds a step under 50 us.
         context: start method: ``forkserver`` (default: safe with threads, fast with its
             preloaded imports), ``fork`` or ``spawn``.
         shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
@@ -311,18 +313,43 @@ def image_split(
 
 
 def split_envs(
-    num_envs: int, in_series: int | None, parent_steps: bool = True
+    num_envs: int,
+    in_series: int | None,
+    parent_steps: bool = True,
+    probe: Callable[[], float | None] | None = None,
 ) -> list[tuple[int, int]]:
     """[`split_envs`][envfactory.vectorizers.remote.split_envs], with ``in_series`` null resolved as
     ``subproc``'s default (`default_in_series`): a core left to the parent when it steps a
     share of the envs itself (``parent_steps``), else one worker per core that other programs
     leave free now (a synchronous step leaves the parent nothing to do while it waits: 8 Pongs
     start in 1.16 s in two workers, 1.71 s in one, and 16 CartPoles step 1.15x as fast; 4-8
-    CartPoles 0.86-0.93x). Decided once, when the env is built."""
+    CartPoles 0.86-0.93x), or fewer workers for cheap envs on many cores (`cheap_in_series`,
+    timed by ``probe``). Decided once, before the envs are built."""
     if in_series is None:
         load = None if parent_steps else others_running()
         in_series = default_in_series(num_envs, leave_parent_a_core=parent_steps, load=load)
+        if probe is not None and not parent_steps:
+            in_series = cheap_in_series(num_envs, in_series, probe)
     return remote.split_envs(num_envs, in_series)
+
+
+#: on 8 or more cpus, an env whose step takes less than this goes two or more to a worker
+CHEAP_STEP_SECONDS = 50e-6
+
+
+def cheap_in_series(num_envs: int, in_series: int, probe: Callable[[], float | None]) -> int:
+    """Envs per worker for ``subproc``'s default on 8 or more cpus: enough for one worker
+    per two cpus when ``probe()`` (an env step's seconds, `probe.step_seconds`) is under
+    `CHEAP_STEP_SECONDS`, else ``in_series``. The probe runs only where it could change
+    the split. Measured on 16 vCPUs (2026-11-27, docs/benchmarks.md): 16 CartPoles (a step
+    of ~10 us) made 165k steps/s in 8 workers against 122k in 16, and 32 made 211k in 8
+    against 185k in 16; 16 Pongs (~600 us) made 0.77x in 8 workers, so they keep one each."""
+    cpus = os.cpu_count() or 1
+    fewer = math.ceil(num_envs / max(1, cpus // 2))
+    if cpus < 8 or fewer <= in_series:
+        return in_series
+    seconds = probe()
+    return fewer if seconds is not None and seconds < CHEAP_STEP_SECONDS else in_series
 
 
 _fork_hook: list[bool] = [False]

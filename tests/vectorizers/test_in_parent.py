@@ -155,6 +155,67 @@ def test_the_default_split_uses_the_cores_left_free(
     assert default_in_series(8, True, load) == 8 // min(cpus - 1, 8)  # a parent share: no load
 
 
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
+def test_on_many_cores_cheap_envs_share_a_worker_expensive_ones_do_not(
+    monkeypatch: pytest.MonkeyPatch, context: str
+) -> None:
+    """Issue 26: on 8+ cpus the default times one env's step in a throwaway process before
+    the envs are built (no env runs in the parent): CartPole (a step of microseconds) goes
+    two to a worker, one worker per two cpus; an env whose step takes a millisecond keeps
+    one worker per cpu. On fewer cpus nothing is probed."""
+    import gymnasium as gym
+    from faulty_envs import Maker
+
+    import envfactory.vectorizers.subproc as subproc
+    import envfactory.vectorizers.subproc_options as options
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(options, "others_running", lambda: 0.0)  # (this machine may be busy)
+    probed: list[float | None] = []
+    real = subproc.step_seconds
+
+    def spy(*args: Any) -> float | None:
+        probed.append(real(*args))
+        return probed[-1]
+
+    monkeypatch.setattr(subproc, "step_seconds", spy)
+    cartpole = [lambda: gym.make("CartPole-v1")] * 16
+    with SubprocVecEnv(cartpole, context=context) as envs:
+        assert [w.stop - w.start for w in envs.group.workers] == [2] * 8
+        assert envs.reset(seed=0)[0].shape == (16, 4)
+    slow = [Maker(step_sleep=0.001)] * 16
+    with SubprocVecEnv(slow, context=context) as envs:
+        assert [w.stop - w.start for w in envs.group.workers] == [1] * 16
+    assert len(probed) == 2 and probed[0] < 50e-6 <= probed[1]  # type: ignore[operator]
+    with SubprocVecEnv(cartpole, context=context, in_series=1) as envs:  # asked: no probe
+        assert len(envs.group.workers) == 16
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    with SubprocVecEnv(cartpole, context=context) as envs:  # fewer cpus: no probe
+        assert [w.stop - w.start for w in envs.group.workers] == [4] * 4
+    assert len(probed) == 2
+
+
+def test_a_probe_that_cannot_build_the_env_leaves_the_default_and_the_error_to_the_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An env that cannot be built: the probe answers None (the split is the default) and
+    the workers' start reports the error, as without a probe."""
+    from faulty_envs import Maker
+
+    import envfactory.vectorizers.subproc as subproc
+    import envfactory.vectorizers.subproc_options as options
+    from envfactory.vectorizers.probe import step_seconds
+    from envfactory.vectorizers.subproc_options import start_process
+
+    ctx = __import__("multiprocessing").get_context("fork")
+    assert step_seconds(ctx, [Maker(fault="bogus")], start_process) is None
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(options, "others_running", lambda: 0.0)
+    with pytest.raises(Exception, match="fault must be one of"):
+        SubprocVecEnv([Maker(fault="bogus")] * 16, context="fork")
+    assert subproc.step_seconds is step_seconds
+
+
 def test_subproc_atari_split_keeps_a_parent_share_while_a_core_is_idle() -> None:
     """A synchronous step leaves the parent idle while it waits: subproc-atari steps a
     worker's share in it when a core is idle (one worker steps the rest), else one worker
