@@ -1,27 +1,32 @@
 """A step's scalar infos through shared memory instead of a pickled pipe message.
 
 Most envs report the same few scalar infos every step (an Atari step: ``lives``,
-``episode_frame_number``, ``frame_number``). A ``subproc`` worker would pickle them and
-send them by pipe after each step, and the parent would wake for the pipe, read and
-unpickle them: ~40 us of the parent's time per batch of 4 Pongs, while the worker that
-waits for its next actions idles. Here they are written into *info columns* of the
-shared region (``INFO_KEYS`` words per env) and the pipe stays quiet.
+``episode_frame_number``, ``frame_number``), and a few envs of a step end an episode and
+add its statistics (``episode_stats``: ``{"r": ..., "l": ..., "t": ...}``). A ``subproc``
+worker would pickle them and send them by pipe after each step, and the parent would wake
+for the pipe, read and unpickle them: ~40 us of the parent's time per batch of 4 Pongs, and
+at 64 CartPoles (a few episode ends in every step) 41 of its 79 us per batch, while the
+workers that wait for their next actions idle. Here they are written into *info columns*
+of the shared region (``INFO_KEYS`` words per env) and the pipe stays quiet.
 
-Which key goes in which column is the worker's *schema*: the keys and value types of a
-step whose every env reported the same plain scalar keys (`schema_of`). Both sides learn
-it from the same answers by the same rule, so it never has to be sent:
+Which key goes in which column is the worker's *schema* (`schema_of`): in key order, each
+key's value is a plain scalar or a dict of plain scalars (its *leaves*), and it is *dense*
+(a scalar every env reported) or *sparse* (some envs report it: a presence column says
+which). A step's infos *fit* a schema (`fits`) when every env reports the dense keys and
+any of the sparse ones, in the schema's order, with the same types. Both sides learn the
+schema from the same answers by the same rule (`learn`), so it never has to be sent:
 
-- the worker: a step's infos whose schema equals the last one it sent go into the
-  columns (the control slot's ``msg`` word says `IN_COLUMNS`); any other infos go by
-  pipe as before, and a schema of theirs (not None) becomes the one sent;
-- the parent: a step answer that came by pipe sets the worker's schema the same way, and
-  an answer `IN_COLUMNS` is read back into the very same ``(env, info)`` pairs (the same
-  keys, order, values and types), so everything after it is unchanged.
+- the worker: a step's infos that fit the schema go into the columns (the control slot's
+  ``msg`` word says `IN_COLUMNS`); any other infos go by pipe as before, and the schema
+  learnt from them (if any) becomes the one sent;
+- the parent: a step answer that came by pipe teaches it the same schema, and an answer
+  `IN_COLUMNS` is read back into the very same ``(env, info)`` pairs (the same keys,
+  order, values and types), so everything after it is unchanged.
 
 A new worker process (a restart) starts with no schema on both sides. Infos with a key
 that is not a string, a ``_``-prefixed key, a value that is not a plain ``int``,
-``float`` or ``bool`` or numpy scalar of at most 8 bytes (not ``uint64``), or envs that
-differ in keys, always go by pipe (an episode's end, say, which adds ``episode``).
+``float`` or ``bool`` or numpy scalar of at most 8 bytes (not ``uint64``) or a dict of
+them, more than one info for an env, or more columns than ``INFO_KEYS``, always go by pipe.
 """
 
 from __future__ import annotations
@@ -30,15 +35,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["INFO_KEYS", "IN_COLUMNS", "InfoColumns", "Schema", "schema_of"]
+__all__ = ["INFO_KEYS", "IN_COLUMNS", "InfoColumns", "Schema", "fits", "learn", "schema_of"]
 
 #: the most scalar info keys a step may carry through the columns
 INFO_KEYS = 8
 #: the control slot's ``msg`` word for an answer whose infos are in the columns
 IN_COLUMNS = 2
 
-#: ((key, type, stored as float), ...) for the columns in order
-Schema = tuple[tuple[str, type, bool], ...]
+#: one value of an info key: (sub-key or None for a scalar, type, stored as float)
+Leaf = tuple[str | None, type, bool]
+#: the info keys in order: (key, sparse, leaves); a sparse key has a presence column first
+Schema = tuple[tuple[str, bool, tuple[Leaf, ...]], ...]
 
 _FLOAT_TYPES = (float, np.float16, np.float32, np.float64)
 _INT_TYPES = (
@@ -56,27 +63,91 @@ _INT_TYPES = (
 _KINDS: dict[type, bool] = {**dict.fromkeys(_FLOAT_TYPES, True), **dict.fromkeys(_INT_TYPES, False)}
 
 
-def schema_of(calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
-    """The schema of a step's ``(env, info)`` pairs when every one of the ``n`` envs, in
-    order, has the same keys in the same order with values of the same plain scalar
-    types; else None."""
-    if len(calls) != n or not n:
+def _leaves(value: Any) -> tuple[Leaf, ...] | None:
+    """A value's leaves: a plain scalar's one, a dict of plain scalars' one per key; None
+    for anything else."""
+    t = type(value)
+    as_float = _KINDS.get(t)
+    if as_float is not None:
+        return ((None, t, as_float),)
+    if t is not dict or not value or len(value) > INFO_KEYS:
         return None
-    first = calls[0][1]
-    if len(first) > INFO_KEYS:
-        return None
-    schema = []
-    for key, value in first.items():
-        t = type(value)
-        as_float = _KINDS.get(t)
+    leaves = []
+    for key, v in value.items():
+        as_float = _KINDS.get(type(v))
         if as_float is None or type(key) is not str or key.startswith("_"):
             return None
-        schema.append((key, t, as_float))
-    keys, types = list(first), [t for _, t, _ in schema]
-    for k, (i, info) in enumerate(calls):
-        if i != k or list(info) != keys or list(map(type, info.values())) != types:
+        leaves.append((key, type(v), as_float))
+    return tuple(leaves)
+
+
+def _value_fits(value: Any, leaves: tuple[Leaf, ...]) -> bool:
+    if leaves[0][0] is None:
+        return type(value) is leaves[0][1]
+    return (
+        type(value) is dict
+        and len(value) == len(leaves)
+        and all(type(value.get(sub)) is t for sub, t, _ in leaves)
+        and list(value) == [sub for sub, _, _ in leaves]
+    )
+
+
+def fits(schema: Schema, calls: list[tuple[int, dict[str, Any]]], n: int) -> bool:
+    """Whether a step's ``(env, info)`` pairs (of a worker of ``n`` envs) fit ``schema``:
+    at most one non-empty info per env, in env order; every env has the dense keys (then
+    every env is there) and any of the sparse ones, in the schema's order and types."""
+    if len(calls) != n and any(not sparse for _, sparse, _ in schema):
+        return False
+    prev = -1
+    for i, info in calls:
+        if not prev < i < n or not info:
+            return False
+        prev = i
+        keys, j = list(info), 0
+        for key, sparse, leaves in schema:
+            if j < len(keys) and keys[j] == key:
+                if not _value_fits(info[key], leaves):
+                    return False
+                j += 1
+            elif not sparse:
+                return False
+        if j != len(keys):
+            return False
+    return True
+
+
+def schema_of(calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
+    """The schema a step's ``(env, info)`` pairs (of a worker of ``n`` envs) teach, or
+    None: the keys in the order of the env that has the most; a scalar every env reports
+    is dense, any other key sparse; the pairs must fit it and its columns ``INFO_KEYS``."""
+    if not calls:
+        return None
+    template = max((info for _, info in calls), key=len)
+    counts = dict.fromkeys(template, 0)
+    for _, info in calls:
+        for key in info:
+            if key not in counts:
+                return None
+            counts[key] += 1
+    schema = []
+    for key, value in template.items():
+        leaves = _leaves(value)
+        if leaves is None or type(key) is not str or key.startswith("_"):
             return None
-    return tuple(schema)
+        dense = len(calls) == n and counts[key] == n and leaves[0][0] is None
+        schema.append((key, not dense, leaves))
+    if sum(sparse + len(leaves) for _, sparse, leaves in schema) > INFO_KEYS:
+        return None
+    return tuple(schema) if fits(tuple(schema), calls, n) else None
+
+
+def learn(schema: Schema | None, calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
+    """The schema after a step whose infos went by pipe: ``schema`` if they fit it (they
+    went by pipe for another reason: a value too large), else the one they teach, else
+    ``schema`` (both sides run this on the same pairs)."""
+    if schema is not None and fits(schema, calls, n):
+        return schema
+    return schema_of(calls, n) or schema
 
 
 class InfoColumns:
@@ -87,22 +158,62 @@ class InfoColumns:
         self.ints = words  # (INFO_KEYS, num_envs) int64
         self.floats = words.view(np.float64)
 
-    def write(self, schema: Schema, calls: list[tuple[int, dict[str, Any]]], start: int) -> bool:
-        """Put a step's infos (of the worker whose first env is ``start``) into the
-        columns; False if a value does not fit (an int past int64: then by pipe)."""
+    def write(
+        self, schema: Schema, calls: list[tuple[int, dict[str, Any]]], start: int, n: int
+    ) -> bool:
+        """Put a step's infos that fit ``schema`` (of the worker of envs ``start:start +
+        n``) into the columns; False if a value does not fit (an int past int64: then by
+        pipe)."""
+        c = 0
         try:
-            for c, (key, _, as_float) in enumerate(schema):
-                column = self.floats[c] if as_float else self.ints[c]
-                for i, info in calls:
-                    column[start + i] = info[key]
+            for key, sparse, leaves in schema:
+                if sparse:
+                    present = self.ints[c]
+                    present[start : start + n] = 0
+                    for i, info in calls:
+                        if key in info:
+                            present[start + i] = 1
+                    c += 1
+                for sub, _, as_float in leaves:
+                    column = self.floats[c] if as_float else self.ints[c]
+                    for i, info in calls:
+                        if key in info:
+                            value = info[key]
+                            column[start + i] = value if sub is None else value[sub]
+                    c += 1
         except (OverflowError, ValueError, TypeError):
             return False
         return True
 
     def read(self, schema: Schema, start: int, n: int) -> list[tuple[int, dict[str, Any]]]:
         """The ``(env, info)`` pairs the columns hold for envs ``start:start + n``."""
-        values = [
-            (key, t, (self.floats if as_float else self.ints)[c, start : start + n].tolist())
-            for c, (key, t, as_float) in enumerate(schema)
-        ]
-        return [(i, {key: t(v[i]) for key, t, v in values}) for i in range(n)]
+        c, keys = 0, []
+        for key, sparse, leaves in schema:
+            present = None
+            if sparse:
+                present = self.ints[c, start : start + n].tolist()
+                c += 1
+            values = []
+            for sub, t, as_float in leaves:
+                column = self.floats if as_float else self.ints
+                values.append((sub, t, column[c, start : start + n].tolist()))
+                c += 1
+            keys.append((key, present, values))
+        marks = [present for _, present, _ in keys]
+        envs: Any = range(n)
+        if all(present is not None for present in marks):  # only the envs that report
+            envs = sorted({i for present in marks for i, p in enumerate(present or ()) if p})
+        pairs = []
+        for i in envs:
+            info: dict[str, Any] = {}
+            for key, present, values in keys:
+                if present is not None and not present[i]:
+                    continue
+                sub, t, v = values[0]
+                if sub is None:
+                    info[key] = t(v[i])
+                else:
+                    info[key] = {sub: t(v[i]) for sub, t, v in values}
+            if info:
+                pairs.append((i, info))
+        return pairs

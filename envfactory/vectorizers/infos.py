@@ -5,8 +5,9 @@ makes or finds the array and the ``_key`` mask, and assigns one element. An Atar
 three scalar keys per env (``lives``, ``episode_frame_number``, ``frame_number``), merged
 by the async pool's parent while its workers wait for the batch to be turned around.
 `merge_infos` builds the same dict with one array per key when every value is a
-plain scalar (the common case; measured for 4 Atari infos: 12 us against 16 us one by
-one), and falls back to gymnasium's own merge otherwise.
+plain scalar or a dict of them (an episode's statistics; the common case; measured for 4
+Atari infos: 12 us against 16 us one by one), and falls back to gymnasium's own merge
+otherwise.
 """
 
 from __future__ import annotations
@@ -28,11 +29,18 @@ def merge_infos(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str,
     ``VectorEnv._add_info`` would merge them; equal to merging them one by one with it
     (`envfactory._compat.add_info`): the same keys in the same order, each array of
     the dtype of its first value, and its ``_key`` mask."""
+    infos = _merge_plain(rows, n)
+    return _merge_one_by_one(rows, n) if infos is None else infos
+
+
+def _merge_plain(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any] | None:
+    """`merge_infos` of rows in order whose values are plain scalars or dicts of them
+    (an episode's statistics), one array per key; None for anything else."""
     columns: dict[Any, tuple[type, list[int], list[Any]]] = {}
     last = -1
     for k, info in rows:
         if k <= last:  # rows out of order, or two infos for one row (merged key by key)
-            return _merge_one_by_one(rows, n)
+            return None
         last = k
         for key, value in info.items():
             t = type(value)
@@ -42,22 +50,28 @@ def merge_infos(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str,
                     type(key) is not str
                     or key.startswith("_")  # (gymnasium's masks share that namespace)
                     or key == "final_obs"
-                    or not (t in _PLAIN or issubclass(t, np.number))
+                    or not (t is dict or t in _PLAIN or issubclass(t, np.number))
                 ):
-                    return _merge_one_by_one(rows, n)
-                columns[key] = (t, [k], [value])
-            elif column[0] is t:
-                column[1].append(k)
-                column[2].append(value)
-            else:  # cast into the first value's dtype, element by element
-                return _merge_one_by_one(rows, n)
+                    return None
+                columns[key] = column = (t, [], [])
+            elif column[0] is not t:  # (cast into the first value's dtype, one by one)
+                return None
+            column[1].append(k)
+            column[2].append(value)
     infos: dict[str, Any] = {}
     for key, (t, where, values) in columns.items():
-        array = np.zeros(n, dtype=t)
-        array[where] = values
+        if t is dict:  # merged as gymnasium does: its own arrays and masks, recursively
+            nested = _merge_plain(list(zip(where, values)), n)
+            if nested is None:
+                return None
+            infos[key] = nested
+        else:
+            array = np.zeros(n, dtype=t)
+            array[where] = values
+            infos[key] = array
         mask = np.zeros(n, dtype=np.bool_)
         mask[where] = True
-        infos[key], infos[f"_{key}"] = array, mask
+        infos[f"_{key}"] = mask
     return infos
 
 

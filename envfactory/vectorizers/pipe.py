@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import RemoteEnvError, WorkerDiedError
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
-from .infocols import IN_COLUMNS, InfoColumns, Schema, schema_of
+from .infocols import IN_COLUMNS, InfoColumns, Schema, learn
 from .protocol import ERROR, Attach, Cmd, Failure, Sender
 from .wakeup import (
     CMD,
@@ -451,9 +451,9 @@ class PipeHandle(WorkerHandle):
                 err = self.remote_error(call, failure)
                 self._rmsg = None  # (as above: a retry after an interrupt decodes it again)
                 raise err
-            if seq == self._learn_at and payload[1] is None:  # the worker's rule
-                schema = schema_of(payload[0], self.stop - self.start)
-                if schema is not None and schema != self.schema:
+            if seq == self._learn_at and payload[1] is None and payload[0]:  # the worker's rule
+                schema = learn(self.schema, payload[0], self.stop - self.start)
+                if schema != self.schema:
                     self.schema = schema
                     self.schemas += 1
                 self._learn_at = -1

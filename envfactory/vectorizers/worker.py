@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .infocols import IN_COLUMNS, InfoColumns, Schema, schema_of
+from .infocols import IN_COLUMNS, InfoColumns, Schema, fits, learn
 from .protocol import (
     ERROR,
     OK,
@@ -186,22 +186,23 @@ class _Worker:
         not take (see `infocols`)."""
         wake = self.wake
         assert wake is not None
-        msg, schema = 0, None
+        msg, n = 0, len(self.host.envs)
         try:
             calls, obs = result = self.host.step(self.actions.copy())
             answer = None
-            if calls and obs is None:
-                schema = schema_of(calls, len(self.host.envs))
-                if schema is not None and schema == self.schema:
-                    assert self.columns is not None
-                    if self.columns.write(schema, calls, self.spec.start):
-                        msg = IN_COLUMNS
+            schema = self.schema
+            if calls and obs is None and schema is not None and fits(schema, calls, n):
+                assert self.columns is not None
+                if self.columns.write(schema, calls, self.spec.start, n):
+                    msg = IN_COLUMNS
             if msg == 0 and (calls or obs is not None):
                 answer = self.sender.dumps((seq, OK, result))
-                if schema is not None and schema != self.schema:  # the parent learns it
-                    self.schema = schema
-                    self.schemas += 1
-                    wake.slot[SCHEMAS] = self.schemas
+                if calls and obs is None:  # the parent learns from the same infos
+                    new = learn(schema, calls, n)
+                    if new != schema:
+                        self.schema = new
+                        self.schemas += 1
+                        wake.slot[SCHEMAS] = self.schemas
         except Exception as exc:
             answer = self.sender.dumps((seq, ERROR, _failure(exc)))
         wake.finish(seq, 1 if answer is not None else msg)

@@ -16,7 +16,7 @@ from faulty_envs import InfoMaker
 
 from envfactory import _compat
 from envfactory.vectorizers.dummy import DummyVecEnv
-from envfactory.vectorizers.infocols import INFO_KEYS, InfoColumns, schema_of
+from envfactory.vectorizers.infocols import INFO_KEYS, InfoColumns, fits, learn, schema_of
 from envfactory.vectorizers.infos import merge_infos
 from envfactory.vectorizers.pool import SubprocPool
 from envfactory.vectorizers.subproc import SubprocVecEnv
@@ -49,6 +49,14 @@ CASES = {
     "numpy scalars": [(0, {"x": np.float32(1.5)}), (1, {"x": np.float32(2.0)})],
     "a later value of another type": [(0, {"x": 1}), (1, {"x": 2.7})],
     "nested dicts": [(0, {"episode": {"r": 1.0, "l": 3}}), (1, {"lives": 2})],
+    "nested dicts that differ": [
+        (0, {"e": {"r": 1.0, "l": 3}, "lives": 1}),
+        (2, {"lives": 2, "e": {"l": 4, "x": np.float32(2)}}),
+        (3, {"e": {}}),
+    ],
+    "a nested value of another type": [(0, {"e": {"r": 1.0}}), (1, {"e": {"r": 2}})],
+    "a dict subclass": [(0, {"e": __import__("collections").OrderedDict(r=1.0)})],
+    "a dict, then a scalar": [(0, {"e": {"r": 1.0}}), (1, {"e": 2})],
     "arrays": [(0, {"v": np.ones(3)}), (1, {"v": np.zeros(3)})],
     "final_obs": [(1, {"final_obs": np.ones(2), "final_info": {}})],
     "objects": [(0, {"s": "text"}), (1, {"s": None})],
@@ -66,19 +74,38 @@ def test_merge_infos_equals_gymnasiums_merge_one_by_one(case: str) -> None:
 
 
 # -- scalar infos through shared memory (envfactory.vectorizers.infocols) ----------------
-def test_schema_of_takes_only_the_same_plain_scalar_keys_of_every_env() -> None:
+def test_schema_of_takes_plain_scalars_and_dicts_of_them_dense_or_sparse() -> None:
     atari = [(k, dict(ATARI, frame_number=k)) for k in range(3)]
-    assert schema_of(atari, 3) == (
-        ("lives", int, False), ("episode_frame_number", int, False), ("frame_number", int, False)
-    )  # fmt: skip
-    assert schema_of(atari, 4) is None  # an env without infos
-    assert schema_of(atari[:1] + atari[2:], 3) is None  # env 1's infos missing
+    lives, efn, fn = (("lives", False, ((None, int, False),)),
+                      ("episode_frame_number", False, ((None, int, False),)),
+                      ("frame_number", False, ((None, int, False),)))  # fmt: skip
+    assert schema_of(atari, 3) == (lives, efn, fn)
+    sparse = tuple((key, True, leaves) for key, _, leaves in (lives, efn, fn))
+    assert schema_of(atari, 4) == sparse  # env 3 without infos: every key sparse
+    assert schema_of(atari[:1] + atari[2:], 3) == sparse  # env 1's infos missing
+    stats = {"r": 1.5, "l": 3, "t": np.float32(0.25)}
+    ended = [(0, dict(ATARI)), (1, dict(ATARI, episode_stats=stats)), (2, dict(ATARI))]
+    stats_entry = ("episode_stats", True,
+                   (("r", float, True), ("l", int, False), ("t", np.float32, True)))  # fmt: skip
+    schema = schema_of(ended, 3)
+    assert schema == (lives, efn, fn, stats_entry)
+    assert schema is not None and fits(schema, atari, 3)  # no episode end: it fits too
+    assert not fits(schema, atari, 4) and not fits(schema, atari[:2], 3)  # a dense key missing
+    assert learn(schema, atari, 3) is schema and learn(None, ended, 3) == schema
+    assert learn(schema, [(0, {"x": "s"})], 3) is schema  # nothing to learn: kept
+    assert schema_of([(2, {"episode_stats": stats})], 4) == (stats_entry,)
     differ = [(0, {"a": 1}), (1, {"a": 1.5})]
     assert schema_of(differ, 2) is None  # another type
     assert schema_of([(0, {"a": 1, "b": 2}), (1, {"b": 2, "a": 1})], 2) is None  # key order
-    for bad in ({"_a": 1}, {"a": "s"}, {"a": np.uint64(1)}, {"a": np.ones(2)}, {1: 2}):
+    assert schema_of([(0, {"a": 1}), (0, {"b": 2})], 2) is None  # two infos for one env
+    assert schema_of([(1, {"a": 1}), (0, {"a": 2})], 2) is None  # out of order
+    bad_infos = [{"_a": 1}, {"a": "s"}, {"a": np.uint64(1)}, {"a": np.ones(2)}, {1: 2}]
+    bad_infos += [{"e": {"r": "s"}}, {"e": {"r": {"x": 1}}}, {"e": {}}, {"e": {"_r": 1}}]
+    for bad in bad_infos:
         assert schema_of([(0, bad)], 1) is None, bad
     assert schema_of([(0, {f"k{i}": i for i in range(INFO_KEYS + 1)})], 1) is None
+    too_many = {"e": {f"k{i}": i for i in range(INFO_KEYS)}}  # a presence column too
+    assert schema_of([(0, too_many)], 1) is None
 
 
 def test_info_columns_give_back_the_same_values_and_types() -> None:
@@ -89,14 +116,21 @@ def test_info_columns_give_back_the_same_values_and_types() -> None:
         for i in range(3)
     ]  # fmt: skip
     schema = schema_of(calls, 3)
-    assert schema is not None and cols.write(schema, calls, 2)
+    assert schema is not None and cols.write(schema, calls, 2, 3)
     back = cols.read(schema, 2, 3)
     assert back == calls
     assert [type(v) for _, info in back for v in info.values()] == [
         type(v) for _, info in calls for v in info.values()
     ]
     too_big = [(0, {"t": 2**70})]
-    assert not cols.write((("t", int, False),), too_big, 0)  # by pipe instead
+    assert not cols.write((("t", False, ((None, int, False),)),), too_big, 0, 1)  # by pipe
+    stats = [(1, {"lives": 2, "episode_stats": {"r": 7.0, "l": 7, "t": np.float32(0.5)}}),
+             (3, {"lives": 1})]  # fmt: skip
+    schema = schema_of(stats, 4)
+    assert schema is not None and cols.write(schema, stats, 1, 4)
+    back = cols.read(schema, 1, 4)
+    assert back == stats and type(back[0][1]["episode_stats"]["t"]) is np.float32
+    assert cols.write(schema, stats[1:], 1, 4) and cols.read(schema, 1, 4) == stats[1:]
 
 
 def _infos_per_env(batches: list[dict], n: int) -> list[list[dict]]:
