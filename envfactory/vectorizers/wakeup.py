@@ -398,28 +398,37 @@ class StepHandoff:
             if w._unsent:
                 return False
         buf[:] = actions[: self.stop]
-        seqs = [w.sent + 1 for w in self.workers]
-        marks.extend([s - 1 for s in seqs])
+        workers, seqs = self.workers, []
+        for w in workers:  # (a Ctrl-C here: nothing posted, each mark says "not sent")
+            s = w.sent
+            marks.append(s)
+            seqs.append(s + 1)
         self.seqs = seqs
         self.cmd[:] = seqs  # the post itself: one store, which no Ctrl-C can cut
-        self.settle(marks)
+        for w in workers:  # each handle as its own send leaves it (see settle)
+            w.sent = w.seq = w.sent + 1
+            w.via_slot, w._answer = True, None
+        self.posted = True
+        fence()  # the step numbers are visible before the sleeping words are read
+        for w in workers:
+            if w.slot[WORKER_SLEEPING]:
+                signal_eventfd(w.go)
         return True
 
     def settle(self, marks: list[int]) -> None:
-        """The handles' side of a post (each as its own send leaves it) and the wake-up
-        of the sleeping workers, if the step numbers ``marks + 1`` were written; run by
-        `post`, and again by ``*_wait()`` when a Ctrl-C cut `post` after the write (so a
-        worker that has the step is never sent it again by pipe). Idempotent."""
-        cmd = self.cmd
-        if len(marks) < len(self.workers) or cmd[0] != marks[0] + 1:
-            return  # nothing was posted: *_wait() sends the step by pipe
+        """What `post` does after it wrote the step numbers ``marks + 1`` (the handles'
+        side, the wake-up), when a Ctrl-C cut it there: ``*_wait()`` runs this before it
+        finishes the step, so a worker that has the step is never sent it again by pipe.
+        Nothing if they were not written (``*_wait()`` then sends the step by pipe)."""
+        if len(marks) < len(self.workers) or self.cmd[0] != marks[0] + 1:
+            return
         for k, w in enumerate(self.workers):
-            if w.sent == marks[k]:
+            if w.sent == marks[k]:  # (not yet booked)
                 w.sent = w.seq = marks[k] + 1
                 w.via_slot, w._answer = True, None
                 self.posted = True
-        fence()  # the step numbers are visible before the sleeping words are read
-        for w in self.workers:
+        fence()
+        for w in self.workers:  # (a worker already awake ignores a spare wake-up)
             if w.slot[WORKER_SLEEPING]:
                 signal_eventfd(w.go)
 
