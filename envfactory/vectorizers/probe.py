@@ -13,14 +13,15 @@ __all__ = ["PROBE_SECONDS", "PROBE_STEPS", "step_seconds"]
 
 #: the probe's steps: at most this many, and no more once they took this long in all
 PROBE_STEPS, PROBE_SECONDS = 30, 0.2
-#: the longest the parent waits for the probe (build included) before it gives up on it
-PROBE_TIMEOUT = 10.0
+#: the longest the parent waits for the probe (build included) before it gives up on it:
+#: an env this slow to build is no cheap env, and the probe delays the start by at most this
+PROBE_TIMEOUT = 2.0
 
 
 def step_seconds(ctx: Any, payload: Any, start: Any) -> float | None:
     """The median time of one step of the first env of ``payload`` (env constructors, or
     their cloudpickle), built in a new process of ``ctx`` started by ``start(proc)``;
-    None if that env could not be built or stepped there within `PROBE_TIMEOUT` (its
+    None if that env could not be built and stepped there within `PROBE_TIMEOUT` (its
     workers then report why, as without the probe)."""
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     proc = ctx.Process(
