@@ -32,7 +32,6 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from .. import _compat
 from ..errors import ConfigError, UnpicklableEnvError
-from .probe import step_seconds
 from .remote import (
     STARTUP_TIMEOUT,
     Cmd,
@@ -64,6 +63,7 @@ from .subproc_options import (
     parent_share,
     split_envs,
     start_process,
+    step_seconds,
 )
 
 __all__ = [

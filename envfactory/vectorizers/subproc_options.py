@@ -21,6 +21,7 @@ from ..config.checks import check_bool, check_choice, check_int
 from ..errors import OptionError
 from . import remote
 from .checks import FaultOptions
+from .probe import step_seconds
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -35,6 +36,7 @@ __all__ = [
     "parent_share",
     "split_envs",
     "start_process",
+    "step_seconds",
 ]
 
 START_METHODS = ("fork", "forkserver", "spawn")
