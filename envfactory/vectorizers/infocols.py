@@ -35,7 +35,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["INFO_KEYS", "IN_COLUMNS", "InfoColumns", "Schema", "fits", "learn", "schema_of"]
+__all__ = [
+    "INFO_KEYS",
+    "IN_COLUMNS",
+    "ColumnRows",
+    "InfoColumns",
+    "Schema",
+    "fits",
+    "learn",
+    "schema_of",
+]
 
 #: the most scalar info keys a step may carry through the columns
 INFO_KEYS = 8
@@ -217,3 +226,71 @@ class InfoColumns:
             if info:
                 pairs.append((i, info))
         return pairs
+
+    def merged(self, schema: Schema, rows: Any, have: np.ndarray | None = None) -> dict[str, Any]:
+        """The batch's infos straight from the columns: what `merge_infos` makes of the
+        `read` pairs of the batch's ``rows`` (a slice or the env ids, in batch order), one
+        numpy operation per column instead of a dict per env (64 CartPoles, 3 episode
+        ends: 4 us against 17). ``have``: which rows the columns hold this step (None:
+        every row); the others report no infos."""
+        ints, floats = self.ints, self.floats
+        found, c = [], 0
+        for pos, (key, sparse, leaves) in enumerate(schema):
+            if sparse:
+                present = ints[c, rows] != 0
+                if have is not None:
+                    present &= have
+                c += 1
+            else:
+                present = np.ones(len(ints[c, rows]), np.bool_) if have is None else have.copy()
+            hits = present.nonzero()[0]
+            if not len(hits):
+                c += len(leaves)
+                continue
+            value: Any = {}
+            for sub, t, as_float in leaves:
+                column = (floats if as_float else ints)[c, rows]
+                array: np.ndarray = np.zeros(len(present), dtype=t)
+                array[hits] = column[hits]
+                c += 1
+                if sub is None:
+                    value = array
+                else:
+                    value[sub], value[f"_{sub}"] = array, present.copy()
+            found.append((int(hits[0]), pos, key, value, present))
+        found.sort(key=_first_seen)  # (gymnasium's merge adds a key at its first row)
+        infos: dict[str, Any] = {}
+        for _, _, key, value, present in found:
+            infos[key], infos[f"_{key}"] = value, present
+        return infos
+
+
+def _first_seen(entry: tuple) -> tuple[int, int]:
+    return entry[0], entry[1]
+
+
+class ColumnRows:
+    """A worker's step infos that are in the info columns, read only when asked: the
+    synchronous step merges every worker's at once (`InfoColumns.merged`); iterating it
+    reads its ``(env, info)`` pairs (`InfoColumns.read`). Valid until the worker's next
+    step is posted (the columns are the worker's to write then)."""
+
+    __slots__ = ("_pairs", "columns", "n", "schema", "start")
+
+    def __init__(self, columns: InfoColumns, schema: Schema, start: int, n: int) -> None:
+        self.columns, self.schema, self.start, self.n = columns, schema, start, n
+        self._pairs: list[tuple[int, dict[str, Any]]] | None = None
+
+    def pairs(self) -> list[tuple[int, dict[str, Any]]]:
+        if self._pairs is None:
+            self._pairs = self.columns.read(self.schema, self.start, self.n)
+        return self._pairs
+
+    def __iter__(self) -> Any:
+        return iter(self.pairs())
+
+    def __len__(self) -> int:
+        return len(self.pairs())
+
+    def __bool__(self) -> bool:
+        return True  # (a worker uses the columns only for a step with infos)

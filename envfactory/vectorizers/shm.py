@@ -21,11 +21,14 @@ from these and [`remote`][envfactory.vectorizers.remote] alone (a test checks it
 - [`worker_main`][envfactory.vectorizers.shm.worker_main] with its
   [`WorkerSpec`][envfactory.vectorizers.shm.WorkerSpec]: the worker process, which steps its envs
   with envfactory's one autoreset implementation and writes the results into the shared region
-  ([`WorkerWake`][envfactory.vectorizers.shm.WorkerWake] is its side of the control slot).
+  ([`WorkerWake`][envfactory.vectorizers.shm.WorkerWake] is its side of the control slot);
+- [`ColumnRows`][envfactory.vectorizers.shm.ColumnRows]: a step answer's infos left in the
+  region's info columns, merged for the whole batch at once.
 """
 
 from __future__ import annotations
 
+from .infocols import ColumnRows
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .protocol import WorkerSpec
@@ -35,6 +38,7 @@ from .worker import worker_main
 
 __all__ = [
     "NO_INFOS",
+    "ColumnRows",
     "Layout",
     "LocalHandle",
     "PipeHandle",

@@ -45,6 +45,7 @@ from .remote import (
     pop_faults,
 )
 from .shm import (
+    ColumnRows,
     LocalHandle,
     PipeHandle,
     SharedBuffers,
@@ -272,14 +273,32 @@ class SubprocGroup(WorkerGroup):
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
         env = self._env()  # (the property's check, without a call on the hot path)
         assert env is not None
-        rows: list = []  # every worker's infos, merged at once (as gymnasium's one by one)
+        infos = self.merge_step_infos(handles, results)
+        out = env._copy_obs(obs) if env.copy else obs
+        return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+
+    def merge_step_infos(self, handles: Sequence[WorkerHandle], results: list[Any]) -> dict:
+        """Every worker's infos, merged at once (as gymnasium's one by one): straight
+        from the info columns when every worker with infos left them there under one
+        schema (the common case), else from the ``(env, info)`` pairs."""
+        columns = [calls for calls, _ in results if calls]
+        if not columns:
+            return {}
+        first = columns[0]
+        if all(type(c) is ColumnRows and c.schema == first.schema for c in columns):
+            n = self.num_envs
+            have = None
+            if sum(c.n for c in columns) < n:
+                have = np.zeros(n, np.bool_)
+                for c in columns:
+                    have[c.start : c.start + c.n] = True
+            return first.columns.merged(first.schema, slice(0, n), have)
+        rows: list = []
         for h, (calls, _) in zip(handles, results):
             if calls:
                 start = h.start
                 rows += [(start + i, info) for i, info in calls]
-        infos = merge_infos(rows, self.num_envs) if rows else {}
-        out = env._copy_obs(obs) if env.copy else obs
-        return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+        return merge_infos(rows, self.num_envs)
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
         """The observation the caller last saw from each env of ``handle`` (copies)."""

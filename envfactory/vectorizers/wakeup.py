@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .infocols import ColumnRows
+
 if TYPE_CHECKING:
     from .pipe import PipeHandle
 
@@ -460,7 +462,8 @@ class StepHandoff:
             else:  # infos in the info columns
                 if w.slot[SCHEMAS] != w.schemas:  # (an invariant) the per-worker path
                     return None  # raises it, with the failure policy
-                answer = w.slot_answer(msg, None, "step")
+                assert w.columns is not None and w.schema is not None
+                answer = (ColumnRows(w.columns, w.schema, w.start, w.stop - w.start), None)
                 w._answer, w.via_slot = (w.seq, answer), False
                 answers.append(answer)
         return answers

@@ -133,6 +133,57 @@ def test_info_columns_give_back_the_same_values_and_types() -> None:
     assert cols.write(schema, stats[1:], 1, 4) and cols.read(schema, 1, 4) == stats[1:]
 
 
+def _random_step(rng: np.random.Generator, n: int) -> list[tuple[int, dict]]:
+    """A worker's step infos of ``n`` envs: dense scalars, or sparse keys (an episode's
+    statistics among them) that some envs report, of every column type."""
+    dense = rng.random() < 0.3
+    pairs = []
+    for i in range(n):
+        info: dict = {}
+        if dense or rng.random() < 0.5:
+            info["lives"] = int(rng.integers(0, 5))
+        if not dense and rng.random() < 0.3:
+            info["flag"] = bool(rng.random() < 0.5)
+        if dense or rng.random() < 0.4:
+            info["x"] = np.float32(rng.random())
+        if not dense and rng.random() < 0.3:
+            info["episode"] = {"r": float(rng.random()), "l": int(rng.integers(1, 500)),
+                               "t": np.float32(rng.random())}  # fmt: skip
+        if info:
+            pairs.append((i, info))
+    return pairs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_batch_merged_from_the_columns_equals_the_pairs_merged(seed: int) -> None:
+    """`InfoColumns.merged` (the synchronous step's one pass over the columns) gives what
+    gymnasium's one-by-one merge makes of the pairs: keys in order of first appearance,
+    each array's dtype, the masks; with rows of workers that report nothing this step
+    (``have``), and with rows picked by env id."""
+    rng = np.random.default_rng(seed)
+    workers, per = 3, 4
+    n = workers * per
+    cols = InfoColumns(np.full((INFO_KEYS, n), 7, np.int64))  # (stale values: ignored)
+    rows: list = []
+    have = np.zeros(n, np.bool_)
+    schema = None
+    for k in range(workers):
+        pairs = _random_step(rng, per)
+        schema = schema or schema_of(pairs, per)
+        if not pairs or schema is None or not fits(schema, pairs, per) or rng.random() < 0.2:
+            continue  # this worker reports nothing (no infos, or by pipe)
+        assert cols.write(schema, pairs, k * per, per)
+        rows += [(k * per + i, info) for i, info in cols.read(schema, k * per, per)]
+        have[k * per : (k + 1) * per] = True
+    if schema is None:
+        return
+    want = _one_by_one(rows, n)
+    _assert_same(cols.merged(schema, slice(0, n), None if have.all() else have), want)
+    ids = rng.permutation(n)[: n // 2]
+    picked = [(r, info) for r, i in enumerate(ids.tolist()) for j, info in rows if j == i]
+    _assert_same(cols.merged(schema, ids, have[ids]), _one_by_one(picked, len(ids)))
+
+
 def _infos_per_env(batches: list[dict], n: int) -> list[list[dict]]:
     """Each env's infos, batch by batch, as ``{key: (repr, dtype)}`` (the pool's batches
     come in any order)."""
