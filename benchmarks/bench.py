@@ -622,6 +622,7 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
     sub16, auto16 = main.get(("CartPole", 16, "subproc")), main.get(("CartPole", 16, "auto"))
     dummy16 = main.get(("CartPole", 16, "dummy"))
     add("CartPole 16 envs: auto (recommended for speed) / dummy", auto16, dummy16, ">=", 1.2)
+    add("CartPole 16 envs: subproc (every env in a worker) / dummy", sub16, dummy16, ">=", 1.2)
     add("CartPole 16 envs: subproc / gym-async", sub16, main.get(("CartPole", 16, "gym-async")),
         ">=", 5.0)  # fmt: skip
     for (wl, n), med in POOL_MEDIANS.items():
