@@ -29,10 +29,11 @@ from .checks import (
     check_spaces,
     check_wait_timeout,
     count_restart,
+    reset_needed,
     seeds_for,
+    split_reset_mask,
 )
 from .env_calls import EnvCalls, tile_images
-from .runner import InfoCalls
 from .shared import obs_copier
 
 __all__ = [
@@ -103,7 +104,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
         self._broken: BaseException | None = None
         # the pending call was interrupted (Ctrl-C): its *_wait() finishes it; every other
-        # call refuses at once (see _idle)
+        # call refuses at once (see _check_ready)
         self._interrupted = False
         # results in hand: a step/reset finished but not yet returned (an interrupt landed
         # after the backend's wait): its *_wait() returns them (see _wait_for)
@@ -125,11 +126,42 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         self._check_actions = action_checker(act_space, self.num_envs)
 
     # -- helpers ----------------------------------------------------------------------
-    def _check_open(self, what: str) -> None:
+    def _check_ready(self, what: str, call: str) -> None:
+        """Raise why ``what`` (a start of ``call``) cannot run now, else nothing: closed
+        (`ClosedError`), unusable since a fault (`VecEnvBrokenError`, named before any
+        other error of a call), or a call pending (`AlreadyPendingError`; one that an
+        interrupt left pending is never finished behind the caller's back, its results
+        would be dropped: the caller finishes it with its ``*_wait()``, or abandons it with
+        ``close()``). The public calls run it only when a cheap test says one holds."""
         if self.closed:
             raise ClosedError(
                 f"{what}() on a closed {type(self).__name__}; make a new one with "
                 "envfactory.make_vec(...)"
+            )
+        if self._broken is not None:
+            advice = (
+                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
+                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
+                "not past this fault)"
+                if getattr(self, "restart", False)
+                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
+                "failed workers automatically"
+            )
+            raise VecEnvBrokenError(
+                f"{call}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
+                + advice
+            )
+        if self._pending is not _IDLE:
+            p = self._pending.value
+            if self._interrupted:
+                raise AlreadyPendingError(
+                    f"{what}() called while a {p}() interrupted by Ctrl-C is pending; call "
+                    f"{p}_wait() to get its results (nothing of it is lost), or close() to "
+                    "abandon it",
+                    p,
+                )
+            raise AlreadyPendingError(
+                f"{what}() called while a {p}_async() is pending; call {p}_wait() first", p
             )
 
     def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
@@ -142,24 +174,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         """
         return seeds_for(seed, self.num_envs, self.seeding)
 
-    def _reset_mask(self, options: dict[str, Any] | None) -> tuple[dict | None, np.ndarray | None]:
-        if not options or "reset_mask" not in options:
-            return options, None
-        options = dict(options)
-        mask = options.pop("reset_mask")
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
-            raise TypeError(
-                f"options['reset_mask'] must be a numpy bool array of shape ({self.num_envs},),"
-                f" got {type(mask).__name__} {getattr(mask, 'dtype', '')}"
-            )
-        if mask.shape != (self.num_envs,):
-            raise ValueError(
-                f"options['reset_mask'] must have shape ({self.num_envs},), got {mask.shape}"
-            )
-        if not mask.any():
-            raise ValueError("options['reset_mask'] must select at least one env (all False)")
-        return options, mask
-
     def check_actions(self, actions: Any) -> Any:
         """Reject a wrong action batch before anything is stepped (see
         `checks`): returns the batch, a list or scalar batch as a numpy array.
@@ -169,13 +183,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         """
         return self._check_actions(actions)
 
-    def _merge_infos(self, calls: InfoCalls, offset: int = 0, infos: dict | None = None) -> dict:
-        infos = {} if infos is None else infos
-        for i, info in calls:
-            infos = self._add_info(infos, info, offset + i)
-        return infos
-
-    # -- public API -------------------------------------------------------------------
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset every env (or those of ``options["reset_mask"]``) and return the batch.
 
@@ -204,7 +211,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> envs.close()
         """
         if self.closed:
-            self._check_open("reset")
+            self._check_ready("reset", "reset")
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
@@ -226,9 +233,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> envs.close()
         """
         if self.closed or self._broken is not None or self._pending is not _IDLE:
-            self._refuse("reset_async", "reset")
+            self._check_ready("reset_async", "reset")
         seeds = self.seeds_for(seed)
-        options, mask = self._reset_mask(options)
+        options, mask = split_reset_mask(options, self.num_envs)
         if mask is not None and not self._ready:
             raise ResetNeededError(
                 "reset(options={'reset_mask': ...}) before the first full reset: a masked "
@@ -261,13 +268,11 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> envs.close()
         """
         if self.closed:
-            self._check_open("reset_wait")
+            self._check_ready("reset_wait", "reset")
         if timeout is not None:
             timeout = check_wait_timeout(timeout, "reset_wait")
         if self._pending is not PendingCall.RESET:
-            self._expect_pending(
-                PendingCall.RESET, "reset_wait", "reset_async(seed=..., options=...)"
-            )
+            raise _no_pending(self._pending, "reset_wait", "reset_async(seed=..., options=...)")
         return self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -303,7 +308,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> envs.close()
         """
         if self.closed:
-            self._check_open("step")
+            self._check_ready("step", "step")
         self.step_async(actions)
         return self.step_wait()
 
@@ -329,25 +334,11 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> envs.close()
         """
         if self.closed or self._broken is not None or self._pending is not _IDLE:
-            self._refuse("step_async", "step")
+            self._check_ready("step_async", "step")
         actions = self._check_actions(actions)
         if not self._ready or (self._disabled and self._done.any()):
-            self._reset_needed()
+            raise reset_needed(self._ready, self._done, self._disabled)
         self._start_for(PendingCall.STEP, self._start_step, actions)
-
-    def _reset_needed(self) -> None:
-        """Raise ResetNeededError: no reset yet, or a finished env in ``disabled`` mode."""
-        if not self._ready:
-            raise ResetNeededError(
-                "step() before reset(): the envs have not been reset yet; call "
-                "envs.reset(seed=...) first"
-            )
-        if self._disabled and self._done.any():
-            idx = np.flatnonzero(self._done).tolist()
-            raise ResetNeededError(
-                f"envs {idx} finished an episode and autoreset_mode is 'disabled': reset them "
-                "with envs.reset(options={'reset_mask': mask}) before stepping them again"
-            )
 
     def step_wait(
         self, timeout: float | None = None
@@ -381,11 +372,11 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             >>> envs.close()
         """
         if self.closed:
-            self._check_open("step_wait")
+            self._check_ready("step_wait", "step")
         if timeout is not None:
             timeout = check_wait_timeout(timeout, "step_wait")
         if self._pending is not PendingCall.STEP:
-            self._expect_pending(PendingCall.STEP, "step_wait", "step_async(actions)")
+            raise _no_pending(self._pending, "step_wait", "step_async(actions)")
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout)
 
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
@@ -441,43 +432,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             self._pending, self._interrupted = kind, True
         else:
             self._pending, self._interrupted = _IDLE, False
-
-    def _refuse(self, what: str, call: str) -> None:
-        """Raise why ``what`` (a start of ``call``) cannot run now: closed, unusable since
-        a fault (named first), or a call pending."""
-        self._check_open(what)
-        self._check_usable(call)
-        self._idle(what)
-
-    def _idle(self, what: str) -> None:
-        """Before a call: nothing may be pending (AlreadyPendingError). A call that an
-        interrupt left pending is never finished behind the caller's back (its results
-        would be dropped): the caller finishes it with its ``*_wait()``, or abandons it
-        with ``close()``."""
-        if self._interrupted and self._pending is not _IDLE:
-            p = self._pending.value
-            raise AlreadyPendingError(
-                f"{what}() called while a {p}() interrupted by Ctrl-C is pending; call "
-                f"{p}_wait() to get its results (nothing of it is lost), or close() to "
-                "abandon it",
-                p,
-            )
-        self._expect_idle(what)
-
-    def _expect_idle(self, what: str) -> None:
-        if self._pending is not PendingCall.NONE:
-            p = self._pending.value
-            raise AlreadyPendingError(
-                f"{what}() called while a {p}_async() is pending; call {p}_wait() first", p
-            )
-
-    def _expect_pending(self, kind: PendingCall, what: str, first: str) -> None:
-        if self._pending is not kind:
-            p = self._pending.value
-            now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
-            raise NoPendingCallError(
-                f"{what}() called but {now}; call {first} first", "" if p == "none" else p
-            )
 
     @property
     def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]
@@ -547,23 +501,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         return f"{type(self).__name__}({env}num_envs={self.num_envs})"
 
     # -- backend --------------------------------------------------------------------
-    def _check_usable(self, what: str) -> None:
-        """Raise VecEnvBrokenError if an earlier fault (``_broken``) left the env unusable
-        (checked before any other error of a call, so a broken env says so first)."""
-        if self._broken is not None:
-            advice = (
-                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
-                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
-                "not past this fault)"
-                if getattr(self, "restart", False)
-                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
-                "failed workers automatically"
-            )
-            raise VecEnvBrokenError(
-                f"{what}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
-                + advice
-            )
-
     def _can_finish(self) -> bool:
         """After an interrupt of ``step``/``reset`` (or their halves): whether the call can
         be finished by its ``*_wait()`` (else nothing stays pending)."""
@@ -588,3 +525,12 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     @abstractmethod
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         """Close every env and end every worker (``terminate``: without asking them)."""
+
+
+def _no_pending(pending: PendingCall, what: str, first: str) -> NoPendingCallError:
+    """The error of a ``*_wait()`` with none of its call pending (``pending``: what is)."""
+    p = pending.value
+    now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
+    return NoPendingCallError(
+        f"{what}() called but {now}; call {first} first", "" if p == "none" else p
+    )

@@ -34,6 +34,7 @@ from ..errors import (
     InvalidActionError,
     InvalidSeedError,
     OptionError,
+    ResetNeededError,
     SpaceMismatchError,
 )
 
@@ -52,8 +53,10 @@ __all__ = [
     "check_wait_timeout",
     "count_restart",
     "per_env_answer",
+    "reset_needed",
     "seeds_for",
     "show_ids",
+    "split_reset_mask",
 ]
 
 #: ``check(actions) -> actions`` (a list/scalar batch comes back as a numpy array).
@@ -469,6 +472,40 @@ def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
         )
     check_seeds(seeds)
     return [None if s is None else int(s) for s in seeds]
+
+
+def split_reset_mask(options: Any, n: int) -> tuple[dict | None, np.ndarray | None]:
+    """``reset(options=...)`` of ``n`` envs: the options without ``reset_mask``, and the
+    mask (None: no mask), a numpy bool array of shape ``(n,)`` selecting at least one env."""
+    if not options or "reset_mask" not in options:
+        return options, None
+    options = dict(options)
+    mask = options.pop("reset_mask")
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+        raise TypeError(
+            f"options['reset_mask'] must be a numpy bool array of shape ({n},), got "
+            f"{type(mask).__name__} {getattr(mask, 'dtype', '')}"
+        )
+    if mask.shape != (n,):
+        raise ValueError(f"options['reset_mask'] must have shape ({n},), got {mask.shape}")
+    if not mask.any():
+        raise ValueError("options['reset_mask'] must select at least one env (all False)")
+    return options, mask
+
+
+def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededError:
+    """Why a step needs a reset first: none yet (``ready`` False), or envs that finished
+    an episode with autoreset ``disabled``."""
+    if not ready:
+        return ResetNeededError(
+            "step() before reset(): the envs have not been reset yet; call "
+            "envs.reset(seed=...) first"
+        )
+    idx = np.flatnonzero(done).tolist() if disabled else []
+    return ResetNeededError(
+        f"envs {idx} finished an episode and autoreset_mode is 'disabled': reset them with "
+        "envs.reset(options={'reset_mask': mask}) before stepping them again"
+    )
 
 
 def check_wait_timeout(timeout: Any, what: str) -> float | None:

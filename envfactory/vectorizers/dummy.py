@@ -14,6 +14,7 @@ from gymnasium.vector.utils import create_empty_array, iterate
 from ..config.checks import check_bool
 from .base import PendingCall, VecEnvBase, check_spaces
 from .ctrl_c import HOLD
+from .infos import merge_infos
 from .runner import EnvRunner, call_env
 from .shared import concatenate_checked
 
@@ -85,7 +86,7 @@ class DummyVecEnv(VecEnvBase):
         return self._reset_done
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        batch = self._out(), self._merge_infos(self._pending_result)
+        batch = self._out(), merge_infos(self._pending_result, self.num_envs)
         self._reset_done = False  # (a later interrupted step cannot be finished so)
         return batch
 
@@ -116,7 +117,7 @@ class DummyVecEnv(VecEnvBase):
             r.rewards.copy(),
             r.terminations.copy(),
             r.truncations.copy(),
-            self._merge_infos(calls) if calls else {},
+            merge_infos(calls, self.num_envs) if calls else {},
         )
         if HOLD.pending is not None:
             self._held, self._pending, self._interrupted = batch, PendingCall.STEP, True

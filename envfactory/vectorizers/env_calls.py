@@ -43,15 +43,9 @@ class EnvCalls(metaclass=ABCMeta):
     ``_do_call`` / ``_do_set_attr`` (see [`VecEnvBase`][envfactory.VecEnvBase])."""
 
     num_envs: int
-
-    def _check_open(self, what: str) -> None:
-        raise NotImplementedError
-
-    def _idle(self, what: str) -> None:
-        raise NotImplementedError
-
-    def _check_usable(self, what: str) -> None:
-        raise NotImplementedError
+    closed: bool
+    #: raise why ``what`` (a start of a call) cannot run now: VecEnvBase's ``_check_ready``
+    _check_ready: Callable[[str, str], None]
 
     def _indices(self, indices: int | Sequence[int] | None) -> list[int]:
         if indices is None:
@@ -100,9 +94,7 @@ class EnvCalls(metaclass=ABCMeta):
         return list(self._call("env_method", name, args, kwargs, indices))
 
     def _call(self, what: str, name: Any, args: Any, kwargs: Any, indices: Any) -> tuple:
-        self._check_open(what)
-        self._check_usable(what)
-        self._idle(what)
+        self._check_ready(what, what)
         return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
@@ -117,9 +109,7 @@ class EnvCalls(metaclass=ABCMeta):
             (9.8,)
             >>> envs.close()
         """
-        self._check_open("get_attr")
-        self._check_usable("get_attr")
-        self._idle("get_attr")
+        self._check_ready("get_attr", "get_attr")
         if not isinstance(name, str):
             raise TypeError(
                 f"get_attr(name) takes an attribute name (str), got {type(name).__name__}; "
@@ -142,9 +132,7 @@ class EnvCalls(metaclass=ABCMeta):
             (9.8, 1.6)
             >>> envs.close()
         """
-        self._check_open("set_attr")
-        self._check_usable("set_attr")
-        self._idle("set_attr")
+        self._check_ready("set_attr", "set_attr")
         idx = self._indices(indices)
         if not isinstance(values, (list, tuple)):
             values = [values] * len(idx)
@@ -168,7 +156,8 @@ class EnvCalls(metaclass=ABCMeta):
             (None, None)
             >>> envs.close()
         """
-        self._check_open("render")
+        if self.closed:
+            self._check_ready("render", "render")
         return self.call("render")
 
     @abstractmethod

@@ -39,6 +39,7 @@ from ..errors import (
 from .checks import check_rebuilt_spaces, check_spaces, count_restart, per_env_answer
 from .ctrl_c import held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
+from .infos import merge_infos
 from .protocol import Cmd, EnvInfo, Restarted, RestartReset
 from .shared import concatenate_checked
 
@@ -211,11 +212,8 @@ class WorkerGroup(ABC):
 
     def merge_answers(self, handles: Sequence[WorkerHandle], calls: Sequence[Any]) -> dict:
         """The infos dict from each handle's info calls (``(local index, info)``)."""
-        infos: dict = {}
-        for h, c in zip(handles, calls):
-            if c:
-                infos = self.env._merge_infos(c, h.start, infos)
-        return infos
+        rows = [(h.start + i, info) for h, c in zip(handles, calls) if c for i, info in c]
+        return merge_infos(rows, self.num_envs) if rows else {}
 
     def batch_obs(self, per_env: list[Any], out: Any) -> Any:
         """Per-env observations as one batch (into ``out``), naming the env that does

@@ -82,17 +82,17 @@ class PoolVecEnv(RemoteVecEnv):
         Raises:
             AlreadyPendingError: envs are still in flight or not yet received.
         """
-        self._check_open("async_reset")
-        self._expect_idle("async_reset")
+        self._check_ready("async_reset", "async_reset")
         seeds = self.seeds_for(seed)
         if options and "reset_mask" in options:
             raise ValueError(
                 "async_reset() resets every env; for a reset_mask use reset(options=...) "
                 "when no env is in flight"
             )
-        self._enter("async_reset")
+        self._guard.enter("async_reset")
         try:
-            self._check_usable("async_reset")
+            if self._broken is not None:  # (again, now under the call guard)
+                self._check_ready("async_reset", "async_reset")
             self.pool.expect_drained("async_reset")
             self._use_hold()
             self.pool.clear()
@@ -102,7 +102,7 @@ class PoolVecEnv(RemoteVecEnv):
             self._ready = True
             self.pool.start_reset(lambda w: w.last_reset)
         finally:
-            self._leave()
+            self._guard.leave()
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Step the envs ``env_ids`` (ints) with ``actions`` (one row each; a batch of
@@ -118,8 +118,7 @@ class PoolVecEnv(RemoteVecEnv):
             ResetNeededError: before any reset, or a finished env with
                 ``autoreset_mode=disabled``.
         """
-        self._check_open("send")
-        self._expect_idle("send")
+        self._check_ready("send", "send")
         if env_ids is None:
             n = _batch_len(actions)
             if n is not None and n != self.num_envs:
@@ -133,9 +132,10 @@ class PoolVecEnv(RemoteVecEnv):
         ids = check_env_ids(env_ids, self.num_envs, "send(actions, env_ids")
         actions = self._check_batch(actions, ids)
         self._check_reset_done_for(ids)
-        self._enter("send")
+        self._guard.enter("send")
         try:
-            self._check_usable("send")
+            if self._broken is not None:  # (again, now under the call guard)
+                self._check_ready("send", "send")
             self._use_hold()
             if isinstance(actions, np.ndarray):
                 per_env: Any = actions
@@ -143,7 +143,7 @@ class PoolVecEnv(RemoteVecEnv):
                 per_env = list(iterate(batch_space(self.single_action_space, len(ids)), actions))
             self.pool.send(ids, per_env)
         finally:
-            self._leave()
+            self._guard.leave()
 
     def recv(
         self, timeout: float | None = None, env_ids: Any = None
@@ -171,18 +171,18 @@ class PoolVecEnv(RemoteVecEnv):
             NotReadyError: ``timeout=0`` and the batch is not ready yet.
             ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
         """
-        self._check_open("recv")
-        self._expect_idle("recv")
+        self._check_ready("recv", "recv")
         limit = check_recv_timeout(timeout)
         want: int | list[int] = self.batch_size
         if env_ids is not None:
             want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
-        self._enter("recv")
+        self._guard.enter("recv")
         try:
-            self._check_usable("recv")
+            if self._broken is not None:  # (again, now under the call guard)
+                self._check_ready("recv", "recv")
             return self.pool.recv(want, self.timeout if timeout is None else limit)
         finally:
-            self._leave()
+            self._guard.leave()
 
     def step(
         self, actions: Any, env_ids: Any = None
@@ -197,7 +197,7 @@ class PoolVecEnv(RemoteVecEnv):
     def _use_hold(self) -> None:
         """Hold a Ctrl-C while the pool reads an answer (see `scheduler`), from
         this pool's first async call until it is closed."""
-        if not self._holds and os.getpid() == self._owner_pid:
+        if not self._holds and os.getpid() == self._guard.owner_pid:
             self._holds = HOLD.use()
 
     # -- argument checks --------------------------------------------------------------
@@ -233,17 +233,17 @@ class PoolVecEnv(RemoteVecEnv):
 
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        self._enter("reset_async")
+        self._guard.enter("reset_async")
         try:
             self.pool.expect_drained("reset")
         finally:
-            self._leave()
+            self._guard.leave()
         # (a lost result is superseded by the reset)
         self.pool.forget(range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist())
         super()._start_reset(seeds, options, mask)
 
     def _start_step(self, actions: Any) -> None:
-        self._enter("step_async")
+        self._guard.enter("step_async")
         try:
             self.pool.expect_drained("step")
             lost = self.pool.lost()
@@ -254,14 +254,14 @@ class PoolVecEnv(RemoteVecEnv):
                     "step",
                 )
         finally:
-            self._leave()
+            self._guard.leave()
         super()._start_step(actions)
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         try:
             super()._do_close(timeout, terminate)
         finally:
-            if self._holds and os.getpid() == self._owner_pid:
+            if self._holds and os.getpid() == self._guard.owner_pid:
                 self._holds = False
                 HOLD.unuse()
 

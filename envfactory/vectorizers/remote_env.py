@@ -19,7 +19,7 @@ from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, WorkerHandle
 from .protocol import Call, Cmd, Reset, SetAttr
 
-__all__ = ["FAULT_KEYS", "RemoteVecEnv", "pop_faults"]
+__all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "pop_faults"]
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
@@ -28,6 +28,46 @@ FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window",
 def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
     """The front's options (`FAULT_KEYS`) taken out of a vectorizer's ``options``."""
     return {k: options.pop(k) for k in FAULT_KEYS if k in options}
+
+
+class CallGuard:
+    """One call at a time, by the process that made the env: `enter` marks a call in
+    progress (``active``: its name and thread), `leave` ends it. A second thread gets a
+    clear error, a forked child is refused. The same thread may always enter: its own call
+    that a Ctrl-C cut anywhere is not running any more, so no interrupt leaves the env
+    refusing its owner."""
+
+    __slots__ = ("active", "label", "lock", "owner_pid")
+
+    def __init__(self, label: str) -> None:
+        self.label = label  # (the env's class, for the messages)
+        self.owner_pid = os.getpid()
+        self.lock = threading.Lock()  # held only to check and set ``active``
+        self.active: tuple[str, threading.Thread] | None = None
+
+    def enter(self, what: str) -> None:
+        if os.getpid() != self.owner_pid:
+            raise RuntimeError(
+                f"{what}() on a {self.label} made by process {self.owner_pid}; this "
+                f"process ({os.getpid()}) was forked from it and does not own its workers. "
+                "Make a new vectorized env in this process"
+            )
+        me = threading.current_thread()
+        with self.lock:
+            active = self.active
+            if active is not None and active[1] is not me and active[1].is_alive():
+                raise RuntimeError(
+                    f"{what}() called from thread {me.name!r} while {active[0]}() is in "
+                    f"progress in thread {active[1].name!r}: a vectorized env serves one "
+                    "call at a time. Give each thread its own env, or hold a lock around "
+                    "every call"
+                )
+            self.active = (what, me)
+
+    def leave(self) -> None:
+        active = self.active
+        if active is not None and active[1] is threading.current_thread():
+            self.active = None
 
 
 class RemoteVecEnv(VecEnvBase):
@@ -81,10 +121,7 @@ class RemoteVecEnv(VecEnvBase):
         self.timeout = None if timeout == math.inf else timeout  # inf waits forever, as null
         self.restart, self.copy = restart, copy
         self.max_restarts, self.restart_window = max_restarts, restart_window
-        self._owner_pid = os.getpid()
-        self._lock = threading.Lock()  # held only to check and set _active
-        # the call in progress: (its name, its thread); None: none
-        self._active: tuple[str, threading.Thread] | None = None
+        self._guard = CallGuard(type(self).__name__)
         self._closed_by: str | None = None
         self._unchecked = {"step", "reset"}  # calls whose batch is checked once (check_batch)
         self.env_id = group.env_id
@@ -110,45 +147,15 @@ class RemoteVecEnv(VecEnvBase):
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
         return self.group.restarts
 
-    # -- one call at a time, by its owner process ---------------------------------------
-    def _enter(self, what: str) -> None:
-        """Mark a call in progress (``_active``): a second thread gets a clear error, a
-        forked child is refused. The same thread may always enter: its own call that a
-        Ctrl-C cut anywhere is not running any more, so no interrupt leaves the env
-        refusing its owner. A call that finds a call pending or the env broken checks
-        again under the lock."""
-        if os.getpid() != self._owner_pid:
-            raise RuntimeError(
-                f"{what}() on a {type(self).__name__} made by process {self._owner_pid}; this "
-                f"process ({os.getpid()}) was forked from it and does not own its workers. "
-                "Make a new vectorized env in this process"
-            )
-        me = threading.current_thread()
-        with self._lock:
-            active = self._active
-            if active is not None and active[1] is not me and active[1].is_alive():
-                raise RuntimeError(
-                    f"{what}() called from thread {me.name!r} while {active[0]}() is in "
-                    f"progress in thread {active[1].name!r}: a vectorized env serves one "
-                    "call at a time. Give each thread its own env, or hold a lock around "
-                    "every call"
-                )
-            self._active = (what, me)
-
-    def _leave(self) -> None:
-        active = self._active
-        if active is not None and active[1] is threading.current_thread():
-            self._active = None
-
     def _begin_call(self, what: str, call: str) -> None:
-        """`_enter`, then (again, now under the call lock) nothing pending, not broken."""
-        self._enter(what)
+        """Enter the call guard, then check again, now under it, that nothing is pending
+        and the env is not broken."""
+        self._guard.enter(what)
         if self._pending is not PendingCall.NONE or self._broken is not None:
             try:
-                self._expect_idle(what)
-                self._check_usable(call)
+                self._check_ready(what, call)
             except BaseException:
-                self._leave()
+                self._guard.leave()
                 raise
 
     # -- VecEnvBase's backend: the group --------------------------------------------------
@@ -165,27 +172,26 @@ class RemoteVecEnv(VecEnvBase):
             group.send(Cmd.RESET, group.handles, lambda h: h.last_reset, finish=True)
             self._pending = PendingCall.RESET
         finally:
-            self._leave()
+            self._guard.leave()
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         batch = self._finish_step(timeout, "reset", self._pending_mask)
         return batch[0], batch[4]
 
     def _start_step(self, actions: Any) -> None:
-        self._enter("step_async")
+        self._guard.enter("step_async")
         try:
             if self._pending is not PendingCall.NONE or self._broken is not None:
-                self._expect_idle("step_async")  # again, now under the call lock
-                self._check_usable("step")
+                self._check_ready("step_async", "step")  # again, now under the call guard
             self.group.post_step(actions)
             self._pending = PendingCall.STEP
         finally:
-            self._leave()
+            self._guard.leave()
 
     def _finish_step(self, timeout: float | None, call: str = "step", mask: Any = None) -> Batch:
         """Wait for the ``call`` (step or reset) in flight, first finishing the sends an
         interrupt cut (`WorkerGroup.finish_sends`), and collect its batch."""
-        self._enter(f"{call}_wait")
+        self._guard.enter(f"{call}_wait")
         group = self.group
         try:
             if self._interrupted:
@@ -198,7 +204,7 @@ class RemoteVecEnv(VecEnvBase):
             group.cut = None
             raise
         finally:
-            self._leave()
+            self._guard.leave()
         group.cut = None  # (a Ctrl-C up to here: *_wait() collects the kept answers again)
         return batch
 
@@ -210,7 +216,7 @@ class RemoteVecEnv(VecEnvBase):
                 Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc)
             )
         finally:
-            self._leave()
+            self._guard.leave()
 
     def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
         self._begin_call("set_attr", "set_attr")
@@ -222,15 +228,16 @@ class RemoteVecEnv(VecEnvBase):
                 lambda loc, h: SetAttr(name, [value_of[h.start + i] for i in loc], loc),
             )
         finally:
-            self._leave()
+            self._guard.leave()
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         group = self.group
         group.env = self  # (again: the garbage collector clears weak references before __del__)
-        if os.getpid() != self._owner_pid:
+        guard = self._guard
+        if os.getpid() != guard.owner_pid:
             group.forget()  # a forked child's copy: the workers are the parent's
             return
-        active, locked = self._active, self._active is None
+        active, locked = guard.active, guard.active is None
         if active is not None:  # a call in progress (another thread's, or a signal handler's
             # own thread): end the workers so that it ends with ClosedError; another thread's
             # leaves before the shared memory goes (else it stays until garbage collection)
@@ -238,7 +245,7 @@ class RemoteVecEnv(VecEnvBase):
             group.kill_all()
             mine = active[1] is threading.current_thread()
             deadline = time.monotonic() + CLOSE_TIMEOUT
-            while not mine and self._active is not None and time.monotonic() < deadline:
+            while not mine and guard.active is not None and time.monotonic() < deadline:
                 time.sleep(0.001)
-            locked = self._active is None
+            locked = guard.active is None
         group.close(timeout, terminate, locked)

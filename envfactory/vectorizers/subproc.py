@@ -273,17 +273,19 @@ class SubprocGroup(WorkerGroup):
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
         env = self._env()  # (the property's check, without a call on the hot path)
         assert env is not None
-        infos = self.merge_step_infos(handles, results)
+        infos: dict = {}
+        for calls, _ in results:  # (a loop: no call on the hot path of a step without infos)
+            if calls:
+                infos = self.merge_step_infos(handles, results)
+                break
         out = env._copy_obs(obs) if env.copy else obs
         return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def merge_step_infos(self, handles: Sequence[WorkerHandle], results: list[Any]) -> dict:
-        """Every worker's infos, merged at once (as gymnasium's one by one): straight
-        from the info columns when every worker with infos left them there under one
-        schema (the common case), else from the ``(env, info)`` pairs."""
+        """Every worker's infos (some has infos), merged at once (as gymnasium's one by
+        one): straight from the info columns when every worker with infos left them there
+        under one schema (the common case), else from the ``(env, info)`` pairs."""
         columns = [calls for calls, _ in results if calls]
-        if not columns:
-            return {}
         first = columns[0]
         if all(type(c) is ColumnRows and c.schema == first.schema for c in columns):
             n = self.num_envs

@@ -33,6 +33,7 @@ from faulty_envs import (
 )
 
 from envfactory.errors import AlreadyPendingError
+from envfactory.vectorizers.remote_env import CallGuard
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 STEP = 0.4  # seconds each env's step (or reset) takes: the interrupt lands in it
@@ -435,12 +436,12 @@ def test_ctrl_c_as_a_call_leaves_its_mark_does_not_lock_the_env_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 26: a Ctrl-C landing as a call releases its call guard (on entering
-    ``_leave``, where CPython checks for signals) left the guard taken for good: every
+    ``CallGuard.leave``, where CPython checks for signals) left the guard taken for good: every
     later call raised "step_wait() called from thread 'MainThread' while step_wait() is
     in progress in thread 'MainThread'"."""
     with slow_envs(maker={"step_sleep": 0.0}) as envs:
         envs.reset(seed=0)
-        leave = type(envs)._leave
+        leave = CallGuard.leave
         hits = []
 
         def interrupted_once(self: Any) -> None:
@@ -449,10 +450,10 @@ def test_ctrl_c_as_a_call_leaves_its_mark_does_not_lock_the_env_out(
                 raise KeyboardInterrupt  # (the signal, raised before the body runs)
             leave(self)
 
-        monkeypatch.setattr(type(envs), "_leave", interrupted_once)
+        monkeypatch.setattr(CallGuard, "leave", interrupted_once)
         with pytest.raises(KeyboardInterrupt):
             envs.step(ONES)
-        monkeypatch.setattr(type(envs), "_leave", leave)
+        monkeypatch.setattr(CallGuard, "leave", leave)
         obs, *_ = envs.step_wait()  # the interrupted step, whole
         assert steps_of(obs) == [1, 1, 1, 1]
         obs, *_ = envs.step(ONES)
