@@ -136,6 +136,24 @@ def test_subproc_is_built_from_the_public_backend_interface_alone() -> None:
         assert name in shm.__all__
 
 
+def test_the_front_class_chain_stays_small() -> None:
+    """Issue 26: the vectorized env's envfactory class chain defines at most 50 methods
+    (every function and property of the envfactory classes in ``SubprocVecEnv``'s MRO, as
+    the issue counted 107 at 1416379)."""
+    import inspect
+
+    from envfactory.vectorizers.subproc import SubprocVecEnv
+
+    defined = [
+        (cls.__name__, name)
+        for cls in SubprocVecEnv.__mro__
+        if cls.__module__.startswith("envfactory")
+        for name, value in vars(cls).items()
+        if inspect.isfunction(value) or isinstance(value, (property, staticmethod, classmethod))
+    ]
+    assert len(defined) <= 50, defined
+
+
 @pytest.mark.parametrize("pool", [False, True])
 def test_a_dropped_env_ends_its_workers_without_the_garbage_collector(pool: bool) -> None:
     """The group holds its front weakly (and the pool's hook too): a vectorized env dropped
