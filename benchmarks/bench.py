@@ -645,6 +645,9 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
     if SWEEP_MEDIANS:
         add("parallel sweep, 4 jobs x CartPole 8: subproc / dummy (issue 19)",
             SWEEP_MEDIANS.get("subproc"), SWEEP_MEDIANS.get("dummy"), ">=", 0.9)  # fmt: skip
+        add("parallel sweep, 4 jobs x CartPole 8: auto (recommended for speed) / dummy "
+            "(issue 26)", SWEEP_MEDIANS.get("auto"), SWEEP_MEDIANS.get("dummy"),
+            ">=", 0.9)  # fmt: skip
     add("CartPole 8 envs, one busy core: subproc / its idle rate", sub8,
         load.get((8, "subproc", idle)), ">=", 0.9)  # fmt: skip
     add("CartPole 8 envs, one busy core: subproc / gym-async", sub8,

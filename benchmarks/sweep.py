@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any
 
-VECTORIZERS = ("dummy", "subproc")
+VECTORIZERS = ("dummy", "subproc", "auto")
 #: the last run's medians: vectorizer -> total steps/s
 MEDIANS: dict[str, float] = {}
 

@@ -23,12 +23,18 @@ def test_sweep_prints_totals_and_the_target(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    rows = dict(re.findall(r"^\| (dummy|subproc) \| ([\d,]+) \|", proc.stdout, re.M))
-    assert set(rows) == {"dummy", "subproc"}
+    rows = dict(re.findall(r"^\| (dummy|subproc|auto) \| ([\d,]+) \|", proc.stdout, re.M))
+    assert set(rows) == {"dummy", "subproc", "auto"}
     assert all(int(v.replace(",", "")) > 0 for v in rows.values())
     assert re.search(
         r"^\| parallel sweep, 4 jobs x CartPole 8: subproc / dummy \(issue 19\) >= 0\.9x "
         r"\| \d+\.\d\dx \| (yes|NO) \|$",
+        proc.stdout,
+        re.M,
+    ), proc.stdout
+    assert re.search(
+        r"^\| parallel sweep, 4 jobs x CartPole 8: auto \(recommended for speed\) / dummy "
+        r"\(issue 26\) >= 0\.9x \| \d+\.\d\dx \| (yes|NO) \|$",
         proc.stdout,
         re.M,
     ), proc.stdout
