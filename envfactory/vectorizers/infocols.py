@@ -234,15 +234,22 @@ class InfoColumns:
         ends: 4 us against 17). ``have``: which rows the columns hold this step (None:
         every row); the others report no infos."""
         ints, floats = self.ints, self.floats
+        n = len(ints[0, rows])
         found, c = [], 0
         for pos, (key, sparse, leaves) in enumerate(schema):
+            if not sparse and have is None:  # a scalar every row has: its column, cast
+                sub, t, as_float = leaves[0]
+                column = (floats if as_float else ints)[c, rows]
+                found.append((0, pos, key, column.astype(t), np.ones(n, np.bool_)))
+                c += 1
+                continue
             if sparse:
                 present = ints[c, rows] != 0
                 if have is not None:
                     present &= have
                 c += 1
             else:
-                present = np.ones(len(ints[c, rows]), np.bool_) if have is None else have.copy()
+                present = have.copy()  # type: ignore[union-attr]  # (not None here)
             hits = present.nonzero()[0]
             if not len(hits):
                 c += len(leaves)
@@ -250,7 +257,7 @@ class InfoColumns:
             value: Any = {}
             for sub, t, as_float in leaves:
                 column = (floats if as_float else ints)[c, rows]
-                array: np.ndarray = np.zeros(len(present), dtype=t)
+                array: np.ndarray = np.zeros(n, dtype=t)
                 array[hits] = column[hits]
                 c += 1
                 if sub is None:

@@ -184,6 +184,22 @@ def test_a_batch_merged_from_the_columns_equals_the_pairs_merged(seed: int) -> N
     _assert_same(cols.merged(schema, ids, have[ids]), _one_by_one(picked, len(ids)))
 
 
+def test_dense_scalars_merged_from_the_columns_equal_the_pairs_merged() -> None:
+    """Atari's infos (every env reports the same scalars): the whole columns, cast; and
+    with a worker that reports nothing this step."""
+    cols = InfoColumns(np.full((INFO_KEYS, 6), 3, np.int64))
+    pairs = [(i, dict(ATARI, frame_number=100 + i, lives=np.int32(i))) for i in range(3)]
+    schema = schema_of(pairs, 3)
+    assert schema is not None and not any(sparse for _, sparse, _ in schema)
+    assert cols.write(schema, pairs, 0, 3) and cols.write(schema, pairs, 3, 3)
+    rows = [(k * 3 + i, info) for k in range(2) for i, info in pairs]
+    _assert_same(cols.merged(schema, slice(0, 6)), _one_by_one(rows, 6))
+    have = np.array([True] * 3 + [False] * 3)
+    _assert_same(cols.merged(schema, slice(0, 6), have), _one_by_one(rows[:3], 6))
+    ids = np.array([4, 1])
+    _assert_same(cols.merged(schema, ids), _one_by_one([(0, rows[4][1]), (1, rows[1][1])], 2))
+
+
 def _infos_per_env(batches: list[dict], n: int) -> list[list[dict]]:
     """Each env's infos, batch by batch, as ``{key: (repr, dtype)}`` (the pool's batches
     come in any order)."""
