@@ -4,6 +4,7 @@ functions (in how many modules) one ``step`` enters in the parent.
 
     python benchmarks/handoff.py                    # 1, 2, 4, 8 workers
     PYTHONPATH=/path/to/old/checkout python benchmarks/handoff.py --label old
+    python benchmarks/handoff.py --workload CartPole --num-envs 64 vectorizer.spin_us=0
 
 Run it from two checkouts in one shell command to compare old and new on the same machine
 in the same minute (the numbers of one machine move by 20-30% between runs). The parent's
@@ -74,6 +75,33 @@ def pool_cpu_us(n: int, batch_size: int, in_series: int, cycles: int, rounds: in
     return best
 
 
+def workload_cpu_us(workload: str, n: int, overrides: list[str], rounds: int) -> float:
+    """The parent's CPU per batch, in microseconds (the best of ``rounds`` x 1,280 steps),
+    of ``n`` envs of a real workload under ``subproc`` with ``overrides``: what the parent
+    spends on the batch (the copies, the infos: CartPole's episode statistics) besides the
+    hand-off itself."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+    from peers import WORKLOADS
+
+    import envfactory
+
+    over = [*WORKLOADS[workload], f"num_envs={n}", "vectorizer=subproc", *overrides]
+    with envfactory.make_vec(overrides=over) as envs:
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        bank = [envs.action_space.sample() for _ in range(64)]
+        for a in bank:
+            envs.step(a)
+        best = float("inf")
+        for _ in range(rounds):
+            t0 = time.process_time()
+            for _ in range(20):
+                for a in bank:
+                    envs.step(a)
+            best = min(best, (time.process_time() - t0) / 1280 * 1e6)
+    return best
+
+
 def functions_in_one_step(envs: Any) -> tuple[int, int]:
     """How many distinct envfactory functions, in how many modules, one ``step`` enters
     in the parent (a steady step: no episode end, nothing by pipe)."""
@@ -104,7 +132,16 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--label", default="this checkout")
     p.add_argument("--no-pool", action="store_true", help="skip the async pool's cycle")
+    p.add_argument("--workload", choices=("CartPole", "Pong"), default=None,
+                   help="instead: the parent's CPU per batch of this real workload")  # fmt: skip
+    p.add_argument("--num-envs", type=int, default=64, help="with --workload")
+    p.add_argument("overrides", nargs="*", help="with --workload: vectorizer.* overrides")
     args = p.parse_args()
+    if args.workload:
+        us = workload_cpu_us(args.workload, args.num_envs, args.overrides, args.rounds)
+        print(f"# {args.label}: {args.workload} x{args.num_envs} subproc "
+              f"{' '.join(args.overrides)}: parent CPU {us:.1f} us per batch")  # fmt: skip
+        return
     from envfactory.vectorizers.dummy import DummyVecEnv
     from envfactory.vectorizers.subproc import SubprocVecEnv
 
