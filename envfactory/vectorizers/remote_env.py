@@ -25,6 +25,12 @@ __all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "pop_faults"]
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
 
 
+#: this process's id, kept current in a forked child (``os.getpid`` is a system call, and
+#: the call guard asks it twice a step)
+_PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
 def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
     """The front's options (`FAULT_KEYS`) taken out of a vectorizer's ``options``."""
     return {k: options.pop(k) for k in FAULT_KEYS if k in options}
@@ -46,7 +52,7 @@ class CallGuard:
         self.active: tuple[str, threading.Thread] | None = None
 
     def enter(self, what: str) -> None:
-        if os.getpid() != self.owner_pid:
+        if _PID[0] != self.owner_pid:
             raise RuntimeError(
                 f"{what}() on a {self.label} made by process {self.owner_pid}; this "
                 f"process ({os.getpid()}) was forked from it and does not own its workers. "
