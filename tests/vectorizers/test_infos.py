@@ -239,7 +239,8 @@ def test_pool_infos_through_the_columns_equal_dummys() -> None:
     fns = [InfoMaker(k) for k in range(4)]
     with DummyVecEnv(fns) as dummy:
         dummy.reset(seed=0)
-        want = [dummy.step(np.zeros(4, np.int64))[4] for _ in range(40)]
+        # (an env is in at most every batch of the 60: as many steps of dummy's, or more)
+        want = [dummy.step(np.zeros(4, np.int64))[4] for _ in range(61)]
     with SubprocPool(fns, 2, in_series=2) as envs:
         envs.async_reset(seed=0)
         got = []
