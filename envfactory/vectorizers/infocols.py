@@ -227,16 +227,23 @@ class InfoColumns:
                 pairs.append((i, info))
         return pairs
 
-    def merged(self, schema: Schema, rows: Any, have: np.ndarray | None = None) -> dict[str, Any]:
+    def merged(
+        self, schema: Schema, rows: Any, have: np.ndarray | None = None
+    ) -> dict[str, Any] | None:
         """The batch's infos straight from the columns: what `merge_infos` makes of the
         `read` pairs of the batch's ``rows`` (a slice or the env ids, in batch order), one
         numpy operation per column instead of a dict per env (64 CartPoles, 3 episode
         ends: 4 us against 17). ``have``: which rows the columns hold this step (None:
-        every row); the others report no infos."""
+        every row); the others report no infos. None for a schema with a ``np.bool_``
+        value, which gymnasium's merge keeps in an object array (not an ``np.number``):
+        merge the pairs then."""
         ints, floats = self.ints, self.floats
         n = len(ints[0, rows])
         found, c = [], 0
         for pos, (key, sparse, leaves) in enumerate(schema):
+            for _, t, _ in leaves:
+                if t is np.bool_:
+                    return None
             if not sparse and have is None:  # a scalar every row has: its column, cast
                 sub, t, as_float = leaves[0]
                 column = (floats if as_float else ints)[c, rows]

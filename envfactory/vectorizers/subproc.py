@@ -294,7 +294,9 @@ class SubprocGroup(WorkerGroup):
                 have = np.zeros(n, np.bool_)
                 for c in columns:
                     have[c.start : c.start + c.n] = True
-            return first.columns.merged(first.schema, slice(0, n), have)
+            infos = first.columns.merged(first.schema, slice(0, n), have)
+            if infos is not None:
+                return infos
         rows: list = []
         for h, (calls, _) in zip(handles, results):
             if calls:
