@@ -79,9 +79,9 @@ class CallGuard:
 class RemoteVecEnv(VecEnvBase):
     """A vectorized env whose envs live in the workers of a
     [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]. It holds the call state
-    (pending, interrupted, broken, the call lock, the owner process) and the fault options;
-    the group holds the workers and applies the failure policy; a backend is its group
-    (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``).
+    (pending, interrupted, broken; its `CallGuard`: one call at a time, by the owner
+    process) and the fault options; the group holds the workers and applies the failure
+    policy; a backend is its group (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``).
 
     Args:
         group: the workers (not started yet: this constructor starts them and closes
