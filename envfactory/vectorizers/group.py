@@ -30,6 +30,7 @@ from gymnasium.vector.utils import iterate
 
 from ..errors import (
     ClosedError,
+    EnvfactoryError,
     RemoteEnvError,
     WorkerDiedError,
     WorkerError,
@@ -135,10 +136,14 @@ class WorkerGroup(ABC):
         )
         self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop], finish=True)
 
-    def gather_all(self, call: str, timeout: float | None) -> list[Any]:
+    def gather_all(
+        self, call: str, timeout: float | None, deadline: float | None = None
+    ) -> list[Any]:
         """Every handle's answer to ``call``, in env order (waited for in `set_handles`'s
-        order, the parent's own envs first)."""
-        results = self.gather(call, self._order, self.env.timeout if timeout is None else timeout)
+        order, the parent's own envs first), by ``deadline`` (``time.monotonic()``; None:
+        ``timeout`` seconds from now)."""
+        timeout = self.env.timeout if timeout is None else timeout
+        results = self.gather(call, self._order, timeout, deadline)
         back = self._back
         return results if back is None else [results[k] for k in back]
 
@@ -312,17 +317,24 @@ class WorkerGroup(ABC):
             raise
 
     def gather(
-        self, call: str, handles: Sequence[WorkerHandle], timeout: float | None
+        self,
+        call: str,
+        handles: Sequence[WorkerHandle],
+        timeout: float | None,
+        deadline: float | None = None,
     ) -> list[Any]:
-        """The answers of ``handles`` (in order) to ``call``, each within ``timeout``
-        seconds of now, with the failure policy: ``restart=true`` rebuilds the workers
+        """The answers of ``handles`` (in order) to ``call``, all within ``timeout``
+        seconds of now (or by ``deadline``, a ``time.monotonic()`` that a wait already
+        under way set: a call never waits longer than ``timeout`` in all), with the
+        failure policy: ``restart=true`` rebuilds the workers
         that failed a ``step``/``reset``; an env's exception in ``call``/``set_attr``
         is raised and the env stays usable; anything else is raised and makes the env
         unusable."""
         if timeout == math.inf:
             timeout = None
         budget = timeout if timeout is not None else 0.0
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if deadline is None and timeout is not None:
+            deadline = time.monotonic() + timeout
         results: list[Any] = [None] * len(handles)
         failures: list[tuple[int, WorkerError]] = []
         for k, h in enumerate(handles):
@@ -339,6 +351,15 @@ class WorkerGroup(ABC):
             except WorkerError as err:
                 failures.append((k, err))
             except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
+                if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
+                    self.env._broken = bug = h.error(  # a bug in the backend's handle
+                        WorkerError,
+                        f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in "
+                        "the backend, not an env's fault: a handle's recv raises TimeoutError "
+                        "or a WorkerError)",
+                        call,
+                    )
+                    raise bug from exc
                 if not h.resumable:  # (a resumable handle is asked again, or is suspect)
                     h.suspect = True
                     self.env._broken = RuntimeError(
@@ -453,21 +474,31 @@ class WorkerGroup(ABC):
             else:
                 h.resume()
 
-    def per_index(
+    def post_calls(
         self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
-    ) -> list[Any]:
-        """Send ``record(local indices, handle)`` to the workers of ``indices`` and return
-        their answers (one per env) in the order of ``indices``."""
-        groups = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
-        groups = [(h, loc) for h, loc in groups if loc]
-        local_of = {id(h): loc for h, loc in groups}
-        handles = [h for h, _ in groups]
+    ) -> list[tuple[WorkerHandle, list[int]]]:
+        """Send ``record(local indices, handle)`` to the workers of ``indices`` (as the call
+        that ``*_wait()`` finishes after a Ctrl-C, `finish_sends`); returns each worker
+        asked with its local indices, for `gather_calls`."""
+        asked = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
+        asked = [(h, loc) for h, loc in asked if loc]
+        local_of = {id(h): loc for h, loc in asked}
+        handles = [h for h, _ in asked]
         if self.before_calls is not None:
             self.before_calls(handles)
-        self.send(cmd, handles, lambda h: record(local_of[id(h)], h))
-        results = self.gather(cmd, handles, self.env.timeout)
+        self.send(cmd, handles, lambda h: record(local_of[id(h)], h), finish=True)
+        return asked
+
+    def gather_calls(
+        self, cmd: Cmd, asked: list[tuple[WorkerHandle, list[int]]], indices: list[int],
+        timeout: float | None,
+    ) -> list[Any]:  # fmt: skip
+        """The answers to the `post_calls` that asked ``asked``: one per env, in the order
+        of ``indices``."""
+        timeout = self.env.timeout if timeout is None else timeout
+        results = self.gather(cmd, [h for h, _ in asked], timeout)
         by_index: dict[int, Any] = {}
-        for (h, loc), answer in zip(groups, results):
+        for (h, loc), answer in zip(asked, results):
             answer = per_env_answer(answer, len(loc), self, h.label, cmd)
             by_index.update((h.start + i, r) for i, r in zip(loc, answer))
         return [by_index[i] for i in indices]
@@ -501,8 +532,8 @@ class WorkerGroup(ABC):
                 continue
             try:
                 h.send(Cmd.CLOSE, None)
-            except OSError:
-                continue
+            except Exception:  # gone, or its transport shut down (killed after a timeout):
+                continue  # it is killed below either way
             asked.append(h)
         deadline = time.monotonic() + budget
         closed = []
