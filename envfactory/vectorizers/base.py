@@ -391,8 +391,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         failed, nothing is pending after it. Interrupted (Ctrl-C) before the batch was in
         hand, pending if the backend can finish it (`_can_finish`); after, the batch is
         kept (``_held``) and the next ``*_wait()`` returns it. Nothing between the end of
-        ``finish`` and the return lets an interrupt in (no call: CPython checks for signals on entering a Python
-        function and after a C call), so a batch is never lost between the two."""
+        ``finish`` and the return lets an interrupt in (no call: CPython checks for signals
+        on entering a Python function and after a C call), so a batch is never lost between
+        the two."""
         try:
             batch = self._held
             if batch is None:
