@@ -79,6 +79,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     """
 
     env_id: str = ""
+    #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
+    #: (a worker backend's is its group's ``failure``)
+    _broken: BaseException | None = None
 
     def __init__(self, num_envs: int, mode: Any, seeding: str = "offset") -> None:
         super().__init__()
@@ -91,8 +94,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
         self._pending = PendingCall.NONE
-        #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
-        self._broken: BaseException | None = None
         # the pending call was interrupted (Ctrl-C): its *_wait() finishes it; every other
         # call refuses at once (see _check_ready)
         self._interrupted = False

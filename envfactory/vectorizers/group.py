@@ -83,6 +83,9 @@ class WorkerGroup(ABC):
         #: finish it after an interrupt (see finish_sends); None: nothing to finish
         self.cut: tuple[Cmd, Sequence[WorkerHandle], list[int], Callable] | None = None
         self._resumable = False  # every handle is resumable
+        #: the fault that left the workers out of step (the failure policy's outcome; the
+        #: front is unusable from then on: ``VecEnvBrokenError``); None while they are usable
+        self.failure: BaseException | None = None
         #: run before a per-index call with the handles it asks (the pool lets their
         #: steps finish first)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
@@ -308,7 +311,7 @@ class WorkerGroup(ABC):
                 raise  # step/reset: finished by *_wait(); a call: given up on (late
                 # answers are dropped by their seq)
             if sent or not isinstance(exc, Exception):
-                self.env._broken = RuntimeError(
+                self.failure = RuntimeError(
                     f"{cmd} was interrupted ({type(exc).__name__}) while it was being sent "
                     f"to the workers ({h.label if h is not None else '?'} of "
                     f"{len(self.handles)}): some have it and some not, so they are no longer "
@@ -352,7 +355,7 @@ class WorkerGroup(ABC):
                 failures.append((k, err))
             except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
                 if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
-                    self.env._broken = bug = h.error(  # a bug in the backend's handle
+                    self.failure = bug = h.error(  # a bug in the backend's handle
                         WorkerError,
                         f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in "
                         "the backend, not an env's fault: a handle's recv raises TimeoutError "
@@ -362,7 +365,7 @@ class WorkerGroup(ABC):
                     raise bug from exc
                 if not h.resumable:  # (a resumable handle is asked again, or is suspect)
                     h.suspect = True
-                    self.env._broken = RuntimeError(
+                    self.failure = RuntimeError(
                         f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
                     )
                 raise
@@ -374,7 +377,7 @@ class WorkerGroup(ABC):
               failures: list[tuple[int, WorkerError]]) -> None:  # fmt: skip
         failures.sort(key=lambda f: handles[f[0]].start)  # in env order
         env = self.env
-        if env.restart and call in ("step", "reset") and not env._broken:
+        if env.restart and call in ("step", "reset") and not self.failure:
             left = []
             for k, failure in failures:
                 h = handles[k]
@@ -385,14 +388,14 @@ class WorkerGroup(ABC):
                 warn_restart(failure)
                 results[k] = self.restart(h, call)
             if left:
-                env._broken = left[0]
+                self.failure = left[0]
                 raise left[0]
             return
         recoverable = call in ("call", "set_attr") and all(
             isinstance(err, RemoteEnvError) for _, err in failures
         )  # the worker caught it and is still in step, as dummy would be
         if not recoverable:
-            env._broken = failures[0][1]
+            self.failure = failures[0][1]
         raise failures[0][1]
 
     def count_restart(self, h: WorkerHandle, failure: WorkerError) -> None:
@@ -402,7 +405,7 @@ class WorkerGroup(ABC):
         try:
             count_restart(h.restarts, failure, h.label, env.max_restarts, env.restart_window)
         except WorkerError:
-            env._broken = failure
+            self.failure = failure
             raise
 
     def restart(self, h: WorkerHandle, call: str, done: list[bool] | None = None) -> Any:
@@ -435,7 +438,7 @@ class WorkerGroup(ABC):
             deadline = None if env.timeout is None else time.monotonic() + env.timeout
             return self.wait(h, deadline, "restart", env.timeout or 0.0)
         except BaseException as exc:
-            env._broken = (
+            self.failure = (
                 exc
                 if isinstance(exc, Exception)
                 else RuntimeError(

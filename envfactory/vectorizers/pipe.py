@@ -308,6 +308,25 @@ class PipeHandle(WorkerHandle):
         if slot[WORKER_SLEEPING]:
             signal_eventfd(self.go)
 
+    # -- the group's step hand-off (`StepHandoff`) books its post and answers here ---------
+    def booked(self, seq: int) -> None:
+        """Step ``seq`` was posted for it through its control slot (by the hand-off)."""
+        self.sent = self.seq = seq
+        self.via_slot, self._answer = True, None
+
+    def answered(self, answer: Any) -> None:
+        """The hand-off saw the posted step done: its answer, kept for `recv`."""
+        self.via_slot, self._answer = False, (self.seq, answer)
+
+    def answer_follows(self) -> None:
+        """The hand-off saw the posted step done with its answer to follow by pipe."""
+        self.via_slot, self._learn_at = False, self.seq
+
+    @property
+    def writing(self) -> bool:
+        """The rest of a message an interrupt cut is still to be written."""
+        return bool(self._unsent)
+
     def resume(self) -> None:
         """Finish a send an interrupt cut: the slot's seq is set and the worker woken;
         the rest of a message is written by `recv` (within its deadline)."""

@@ -196,6 +196,10 @@ class RemoteVecEnv(VecEnvBase):
         return self.group.pids
 
     @property
+    def _broken(self) -> BaseException | None:  # type: ignore[override]  # (the group's)
+        return self.group.failure
+
+    @property
     def restarts(self) -> list[int]:
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
         return self.group.restarts
