@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import NoPendingCallError
 from .checks import check_wait_timeout
 
-__all__ = ["EnvCall", "EnvCalls", "PendingCall", "no_pending", "tile_images"]
+__all__ = ["EnvCall", "EnvCalls", "PendingCall", "env_indices", "no_pending", "tile_images"]
 
 
 class PendingCall(enum.Enum):
@@ -38,6 +38,24 @@ def no_pending(pending: PendingCall, what: str, first: str) -> NoPendingCallErro
     return NoPendingCallError(
         f"{what}() called but {now}; call {first} first", "" if p == "none" else p
     )
+
+
+def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:
+    """The env indices a call names: None (every env), an int, or a sequence (negative
+    ones count from the end).
+
+    Raises:
+        IndexError: an index out of range, naming it.
+    """
+    if indices is None:
+        return list(range(num_envs))
+    if isinstance(indices, (int, np.integer)):
+        indices = [int(indices)]
+    out = [int(i) for i in indices]
+    bad = [i for i in out if not -num_envs <= i < num_envs]
+    if bad:
+        raise IndexError(f"env indices {bad} out of range for num_envs={num_envs}")
+    return [i % num_envs for i in out]
 
 
 @dataclass(frozen=True)
@@ -91,17 +109,6 @@ class EnvCalls(metaclass=ABCMeta):
     _start_for: Callable[..., None]
     _wait_for: Callable[..., Any]
 
-    def _indices(self, indices: int | Sequence[int] | None) -> list[int]:
-        if indices is None:
-            return list(range(self.num_envs))
-        if isinstance(indices, (int, np.integer)):
-            indices = [int(indices)]
-        out = [int(i) for i in indices]
-        bad = [i for i in out if not -self.num_envs <= i < self.num_envs]
-        if bad:
-            raise IndexError(f"env indices {bad} out of range for num_envs={self.num_envs}")
-        return [i % self.num_envs for i in out]
-
     def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env with ``args``/``kwargs`` (every keyword goes
         to the method, as in gymnasium), or get attribute ``name`` if it is not callable.
@@ -120,7 +127,7 @@ class EnvCalls(metaclass=ABCMeta):
             >>> envs.close()
         """
         self._check_ready("call", "call")
-        return self._run(EnvCall("call", name, args, kwargs, self._indices(None)))
+        return self._run(EnvCall("call", name, args, kwargs, env_indices(None, self.num_envs)))
 
     def env_method(
         self, name: str | Callable[..., Any], *args: Any, indices: Any = None, **kwargs: Any
@@ -137,7 +144,8 @@ class EnvCalls(metaclass=ABCMeta):
             >>> envs.close()
         """
         self._check_ready("env_method", "env_method")
-        return list(self._run(EnvCall("env_method", name, args, kwargs, self._indices(indices))))
+        idx = env_indices(indices, self.num_envs)
+        return list(self._run(EnvCall("env_method", name, args, kwargs, idx)))
 
     def _run(self, request: EnvCall) -> tuple:
         """Start ``request`` and wait for it: pending in between, so that a Ctrl-C while it
@@ -201,7 +209,8 @@ class EnvCalls(metaclass=ABCMeta):
                 f"get_attr(name) takes an attribute name (str), got {type(name).__name__}; "
                 "to run a function on each env use envs.call(fn)"
             )
-        return self._run(EnvCall("get_attr", name, None, None, self._indices(indices)))
+        idx = env_indices(indices, self.num_envs)
+        return self._run(EnvCall("get_attr", name, None, None, idx))
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
         """Set attribute ``name`` (via ``set_wrapper_attr``) of every env or of
@@ -219,7 +228,7 @@ class EnvCalls(metaclass=ABCMeta):
             >>> envs.close()
         """
         self._check_ready("set_attr", "set_attr")
-        idx = self._indices(indices)
+        idx = env_indices(indices, self.num_envs)
         if not isinstance(values, (list, tuple)):
             values = [values] * len(idx)
         if len(values) != len(idx):
