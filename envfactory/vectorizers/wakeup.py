@@ -398,7 +398,7 @@ class StepHandoff:
         if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
             return False
         for w in self.workers:
-            if w.writing:
+            if w.unsent:  # (the rest of a message an interrupt cut: written first)
                 return False
         buf[:] = actions[: self.stop]
         workers, seqs = self.workers, []
