@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, too_many_open_files
 from .base import PendingCall, VecEnvBase
 from .checks import check_batch
 from .group import Batch, WorkerGroup
@@ -134,8 +134,11 @@ class RemoteVecEnv(VecEnvBase):
         try:
             group.start()
             group.check_slices()
-        except BaseException:
+        except BaseException as exc:
             self.close(terminate=True)
+            fds = too_many_open_files(exc, len(group.handles))  # "ulimit -n" on line one
+            if fds is not None and fds is not exc:
+                raise fds from exc
             raise
 
     @property
