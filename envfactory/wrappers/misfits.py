@@ -12,6 +12,11 @@ expecting shape (210, 160)``; and on a non-Atari env gymnasium says "Disable fra
 in the original env", which points the wrong way.
 
 Decisions:
+    * What the config alone rules out is refused at compose time, in this process
+      (`family_misfit`: ``atari_preprocessing`` on envfactory's ``env=atari``), so the
+      line is the same under every vectorizer; the rest when the wrapper is applied to an
+      env (`misfit`), in the process that builds it (a worker under ``subproc``), as a
+      wrapper whose constructor refuses the env.
     * The check keys on the wrapper's class, however it is registered (a
       [`LazyWrapper`][envfactory.wrappers.LazyWrapper] of gymnasium's, or the class
       itself), and reads only the env's wrapper chain and spaces: nothing is reset.
@@ -21,12 +26,12 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["misfit"]
+__all__ = ["family_misfit", "misfit"]
 
 
 def _wrapper_class(wrap: Any) -> type | None:
@@ -61,14 +66,11 @@ def _atari_preprocessing(env: Any, options: Mapping[str, Any]) -> str | None:
         )
     shape = tuple(getattr(env.observation_space, "shape", None) or ())
     if _in_chain(env, gym.wrappers.AtariPreprocessing):
-        game = str(getattr(env.spec, "id", None) or "ALE/Pong-v5")
         return (
-            f"env=atari already preprocesses the frames (DeepMind's steps, with gymnasium's "
-            f"AtariPreprocessing: observations {shape}, not the raw screen that "
-            "atari_preprocessing reads); remove atari_preprocessing from wrappers and set the "
-            "family's options instead (env.frame_skip, env.noop_max, env.image_size, "
-            "env.obs_type, env.num_stack, ...), or use gymnasium's on the raw game: env=gym "
-            f"env.id=ale_py:{game} env.kwargs.frameskip=1 wrappers=[atari_preprocessing]"
+            "the env is preprocessed already by gymnasium's AtariPreprocessing (as env=atari "
+            f"is): its observations are {shape}, not the raw screen that a second one would "
+            "read; remove atari_preprocessing from wrappers (on env=atari, set the family's "
+            "options instead: env.frame_skip, env.image_size, env.obs_type, ...)"
         )
     skip = getattr(unwrapped, "_frameskip", None)
     if skip != 1 and options.get("frame_skip", 4) != 1:
@@ -90,6 +92,31 @@ def _atari_preprocessing(env: Any, options: Mapping[str, Any]) -> str | None:
 _CHECKS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
     "gymnasium.wrappers.atari_preprocessing.AtariPreprocessing": _atari_preprocessing,
 }
+
+
+def family_misfit(
+    family: Any, env_options: Mapping[str, Any], wrappers: Sequence[tuple[Any, Any]]
+) -> str | None:
+    """The line for a ``wrappers`` entry that the chosen family rules out, known from the
+    config alone (checked at compose time, in this process, before any env is built):
+    ``atari_preprocessing`` on envfactory's ``env=atari``. None when there is none."""
+    if getattr(family.make, "__module__", "") != "envfactory.families.atari":
+        return None
+    for i, (rec, _) in enumerate(wrappers):
+        if _wrapper_class(rec.wrap) is gym.wrappers.AtariPreprocessing:
+            size = env_options.get("image_size")
+            h, w = (size, size) if isinstance(size, int) else tuple(size or (84, 84))[:2]
+            game = env_options.get("id") or "ALE/Pong-v5"
+            return (
+                f"wrappers[{i}] (atari_preprocessing): env=atari already preprocesses the "
+                "frames with gymnasium's AtariPreprocessing (DeepMind's steps), and a second "
+                f"one would read its {h}x{w} frames as the raw screen; remove "
+                "atari_preprocessing from wrappers and set the family's options instead "
+                "(env.frame_skip, env.noop_max, env.image_size, env.obs_type, env.num_stack, "
+                f"...), or use gymnasium's on the raw game: env=gym env.id=ale_py:{game} "
+                "env.kwargs.frameskip=1 wrappers=[atari_preprocessing]"
+            )
+    return None
 
 
 def misfit(wrap: Any, env: Any, options: Mapping[str, Any]) -> str | None:

@@ -152,18 +152,41 @@ def test_every_built_in_wrapper_works_or_is_refused_when_built(
     assert not wrong, "\n".join(wrong)
 
 
-def test_atari_preprocessing_on_env_atari_is_refused_with_the_fix() -> None:
-    outcome, text = _outcome("atari", "wrappers", "atari_preprocessing")
-    assert outcome == "refused", text
-    assert text == (
-        "wrappers[0] (atari_preprocessing) cannot wrap env 'ALE/Pong-v5': env=atari already "
-        "preprocesses the frames (DeepMind's steps, with gymnasium's AtariPreprocessing: "
-        "observations (84, 84, 4), not the raw screen that atari_preprocessing reads); remove "
-        "atari_preprocessing from wrappers and set the family's options instead (env.frame_skip, "
-        "env.noop_max, env.image_size, env.obs_type, env.num_stack, ...), or use gymnasium's on "
-        "the raw game: env=gym env.id=ale_py:ALE/Pong-v5 env.kwargs.frameskip=1 "
-        "wrappers=[atari_preprocessing]"
+def test_atari_preprocessing_on_env_atari_is_refused_at_compose_time_with_the_fix() -> None:
+    """Known from the config alone: ``envfactory.compose`` refuses it, in this process,
+    before any env (or worker) is made, so the line is the same under every vectorizer."""
+    with pytest.raises(envfactory.ConfigError) as err:
+        envfactory.compose(["env=pong", "env.image_size=[64,48]", "wrappers=[atari_preprocessing]"])
+    assert str(err.value) == (
+        "wrappers[0] (atari_preprocessing): env=atari already preprocesses the frames with "
+        "gymnasium's AtariPreprocessing (DeepMind's steps), and a second one would read its "
+        "64x48 frames as the raw screen; remove atari_preprocessing from wrappers and set the "
+        "family's options instead (env.frame_skip, env.noop_max, env.image_size, env.obs_type, "
+        "env.num_stack, ...), or use gymnasium's on the raw game: env=gym "
+        "env.id=ale_py:ALE/Pong-v5 env.kwargs.frameskip=1 wrappers=[atari_preprocessing]"
     )
+
+
+def _preprocessed_pong() -> Any:
+    import gymnasium as gym
+
+    return gym.wrappers.AtariPreprocessing(gym.make("ale_py:ALE/Pong-v5", frameskip=1))
+
+
+def test_atari_preprocessing_on_a_family_that_preprocesses_already_is_refused_when_built() -> None:
+    """A family of another plugin that applies gymnasium's AtariPreprocessing itself: known
+    only from the env, refused when the wrapper is applied (not at the first reset)."""
+    record = envfactory.EnvFamilyPlugin("preprocessed_pong", _preprocessed_pong)
+    envfactory.register_plugin(record)
+    overrides = ["env=preprocessed_pong", "num_envs=1", "wrappers=[atari_preprocessing]"]
+    with pytest.raises(envfactory.ConfigError) as err:
+        envfactory.make_vec(overrides=overrides)
+    assert str(err.value).startswith(
+        "wrappers[0] (atari_preprocessing) cannot wrap env 'preprocessed_pong': the env is "
+        "preprocessed already by gymnasium's AtariPreprocessing (as env=atari is): its "
+        "observations are (84, 84), not the raw screen that a second one would read; remove "
+        "atari_preprocessing from wrappers"
+    ), err.value
 
 
 def test_atari_preprocessing_on_cartpole_says_it_needs_an_atari_env() -> None:
