@@ -253,7 +253,7 @@ def test_a_worker_out_of_descriptors_says_so_first_and_keeps_who_failed(tmp_path
     proc = _cli(
         [*args, "vectorizer.in_parent=0", f"hydra.run.dir={tmp_path / 'run'}"],
         tmp_path,
-        env={"PYTHONPATH": str(tmp_path)},
+        env={"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
     )
     assert proc.returncode == 1, proc.stderr
     line = _one_line(proc.stderr)
