@@ -120,6 +120,7 @@ def test_a_run_dir_under_home_is_expanded(tmp_path: Path, value: str) -> None:
     assert not (work / "~").exists()
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_a_sweep_dir_under_home_and_a_config_files_run_dir_are_expanded(tmp_path: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     (work / "exps" / "experiment").mkdir(parents=True)
@@ -195,6 +196,7 @@ def _group_gone(pgid: int, seconds: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_too_many_open_files_and_the_fix_are_the_first_line(tmp_path: Path) -> None:
     """``ulimit -n 96`` and 40 workers under fork: the line said only ``OSError: [Errno 24]
     Too many open files`` (and, where a worker hit the limit, the first 400 characters of
@@ -245,6 +247,7 @@ GREEDY_ENV = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_a_worker_out_of_descriptors_says_so_first_and_keeps_who_failed(tmp_path: Path) -> None:
     """The limit reached in a worker (its env's constructor): the advice leads the line, the
     worker's own error (which, envs, the remote traceback) follows."""

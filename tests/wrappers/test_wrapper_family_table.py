@@ -133,6 +133,7 @@ def test_the_table_names_every_built_in_wrapper() -> None:
         assert builtin == set(table), key
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_built_in_wrapper_works_or_is_refused_when_built(
     family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
