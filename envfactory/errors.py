@@ -132,13 +132,27 @@ class UnknownNameError(ConfigError, KeyError):
         key: str = "",
         disabled: str = "",
         note: str = "",
+        other_list: str = "",
+        failed: str = "",
     ) -> None:
         """``disabled``: why the name is unusable although a plugin provides it (its plugin
-        is disabled, and by what); ``note``: one more sentence for an unknown name."""
+        is disabled, and by what); ``note``: one more sentence for an unknown name;
+        ``other_list``: the name is registered for the other wrapper list, and where it goes
+        (the whole fix: no "install the plugin"); ``failed``: the installed plugins that
+        may provide it but were skipped, and why (the fix is theirs, not an install)."""
         self.kind, self.value, self.choices, self.key = kind, value, sorted(choices), key
         where = f" (at {echo(key, quote=False)})" if key else ""
         valid = ", ".join(self.choices) or "(none registered)"
-        if disabled:
+        if other_list:
+            msg = f"{kind} {echo(value)}{where} is in the wrong list: {other_list}."
+        elif failed:
+            msg = (
+                f"unknown {kind} {echo(value)}{where}.{did_you_mean(value, choices)} "
+                f"Valid {kind} names: {valid}. Installed plugins that may provide it were "
+                f"skipped: {failed}. Fix the plugin (or uninstall it); 'envfactory-plugins' "
+                f"shows each plugin's status.{' ' + note if note else ''}"
+            )
+        elif disabled:
             msg = (
                 f"the {kind} {echo(value)}{where} is disabled: {disabled}. Valid {kind} "
                 f"names now: {valid}."
@@ -472,3 +486,45 @@ class WorkerTimeoutError(WorkerError, multiprocessing.TimeoutError, TimeoutError
     """A worker did not answer within ``timeout`` seconds; it was killed. Also
     ``multiprocessing.TimeoutError`` (what gymnasium's ``AsyncVectorEnv`` raises) and the
     builtin ``TimeoutError``."""
+
+
+def too_many_open_files(exc: BaseException, workers: int) -> BaseException | None:
+    """The error for a vectorizer's start that ran out of file descriptors (``EMFILE``, in
+    this process or in a worker), with ``Too many open files`` and the fix on its first
+    line; None for any other error. Each worker holds a few descriptors in the parent
+    (its pipe, its wake-up eventfds, the process's sentinel), so a low ``ulimit -n`` (96
+    on some clusters) or vectorized envs left open run out. An ``OSError`` stays an
+    ``OSError`` (the same errno); a worker's error keeps its class, the advice first."""
+    import errno
+
+    too_many = (isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)) or (
+        isinstance(exc, WorkerError) and "Too many open files" in str(exc)
+    )
+    if not too_many:
+        return None
+    soft, hard, raise_to = "?", "", 4096
+    try:
+        import resource
+
+        limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+        soft = str(limits[0])
+        if limits[1] != resource.RLIM_INFINITY:
+            hard = f"; hard limit {limits[1]}"
+            if limits[0] < limits[1] < raise_to:
+                raise_to = limits[1]
+    except (ImportError, OSError, ValueError):  # (no resource module: Windows)
+        pass
+    line = (
+        f"Too many open files while starting {workers} worker{'s' if workers != 1 else ''}: "
+        f"this process may hold {soft} open files (ulimit -n{hard}) and each worker holds "
+        "several. Close the vectorized envs you no longer use (envs.close(), or a with "
+        f"block), raise the limit (ulimit -n {raise_to} in the shell that runs this; in "
+        "Python, resource.setrlimit(resource.RLIMIT_NOFILE, ...)), or start fewer workers "
+        "(vectorizer.in_series=<envs per worker>)"
+    )
+    if isinstance(exc, WorkerError):  # (also a RemoteEnvError(OSError)): keep who failed
+        exc.args = (f"{line}; {exc.args[0] if exc.args else ''}",)
+        return exc
+    err = OSError(getattr(exc, "errno", None), line)
+    err.__cause__ = exc
+    return err

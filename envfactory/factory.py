@@ -6,6 +6,7 @@ statistics, apply ``wrappers`` in order, vectorize, apply ``vector_wrappers`` in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
@@ -130,7 +131,15 @@ def applied(
     """``wrap(env, **kwargs)``; what the wrapper's constructor raises (an image wrapper on
     CartPole: gymnasium's ``ValueError``) is a [`ConfigError`][envfactory.ConfigError] naming
     the config entry, the original exception (its ``__cause__``) and the fix. envfactory's
-    own errors pass as they are."""
+    own errors pass as they are. A wrapper that would build and then fail on this env
+    (`envfactory.wrappers.misfits`: ``atari_preprocessing`` on ``env=atari``) is refused
+    the same way, with its own fix; one that needs a render mode says to set
+    ``env.render_mode``."""
+    from .wrappers.misfits import misfit
+
+    problem = misfit(wrap, env, kwargs)
+    if problem is not None:
+        raise ConfigError(echo_within(f"{entry} cannot wrap {what}: {problem}"))
     try:
         return wrap(env, **kwargs)
     except EnvfactoryError:
@@ -141,6 +150,8 @@ def applied(
         fix = (
             "install what it needs, or remove it" if missing else "remove it or change its options"
         )
+        if not missing and re.search(r"render[ _]mode", text, re.IGNORECASE):
+            fix = "set env.render_mode=rgb_array (every family takes it), or remove it"
         raise ConfigError(
             echo_within(
                 f"{entry} cannot wrap {what}: {type(exc).__name__}{': ' + text if text else ''}"

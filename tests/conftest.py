@@ -27,7 +27,7 @@ from envfactory.testing.pytest_plugin import hermetic_envfactory  # noqa: F401 (
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "plugins"
 BIN = Path(sys.executable).parent
-BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang", "shadow")
+BAD_PLUGINS = ("broken", "conflict", "typo", "hostile", "hang", "shadow", "nohook")
 
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -97,7 +97,7 @@ def example_version() -> str:
 
 @pytest.fixture(scope="session")
 def plugin_sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``{"broken" | "conflict" | "typo": folder}``: each bad plugin pip-installed alone
+    """``{"broken" | "conflict" | "typo" | ...: folder}``: each bad plugin pip-installed alone
     into its own ``--target`` folder (installed in parallel)."""
     _need_hatchling()
     root = tmp_path_factory.mktemp("plugin-sites")

@@ -19,13 +19,15 @@ Decisions:
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from envfactory.errors import ConfigError, did_you_mean
+from envfactory.errors import ConfigError
 
-__all__ = ["check_arguments"]
+__all__ = ["check_arguments", "unknown_option", "usage_line"]
 
 _ENVFACTORY_OPTIONS = ("--rerun",)  # taken out before Hydra parses (`envfactory.cli.rerun`)
 _MODES = ("--run/-r", "--multirun/-m", "--cfg/-c", "--info/-i", "--shell-completion/-sc")
@@ -59,11 +61,7 @@ def check_arguments(args: Sequence[str]) -> None:
             longs = [o for o in options if o.startswith("--")]
             prefixed = [o for o in longs if flag.startswith("--") and o.startswith(flag)]
             if len(prefixed) != 1:
-                raise ConfigError(
-                    f"unknown option {flag}.{did_you_mean(flag, options)} Options: "
-                    f"{', '.join(longs)}; overrides take no dashes (key=value); "
-                    "envfactory --help shows them all"
-                )
+                raise ConfigError(unknown_option(flag, options, "envfactory --help"))
             flag = prefixed[0]
         if flag in takes_value and not eq and k + 1 < len(args):
             value, skip = args[k + 1], True
@@ -82,6 +80,33 @@ def check_arguments(args: Sequence[str]) -> None:
         )
     if config_dir:
         _check_config_dir(config_dir)
+
+
+def unknown_option(flag: str, options: Sequence[str], help_command: str) -> str:
+    """The line for an option a command does not have: the closest one ("did you mean"),
+    the long options there are, and where they are all shown (``help_command``). Used by
+    ``envfactory`` and ``envfactory tune``."""
+    longs = [o for o in options if o.startswith("--")]
+    # matched without their dashes, which would make '--frobnicate' look like '--name'
+    bare = {o.lstrip("-"): o for o in reversed(options)}
+    close = difflib.get_close_matches(flag.lstrip("-"), list(bare), n=1, cutoff=0.5)
+    hint = f" Did you mean {bare[close[0]]!r}?" if close else ""
+    return (
+        f"unknown option {flag}.{hint} Options: {', '.join(longs)}; "
+        f"overrides take no dashes (key=value); {help_command} shows them all"
+    )
+
+
+def usage_line(parser: argparse.ArgumentParser, message: str) -> str:
+    """One line for an argparse ``parser``'s error ``message`` (``envfactory tune``'s):
+    `unknown_option` for the first unrecognized option, else the message and where the
+    help is. argparse's own says only ``unrecognized arguments: --budegt``."""
+    help_command = f"{parser.prog} --help"
+    words = message.split(": ", 1)[1].split() if "unrecognized arguments" in message else []
+    flag = next((w.split("=", 1)[0] for w in words if w.startswith("-")), None)
+    if flag is None:
+        return f"{message} (see {help_command})"
+    return unknown_option(flag, list(parser._option_string_actions), help_command)
 
 
 def _check_config_dir(folder: str) -> None:

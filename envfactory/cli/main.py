@@ -426,6 +426,7 @@ def _main() -> None:
 
     from envfactory.cli.arguments import check_arguments
     from envfactory.cli.rerun import rerun_arguments
+    from envfactory.cli.run_dir import expand_home
     from envfactory.cli.sweep import SweepSummary
     from envfactory.cli.sweeper import with_sweeper
     from envfactory.config.compose import header_error, hydra_error
@@ -444,7 +445,7 @@ def _main() -> None:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     try:
-        args = with_sweeper(rerun_arguments(sys.argv[1:]))
+        args = expand_home(with_sweeper(rerun_arguments(sys.argv[1:])))  # hydra.run.dir=~/..
         check_arguments(args)
     except ConfigError as exc:
         release_conflicts(exc)

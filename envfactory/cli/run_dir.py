@@ -26,18 +26,29 @@ Decisions:
       ``hydra.overrides.hydra``, from which Hydra composes each job of the sweep again.
     * A folder that cannot be made (no permission, a file in the way) is left to Hydra,
       which raises the error the command reports as one line (`envfactory.cli.main`).
+    * ``~`` at the start of ``hydra.run.dir`` / ``hydra.sweep.dir`` is the home folder, as
+      in any path a user types (the shell does not expand it after ``key=``, and Hydra
+      neither expands it nor reads it unquoted): the command line's value, quoted or not,
+      is expanded before Hydra reads it (`expand_home`), and a config file's value when
+      the run starts. ``~user`` works too; an unknown user is refused in one line. Before,
+      ``hydra.run.dir=~/runs/a`` was refused with advice to quote it, and quoting made a
+      folder named ``~`` in the working directory.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-__all__ = ["UniqueRunDir", "claim_dir", "hydra_quote", "make_unique"]
+__all__ = ["UniqueRunDir", "claim_dir", "expand_home", "hydra_quote", "make_unique"]
+
+DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 
 
 def claim_dir(path: str | Path) -> Path | None:
@@ -64,6 +75,56 @@ def hydra_quote(value: str) -> str:
     backslashes before them or at the end, and ``${`` escaped."""
     text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value)
     return "'" + text.replace("'", "\\'").replace("${", "\\${") + "'"
+
+
+def _home(path: str, where: str) -> str:
+    """``path`` with a leading ``~`` or ``~user`` expanded (``where`` names it in the
+    error for an unknown user)."""
+    from envfactory.errors import ConfigError
+
+    expanded = os.path.expanduser(path)
+    if expanded == path:  # ~user of no such user (or no home folder to expand to)
+        user = path[1:].split("/", 1)[0]
+        who = f"no user {user!r}" if user else "no home folder ($HOME is not set)"
+        raise ConfigError(
+            f"{where}: {path[: path.find('/') if '/' in path else None]} cannot be expanded: "
+            f"{who}; give the folder's full path"
+        )
+    return expanded
+
+
+def expand_home(args: Sequence[str]) -> list[str]:
+    """The command line with a leading ``~`` of a ``hydra.run.dir`` / ``hydra.sweep.dir``
+    override's value (quoted or not) expanded to the home folder, the value quoted for
+    Hydra (see the module docstring)."""
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+") in DIR_KEYS:
+            quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+            raw = value[1:-1] if quoted else value
+            if raw.startswith("~") and "\\" not in raw:
+                home = _home(raw, arg)
+                arg = f"{key}='{home}'" if "'" not in home else f"{key}={hydra_quote(home)}"
+        out.append(arg)
+    return out
+
+
+def _expand_config_home(config: DictConfig, kind: str) -> None:
+    """A ``~`` that starts the ``hydra.<kind>.dir`` a config file set, expanded in place
+    (its ``${now:...}`` kept); for a sweep also added to ``hydra.overrides.hydra``, from
+    which each job is composed again."""
+    node = OmegaConf.select(config, f"hydra.{kind}", default=None)
+    if not isinstance(node, DictConfig):
+        return
+    raw = OmegaConf.to_container(node, resolve=False).get("dir")  # type: ignore[union-attr]
+    if not isinstance(raw, str) or not raw.startswith("~"):
+        return
+    home = _home(raw, f"hydra.{kind}.dir={raw}")
+    with read_write(config.hydra), open_dict(config.hydra):
+        node.dir = home
+        if kind == "sweep":
+            config.hydra.overrides.hydra.append(f"hydra.sweep.dir='{home}'")
 
 
 def _given(config: DictConfig, key: str) -> bool:
@@ -99,7 +160,9 @@ class UniqueRunDir(Callback):
     see the module docstring."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _expand_config_home(config, "run")
         make_unique(config, "run")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _expand_config_home(config, "sweep")
         make_unique(config, "sweep")

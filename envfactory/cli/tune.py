@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from ..errors import did_you_mean
+from .arguments import usage_line
 from .tune_paths import check_destination, folder_of, plot_path, usage_lines
 
 __all__ = ["Candidate", "TuneResult", "candidates", "main", "pick", "render_table"]
@@ -133,7 +135,7 @@ def _positive(
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, no usage block
-        raise UsageError(f"{message} (see {PROG} --help)")
+        raise UsageError(usage_line(self, message))  # a misspelled option: the closest one
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -192,7 +194,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise SystemExit(exc.code) from None
     bad = [o for o in args.overrides if o.startswith("-")]
     if bad:
-        raise UsageError(f"unknown option {bad[0]!r} (see {PROG} --help)")
+        raise UsageError(usage_line(p, f"unrecognized arguments: {bad[0]}"))
     return args
 
 
@@ -229,8 +231,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
         names = ["dummy", "subproc"]
         if family == "atari":
             names += [v for v in ATARI_VECTORIZERS if v in registered]
-    from ..errors import did_you_mean
-
     for name in names:
         if name not in registered:
             raise UsageError(
@@ -254,6 +254,7 @@ def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[s
     out: list[Candidate] = []
     skipped: dict[str, str] = {}
     used: set[str] = set()
+    known: set[str] = set()  # every option of the vectorizers tried: a "did you mean"
     for name in plan.names:
         try:
             node = envfactory.compose([*plan.base, f"vectorizer={name}"]).vectorizer
@@ -261,6 +262,7 @@ def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[s
             skipped[name] = str(exc)
             continue
         keys = {str(k) for k in node}
+        known |= keys
         fixed = tuple(o for k, o in user.items() if k in keys)
         envfactory.compose(Candidate(name, fixed=fixed).overrides(plan.base))  # the user's
         used.update(k for k in user if k in keys)
@@ -275,9 +277,11 @@ def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[s
             out.append(Candidate(name, (("batch_size", n // 2),), pool=True, fixed=fixed))
     unused = [o for k, o in user.items() if k not in used]
     if unused:
+        key = _fixed_key(unused[0])
         raise UsageError(
             f"{unused[0]}: none of the vectorizers tried ({', '.join(plan.names)}) has option "
-            f"{_fixed_key(unused[0])!r}; fix the spelling or pick the vectorizer with vectorizer=X"
+            f"{key!r}.{did_you_mean(key, sorted(known))} Fix the spelling, or pick the "
+            "vectorizer that has it with vectorizer=X"
         )
     return out, skipped
 

@@ -28,6 +28,7 @@ from ..episode_stats import DEFAULT_KEY
 from ..errors import ConfigError, OptionError, did_you_mean, echo
 from ..plugin.manager import Registry, get_registry
 from ..plugin.types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
+from ..wrappers.misfits import family_misfit
 from .checks import (
     FIX_SPELLING,
     TopLevel,
@@ -162,6 +163,9 @@ def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
         )
         for key, vector in (("wrappers", False), ("vector_wrappers", True))
     )
+    misfit = family_misfit(family, env_options, wrappers)  # atari_preprocessing on atari
+    if misfit is not None:
+        raise ConfigError(misfit)
     if top.seeding != "offset" and not accepts_keyword(vec.build, "seeding"):
         raise ConfigError(
             f"seeding={top.seeding} is not supported by vectorizer {vec.name!r}; use seeding=offset"

@@ -221,6 +221,10 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
                 continue
             try:
                 self.register_plugin(plugin, provider)
+                if not self.get_hookcallers(plugin):  # registered, and does nothing
+                    self.unregister(plugin)
+                    self.providers.pop(provider.plugin, None)
+                    raise pluggy.PluginValidationError(plugin, _no_hook(plugin))
             except (Exception, SystemExit) as exc:  # misspelled hook, bad signature, ...
                 self._fail(provider, "registration", exc)
 
@@ -403,6 +407,29 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
             if name not in seen:
                 out.append(PluginStatus(provider, "disabled", f"by {reason}"))
         return out
+
+
+def _no_hook(plugin: object) -> str:
+    """Why a plugin whose entry point loaded has no hook implementation: the functions
+    named like hooks that lack ``@envfactory.hookimpl`` (the plugin guide's module with
+    that line left out), else that its module has none at all."""
+    valid = sorted(n for n in vars(spec) if n.startswith(f"{spec.NAME}_"))
+    where = getattr(plugin, "__name__", type(plugin).__name__)
+    named = sorted(
+        n for n in dir(plugin) if n.startswith(f"{spec.NAME}_") and callable(getattr(plugin, n))
+    )
+    if named:
+        hints = "".join(did_you_mean(n, valid) for n in named if n not in valid)
+        return (
+            f"it implements no hook: {', '.join(named)} in {where} "
+            f"{'has' if len(named) == 1 else 'have'} no @envfactory.hookimpl decorator.{hints} "
+            "Put @envfactory.hookimpl on the line above each hook function"
+        )
+    return (
+        f"it implements no hook: {where} has no @envfactory.hookimpl function (hooks: "
+        f"{', '.join(valid)}). Mark each hook function with @envfactory.hookimpl, or point the "
+        "entry point at the module that has them"
+    )
 
 
 def _normalize(name: str) -> str:

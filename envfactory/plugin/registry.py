@@ -51,6 +51,13 @@ PLUGIN_PACKAGES = {  # what envfactory's own plugin packages (plugins/ in its re
         "gymnasium-async": "envfactory-gymnasium",
     },
 }
+_OTHER_LIST = {"wrappers": "vector_wrappers", "vector_wrappers": "wrappers"}
+_TABLE_HOOK = {
+    "families": "envfactory_env_families",
+    "vectorizers": "envfactory_vectorizers",
+    "wrappers": "envfactory_wrappers",
+    "vector_wrappers": "envfactory_wrappers",
+}
 _TABLE_KIND = {
     "families": "env family",
     "vectorizers": "vectorizer",
@@ -142,7 +149,31 @@ class Registry:
                 err.table, err.name = table_name, name
                 raise err from None
             valid = [*table, *self.conflicts.get(table_name, {})]
+            other = _OTHER_LIST.get(table_name)
+            if other is not None and name in getattr(self, other):
+                raise self.in_other_list(table_name, name, valid, key) from None
             raise self.unknown_name(table_name, name, valid, key=key) from None
+
+    def in_other_list(
+        self, table_name: str, name: str, valid: list[str], key: str
+    ) -> UnknownNameError:
+        """A wrapper named in the wrong list: a vector wrapper under ``wrappers`` (per env)
+        or a per-env wrapper under ``vector_wrappers``. It is registered, so "install the
+        plugin" would point the wrong way: the error says which list takes it."""
+        vector = table_name == "vector_wrappers"
+        here, there = ("vector_wrappers", "wrappers") if vector else ("wrappers", "vector_wrappers")
+        what = "a per-env wrapper" if vector else "a vector wrapper (it wraps the VectorEnv)"
+        entry = key.rsplit(".name", 1)[0] if key.endswith(".name") else here
+        return UnknownNameError(
+            "wrapper",
+            name,
+            valid,
+            key=key,
+            other_list=(
+                f"it is {what}, so it goes in {there}, not {here}; move {entry} there "
+                f"({there}=[{name}] on the command line)"
+            ),
+        )
 
     def unknown_name(
         self, table_name: str, name: str, valid: list[str], *, key: str = "", kind: str = ""
@@ -171,7 +202,24 @@ class Registry:
             )
         else:
             note = _no_preset(name) if table_name == "vectorizers" else ""
-        return UnknownNameError(kind, name, valid, key=key, note=note)
+        # installed, and skipped: "install the plugin" would point the wrong way
+        failed = "" if maybe else self._failed_for(table_name)
+        return UnknownNameError(kind, name, valid, key=key, note=note, failed=failed)
+
+    def _failed_for(self, table_name: str) -> str:
+        """The installed plugins that may register a name of ``table_name`` but were
+        skipped (failed to import or register, or raised in that table's hook), with why;
+        "" when none was."""
+        hook = _TABLE_HOOK[table_name]
+        seen: dict[str, str] = {}
+        for f in self.failures:
+            if f.stage in ("import", "registration", hook) and f.provider.plugin not in seen:
+                error = f.error if len(f.error) <= 300 else f.error[:297] + "..."
+                seen[f.provider.plugin] = (
+                    f"plugin {f.provider.plugin!r} ({f.provider.distribution} "
+                    f"{f.provider.version}) failed in {f.stage}: {error.rstrip('.')}"
+                )
+        return "; ".join(seen.values())
 
     def as_dict(self) -> dict[str, Any]:
         def rows(table: dict[str, Registered[Any]]) -> dict[str, dict[str, str]]:

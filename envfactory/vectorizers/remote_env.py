@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AlreadyPendingError, ConfigError
+from ..errors import AlreadyPendingError, ConfigError, too_many_open_files
 from .base import PendingCall, VecEnvBase
 from .checks import check_batch
 from .env_calls import EnvCall
@@ -181,8 +181,11 @@ class RemoteVecEnv(VecEnvBase):
         try:
             group.start()
             group.check_slices()
-        except BaseException:
+        except BaseException as exc:
             self.close(terminate=True)
+            fds = too_many_open_files(exc, len(group.handles))  # "ulimit -n" on line one
+            if fds is not None and fds is not exc:
+                raise fds from exc
             raise
 
     @property

@@ -62,7 +62,7 @@ def _env(config_dir: Path) -> dict[str, str]:
         (["--vectorizers", "dumy"], "vectorizer 'dumy' is not registered. Did you mean 'dummy'?"),
         (["--name", "subproc"], "--name 'subproc' is a registered vectorizer"),
         (["--name", "a b"], "--name 'a b': expected letters, digits"),
-        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--frobnicate"], "unknown option --frobnicate. Options: --help, --seconds, --budget"),
         (["num_envs=0"], "num_envs must be a positive integer, got 0"),
         (["vectorizer=subproc", "--vectorizers", "dummy"], "give vectorizer=X or --vectorizers"),
         (["vectorizer.in_seres=2"], "none of the vectorizers tried (dummy, subproc) has option"),

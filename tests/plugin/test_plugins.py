@@ -351,6 +351,66 @@ def test_misspelled_hook_reported_and_plugin_skipped(
     assert out["stepped"] == "DummyVecEnv"
 
 
+NO_HOOK = (
+    "it implements no hook: envfactory_env_families in envfactory_nohook.my_plugin has no "
+    "@envfactory.hookimpl decorator. Put @envfactory.hookimpl on the line above each hook "
+    "function"
+)
+
+
+def test_a_plugin_without_hookimpl_is_failed_not_active(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    """The plugin guide's family with its ``@envfactory.hookimpl`` line left out (issue 39,
+    item 8): pluggy registers the module and finds no hook, so it was listed ``active``
+    and registered nothing, in silence."""
+    out = probe(run, [plugin_sites["nohook"]], "env=my_pendulum")
+    assert out["statuses"]["my_plugin"] == [
+        "failed",
+        f"in registration: PluginValidationError: {NO_HOOK}",
+    ]
+    [warning] = out["warnings"]
+    assert warning.startswith(
+        "envfactory plugin 'my_plugin' from distribution 'envfactory-nohook' 0.0.1 was skipped: "
+        f"it failed in registration: PluginValidationError: {NO_HOOK}."
+    ), warning
+    assert "my_plugin" not in out["plugins"] and "my_pendulum" not in out["registry"]["families"]
+    kind, message = out["error"]
+    assert kind == "UnknownNameError"
+    assert "Install the plugin" not in message
+    assert message.endswith(
+        "Installed plugins that may provide it were skipped: plugin 'my_plugin' "
+        "(envfactory-nohook 0.0.1) failed in registration: PluginValidationError: "
+        f"{NO_HOOK}. Fix the plugin (or uninstall it); 'envfactory-plugins' shows each "
+        "plugin's status."
+    ), message
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_a_plugin_without_hookimpl_on_the_command_line(
+    run: Any, plugin_sites: dict[str, Path]
+) -> None:
+    """As the new user met it: ``envfactory env=my_pendulum`` said "unknown env ... Install
+    the plugin that provides it" of an installed plugin, and ``envfactory-plugins`` listed
+    it as ``active``."""
+    site = [plugin_sites["nohook"]]
+    proc = run(["envfactory", "env=my_pendulum", "hydra.run.dir=out"], pythonpath=site)
+    assert proc.returncode == 2, proc.stderr
+    warning, error = proc.stderr.splitlines()
+    assert warning.startswith("envfactory: warning: envfactory plugin 'my_plugin' from ")
+    assert NO_HOOK in warning
+    assert error.startswith(
+        "envfactory: error: unknown env (family or preset) 'my_pendulum' (at env=my_pendulum). "
+        "Did you mean 'pendulum'? Valid env (family or preset) names: "
+    )
+    assert "were skipped: plugin 'my_plugin' (envfactory-nohook 0.0.1) failed in " in error
+    listing = run(["envfactory-plugins", "--json"], pythonpath=site)
+    assert listing.returncode == 0, listing.stderr
+    [row] = [p for p in json.loads(listing.stdout)["plugins"] if p["plugin"] == "my_plugin"]
+    assert (row["distribution"], row["status"]) == ("envfactory-nohook", "failed")
+    assert NO_HOOK in row["detail"]
+
+
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_every_bad_plugin_at_once_and_the_cli_still_runs(
     run: Any, plugin_sites: dict[str, Path]

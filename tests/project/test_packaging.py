@@ -36,7 +36,7 @@ SHIPPED = {
 # fixtures (no module version, no types to ship)
 FIXTURES = {
     f"envfactory-{n}": (ROOT / "plugins" / f"envfactory-{n}", f"envfactory_{n}")
-    for n in ("broken", "conflict", "hang", "hostile", "shadow", "typo")
+    for n in ("broken", "conflict", "hang", "hostile", "nohook", "shadow", "typo")
 }
 PACKAGES = {**SHIPPED, **FIXTURES}
 

@@ -1,0 +1,1 @@
+"""An envfactory plugin package whose hook lacks ``@envfactory.hookimpl`` (a test fixture)."""
