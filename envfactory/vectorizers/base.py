@@ -34,6 +34,7 @@ from .checks import (
     split_reset_mask,
 )
 from .env_calls import EnvCalls, tile_images
+from .record import RunRecord, Split, run_record_of
 from .shared import obs_copier
 
 __all__ = [
@@ -89,6 +90,10 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     """
 
     env_id: str = ""
+
+    #: how the envs were placed and why, set by the build function that decided it
+    #: ([`Split`][envfactory.vectorizers.record.Split]; None: nothing decided at build time)
+    split: Split | None = None
 
     def __init__(self, num_envs: int, mode: Any, seeding: str = "offset") -> None:
         super().__init__()
@@ -432,6 +437,15 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             self._pending, self._interrupted = kind, True
         else:
             self._pending, self._interrupted = _IDLE, False
+
+    @property
+    def run_record(self) -> RunRecord:
+        """What this env did and how it was built, read-only: the class built, its
+        [`split`][envfactory.vectorizers.record.Split] (how many envs in each worker and in
+        this process, and why) and each worker's restarts (how many, the first cause). The
+        ``envfactory`` command prints it in the summary; see
+        [`RunRecord`][envfactory.vectorizers.record.RunRecord]."""
+        return run_record_of(self)
 
     @property
     def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]

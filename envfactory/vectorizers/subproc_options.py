@@ -319,6 +319,7 @@ def split_envs(
     in_series: int | None,
     parent_steps: bool = True,
     probe: Callable[[], float | None] | None = None,
+    load: float | None = None,
 ) -> list[tuple[int, int]]:
     """[`split_envs`][envfactory.vectorizers.remote.split_envs], with ``in_series`` null resolved as
     ``subproc``'s default (`default_in_series`): a core left to the parent when it steps a
@@ -326,9 +327,13 @@ def split_envs(
     leave free now (a synchronous step leaves the parent nothing to do while it waits: 8 Pongs
     start in 1.16 s in two workers, 1.71 s in one, and 16 CartPoles step 1.15x as fast; 4-8
     CartPoles 0.86-0.93x), or fewer workers for cheap envs on many cores (`cheap_in_series`,
-    timed by ``probe``). Decided once, before the envs are built."""
+    timed by ``probe``). Decided once, before the envs are built; ``load``: other programs'
+    running threads as the build sampled them (None: sampled here if needed)."""
     if in_series is None:
-        load = None if parent_steps else others_running()
+        if parent_steps:
+            load = None
+        elif load is None:
+            load = others_running()
         in_series = default_in_series(num_envs, leave_parent_a_core=parent_steps, load=load)
         if probe is not None and not parent_steps:
             in_series = cheap_in_series(num_envs, in_series, probe)
