@@ -1,6 +1,6 @@
 """What the ``envfactory`` command tells about a run beyond its numbers: how the vectorizer
 placed the envs and why (``auto``'s fallback, ``subproc``'s split), and the workers'
-restarts, read from the env's [`run_record`][envfactory.vectorizers.base.VecEnvBase.run_record];
+restarts, read from the env's `run_record`;
 and every envfactory warning on one line, ``envfactory: warning: ...``.
 
 Decisions:

@@ -65,7 +65,7 @@ class WorkerHandle(ABC):
     #: commands handed over so far (only a resumable handle keeps it)
     sent: int = 0
     #: the first failure that restarted it, on one line (``""``: never restarted); with
-    #: `restarts`, what [`run_record`][envfactory.vectorizers.base.VecEnvBase.run_record] reads
+    #: `restarts`, what [`run_record`][envfactory.VecEnvBase.run_record] reads
     restart_cause: str = ""
 
     def __init__(self, index: int, start: int, stop: int, env_id: str) -> None:

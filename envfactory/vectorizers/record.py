@@ -1,5 +1,5 @@
 """What a vectorized env did and why it is built as it is: the typed record read through
-[`VecEnvBase.run_record`][envfactory.vectorizers.base.VecEnvBase.run_record], which the
+[`VecEnvBase.run_record`][envfactory.VecEnvBase.run_record], which the
 ``envfactory`` command prints in its summary, saves in ``summary.json`` and shows in the
 sweep table.
 
@@ -86,7 +86,7 @@ class WorkerRestarts:
 @dataclass(frozen=True)
 class RunRecord:
     """What a vectorized env did and how it was built: what
-    [`VecEnvBase.run_record`][envfactory.vectorizers.base.VecEnvBase.run_record] returns.
+    [`VecEnvBase.run_record`][envfactory.VecEnvBase.run_record] returns.
 
     Attributes:
         built: the class that was built (``DummyVecEnv``, ``SubprocVecEnv``, ...).
