@@ -78,8 +78,9 @@ def test_restarts_are_on_the_record_and_warned_in_one_line(tmp_path: Path) -> No
     assert sum(r["count"] for r in per) == summary["restarts"]
     for r in per:
         assert f"worker {r['worker']} (pid " in r["first_cause"]
-        assert "raised builtins.ValueError during step: FaultyEnv fails on purpose at step 20" in (
-            r["first_cause"]
+        assert (
+            "raised builtins.ValueError during step: FaultyEnv fails on purpose at step 20"
+            in (r["first_cause"])
         )
     row = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("restarts"))
     assert f"restarts     {summary['restarts']} (worker " in row
@@ -90,9 +91,9 @@ def test_restarts_are_on_the_record_and_warned_in_one_line(tmp_path: Path) -> No
         "(worker "
     ), last
     assert f"see {run_dir / 'summary.json'}" in last
-    assert proc.stderr.count("envfactory: warning: restarting after: worker ") == summary[
-        "restarts"
-    ]
+    assert (
+        proc.stderr.count("envfactory: warning: restarting after: worker ") == summary["restarts"]
+    )
 
 
 @pytest.mark.slow
@@ -147,8 +148,8 @@ def test_auto_fallback_says_why_in_the_summary_and_one_log_line(tmp_path: Path) 
     line."""
     run_dir = tmp_path / "run"
     with busy(os.cpu_count() or 1):
-        proc = envfactory_cli(["vectorizer=auto", "num_envs=2", "run.total_steps=40",
-                               "run.progress=false", f"hydra.run.dir={run_dir}"], tmp_path)  # fmt: skip
+        args = ["vectorizer=auto", "num_envs=2", "run.total_steps=40", "run.progress=false"]
+        proc = envfactory_cli([*args, f"hydra.run.dir={run_dir}"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["built"] == "DummyVecEnv"
@@ -183,8 +184,8 @@ def test_subproc_split_and_restarts_are_one_typed_record() -> None:
         "in_series=1 as configured; in_parent=0 (every env isolated in a worker)"
     )
     assert (record.restarts, record.restart_count) == ((), 0)
-    with envfactory.make_vec(overrides=["vectorizer=subproc", "vectorizer.in_parent=null",
-                                        "vectorizer.in_series=1", "num_envs=2"]) as envs:  # fmt: skip
+    over = ["vectorizer=subproc", "vectorizer.in_parent=null", "vectorizer.in_series=1"]
+    with envfactory.make_vec(overrides=[*over, "num_envs=2"]) as envs:
         reason = envs.run_record.split.reason
     assert "in_parent null: none in this process: in_series set" in reason
     with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"]) as envs:
@@ -203,8 +204,7 @@ def test_only_envfactorys_warnings_become_one_line(capsys: pytest.CaptureFixture
             warnings.warn("not ours", UserWarning, stacklevel=1)
     err = capsys.readouterr().err
     assert err.startswith(
-        "envfactory: warning: restarting after: worker 0 (pid 1, envs [0], env 'X') raised "
-        "more\n"
+        "envfactory: warning: restarting after: worker 0 (pid 1, envs [0], env 'X') raised more\n"
     ), err
     assert err.count("\n") == 1, err
     assert [str(w.message) for w in shown_as_before] == ["not ours"]  # Python's path, as before

@@ -230,9 +230,7 @@ def test_tune_cartpole_table_preset_plot(
     assert lines[0].startswith("envfactory tune: CartPole-v1 (family gym), num_envs=4")
     assert "2 round(s) x 0.10 s" in lines[0]
     rows = {ln.split()[0]: ln for ln in lines if ln.startswith("  ") and "steps/s" not in ln}
-    assert {"dummy", "subproc", "subproc(in_series=1)", "subproc(in_parent=0)", "auto"} <= set(
-        rows
-    )
+    assert {"dummy", "subproc", "subproc(in_series=1)", "subproc(in_parent=0)", "auto"} <= set(rows)
     assert " 1.00x " in rows["dummy"]
     picked = [label for label, ln in rows.items() if ln.endswith("<- picked")]
     assert len(picked) == 1
