@@ -185,8 +185,9 @@ class AutoConfig(SubprocConfig):
     would wait for a core at every step), every env steps in this process, as ``dummy``.
     An env in this process is not isolated (a crash of its simulator ends your program)
     and can be neither timed out nor restarted. Every env stays where it was built.
-    Measured on 2 cores, 16 CartPoles: 1.37x ``dummy`` idle (every env in a worker:
-    1.02x); with a busy core 0.99x (every env in a worker: 0.59x)."""
+    Measured on 2 cores, 16 CartPoles: 1.39x ``dummy`` idle (every env in a worker:
+    1.11x; docs/bench_cartpole_readme.json); with a busy core 0.99x (every env in a worker:
+    0.59x)."""
 
     name: str = "auto"
     in_parent: Optional[int] = None  # noqa: UP045
