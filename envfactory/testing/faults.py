@@ -7,6 +7,9 @@ envfactory's fault model says (docs/concepts/faults.md):
   env is unusable from then on ([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]),
   and ``close()`` still works, twice;
 * an env that raises in ``call`` raises the same way, and the vectorized env stays usable;
+* a step slower than ``timeout`` raises [`WorkerTimeoutError`][envfactory.errors.WorkerTimeoutError]
+  (a ``multiprocessing.TimeoutError``) within ``timeout`` and a margin, and ``close()`` then
+  works, twice (the worker that timed out was killed: closing must not ask it again);
 * with ``restart=true``, a worker whose env raised is rebuilt: the step returns, and the
   failed env's episode ends truncated with ``infos["restarted"]``.
 
@@ -18,8 +21,10 @@ by reference into any worker).
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import tempfile
+import time
 import warnings
 from typing import Any
 
@@ -44,13 +49,22 @@ class FailingEnv(gym.Env):
         fail_step: the ``step`` call (1-based, since construction) that raises; 0: none.
         once_file: raise only if this file does not exist yet (it is created first), so the
             env a restart rebuilds behaves.
+        slow_step: the ``step`` call that takes ``slow_seconds`` (a hung simulator); 0: none.
+        slow_seconds: how long that step sleeps.
     """
 
     observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, fail_step: int = 0, once_file: str | None = None) -> None:
+    def __init__(
+        self,
+        fail_step: int = 0,
+        once_file: str | None = None,
+        slow_step: int = 0,
+        slow_seconds: float = 2.0,
+    ) -> None:
         self.fail_step, self.once_file = fail_step, once_file
+        self.slow_step, self.slow_seconds = slow_step, slow_seconds
         self.steps = self.t = 0
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
@@ -61,6 +75,8 @@ class FailingEnv(gym.Env):
     def step(self, action: Any) -> Any:
         self.steps += 1
         self.t += 1
+        if self.steps == self.slow_step:
+            time.sleep(self.slow_seconds)
         if self.steps == self.fail_step and self._fails_now():
             raise EnvFault(f"FailingEnv fails on purpose at step {self.steps}")
         obs = np.full(4, (self.t % 10) / 10, np.float32)
@@ -99,7 +115,12 @@ def _expect_env_fault(what: str, fn: Any, message: str) -> BaseException:
 
 
 def check_faults(
-    build: BuildVecEnv, *, num_envs: int = 2, restart: bool = False, **options: Any
+    build: BuildVecEnv,
+    *,
+    num_envs: int = 2,
+    restart: bool = False,
+    timeout: bool = True,
+    **options: Any,
 ) -> None:
     """Run the fault suite (see the module) against ``build(env_fns, **options)``, the
     backend's build function (e.g. a `VectorizerPlugin`'s ``build``, or the vectorized env's
@@ -109,7 +130,9 @@ def check_faults(
         build: makes a vectorized env of the given env constructors.
         num_envs: how many envs (the last one fails).
         restart: also check ``restart=True`` (a backend that can rebuild a worker).
-        **options: passed to ``build`` (``restart`` is set here).
+        timeout: also check ``timeout`` (a backend that takes the fault option).
+        **options: passed to ``build`` (``restart``, and ``timeout`` in its check, are set
+            here).
     """
     n, last = num_envs, num_envs - 1
     acts = np.zeros(n, np.int64)
@@ -140,6 +163,8 @@ def check_faults(
     finally:
         envs.close()
 
+    if timeout:
+        _check_timeout(build, n, options)
     if not restart:
         return
     with tempfile.TemporaryDirectory() as folder:
@@ -163,3 +188,37 @@ def check_faults(
             )
         finally:
             envs.close()
+
+
+#: the ``timeout`` the suite sets, and how late past it the error may come (a loaded machine)
+TIMEOUT, TIMEOUT_SLACK = 0.3, 0.7
+
+
+def _check_timeout(build: BuildVecEnv, n: int, options: dict[str, Any]) -> None:
+    """A step slower than ``timeout``: a ``multiprocessing.TimeoutError`` in time, then a
+    ``close()`` that works (twice) although the late worker was killed."""
+    fns: list[Any] = [FailingEnv] * (n - 1) + [
+        functools.partial(FailingEnv, slow_step=2, slow_seconds=TIMEOUT + TIMEOUT_SLACK + 1.0)
+    ]
+    envs: Any = build(fns, **{**options, "restart": False, "timeout": TIMEOUT})
+    try:
+        envs.reset(seed=0)
+        acts = np.zeros(n, np.int64)
+        envs.step(acts)
+        t0 = time.monotonic()
+        try:
+            envs.step(acts)
+        except multiprocessing.TimeoutError:
+            took = time.monotonic() - t0
+            assert took < TIMEOUT + TIMEOUT_SLACK, (
+                f"a step slower than timeout={TIMEOUT} s must fail within the timeout; it "
+                f"failed after {took:.3f} s"
+            )
+        else:
+            raise AssertionError(
+                f"a step slower than timeout={TIMEOUT} s must raise WorkerTimeoutError (a "
+                "multiprocessing.TimeoutError); it returned"
+            )
+    finally:
+        envs.close()
+    envs.close()

@@ -4,7 +4,6 @@ idempotent close, context manager). Backends implement the ``_do_*`` methods."""
 
 from __future__ import annotations
 
-import enum
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
@@ -19,7 +18,6 @@ from ..errors import (
     AlreadyPendingError,
     ClosedError,
     ConfigError,
-    NoPendingCallError,
     ResetNeededError,
     VecEnvBrokenError,
 )
@@ -33,7 +31,7 @@ from .checks import (
     seeds_for,
     split_reset_mask,
 )
-from .env_calls import EnvCalls, tile_images
+from .env_calls import EnvCalls, PendingCall, no_pending, tile_images
 from .record import RunRecord, Split, run_record_of
 from .shared import obs_copier
 
@@ -46,14 +44,6 @@ __all__ = [
     "count_restart",
     "tile_images",
 ]
-
-
-class PendingCall(enum.Enum):
-    """Which async half a vectorized env waits on (gymnasium's ``AsyncState``, by call)."""
-
-    NONE = "none"
-    RESET = "reset"
-    STEP = "step"
 
 
 _IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
@@ -77,8 +67,8 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     pending-call state (`PendingCall`), and merges infos as gymnasium does.
 
     A backend calls `_init_spaces` once its spaces are known and implements
-    ``_start_reset``/``_finish_reset``, ``_start_step``/``_finish_step``, ``_do_call``,
-    ``_do_set_attr`` and ``_do_close`` (abstract: a class that lacks one cannot be
+    ``_start_reset``/``_finish_reset``, ``_start_step``/``_finish_step``, ``_start_call``/
+    ``_finish_call`` and ``_do_close`` (abstract: a class that lacks one cannot be
     instantiated, a ``TypeError`` naming it).
 
     Example:
@@ -90,6 +80,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     """
 
     env_id: str = ""
+    #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
+    #: (a worker backend's is its group's ``failure``)
+    _broken: BaseException | None = None
 
     #: how the envs were placed and why, set by the build function that decided it
     #: ([`Split`][envfactory.vectorizers.record.Split]; None: nothing decided at build time)
@@ -106,8 +99,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
         self._pending = PendingCall.NONE
-        #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
-        self._broken: BaseException | None = None
         # the pending call was interrupted (Ctrl-C): its *_wait() finishes it; every other
         # call refuses at once (see _check_ready)
         self._interrupted = False
@@ -166,7 +157,10 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
                     p,
                 )
             raise AlreadyPendingError(
-                f"{what}() called while a {p}_async() is pending; call {p}_wait() first", p
+                f"{what}() called while a {p}_async() is pending (or re-entered, from a signal "
+                f"handler or a callback, while a {p}() is in progress); call {p}_wait() "
+                f"first, or make the call once {p}() returned",
+                p,
             )
 
     def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
@@ -277,7 +271,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         if timeout is not None:
             timeout = check_wait_timeout(timeout, "reset_wait")
         if self._pending is not PendingCall.RESET:
-            raise _no_pending(self._pending, "reset_wait", "reset_async(seed=..., options=...)")
+            raise no_pending(self._pending, "reset_wait", "reset_async(seed=..., options=...)")
         return self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -381,18 +375,19 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         if timeout is not None:
             timeout = check_wait_timeout(timeout, "step_wait")
         if self._pending is not PendingCall.STEP:
-            raise _no_pending(self._pending, "step_wait", "step_async(actions)")
+            raise no_pending(self._pending, "step_wait", "step_async(actions)")
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout)
 
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
         """``start(*args)``, the backend's start of ``kind``, which is pending after it;
-        an interrupt (Ctrl-C) may leave it under way (see `_on_interrupt`)."""
+        an interrupt (Ctrl-C) leaves it pending if the backend can finish it (`_can_finish`)."""
         try:
             start(*args)
         except Exception:
             raise
-        except BaseException:
-            self._on_interrupt(kind)
+        except BaseException:  # (a Ctrl-C) pending if the backend can finish it, else not
+            finishable = self._can_finish()
+            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
             raise
         self._pending = kind
 
@@ -400,10 +395,11 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         """``finish(timeout)``, the backend's wait for the pending ``kind``, then this
         class's bookkeeping of the batch (which flags are done; it may run twice). Done or
         failed, nothing is pending after it. Interrupted (Ctrl-C) before the batch was in
-        hand, see `_on_interrupt`; after, the batch is kept (``_held``) and the next
-        ``*_wait()`` returns it. Nothing between the end of ``finish`` and the return
-        lets an interrupt in (no call: CPython checks for signals on entering a Python
-        function and after a C call), so a batch is never lost between the two."""
+        hand, pending if the backend can finish it (`_can_finish`); after, the batch is
+        kept (``_held``) and the next ``*_wait()`` returns it. Nothing between the end of
+        ``finish`` and the return lets an interrupt in (no call: CPython checks for signals
+        on entering a Python function and after a C call), so a batch is never lost between
+        the two."""
         try:
             batch = self._held
             if batch is None:
@@ -411,6 +407,8 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
                 self._held = batch
             if kind is PendingCall.STEP:
                 np.logical_or(batch[2], batch[3], out=self._done)
+            elif kind is PendingCall.CALL:
+                pass
             elif self._pending_mask is None:  # a reset: its envs are not done any more
                 self._done[:] = False
                 self._ready = True
@@ -420,23 +418,13 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             self._pending, self._interrupted, self._held = _IDLE, False, None
             raise
         except BaseException:
-            if self._held is not None:  # results in hand: *_wait() returns them
-                self._pending, self._interrupted = kind, True
-            else:
-                self._on_interrupt(kind)
+            finishable = self._held is not None or self._can_finish()  # (results in hand)
+            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
             raise
         self._held = None
         self._pending = _IDLE
         self._interrupted = False
         return batch
-
-    def _on_interrupt(self, kind: PendingCall) -> None:
-        """An interrupt (Ctrl-C) stopped ``kind`` part-way: it stays pending if the
-        backend can finish it (`_can_finish`), else nothing is pending."""
-        if self._can_finish():
-            self._pending, self._interrupted = kind, True
-        else:
-            self._pending, self._interrupted = _IDLE, False
 
     @property
     def run_record(self) -> RunRecord:
@@ -539,12 +527,3 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     @abstractmethod
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         """Close every env and end every worker (``terminate``: without asking them)."""
-
-
-def _no_pending(pending: PendingCall, what: str, first: str) -> NoPendingCallError:
-    """The error of a ``*_wait()`` with none of its call pending (``pending``: what is)."""
-    p = pending.value
-    now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
-    return NoPendingCallError(
-        f"{what}() called but {now}; call {first} first", "" if p == "none" else p
-    )

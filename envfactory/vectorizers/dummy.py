@@ -14,6 +14,7 @@ from gymnasium.vector.utils import create_empty_array, iterate
 from ..config.checks import check_bool
 from .base import PendingCall, VecEnvBase, check_spaces
 from .ctrl_c import HOLD
+from .env_calls import EnvCall
 from .infos import merge_infos
 from .runner import EnvRunner, call_env
 from .shared import concatenate_checked
@@ -135,12 +136,16 @@ class DummyVecEnv(VecEnvBase):
         with HOLD:
             return self._stepped(self._pending_actions)
 
-    def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
-        return [call_env(self.envs[i], name, args, kwargs) for i in indices]
+    def _start_call(self, request: EnvCall) -> None:
+        self._request = request  # (run by _finish_call, in the caller's wait, as gymnasium's)
 
-    def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        for i, v in zip(indices, values):
-            self.envs[i].set_wrapper_attr(name, v)
+    def _finish_call(self, timeout: float | None) -> list[Any]:
+        r = self._request
+        if r.values is None:
+            return [call_env(self.envs[i], r.name, r.args, r.kwargs) for i in r.indices]
+        for i, v in zip(r.indices, r.values):
+            self.envs[i].set_wrapper_attr(r.name, v)
+        return [None] * len(r.indices)
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         if self._holds:

@@ -1,18 +1,76 @@
 """The per-env calls of envfactory's VecEnv contract: ``call`` (a name or a function run
 next to each env), the Stable-Baselines3 spellings with ``indices=`` (``env_method``,
-``get_attr``, ``set_attr``), ``np_random_seed`` / ``np_random`` and ``render``. Every
-argument is checked here; a backend fills in ``_do_call`` and ``_do_set_attr``.
+``get_attr``, ``set_attr``), gymnasium's ``call_async`` / ``call_wait``, and ``render``.
+Every argument is checked here; each per-env call is an `EnvCall` that a backend starts
+(``_start_call``) and finishes (``_finish_call``), so a call cut by a Ctrl-C while it
+waits stays pending as a step does: ``call_wait()`` finishes it.
 [`VecEnvBase`][envfactory.VecEnvBase] mixes this in."""
 
 from __future__ import annotations
 
+import enum
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["EnvCalls", "tile_images"]
+from ..errors import NoPendingCallError
+from .checks import check_wait_timeout
+
+__all__ = ["EnvCall", "EnvCalls", "PendingCall", "env_indices", "no_pending", "tile_images"]
+
+
+class PendingCall(enum.Enum):
+    """Which async half a vectorized env waits on (gymnasium's ``AsyncState``, by call)."""
+
+    NONE = "none"
+    RESET = "reset"
+    STEP = "step"
+    CALL = "call"
+
+
+def no_pending(pending: PendingCall, what: str, first: str) -> NoPendingCallError:
+    """The error of a ``*_wait()`` with none of its call pending (``pending``: what is)."""
+    p = pending.value
+    now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
+    return NoPendingCallError(
+        f"{what}() called but {now}; call {first} first", "" if p == "none" else p
+    )
+
+
+def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:
+    """The env indices a call names: None (every env), an int, or a sequence (negative
+    ones count from the end).
+
+    Raises:
+        IndexError: an index out of range, naming it.
+    """
+    if indices is None:
+        return list(range(num_envs))
+    if isinstance(indices, (int, np.integer)):
+        indices = [int(indices)]
+    out = [int(i) for i in indices]
+    bad = [i for i in out if not -num_envs <= i < num_envs]
+    if bad:
+        raise IndexError(f"env indices {bad} out of range for num_envs={num_envs}")
+    return [i % num_envs for i in out]
+
+
+@dataclass(frozen=True)
+class EnvCall:
+    """One per-env call, as the caller made it (checked): ``what`` its name in messages
+    (``call``, ``env_method``, ``get_attr``, ``set_attr``), the method or attribute
+    ``name`` (or a function), its ``args``/``kwargs`` (``args`` None: get the attribute),
+    the env ``indices``, and ``values`` (one per index: a ``set_attr``; else None)."""
+
+    what: str
+    name: Any
+    args: Any
+    kwargs: Any
+    indices: list[int]
+    values: list[Any] | None = None
 
 
 def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.ndarray:
@@ -39,24 +97,17 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
 
 
 class EnvCalls(metaclass=ABCMeta):
-    """``call`` / ``env_method`` / ``get_attr`` / ``set_attr`` / ``render`` over
-    ``_do_call`` / ``_do_set_attr`` (see [`VecEnvBase`][envfactory.VecEnvBase])."""
+    """``call`` / ``env_method`` / ``get_attr`` / ``set_attr`` / ``render`` /
+    ``call_async`` / ``call_wait`` over a backend's ``_start_call`` / ``_finish_call``
+    (see [`VecEnvBase`][envfactory.VecEnvBase], whose pending-call state they share)."""
 
     num_envs: int
     closed: bool
     #: raise why ``what`` (a start of a call) cannot run now: VecEnvBase's ``_check_ready``
     _check_ready: Callable[[str, str], None]
-
-    def _indices(self, indices: int | Sequence[int] | None) -> list[int]:
-        if indices is None:
-            return list(range(self.num_envs))
-        if isinstance(indices, (int, np.integer)):
-            indices = [int(indices)]
-        out = [int(i) for i in indices]
-        bad = [i for i in out if not -self.num_envs <= i < self.num_envs]
-        if bad:
-            raise IndexError(f"env indices {bad} out of range for num_envs={self.num_envs}")
-        return [i % self.num_envs for i in out]
+    #: VecEnvBase's: start a call that is pending after it; wait for the pending call
+    _start_for: Callable[..., None]
+    _wait_for: Callable[..., Any]
 
     def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env with ``args``/``kwargs`` (every keyword goes
@@ -75,7 +126,8 @@ class EnvCalls(metaclass=ABCMeta):
             ['CartPole-v1', 'CartPole-v1']
             >>> envs.close()
         """
-        return self._call("call", name, args, kwargs, None)
+        self._check_ready("call", "call")
+        return self._run(EnvCall("call", name, args, kwargs, env_indices(None, self.num_envs)))
 
     def env_method(
         self, name: str | Callable[..., Any], *args: Any, indices: Any = None, **kwargs: Any
@@ -91,11 +143,53 @@ class EnvCalls(metaclass=ABCMeta):
             [5, 7]
             >>> envs.close()
         """
-        return list(self._call("env_method", name, args, kwargs, indices))
+        self._check_ready("env_method", "env_method")
+        idx = env_indices(indices, self.num_envs)
+        return list(self._run(EnvCall("env_method", name, args, kwargs, idx)))
 
-    def _call(self, what: str, name: Any, args: Any, kwargs: Any, indices: Any) -> tuple:
-        self._check_ready(what, what)
-        return tuple(self._do_call(name, args, kwargs, self._indices(indices)))
+    def _run(self, request: EnvCall) -> tuple:
+        """Start ``request`` and wait for it: pending in between, so that a Ctrl-C while it
+        waits leaves it to ``call_wait()`` (or ``close()``), as a step."""
+        self._start_for(PendingCall.CALL, self._start_call, request)
+        return tuple(self._wait_for(PendingCall.CALL, self._finish_call, None))
+
+    def call_async(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Start `call` on every env and return at once (gymnasium's ``AsyncVectorEnv``
+        spelling); ``call_wait`` returns its results. Worker processes run it while the
+        caller does other work.
+
+        Example:
+            >>> import envfactory
+            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
+            >>> envs.call_async("get_wrapper_attr", "spec")
+            >>> [spec.id for spec in envs.call_wait()]
+            ['CartPole-v1', 'CartPole-v1']
+            >>> envs.close()
+        """
+        self._check_ready("call_async", "call")
+        request = EnvCall("call", name, args, kwargs, list(range(self.num_envs)))
+        self._start_for(PendingCall.CALL, self._start_call, request)
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        """The results of the pending `call_async`, or of a `call` / `env_method` /
+        `get_attr` / `set_attr` that a Ctrl-C cut while it waited (one per env of its
+        indices; ``set_attr``: None each).
+
+        Args:
+            timeout: seconds to wait for worker processes (None: the vectorizer's own
+                ``timeout``).
+
+        Raises:
+            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no call is pending.
+        """
+        if self.closed:
+            self._check_ready("call_wait", "call")
+        if timeout is not None:
+            timeout = check_wait_timeout(timeout, "call_wait")
+        pending = self._pending  # type: ignore[attr-defined]
+        if pending is not PendingCall.CALL:
+            raise no_pending(pending, "call_wait", "call_async(name, ...)")
+        return tuple(self._wait_for(PendingCall.CALL, self._finish_call, timeout))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
         """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``.
@@ -115,7 +209,8 @@ class EnvCalls(metaclass=ABCMeta):
                 f"get_attr(name) takes an attribute name (str), got {type(name).__name__}; "
                 "to run a function on each env use envs.call(fn)"
             )
-        return tuple(self._do_call(name, None, None, self._indices(indices)))
+        idx = env_indices(indices, self.num_envs)
+        return self._run(EnvCall("get_attr", name, None, None, idx))
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
         """Set attribute ``name`` (via ``set_wrapper_attr``) of every env or of
@@ -133,7 +228,7 @@ class EnvCalls(metaclass=ABCMeta):
             >>> envs.close()
         """
         self._check_ready("set_attr", "set_attr")
-        idx = self._indices(indices)
+        idx = env_indices(indices, self.num_envs)
         if not isinstance(values, (list, tuple)):
             values = [values] * len(idx)
         if len(values) != len(idx):
@@ -141,7 +236,7 @@ class EnvCalls(metaclass=ABCMeta):
                 f"set_attr({name!r}) got {len(values)} values for {len(idx)} envs; pass one "
                 "value, or a list with one value per env"
             )
-        self._do_set_attr(name, list(values), idx)
+        self._run(EnvCall("set_attr", name, None, None, idx, list(values)))
 
     def render(self) -> tuple[Any, ...]:
         """One frame per env (as gymnasium's vector envs), from each env's ``render()``;
@@ -161,9 +256,10 @@ class EnvCalls(metaclass=ABCMeta):
         return self.call("render")
 
     @abstractmethod
-    def _do_call(self, name: str, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
-        """Each env of ``indices``: ``name(*args, **kwargs)`` (``args`` None: the attribute)."""
+    def _start_call(self, request: EnvCall) -> None:
+        """Start ``request`` on its envs (a backend may run it now or at `_finish_call`)."""
 
     @abstractmethod
-    def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        """Set attribute ``name`` of each env of ``indices`` to its value."""
+    def _finish_call(self, timeout: float | None) -> list[Any]:
+        """Wait (at most ``timeout`` seconds) for the call started: one result per index
+        (``set_attr``: None each)."""

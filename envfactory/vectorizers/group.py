@@ -30,6 +30,7 @@ from gymnasium.vector.utils import iterate
 
 from ..errors import (
     ClosedError,
+    EnvfactoryError,
     RemoteEnvError,
     WorkerDiedError,
     WorkerError,
@@ -83,6 +84,9 @@ class WorkerGroup(ABC):
         #: finish it after an interrupt (see finish_sends); None: nothing to finish
         self.cut: tuple[Cmd, Sequence[WorkerHandle], list[int], Callable] | None = None
         self._resumable = False  # every handle is resumable
+        #: the fault that left the workers out of step (the failure policy's outcome; the
+        #: front is unusable from then on: ``VecEnvBrokenError``); None while they are usable
+        self.failure: BaseException | None = None
         #: run before a per-index call with the handles it asks (the pool lets their
         #: steps finish first)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
@@ -136,10 +140,14 @@ class WorkerGroup(ABC):
         )
         self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop], finish=True)
 
-    def gather_all(self, call: str, timeout: float | None) -> list[Any]:
+    def gather_all(
+        self, call: str, timeout: float | None, deadline: float | None = None
+    ) -> list[Any]:
         """Every handle's answer to ``call``, in env order (waited for in `set_handles`'s
-        order, the parent's own envs first)."""
-        results = self.gather(call, self._order, self.env.timeout if timeout is None else timeout)
+        order, the parent's own envs first), by ``deadline`` (``time.monotonic()``; None:
+        ``timeout`` seconds from now)."""
+        timeout = self.env.timeout if timeout is None else timeout
+        results = self.gather(call, self._order, timeout, deadline)
         back = self._back
         return results if back is None else [results[k] for k in back]
 
@@ -304,7 +312,7 @@ class WorkerGroup(ABC):
                 raise  # step/reset: finished by *_wait(); a call: given up on (late
                 # answers are dropped by their seq)
             if sent or not isinstance(exc, Exception):
-                self.env._broken = RuntimeError(
+                self.failure = RuntimeError(
                     f"{cmd} was interrupted ({type(exc).__name__}) while it was being sent "
                     f"to the workers ({h.label if h is not None else '?'} of "
                     f"{len(self.handles)}): some have it and some not, so they are no longer "
@@ -313,17 +321,24 @@ class WorkerGroup(ABC):
             raise
 
     def gather(
-        self, call: str, handles: Sequence[WorkerHandle], timeout: float | None
+        self,
+        call: str,
+        handles: Sequence[WorkerHandle],
+        timeout: float | None,
+        deadline: float | None = None,
     ) -> list[Any]:
-        """The answers of ``handles`` (in order) to ``call``, each within ``timeout``
-        seconds of now, with the failure policy: ``restart=true`` rebuilds the workers
+        """The answers of ``handles`` (in order) to ``call``, all within ``timeout``
+        seconds of now (or by ``deadline``, a ``time.monotonic()`` that a wait already
+        under way set: a call never waits longer than ``timeout`` in all), with the
+        failure policy: ``restart=true`` rebuilds the workers
         that failed a ``step``/``reset``; an env's exception in ``call``/``set_attr``
         is raised and the env stays usable; anything else is raised and makes the env
         unusable."""
         if timeout == math.inf:
             timeout = None
         budget = timeout if timeout is not None else 0.0
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if deadline is None and timeout is not None:
+            deadline = time.monotonic() + timeout
         results: list[Any] = [None] * len(handles)
         failures: list[tuple[int, WorkerError]] = []
         for k, h in enumerate(handles):
@@ -340,9 +355,18 @@ class WorkerGroup(ABC):
             except WorkerError as err:
                 failures.append((k, err))
             except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
+                if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
+                    self.failure = bug = h.error(  # a bug in the backend's handle
+                        WorkerError,
+                        f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in "
+                        "the backend, not an env's fault: a handle's recv raises TimeoutError "
+                        "or a WorkerError)",
+                        call,
+                    )
+                    raise bug from exc
                 if not h.resumable:  # (a resumable handle is asked again, or is suspect)
                     h.suspect = True
-                    self.env._broken = RuntimeError(
+                    self.failure = RuntimeError(
                         f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
                     )
                 raise
@@ -354,7 +378,7 @@ class WorkerGroup(ABC):
               failures: list[tuple[int, WorkerError]]) -> None:  # fmt: skip
         failures.sort(key=lambda f: handles[f[0]].start)  # in env order
         env = self.env
-        if env.restart and call in ("step", "reset") and not env._broken:
+        if env.restart and call in ("step", "reset") and not self.failure:
             left = []
             for k, failure in failures:
                 h = handles[k]
@@ -365,14 +389,14 @@ class WorkerGroup(ABC):
                 warn_restart(failure)
                 results[k] = self.restart(h, call)
             if left:
-                env._broken = left[0]
+                self.failure = left[0]
                 raise left[0]
             return
         recoverable = call in ("call", "set_attr") and all(
             isinstance(err, RemoteEnvError) for _, err in failures
         )  # the worker caught it and is still in step, as dummy would be
         if not recoverable:
-            env._broken = failures[0][1]
+            self.failure = failures[0][1]
         raise failures[0][1]
 
     def count_restart(self, h: WorkerHandle, failure: WorkerError) -> None:
@@ -383,7 +407,7 @@ class WorkerGroup(ABC):
         try:
             count_restart(h.restarts, failure, h.label, env.max_restarts, env.restart_window)
         except WorkerError:
-            env._broken = failure
+            self.failure = failure
             raise
         if not h.restart_cause:
             h.restart_cause = restart_message(failure).removeprefix("restarting after: ")
@@ -418,7 +442,7 @@ class WorkerGroup(ABC):
             deadline = None if env.timeout is None else time.monotonic() + env.timeout
             return self.wait(h, deadline, "restart", env.timeout or 0.0)
         except BaseException as exc:
-            env._broken = (
+            self.failure = (
                 exc
                 if isinstance(exc, Exception)
                 else RuntimeError(
@@ -457,21 +481,31 @@ class WorkerGroup(ABC):
             else:
                 h.resume()
 
-    def per_index(
+    def post_calls(
         self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
-    ) -> list[Any]:
-        """Send ``record(local indices, handle)`` to the workers of ``indices`` and return
-        their answers (one per env) in the order of ``indices``."""
-        groups = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
-        groups = [(h, loc) for h, loc in groups if loc]
-        local_of = {id(h): loc for h, loc in groups}
-        handles = [h for h, _ in groups]
+    ) -> list[tuple[WorkerHandle, list[int]]]:
+        """Send ``record(local indices, handle)`` to the workers of ``indices`` (as the call
+        that ``*_wait()`` finishes after a Ctrl-C, `finish_sends`); returns each worker
+        asked with its local indices, for `gather_calls`."""
+        asked = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
+        asked = [(h, loc) for h, loc in asked if loc]
+        local_of = {id(h): loc for h, loc in asked}
+        handles = [h for h, _ in asked]
         if self.before_calls is not None:
             self.before_calls(handles)
-        self.send(cmd, handles, lambda h: record(local_of[id(h)], h))
-        results = self.gather(cmd, handles, self.env.timeout)
+        self.send(cmd, handles, lambda h: record(local_of[id(h)], h), finish=True)
+        return asked
+
+    def gather_calls(
+        self, cmd: Cmd, asked: list[tuple[WorkerHandle, list[int]]], indices: list[int],
+        timeout: float | None,
+    ) -> list[Any]:  # fmt: skip
+        """The answers to the `post_calls` that asked ``asked``: one per env, in the order
+        of ``indices``."""
+        timeout = self.env.timeout if timeout is None else timeout
+        results = self.gather(cmd, [h for h, _ in asked], timeout)
         by_index: dict[int, Any] = {}
-        for (h, loc), answer in zip(groups, results):
+        for (h, loc), answer in zip(asked, results):
             answer = per_env_answer(answer, len(loc), self, h.label, cmd)
             by_index.update((h.start + i, r) for i, r in zip(loc, answer))
         return [by_index[i] for i in indices]
@@ -505,8 +539,8 @@ class WorkerGroup(ABC):
                 continue
             try:
                 h.send(Cmd.CLOSE, None)
-            except OSError:
-                continue
+            except Exception:  # gone, or its transport shut down (killed after a timeout):
+                continue  # it is killed below either way
             asked.append(h)
         deadline = time.monotonic() + budget
         closed = []

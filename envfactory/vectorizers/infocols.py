@@ -24,7 +24,8 @@ schema from the same answers by the same rule (`learn`), so it never has to be s
   order, values and types), so everything after it is unchanged.
 
 A new worker process (a restart) starts with no schema on both sides. Infos with a key
-that is not a string, a ``_``-prefixed key, a value that is not a plain ``int``,
+that gymnasium's merge treats apart (`plain_key`: not a string, a ``_``-prefixed key,
+``final_obs``), a value that is not a plain ``int``,
 ``float`` or ``bool`` or numpy scalar of at most 8 bytes (not ``uint64``) or a dict of
 them, more than one info for an env, or more columns than ``INFO_KEYS``, always go by pipe.
 """
@@ -34,6 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from .infos import plain_key
 
 __all__ = [
     "INFO_KEYS",
@@ -84,7 +87,7 @@ def _leaves(value: Any) -> tuple[Leaf, ...] | None:
     leaves = []
     for key, v in value.items():
         as_float = _KINDS.get(type(v))
-        if as_float is None or type(key) is not str or key.startswith("_"):
+        if as_float is None or not plain_key(key):
             return None
         leaves.append((key, type(v), as_float))
     return tuple(leaves)
@@ -141,7 +144,7 @@ def schema_of(calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
     schema = []
     for key, value in template.items():
         leaves = _leaves(value)
-        if leaves is None or type(key) is not str or key.startswith("_"):
+        if leaves is None or not plain_key(key):
             return None
         dense = len(calls) == n and counts[key] == n and leaves[0][0] is None
         schema.append((key, not dense, leaves))

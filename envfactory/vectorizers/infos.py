@@ -19,9 +19,17 @@ import numpy as np
 
 from .. import _compat
 
-__all__ = ["merge_infos"]
+__all__ = ["merge_infos", "plain_key"]
 
 _PLAIN = (int, float, bool)
+
+
+def plain_key(key: Any) -> bool:
+    """Whether gymnasium's merge treats an info key like any other (then a plain scalar
+    value becomes an array of its type): a string, not a ``_key`` mask's name, and not
+    ``final_obs`` (kept in an object array, one observation per env). The one rule of
+    every fast merge (`merge_infos`, the info columns of `infocols`)."""
+    return type(key) is str and not key.startswith("_") and key != "final_obs"
 
 
 def merge_infos(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
@@ -46,12 +54,7 @@ def _merge_plain(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str
             t = type(value)
             column = columns.get(key)
             if column is None:
-                if (
-                    type(key) is not str
-                    or key.startswith("_")  # (gymnasium's masks share that namespace)
-                    or key == "final_obs"
-                    or not (t is dict or t in _PLAIN or issubclass(t, np.number))
-                ):
+                if not plain_key(key) or not (t is dict or t in _PLAIN or issubclass(t, np.number)):
                     return None
                 columns[key] = column = (t, [], [])
             elif column[0] is not t:  # (cast into the first value's dtype, one by one)

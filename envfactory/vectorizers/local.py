@@ -90,8 +90,10 @@ class LocalHandle(WorkerHandle):
             else:
                 host.ran, self._running = None, True
                 result = host.handle(cmd, data)
-        except Exception as exc:  # raised below, the original as its __cause__
-            err = self.remote_error(call, failure_of(exc))
+        except KeyboardInterrupt:
+            raise  # (cut: see `cut`)
+        except BaseException as exc:  # SystemExit too: an env never ends the program
+            err = self.remote_error(call, failure_of(exc))  # (raised below, exc its cause)
         else:
             self._answer = (result,)
             self._pending, self._running = None, False

@@ -103,7 +103,7 @@ class PipeHandle(WorkerHandle):
         self._reset_stream()
 
     def _reset_stream(self) -> None:
-        self._unsent: list[memoryview] = []  # the rest of a message being written
+        self.unsent: list[memoryview] = []  # the rest of a message being written
         self._write_failed = ""  # why the last message could not be written
         self._rbuf = bytearray(4)  # what arrived of the message being read
         self._rgot = 0
@@ -204,7 +204,7 @@ class PipeHandle(WorkerHandle):
     # -- messages -----------------------------------------------------------------------
     def send(self, cmd: Cmd, data: Any) -> None:
         self._apply_write()  # (a write an interrupt cut)
-        if self._unsent:  # the rest of a message an interrupt cut: it goes first
+        if self.unsent:  # the rest of a message an interrupt cut: it goes first
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
             self._flush(self._write_deadline())
@@ -230,15 +230,15 @@ class PipeHandle(WorkerHandle):
         header = _HEADER.pack(n) if n <= 0x7FFFFFFF else _HEADER.pack(-1) + _LONG.pack(n)
         whole = [memoryview(header), memoryview(message)]
         # handed over (``sent``) with all of it still to write, in one statement: a write an
-        # interrupt cut leaves the rest in ``_unsent``, written before anything else
+        # interrupt cut leaves the rest in ``unsent``, written before anything else
         # (an answer kept for an older seq stays: the async pool may ask for it again)
-        self.sent, self.seq, self.via_slot, self._unsent = seq, seq, False, whole
+        self.sent, self.seq, self.via_slot, self.unsent = seq, seq, False, whole
         self._write()
-        if self._unsent:
+        if self.unsent:
             self._flush(self._write_deadline())
 
     def _write(self) -> None:
-        """One non-blocking write of ``_unsent``, which then holds what is left.
+        """One non-blocking write of ``unsent``, which then holds what is left.
 
         An interrupt cannot lose what a write gave away: as in `_read_some`, the system
         call runs inside ``deque.extend(map(os.writev, ...))``, which stores its byte count
@@ -248,7 +248,7 @@ class PipeHandle(WorkerHandle):
         count.clear()
         self._wpending = True
         try:
-            count.extend(map(os.writev, (self._fd,), (self._unsent,)))
+            count.extend(map(os.writev, (self._fd,), (self.unsent,)))
         except BlockingIOError:
             count.append(0)
         except OSError:  # the worker is gone: recv says how it ended
@@ -264,8 +264,8 @@ class PipeHandle(WorkerHandle):
             self._wpending = False
             return
         written = count[0]
-        rest = [] if written < 0 else _rest(self._unsent, written)
-        self._unsent, self._wpending = rest, False
+        rest = [] if written < 0 else _rest(self.unsent, written)
+        self.unsent, self._wpending = rest, False
 
     def _write_deadline(self) -> float | None:
         t = self.write_timeout
@@ -280,7 +280,7 @@ class PipeHandle(WorkerHandle):
         poll = select.poll()
         poll.register(fd, _POLL_OUT)
         wait = poll.poll  # (a Ctrl-C the async pool holds goes through while it waits)
-        while self._unsent:
+        while self.unsent:
             if deadline is None:
                 HOLD.waiting(wait, SLEEP_SLICE_MS)
             else:
@@ -289,8 +289,8 @@ class PipeHandle(WorkerHandle):
                 if left <= 0 or not HOLD.waiting(wait, ms):
                     if time.monotonic() < deadline:
                         continue
-                    size = sum(len(v) for v in self._unsent)
-                    self._unsent = []
+                    size = sum(len(v) for v in self.unsent)
+                    self.unsent = []
                     self._write_failed = f"did not read a {size}-byte message it was sent"
                     self.kill()
                     return
@@ -307,6 +307,20 @@ class PipeHandle(WorkerHandle):
         fence()  # the seq is visible before the sleeping word is read
         if slot[WORKER_SLEEPING]:
             signal_eventfd(self.go)
+
+    # -- the group's step hand-off (`StepHandoff`) books its post and answers here ---------
+    def booked(self, seq: int) -> None:
+        """Step ``seq`` was posted for it through its control slot (by the hand-off)."""
+        self.sent = self.seq = seq
+        self.via_slot, self._answer = True, None
+
+    def answered(self, answer: Any) -> None:
+        """The hand-off saw the posted step done: its answer, kept for `recv`."""
+        self.via_slot, self._answer = False, (self.seq, answer)
+
+    def answer_follows(self) -> None:
+        """The hand-off saw the posted step done with its answer to follow by pipe."""
+        self.via_slot, self._learn_at = False, self.seq
 
     def resume(self) -> None:
         """Finish a send an interrupt cut: the slot's seq is set and the worker woken;
@@ -335,7 +349,7 @@ class PipeHandle(WorkerHandle):
         answer = self._answer
         if answer is not None and answer[0] == self.seq:
             return answer[1]  # (asked again after an interrupt)
-        if self._unsent or self._wpending:
+        if self.unsent or self._wpending:
             self._flush(deadline)
         if self._write_failed:
             raise TimeoutError(self._write_failed)

@@ -62,7 +62,9 @@ class PoolVecEnv(RemoteVecEnv):
         super().__init__(group, autoreset_mode, **faults)
         self._checkers: dict[int, Callable[[Any], Any]] = {}
         #: the async pool: every piece of its state (see `scheduler`)
-        self.pool = PoolScheduler(self.workers, site(group))
+        backend = site(group)
+        backend.done = self._done  # (lent: the pool keeps it current as it hands envs over)
+        self.pool = PoolScheduler(self.workers, backend)
         # call / get_attr / set_attr / render: first let the workers concerned finish
         # their steps (their envs then wait in recv()'s queue); weakly, as group.env
         front = weakref.ref(self)

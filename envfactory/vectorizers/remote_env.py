@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import AlreadyPendingError, ConfigError
 from .base import PendingCall, VecEnvBase
 from .checks import check_batch
+from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, WorkerHandle
 from .protocol import Call, Cmd, Reset, SetAttr
@@ -31,6 +35,26 @@ _PID = [os.getpid()]
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
+def _on_stack(frame: FrameType) -> bool:
+    """Whether ``frame`` is still running in this thread (below the caller's caller)."""
+    f = sys._getframe(2)
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back  # type: ignore[assignment]
+    return False
+
+
+def _recheck(env: RemoteVecEnv, what: str, call: str) -> Callable[[], None]:
+    """The front's state checked again under the call guard (`CallGuard.enter`'s check)."""
+
+    def check() -> None:
+        if env._pending is not PendingCall.NONE or env._broken is not None:
+            env._check_ready(what, call)
+
+    return check
+
+
 def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
     """The front's options (`FAULT_KEYS`) taken out of a vectorizer's ``options``."""
     return {k: options.pop(k) for k in FAULT_KEYS if k in options}
@@ -38,10 +62,12 @@ def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
 
 class CallGuard:
     """One call at a time, by the process that made the env: `enter` marks a call in
-    progress (``active``: its name and thread), `leave` ends it. A second thread gets a
-    clear error, a forked child is refused. The same thread may always enter: its own call
-    that a Ctrl-C cut anywhere is not running any more, so no interrupt leaves the env
-    refusing its owner."""
+    progress (``active``: its name, thread and the frame that entered), `leave` ends it. A
+    second thread gets a clear error, a forked child is refused, and a call re-entered in
+    the same thread while the first still runs (from a signal handler or a callback: the
+    first call's frame is on the stack) is refused, never nested. The same thread may
+    otherwise always enter: its own call that a Ctrl-C cut anywhere is not running any more,
+    so no interrupt leaves the env refusing its owner."""
 
     __slots__ = ("active", "label", "lock", "owner_pid")
 
@@ -49,9 +75,17 @@ class CallGuard:
         self.label = label  # (the env's class, for the messages)
         self.owner_pid = os.getpid()
         self.lock = threading.Lock()  # held only to check and set ``active``
-        self.active: tuple[str, threading.Thread] | None = None
+        self.active: tuple[str, threading.Thread, FrameType] | None = None
 
-    def enter(self, what: str) -> None:
+    def enter(
+        self,
+        what: str,
+        caller: FrameType | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        """Mark ``what`` in progress in this thread, entered by ``caller`` (default: the
+        caller's frame; it is running until the call leaves); then run ``check`` (the
+        front's state checked again, now under the guard), leaving if it raises."""
         if _PID[0] != self.owner_pid:
             raise RuntimeError(
                 f"{what}() on a {self.label} made by process {self.owner_pid}; this "
@@ -68,9 +102,22 @@ class CallGuard:
                     "call at a time. Give each thread its own env, or hold a lock around "
                     "every call"
                 )
-            self.active = (what, me)
+            if active is not None and active[1] is me and _on_stack(active[2]):
+                raise AlreadyPendingError(
+                    f"{what}() re-entered while {active[0]}() is in progress in the same "
+                    "thread (from a signal handler or a callback): a vectorized env serves "
+                    "one call at a time; make the call after the first one returns",
+                    active[0],
+                )
+            self.active = (what, me, caller or sys._getframe(1))
+        if check is not None:
+            try:
+                check()
+            except BaseException:
+                self.leave()
+                raise
 
-    def leave(self) -> None:
+    def leave(self) -> None:  # (drops the frame: the call's locals are not kept)
         active = self.active
         if active is not None and active[1] is threading.current_thread():
             self.active = None
@@ -149,27 +196,20 @@ class RemoteVecEnv(VecEnvBase):
         return self.group.pids
 
     @property
+    def _broken(self) -> BaseException | None:  # type: ignore[override]  # (the group's)
+        return self.group.failure
+
+    @property
     def restarts(self) -> list[int]:
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
         return self.group.restarts
-
-    def _begin_call(self, what: str, call: str) -> None:
-        """Enter the call guard, then check again, now under it, that nothing is pending
-        and the env is not broken."""
-        self._guard.enter(what)
-        if self._pending is not PendingCall.NONE or self._broken is not None:
-            try:
-                self._check_ready(what, call)
-            except BaseException:
-                self._guard.leave()
-                raise
 
     # -- VecEnvBase's backend: the group --------------------------------------------------
     def _can_finish(self) -> bool:
         return self.group.cut is not None and self._broken is None
 
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        self._begin_call("reset_async", "reset")
+        self._guard.enter("reset_async", sys._getframe(), _recheck(self, "reset_async", "reset"))
         try:
             group = self.group
             for h in group.handles:  # kept to redo the reset if a worker must be restarted
@@ -214,27 +254,41 @@ class RemoteVecEnv(VecEnvBase):
         group.cut = None  # (a Ctrl-C up to here: *_wait() collects the kept answers again)
         return batch
 
-    def _do_call(self, name: Any, args: Any, kwargs: Any, indices: list[int]) -> list[Any]:
-        what = "get_attr" if args is None else "call"
-        self._begin_call(what, what)
+    def _start_call(self, request: EnvCall) -> None:
+        what = request.what
+        self._guard.enter(what, sys._getframe(), _recheck(self, what, what))
         try:
-            return self.group.per_index(
-                Cmd.CALL, indices, lambda loc, _: Call(name, args, kwargs, loc)
-            )
+            r = request
+            record: Callable[[list[int], Any], Any]
+            if r.values is None:
+                cmd, record = Cmd.CALL, lambda loc, _: Call(r.name, r.args, r.kwargs, loc)
+            else:
+                value_of = dict(zip(r.indices, r.values))
+                cmd = Cmd.SET_ATTR
+                record = lambda loc, h: SetAttr(  # noqa: E731
+                    r.name, [value_of[h.start + i] for i in loc], loc
+                )
+
+            self._calls = (cmd, self.group.post_calls(cmd, r.indices, record), r.indices)
         finally:
             self._guard.leave()
 
-    def _do_set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        self._begin_call("set_attr", "set_attr")
+    def _finish_call(self, timeout: float | None) -> list[Any]:
+        """Wait for the call in flight (first finishing the sends a Ctrl-C cut); a Ctrl-C
+        here leaves it pending (`call_wait()`), as a step."""
+        self._guard.enter("call_wait")
+        group = self.group
         try:
-            value_of = dict(zip(indices, values))
-            self.group.per_index(
-                Cmd.SET_ATTR,
-                indices,
-                lambda loc, h: SetAttr(name, [value_of[h.start + i] for i in loc], loc),
-            )
+            if self._interrupted:
+                group.finish_sends()
+            answers = group.gather_calls(*self._calls, timeout)
+        except Exception:
+            group.cut = None
+            raise
         finally:
             self._guard.leave()
+        group.cut = None
+        return answers
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         group = self.group

@@ -76,6 +76,9 @@ Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
 class PoolBackend(ABC):
     """What a backend gives a `PoolScheduler` (`RemoteSite` and a backend's completion of it)."""
 
+    #: the front's episode-ended flags (lent by `PoolVecEnv`; see `RemoteSite`)
+    done: np.ndarray
+
     # -- messages ---------------------------------------------------------------------
     @abstractmethod
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
@@ -158,6 +161,9 @@ class RemoteSite(PoolBackend):
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group
         self._tickets = 0
+        #: the front's episode-ended flags, lent by the pool's front (`PoolVecEnv`): kept
+        #: current as envs are handed over, read when a worker is rebuilt
+        self.done: np.ndarray = np.zeros(group.num_envs, np.bool_)
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         self.group.send(cmd, [handle], lambda _: data)
@@ -170,23 +176,23 @@ class RemoteSite(PoolBackend):
         return self.group.wait(handle, deadline, call, budget)
 
     def returned(self, ids: list[int], ended: np.ndarray) -> None:
-        self.group.env._done[ids] = ended
+        self.done[ids] = ended
 
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
-        group, env = self.group, self.group.env
-        if not (env.restart and not env._broken):
-            env._broken = failure
+        group = self.group
+        if not (group.env.restart and not group.failure):
+            group.failure = failure
             raise failure
         group.count_restart(handle, failure)
         warn_restart(failure)
         # an env whose result was not returned yet: its episode ends there
-        done = [bool(env._done[i]) and i not in superseded for i in handle.indices]
+        done = [bool(self.done[i]) and i not in superseded for i in handle.indices]
         return group.restart(handle, call, done)
 
     def interrupted(self, reason: BaseException) -> None:
-        self.group.env._broken = reason
+        self.group.failure = reason
 
 
 @dataclass(slots=True)

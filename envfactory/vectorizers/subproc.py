@@ -370,23 +370,26 @@ class SubprocGroup(WorkerGroup):
             self._handoff.settle(self.cut[2])  # a post a Ctrl-C cut after its write
         super().finish_sends()
 
-    def gather_all(self, call: str, timeout: float | None) -> list[Any]:
+    def gather_all(
+        self, call: str, timeout: float | None, deadline: float | None = None
+    ) -> list[Any]:
         g = self._handoff
         if g is None or not g.posted or call != "step":
-            return super().gather_all(call, timeout)
+            return super().gather_all(call, timeout, deadline)
         if timeout is None:
             env = self._env()
             assert env is not None
             timeout = env.timeout
-        deadline = None if timeout in (None, math.inf) else time.monotonic() + timeout
+        if deadline is None and timeout not in (None, math.inf):
+            deadline = time.monotonic() + timeout
         local = self._local
         mine = [] if local is None else self.gather(call, [local], timeout)  # meanwhile
         results = g.wait(deadline)
         if results is None:  # a timeout, a dead worker: each worker's own wait says which
-            return super().gather_all(call, timeout)
+            return super().gather_all(call, timeout, deadline)  # (by the same deadline)
         if None in results:  # (the answers by pipe)
             piped = [k for k, r in enumerate(results) if r is None]
-            answers = self.gather(call, [self.workers[k] for k in piped], timeout)
+            answers = self.gather(call, [self.workers[k] for k in piped], timeout, deadline)
             for k, answer in zip(piped, answers):
                 results[k] = answer
         return results + mine

@@ -41,7 +41,8 @@ the parent ~10 us a worker, so it
 
 Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is left to the per-worker
 path, which finds the handles exactly as their own ``send`` would have left them: the
-hand-off keeps each handle's bookkeeping (``sent``, ``seq``, ``via_slot``) as it posts.
+hand-off books each post and answer through the handle's own methods (`PipeHandle.booked`,
+``answered``, ``answer_follows``), so the handle stays the only writer of its state.
 """
 
 from __future__ import annotations
@@ -397,7 +398,7 @@ class StepHandoff:
         if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
             return False
         for w in self.workers:
-            if w._unsent:
+            if w.unsent:  # (the rest of a message an interrupt cut: written first)
                 return False
         buf[:] = actions[: self.stop]
         workers, seqs = self.workers, []
@@ -408,8 +409,7 @@ class StepHandoff:
         self.seqs = seqs
         self.cmd[:] = seqs  # the post itself: one store, which no Ctrl-C can cut
         for w in workers:  # each handle as its own send leaves it (see settle)
-            w.sent = w.seq = w.sent + 1
-            w.via_slot, w._answer = True, None
+            w.booked(w.sent + 1)
         self.posted = True
         fence()  # the step numbers are visible before the sleeping words are read
         for w in workers:
@@ -426,8 +426,7 @@ class StepHandoff:
             return
         for k, w in enumerate(self.workers):
             if w.sent == marks[k]:  # (not yet booked)
-                w.sent = w.seq = marks[k] + 1
-                w.via_slot, w._answer = True, None
+                w.booked(marks[k] + 1)
                 self.posted = True
         fence()
         for w in self.workers:  # (a worker already awake ignores a spare wake-up)
@@ -454,17 +453,17 @@ class StepHandoff:
         answers: list[Any] = []
         for w, msg in zip(self.workers, self.msg.tolist()):
             if msg == 0:  # no infos
-                w.via_slot, w._answer = False, (w.seq, NO_INFOS)
+                w.answered(NO_INFOS)
                 answers.append(NO_INFOS)
             elif msg == 1:  # by pipe: read by the caller, once every worker is done
-                w.via_slot, w._learn_at = False, w.seq
+                w.answer_follows()
                 answers.append(None)
             else:  # infos in the info columns
                 if w.slot[SCHEMAS] != w.schemas:  # (an invariant) the per-worker path
                     return None  # raises it, with the failure policy
                 assert w.columns is not None and w.schema is not None
                 answer = (ColumnRows(w.columns, w.schema, w.start, w.stop - w.start), None)
-                w._answer, w.via_slot = (w.seq, answer), False
+                w.answered(answer)
                 answers.append(answer)
         return answers
 

@@ -233,7 +233,7 @@ def test_ctrl_c_after_part_of_a_large_message_is_finished_by_step_wait() -> None
         actions = np.ones((4, 2**18)) * np.arange(1, 5)[:, None] / 10  # float64: by pipe
         with pytest.raises(KeyboardInterrupt):
             envs.step(actions)
-        assert envs.workers[1]._unsent  # the rest, to write first
+        assert envs.workers[1].unsent  # the rest, to write first
         obs, rew, *_ = envs.step_wait()
         assert steps_of(obs) == [1, 1, 1, 1]
         np.testing.assert_allclose(rew, [0.1, 0.2, 0.3, 0.4])

@@ -1,0 +1,204 @@
+"""The worker group's failure policy alone, over a fake backend (issue 37): handles that run
+their envs in this process when asked (no process, no pipe, no shared memory) and misbehave
+on cue, so each rule of `WorkerGroup` (deadlines, the failure it records, the restart budget,
+per-env calls, close) is tested without the transport that `subproc` adds."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from gymnasium.vector.utils import create_empty_array
+
+from envfactory.errors import (
+    RemoteEnvError,
+    VecEnvBrokenError,
+    WorkerDiedError,
+    WorkerError,
+    WorkerTimeoutError,
+)
+from envfactory.testing import FailingEnv
+from envfactory.vectorizers.remote import (
+    Cmd,
+    EnvHost,
+    EnvInfo,
+    RemoteVecEnv,
+    WorkerGroup,
+    WorkerHandle,
+    failure_of,
+    split_envs,
+)
+
+
+class FakeHandle(WorkerHandle):
+    """Envs ``start:stop`` run in this process at ``send``; ``script`` maps a call name to
+    what ``recv`` does instead of answering: ``"late"`` (past any deadline), ``"die"``, or
+    an exception to raise as the handle's own bug."""
+
+    def __init__(self, index: int, start: int, stop: int, mode: Any) -> None:
+        super().__init__(index, start, stop, "Fake-v0")
+        self.host = EnvHost([FailingEnv() for _ in range(stop - start)], mode, _calls)
+        self.script: dict[str, Any] = {}
+        self.sends: list[str] = []
+        self.killed = 0
+        self.answer: Any = [EnvInfo.of(e) for e in self.host.envs]
+        self.error_: BaseException | None = None
+
+    @property
+    def pid(self) -> int:
+        return 1000 + self.index
+
+    def send(self, cmd: Cmd, data: Any) -> None:
+        if self.killed:
+            raise RuntimeError("cannot send to a killed fake worker")
+        self.sends.append(str(cmd))
+        self.answer, self.error_ = None, None
+        try:
+            self.answer = self.host.handle(cmd, data) if cmd != Cmd.CLOSE else None
+        except Exception as exc:
+            self.error_ = self.remote_error(str(cmd), failure_of(exc))
+
+    def recv(self, deadline: float | None, call: str) -> Any:
+        what = self.script.pop(call, None)
+        if what == "late":
+            if deadline is not None:
+                time.sleep(max(0.0, deadline - time.monotonic()))
+            raise TimeoutError
+        if what == "die":
+            raise self.error(WorkerDiedError, "died", call)
+        if isinstance(what, BaseException):
+            raise what
+        if self.error_ is not None:
+            raise self.error_
+        return self.answer
+
+    def kill(self) -> None:
+        self.killed += 1
+
+
+def _calls(info_calls: Any, mask: Any) -> Any:
+    return info_calls
+
+
+class FakeGroup(WorkerGroup):
+    def __init__(self, num_envs: int, in_series: int) -> None:
+        super().__init__()
+        self.num_envs, self.env_id, self.in_series = num_envs, "Fake-v0", in_series
+        self.respawned: list[int] = []
+
+    def start(self) -> None:
+        mode = self.env.autoreset_mode
+        slices = split_envs(self.num_envs, self.in_series)
+        self.set_handles([FakeHandle(k, a, b, mode) for k, (a, b) in enumerate(slices)])
+        self.wait_started(self.handles)
+        self._obs = create_empty_array(self.env.single_observation_space, n=self.num_envs)
+
+    def collect(self, handles: Any, results: Any, mask: Any) -> Any:
+        runners = [h.host.runner for h in handles]  # type: ignore[attr-defined]
+        self._obs = self.batch_obs([o for r in runners for o in r.obs], self._obs)
+        keys = ("rewards", "terminations", "truncations")
+        flags = [np.concatenate([getattr(r, k) for r in runners]) for k in keys]
+        return self.out(self._obs), *flags, self.merge_answers(handles, results)
+
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+        self.respawned.append(handle.index)
+        fresh = FakeHandle(handle.index, handle.start, handle.stop, self.env.autoreset_mode)
+        handle.host = fresh.host  # type: ignore[attr-defined]
+        handle.killed = 0  # type: ignore[attr-defined]
+        return [EnvInfo.of(e) for e in fresh.host.envs]
+
+    def last_obs(self, handle: WorkerHandle) -> list[Any]:
+        return [np.array(o) for o in handle.host.runner.obs]  # type: ignore[attr-defined]
+
+
+ACTS = np.zeros(4, np.int64)
+
+
+def _env(**faults: Any) -> RemoteVecEnv:
+    envs = RemoteVecEnv(FakeGroup(4, 2), "next_step", **faults)
+    envs.reset(seed=0)
+    return envs
+
+
+def _handle(envs: RemoteVecEnv, k: int) -> FakeHandle:
+    h = envs.group.handles[k]
+    assert isinstance(h, FakeHandle)
+    return h
+
+
+def test_a_late_worker_is_killed_within_the_one_deadline_and_recorded_as_the_failure() -> None:
+    envs = _env(timeout=0.2)
+    _handle(envs, 1).script["step"] = "late"
+    t0 = time.monotonic()
+    with pytest.raises(WorkerTimeoutError, match=r"worker 1 .* within 0\.2 s and was killed"):
+        envs.step(ACTS)
+    assert time.monotonic() - t0 < 0.35
+    assert _handle(envs, 1).killed == 1 and _handle(envs, 0).killed == 0
+    assert isinstance(envs.group.failure, WorkerTimeoutError)
+    with pytest.raises(VecEnvBrokenError, match=r"within 0\.2 s"):
+        envs.step(ACTS)
+    envs.close()  # asks worker 0 to close; worker 1's send raises and is tolerated
+    assert "close" in _handle(envs, 0).sends
+
+
+def test_a_gather_given_a_deadline_already_under_way_never_extends_it() -> None:
+    envs = _env(timeout=5.0)
+    group = envs.group
+    h = _handle(envs, 0)
+    h.send(Cmd.CALL, None)
+    h.script["call"] = "late"
+    t0 = time.monotonic()
+    with pytest.raises(WorkerTimeoutError):
+        group.gather("call", [h], 5.0, deadline=time.monotonic() + 0.1)
+    assert time.monotonic() - t0 < 0.3
+    envs.close()
+
+
+def test_an_env_error_in_a_call_keeps_the_env_usable_one_in_a_step_breaks_it() -> None:
+    envs = _env()
+    with pytest.raises(RemoteEnvError, match="boom fails on purpose"):
+        envs.call("boom")
+    assert envs.group.failure is None
+    envs.step(ACTS)
+    _handle(envs, 0).script["step"] = "die"
+    with pytest.raises(WorkerDiedError, match="worker 0"):
+        envs.step(ACTS)
+    assert isinstance(envs.group.failure, WorkerDiedError)
+    envs.close()
+
+
+def test_restarts_rebuild_the_worker_and_the_budget_stops_them() -> None:
+    envs = _env(restart=True, max_restarts=1)
+    _handle(envs, 1).script["step"] = "die"
+    with pytest.warns(RuntimeWarning, match="restarting after"):
+        *_, trunc, infos = envs.step(ACTS)
+    assert envs.group.respawned == [1] and envs.restarts == [0, 1]
+    assert trunc.tolist() == [False, False, True, True] and infos["restarted"][2:].all()
+    _handle(envs, 1).script["step"] = "die"
+    with pytest.raises(WorkerDiedError):  # the budget: one restart per window
+        envs.step(ACTS)
+    assert isinstance(envs.group.failure, WorkerDiedError)
+    envs.close()
+
+
+def test_a_bug_in_a_handle_is_named_and_recorded() -> None:
+    envs = _env()
+    _handle(envs, 0).script["step"] = KeyError("lost the answer")
+    with pytest.raises(WorkerError, match=r"FakeHandle\.recv raised KeyError: 'lost the answer'"):
+        envs.step(ACTS)
+    with pytest.raises(VecEnvBrokenError, match="a bug in the backend"):
+        envs.step(ACTS)
+    envs.close()
+
+
+def test_per_env_calls_go_to_the_workers_of_their_indices_in_order() -> None:
+    envs = _env()
+    assert envs.env_method("_fails_now", indices=[3, 0]) == [True, True]
+    assert [h.sends[-1] for h in envs.group.handles] == ["call", "call"]
+    envs.get_attr("t", indices=[2])  # worker 1 only
+    assert len(_handle(envs, 0).sends) == 2 and len(_handle(envs, 1).sends) == 3
+    envs.set_attr("fail_step", [7, 8], indices=[1, 2])
+    assert envs.get_attr("fail_step") == (0, 7, 8, 0)
+    envs.close()
