@@ -520,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .measure import busy
     from .presets import check_preset_name, taken_names
     from .report import error_line
+    from .run_record import one_line_warnings
     from .startup import load_registry
 
     argv = sys.argv[2:] if argv is None else list(argv)
@@ -550,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bar = tqdm(total=args.rounds * len(cands), unit="run", desc=PROG, file=sys.stderr,
                disable=None, dynamic_ncols=True)  # fmt: skip
     try:
-        with busy(args.busy_cores):
+        with busy(args.busy_cores), one_line_warnings():  # envfactory's: one line each
             res = run_rounds(plan, cands, args, bar)
     except KeyboardInterrupt:  # while the busy processes started or stopped
         res = TuneResult(cands, interrupted=True)
