@@ -160,7 +160,7 @@ def explain_split(
         parts.append(f"in_series={series} as configured")
     elif batch is None:
         share = " but the one left to this process" if in_parent else ""
-        parts.append(f"in_series null: one worker per free core{share}")
+        parts.append(f"in_series null: one worker per core free at build time{share}")
     asked = requested.get("in_parent", 0)
     if batch is not None:
         pass
