@@ -86,7 +86,8 @@ class SubprocGroup(WorkerGroup):
     ``in_parent`` envs in this process), maps one shared region into all of them, posts a
     step to all of them at once (``handoff``; the pool posts to each on its own), and
     implements [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]'s hooks (collect a
-    batch, rebuild a worker, release). The options are `SubprocConfig`'s."""
+    batch, rebuild a worker, release). The options are `SubprocConfig`'s; ``load``: what the
+    build sampled of other programs' running threads (`SubprocVecEnv`'s)."""
 
     def __init__(
         self,
@@ -98,6 +99,7 @@ class SubprocGroup(WorkerGroup):
         spin_us: int = 200,
         in_parent: int = 0,
         handoff: bool = True,
+        load: float | None = None,
     ) -> None:
         super().__init__()
         if context not in START_METHODS:
@@ -118,7 +120,7 @@ class SubprocGroup(WorkerGroup):
         self._handoff: StepHandoff | None = None
         #: other programs' running threads sampled by the build (`others_running`; None:
         #: `split_envs` samples them itself if its default needs them)
-        self.load: float | None = None
+        self.load = load
 
     def start(self) -> None:
         env_fns, in_parent = self.env_fns, self.in_parent
@@ -434,8 +436,7 @@ class SubprocVecEnv(RemoteVecEnv):
             load,
         )
         faults = pop_faults(options)
-        group = SubprocGroup(env_fns, in_parent=self.in_parent, **options)
-        group.load = load  # (the load the build sampled: one sample decides the whole split)
+        group = SubprocGroup(env_fns, in_parent=self.in_parent, load=load, **options)
         super().__init__(group, autoreset_mode, **faults)
 
 
