@@ -157,9 +157,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
                     p,
                 )
             raise AlreadyPendingError(
-                f"{what}() called while a {p}_async() is pending (or re-entered, from a signal "
-                f"handler or a callback, while a {p}() is in progress); call {p}_wait() "
-                f"first, or make the call once {p}() returned",
+                f"{what}() called while a {p}_async() is pending; call {p}_wait() first (or, "
+                f"re-entered from a signal handler or a callback while a {p}() is in "
+                f"progress, make the call once it returned)",
                 p,
             )
 
