@@ -19,6 +19,15 @@ rounds, because the machine is shared and noisy: only ratios measured in one run
     python benchmarks/bench.py --sweep          # 4 parallel joblib jobs x CartPole 8 envs
     python benchmarks/bench.py --scale          # 16/32/64 envs vs the peers (many cores)
     python benchmarks/bench.py --plot bench.png  # also a PNG: steps/s against num_envs
+    python benchmarks/bench.py --workloads CartPole --no-pool --no-load --rounds 2 \
+        --out docs/bench_cartpole_readme.json    # the docs' results file (below)
+
+The docs' results file, ``docs/bench_cartpole_readme.json`` (`DOCS_RESULTS`), is the one
+source of the CartPole figures the README and the docs quote: the README's table is it, and
+every figure between ``<!-- bench-results -->`` and ``<!-- /bench-results -->`` on a page is a
+median in it or a ratio of two of them (tests/project/test_bench_numbers.py). Each JSON this
+writes carries the `code_digest` of the code that built and timed the variants; a results file
+whose digest is not today's was measured with other code and must be measured again.
 
 Peers (rows appear when installed; ``pip install -e '.[bench]'``, see the README):
 PufferLib's ``Multiprocessing`` backend (synchronous and ``batch_size = num_envs / 2``; one
@@ -32,6 +41,8 @@ times (2 x cores busy processes beside the vec env's own).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import json
 import os
 import platform
@@ -68,6 +79,23 @@ def gymnasium_pong() -> gym.Env:
     env = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
     return gym.wrappers.FrameStackObservation(env, 4)
+
+
+#: the results file the docs quote (see the module docstring), relative to the repository
+DOCS_RESULTS = "docs/bench_cartpole_readme.json"
+#: the code that builds and times each variant, with `variants` (`code_digest`)
+MEASURING_CODE = ("benchmarks/peers.py", "envfactory/cli/measure.py")
+
+
+def code_digest() -> str:
+    """A digest of the code that builds and times the variants (`MEASURING_CODE` and
+    `variants`' source): written into each results JSON, compared by the docs test."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for rel in MEASURING_CODE:
+        h.update((root / rel).read_bytes())
+    h.update(inspect.getsource(variants).encode())
+    return h.hexdigest()[:16]
 
 
 def variants(workload: str, n: int) -> dict[str, Callable[[], gym.vector.VectorEnv]]:
@@ -901,6 +929,9 @@ def main(argv: list[str] | None = None) -> int:
                     "gymnasium": gym.__version__,
                     "envfactory": envfactory.__version__,
                 },
+                "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:]),
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+                "code_digest": code_digest(),
                 "rounds": rounds,
                 "seconds": seconds,
                 "results": results,

@@ -51,6 +51,12 @@ from envfactory.cli.rollout import (
     noop_action,
     rollout,
 )
+from envfactory.cli.run_record import (
+    one_line_warnings,
+    record_fields,
+    record_rows,
+    restart_warning,
+)
 from envfactory.cli.startup import load_registry, release_conflicts
 
 __all__ = [  # the rollout's names stay importable from here (they lived here before)
@@ -106,12 +112,19 @@ def built_as(envs: Any) -> str:
     return ", ".join(parts)
 
 
-def summarize(cfg: DictConfig, stats: RolloutStats, built: str | None = None) -> dict[str, Any]:
+def summarize(
+    cfg: DictConfig,
+    stats: RolloutStats,
+    built: str | None = None,
+    record: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The job's summary; ``status`` is ``ok`` or ``interrupted`` (Ctrl-C: the numbers
-    cover the steps taken); ``built``: what the vectorizer built (`built_as`)."""
+    cover the steps taken); ``built``: what the vectorizer built (`built_as`); ``record``:
+    its split and restarts (`envfactory.cli.run_record.record_fields`)."""
     return {
         **_settings(cfg),
         **({"built": built} if built else {}),
+        **(record or {}),
         "num_envs": int(cfg.num_envs),
         "status": "interrupted" if stats.interrupted else "ok",
         "steps": stats.steps,
@@ -140,6 +153,7 @@ def format_summary(summary: Mapping[str, Any], *, returns_recorded: bool = True)
         ("steps/s", f"{summary['steps_per_second']:,.0f}"),
         ("episodes", summary["episodes"]),
         ("mean return", no_mean if mean is None else f"{mean:.2f}"),
+        *record_rows(summary),
     ]
     if summary.get("status") == "interrupted":
         rows.append(("status", "interrupted (Ctrl-C): partial numbers"))
@@ -168,7 +182,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if held.take():  # a Ctrl-C while Hydra composed this job's config
         _interrupted(cfg, job, None)
     try:
-        return _run(cfg, job)
+        with one_line_warnings():  # (here too: a launcher may run the job in its own process)
+            return _run(cfg, job)
     finally:
         held.resume_holding()
 
@@ -204,13 +219,17 @@ def _run(cfg: DictConfig, job: dict[str, Any]) -> dict[str, Any]:
         _interrupted(cfg, job, None)
         raise  # not reached: _interrupted exits
     except Exception as exc:
+        record = record_fields(envs)
         _close(envs)
-        return _failed(cfg, job, exc)
-    built = built_as(envs)
+        return _failed(cfg, job, exc, record)
+    built, record = built_as(envs), record_fields(envs)
     _close(envs)
-    summary = summarize(cfg, stats, built)
+    summary = summarize(cfg, stats, built, record)
     save_summary(summary, job)
     print(format_summary(summary, returns_recorded=stats.returns_recorded), flush=True)
+    saved = str(Path(job["output_dir"]) / SUMMARY_FILE) if job else ""
+    if restart_warning(summary, saved):
+        print(restart_warning(summary, saved), file=sys.stderr, flush=True)
     if stats.interrupted:
         _interrupted(cfg, job, summary)
     return summary
@@ -298,12 +317,15 @@ def _job_info() -> dict[str, Any]:
     }
 
 
-def _failed(cfg: DictConfig, job: dict[str, Any], exc: Exception) -> dict[str, Any]:
+def _failed(
+    cfg: DictConfig, job: dict[str, Any], exc: Exception, record: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Report a failed job: one line on stderr; in a sweep a ``failed`` summary (the sweep
     goes on), else exit 2 (config) or 1 (anything else: a worker failure, an env's own
     exception under ``dummy``). Outside a Hydra job (``run(cfg)`` from Python) an exception
     that is not envfactory's is re-raised. The tracebacks of anything but a config error go
-    to ``error.txt`` in the run dir."""
+    to ``error.txt`` in the run dir. ``record``: the split and restarts of envs that were
+    built (`envfactory.cli.run_record.record_fields`), kept in a sweep job's summary."""
     import traceback
 
     from envfactory.errors import ConfigError, EnvfactoryError
@@ -323,7 +345,8 @@ def _failed(cfg: DictConfig, job: dict[str, Any], exc: Exception) -> dict[str, A
     print(
         f"envfactory: error: job {job.get('job_num')}: {line}{where}", file=sys.stderr, flush=True
     )
-    summary: dict[str, Any] = {**_settings(cfg), "status": "failed", "error": line}
+    summary: dict[str, Any] = {**_settings(cfg), **(record or {})}
+    summary.update(status="failed", error=line)
     if not isinstance(exc, ConfigError):
         summary["traceback"] = "".join(traceback.format_exception(exc))
     save_summary(summary, job)

@@ -55,7 +55,7 @@ def error_line(exc: BaseException) -> str:
         return " ".join(text.split()) or type(exc).__name__
     line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     cause = remote_cause(exc)  # on the first line already, unless built without it
-    return f"{line}: {cause}" if cause and not first.endswith(cause) else line
+    return f"{line}: {cause}" if cause and cause not in first else line
 
 
 def save_error(exc: BaseException, out_dir: str | Path) -> Path | None:

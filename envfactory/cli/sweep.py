@@ -14,8 +14,10 @@ registered in ``conf/config.yaml``:
           _target_: envfactory.cli.sweep.SweepSummary
 
 Overrides that every job shares (``run.progress=false`` ...) are listed once above the
-table; the ``overrides`` column shows what varies. ``sweep_summary.json`` keeps each
-job's full summary, overrides included.
+table; the ``overrides`` column shows what varies, ``restarts`` how many times the job's
+workers were restarted; under the table one line per job says how its vectorizer placed the
+envs and why, and which workers restarted and the first cause (`job_notes`).
+``sweep_summary.json`` keeps each job's full summary, overrides included.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from omegaconf import DictConfig
 
 from envfactory.errors import echo
 
-__all__ = ["SweepSummary", "collect_jobs", "markdown_table"]
+__all__ = ["SweepSummary", "collect_jobs", "job_notes", "markdown_table"]
 
 SUMMARY_FILE = "summary.json"  # written by envfactory.cli.main
 _COLUMNS = (  # (title, summary key, format of a number)
@@ -44,6 +46,7 @@ _COLUMNS = (  # (title, summary key, format of a number)
     ("steps/s", "steps_per_second", ",.0f"),
     ("episodes", "episodes", ""),
     ("mean return", "mean_return", ".2f"),
+    ("restarts", "restarts", ""),  # every worker's together (notes: which, the first cause)
 )
 ROW_ERROR_CHARS = 200  # a failed row's error is cut to this (sweep_summary.json keeps it all)
 
@@ -128,6 +131,19 @@ def markdown_table(jobs: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def job_notes(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The lines under the table: per job, what its vectorizer built and why (``split``,
+    e.g. ``auto``'s fallback to every env in this process) and its restarts (per worker,
+    the first cause)."""
+    from envfactory.cli.run_record import record_rows
+
+    out = []
+    for i, job in enumerate(jobs):
+        for key, text in record_rows(job):
+            out.append(f"job {job.get('job_num', i)} {key}: {text}")
+    return out
+
+
 class SweepSummary(Callback):
     """Hydra callback: the sweep table at the end of a multirun.
 
@@ -150,6 +166,9 @@ class SweepSummary(Callback):
         jobs = collect_jobs(sweep_dir, interrupted=interrupted)
         common = common_overrides(jobs)
         table = markdown_table(jobs)
+        notes = job_notes(jobs)
+        if notes:
+            table += "\n\n" + "\n".join(notes)
         failed = sum(1 for j in jobs if j.get("status", "ok") == "failed")
         head = f"envfactory sweep: {len(jobs)} job(s) in {sweep_dir}"
         if failed:

@@ -8,7 +8,8 @@ their options, print the table, plot it, and write the fastest as a preset that 
 
 Every Hydra override of envfactory is taken (env, id, wrappers, num_envs, plugins'
 families). Candidates: dummy (the baseline), subproc with in_series (one env per worker,
-one worker per core, half as many workers...), in_parent (0, a worker's share),
+one worker per core, half as many workers...), in_parent (0, a worker's share), auto (as it
+is: it decides at each build from the cores free then; when it wins, the preset is auto),
 subproc-atari and ale-vector for an Atari env, and with --async the pool (batch_size =
 num_envs/2, timed with envpool's recv/send loop). vectorizer=X tunes only X's options
 (dummy stays as the baseline); vectorizer.K=V fixes an option for every candidate that has
@@ -231,6 +232,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         names = ["dummy", "subproc"]
         if family == "atari":
             names += [v for v in ATARI_VECTORIZERS if v in registered]
+        names.append("auto")  # (the docs recommend it for cheap envs: measured too)
     for name in names:
         if name not in registered:
             raise UsageError(
@@ -245,7 +247,9 @@ def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[s
     """The grid: for each vectorizer its defaults, then ``in_series``
     (`series_ladder`: one env per worker, one worker per core, half as many...),
     ``in_parent`` (0, a worker's share) and with ``include_pools`` a pool of ``batch_size``
-    = num_envs/2, each where its schema has the option and the user did not fix it.
+    = num_envs/2, each where its schema has the option and the user did not fix it; ``auto``
+    with its defaults only (its options are ``subproc``'s: any other setting of them is a
+    ``subproc`` candidate, while ``auto`` itself decides from the cores free at each build).
     Returns the candidates and ``{vectorizer: why}`` for those that do not compose."""
     import envfactory
 
@@ -267,6 +271,9 @@ def candidates(plan: Plan, include_pools: bool) -> tuple[list[Candidate], dict[s
         envfactory.compose(Candidate(name, fixed=fixed).overrides(plan.base))  # the user's
         used.update(k for k in user if k in keys)
         keys -= set(user)
+        if name == "auto":  # its defaults only: auto with any other option is a subproc
+            out.append(Candidate(name, fixed=fixed))
+            continue
         own: list[tuple[tuple[str, Any], ...]] = [()]
         if n >= 2 and "in_series" in keys:
             own += [(("in_series", k),) for k in series_ladder(n, cpus)]
@@ -517,6 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .measure import busy
     from .presets import check_preset_name, taken_names
     from .report import error_line
+    from .run_record import one_line_warnings
     from .startup import load_registry
 
     argv = sys.argv[2:] if argv is None else list(argv)
@@ -547,7 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bar = tqdm(total=args.rounds * len(cands), unit="run", desc=PROG, file=sys.stderr,
                disable=None, dynamic_ncols=True)  # fmt: skip
     try:
-        with busy(args.busy_cores):
+        with busy(args.busy_cores), one_line_warnings():  # envfactory's: one line each
             res = run_rounds(plan, cands, args, bar)
     except KeyboardInterrupt:  # while the busy processes started or stopped
         res = TuneResult(cands, interrupted=True)

@@ -32,6 +32,7 @@ from .checks import (
     split_reset_mask,
 )
 from .env_calls import EnvCalls, PendingCall, no_pending, tile_images
+from .record import RunRecord, Split, run_record_of
 from .shared import obs_copier
 
 __all__ = [
@@ -82,6 +83,10 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
     #: (a worker backend's is its group's ``failure``)
     _broken: BaseException | None = None
+
+    #: how the envs were placed and why, set by the build function that decided it
+    #: ([`Split`][envfactory.vectorizers.record.Split]; None: nothing decided at build time)
+    split: Split | None = None
 
     def __init__(self, num_envs: int, mode: Any, seeding: str = "offset") -> None:
         super().__init__()
@@ -420,6 +425,15 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         self._pending = _IDLE
         self._interrupted = False
         return batch
+
+    @property
+    def run_record(self) -> RunRecord:
+        """What this env did and how it was built, read-only: the class built, its
+        [`split`][envfactory.vectorizers.record.Split] (how many envs in each worker and in
+        this process, and why) and each worker's restarts (how many, the first cause). The
+        ``envfactory`` command prints it in the summary; see
+        [`RunRecord`][envfactory.vectorizers.record.RunRecord]."""
+        return run_record_of(self)
 
     @property
     def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]

@@ -22,6 +22,7 @@ __all__ = [
     "build_subproc",
     "build_subproc_atari",
     "envfactory_vectorizers",
+    "log_split",
     "tile_images",
 ]
 
@@ -61,7 +62,29 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
 
 def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> RemoteVecEnv:
     """The ``subproc`` vectorizer's build function: a `SubprocVecEnv`, or
-    with ``batch_size`` set the async pool, `SubprocPool`."""
+    with ``batch_size`` set the async pool, `SubprocPool`. Its
+    [`split`][envfactory.vectorizers.record.Split] says how the envs were placed and why
+    (with the load sampled once for the whole default split)."""
+    from .record import explain_split
+    from .subproc_options import others_running
+
+    requested = {k: options.get(k) for k in ("in_series", "timeout", "restart", "batch_size")}
+    requested["in_parent"] = options.get("in_parent", 0)
+    requested.update(options.pop("requested", {}))  # (subproc-atari: what was configured)
+    load = options.pop("load", None)
+    default = options.get("in_series") is None or options.get("in_parent", 0) is None
+    if load is None and default and options.get("batch_size") is None:
+        load = others_running()
+    envs = _build_subproc(env_fns, load, **options)
+    sizes = [h.stop - h.start for h in envs.workers]
+    envs.split = explain_split(requested, sizes, int(getattr(envs, "in_parent", 0)), load)
+    log_split(envs)
+    return envs
+
+
+def _build_subproc(
+    env_fns: Sequence[Callable[[], gym.Env]], load: float | None, **options: Any
+) -> RemoteVecEnv:
     batch_size = options.pop("batch_size", None)
     if batch_size is not None:
         from .pool import SubprocPool, pool_in_series
@@ -73,7 +96,7 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> R
         return SubprocPool(env_fns, batch_size, **options)
     from .subproc import SubprocVecEnv
 
-    return SubprocVecEnv(env_fns, **options)
+    return SubprocVecEnv(env_fns, load=load, **options)
 
 
 def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> RemoteVecEnv:
@@ -82,15 +105,18 @@ def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any
     With ``in_series`` null (and no pool) its split is resolved here,
     `image_split`: the parent steps a worker's share while a core
     is idle, else one worker per core."""
-    from .subproc_options import image_split
+    from .subproc_options import image_split, others_running
 
     options["shared_memory"] = True
     if options.get("in_series") is None and options.get("batch_size") is None:
+        options["requested"] = {k: options.get(k) for k in ("in_series", "in_parent")}
+        options["load"] = others_running()
         options["in_parent"], options["in_series"] = image_split(
             len(env_fns),
             options.get("in_parent"),
             options.get("timeout"),
             bool(options.get("restart", False)),
+            options["load"],
         )
     return build_subproc(env_fns, uint8_images=True, **options)
 
@@ -101,16 +127,33 @@ def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.
     process (a [`DummyVecEnv`][envfactory.vectorizers.dummy.DummyVecEnv]) when no core is
     free for a worker now, else ``subproc`` with a parent share (``in_parent`` null). An
     option only a worker process gives (``in_series``, ``timeout``, ``restart``, a pool)
-    keeps ``subproc``."""
-    from .subproc_options import no_core_for_a_worker
+    keeps ``subproc``. What it chose and why (the load it saw) is the env's
+    [`split`][envfactory.vectorizers.record.Split], also logged on one INFO line of the
+    ``envfactory`` logger."""
+    from .record import fallback_split
+    from .subproc_options import no_core_for_a_worker, others_running
 
     needs_workers = ("in_series", "timeout", "restart", "batch_size")
     free = options.get("in_parent") is None and not any(map(options.get, needs_workers))
-    if free and no_core_for_a_worker():
-        return build_dummy(
+    load = others_running() if free else None
+    if free and no_core_for_a_worker(load):
+        envs = build_dummy(
             env_fns,
             autoreset_mode=options.get("autoreset_mode", "next_step"),
             copy=options.get("copy", True),
             seeding=options.get("seeding", "offset"),
         )
-    return build_subproc(env_fns, **options)
+        envs.split = fallback_split(len(env_fns), load)
+        log_split(envs)
+        return envs
+    return build_subproc(env_fns, load=load, **options)
+
+
+def log_split(envs: Any) -> None:
+    """The one INFO line of the ``envfactory`` logger saying how a build placed the envs and
+    why (its [`split`][envfactory.vectorizers.record.Split]); on the ``envfactory`` command
+    it is in the console and the job's log file."""
+    import logging
+
+    split = envs.split
+    logging.getLogger("envfactory").info("built %s: %s", type(envs).__name__, split.describe())

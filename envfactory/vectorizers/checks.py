@@ -373,15 +373,18 @@ def count_restart(
 ) -> None:
     """The restart budget shared by the vectorizers with ``restart: true``: record a
     restart of ``who`` (``"worker 1"``, ``"actor 0"``) now in ``times``, or raise
-    ``failure``, its message extended with why, if ``who`` already had ``max_restarts``
-    restarts in the last ``window`` seconds."""
+    ``failure``, the first line of its message extended with why (the budget is spent)
+    and the fix (raise ``vectorizer.max_restarts``), if ``who`` already had
+    ``max_restarts`` restarts in the last ``window`` seconds."""
     now = time.monotonic()
     recent = [t for t in times if now - t < window]
     if len(recent) >= max_restarts:
+        first, sep, rest = str(failure.args[0]).partition("\n")
         failure.args = (
-            f"{failure.args[0]}\nnot restarted: {who} was already restarted "
-            f"{len(recent)} times in the last {window:g} s "
-            f"(vectorizer.max_restarts={max_restarts}, vectorizer.restart_window={window:g})",
+            f"{first}; not restarted: {who} was already restarted {len(recent)} times in "
+            f"the last {window:g} s (vectorizer.max_restarts={max_restarts}, "
+            f"vectorizer.restart_window={window:g}): its restart budget is spent; raise "
+            f"vectorizer.max_restarts to restart it more{sep}{rest}",
         )
         raise failure
     times.append(now)

@@ -35,6 +35,7 @@ from ..errors import (
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
+    restart_message,
     warn_restart,
 )
 from .checks import check_rebuilt_spaces, check_spaces, count_restart, per_env_answer
@@ -400,13 +401,16 @@ class WorkerGroup(ABC):
 
     def count_restart(self, h: WorkerHandle, failure: WorkerError) -> None:
         """Raise ``failure`` (the env is then unusable) if ``h`` already had
-        ``max_restarts`` restarts in the last ``restart_window`` seconds."""
+        ``max_restarts`` restarts in the last ``restart_window`` seconds; else count this
+        one, and keep its cause if it is ``h``'s first (``WorkerHandle.restart_cause``)."""
         env = self.env
         try:
             count_restart(h.restarts, failure, h.label, env.max_restarts, env.restart_window)
         except WorkerError:
             self.failure = failure
             raise
+        if not h.restart_cause:
+            h.restart_cause = restart_message(failure).removeprefix("restarting after: ")
 
     def restart(self, h: WorkerHandle, call: str, done: list[bool] | None = None) -> Any:
         """Rebuild ``h``'s worker and finish ``call`` on it (``restarted``, or

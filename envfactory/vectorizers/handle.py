@@ -64,6 +64,9 @@ class WorkerHandle(ABC):
     resumable: bool = False
     #: commands handed over so far (only a resumable handle keeps it)
     sent: int = 0
+    #: the first failure that restarted it, on one line (``""``: never restarted); with
+    #: `restarts`, what [`run_record`][envfactory.VecEnvBase.run_record] reads
+    restart_cause: str = ""
 
     def __init__(self, index: int, start: int, stop: int, env_id: str) -> None:
         self.index, self.start, self.stop, self.env_id = index, start, stop, env_id

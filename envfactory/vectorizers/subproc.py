@@ -86,7 +86,8 @@ class SubprocGroup(WorkerGroup):
     ``in_parent`` envs in this process), maps one shared region into all of them, posts a
     step to all of them at once (``handoff``; the pool posts to each on its own), and
     implements [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]'s hooks (collect a
-    batch, rebuild a worker, release). The options are `SubprocConfig`'s."""
+    batch, rebuild a worker, release). The options are `SubprocConfig`'s; ``load``: what the
+    build sampled of other programs' running threads (`SubprocVecEnv`'s)."""
 
     def __init__(
         self,
@@ -98,6 +99,7 @@ class SubprocGroup(WorkerGroup):
         spin_us: int = 200,
         in_parent: int = 0,
         handoff: bool = True,
+        load: float | None = None,
     ) -> None:
         super().__init__()
         if context not in START_METHODS:
@@ -116,6 +118,9 @@ class SubprocGroup(WorkerGroup):
         self._local: LocalHandle | None = None  # the parent's own envs (in_parent)
         #: the step hand-off for every worker at once (None: actions go by pipe)
         self._handoff: StepHandoff | None = None
+        #: other programs' running threads sampled by the build (`others_running`; None:
+        #: `split_envs` samples them itself if its default needs them)
+        self.load = load
 
     def start(self) -> None:
         env_fns, in_parent = self.env_fns, self.in_parent
@@ -132,7 +137,8 @@ class SubprocGroup(WorkerGroup):
             def probe() -> float | None:  # (run by split_envs only where it may matter)
                 return step_seconds(self._ctx, self._payload(env_fns[:1], 0), start_process)
 
-        for k, (a, b) in enumerate(split_envs(split, self.in_series, in_parent > 0, probe)):
+        parts = split_envs(split, self.in_series, in_parent > 0, probe, self.load)
+        for k, (a, b) in enumerate(parts):
             fns = env_fns[a:b]
             handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), self.spin_us)
             handle.write_timeout = self.env.timeout  # a message is written within it too
@@ -404,7 +410,9 @@ class SubprocVecEnv(RemoteVecEnv):
     worker's share when a core is idle, see `parent_share`). An
     env never moves between processes once built. The other options are
     `SubprocConfig`'s: the fault options (``timeout``, ``restart``, ...) the front's, the
-    rest `SubprocGroup`'s.
+    rest `SubprocGroup`'s; ``load`` (other programs' running threads, `others_running`) is
+    what the build sampled, so that one sample decides the whole default split (None: sampled
+    here where the default needs it).
     """
 
     group: SubprocGroup
@@ -414,6 +422,7 @@ class SubprocVecEnv(RemoteVecEnv):
         env_fns: Sequence[Callable[[], gym.Env]],
         autoreset_mode: Any = "next_step",
         in_parent: int | None = 0,
+        load: float | None = None,
         **options: Any,
     ) -> None:
         #: how many envs (the last ones) this process steps itself
@@ -424,9 +433,10 @@ class SubprocVecEnv(RemoteVecEnv):
             options.get("timeout"),
             options.get("restart", False),
             options.get("uint8_images", False),
+            load,
         )
         faults = pop_faults(options)
-        group = SubprocGroup(env_fns, in_parent=self.in_parent, **options)
+        group = SubprocGroup(env_fns, in_parent=self.in_parent, load=load, **options)
         super().__init__(group, autoreset_mode, **faults)
 
 

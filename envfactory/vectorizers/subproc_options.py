@@ -185,8 +185,9 @@ class AutoConfig(SubprocConfig):
     would wait for a core at every step), every env steps in this process, as ``dummy``.
     An env in this process is not isolated (a crash of its simulator ends your program)
     and can be neither timed out nor restarted. Every env stays where it was built.
-    Measured on 2 cores, 16 CartPoles: 1.37x ``dummy`` idle (every env in a worker:
-    1.02x); with a busy core 0.99x (every env in a worker: 0.59x)."""
+    Measured on 2 cores, 16 CartPoles: 1.39x ``dummy`` idle (every env in a worker:
+    1.11x; docs/bench_cartpole_readme.json); with a busy core 0.99x (every env in a worker:
+    0.59x)."""
 
     name: str = "auto"
     in_parent: Optional[int] = None  # noqa: UP045
@@ -319,6 +320,7 @@ def split_envs(
     in_series: int | None,
     parent_steps: bool = True,
     probe: Callable[[], float | None] | None = None,
+    load: float | None = None,
 ) -> list[tuple[int, int]]:
     """[`split_envs`][envfactory.vectorizers.remote.split_envs], with ``in_series`` null resolved as
     ``subproc``'s default (`default_in_series`): a core left to the parent when it steps a
@@ -326,9 +328,13 @@ def split_envs(
     leave free now (a synchronous step leaves the parent nothing to do while it waits: 8 Pongs
     start in 1.16 s in two workers, 1.71 s in one, and 16 CartPoles step 1.15x as fast; 4-8
     CartPoles 0.86-0.93x), or fewer workers for cheap envs on many cores (`cheap_in_series`,
-    timed by ``probe``). Decided once, before the envs are built."""
+    timed by ``probe``). Decided once, before the envs are built; ``load``: other programs'
+    running threads as the build sampled them (None: sampled here if needed)."""
     if in_series is None:
-        load = None if parent_steps else others_running()
+        if parent_steps:
+            load = None
+        elif load is None:
+            load = others_running()
         in_series = default_in_series(num_envs, leave_parent_a_core=parent_steps, load=load)
         if probe is not None and not parent_steps:
             in_series = cheap_in_series(num_envs, in_series, probe)

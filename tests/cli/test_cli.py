@@ -33,6 +33,9 @@ SUMMARY_KEYS = {
     "family",
     "vectorizer",
     "built",  # what the vectorizer built: auto's choice, subproc's workers
+    "split",  # how it placed the envs and why (null: dummy decides nothing)
+    "restarts",  # the workers' restarts, all together and per worker (issue 39)
+    "restarts_by_worker",
     "num_envs",
     "autoreset_mode",
     "policy",
@@ -290,7 +293,7 @@ def test_sweep_writes_one_table_of_all_jobs(run: Any, tmp_path: Path) -> None:
     lines = [line for line in table.splitlines() if line.startswith("|")]
     assert lines[0] == (
         "| job | overrides | env | vectorizer | num_envs | steps | steps/s | episodes "
-        "| mean return |"
+        "| mean return | restarts |"
     )
     assert lines[2].startswith("| 0 | env=gym | CartPole-v1 | dummy | 2 | 60 |")
     assert lines[3].startswith("| 1 | env=mountaincar | MountainCar-v0 | dummy | 2 | 60 |")

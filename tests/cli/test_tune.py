@@ -65,7 +65,10 @@ def _env(config_dir: Path) -> dict[str, str]:
         (["--frobnicate"], "unknown option --frobnicate. Options: --help, --seconds, --budget"),
         (["num_envs=0"], "num_envs must be a positive integer, got 0"),
         (["vectorizer=subproc", "--vectorizers", "dummy"], "give vectorizer=X or --vectorizers"),
-        (["vectorizer.in_seres=2"], "none of the vectorizers tried (dummy, subproc) has option"),
+        (
+            ["vectorizer.in_seres=2"],
+            "none of the vectorizers tried (dummy, subproc, auto) has option",
+        ),
         (["vectorizer.in_series=0"], "vectorizer.in_series=0: expected an integer >= 1"),
     ],
 )
@@ -94,6 +97,7 @@ def test_grid_follows_schema_and_fixed_options(monkeypatch: pytest.MonkeyPatch) 
         "subproc(in_series=1)",
         "subproc(in_series=4)",
         *[f"subproc(in_parent={k})" for k in parent],
+        "auto",  # its defaults only (issue 39: the docs recommend it, tune never measured it)
     ]
     plan = tune.make_plan(tune.parse_args(["num_envs=8", "vectorizer.in_series=2"]))
     cands, _ = tune.candidates(plan, True)
@@ -102,13 +106,16 @@ def test_grid_follows_schema_and_fixed_options(monkeypatch: pytest.MonkeyPatch) 
         *[f"subproc(in_parent={k})" for k in parent],
         "subproc(batch_size=4)",
     ]
-    assert [c.pool for c in cands] == [False] * (len(cands) - 1) + [True]
+    assert [c.pool for c in cands if c.vectorizer != "auto"] == [False] * (len(cands) - 2) + [True]
+    auto = [c for c in cands if c.vectorizer == "auto"]  # the user's fixed option reaches it
+    assert [(c.label, c.fixed) for c in auto] == [("auto", ("vectorizer.in_series=2",))]
     assert cands[0].label == "dummy" and cands[0].fixed == ()
     over = cands[1].overrides(plan.base)
     assert over == ["num_envs=8", "vectorizer=subproc", "vectorizer.in_series=2"]
     assert envfactory.compose(over).vectorizer.in_series == 2
     atari = tune.make_plan(tune.parse_args(["env=pong", "num_envs=2"]))
     assert atari.names[:3] == ["dummy", "subproc", "subproc-atari"]
+    assert atari.names[-1] == "auto"
     assert atari.env == "ALE/Pong-v5 (family atari)"
 
 
@@ -183,6 +190,32 @@ def test_a_missing_preset_says_where_it_was_looked_for(config_dir: Path) -> None
     assert "No preset" not in str(odd.value)
 
 
+def test_auto_when_it_wins_is_the_preset(config_dir: Path) -> None:
+    """``auto`` is measured, and when it has the highest median the preset written is
+    ``vectorizer: auto`` (with the user's fixed options), which composes and builds."""
+    args = tune.parse_args(["num_envs=4", "vectorizer.spin_us=0", "--no-plot"])
+    plan = tune.make_plan(args)
+    cands, _ = tune.candidates(plan, False)
+    assert "auto" in [c.label for c in cands]
+    res = tune.TuneResult(cands, rounds=1, seconds=0.1)
+    res.samples = {c.label: [1000.0] for c in cands}
+    res.samples["auto"] = [5000.0]  # (the numbers a run measured: auto fastest)
+    best = tune.pick(res, False)
+    assert best is not None and best.label == "auto"
+    path = tune.write_outputs(plan, args, res, best, tune.render_table(res, best))
+    text = path.read_text()
+    assert "defaults:\n  - auto\n  - _self_\nspin_us: 0\n" in text and "# picked: auto" in text
+    cfg = envfactory.compose(["vectorizer=tuned", "num_envs=4"])
+    assert (cfg.vectorizer.name, cfg.vectorizer.spin_us, cfg.vectorizer.in_parent) == (
+        "auto",
+        0,
+        None,
+    )
+    with envfactory.make_vec(cfg) as envs:
+        envs.reset(seed=0)
+        assert envs.run_record.split is not None  # auto decided, and says why
+
+
 # -- real runs -----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_tune_cartpole_table_preset_plot(
@@ -197,7 +230,7 @@ def test_tune_cartpole_table_preset_plot(
     assert lines[0].startswith("envfactory tune: CartPole-v1 (family gym), num_envs=4")
     assert "2 round(s) x 0.10 s" in lines[0]
     rows = {ln.split()[0]: ln for ln in lines if ln.startswith("  ") and "steps/s" not in ln}
-    assert {"dummy", "subproc", "subproc(in_series=1)", "subproc(in_parent=0)"} <= set(rows)
+    assert {"dummy", "subproc", "subproc(in_series=1)", "subproc(in_parent=0)", "auto"} <= set(rows)
     assert " 1.00x " in rows["dummy"]
     picked = [label for label, ln in rows.items() if ln.endswith("<- picked")]
     assert len(picked) == 1
