@@ -178,20 +178,19 @@ class RemoteVecEnv(VecEnvBase):
         self._closed_by: str | None = None
         self._unchecked = {"step", "reset"}  # calls whose batch is checked once (check_batch)
         self.env_id = group.env_id
+        #: the handles of the workers (not of the envs stepped in this process), in env
+        #: order; a rebuilt worker keeps its handle
+        self.workers: list[WorkerHandle] = []
         try:
             group.start()
             group.check_slices()
+            self.workers = [h for h in group.handles if not h.in_process]
         except BaseException as exc:
             self.close(terminate=True)
             fds = too_many_open_files(exc, len(group.handles))  # "ulimit -n" on line one
             if fds is not None and fds is not exc:
                 raise fds from exc
             raise
-
-    @property
-    def workers(self) -> list[WorkerHandle]:
-        """The handles of the workers (not of the envs stepped in this process)."""
-        return [h for h in self.group.handles if not h.in_process]
 
     @property
     def pids(self) -> list[int]:
