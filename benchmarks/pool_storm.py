@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,47 @@ def _killer(stop: threading.Event, envs: object, every: float, seed: int) -> Non
             os.kill(int(rng.choice(pids)), signal.SIGKILL)
         except (ProcessLookupError, ValueError):
             pass
+
+
+class _Loop:
+    """The loop under the storm: rounds until ``seconds`` passed, counting what it got."""
+
+    def __init__(
+        self, envs: Any, unsent: bool, seconds: float, stop: threading.Event, threads: list
+    ) -> None:
+        self.envs, self.unsent, self.seconds, self.stop, self.threads = (
+            envs, unsent, seconds, stop, threads
+        )  # fmt: skip
+        self.results = np.zeros(envs.num_envs, np.int64)
+        self.caught = self.batches = self.again = 0
+        self.elapsed, self.ended, self.t0 = 0.0, "", time.monotonic()
+
+    def rounds(self) -> None:
+        envs = self.envs
+        while True:
+            try:
+                if self.elapsed or time.monotonic() - self.t0 >= self.seconds:
+                    self.elapsed = self.elapsed or time.monotonic() - self.t0
+                    self.stop.set()
+                    for t in self.threads:
+                        t.join()
+                    for _ in range(5):  # (a SIGINT on its way lands here, caught)
+                        time.sleep(0.01)
+                    return
+                out = envs.unsent() if self.unsent else None
+                if out is not None:
+                    self.again += len(out[0])
+                else:
+                    out = envs.recv()
+                    self.batches += 1
+                    self.results[out[4]["env_id"]] += 1
+                obs, ids = out[0], out[4]["env_id"]
+                envs.send((obs[:, 2] > 0).astype(np.int64), ids)
+            except KeyboardInterrupt:
+                self.caught += 1
+            except NoPendingCallError as err:
+                self.ended = f"; ended early: NoPendingCallError: {err}"
+                self.elapsed = time.monotonic() - self.t0
 
 
 def main() -> None:
@@ -72,42 +114,27 @@ def main() -> None:
             "vectorizer.max_restarts=100000",
         ]
     )
-    results = np.zeros(a.num_envs, np.int64)
-    caught = batches = again = 0
-    ended = ""
     envs.async_reset(seed=a.seed)
     stop = threading.Event()
     threads = [threading.Thread(target=_storm, args=(stop, a.seed))]
     if a.kill_every:
         threads.append(threading.Thread(target=_killer, args=(stop, envs, a.kill_every, a.seed)))
-    t0 = time.monotonic()
     for t in threads:
         t.start()
-    elapsed = 0.0
-    while True:
+    loop = _Loop(envs, a.loop == "unsent", a.seconds, stop, threads)
+    while loop.elapsed == 0.0:  # (a second Ctrl-C as one is caught lands outside the try)
         try:
-            if elapsed or time.monotonic() - t0 >= a.seconds:
-                elapsed = elapsed or time.monotonic() - t0
-                stop.set()
-                for t in threads:
-                    t.join()
-                for _ in range(5):  # (a SIGINT on its way lands here, caught)
-                    time.sleep(0.01)
-                break
-            out = envs.unsent() if a.loop == "unsent" else None
-            if out is not None:
-                again += len(out[0])
-            else:
-                out = envs.recv()
-                batches += 1
-                results[out[4]["env_id"]] += 1
-            obs, ids = out[0], out[4]["env_id"]
-            envs.send((obs[:, 2] > 0).astype(np.int64), ids)
+            loop.rounds()
         except KeyboardInterrupt:
-            caught += 1
-        except NoPendingCallError as err:
-            ended = f"; ended early: NoPendingCallError: {err}"
-            elapsed = time.monotonic() - t0
+            loop.caught += 1
+    elapsed, caught, batches, again, results, ended = (
+        loop.elapsed,
+        loop.caught,
+        loop.batches,
+        loop.again,
+        loop.results,
+        loop.ended,
+    )
     left: set[int] = set()
     try:
         out = envs.unsent() if a.loop == "unsent" else None
@@ -119,11 +146,12 @@ def main() -> None:
             envs.send(np.zeros(len(ids), np.int64), ids)
     except NoPendingCallError:
         pass
+    restarts = sum(envs.restarts)
     envs.close()
     print(
         f"{a.loop} loop, in_series={a.in_series} batch={a.batch} {a.context} "
-        f"restart={a.restart} kill_every={a.kill_every}: {elapsed:.1f} s, {caught} "
-        f"interrupts caught, {batches} batches, {again} rows handed back by unsent(), "
+        f"restart={a.restart} kill_every={a.kill_every}: {elapsed:.1f} s, {restarts} rebuilds, "
+        f"{caught} interrupts caught, {batches} batches, {again} rows handed back by unsent(), "
         f"results per env {results.tolist()}, envs left {len(left)}/{a.num_envs}{ended}"
     )
 

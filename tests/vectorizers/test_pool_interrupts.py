@@ -5,6 +5,7 @@ interrupted was done whole, no transition is lost and the pool stays usable."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -329,19 +330,25 @@ def _storm_everywhere(envs: SubprocPool, seconds: float, seed: int) -> tuple[lis
         envs.async_reset(seed=0)
         deadline = time.monotonic() + seconds
         storm.armed = True
-        while True:
-            try:
-                if time.monotonic() >= deadline:
-                    storm.armed = False
-                    break
-                out = envs.unsent()
-                again = out is not None
-                out = out or envs.recv()
-                seen.append((again, out))
-                envs.send(np.ones(len(out[0]), np.int64), out[4]["env_id"])
-            except KeyboardInterrupt:
-                continue
+        while storm.armed:  # (a second Ctrl-C as the first is caught lands outside the try)
+            with contextlib.suppress(KeyboardInterrupt):
+                _rounds(envs, storm, deadline, seen)
         return seen, storm.raised
+
+
+def _rounds(envs: SubprocPool, storm: CtrlCStorm, deadline: float, seen: list) -> None:
+    while True:
+        try:
+            if time.monotonic() >= deadline:
+                storm.armed = False
+                return
+            out = envs.unsent()
+            again = out is not None
+            out = out or envs.recv()
+            seen.append((again, out))
+            envs.send(np.ones(len(out[0]), np.int64), out[4]["env_id"])
+        except KeyboardInterrupt:
+            continue
 
 
 @pytest.mark.parametrize(
