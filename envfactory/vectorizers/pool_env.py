@@ -192,9 +192,8 @@ class PoolVecEnv(RemoteVecEnv):
         ``infos["env_id"]`` naming them (in the order `recv` returned them; any number of
         rows), or None when there are none. What a loop asks after a Ctrl-C, which can land
         between ``recv`` and ``send`` (in the caller's own lines too), so that no env is left
-        without its next action::
-
-            obs, rew, term, trunc, infos = envs.unsent() or envs.recv()
+        without its next action: ``obs, rew, term, trunc, infos = envs.unsent() or
+        envs.recv()`` at the top of each round.
 
         It changes nothing (ask it again, get the same), except for an env whose worker was
         rebuilt (``restart=true``) since it was returned: its lost episode's result
