@@ -186,6 +186,26 @@ class PoolVecEnv(RemoteVecEnv):
         finally:
             self._guard.leave()
 
+    def unsent(self) -> tuple[Any, Any, Any, Any, dict] | None:
+        """The envs `recv` returned that no `send` took since, as `recv` returned them:
+        ``(obs, rewards, terminations, truncations, infos)`` again, the same rows and infos,
+        ``infos["env_id"]`` naming them (in the order `recv` returned them; any number of
+        rows), or None when there are none. What a loop asks after a Ctrl-C, which can land
+        between ``recv`` and ``send`` (in the caller's own lines too), so that no env is left
+        without its next action: ``obs, rew, term, trunc, infos = envs.unsent() or
+        envs.recv()`` at the top of each round.
+
+        It changes nothing (ask it again, get the same), except for an env whose worker was
+        rebuilt (``restart=true``) since it was returned: its lost episode's result
+        (truncated, ``infos["restarted"]``) comes here, as it would after its next `send`.
+        ``async_reset`` and the synchronous ``reset``/``step`` supersede every result."""
+        self._check_ready("unsent", "recv")
+        self._guard.enter("unsent")
+        try:
+            return self.pool.unsent()
+        finally:
+            self._guard.leave()
+
     def step(
         self, actions: Any, env_ids: Any = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -258,6 +278,7 @@ class PoolVecEnv(RemoteVecEnv):
         finally:
             self._guard.leave()
         super()._start_step(actions)
+        self.pool.forget(range(self.num_envs))  # (every env's pool result is superseded)
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
         try:

@@ -16,20 +16,16 @@ scheduler unchanged.
 
 Ctrl-C: the first Ctrl-C (SIGINT in the main thread) that arrives while the scheduler reads
 an answer and records it is held until that is done and raised then, so no answer is lost
-half-read and the pool stays usable: the next ``recv()`` returns what is ready. A Ctrl-C
-while ``recv`` waits is raised at once (nothing is being read). One that arrives while
-``recv`` hands its batch over is raised after the batch is built, and the next ``recv``
-returns that batch. A second Ctrl-C while one is held interrupts at once (a stopped worker
-that never finishes its answer cannot hold the caller); where the backend can ask a read
-again (`PoolBackend.resumes_reads`: ``subproc``'s and ``ray``'s pools) the next ``recv`` goes
-on with the read it cut, else the pool is unusable
-([`VecEnvBrokenError`][envfactory.errors.VecEnvBrokenError]). ``send`` holds every Ctrl-C
-(it never waits) except while a write waits for a worker that does not read (a
-message larger than the pipe holds, to a busy worker): a Ctrl-C then is raised at once;
-that message counts as sent (its rest is written before anything else) and those to later
-workers were not handed over, so a ``send`` of the same envs again names those in flight.
-The hold is a SIGINT handler installed while a pool is in async use; it passes every
-other SIGINT to the handler it replaced.
+half-read: the next ``recv()`` returns what is ready (the batch it was building included).
+One while ``recv`` waits is raised at once. A second one while one is held interrupts at
+once; where the backend can ask a read again (`PoolBackend.resumes_reads`) the next ``recv``
+goes on with the read it cut, else the pool is unusable. ``send`` holds every Ctrl-C except
+while a write waits for a worker that does not read (a message larger than the pipe holds,
+to a busy worker): that message counts as sent, those to later workers were not handed
+over. A batch handed over is the caller's: a Ctrl-C after that (in the caller's own lines
+before its ``send``, too) loses nothing either, as `PoolScheduler.unsent` hands every env
+that no ``send`` took since back again. The hold is a SIGINT handler installed while a pool
+is in async use; it passes every other SIGINT to the handler it replaced.
 """
 
 from __future__ import annotations
@@ -130,7 +126,8 @@ class PoolBackend(ABC):
 
     @abstractmethod
     def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order."""
+        """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order (an
+        env's rows are kept until its next step: `PoolScheduler.unsent` reads them again)."""
 
     @abstractmethod
     def returned(self, ids: list[int], ended: np.ndarray) -> None:
@@ -237,6 +234,9 @@ class PoolScheduler:
         self._stash: tuple[list[int], Batch] | None = None
         # index -> a handle being read, whose read a second Ctrl-C may have cut
         self._resume: dict[int, WorkerHandle] = {}
+        # env -> its infos as handed over, for the envs handed over that no send took
+        # since, in that order (None: LOST, its result in _infos); see `unsent`
+        self._unsent: dict[int, list[dict] | None] = {}
 
     # -- state ----------------------------------------------------------------------------
     def in_flight(self) -> list[int]:
@@ -265,12 +265,14 @@ class PoolScheduler:
         self._infos.clear()
         self._stash = None
         self._resume.clear()
+        self._unsent.clear()
 
     def forget(self, ids: Sequence[int]) -> None:
-        """A synchronous reset of ``ids`` supersedes their lost results."""
+        """A synchronous reset or step of ``ids`` supersedes their pool results."""
         for i in ids:
             self._state[i] = IDLE
             self._infos.pop(i, None)
+            self._unsent.pop(i, None)
 
     # -- calls ----------------------------------------------------------------------------
     def start_reset(self, data_of: Callable[[WorkerHandle], Any]) -> None:
@@ -300,6 +302,7 @@ class PoolScheduler:
                 if state[i] == LOST:  # its worker was rebuilt: this step is the loss
                     state[i] = READY
                     self._queue.append(i)
+                    self._unsent.pop(i, None)
                     continue
                 groups.setdefault(owner[i].index, []).append(k)
             for index, ks in groups.items():
@@ -333,10 +336,13 @@ class PoolScheduler:
             need = want
             flight = int(np.count_nonzero(state == IN_FLIGHT))
             if flight + len(self._queue) < need:
+                why, fix = "", "send() actions for more envs first (or async_reset())"
+                if self._unsent:  # (a Ctrl-C between the caller's recv and send)
+                    why = f"; envs {show_ids(list(self._unsent))} were returned but not sent"
+                    fix = "envs.unsent() returns them again: send() their actions"
                 raise NoPendingCallError(
                     f"recv() needs {need} envs (batch_size) in flight, but {len(self._queue)} "
-                    f"are ready and {flight} in flight; send() actions for more envs first "
-                    "(or async_reset())",
+                    f"are ready and {flight} in flight{why}; {fix}",
                     "",
                 )
         poll = limit == 0  # read what is there; a worker is never past a 0 s limit
@@ -355,6 +361,23 @@ class PoolScheduler:
             batch = self._build(ids)
             self._stash = (ids, batch)
         return self._hand_over(ids, batch, head)
+
+    def unsent(self) -> Batch | None:
+        """The envs handed over that no `send` took since (a Ctrl-C cut the caller's loop),
+        in that order, as a batch again: the same rows and infos; a rebuilt worker's env
+        (LOST) gives its lost episode's result, as its next send would. None: there are none."""
+        if not self._unsent:
+            return None
+        with HOLD, HOLD.every():
+            state, unsent = self._state, self._unsent
+            kept = {i: self._infos.pop(i, []) if v is None else v for i, v in unsent.items()}
+            ids = list(kept)
+            batch = self._build(ids, kept)
+            for i in ids:
+                state[i] = IDLE  # (LOST: its result is handed over now)
+                unsent[i] = kept[i]
+            self.backend.returned(ids, batch[2] | batch[3])
+        return batch
 
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
         """Wait for every answer ``handles`` owe (their envs become ready, queued for
@@ -393,6 +416,9 @@ class PoolScheduler:
             self.backend.watch(h)
         flight.append(_Message(ticket, envs, kind))
         _mark(self._state, envs, IN_FLIGHT)
+        if self._unsent:
+            for i in envs:
+                self._unsent.pop(i, None)
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: list[int], actions: Any) -> None:
         """Send ``h`` the step of ``envs`` (in env order), ``actions[k]`` for
@@ -537,14 +563,17 @@ class PoolScheduler:
                 if state[i] != READY:
                     self._queue.append(i)
                 state[i] = READY
-            else:
+            else:  # its result comes at its next send, or from `unsent`
                 state[i] = LOST
+                self._unsent.pop(i, None)
+                self._unsent[i] = None
 
-    def _build(self, ids: list[int]) -> Batch:
-        """The batch of ``ids`` (nothing changes: `_hand_over` does that)."""
+    def _build(self, ids: list[int], kept: dict[int, list[dict]] | None = None) -> Batch:
+        """The batch of ``ids`` with the infos ``kept`` (default: those of the ready envs);
+        nothing changes: `_hand_over` does that."""
         idx = np.asarray(ids, dtype=np.intp)
         obs, rewards, terms, truncs = self.backend.rows(idx)
-        kept = self._infos
+        kept = self._infos if kept is None else kept
         rows = [(k, info) for k, i in enumerate(ids) if i in kept for info in kept[i]]
         infos = merge_infos(rows, len(ids))
         infos["env_id"] = idx.astype(np.int32)
@@ -552,18 +581,20 @@ class PoolScheduler:
 
     def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
         """``batch`` goes to the caller: its envs leave the queue (``head``: they are its
-        head) and become IDLE. Every step can be redone: an interrupt here leaves the
-        stash for the next recv, which hands it over again (``head`` False)."""
-        queue, infos = self._queue, self._infos
-        if head:
-            for _ in ids:
-                queue.popleft()
-        else:
-            taken = set(ids)
-            self._queue = deque(i for i in queue if i not in taken)
-        for i in ids:
-            infos.pop(i, None)
-        _mark(self._state, ids, IDLE)
-        self.backend.returned(ids, batch[2] | batch[3])
-        self._stash = None
+        head) and become IDLE, unsent. It holds every Ctrl-C (microseconds): one is raised
+        when it is done, the stash gone; the batch is then `unsent`'s (as it is when an
+        interrupt lands after recv returned, before the caller's send)."""
+        with HOLD, HOLD.every():
+            queue, infos, unsent = self._queue, self._infos, self._unsent
+            if head:
+                for _ in ids:
+                    queue.popleft()
+            else:
+                taken = set(ids)
+                self._queue = deque(i for i in queue if i not in taken)
+            for i in ids:
+                unsent[i] = infos.pop(i, [])
+            _mark(self._state, ids, IDLE)
+            self.backend.returned(ids, batch[2] | batch[3])
+            self._stash = None
         return batch

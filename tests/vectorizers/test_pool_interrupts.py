@@ -5,6 +5,7 @@ interrupted was done whole, no transition is lost and the pool stays usable."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -14,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from faulty_envs import BigActionMaker, CtrlCStorm, Maker
+from faulty_envs import BigActionMaker, CtrlCStorm, InfoMaker, Maker
 
-from envfactory.errors import NotReadyError
+from envfactory.errors import NoPendingCallError, NotReadyError
 from envfactory.vectorizers.pool import SubprocPool
 
 
@@ -262,3 +263,136 @@ def test_a_poll_after_a_cut_read_waits_for_nothing() -> None:
         assert time.monotonic() - t0 < 0.3
         obs, *_, infos = envs.recv(timeout=5)
         assert infos["env_id"].tolist() == [0] and round(float(obs[0, 0]) * 1000) == 1
+
+
+# -- a Ctrl-C in the caller's own lines, between recv and send (issue 37) ------------------
+def _same_batch(a: tuple, b: tuple) -> None:
+    for x, y in zip(a[:4], b[:4], strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert sorted(a[4]) == sorted(b[4])
+    for key in a[4]:
+        np.testing.assert_array_equal(a[4][key], b[4][key])
+
+
+def test_a_ctrl_c_between_recv_and_send_loses_no_env_unsent_hands_the_batch_back() -> None:
+    """A real SIGINT after ``recv`` returned, in the caller's own lines before its ``send``
+    (the batch's env ids were never kept): ``unsent()`` hands that batch back, the same rows
+    and infos, as often as asked; a ``send`` takes the envs out of it, and they step on.
+    Before, those envs were idle for good: nothing in flight, nothing said which, and after
+    enough such Ctrl-Cs ``recv()`` said that no env was ready or in flight."""
+    with SubprocPool([InfoMaker(k) for k in range(4)], 2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        assert envs.unsent() is None  # (every env in flight)
+        envs.send(np.ones(2, np.int64), envs.recv()[4]["env_id"])
+        first = envs.recv()
+        ids = first[4]["env_id"].tolist()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # the caller's own line: a Ctrl-C lands
+            time.sleep(5)  # (never: raised at once)
+        again = envs.unsent()
+        assert again is not None and again[4]["env_id"].tolist() == ids
+        _same_batch(again, first)
+        _same_batch(envs.unsent(), first)  # it changes nothing
+        second = envs.recv()  # the other envs; unsent now names all four, in that order
+        assert envs.unsent()[4]["env_id"].tolist() == ids + second[4]["env_id"].tolist()
+        with pytest.raises(
+            NoPendingCallError,
+            match=r"but 0 are ready and 0 in flight; envs \[[\d, ]+\] were returned but not "
+            r"sent; envs\.unsent\(\) returns them again: send\(\) their actions",
+        ):
+            envs.recv()
+        envs.send(np.zeros(2, np.int64), ids)
+        assert envs.unsent()[4]["env_id"].tolist() == second[4]["env_id"].tolist()
+        envs.send(np.zeros(2, np.int64), second[4]["env_id"])
+        assert envs.unsent() is None
+        got = {}
+        for _ in range(2):
+            infos = envs.recv()[4]
+            got.update(zip(infos["env_id"].tolist(), infos["t"].tolist(), strict=True))
+        t_before = {
+            int(i): t
+            for b in (first, second)
+            for i, t in zip(b[4]["env_id"], b[4]["t"], strict=True)
+        }
+        assert got == {i: t + 1 for i, t in t_before.items()}  # each env stepped once more
+        envs.reset(seed=1)  # a synchronous reset or step supersedes every pool result
+        assert envs.unsent() is None
+
+
+def _storm_everywhere(envs: SubprocPool, seconds: float, seed: int) -> tuple[list, int]:
+    """recv/send rounds with a Ctrl-C storm armed everywhere (the caller's own lines
+    too), written as async-pool.md says: ``envs.unsent() or envs.recv()`` at the top of
+    every round, every KeyboardInterrupt caught and the loop continued. Returns
+    ``(again, batch)`` for each batch the caller got (``again``: from `unsent`) and how
+    many interrupts landed."""
+    seen: list[tuple[bool, tuple]] = []
+    with CtrlCStorm(seed) as storm:  # (the program's handler first: the pool's hold goes over it)
+        envs.async_reset(seed=0)
+        deadline = time.monotonic() + seconds
+        storm.armed = True
+        while storm.armed:  # (a second Ctrl-C as the first is caught lands outside the try)
+            with contextlib.suppress(KeyboardInterrupt):
+                _rounds(envs, storm, deadline, seen)
+        return seen, storm.raised
+
+
+def _rounds(envs: SubprocPool, storm: CtrlCStorm, deadline: float, seen: list) -> None:
+    while True:
+        try:
+            if time.monotonic() >= deadline:
+                storm.armed = False
+                return
+            out = envs.unsent()
+            again = out is not None
+            out = out or envs.recv()
+            seen.append((again, out))
+            envs.send(np.ones(len(out[0]), np.int64), out[4]["env_id"])
+        except KeyboardInterrupt:
+            continue
+
+
+@pytest.mark.parametrize(
+    ("in_series", "batch", "options"),
+    [
+        (1, 2, {}),
+        (2, 3, {}),
+        (2, 2, {"restart": True, "max_restarts": 1000, "fault": "sigkill", "every": 97}),
+    ],
+    ids=["one-env-workers", "two-env-workers-batch-3", "restart"],
+)
+@pytest.mark.filterwarnings("ignore:restarting after:RuntimeWarning")
+def test_a_ctrl_c_storm_armed_everywhere_loses_no_env(
+    in_series: int, batch: int, options: dict
+) -> None:
+    """Issue 37: real SIGINTs every 1-15 ms for seconds over the loop async-pool.md
+    gives, landing anywhere (the caller's lines between ``recv`` and ``send`` too). Every
+    env keeps stepping to the end, one step per new batch (a batch ``unsent`` hands back
+    again repeats what the caller saw), and afterwards every env comes back. Before (no
+    ``unsent``, the ids of a batch cut off lost), envs dropped out one batch at a time
+    until ``recv()`` raised NoPendingCallError within seconds."""
+    fault = {k: options.pop(k) for k in ("fault", "every") if k in options}
+    maker = Maker(step_sleep=0.0005, episode_len=7, **fault)
+    with SubprocPool([maker] * 6, batch, in_series=in_series, context="fork", **options) as envs:
+        seen, raised = _storm_everywhere(envs, 3.0, seed=in_series)
+        assert raised > 50 and len(seen) > 50
+        last, done = [-1] * 6, [True] * 6
+        for k, (again, (obs, _, term, trunc, infos)) in enumerate(seen):
+            restarted = infos.get("_restarted", np.zeros(len(obs), bool))
+            for row, i in enumerate(infos["env_id"].tolist()):
+                t = round(float(obs[row, 0]) * 1000)
+                if restarted[row]:  # a rebuilt worker's env: its episode ends where it was
+                    assert t == last[i] and trunc[row], (k, i, t, last[i])
+                elif again and t == last[i]:
+                    continue  # a batch handed back again: the caller saw it
+                else:
+                    assert t == (0 if done[i] else last[i] + 1), (k, i, t, last[i], done[i])
+                last[i], done[i] = t, bool(term[row] or trunc[row])
+        if fault:
+            assert sum(envs.restarts) > 0  # workers were rebuilt during the storm
+        tail = {int(i) for _, b in seen[-len(seen) // 4 :] for i in b[4]["env_id"]}
+        assert tail == set(range(6))  # every env stepped in the storm's last quarter
+        out = envs.unsent()
+        if out is not None:
+            envs.send(np.ones(len(out[0]), np.int64), out[4]["env_id"])
+        back = [i for _ in range(6 // batch) for i in envs.recv()[4]["env_id"].tolist()]
+        assert sorted(back) == list(range(6))  # every env was in flight: each comes back
