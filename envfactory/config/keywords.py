@@ -70,7 +70,8 @@ def unknown_key(key: str, valid: Collection[str]) -> UnknownKeyError:
     names = sorted({*valid, *GYMNASIUM_KEYS} - {"hydra"})
     return UnknownKeyError(
         f"unknown key {echo(key)} (an unexpected keyword argument {echo(key)} of make_vec / "
-        f"make_env / gym.make, or a key of a config dict or of RLlib's env_config).{did_you_mean(key, names)} Valid keys: "
+        f"make_env / gym.make, or a key of a config dict or of RLlib's env_config)."
+        f"{did_you_mean(key, names)} Valid keys: "
         f"{', '.join(names)}; a dotted key sets one option (env.id=...), a dict sets a node"
     )
 

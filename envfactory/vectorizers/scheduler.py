@@ -39,6 +39,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -350,6 +351,31 @@ class PoolScheduler:
             self._stash = (ids, batch)
         return self._hand_over(ids, batch, head)
 
+    def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
+        """Every env ready, in the order they finished, once ``at_least`` are (at most all
+        those in flight or ready) or, ``wait`` seconds from now, one is (Tianshou's
+        ``wait_num`` and ``timeout``); ``limit`` as `recv`'s. NoPendingCallError: none is."""
+        self._stash = None  # (a batch a Ctrl-C cut: its envs are still READY in the queue)
+        have = int(np.count_nonzero(self._state == IN_FLIGHT)) + len(self._queue)
+        if have == 0:
+            raise NoPendingCallError("recv_ready(): no env is in flight; send() first", "")
+        at_least, until = min(at_least, have), None if wait is None else time.monotonic() + wait
+        with HOLD:
+            for h in self._due(limit, block=False):
+                self._complete(h, limit)
+            while len(self._queue) < at_least:
+                if self._queue and until is not None and time.monotonic() >= until:
+                    break
+                cap = until if self._queue else None  # (none ready yet: wait for the first)
+                for h in HOLD.waiting(partial(self._due, until=cap), limit):
+                    self._complete(h, limit)
+            for h in self._due(None, block=False):  # and what else is there already
+                self._complete(h, limit)
+            ids = list(self._queue)
+            batch = self._build(ids)
+            self._stash = (ids, batch)
+        return self._hand_over(ids, batch, True)
+
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
         """Wait for every answer ``handles`` owe (their envs become ready, queued for
         `recv`), so that a call can use their channels."""
@@ -419,11 +445,13 @@ class PoolScheduler:
             raise
         self._sent(h, ticket, envs, "step")
 
-    def _due(self, limit: float | None, block: bool = True) -> list[WorkerHandle]:
+    def _due(
+        self, limit: float | None, block: bool = True, until: float | None = None
+    ) -> list[WorkerHandle]:
         """Workers whose answer (or end) is there, and those past their timeout (reading
-        them then times out). Blocking: until one is, or the earliest deadline passes. A
-        read a second Ctrl-C cut comes first (its answer may be in the handle already, where
-        the backend's readiness does not see it)."""
+        them then times out). Blocking: until one is, or the earliest deadline passes, or
+        (none then) the time ``until``. A read a second Ctrl-C cut comes first (its answer
+        may be in the handle already, where the backend's readiness does not see it)."""
         if self._resume:
             cut = [h for i, h in self._resume.items() if i in self._flight]
             if not block:  # (a poll waits for nothing)
@@ -435,20 +463,23 @@ class PoolScheduler:
                 self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
         ready = self.backend.ready(0)
         while not ready:
+            now = time.monotonic()
+            if until is not None and now >= until:
+                return []
             if limit is None:
                 if not block:
                     return []
-                ready = self.backend.ready(None)
+                ready = self.backend.ready(None if until is None else until - now)
                 continue
             first = min(self._flight, key=self._since.__getitem__, default=None)
             if first is None:
                 return []
-            left = self._since[first] + limit - time.monotonic()
+            left = self._since[first] + limit - now
             if left <= 0:
                 return [self._by_index[first]]
             if not block:
                 return []
-            ready = self.backend.ready(left)
+            ready = self.backend.ready(left if until is None else min(left, until - now))
         return ready
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:

@@ -145,7 +145,7 @@ def test_an_unknown_keyword_is_a_config_error_and_a_type_error() -> None:
     keyword, so does envfactory, in Python's words, so a caller that probes keywords and drops
     the refused one on that ``TypeError`` works (TorchRL's ``GymEnv`` passes ``frameskip=``:
     tests/clients/test_rllib.py runs it); every unknown key is one ``UnknownKeyError``."""
-    import envfactory.gym_ids  # noqa: F401 (registers envfactory/CartPole-v1)
+    import envfactory.gym_ids  # (registers envfactory/CartPole-v1)
 
     calls = {
         "make_vec": lambda: envfactory.make_vec(num_envs=2, frameskip=4),
@@ -164,7 +164,7 @@ def test_an_unknown_keyword_is_a_config_error_and_a_type_error() -> None:
     # a key of a config node, and an option of the atari family made directly
     with pytest.raises(envfactory.UnknownKeyError, match="Did you mean 'in_series'"):
         envfactory.make_vec(vectorizer={"name": "subproc", "in_serie": 2})
-    with pytest.raises(TypeError, match="atari: unknown option 'frameskip'.*frame_skip"):
+    with pytest.raises(TypeError, match=r"atari: unknown option 'frameskip'.*frame_skip"):
         envfactory.get_registry().family("atari").make(frameskip=4)
 
 
