@@ -182,7 +182,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         ids = self._ids(env_id)
         if self.is_async:
             self._check_not_stepping("reset", ids)
-        if self._autoresets and not kwargs and self._ended[ids].all():
+        if self._autoresets and ids and not kwargs and self._ended[ids].all():
             return self._autoreset(ids)
         if self.waiting_id:
             raise ValueError(
