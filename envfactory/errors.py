@@ -30,6 +30,7 @@ __all__ = [
     "RemoteEnvError",
     "ResetNeededError",
     "SpaceMismatchError",
+    "UnknownKeyError",
     "UnknownNameError",
     "UnpicklableEnvError",
     "VecEnvBrokenError",
@@ -118,6 +119,13 @@ class ConfigError(EnvfactoryError, ValueError):
 class ArgumentTypeError(ConfigError, TypeError):
     """An argument of the wrong type to ``make_vec`` / ``make_env`` / ``compose`` (one string
     where a list of overrides goes); also a ``TypeError``, as Python's own for a wrong type."""
+
+
+class UnknownKeyError(ConfigError, TypeError):
+    """An unknown key: a keyword argument of ``make_vec`` / ``make_env`` / ``gym.make`` of an
+    ``envfactory/...`` id, a key of a config node, an option of a family. Also a ``TypeError``,
+    as gymnasium's ``make`` raises for an unknown keyword, so code that probes keywords and
+    drops the refused one on ``TypeError`` (TorchRL's ``GymEnv`` and its ``frameskip=``) works."""
 
 
 class UnknownNameError(ConfigError, KeyError):

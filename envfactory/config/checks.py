@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 # (OmegaConf is imported where a config node is read: every family's schema uses the
 # checks below, also in a worker process that only builds envs and reads no config)
-from ..errors import ConfigError, OptionError, did_you_mean, echo, echo_within
+from ..errors import ConfigError, OptionError, UnknownKeyError, did_you_mean, echo, echo_within
 
 __all__ = [
     "TopLevel",
@@ -208,7 +208,7 @@ def check_keys(
         if str(key) not in names:
             full = f"{path}.{key}" if path else str(key)
             where = f" of {what}" if what else ""
-            raise ConfigError(
+            raise UnknownKeyError(
                 f"unknown key {full}{where}.{did_you_mean(str(key), names)} "
                 f"Valid keys{' under ' + path if path else ''}: {', '.join(names)}. "
                 f"{fix(str(key)) if callable(fix) else fix}"

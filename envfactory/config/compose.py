@@ -18,7 +18,7 @@ from hydra.errors import (
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ArgumentTypeError, ConfigError, did_you_mean, echo
+from ..errors import ArgumentTypeError, ConfigError, UnknownKeyError, did_you_mean, echo
 from ..plugin.manager import Registry, get_registry
 from . import keywords
 from .checks import omegaconf_error, one_line
@@ -330,7 +330,7 @@ def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError 
         return None
     full = str(getattr(exc, "full_key", "") or default_key)
     path, _, key = full.rpartition(".")
-    return ConfigError(
+    return UnknownKeyError(
         f"unknown key {full}.{did_you_mean(key, valid)} Valid keys"
         f"{' under ' + path if path else ''}: {', '.join(sorted(valid))}. "
         f"{_owners_note(path, key) or _PLUS_NOTE}"

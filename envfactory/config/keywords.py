@@ -18,7 +18,8 @@ num_envs, **kwargs)`` through a ``vector_entry_point`` and RLlib's ``env_config`
 
 Later sources win over earlier ones, and keys over overrides (a group picked by a key and by
 an override takes the override's pick, as ``make_vec(dict, overrides=...)`` always did). A key
-that is none of these is one `ConfigError` listing the valid keys.
+that is none of these is one `UnknownKeyError` (a `ConfigError` and a ``TypeError``) listing
+the valid keys.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ArgumentTypeError, ConfigError, did_you_mean, echo
+from ..errors import ArgumentTypeError, UnknownKeyError, did_you_mean, echo
 
 __all__ = ["GYMNASIUM_KEYS", "Reading", "read", "unknown_key"]
 
@@ -61,11 +62,16 @@ class Reading:
                     raise unknown_key(key, valid)
 
 
-def unknown_key(key: str, valid: Collection[str]) -> ConfigError:
+def unknown_key(key: str, valid: Collection[str]) -> UnknownKeyError:
+    """An unknown keyword argument: a `ConfigError` and a ``TypeError`` whose message has
+    Python's words (``unexpected keyword argument 'frameskip'``), as a function or gymnasium's
+    ``make`` raises for one, so a caller that drops a refused keyword on that ``TypeError``
+    (TorchRL's ``GymEnv("envfactory/CartPole-v1")`` passing ``frameskip=``) works."""
     names = sorted({*valid, *GYMNASIUM_KEYS} - {"hydra"})
-    return ConfigError(
-        f"unknown key {echo(key)} (a keyword argument of make_vec / make_env, a key of a config "
-        f"dict or of RLlib's env_config).{did_you_mean(key, names)} Valid keys: "
+    return UnknownKeyError(
+        f"unknown key {echo(key)} (an unexpected keyword argument {echo(key)} of make_vec / "
+        f"make_env / gym.make, or a key of a config dict or of RLlib's env_config)."
+        f"{did_you_mean(key, names)} Valid keys: "
         f"{', '.join(names)}; a dotted key sets one option (env.id=...), a dict sets a node"
     )
 

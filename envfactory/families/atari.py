@@ -33,7 +33,7 @@ import numpy as np
 
 from envfactory.config.checks import check_bool, check_choice, check_int, check_number
 from envfactory.episode_stats import EpisodeStatistics
-from envfactory.errors import ConfigError, OptionError, did_you_mean
+from envfactory.errors import ConfigError, OptionError, UnknownKeyError, did_you_mean
 from envfactory.families.atari_wrappers import (
     EpisodicLife,
     FireReset,
@@ -215,13 +215,14 @@ def _validate(options: dict[str, Any]) -> dict[str, Any]:
     `AtariConfig.__post_init__`.
 
     Raises:
-        ConfigError: on an unknown key or an invalid value.
+        ConfigError: on an invalid value; `UnknownKeyError` (also a ``TypeError``, as a
+            function's unknown keyword) on an unknown key.
     """
     options = dict(options)
     unknown = sorted(set(options) - set(_FIELDS) - {"family"})
     if unknown:
         key = unknown[0]
-        raise ConfigError(
+        raise UnknownKeyError(
             f"atari: unknown option {key!r}.{did_you_mean(key, _FIELDS)} "
             f"Valid options: {', '.join(_FIELDS)}"
         )

@@ -206,6 +206,38 @@ class PoolVecEnv(RemoteVecEnv):
         finally:
             self._guard.leave()
 
+    def recv_ready(
+        self, at_least: int = 1, wait: float | None = None, timeout: float | None = None
+    ) -> tuple[Any, Any, Any, Any, dict]:
+        """Every env whose step or reset is done, as `recv` returns a batch, once at least
+        ``at_least`` are (Tianshou's ``wait_num``; at most the envs in flight or ready) or,
+        ``wait`` seconds from now, at least one is (its ``timeout``): as many rows as envs
+        ready, in the order they finished, whatever ``batch_size``.
+
+        Raises:
+            NoPendingCallError: no env is in flight or ready.
+            ValueError: ``at_least`` not an int in ``[1, num_envs]``, ``wait`` not None or
+                seconds > 0, a bad ``timeout`` (as `recv`'s).
+        """
+        self._check_ready("recv_ready", "recv")
+        limit = check_recv_timeout(timeout)
+        if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.num_envs:
+            raise ValueError(
+                f"recv_ready(at_least={at_least!r}): at_least must be an int in [1, "
+                f"{self.num_envs}] (num_envs)"
+            )
+        if wait is not None and not (isinstance(wait, int | float) and wait > 0):
+            raise ValueError(f"recv_ready(wait={wait!r}): wait must be None or seconds > 0")
+        self._guard.enter("recv_ready")
+        try:
+            if self._broken is not None:  # (again, now under the call guard)
+                self._check_ready("recv_ready", "recv")
+            return self.pool.recv_ready(
+                int(at_least), wait, self.timeout if timeout is None else limit
+            )
+        finally:
+            self._guard.leave()
+
     def step(
         self, actions: Any, env_ids: Any = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:

@@ -51,7 +51,13 @@ class EnvRunner:
         mask: np.ndarray | None = None,
     ) -> InfoCalls:
         """Reset every env (or those of ``mask``): their reward becomes 0 and their flags
-        False (the async pool returns them with the reset observations)."""
+        False (the async pool returns them with the reset observations).
+
+        ``options`` reach an env as the caller gave them (a masked reset's without
+        ``reset_mask``: ``{}`` when only the mask was given, as gymnasium's ``SyncVectorEnv``);
+        with none given (None) the keyword is left out: the same call for an env with
+        gymnasium's ``reset(*, seed=None, options=None)``, and an env whose ``reset`` takes no
+        ``options`` (SB3's and Tianshou's envs may) works, as under their own vector envs."""
         calls: InfoCalls = []
         if mask is None:
             self.rewards[:] = 0.0
@@ -66,7 +72,10 @@ class EnvRunner:
         for i, env in enumerate(self.envs):
             if mask is not None and not mask[i]:
                 continue
-            self.obs[i], info = env.reset(seed=seeds[i], options=options)
+            if options is None:
+                self.obs[i], info = env.reset(seed=seeds[i])
+            else:
+                self.obs[i], info = env.reset(seed=seeds[i], options=options)
             if info:
                 calls.append((i, info))
         return calls

@@ -31,10 +31,10 @@ is in async use; it passes every other SIGINT to the handler it replaced.
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -44,15 +44,13 @@ from ..errors import (
     NoPendingCallError,
     NotReadyError,
     WorkerError,
-    warn_restart,
 )
 from .checks import show_ids
 from .ctrl_c import HOLD
-from .group import WorkerGroup
 from .handle import WorkerHandle
 from .infos import merge_infos
+from .pool_backend import Batch, PoolBackend, RemoteSite
 from .protocol import Cmd
-from .runner import InfoCalls
 
 __all__ = [
     "IDLE",
@@ -65,131 +63,6 @@ __all__ = [
 ]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
-
-Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
-
-
-class PoolBackend(ABC):
-    """What a backend gives a `PoolScheduler` (`RemoteSite` and a backend's completion of it)."""
-
-    #: the front's episode-ended flags (lent by `PoolVecEnv`; see `RemoteSite`)
-    done: np.ndarray
-
-    # -- messages ---------------------------------------------------------------------
-    @abstractmethod
-    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
-        """Send one message to ``handle`` now (also while it is busy) and return its
-        ticket: answers come back in the order of the tickets."""
-
-    #: `answer` asked again for a ticket whose read an interrupt cut goes on with that read
-    #: and gives the same answer, also after a `post` to the same handle meanwhile
-    resumes_reads: bool = False
-
-    def answered(self, handle: WorkerHandle, ticket: int) -> bool:
-        """Whether asking `answer` for ``ticket`` again (a read an interrupt cut) would
-        not wait: a poll (``recv(timeout=0)``) finishes only such cut reads."""
-        return False
-
-    def taken(self, handle: WorkerHandle) -> int | None:
-        """The ticket of the message ``handle`` took in a `post` that an interrupt cut
-        while it waited to write the rest (a resumable handle, whose ``sent`` moved on),
-        or None where that cannot be known."""
-        return None
-
-    @abstractmethod
-    def answer(
-        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
-    ) -> Any:
-        """The answer to message ``ticket``, waiting until ``deadline``. Raises a
-        ``WorkerError`` (a worker past the deadline is killed: ``WorkerTimeoutError``
-        naming ``budget``)."""
-
-    # -- which workers have an answer ---------------------------------------------------
-    @abstractmethod
-    def watch(self, handle: WorkerHandle) -> None:
-        """``handle`` owes answers from now on: `ready` reports it."""
-
-    @abstractmethod
-    def unwatch(self, handle: WorkerHandle) -> None:
-        """``handle`` owes nothing (or is being rebuilt)."""
-
-    @abstractmethod
-    def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        """The watched handles whose next answer (or end) is there, waiting up to
-        ``timeout`` seconds (0: look only; None: until one is)."""
-
-    # -- rows ---------------------------------------------------------------------------
-    @abstractmethod
-    def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
-        """Keep the rows of ``envs`` (of ``handle``) from ``answer`` until `rows`
-        reads them; return the answer's info calls (local indices)."""
-
-    @abstractmethod
-    def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order (an
-        env's rows are kept until its next step: `PoolScheduler.unsent` reads them again)."""
-
-    @abstractmethod
-    def returned(self, ids: list[int], ended: np.ndarray) -> None:
-        """The caller now has these envs' results; ``ended``: their episode ended."""
-
-    # -- faults -------------------------------------------------------------------------
-    @abstractmethod
-    def recover(
-        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
-    ) -> Any:
-        """Apply the failure policy to ``handle``'s ``failure`` during ``call``: rebuild
-        it and return the answer of its envs' lost episodes (``superseded``: envs whose
-        result the caller has not seen; it is replaced), or mark the env unusable and
-        raise ``failure``."""
-
-    @abstractmethod
-    def interrupted(self, reason: BaseException) -> None:
-        """An interrupt cut a message part-way: mark the env unusable with ``reason``."""
-
-
-class RemoteSite(PoolBackend):
-    """The `PoolBackend` half every [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]
-    shares: messages by its ``send``/``wait`` (one answer per message, in order: a handle whose
-    ``recv`` waits for a specific message overrides `post`/`answer`), the
-    episode-ended flags and the failure policy (``restart`` with its budget, else the
-    broken state). A backend's pool adds readiness and rows."""
-
-    def __init__(self, group: WorkerGroup) -> None:
-        self.group = group
-        self._tickets = 0
-        #: the front's episode-ended flags, lent by the pool's front (`PoolVecEnv`): kept
-        #: current as envs are handed over, read when a worker is rebuilt
-        self.done: np.ndarray = np.zeros(group.num_envs, np.bool_)
-
-    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
-        self.group.send(cmd, [handle], lambda _: data)
-        self._tickets += 1
-        return self._tickets
-
-    def answer(
-        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
-    ) -> Any:
-        return self.group.wait(handle, deadline, call, budget)
-
-    def returned(self, ids: list[int], ended: np.ndarray) -> None:
-        self.done[ids] = ended
-
-    def recover(
-        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
-    ) -> Any:
-        group = self.group
-        if not (group.env.restart and not group.failure):
-            group.failure = failure
-            raise failure
-        group.count_restart(handle, failure)
-        warn_restart(failure)
-        # an env whose result was not returned yet: its episode ends there
-        done = [bool(self.done[i]) and i not in superseded for i in handle.indices]
-        return group.restart(handle, call, done)
-
-    def interrupted(self, reason: BaseException) -> None:
-        self.group.failure = reason
 
 
 @dataclass(slots=True)
@@ -379,6 +252,31 @@ class PoolScheduler:
             self.backend.returned(ids, batch[2] | batch[3])
         return batch
 
+    def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
+        """Every env ready, in the order they finished, once ``at_least`` are (at most all
+        those in flight or ready) or, ``wait`` seconds from now, one is (Tianshou's
+        ``wait_num`` and ``timeout``); ``limit`` as `recv`'s. NoPendingCallError: none is."""
+        self._stash = None  # (a batch a Ctrl-C cut: its envs are still READY in the queue)
+        have = int(np.count_nonzero(self._state == IN_FLIGHT)) + len(self._queue)
+        if have == 0:
+            raise NoPendingCallError("recv_ready(): no env is in flight; send() first", "")
+        at_least, until = min(at_least, have), None if wait is None else time.monotonic() + wait
+        with HOLD:
+            for h in self._due(limit, block=False):
+                self._complete(h, limit)
+            while len(self._queue) < at_least:
+                if self._queue and until is not None and time.monotonic() >= until:
+                    break
+                cap = until if self._queue else None  # (none ready yet: wait for the first)
+                for h in HOLD.waiting(partial(self._due, until=cap), limit):
+                    self._complete(h, limit)
+            for h in self._due(None, block=False):  # and what else is there already
+                self._complete(h, limit)
+            ids = list(self._queue)
+            batch = self._build(ids)
+            self._stash = (ids, batch)
+        return self._hand_over(ids, batch, True)
+
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
         """Wait for every answer ``handles`` owe (their envs become ready, queued for
         `recv`), so that a call can use their channels."""
@@ -451,11 +349,13 @@ class PoolScheduler:
             raise
         self._sent(h, ticket, envs, "step")
 
-    def _due(self, limit: float | None, block: bool = True) -> list[WorkerHandle]:
+    def _due(
+        self, limit: float | None, block: bool = True, until: float | None = None
+    ) -> list[WorkerHandle]:
         """Workers whose answer (or end) is there, and those past their timeout (reading
-        them then times out). Blocking: until one is, or the earliest deadline passes. A
-        read a second Ctrl-C cut comes first (its answer may be in the handle already, where
-        the backend's readiness does not see it)."""
+        them then times out). Blocking: until one is, or the earliest deadline passes, or
+        (none then) the time ``until``. A read a second Ctrl-C cut comes first (its answer
+        may be in the handle already, where the backend's readiness does not see it)."""
         if self._resume:
             cut = [h for i, h in self._resume.items() if i in self._flight]
             if not block:  # (a poll waits for nothing)
@@ -467,20 +367,23 @@ class PoolScheduler:
                 self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
         ready = self.backend.ready(0)
         while not ready:
+            now = time.monotonic()
+            if until is not None and now >= until:
+                return []
             if limit is None:
                 if not block:
                     return []
-                ready = self.backend.ready(None)
+                ready = self.backend.ready(None if until is None else until - now)
                 continue
             first = min(self._flight, key=self._since.__getitem__, default=None)
             if first is None:
                 return []
-            left = self._since[first] + limit - time.monotonic()
+            left = self._since[first] + limit - now
             if left <= 0:
                 return [self._by_index[first]]
             if not block:
                 return []
-            ready = self.backend.ready(left)
+            ready = self.backend.ready(left if until is None else min(left, until - now))
         return ready
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:

@@ -189,6 +189,40 @@ def test_torchrl_recipe(tmp_path: Path) -> None:
     assert said == [["disabled", "ok"], ["same_step", "ok"], ["next_step", "refused"]]
 
 
+def test_torchrl_gymenv_takes_an_envfactory_id(tmp_path: Path) -> None:
+    """Issue 38: TorchRL's ``GymEnv("envfactory/CartPole-v1")`` passes ``frameskip=`` and drops
+    it on a ``TypeError`` saying "unexpected keyword argument 'frameskip'" (as gymnasium's
+    ``make`` raises): envfactory's unknown-keyword error is that ``TypeError``, so it builds
+    and rolls out (before: ``ConfigError`` only, and GymEnv failed)."""
+    missing = _missing("torchrl")
+    if missing:
+        pytest.skip(f"torchrl is not installed here ({missing}); pip install torchrl")
+    script = tmp_path / "torchrl_gymenv.py"
+    script.write_text(TORCHRL_GYMENV)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "GYMENV torch.Size([20, 4]) 1" in proc.stdout, proc.stdout[-2000:]
+
+
+TORCHRL_GYMENV = """
+import envfactory.gym_ids
+from torchrl.envs import GymEnv
+
+env = GymEnv("envfactory/CartPole-v1")
+env.set_seed(0)
+td = env.rollout(20, break_when_any_done=False)
+print("GYMENV", td["next", "observation"].shape, env.wrapper_frame_skip)
+env.close()
+"""
+
+
 TORCHRL_CHECK = """
 import envfactory
 from torchrl.envs import GymWrapper

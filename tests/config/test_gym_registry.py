@@ -140,6 +140,34 @@ def test_a_wrong_keyword_is_one_clear_error(
     assert "\n" not in str(info.value)
 
 
+def test_an_unknown_keyword_is_a_config_error_and_a_type_error() -> None:
+    """Issue 38: as gymnasium's ``make`` (and any function) raises ``TypeError`` for an unknown
+    keyword, so does envfactory, in Python's words, so a caller that probes keywords and drops
+    the refused one on that ``TypeError`` works (TorchRL's ``GymEnv`` passes ``frameskip=``:
+    tests/clients/test_rllib.py runs it); every unknown key is one ``UnknownKeyError``."""
+    import envfactory.gym_ids  # (registers envfactory/CartPole-v1)
+
+    calls = {
+        "make_vec": lambda: envfactory.make_vec(num_envs=2, frameskip=4),
+        "make_env": lambda: envfactory.make_env(frameskip=4),
+        "gym.make": lambda: gym.make("envfactory/CartPole-v1", frameskip=4),
+        "gym.make_vec": lambda: gym.make_vec(
+            "envfactory/CartPole-v1", 2, vectorization_mode="vector_entry_point", frameskip=4
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match="unexpected keyword argument 'frameskip'") as info:
+            call()
+        assert isinstance(info.value, ConfigError), name
+        assert isinstance(info.value, envfactory.UnknownKeyError), name
+        assert "Valid keys: " in str(info.value) and "\n" not in str(info.value), name
+    # a key of a config node, and an option of the atari family made directly
+    with pytest.raises(envfactory.UnknownKeyError, match="Did you mean 'in_series'"):
+        envfactory.make_vec(vectorizer={"name": "subproc", "in_serie": 2})
+    with pytest.raises(TypeError, match=r"atari: unknown option 'frameskip'.*frame_skip"):
+        envfactory.get_registry().family("atari").make(frameskip=4)
+
+
 def test_overrides_given_as_one_string_are_refused() -> None:
     for call in (
         lambda: envfactory.make_vec(overrides="num_envs=2"),

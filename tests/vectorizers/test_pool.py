@@ -889,3 +889,34 @@ def test_a_pipe_number_reused_by_another_rebuilt_worker_stays_polled() -> None:
     c._fd, _ = os.pipe()  # C rebuilt again
     site.watch(c)  # (raised KeyError before)
     assert set(site._owner.values()) == {1, 2} and len(site._poller.fds) == 2
+
+
+def test_recv_ready_returns_every_env_done_once_at_least_are_or_wait_passed(
+    no_leaks: None,
+) -> None:
+    """Issue 38: ``recv_ready(at_least, wait)`` (Tianshou's ``wait_num`` / ``timeout``, what
+    ``to_tianshou``'s asynchronous collection uses): every env done, in the order they finished,
+    once ``at_least`` are, or once ``wait`` seconds passed and one is, whatever
+    ``batch_size``; the others keep stepping, and each env's step is exactly its own."""
+    fns = [Maker(step_sleep=s) for s in (0.05, 0.1, 0.6, 1.0)]
+    envs = SubprocPool(fns, 1, in_series=1, context="fork")
+    try:
+        envs.async_reset(seed=0)
+        ready = envs.recv_ready(at_least=4)
+        assert sorted(ready[4]["env_id"].tolist()) == [0, 1, 2, 3]
+        envs.send(envs.action_space.sample(), [0, 1, 2, 3])
+        obs, rew, _, _, infos = envs.recv_ready(at_least=2)
+        assert sorted(infos["env_id"].tolist()) == [0, 1] and len(obs) == len(rew) == 2
+        t0 = time.monotonic()
+        _, _, _, _, infos = envs.recv_ready(at_least=2, wait=0.2)  # only env 2 is done by then
+        assert infos["env_id"].tolist() == [2] and time.monotonic() - t0 >= 0.2
+        _, _, _, _, infos = envs.recv_ready(at_least=4)  # capped at the 1 env still stepping
+        assert infos["env_id"].tolist() == [3]
+        with pytest.raises(NoPendingCallError, match="no env is in flight"):
+            envs.recv_ready()
+        with pytest.raises(ValueError, match=r"at_least must be an int in \[1, 4\]"):
+            envs.recv_ready(at_least=0)
+        with pytest.raises(ValueError, match="wait must be None or seconds > 0"):
+            envs.recv_ready(wait=0)
+    finally:
+        envs.close()

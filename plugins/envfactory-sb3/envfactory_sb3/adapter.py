@@ -124,7 +124,9 @@ class SB3VecEnv(VecEnv):
 
     def reset(self) -> VecEnvObs:
         """Reset every env with the seeds of `seed` and the options of
-        `set_options` (both used once, as SB3); infos go to ``reset_infos``."""
+        `set_options` (both used once, as SB3); infos go to ``reset_infos``. As SB3, an env's
+        ``reset`` gets ``options`` only when they are non-empty (so an env whose ``reset``
+        takes no ``options`` works); its seed always, None when none was set."""
         self._check_open("reset")
         if self._stepping:  # SB3: a reset cancels a step in flight
             self._finish_step()

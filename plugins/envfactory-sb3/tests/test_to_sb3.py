@@ -163,6 +163,58 @@ def test_render_and_get_images() -> None:
     venv.close()
 
 
+class SeesOptions(gym.Env):
+    """Says in its reset info what ``reset`` got as ``options`` (``'absent'``: no keyword)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, **kwargs):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {"options": repr(kwargs.get("options", "absent"))}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), 1.0, self.t >= 2, False, {}
+
+
+class NoOptions(SeesOptions):
+    """``reset(seed=None)`` only, as SB3's ``NanAndInfEnv`` (its test_vec_check_nan.py)."""
+
+    def reset(self, seed=None):
+        return super().reset(seed=seed)
+
+
+@pytest.mark.parametrize("factory", [dummy_vec_env, subproc_vec_env])
+def test_options_reach_an_env_only_when_the_caller_gave_them_as_sb3(factory) -> None:
+    """Issue 38: SB3 passes ``options`` to an env's reset only when ``set_options`` gave it
+    non-empty ones (its autoreset passes none); to_sb3 gives each env what SB3's own
+    DummyVecEnv gives it, and an env whose reset takes no ``options`` runs (before: every
+    reset passed ``options=None``, a TypeError from such an env)."""
+    settings = {
+        SeesOptions: [None, {}, {"low": 0.1}, [{"low": 0.2}, {}, None]],
+        NoOptions: [None, {}, [{}, None, {}]],  # (options given to it are SB3's TypeError too)
+    }
+    for env_cls, options_list in settings.items():
+        theirs, ours = DummyVecEnv([env_cls] * 3), factory([env_cls] * 3)
+        for options in options_list:
+            for venv in (theirs, ours):
+                venv.seed(5)
+                venv.set_options(options)
+                venv.reset()
+            assert ours.reset_infos == theirs.reset_infos, (env_cls.__name__, options)
+            if env_cls is NoOptions:
+                assert {info["options"] for info in ours.reset_infos} == {"'absent'"}
+            for t in range(4):  # autoresets (episodes of 2 steps) pass no options either
+                actions = np.zeros(3, np.int64)
+                step_ours, step_theirs = ours.step(actions), theirs.step(actions)
+                assert step_ours[2].tolist() == step_theirs[2].tolist(), t
+                assert ours.reset_infos == theirs.reset_infos, t
+        ours.close()
+        theirs.close()
+
+
 def test_bad_input_is_one_clear_error() -> None:
     with pytest.raises(TypeError, match=r"must be a gymnasium.vector.VectorEnv .* got CartPole"):
         to_sb3(gym.make("CartPole-v1").unwrapped)

@@ -29,6 +29,21 @@ ids it steps (so it steps a subset of the envs). How each call maps onto envfact
   ``seed + i`` and resets env ``i`` with that seed; the same seeds then collect the same
   episodes as Tianshou's own ``DummyVectorEnv`` over the same envs.
 
+Asynchronous collection (Tianshou's ``wait_num`` / ``timeout``, its ``AsyncCollector``):
+``to_tianshou(pool, wait_num=k, timeout=t)`` over envfactory's async pool makes ``is_async``
+true, as Tianshou's venvs built with those arguments. ``step(action, id)`` sends the actions of
+the ready envs ``id`` and returns every env whose step is done once ``wait_num`` of those
+stepping are (at most all of them), or once ``timeout`` seconds passed and one is, as
+Tianshou's ``SubprocVectorEnv`` does (`PoolVecEnv.recv_ready`); ``step(None)`` waits so
+for those still stepping. ``infos[k]["env_id"]`` names each row's env; the others keep
+stepping. ``reset(env_id)`` of envs whose episode just ended, while others are stepping, is
+the pool's autoreset (their next send resets them: no options, no seed, as Tianshou's own
+autoreset-free workers' ``reset()``); with none stepping it is the masked reset above. Every
+env keeps the trajectory it has under ``DummyVectorEnv``, whatever order the envs come back
+in. Only the pool (``vectorizer.batch_size`` set, any value) can step envs while others are
+in flight, so ``wait_num``/``timeout`` over any other venv is refused with that fix, and
+asynchronous collection needs ``autoreset_mode=next_step``.
+
 The venv's ``autoreset_mode`` must be ``next_step`` (envfactory's default) or ``disabled``:
 Tianshou resets a finished env before it steps it again, so no autoreset ever happens;
 ``same_step`` would replace the last observation of an episode by the next reset's.
@@ -60,15 +75,26 @@ from envfactory.wrappers.legacy_final_info import unbatch_info
 __all__ = ["TianshouVectorEnv", "to_tianshou"]
 
 
-def to_tianshou(venv: VectorEnv) -> TianshouVectorEnv:
-    """Wrap an envfactory (or any gymnasium 1.x) ``VectorEnv`` for Tianshou's ``Collector``.
+def to_tianshou(
+    venv: VectorEnv, *, wait_num: int | None = None, timeout: float | None = None
+) -> TianshouVectorEnv:
+    """Wrap an envfactory (or any gymnasium 1.x) ``VectorEnv`` for Tianshou's ``Collector``
+    (and, with ``wait_num`` / ``timeout`` over envfactory's async pool, its ``AsyncCollector``).
+
+    Args:
+        venv: what ``envfactory.make_vec`` returns.
+        wait_num: as Tianshou's venvs: a step returns once this many of the envs stepping
+            are done (``1 <= wait_num <= num_envs``; None: all of them).
+        timeout: as Tianshou's venvs: a step returns once this many seconds passed and at
+            least one env is done (None: no such limit). Either one makes ``is_async`` true.
 
     Raises:
         TypeError: ``venv`` is not a ``gymnasium.vector.VectorEnv``.
-        ValueError: its ``autoreset_mode`` is ``same_step``.
+        ValueError: its ``autoreset_mode`` is ``same_step``; ``wait_num`` / ``timeout`` out
+            of range, or given for a venv that is not envfactory's pool or not ``next_step``.
         ClosedError: ``venv`` is closed.
     """
-    return TianshouVectorEnv(venv)
+    return TianshouVectorEnv(venv, wait_num=wait_num, timeout=timeout)
 
 
 class TianshouVectorEnv(BaseVectorEnv):
@@ -79,7 +105,9 @@ class TianshouVectorEnv(BaseVectorEnv):
     every method Tianshou's collectors call is implemented here over ``venv``.
     """
 
-    def __init__(self, venv: VectorEnv) -> None:
+    def __init__(
+        self, venv: VectorEnv, wait_num: int | None = None, timeout: float | None = None
+    ) -> None:
         if not isinstance(venv, VectorEnv):
             raise TypeError(
                 f"to_tianshou(venv) takes a gymnasium.vector.VectorEnv (envfactory.make_vec(...)),"
@@ -99,9 +127,9 @@ class TianshouVectorEnv(BaseVectorEnv):
             )
         self.venv = venv
         n = venv.num_envs
-        # BaseVectorEnv's state, for code that reads it (no workers: nothing is async here)
-        self.env_num, self.wait_num, self.timeout = n, n, None
-        self.is_async, self.is_closed = False, False
+        # BaseVectorEnv's state, for code that reads it (waiting_id: the envs stepping)
+        self.env_num, self.wait_num, self.timeout = n, _wait_num(wait_num, n), _timeout(timeout)
+        self.is_async, self.is_closed = self.wait_num != n or timeout is not None, False
         self.waiting_conn: list[Any] = []
         self.waiting_id: list[int] = []
         self.ready_id = list(range(n))
@@ -115,6 +143,13 @@ class TianshouVectorEnv(BaseVectorEnv):
         # truncated end of an episode an env fault cuts in a subset step
         self._restart = bool(getattr(venv.unwrapped, "restart", False)) and not self._pool
         self._last: list[Any] = [None] * n
+        if self.is_async:
+            _check_async(venv, self._pool, mode, wait_num, timeout)
+        # asynchronous collection: each env's last action sent, and whether its last step
+        # returned ended its episode (its reset is then the pool's autoreset)
+        self._sent: list[Any] = [None] * n
+        self._ended = np.zeros(n, dtype=np.bool_)
+        self._autoresets = self._pool and mode in (AutoresetMode.NEXT_STEP, "next_step")
 
     # Tianshou reads gym.Env's reserved attributes (action_space, ...) through
     # get_env_attr: one value per env, as a list
@@ -145,6 +180,18 @@ class TianshouVectorEnv(BaseVectorEnv):
         self._assert_is_not_closed()
         self._refuse_if_cut("reset")
         ids = self._ids(env_id)
+        if self.is_async:
+            self._check_not_stepping("reset", ids)
+        if self._autoresets and ids and not kwargs and self._ended[ids].all():
+            return self._autoreset(ids)
+        if self.waiting_id:
+            raise ValueError(
+                f"reset(env_id={ids}{', **kwargs' if kwargs else ''}) while envs "
+                f"{self.waiting_id} are stepping: only envs whose episode just ended can be "
+                "reset then (by the pool's autoreset: no seed, no options); call step(None) "
+                "until every env is returned first"
+            )
+        self._ended[ids] = False
         mask = np.zeros(self.env_num, dtype=np.bool_)
         mask[ids] = True
         options = dict(kwargs.pop("options", None) or {})
@@ -162,6 +209,8 @@ class TianshouVectorEnv(BaseVectorEnv):
         """Step the envs ``id`` (all by default) with one action each. ``action=None``:
         the pool's subset step a Ctrl-C interrupted (see the module docstring)."""
         self._assert_is_not_closed()
+        if self.is_async:
+            return self._step_async(action, id)
         if action is None and self._unreturned is not None:
             return self._finish_cut_step(id)
         self._refuse_if_cut("step")
@@ -175,13 +224,62 @@ class TianshouVectorEnv(BaseVectorEnv):
         if len(action) != len(ids):
             raise ValueError(f"step(action, id): {len(action)} actions for {len(ids)} env ids")
         if every:
+            self._note_sent(action, ids)
             with _pending_full_step("step"):
                 obs, rew, term, trunc, infos = self.venv.step(action)
-            self._remember(obs, ids)
+            self._remember(obs, ids, term | trunc)
             return obs, rew, term, trunc, _info_rows(infos, ids)
         if self._pool:
+            self._note_sent(action, ids)
             return self._step_pool(action, ids)
         return self._step_each(action, ids)
+
+    # -- asynchronous collection (wait_num / timeout over the pool) ------------------------
+    def _step_async(self, action: Any, id: Any) -> tuple:
+        """Send ``action`` to the ready envs ``id`` (``None``: send nothing), then return every
+        env done once ``wait_num`` of those stepping are, or ``timeout`` passed and one is."""
+        venv: Any = self.venv
+        if action is not None:
+            ids = self._ids(id)
+            self._check_not_stepping("step", ids)
+            action = np.asarray(action)
+            if len(action) != len(ids):
+                raise ValueError(f"step(action, id): {len(action)} actions for {len(ids)} env ids")
+            venv.send(action, ids)
+            self._note_sent(action, ids)
+            self.waiting_id += ids
+            self.ready_id = [i for i in self.ready_id if i not in ids]
+        elif not self.waiting_id:
+            raise ValueError(
+                "step(None): no env is stepping; step(action, id) the ready envs "
+                f"{self.ready_id} first"
+            )
+        at_least = min(self.wait_num, len(self.waiting_id))
+        obs, rew, term, trunc, infos = venv.recv_ready(at_least, wait=self.timeout)
+        got = infos["env_id"].tolist()
+        self.waiting_id = [i for i in self.waiting_id if i not in got]
+        self.ready_id += got
+        self._remember(obs, got, term | trunc)
+        return obs, rew, term, trunc, _info_rows(infos, range(len(got)), got)
+
+    def _autoreset(self, ids: list[int]) -> tuple:
+        """Reset ``ids``, whose episode ended, by the pool's autoreset: their next send (with
+        the last action sent, which the autoreset ignores) resets them with no seed and no
+        options, as a Tianshou worker's ``reset()``; the other envs may be stepping."""
+        venv: Any = self.venv
+        venv.send(np.stack([np.asarray(self._sent[i]) for i in ids]), ids)
+        obs, _, _, _, infos = venv.recv(env_ids=ids)
+        self._ended[ids] = False
+        self._remember(obs, ids)
+        return obs, _info_rows(infos, range(len(ids)), ids)
+
+    def _check_not_stepping(self, what: str, ids: list[int]) -> None:
+        busy = [i for i in ids if i in self.waiting_id]
+        if busy:
+            raise ValueError(
+                f"{what}(): cannot interact with envs {busy}, which are stepping now; the ready "
+                f"envs are {sorted(self.ready_id)} (step(None) returns those stepping)"
+            )
 
     def _finish_full_step(self) -> tuple:
         """``step(None)``: the step of every env a Ctrl-C interrupted, whole (envfactory's
@@ -194,7 +292,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         except NoPendingCallError:
             raise ValueError("action must be not-None for non-async") from None
         ids = list(range(self.env_num))
-        self._remember(obs, ids)
+        self._remember(obs, ids, term | trunc)
         return obs, rew, term, trunc, _info_rows(infos, ids)
 
     def _step_pool(self, action: np.ndarray, ids: list[int]) -> tuple:
@@ -258,6 +356,7 @@ class TianshouVectorEnv(BaseVectorEnv):
             self._unreturned = None  # a fault: the pool raises it (or is rebuilt)
             raise
         obs, rew, term, trunc, infos = self._held
+        self._ended[ids] = term | trunc
         out = obs, rew, term, trunc, _info_rows(infos, range(len(ids)), ids)
         self._unreturned, self._held = None, None
         return out
@@ -278,8 +377,17 @@ class TianshouVectorEnv(BaseVectorEnv):
             rows.append((obs, rew, term, trunc, {**info, "env_id": i}))
         return _stack(rows)
 
-    def _remember(self, obs: Any, ids: list[int]) -> None:
-        """restart=true without the pool: keep each env's observation just returned."""
+    def _note_sent(self, action: np.ndarray, ids: list[int]) -> None:
+        """The pool: each env's last action, what its autoreset sends again (and ignores)."""
+        if self._autoresets:
+            for k, i in enumerate(ids):
+                self._sent[i] = action[k]
+
+    def _remember(self, obs: Any, ids: list[int], ended: np.ndarray | None = None) -> None:
+        """Whether each env's episode ended at the step just returned (the pool's autoreset
+        resets it then), and with restart=true without the pool each env's observation."""
+        if ended is not None:
+            self._ended[ids] = ended
         if self._restart:
             for k, i in enumerate(ids):
                 self._last[i] = take_rows(obs, k)
@@ -319,6 +427,47 @@ class TianshouVectorEnv(BaseVectorEnv):
         if np.isscalar(id):
             return [int(id)]  # type: ignore[arg-type]
         return [int(i) for i in id]
+
+
+def _wait_num(wait_num: Any, n: int) -> int:
+    if wait_num is None:
+        return n
+    if isinstance(wait_num, bool) or not isinstance(wait_num, int | np.integer):
+        raise ValueError(f"to_tianshou(wait_num={wait_num!r}): wait_num must be an int or None")
+    if not 1 <= wait_num <= n:
+        raise ValueError(
+            f"to_tianshou(wait_num={wait_num}): wait_num should be in [1, {n}] (num_envs), or "
+            "None for a synchronous venv"
+        )
+    return int(wait_num)
+
+
+def _timeout(timeout: Any) -> float | None:
+    if timeout is not None and not (
+        isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+    ):
+        raise ValueError(
+            f"to_tianshou(timeout={timeout!r}): timeout must be None or seconds > 0 (it should "
+            "be positive if provided, as Tianshou's)"
+        )
+    return None if timeout is None else float(timeout)
+
+
+def _check_async(venv: VectorEnv, pool: bool, mode: Any, wait_num: Any, timeout: Any) -> None:
+    """Asynchronous collection needs envfactory's pool under ``next_step``."""
+    asked = f"to_tianshou(venv, wait_num={wait_num!r}, timeout={timeout!r})"
+    if not pool:
+        raise ValueError(
+            f"{asked}: asynchronous collection needs envfactory's async pool, which steps some "
+            f"envs while others are in flight; {type(venv.unwrapped).__name__} steps all envs "
+            "together. Build it with vectorizer=subproc (or subproc-atari) and "
+            "vectorizer.batch_size set (any value, e.g. vectorizer.batch_size=1)"
+        )
+    if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.NEXT_STEP.value):
+        raise ValueError(
+            f"{asked}: asynchronous collection resets a finished env by the pool's autoreset, "
+            f"so it needs autoreset_mode=next_step (the default), not {AutoresetMode(mode).value}"
+        )
 
 
 def _info_rows(

@@ -1,0 +1,145 @@
+"""The backend half of the async pool: `PoolBackend`, what a backend gives the
+`PoolScheduler` (how a message is posted and its answer read, which workers have an answer,
+where an answer's rows are kept, the failure policy), and `RemoteSite`, the part every
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] shares (messages by its
+``send``/``wait``, the episode-ended flags its front lends it, the failure policy)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from ..errors import WorkerError, warn_restart
+from .group import WorkerGroup
+from .handle import WorkerHandle
+from .protocol import Cmd
+from .runner import InfoCalls
+
+__all__ = ["Batch", "PoolBackend", "RemoteSite"]
+
+Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
+
+
+class PoolBackend(ABC):
+    """What a backend gives a `PoolScheduler` (`RemoteSite` and a backend's completion of it)."""
+
+    #: the front's episode-ended flags (lent by `PoolVecEnv`; see `RemoteSite`)
+    done: np.ndarray
+
+    # -- messages ---------------------------------------------------------------------
+    @abstractmethod
+    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
+        """Send one message to ``handle`` now (also while it is busy) and return its
+        ticket: answers come back in the order of the tickets."""
+
+    #: `answer` asked again for a ticket whose read an interrupt cut goes on with that read
+    #: and gives the same answer, also after a `post` to the same handle meanwhile
+    resumes_reads: bool = False
+
+    def answered(self, handle: WorkerHandle, ticket: int) -> bool:
+        """Whether asking `answer` for ``ticket`` again (a read an interrupt cut) would
+        not wait: a poll (``recv(timeout=0)``) finishes only such cut reads."""
+        return False
+
+    def taken(self, handle: WorkerHandle) -> int | None:
+        """The ticket of the message ``handle`` took in a `post` that an interrupt cut
+        while it waited to write the rest (a resumable handle, whose ``sent`` moved on),
+        or None where that cannot be known."""
+        return None
+
+    @abstractmethod
+    def answer(
+        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
+    ) -> Any:
+        """The answer to message ``ticket``, waiting until ``deadline``. Raises a
+        ``WorkerError`` (a worker past the deadline is killed: ``WorkerTimeoutError``
+        naming ``budget``)."""
+
+    # -- which workers have an answer ---------------------------------------------------
+    @abstractmethod
+    def watch(self, handle: WorkerHandle) -> None:
+        """``handle`` owes answers from now on: `ready` reports it."""
+
+    @abstractmethod
+    def unwatch(self, handle: WorkerHandle) -> None:
+        """``handle`` owes nothing (or is being rebuilt)."""
+
+    @abstractmethod
+    def ready(self, timeout: float | None) -> list[WorkerHandle]:
+        """The watched handles whose next answer (or end) is there, waiting up to
+        ``timeout`` seconds (0: look only; None: until one is)."""
+
+    # -- rows ---------------------------------------------------------------------------
+    @abstractmethod
+    def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
+        """Keep the rows of ``envs`` (of ``handle``) from ``answer`` until `rows`
+        reads them; return the answer's info calls (local indices)."""
+
+    @abstractmethod
+    def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order (an
+        env's rows are kept until its next step: `PoolScheduler.unsent` reads them again)."""
+
+    @abstractmethod
+    def returned(self, ids: list[int], ended: np.ndarray) -> None:
+        """The caller now has these envs' results; ``ended``: their episode ended."""
+
+    # -- faults -------------------------------------------------------------------------
+    @abstractmethod
+    def recover(
+        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
+    ) -> Any:
+        """Apply the failure policy to ``handle``'s ``failure`` during ``call``: rebuild
+        it and return the answer of its envs' lost episodes (``superseded``: envs whose
+        result the caller has not seen; it is replaced), or mark the env unusable and
+        raise ``failure``."""
+
+    @abstractmethod
+    def interrupted(self, reason: BaseException) -> None:
+        """An interrupt cut a message part-way: mark the env unusable with ``reason``."""
+
+
+class RemoteSite(PoolBackend):
+    """The `PoolBackend` half every [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]
+    shares: messages by its ``send``/``wait`` (one answer per message, in order: a handle whose
+    ``recv`` waits for a specific message overrides `post`/`answer`), the
+    episode-ended flags and the failure policy (``restart`` with its budget, else the
+    broken state). A backend's pool adds readiness and rows."""
+
+    def __init__(self, group: WorkerGroup) -> None:
+        self.group = group
+        self._tickets = 0
+        #: the front's episode-ended flags, lent by the pool's front (`PoolVecEnv`): kept
+        #: current as envs are handed over, read when a worker is rebuilt
+        self.done: np.ndarray = np.zeros(group.num_envs, np.bool_)
+
+    def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
+        self.group.send(cmd, [handle], lambda _: data)
+        self._tickets += 1
+        return self._tickets
+
+    def answer(
+        self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
+    ) -> Any:
+        return self.group.wait(handle, deadline, call, budget)
+
+    def returned(self, ids: list[int], ended: np.ndarray) -> None:
+        self.done[ids] = ended
+
+    def recover(
+        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
+    ) -> Any:
+        group = self.group
+        if not (group.env.restart and not group.failure):
+            group.failure = failure
+            raise failure
+        group.count_restart(handle, failure)
+        warn_restart(failure)
+        # an env whose result was not returned yet: its episode ends there
+        done = [bool(self.done[i]) and i not in superseded for i in handle.indices]
+        return group.restart(handle, call, done)
+
+    def interrupted(self, reason: BaseException) -> None:
+        self.group.failure = reason
