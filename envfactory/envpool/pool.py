@@ -42,7 +42,10 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):
     [`EnvSpec`][envfactory.envpool.EnvSpec].
 
     The pool starts done, as envpool's: a step of an env never reset is its reset (its
-    action is ignored; reward 0, no flags).
+    action is ignored; reward 0, no flags). The pool underneath resets a subset only once
+    every env was reset, so the first reset of a subset (``reset(env_id=...)``, or a step
+    of some envs before any reset) resets every env, each with its seed; the others then
+    step on from that reset (envpool would reset them at their first step).
     """
 
     metadata = {"render_modes": ["rgb_array", "human"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -265,11 +268,15 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):
         """Reset the envs ``ids`` now: their rows as a result (rewards 0, no flags)."""
         mask = np.zeros(len(self), dtype=np.bool_)
         mask[ids] = True
+        if not self._started.any():
+            # the pool underneath resets a subset only after a reset of all: reset all
+            # (each with its seed); the others step on from there, never shown
+            mask[:] = True
         options = None if mask.all() else {"reset_mask": mask}
         obs, infos = self.envs.reset(seed=self._seeds(mask), options=options)
-        self._done[ids] = self._life_lost[ids] = self._resetting[ids] = False
-        self._started[ids] = True
-        self._elapsed[ids] = 0
+        self._done[mask] = self._life_lost[mask] = self._resetting[mask] = False
+        self._started[mask] = True
+        self._elapsed[mask] = 0
         rows = np.asarray(ids, dtype=np.intp)
         zeros, ones = np.zeros(len(ids), dtype=np.bool_), np.ones(len(ids), dtype=np.bool_)
         rew = np.zeros(len(ids), np.float32)
