@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -30,7 +30,7 @@ def _cat(parts: list[Any], order: np.ndarray) -> Any:
     return np.concatenate([np.asarray(p) for p in parts])[order]
 
 
-class EnvPool(gym.vector.VectorEnv, gym.Env):
+class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
     """envpool's batched env over an envfactory pool (made by [`make`][envfactory.envpool.make]).
 
     A ``gymnasium.Env`` (so ``gymnasium.Wrapper(env)`` takes it) and a
@@ -120,8 +120,9 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):
     def __enter__(self) -> EnvPool:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         self.close()
+        return False
 
     def seed(self, seed: Any = None) -> None:
         """Abandoned, as in envpool: pass ``seed`` to [`make`][envfactory.envpool.make]."""
@@ -137,7 +138,7 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):
         self.closed = True
         self.envs.close()
 
-    def render(self, env_ids: Any = None) -> np.ndarray | None:
+    def render(self, env_ids: Any = None) -> np.ndarray | None:  # type: ignore[override]
         """Frames of the envs ``env_ids`` (an int or ids; default env 0), stacked:
         ``(len(env_ids), H, W, 3)`` uint8 with ``render_mode="rgb_array"``; None with
         ``"human"`` (one env's window). Rendering changes no env's state.
@@ -161,7 +162,7 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):
         return np.stack([np.asarray(f, dtype=np.uint8) for f in frames])
 
     # -- envpool's calls --------------------------------------------------------------
-    def reset(  # type: ignore[override]
+    def reset(
         self, env_id: Any = None, *, seed: Any = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset the envs ``env_id`` (default all; or gymnasium's
@@ -240,7 +241,7 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):
         order = np.argsort(np.asarray(ids), kind="stable")  # env_id order, as a whole step
         return tuple(_cat([p[k] for p in parts], order) for k in range(5))
 
-    def step(self, action: Any, env_id: Any = None) -> tuple:  # type: ignore[override]
+    def step(self, action: Any, env_id: Any = None) -> tuple:
         """``send(action, env_id)`` then ``recv()``; every env at once (no ``env_id``, none
         in flight, synchronous mode, every env reset before) is one synchronous step of
         the pool."""

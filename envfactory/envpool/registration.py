@@ -282,7 +282,9 @@ def make(task_id: str, env_type: str, **kwargs: Any) -> EnvPool:
     from ..factory import make_vec
 
     envs = make_vec(overrides=overrides)
-    spec = EnvSpec(task_id, cfg, envs.single_observation_space, envs.single_action_space, task.atari)
+    spec = EnvSpec(
+        task_id, cfg, envs.single_observation_space, envs.single_action_space, task.atari
+    )
     return EnvPool(task_id, env_type, envs, spec, task.atari, overrides)
 
 

@@ -39,10 +39,11 @@ def _scalar(dtype: Any, low: Any = None, high: Any = None) -> ArraySpec:
 
 def _space_spec(space: gym.Space) -> ArraySpec:
     if isinstance(space, gym.spaces.Discrete):
-        low = int(space.start)
-        return ArraySpec(np.int32, [], low, low + int(space.n) - 1, is_discrete=True)
+        first = int(space.start)
+        return ArraySpec(np.int32, [], first, first + int(space.n) - 1, is_discrete=True)
     if isinstance(space, gym.spaces.Box):
-        low, high = space.low, space.high
+        low: Any = space.low
+        high: Any = space.high
         if np.all(low == low.flat[0]) and np.all(high == high.flat[0]):
             low, high = low.flat[0], high.flat[0]  # one bound for all, as envpool's
         return ArraySpec(space.dtype.type, list(space.shape), low, high)
@@ -71,7 +72,7 @@ class EnvSpec:
     def config(self) -> Any:
         """The task's config, a namedtuple: ``spec.config.max_episode_steps``, ..."""
         keys = sorted(self._config)
-        return namedtuple("Config", keys)(*(self._config[k] for k in keys))  # noqa: PYI024
+        return namedtuple("Config", keys)(*(self._config[k] for k in keys))
 
     @property
     def reward_threshold(self) -> float | None:

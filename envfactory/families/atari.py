@@ -260,7 +260,7 @@ def _make_base(
     rap: float,
     full_action_space: bool,
     render_mode: str | None = None,
-    game: dict[str, int] | None = None,
+    game: dict[str, Any] | None = None,
 ) -> gym.Env:
     """``gym.make`` an ALE env with ``frameskip=1``, turning a bad id into a ConfigError."""
     try:
@@ -342,7 +342,8 @@ def make_atari(**options: Any) -> gym.Env:
     )
     try:
         noop_max = opts["noop_max"]
-        if noop_max and list(env.unwrapped.get_action_meanings())[:1] != ["NOOP"]:
+        meanings = list(env.unwrapped.get_action_meanings())  # type: ignore[attr-defined]
+        if noop_max and meanings[:1] != ["NOOP"]:
             # a game whose minimal action set has no NOOP (Backgammon): its no-ops are
             # the console's own NOOP, as envpool's (the learner's action 0 is not one)
             env, noop_max = RawNoopReset(env, noop_max), 0

@@ -47,7 +47,9 @@ def test_make_spec_and_env_spec_give_envpools_config() -> None:
         assert spec.action_array_spec["action"].maximum + 1 == n
         assert len(spec.action_array_spec) == 3 and spec.action_space.n == n
         obs = spec.observation_space
-        assert isinstance(obs, gym.spaces.Box) and obs.dtype == np.uint8 and obs.shape == (4, 84, 84)
+        assert (
+            isinstance(obs, gym.spaces.Box) and obs.dtype == np.uint8 and obs.shape == (4, 84, 84)
+        )
         assert spec.state_array_spec["info:ram"].dtype == np.uint8
         assert spec.state_array_spec["info:ram"].shape == [128]
         assert spec.reward_threshold is None
@@ -128,9 +130,7 @@ def test_same_seed_same_steps_other_seed_other_steps() -> None:
 def test_render_mode_and_render_env_ids() -> None:
     """classic_control_render_test: ``render()`` is env 0's frame, ``render(env_ids=...)``
     those envs', stacked; rendering changes nothing; frames are gymnasium's own."""
-    with envpool.make_gymnasium(
-        "CartPole-v1", num_envs=2, seed=0, render_mode="rgb_array"
-    ) as env:
+    with envpool.make_gymnasium("CartPole-v1", num_envs=2, seed=0, render_mode="rgb_array") as env:
         obs, _ = env.reset()
         frame0, frame1, both = env.render(), env.render(env_ids=1), env.render(env_ids=[0, 1])
         assert frame0.shape == frame1.shape == (1, 400, 600, 3) and both.shape == (2, 400, 600, 3)
@@ -167,7 +167,13 @@ def test_atari_infos_are_envpools_seven_with_ram() -> None:
     with envpool.make_gym("Pong-v5", num_envs=2, seed=0) as env:
         _, info = env.reset()
         assert set(info) == {
-            "env_id", "players", "elapsed_step", "lives", "reward", "terminated", "ram"
+            "env_id",
+            "players",
+            "elapsed_step",
+            "lives",
+            "reward",
+            "terminated",
+            "ram",
         }
         assert info["ram"].dtype == np.uint8 and info["ram"].shape == (2, 128)
         before = info["ram"].copy()
