@@ -11,23 +11,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from ..errors import ClosedError, NoPendingCallError
+from ..errors import AlreadyPendingError, ClosedError, NoPendingCallError
 from ..vectorizers.checks import check_env_ids
 from ..vectorizers.pool import take_rows
 from .spec import EnvSpec
 
 __all__ = ["DMEnvPool", "EnvPool", "GymnasiumEnvPool"]
-
-
-def _cat(parts: list[Any], order: np.ndarray) -> Any:
-    """Rows of several batches (arrays, or dicts / tuples of them) joined, then put in
-    ``order`` (indices into the joined rows)."""
-    first = parts[0]
-    if isinstance(first, dict):
-        return {k: _cat([p[k] for p in parts], order) for k in first}
-    if isinstance(first, tuple):
-        return tuple(_cat([p[i] for p in parts], order) for i in range(len(first)))
-    return np.concatenate([np.asarray(p) for p in parts])[order]
 
 
 class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
@@ -41,11 +30,12 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
     underneath (``env.overrides`` the config that built it), ``env.spec`` envpool's
     [`EnvSpec`][envfactory.envpool.EnvSpec].
 
-    The pool starts done, as envpool's: a step of an env never reset is its reset (its
-    action is ignored; reward 0, no flags). The pool underneath resets a subset only once
-    every env was reset, so the first reset of a subset (``reset(env_id=...)``, or a step
-    of some envs before any reset) resets every env, each with its seed; the others then
-    step on from that reset (envpool would reset them at their first step).
+    The pool starts done, as envpool's: a step before any reset is the reset of the envs
+    stepped (their actions ignored; rewards 0, no flags), in synchronous mode. The pool
+    underneath resets a subset only once every env was reset, so the first reset of a
+    subset (``reset(env_id=...)``, or a step of some envs before any reset) resets every
+    env, each with its seed; the others then step on from that reset (envpool would reset
+    them at their first step). In async mode, ``async_reset()`` comes first.
     """
 
     metadata = {"render_modes": ["rgb_array", "human"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -74,13 +64,13 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
         self._done = np.zeros(n, dtype=np.bool_)  # the last result ended an episode
         self._life_lost = np.zeros(n, dtype=np.bool_)  # ... by a lost life (episodic_life)
         self._resetting = np.zeros(n, dtype=np.bool_)  # a reset is in flight
-        self._started = np.zeros(n, dtype=np.bool_)  # reset at least once
+        self._started = np.zeros(n, dtype=np.bool_)  # reset at least once (all, or none)
         self._seeded = np.zeros(n, dtype=np.bool_)
         from .registration import _seed_list
 
         self._seed_list = _seed_list(self._config["seed"], n)
         self._flight: list[int] = []  # synchronous mode: envs sent, in send order
-        self._fresh: tuple | None = None  # synchronous mode: first resets done by send
+        self._fresh: tuple | None = None  # synchronous mode: the first reset, done by send
 
     # -- envpool's attributes ---------------------------------------------------------
     @property
@@ -193,27 +183,24 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
         self.envs.async_reset(seed=self._seeds(np.ones(len(self), dtype=np.bool_)))
         self._resetting[:] = self._started[:] = True
         if not self.is_async:
-            self._flight, self._fresh = list(range(len(self))), None
+            self._flight = list(range(len(self)))
 
     def send(self, action: Any, env_id: Any = None) -> None:
         """Step the envs ``env_id`` (default all) with ``action`` (one row each, or
         envpool's dict ``{"action": ..., "env_id": ...}``) and return at once. In
-        synchronous mode an env never reset is reset instead (envpool's pool starts done)."""
+        synchronous mode, before any reset, the envs are reset instead (envpool's pool
+        starts done; see the class docstring)."""
         self._check_open("send")
         action, ids = self._split(action, env_id, "send(action, env_id")
-        fresh = [i for i in ids if not self._started[i]] if not self.is_async else []
-        if fresh:
-            if self._fresh is not None or self._flight:
-                raise NoPendingCallError(
-                    "envpool: send() to envs never reset while envs are in flight: recv() "
-                    "first, or reset() them",
-                    "",
-                )
-            self._fresh = (fresh, *self._reset_rows(fresh))
-            keep = [k for k, i in enumerate(ids) if self._started[i] and i not in fresh]
-            action, ids = action[keep], [ids[k] for k in keep]
-        if ids:
-            self.envs.send(action, ids)
+        if self._fresh is not None:
+            raise AlreadyPendingError(
+                f"envpool: send(env_id={ids}) before recv() of the first reset; call recv() first",
+                "send",
+            )
+        if not self.is_async and not self._started.any():
+            self._fresh = self._reset_rows(ids)  # their first step is their reset
+            return
+        self.envs.send(action, ids)
         if not self.is_async:
             self._flight += ids
 
@@ -222,24 +209,17 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
         self._check_open("recv")
         if self.is_async:
             return self._result(*self.envs.recv())
-        fresh, self._fresh = self._fresh, None
-        if not self._flight and fresh is None:
+        if self._fresh is not None:
+            fresh, self._fresh = self._fresh, None
+            return fresh
+        if not self._flight:
             raise NoPendingCallError(
                 "recv() with no env in flight: call send(action, env_id) or async_reset() first",
                 "",
             )
-        parts, ids = [], []
-        if self._flight:  # exactly those envs, in send order
-            parts.append(self._result(*self.envs.recv(env_ids=self._flight)))
-            ids += self._flight
-        if fresh is not None:
-            parts.append(fresh[1:])
-            ids += fresh[0]
+        result = self.envs.recv(env_ids=self._flight)  # exactly those envs, in send order
         self._flight = []
-        if len(parts) == 1:
-            return parts[0]
-        order = np.argsort(np.asarray(ids), kind="stable")  # env_id order, as a whole step
-        return tuple(_cat([p[k] for p in parts], order) for k in range(5))
+        return self._result(*result)
 
     def step(self, action: Any, env_id: Any = None) -> tuple:
         """``send(action, env_id)`` then ``recv()``; every env at once (no ``env_id``, none
@@ -266,7 +246,8 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
             )
 
     def _reset_rows(self, ids: list[int]) -> tuple:
-        """Reset the envs ``ids`` now: their rows as a result (rewards 0, no flags)."""
+        """Reset the envs ``ids`` now (every env, before any reset): their rows as a result
+        (rewards 0, no flags)."""
         mask = np.zeros(len(self), dtype=np.bool_)
         mask[ids] = True
         if not self._started.any():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import envfactory.envpool as envpool
-from envfactory.errors import ConfigError
+from envfactory.errors import AlreadyPendingError, ConfigError
 
 ATARI_SMALL = {"num_envs": 1, "seed": 0}
 
@@ -110,6 +110,13 @@ def test_the_pool_starts_done_so_a_first_step_resets() -> None:
         np.testing.assert_array_equal(obs[0], gym.make("CartPole-v1").reset(seed=9)[0])
         _, rew, _, _, info = env.step(np.zeros(3, dtype=int))
         assert rew.tolist() == [1, 1, 1] and info["elapsed_step"].tolist() == [1, 1, 1]
+
+    with envpool.make_gym("CartPole-v1", num_envs=2, seed=7) as env:
+        env.send(np.zeros(2, dtype=int))  # the reset, done here
+        with pytest.raises(AlreadyPendingError, match=r"before recv\(\) of the first reset"):
+            env.send(np.zeros(2, dtype=int))
+        _, rew, _, _, info = env.recv()
+        assert rew.tolist() == [0, 0] and info["env_id"].tolist() == [0, 1]
 
 
 def test_same_seed_same_steps_other_seed_other_steps() -> None:
