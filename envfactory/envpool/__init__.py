@@ -87,7 +87,7 @@ def __getattr__(name: str) -> Any:
     """``atari_game_list``: envpool's snake_case names of the Atari games (``"pong"``, ...),
     read from ale-py's ROMs when first asked for (``import`` stays free of ale_py)."""
     if name == "atari_game_list":
-        from ..families.atari import _ale_games
+        from .registration import atari_games
 
-        return sorted(_ale_games().values())
+        return sorted(atari_games().values())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

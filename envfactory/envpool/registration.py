@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -69,21 +70,30 @@ class _Task:
     defaults: dict[str, Any]
 
 
-def list_all_envs() -> list[str]:
-    """envpool-style ids this module resolves: every ``<Game>-v5`` of the ROMs ale-py
-    ships, and every gymnasium id."""
+@functools.cache
+def atari_games() -> dict[str, str]:
+    """envpool's Atari games, ``{"Pong": "pong", ...}``: the ROMs ale-py ships and
+    registers (it registers no ``Combat``, ``Joust``, ``MazeCraze``, ``Warlords``, whose ROMs
+    do not load; envpool refuses them too)."""
+    import ale_py
+
     from ..families.atari import _ale_games
 
-    return sorted(f"{game}-v5" for game in _ale_games()) + sorted(gym.registry)
+    gym.register_envs(ale_py)
+    return {game: rom for game, rom in _ale_games().items() if f"ALE/{game}-v5" in gym.registry}
+
+
+def list_all_envs() -> list[str]:
+    """envpool-style ids this module resolves: every ``<Game>-v5`` of the games ale-py
+    ships and registers, and every gymnasium id."""
+    return sorted(f"{game}-v5" for game in atari_games()) + sorted(gym.registry)
 
 
 def _resolve(task_id: Any) -> _Task:
-    from ..families.atari import ale_game
-
     if not isinstance(task_id, str) or not task_id:
         raise ConfigError(f"envpool.make: task_id must be a task id string, got {task_id!r}")
-    if task_id.endswith("-v5") and "/" not in task_id and ale_game(f"ALE/{task_id}"):
-        game = ale_game(f"ALE/{task_id}")
+    if task_id.endswith("-v5") and "/" not in task_id and task_id[:-3] in atari_games():
+        game = atari_games()[task_id[:-3]]
         return _Task(f"ALE/{task_id}", True, {**_ATARI, "task": game})
     env_id = _RENAMED.get(task_id, task_id)
     if env_id in gym.registry:

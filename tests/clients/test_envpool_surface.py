@@ -250,8 +250,14 @@ def test_atari_mode_and_difficulty() -> None:
 
 def test_backgammon_builds_and_steps() -> None:
     """``Backgammon-v5`` (in ``list_all_envs()``) has no NOOP in its action set: its
-    random no-ops are the console's NOOP (before: the build failed)."""
+    random no-ops are the console's NOOP (before: the build failed); games that cannot
+    build are not listed (before: ``Combat-v5`` was, and failed to build)."""
     assert "Backgammon-v5" in envpool.list_all_envs()
+    # ale-py ships these ROMs but registers no env for them (they do not load): not listed
+    for broken in ("Combat", "Joust", "MazeCraze", "Warlords"):
+        assert f"{broken}-v5" not in envpool.list_all_envs()
+        with pytest.raises(ConfigError, match=f"unknown task_id '{broken}-v5'"):
+            envpool.make_gym(f"{broken}-v5")
     with envpool.make_gym("Backgammon-v5", **ATARI_SMALL) as env:
         obs, _ = env.reset()
         assert obs.shape == (1, 4, 84, 84)
