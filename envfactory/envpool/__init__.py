@@ -89,5 +89,5 @@ def __getattr__(name: str) -> Any:
     if name == "atari_game_list":
         from .registration import atari_games
 
-        return sorted(atari_games().values())
+        return sorted(rom for _, rom in atari_games().values())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -71,16 +71,21 @@ class _Task:
 
 
 @functools.cache
-def atari_games() -> dict[str, str]:
-    """envpool's Atari games, ``{"Pong": "pong", ...}``: the ROMs ale-py ships and
-    registers (it registers no ``Combat``, ``Joust``, ``MazeCraze``, ``Warlords``, whose ROMs
-    do not load; envpool refuses them too)."""
+def atari_games() -> dict[str, tuple[str, str]]:
+    """envpool's Atari games, ``{"Pong": ("Pong", "pong"), ...}``: envpool's name (its ROM's
+    pieces capitalized: ``TicTacToe3d``) to ale-py's name (``TicTacToe3D``) and ROM, for the
+    ROMs ale-py ships and registers (it registers no ``Combat``, ``Joust``, ``MazeCraze``,
+    ``Warlords``, whose ROMs do not load; envpool refuses them too)."""
     import ale_py
 
     from ..families.atari import _ale_games
 
     gym.register_envs(ale_py)
-    return {game: rom for game, rom in _ale_games().items() if f"ALE/{game}-v5" in gym.registry}
+    return {
+        "".join(piece.capitalize() for piece in rom.split("_")): (game, rom)
+        for game, rom in _ale_games().items()
+        if f"ALE/{game}-v5" in gym.registry
+    }
 
 
 def list_all_envs() -> list[str]:
@@ -92,9 +97,10 @@ def list_all_envs() -> list[str]:
 def _resolve(task_id: Any) -> _Task:
     if not isinstance(task_id, str) or not task_id:
         raise ConfigError(f"envpool.make: task_id must be a task id string, got {task_id!r}")
-    if task_id.endswith("-v5") and "/" not in task_id and task_id[:-3] in atari_games():
-        game = atari_games()[task_id[:-3]]
-        return _Task(f"ALE/{task_id}", True, {**_ATARI, "task": game})
+    games = {name.lower(): pair for name, pair in atari_games().items()} if "-v5" in task_id else {}
+    if task_id.endswith("-v5") and task_id[:-3].lower() in games:  # TicTacToe3d, TicTacToe3D
+        game, rom = games[task_id[:-3].lower()]
+        return _Task(f"ALE/{game}-v5", True, {**_ATARI, "task": rom})
     env_id = _RENAMED.get(task_id, task_id)
     if env_id in gym.registry:
         spec = gym.spec(env_id)

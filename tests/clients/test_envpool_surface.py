@@ -30,6 +30,9 @@ def test_version_typing_names_and_required_env_type() -> None:
     with pytest.raises(TypeError):
         envpool.make("CartPole-v1")  # type: ignore[call-arg]
     assert "pong" in envpool.atari_game_list
+    # envpool's id of a game is its ROM's pieces capitalized (ale-py's: TicTacToe3D)
+    assert "TicTacToe3d-v5" in envpool.list_all_envs()
+    assert envpool.make_spec("TicTacToe3d-v5").config.task == "tic_tac_toe_3d"
 
 
 def test_make_spec_and_env_spec_give_envpools_config() -> None:
