@@ -130,8 +130,10 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
 
     def render(self, env_ids: Any = None) -> np.ndarray | None:  # type: ignore[override]
         """Frames of the envs ``env_ids`` (an int or ids; default env 0), stacked:
-        ``(len(env_ids), H, W, 3)`` uint8 with ``render_mode="rgb_array"``; None with
-        ``"human"`` (one env's window). Rendering changes no env's state.
+        ``(len(env_ids), H, W, 3)`` uint8 with ``render_mode="rgb_array"`` (the env's own
+        size, or ``render_height`` x ``render_width`` given to ``make``: resized with
+        cv2.INTER_AREA); None with ``"human"`` (one env's window). Rendering changes no env's
+        state.
 
         Raises:
             RuntimeError: the pool was made without ``render_mode``.
@@ -149,7 +151,20 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
         frames = self.envs.env_method("render", indices=ids)
         if self.render_mode == "human":
             return None
+        size = (self._config["render_width"], self._config["render_height"])
+        if size != (None, None):
+            import cv2  # deferred, as every cv2 use
+
+            frames = [self._resized(cv2, np.asarray(f), size) for f in frames]
         return np.stack([np.asarray(f, dtype=np.uint8) for f in frames])
+
+    @staticmethod
+    def _resized(cv2: Any, frame: np.ndarray, size: tuple[Any, Any]) -> np.ndarray:
+        """``frame`` at ``render_width`` x ``render_height`` (either None: the frame's own)."""
+        width, height = size[0] or frame.shape[1], size[1] or frame.shape[0]
+        if (height, width) == frame.shape[:2]:
+            return frame
+        return cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
 
     # -- envpool's calls --------------------------------------------------------------
     def reset(

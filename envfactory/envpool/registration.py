@@ -37,6 +37,8 @@ _COMMON = {
     "seed": 42,
     "gym_reset_return_info": True,
     "render_mode": None,
+    "render_width": None,  # None: the env's own frame size; else frames resized to it
+    "render_height": None,
 }
 RENDER_MODES = (None, "rgb_array", "human")
 _RAW_SCREEN = (210, 160)  # the ALE's screen: no resize, so no interpolation to choose
@@ -212,7 +214,7 @@ def _config(task: _Task, kwargs: dict[str, Any]) -> dict[str, Any]:
 # what each numeric or boolean option takes: (kind, least value) and envpool's default
 _CHECKS: dict[str, tuple[str, int]] = {
     **dict.fromkeys(("stack_num", "frame_skip", "img_height", "img_width"), ("int", 1)),
-    "max_episode_steps": ("int", 1),
+    **dict.fromkeys(("max_episode_steps", "render_width", "render_height"), ("int", 1)),
     **dict.fromkeys(("noop_max", "num_threads"), ("int", 0)),
     "repeat_action_probability": ("prob", 0),
     **dict.fromkeys(("mode", "difficulty"), ("int", -1)),
@@ -233,7 +235,7 @@ def _check_option(env_id: str, name: str, value: Any, default: Any) -> None:
     else:
         integer = isinstance(value, int | np.integer) and not isinstance(value, bool)
         ok, expected = integer and value >= least, f"an int >= {least}"
-        ok = ok or (name == "max_episode_steps" and value is None and default is None)
+        ok = ok or (value is None and default is None)  # (max_episode_steps, render_width)
     if not ok:
         raise ConfigError(
             f"envpool.make({env_id!r}): {name}={echo(value)} must be {expected}; e.g. "

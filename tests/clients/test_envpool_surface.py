@@ -138,8 +138,9 @@ def test_same_seed_same_steps_other_seed_other_steps() -> None:
 
 
 def test_render_mode_and_render_env_ids() -> None:
-    """classic_control_render_test: ``render()`` is env 0's frame, ``render(env_ids=...)``
-    those envs', stacked; rendering changes nothing; frames are gymnasium's own."""
+    """classic_control_render_test / box2d_render_test: ``render()`` is env 0's frame,
+    ``render(env_ids=...)`` those envs', stacked; rendering changes nothing; frames are
+    gymnasium's own, or resized to ``render_width`` x ``render_height``."""
     with envpool.make_gymnasium("CartPole-v1", num_envs=2, seed=0, render_mode="rgb_array") as env:
         obs, _ = env.reset()
         frame0, frame1, both = env.render(), env.render(env_ids=1), env.render(env_ids=[0, 1])
@@ -152,12 +153,19 @@ def test_render_mode_and_render_env_ids() -> None:
         oracle.reset(seed=0)
         oracle.unwrapped.state = np.asarray(obs[0], dtype=np.float64)  # type: ignore[attr-defined]
         np.testing.assert_array_equal(frame0[0], oracle.render())
+    with envpool.make_gymnasium(
+        "Pendulum-v1", num_envs=2, render_mode="rgb_array", render_width=64, render_height=48
+    ) as env:
+        env.reset()
+        assert env.render(env_ids=[0, 1]).shape == (2, 48, 64, 3)
     with envpool.make_gymnasium("CartPole-v1", num_envs=1) as env:
         env.reset()
         with pytest.raises(RuntimeError, match=r"render_mode='rgb_array'"):
             env.render()
     with pytest.raises(ConfigError, match=r"render_mode='rgb' is not one of"):
         envpool.make_gymnasium("CartPole-v1", render_mode="rgb")
+    with pytest.raises(ConfigError, match=r"render_width=0 must be an int >= 1"):
+        envpool.make_gymnasium("CartPole-v1", render_mode="rgb_array", render_width=0)
 
 
 def test_the_envs_own_infos_reach_the_caller() -> None:
