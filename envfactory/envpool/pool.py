@@ -48,6 +48,7 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
         spec: EnvSpec,
         atari: bool,
         overrides: list[str],
+        seeds: list[int],
     ) -> None:
         self.envs, self.overrides = envs, overrides
         self._task_id, self._env_type, self._spec = task_id, env_type, spec
@@ -66,9 +67,7 @@ class EnvPool(gym.vector.VectorEnv, gym.Env):  # type: ignore[misc]
         self._resetting = np.zeros(n, dtype=np.bool_)  # a reset is in flight
         self._started = np.zeros(n, dtype=np.bool_)  # reset at least once (all, or none)
         self._seeded = np.zeros(n, dtype=np.bool_)
-        from .registration import _seed_list
-
-        self._seed_list = _seed_list(self._config["seed"], n)
+        self._seed_list = seeds  # env i's first reset (make's seed, checked there)
         self._flight: list[int] = []  # synchronous mode: envs sent, in send order
         self._fresh: tuple | None = None  # synchronous mode: the first reset, done by send
 

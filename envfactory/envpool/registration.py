@@ -303,7 +303,8 @@ def make(task_id: str, env_type: str, **kwargs: Any) -> EnvPool:
     spec = EnvSpec(
         task_id, cfg, envs.single_observation_space, envs.single_action_space, task.atari
     )
-    return EnvPool(task_id, env_type, envs, spec, task.atari, overrides)
+    seeds = _seed_list(cfg["seed"], n)
+    return EnvPool(task_id, env_type, envs, spec, task.atari, overrides, seeds)
 
 
 def make_gymnasium(task_id: str, **kwargs: Any) -> EnvPool:
