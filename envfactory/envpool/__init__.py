@@ -68,11 +68,11 @@ from .spec import ArraySpec, EnvSpec
 #: the envpool release whose Python interface this module follows
 __version__ = "1.2.4"
 
-__all__ = [
+__all__ = [  # noqa: RUF022  # envpool's order: EnvSpec, EnvPool, DMEnvPool, GymnasiumEnvPool
     "ArraySpec",
-    "DMEnvPool",
-    "EnvPool",
     "EnvSpec",
+    "EnvPool",
+    "DMEnvPool",
     "GymnasiumEnvPool",
     "list_all_envs",
     "make",

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError, InvalidSeedError, echo
 from ..vectorizers.checks import check_seeds
-from .pool import EnvPool
+from .pool import DMEnvPool, EnvPool
 from .spec import EnvSpec
 
 __all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "make_spec"]
@@ -27,6 +27,7 @@ _RENAMED = {
     "LunarLanderContinuous-v2": "LunarLanderContinuous-v3",
     "CarRacing-v2": "CarRacing-v3",
     "BipedalWalkerHardcore-v3": "BipedalWalkerHardcore-v3",
+    "Taxi-v3": "Taxi-v4",
 }
 _COMMON = {
     "num_envs": 1,
@@ -319,10 +320,11 @@ def make_gym(task_id: str, **kwargs: Any) -> EnvPool:
     return make(task_id, env_type="gym", **kwargs)
 
 
-def make_dm(task_id: str, **kwargs: Any) -> EnvPool:
+def make_dm(task_id: str, **kwargs: Any) -> DMEnvPool:
     """Not offered: raises [`ConfigError`][envfactory.errors.ConfigError] (dm_env's ``TimeStep``
     API)."""
-    return make(task_id, env_type="dm", **kwargs)
+    make(task_id, env_type="dm", **kwargs)  # raises: dm is not an env_type offered
+    raise AssertionError("unreachable")
 
 
 def make_spec(task_id: str, **kwargs: Any) -> EnvSpec:

@@ -9,6 +9,7 @@ Backgammon)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_type_hints
 
 import gymnasium as gym
 import numpy as np
@@ -27,6 +28,9 @@ def test_version_typing_names_and_required_env_type() -> None:
     assert Path(envpool.__file__).with_name("py.typed").is_file()
     for name in ("EnvSpec", "EnvPool", "DMEnvPool", "GymnasiumEnvPool", "make_spec"):
         assert name in envpool.__all__
+    assert get_type_hints(envpool.make_spec)["return"] is envpool.EnvSpec
+    assert get_type_hints(envpool.make_gym)["return"] is envpool.GymnasiumEnvPool
+    assert get_type_hints(envpool.make_dm)["return"] is envpool.DMEnvPool
     with pytest.raises(TypeError):
         envpool.make("CartPole-v1")  # type: ignore[call-arg]
     assert "pong" in envpool.atari_game_list
@@ -73,6 +77,16 @@ def test_box2d_ids_old_and_new() -> None:
     with envpool.make_gym("LunarLander-v2", num_envs=2, seed=0) as env:
         obs, _, _, _, _ = env.step(np.zeros(2, dtype=int))
         np.testing.assert_array_equal(obs[1], gym.make("LunarLander-v3").reset(seed=1)[0])
+
+
+def test_toy_text_ids_envpool_lists() -> None:
+    """toy_text_test: envpool's ``Taxi-v3`` is gymnasium's ``Taxi-v4`` (gymnasium 1.4 has no
+    v3), FrozenLake and CliffWalking as gymnasium's."""
+    with envpool.make_gymnasium("Taxi-v3", num_envs=2, seed=0) as env:
+        assert env.observation_space == gym.spaces.Discrete(500) and env.action_space.n == 6
+        obs, _ = env.reset()
+        assert obs[1] == gym.make("Taxi-v4").reset(seed=1)[0]
+    assert envpool.make_spec("FrozenLake8x8-v1").observation_space.n == 64
 
 
 def test_make_gym_is_make_gymnasium() -> None:
