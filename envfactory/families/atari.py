@@ -37,7 +37,9 @@ from envfactory.errors import ConfigError, OptionError, UnknownKeyError, did_you
 from envfactory.families.atari_wrappers import (
     EpisodicLife,
     FireReset,
+    RamInfo,
     RamPreprocessing,
+    RawNoopReset,
     StackLayout,
     sign_reward,
 )
@@ -83,6 +85,11 @@ class AtariConfig:
         render_mode: null (no rendering), ``rgb_array`` (``render()`` returns the ALE's
             full RGB screen, 210x160x3 for most games, whatever ``obs_type``) or ``human``
             (ALE's own window).
+        mode: the game mode (ALE's ``setMode``; one of the game's available modes);
+            null keeps the game's default.
+        difficulty: the game difficulty (ALE's ``setDifficulty``); null keeps the default.
+        ram_info: add the console's 128-byte RAM (uint8) to every step's and reset's info
+            as ``info["ram"]`` (envpool's Atari info).
     """
 
     family: str = "atari"
@@ -100,6 +107,9 @@ class AtariConfig:
     full_action_space: bool = False
     max_episode_steps: int | None = None
     render_mode: Optional[str] = None  # noqa: UP045
+    mode: Optional[int] = None  # noqa: UP045
+    difficulty: Optional[int] = None  # noqa: UP045
+    ram_info: bool = False
 
     def __post_init__(self) -> None:
         """The checks envfactory runs at compose time (see `envfactory.config.checks`);
@@ -109,7 +119,10 @@ class AtariConfig:
         for key, minimum in (("noop_max", 0), ("frame_skip", 1), ("num_stack", 1)):
             check_int(self, key, minimum)
         check_int(self, "max_episode_steps", 1, optional=True)
-        for key in ("episodic_life", "fire_reset", "clip_reward", "full_action_space"):
+        check_int(self, "mode", 0, optional=True)
+        check_int(self, "difficulty", 0, optional=True)
+        bools = ("episodic_life", "fire_reset", "clip_reward", "full_action_space", "ram_info")
+        for key in bools:
             check_bool(self, key)
         check_choice(self, "obs_type", OBS_TYPES)
         check_choice(self, "layout", LAYOUTS)
@@ -243,7 +256,12 @@ def _ale_env_class() -> Any:
 
 
 def _make_base(
-    env_id: str, obs_type: str, rap: float, full_action_space: bool, render_mode: str | None = None
+    env_id: str,
+    obs_type: str,
+    rap: float,
+    full_action_space: bool,
+    render_mode: str | None = None,
+    game: dict[str, Any] | None = None,
 ) -> gym.Env:
     """``gym.make`` an ALE env with ``frameskip=1``, turning a bad id into a ConfigError."""
     try:
@@ -271,6 +289,7 @@ def _make_base(
         # still returns the real RGB screen (ALE's getScreenRGB), and only when called.
         obs_type="ram",
         render_mode=render_mode,
+        **(game or {}),  # mode / difficulty, when set
     )
 
 
@@ -320,17 +339,24 @@ def make_atari(**options: Any) -> gym.Env:
         opts["repeat_action_probability"],
         opts["full_action_space"],
         opts["render_mode"],
+        {k: opts[k] for k in ("mode", "difficulty") if opts[k] is not None},
     )
     try:
+        noop_max = opts["noop_max"]
+        meanings = list(env.unwrapped.get_action_meanings())  # type: ignore[attr-defined]
+        if noop_max and meanings[:1] != ["NOOP"]:
+            # a game whose minimal action set has no NOOP (Backgammon): its no-ops are
+            # the console's own NOOP, as envpool's (the learner's action 0 is not one)
+            env, noop_max = RawNoopReset(env, noop_max), 0
         if obs_type == "ram":
-            env = RamPreprocessing(env, noop_max=opts["noop_max"], frame_skip=opts["frame_skip"])
+            env = RamPreprocessing(env, noop_max=noop_max, frame_skip=opts["frame_skip"])
         else:
             import cv2  # noqa: F401  # deferred; AtariPreprocessing resizes with cv2.INTER_AREA
 
             height, width = opts["image_size"]
             env = gym.wrappers.AtariPreprocessing(
                 _ScreenSpace(env, rgb=obs_type == "rgb"),
-                noop_max=opts["noop_max"],
+                noop_max=noop_max,
                 frame_skip=opts["frame_skip"],
                 screen_size=(width, height),  # cv2 order: (width, height)
                 terminal_on_life_loss=False,
@@ -347,6 +373,8 @@ def make_atari(**options: Any) -> gym.Env:
             env = FireReset(env)
         if opts["clip_reward"]:
             env = gym.wrappers.TransformReward(env, sign_reward)
+        if opts["ram_info"]:
+            env = RamInfo(env)
         stacked = opts["num_stack"] > 1
         if stacked:
             env = gym.wrappers.FrameStackObservation(env, opts["num_stack"], padding_type="reset")

@@ -12,7 +12,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box
 
-__all__ = ["EpisodicLife", "FireReset", "RamPreprocessing", "StackLayout", "sign_reward"]
+__all__ = [
+    "EpisodicLife",
+    "FireReset",
+    "RamInfo",
+    "RamPreprocessing",
+    "RawNoopReset",
+    "StackLayout",
+    "sign_reward",
+]
 
 
 def sign_reward(reward: SupportsFloat) -> float:
@@ -225,3 +233,59 @@ class StackLayout(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         if not self.stacked:
             stack = stack[None]
         return np.ascontiguousarray(self._arrange(stack))
+
+
+class RawNoopReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """No-op reset through the console's own NOOP, for games whose minimal action set has
+    no NOOP at index 0 (Backgammon), where `gymnasium.wrappers.AtariPreprocessing` refuses
+    ``noop_max > 0``.
+
+    On reset, presses ALE's NOOP ``1..noop_max`` times (drawn from
+    ``env.unwrapped.np_random``, as AtariPreprocessing draws its count), resetting the game
+    again if it ends; the preprocessing above reads the screen from the ALE afterwards.
+    """
+
+    def __init__(self, env: gym.Env, noop_max: int) -> None:
+        """Wrap ``env``, an ALE env made with ``frameskip=1``; ``noop_max >= 1``."""
+        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
+        self.noop_max = noop_max
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset, then press the console's NOOP a seeded random number of times."""
+        import ale_py
+
+        obs, info = self.env.reset(seed=seed, options=options)
+        unwrapped: Any = self.env.unwrapped
+        ale = unwrapped.ale
+        for _ in range(int(unwrapped.np_random.integers(1, self.noop_max + 1))):
+            ale.act(ale_py.Action.NOOP)
+            if ale.game_over():
+                obs, info = self.env.reset(seed=seed, options=options)
+        return obs, info
+
+
+class RamInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Adds the console's 128-byte RAM (uint8) to every info as ``info["ram"]``."""
+
+    def __init__(self, env: gym.Env) -> None:
+        """Wrap ``env``, an ALE env (possibly wrapped)."""
+        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+
+    def _ram(self) -> np.ndarray:
+        return np.asarray(self.env.unwrapped.ale.getRAM(), dtype=np.uint8)  # type: ignore[attr-defined]
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Step; ``info["ram"]`` is the RAM after the step."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "ram": self._ram()}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset; ``info["ram"]`` is the RAM after the reset."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, {**info, "ram": self._ram()}

@@ -8,23 +8,12 @@ after each episode (envpool's seeding and auto-reset).
 
 from __future__ import annotations
 
-import importlib.util
-
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import envfactory.envpool as envpool
 from envfactory.errors import ClosedError, ConfigError
-
-
-def _classic_gym_api() -> bool:
-    """envpool's rule for env_type="gym": the classic API unless gym >= 0.26 is installed."""
-    if importlib.util.find_spec("gym") is None:
-        return True
-    import gym as old_gym  # type: ignore[import-not-found]
-
-    return tuple(int(p) for p in old_gym.__version__.split(".")[:2]) < (0, 26)
 
 
 def _policy(obs: np.ndarray) -> np.ndarray:
@@ -94,14 +83,8 @@ def test_readme_sync_example_on_pong_with_envpools_atari_defaults() -> None:
     }
     assert {k: cfg[k] for k in expected} == expected
     assert not env.is_async
-    if _classic_gym_api():
-        obs = env.reset()  # should be (num_envs, 4, 84, 84)
-        act = np.zeros(num_envs, dtype=int)
-        obs, rew, done, info = env.step(act)
-        assert done.dtype == np.bool_ and "TimeLimit.truncated" in info
-    else:
-        obs, info = env.reset()
-        obs, rew, _term, _trunc, info = env.step(np.zeros(num_envs, dtype=int))
+    obs, info = env.reset()  # env_type="gym" is gymnasium's API since envpool 1.2
+    obs, rew, _term, _trunc, info = env.step(np.zeros(num_envs, dtype=int))
     assert obs.shape == (num_envs, 4, 84, 84) and obs.dtype == np.uint8
     assert rew.dtype == np.float32
     assert set(info) >= {"env_id", "players", "elapsed_step", "lives", "reward", "terminated"}
@@ -149,27 +132,28 @@ def test_seed_at_construction_gives_the_same_episodes() -> None:
 
 
 def test_cleanrl_envpool_script_calls() -> None:
-    """What ppo_atari_envpool.py does to the env (on CartPole to stay fast)."""
+    """What ppo_atari_envpool.py does to the env (on CartPole to stay fast): its attribute
+    assignments still work; ``env_type="gym"`` is gymnasium's API, as envpool 1.2's
+    (before: the classic 4-tuple API when gym < 0.26 or no gym was installed)."""
     envs = envpool.make("CartPole-v1", env_type="gym", num_envs=2, seed=1)
     envs.num_envs = 2
     envs.single_action_space = envs.action_space
     envs.single_observation_space = envs.observation_space
     assert envs.single_action_space.n == 2
-    first = envs.reset()
-    obs = first if _classic_gym_api() else first[0]
-    assert obs.shape == (2, 4)
+    obs, info = envs.reset()
+    assert obs.shape == (2, 4) and set(info) >= {"env_id", "elapsed_step"}
     out = envs.step(np.zeros(2, dtype=np.int64))
-    assert len(out) == (4 if _classic_gym_api() else 5)
+    assert len(out) == 5
     envs.close()
 
 
 def test_bad_input_says_what_and_how_to_fix() -> None:
     with pytest.raises(ConfigError, match=r"unknown task_id 'Pongg-v5'.*Did you mean 'Pong-v5'"):
-        envpool.make("Pongg-v5")
+        envpool.make("Pongg-v5", "gymnasium")
     with pytest.raises(ConfigError, match=r"unknown option 'stack_nm'.*Did you mean 'stack_num'"):
-        envpool.make("Pong-v5", stack_nm=4)
+        envpool.make("Pong-v5", "gymnasium", stack_nm=4)
     with pytest.raises(ConfigError, match=r"batch_size=5 must be an int in \[1, num_envs=2\]"):
-        envpool.make("CartPole-v1", num_envs=2, batch_size=5)
+        envpool.make("CartPole-v1", "gymnasium", num_envs=2, batch_size=5)
     with pytest.raises(ConfigError, match="dm_env's 'dm' is not offered"):
         envpool.make_dm("CartPole-v1")
     with pytest.raises(ConfigError, match="env_type='gymnasim' is not offered"):
@@ -229,8 +213,8 @@ def test_a_bad_seed_is_refused_by_make() -> None:
             match=r"^envpool\.make: seed=.* must be an int >= 0 \(env i gets seed \+ i\) or "
             r"a list of num_envs=4 ints >= 0; e\.g\. seed=0$",
         ):
-            envpool.make("CartPole-v1", num_envs=4, seed=seed)
-    with envpool.make("CartPole-v1", num_envs=2, seed=np.array([3, 9])) as env:
+            envpool.make("CartPole-v1", "gymnasium", num_envs=4, seed=seed)
+    with envpool.make("CartPole-v1", "gymnasium", num_envs=2, seed=np.array([3, 9])) as env:
         obs, _ = env.reset()
     np.testing.assert_array_equal(obs[1], gym.make("CartPole-v1").reset(seed=9)[0])
 
@@ -290,5 +274,5 @@ def test_a_bad_task_option_names_envpools_option() -> None:
     ]
     for task, kwargs, message in cases:
         with pytest.raises(ConfigError, match=r"^envpool\.make\(.*\): " + message) as err:
-            envpool.make(task, num_envs=2, **kwargs)
+            envpool.make(task, "gymnasium", num_envs=2, **kwargs)
         assert "env." not in str(err.value)  # no envfactory key the user never typed

@@ -325,6 +325,42 @@ def test_action_space_options() -> None:
     assert _ale(env).getFloat("repeat_action_probability") == pytest.approx(0.25)
 
 
+def test_mode_difficulty_and_ram_info() -> None:
+    """``mode`` / ``difficulty`` set the game's (ALE's setMode / setDifficulty) and change
+    it; ``ram_info`` puts the console's RAM in every info (issue 38)."""
+    raw = {"num_stack": 1, "noop_max": 0, "fire_reset": False, "obs_type": "rgb"}
+    for game, option in (("Breakout", {"difficulty": 1}), ("Freeway", {"mode": 1})):
+        plain = make_atari(id=f"ALE/{game}-v5", **raw)
+        other = make_atari(id=f"ALE/{game}-v5", **raw, **option)
+        assert not np.array_equal(plain.reset(seed=0)[0], other.reset(seed=0)[0]), game
+    env = make_atari(ram_info=True)
+    _, info = env.reset(seed=0)
+    np.testing.assert_array_equal(info["ram"], _ale(env).getRAM())
+    _, _, _, _, info = env.step(0)
+    assert info["ram"].dtype == np.uint8 and info["ram"].shape == (128,)
+    np.testing.assert_array_equal(info["ram"], _ale(env).getRAM())
+    assert "ram" not in make_atari().reset(seed=0)[1]
+
+
+@pytest.mark.parametrize("obs_type", ["grayscale", "ram"])
+def test_a_game_without_noop_takes_the_consoles_noops(obs_type: str) -> None:
+    """Backgammon's minimal action set has no NOOP, so AtariPreprocessing refused
+    ``noop_max > 0`` (the build failed): its no-ops are the console's own NOOP, a seeded
+    number of them, as envpool's."""
+    env = make_atari(id="ALE/Backgammon-v5", obs_type=obs_type)
+    assert env.unwrapped.get_action_meanings()[0] != "NOOP"  # type: ignore[attr-defined]
+    frames = set()
+    for seed in range(4):
+        env.reset(seed=seed)
+        frames.add(_frame(env))
+    assert len(frames) > 1  # the number of no-ops follows the seed
+    env.reset(seed=0)
+    again = _frame(env)
+    env.reset(seed=0)
+    assert _frame(env) == again
+    env.step(0)
+
+
 @pytest.mark.parametrize(
     ("options", "fragments"),
     [
@@ -341,6 +377,9 @@ def test_action_space_options() -> None:
         ({"repeat_action_probability": 1.5}, ["repeat_action_probability", "1.5"]),
         ({"max_episode_steps": 0}, ["max_episode_steps", "0"]),
         ({"clip_reward": "yes"}, ["clip_reward", "'yes'"]),
+        ({"mode": -1}, ["mode", "-1", ">= 0"]),
+        ({"difficulty": 0.5}, ["difficulty", "0.5"]),
+        ({"ram_info": "no"}, ["ram_info", "'no'"]),
         ({"frame_skips": 4}, ["frame_skips", "Did you mean 'frame_skip'"]),
         ({"id": "ALE/Pongg-v5"}, ["id", "'ALE/Pongg-v5'", "ALE/Pong-v5"]),
         ({"id": "CartPole-v1"}, ["id", "'CartPole-v1'", "ALE"]),

@@ -101,6 +101,11 @@ def ale_options(node: dict[str, Any], num_envs: int) -> tuple[dict[str, Any], di
             f"env.render_mode={render_mode!r} (AtariVectorEnv does not render)",
             f"use env.render_mode=null, or {ALTERNATIVE}",
         )
+    for key, default in (("mode", None), ("difficulty", None), ("ram_info", False)):
+        value = node.pop(key, default)  # the family's game mode / difficulty, info["ram"]
+        if value != default:
+            what = f"env.{key}={value!r} (no AtariVectorEnv equivalent)"
+            raise _refuse(what, f"use {ALTERNATIVE}")
     size = node.pop("image_size", 84)
     height, width = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
     frame_skip = int(node.pop("frame_skip", 4))

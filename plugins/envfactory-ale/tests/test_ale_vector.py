@@ -132,6 +132,11 @@ def test_call_is_one_clear_refusal() -> None:
             ["env=atari", "wrappers=[{name: time_limit, max_episode_steps: 5}]"],
             "vectorizer=ale-vector cannot honour per-env wrappers",
         ),
+        (["env=atari", "env.mode=1"], "vectorizer=ale-vector cannot honour env.mode=1"),
+        (
+            ["env=atari", "env.ram_info=true"],
+            "vectorizer=ale-vector cannot honour env.ram_info=True",
+        ),
     ],
 )
 def test_refusals_are_one_line(overrides: list[str], message: str) -> None:
