@@ -154,8 +154,8 @@ def test_a_home_of_no_such_user_is_one_line(tmp_path: Path) -> None:
         (
             ["vectorizer.in_seires=2"],
             "vectorizer.in_seires=2: none of the vectorizers tried (dummy, subproc, auto) has "
-            "option 'in_seires'. Did you mean 'in_series'? Fix the spelling, or pick the vectorizer that "
-            "has it with vectorizer=X",
+            "option 'in_seires'. Did you mean 'in_series'? Fix the spelling, or pick the "
+            "vectorizer that has it with vectorizer=X",
         ),
         (
             ["--budegt", "5"],
