@@ -355,7 +355,7 @@ def test_too_many_open_files_at_the_hard_limit_does_not_say_raise_it(tmp_path: P
         ),
         (
             "env",
-            "family: cartpol\n",
+            "family: mountaincr\n",
             "family: mountaincr: no env family has that name. Did you mean 'mountaincar'? Valid "
             "env family names: ",
         ),
