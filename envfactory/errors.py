@@ -530,7 +530,8 @@ def too_many_open_files(exc: BaseException, workers: int) -> BaseException | Non
     )
     if not too_many:
         return None
-    soft, hard, raise_advice = "?", "", "raise the limit (ulimit -n 4096 in the shell that runs this"
+    soft, hard = "?", ""
+    raise_advice = "raise the limit (ulimit -n 4096 in the shell that runs this"
     fewer = "start fewer workers (vectorizer.in_series=<envs per worker>)"
     try:
         import resource

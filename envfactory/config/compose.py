@@ -106,9 +106,7 @@ def preset_files(choices: Mapping[str, Any], folders: Sequence[str]) -> dict[str
         choice = choices.get(group)
         if not isinstance(choice, str):
             continue
-        path = next(
-            (p for f in folders if (p := Path(f, group, f"{choice}.yaml")).is_file()), None
-        )
+        path = next((p for f in folders if (p := Path(f, group, f"{choice}.yaml")).is_file()), None)
         if path is not None:
             files[group] = str(path)
     return files

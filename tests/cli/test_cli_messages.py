@@ -393,9 +393,7 @@ def test_a_per_env_wrapper_in_vector_wrappers_keeps_its_options_in_the_fix(
     assert proc.returncode == 2, proc.stderr
     fix = "'wrappers=[{name: time_limit, max_episode_steps: 10}]'"
     assert f"({fix} on the command line)" in _one_line(proc.stderr)
-    ran = _cli(
-        [fix.strip("'"), "run.total_steps=8", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path
-    )
+    ran = _cli([fix.strip("'"), "run.total_steps=8", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
     assert ran.returncode == 0, ran.stderr
 
 
