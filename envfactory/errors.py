@@ -238,13 +238,6 @@ class ConflictingNameError(PluginConflictError, ConfigError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
 
-    def in_preset(self, preset: str, key: str) -> UnknownNameError:
-        """The same error, said at the preset file that sets the name (``key: value`` in
-        ``preset``), rather than at the override ``group=value`` the user never typed."""
-        return UnknownNameError(
-            self.kind, self.value, self.choices, key=key, preset=preset, **self._reasons
-        )
-
 
 class PluginLoadWarning(UserWarning):
     """A plugin failed to import or raised in a hook; it was skipped."""

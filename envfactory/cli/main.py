@@ -312,8 +312,8 @@ def _preset_files() -> dict[str, str]:
     if not HydraConfig.initialized():
         return {}
     hc = HydraConfig.get()
-    sources = OmegaConf.select(hc, "runtime.config_sources", default=None) or []
-    folders = [str(s.path).removeprefix("file://") for s in sources if s.get("schema") == "file"]
+    sources = hc.runtime.config_sources or []
+    folders = [str(s.path).removeprefix("file://") for s in sources if s.schema == "file"]
     return preset_files(hc.runtime.choices, [*folders, *search_dirs(get_registry())])
 
 

@@ -269,7 +269,7 @@ def _checked_node(
     name = str(node[name_key])
     try:
         rec = lookup(name, key=f"{group}={name}")
-    except UnknownNameError as exc:
+    except UnknownNameError as exc:  # (not a ConflictingNameError: the name is registered)
         if preset is not None and _preset_sets(preset, name_key, name):
             raise exc.in_preset(preset, name_key) from None
         raise
@@ -280,7 +280,8 @@ def _preset_sets(path: str, key: str, value: str) -> bool:
     """Whether the preset file ``path`` itself sets ``key: value`` (so the name is the
     file's, not an override's or a base preset's)."""
     try:
-        return str(OmegaConf.load(path).get(key)) == value
+        node = OmegaConf.load(path)
+        return isinstance(node, DictConfig) and str(node.get(key)) == value
     except Exception:  # (a file Hydra read a moment ago: unreadable now is not this error)
         return False
 

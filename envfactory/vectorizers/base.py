@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -58,7 +58,7 @@ class _PoolOnly:
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, obj: Any, objtype: type | None = None) -> NoReturn:
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:  # (it always raises)
         cls = type(obj) if obj is not None else objtype
         raise AttributeError(
             f"{getattr(cls, '__name__', 'this VectorEnv')} has no {self.name}(): "
