@@ -142,16 +142,30 @@ class UnknownNameError(ConfigError, KeyError):
         note: str = "",
         other_list: str = "",
         failed: str = "",
+        preset: str = "",
     ) -> None:
         """``disabled``: why the name is unusable although a plugin provides it (its plugin
         is disabled, and by what); ``note``: one more sentence for an unknown name;
         ``other_list``: the name is registered for the other wrapper list, and where it goes
         (the whole fix: no "install the plugin"); ``failed``: the installed plugins that
-        may provide it but were skipped, and why (the fix is theirs, not an install)."""
+        may provide it but were skipped, and why (the fix is theirs, not an install);
+        ``preset``: the preset file that sets the name (``key`` is then its key there)."""
         self.kind, self.value, self.choices, self.key = kind, value, sorted(choices), key
+        self._reasons = {"disabled": disabled, "failed": failed}
         where = f" (at {echo(key, quote=False)})" if key else ""
         valid = ", ".join(self.choices) or "(none registered)"
-        if other_list:
+        if preset and not (disabled or failed or other_list):
+            msg = (
+                f"preset {preset}: {key}: {value}: no {kind} has that name."
+                f"{did_you_mean(value, choices)} Valid {kind} names: {valid}. Fix {key} in "
+                "that file, or install the plugin that provides it ('envfactory-plugins' "
+                "shows what is registered)."
+            )
+        elif preset:
+            msg = f"preset {preset}: {key}: {value}: " + str(
+                UnknownNameError(kind, value, choices, disabled=disabled, failed=failed)
+            )
+        elif other_list:
             msg = f"{kind} {echo(value)}{where} is in the wrong list: {other_list}."
         elif failed:
             msg = (
@@ -175,6 +189,13 @@ class UnknownNameError(ConfigError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+    def in_preset(self, preset: str, key: str) -> UnknownNameError:
+        """The same error, said at the preset file that sets the name (``key: value`` in
+        ``preset``), rather than at the override ``group=value`` the user never typed."""
+        return UnknownNameError(
+            self.kind, self.value, self.choices, key=key, preset=preset, **self._reasons
+        )
 
 
 class OptionError(ConfigError):
@@ -510,25 +531,40 @@ def too_many_open_files(exc: BaseException, workers: int) -> BaseException | Non
     )
     if not too_many:
         return None
-    soft, hard, raise_to = "?", "", 4096
+    soft, hard = "?", ""
+    raise_advice = "raise the limit (ulimit -n 4096 in the shell that runs this"
+    fewer = "start fewer workers (vectorizer.in_series=<envs per worker>)"
     try:
         import resource
 
         limits = resource.getrlimit(resource.RLIMIT_NOFILE)
         soft = str(limits[0])
+        target = max(4096, 2 * limits[0])  # (a soft limit of 4096 or more: double it)
         if limits[1] != resource.RLIM_INFINITY:
             hard = f"; hard limit {limits[1]}"
-            if limits[0] < limits[1] < raise_to:
-                raise_to = limits[1]
+            target = min(target, limits[1])
+        if target > limits[0]:
+            raise_advice = f"raise the limit (ulimit -n {target} in the shell that runs this"
+        else:  # the soft limit is the hard one: ulimit -n cannot go higher (only root can)
+            raise_advice = ""
     except (ImportError, OSError, ValueError):  # (no resource module: Windows)
         pass
+    if raise_advice:
+        fix = (
+            "Close the vectorized envs you no longer use (envs.close(), or a with block), "
+            f"{raise_advice}; in Python, resource.setrlimit(resource.RLIMIT_NOFILE, ...)), "
+            f"or {fewer}"
+        )
+    else:
+        fix = (
+            f"The soft limit is already the hard limit, which only an administrator can raise: "
+            f"{fewer}, or close the vectorized envs you no longer use (envs.close(), or a "
+            "with block)"
+        )
     line = (
         f"Too many open files while starting {workers} worker{'s' if workers != 1 else ''}: "
         f"this process may hold {soft} open files (ulimit -n{hard}) and each worker holds "
-        "several. Close the vectorized envs you no longer use (envs.close(), or a with "
-        f"block), raise the limit (ulimit -n {raise_to} in the shell that runs this; in "
-        "Python, resource.setrlimit(resource.RLIMIT_NOFILE, ...)), or start fewer workers "
-        "(vectorizer.in_series=<envs per worker>)"
+        f"several. {fix}"
     )
     if isinstance(exc, WorkerError):  # (also a RemoteEnvError(OSError)): keep who failed
         exc.args = (f"{line}; {exc.args[0] if exc.args else ''}",)

@@ -240,7 +240,30 @@ def make_env(
     """
     from .config.compose import resolve
 
-    return env_thunks(resolve(cfg, overrides, options))[0]()
+    plan = resolve(cfg, overrides, options)
+    if plan.vector_wrappers:
+        _warn_vector_wrappers_unused(plan)
+    return env_thunks(plan)[0]()
+
+
+def _warn_vector_wrappers_unused(plan: Plan) -> None:
+    """``make_env`` builds one env, so a config's ``vector_wrappers`` (which wrap
+    ``make_vec``'s VectorEnv) are not applied: a warning, not an error, since one config
+    shared by ``make_vec`` (training) and ``make_env`` (evaluation) is common. A vector
+    wrapper that has a per-env twin of its name is named as the fix."""
+    import warnings
+
+    from .plugin.manager import get_registry
+
+    names = [rec.name for rec, _ in plan.vector_wrappers]
+    twins = [n for n in names if n in get_registry().wrappers]
+    fix = f"; for one env use the per-env wrappers=[{', '.join(twins)}]" if twins else ""
+    warnings.warn(
+        f"envfactory: make_env builds one env, so vector_wrappers ({', '.join(names)}) are "
+        f"not applied (they wrap make_vec's VectorEnv){fix}",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def make_vec(

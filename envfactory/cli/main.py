@@ -242,7 +242,7 @@ def _build(cfg: DictConfig, job: dict[str, Any]) -> tuple[Any, dict[str, Any] | 
     from envfactory.config import validate
 
     try:
-        plan = validate(cfg)
+        plan = validate(cfg, presets=_preset_files())
         release_conflicts()  # the config is good: a conflict it does not use is a warning
         return envfactory.make_vec(plan), None  # the checked plan: checked once
     except KeyboardInterrupt:
@@ -298,6 +298,23 @@ def _close(envs: Any, *, now: bool = False) -> None:
         envs.close()
     except KeyboardInterrupt:  # a second Ctrl-C while closing: end the workers now
         envs.close(terminate=True)
+
+
+def _preset_files() -> dict[str, str]:
+    """The job's ``env`` / ``vectorizer`` preset files (`envfactory.config.compose.preset_files`),
+    from Hydra's choices and config folders (``--config-dir`` too)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from envfactory.config.compose import preset_files
+    from envfactory.config.store import search_dirs
+    from envfactory.plugin.manager import get_registry
+
+    if not HydraConfig.initialized():
+        return {}
+    hc = HydraConfig.get()
+    sources = hc.runtime.config_sources or []
+    folders = [str(s.path).removeprefix("file://") for s in sources if s.schema == "file"]
+    return preset_files(hc.runtime.choices, [*folders, *search_dirs(get_registry())])
 
 
 def _job_info() -> dict[str, Any]:
@@ -506,7 +523,7 @@ def _main() -> None:
             raise SystemExit(2) from None
         if user_wants_tracebacks or (isinstance(exc, ValueError) and not header_error(exc)):
             raise  # (a ValueError of Hydra's other than a bad "# @package" header: a bug)
-        err = exc if isinstance(exc, ConfigError) else hydra_error(exc)
+        err = exc if isinstance(exc, ConfigError) else hydra_error(exc, args)
         release_conflicts(err)
         print(f"envfactory: error: {error_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None

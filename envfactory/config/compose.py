@@ -52,13 +52,20 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         >>> cfg.env.family, cfg.num_envs, cfg.vectorizer.name
         ('mountaincar', 2, 'dummy')
     """
-    cfg = _load(override_list(overrides), config_name)
-    validate(cfg)
+    cfg, presets = _composed(override_list(overrides), config_name)
+    validate(cfg, presets=presets)
     return cfg
 
 
 def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
     """Compose with Hydra's config loader, unchecked (the caller validates once)."""
+    return _composed(overrides, config_name)[0]
+
+
+def _composed(
+    overrides: list[str], config_name: str = "config"
+) -> tuple[DictConfig, dict[str, str]]:
+    """`_load`'s config and the preset files it chose (`preset_files`)."""
     from hydra.types import RunMode
 
     from .. import _compat
@@ -74,7 +81,7 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
             from_shell=False,
         )  # fmt: skip
     except (ConfigCompositionException, HydraException, OmegaConfBaseException) as exc:
-        raise hydra_error(exc) from None
+        raise hydra_error(exc, overrides) from None
     except yaml.YAMLError as exc:  # a config file of a preset folder that is not YAML
         raise yaml_error(exc) from None
     except ValueError as exc:  # a "# @package" header Hydra cannot read
@@ -83,9 +90,26 @@ def _load(overrides: list[str], config_name: str = "config") -> DictConfig:
         raise ConfigError(
             f"invalid envfactory config: {one_line(exc)}; check the overrides' keys"
         ) from None
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
     with open_dict(cfg):
         cfg.pop("hydra", None)
-    return cfg
+    return cfg, preset_files(choices, search_dirs(reg))
+
+
+def preset_files(choices: Mapping[str, Any], folders: Sequence[str]) -> dict[str, str]:
+    """``{group: file}`` of the ``env`` / ``vectorizer`` options chosen (Hydra's
+    ``hydra.runtime.choices``) that are YAML presets in one of ``folders``, so that a bad
+    ``family`` / ``name`` in a preset is reported at its file (`plan_of`), not at an
+    override the user never typed."""
+    files = {}
+    for group in _GROUP_KIND:
+        choice = choices.get(group)
+        if not isinstance(choice, str):
+            continue
+        path = next((p for f in folders if (p := Path(f, group, f"{choice}.yaml")).is_file()), None)
+        if path is not None:
+            files[group] = str(path)
+    return files
 
 
 #: Hydra's own config groups that only a Hydra run reads (its help texts and logging):
@@ -103,18 +127,19 @@ def _unused_hydra_groups(overrides: list[str]) -> list[str]:
     return [drop for group, drop in _RUN_ONLY.items() if not any(group in o for o in overrides)]
 
 
-def hydra_error(exc: BaseException) -> ConfigError:
+def hydra_error(exc: BaseException, overrides: Sequence[str] = ()) -> ConfigError:
     """One line (path, value, valid choices, fix) for an error Hydra raised while composing:
     an unknown config group option, an unknown key, a wrong type, a YAML file that does not
     parse. An error inside a preset (``In 'vectorizer/mine': ...``) names the preset and
-    its file."""
+    its file. ``overrides`` (the command line's) give the value of an override that the
+    fix repeats."""
     if isinstance(exc, yaml.YAMLError):
         return yaml_error(exc)
     header = header_error(exc)
     if header is not None:
         return header
     preset, preset_file = _preset_of(exc)
-    err = _hydra_error(exc, preset)
+    err = _hydra_error(exc, preset, overrides)
     if preset is None:
         return err
     err.args = (f"in the preset {preset} ({preset_file}): {err}",)  # keeps its class
@@ -130,7 +155,9 @@ _LAUNCHER_PACKAGES = {
 }
 
 
-def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
+def _hydra_error(
+    exc: BaseException, preset: str | None, overrides: Sequence[str] = ()
+) -> ConfigError:
     if isinstance(exc, MissingConfigException):
         missing = exc.missing_cfg_file or ""
         group, _, value = missing.rpartition("/")
@@ -175,6 +202,13 @@ def _hydra_error(exc: BaseException, preset: str | None) -> ConfigError:
         unknown = unknown_key_error(cause, override)
         if unknown is not None:
             return unknown
+    if override and text.startswith("Could not append"):  # +num_envs=2: the key exists
+        given = next((o for o in overrides if o.startswith(f"+{override}=")), "")
+        value = given.partition("=")[2] if given else "<value>"
+        return ConfigError(
+            f"{override} already exists ('+' adds a key the config does not have); drop the "
+            f"'+': {override}={value}"
+        )
     packaged = _package_error(text, cause)
     if packaged is not None:
         return packaged
@@ -358,7 +392,9 @@ def _owners_note(group: str, key: str) -> str:
     )
 
 
-def validate(cfg: DictConfig, registry: Registry | None = None) -> Plan:
+def validate(
+    cfg: DictConfig, registry: Registry | None = None, *, presets: Mapping[str, str] | None = None
+) -> Plan:
     """Check everything about a composed ``envfactory`` node before any env exists, and
     return what was checked, the `Plan` that
     [`envfactory.make_vec`][envfactory.make_vec] and [`envfactory.make_env`][envfactory.make_env]
@@ -368,10 +404,13 @@ def validate(cfg: DictConfig, registry: Registry | None = None) -> Plan:
     resolved, the top-level ranges, every family/vectorizer schema's own checks
     (`envfactory.config.checks`) and every wrapper entry.
 
+    ``presets`` (``{group: file}``, `preset_files`): the preset files the config was
+    composed from; a bad name in one of them is reported at that file.
+
     Raises:
         ConfigError: one line naming the key's path, the value and what is valid.
     """
-    return plan_of(cfg, registry)
+    return plan_of(cfg, registry, presets=presets)
 
 
 def resolve(
@@ -390,7 +429,8 @@ def resolve(
             raise ConfigError("pass either a checked plan or overrides / keyword options, not both")
         return cfg
     if cfg is None and not options:
-        return validate(_load(overrides))
+        composed, presets = _composed(overrides)
+        return validate(composed, presets=presets)
     if isinstance(cfg, DictConfig):
         if overrides:
             raise ConfigError("pass either a composed config or overrides, not both")
@@ -399,8 +439,8 @@ def resolve(
         return validate(_on_composed(cfg, options))
     if cfg is None or isinstance(cfg, Mapping):
         reading = keywords.read([cfg or {}, options])
-        base = _load([*reading.pick_overrides, *overrides, *reading.overrides])
-        return validate(_merged(base, reading))
+        base, presets = _composed([*reading.pick_overrides, *overrides, *reading.overrides])
+        return validate(_merged(base, reading), presets=presets)
     if isinstance(cfg, str) or (
         isinstance(cfg, Sequence) and cfg and all(isinstance(o, str) for o in cfg)
     ):

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..episode_stats import DEFAULT_KEY
-from ..errors import ConfigError, OptionError, did_you_mean, echo
+from ..errors import ConfigError, OptionError, UnknownNameError, did_you_mean, echo
 from ..plugin.manager import Registry, get_registry
 from ..plugin.types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
 from ..wrappers.misfits import family_misfit
@@ -115,13 +115,18 @@ def accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
     )
 
 
-def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
+def plan_of(
+    cfg: DictConfig, registry: Registry | None = None, *, presets: Mapping[str, str] | None = None
+) -> Plan:
     """Check a composed ``envfactory`` node before any env exists and return the plan.
 
     Unknown keys anywhere (also those added with ``+``), interpolations that cannot be
     resolved, the top-level ranges, every family/vectorizer schema's own checks
     (``__post_init__``, then ``check_config(top)``), every wrapper entry, and whether the
     vectorizer can honour ``seeding``.
+
+    ``presets``: ``{group: file}`` of the preset files composed (``env`` / ``vectorizer``);
+    an unknown ``family`` / ``name`` that one of them sets is reported at that file.
 
     Raises:
         ConfigError: one line naming the key's path, the value and what is valid.
@@ -152,9 +157,12 @@ def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
         str(_value(cfg.get("autoreset_mode", "next_step"))),
         str(_value(cfg.get("seeding", "offset"))),
     )
-    family, env_options = _checked_node(cfg, "env", "family", reg.families, reg.family, top)
+    presets = presets or {}
+    family, env_options = _checked_node(
+        cfg, "env", "family", reg.families, reg.family, top, presets.get("env")
+    )
     vec, vec_options = _checked_node(
-        cfg, "vectorizer", "name", reg.vectorizers, reg.vectorizer, top
+        cfg, "vectorizer", "name", reg.vectorizers, reg.vectorizer, top, presets.get("vectorizer")
     )
     wrappers, vector_wrappers = (
         tuple(
@@ -163,6 +171,7 @@ def plan_of(cfg: DictConfig, registry: Registry | None = None) -> Plan:
         )
         for key, vector in (("wrappers", False), ("vector_wrappers", True))
     )
+    _refuse_vector_wrappers_over_a_pool(vector_wrappers, vec_options)
     misfit = family_misfit(family, env_options, wrappers)  # atari_preprocessing on atari
     if misfit is not None:
         raise ConfigError(misfit)
@@ -221,6 +230,27 @@ def _check_run(run: Any) -> None:
             )
 
 
+def _refuse_vector_wrappers_over_a_pool(
+    vector_wrappers: tuple[tuple[WrapperPlugin, dict[str, Any]], ...], vec_options: dict[str, Any]
+) -> None:
+    """``vector_wrappers`` with ``vectorizer.batch_size`` set (the async pool, of any
+    vectorizer whose schema has ``batch_size``) is refused here, at compose time. A vector
+    wrapper (gymnasium's ``VectorWrapper``) wraps ``reset``/``step`` only: it has no
+    ``async_reset``/``recv``/``send``, and passing them through would hand the user
+    observations and rewards the wrapper never saw (``normalize_reward`` would silently not
+    normalize), so the pool's calls were an ``AttributeError`` after the workers started."""
+    batch = vec_options.get("batch_size")
+    if not vector_wrappers or batch is None:
+        return
+    names = ", ".join(rec.name for rec, _ in vector_wrappers)
+    raise ConfigError(
+        f"vector_wrappers ({names}) with vectorizer.batch_size={batch} (the async pool): a "
+        "vector wrapper wraps reset/step and would hide the pool's async_reset/recv/send "
+        "(and it never sees what recv returns); drop the vector wrappers (vector_wrappers=[]) "
+        "or the pool (vectorizer.batch_size=null)"
+    )
+
+
 def _checked_node(
     cfg: DictConfig,
     group: str,
@@ -228,6 +258,7 @@ def _checked_node(
     table: Mapping[str, Any],
     lookup: Callable[..., Any],
     top: TopLevel,
+    preset: str | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     node = cfg.get(group)
     if not isinstance(node, DictConfig) or name_key not in node:
@@ -236,8 +267,23 @@ def _checked_node(
             f"{group}=<{name_key}> (valid: {', '.join(sorted(table))})"
         )
     name = str(node[name_key])
-    rec = lookup(name, key=f"{group}={name}")
+    try:
+        rec = lookup(name, key=f"{group}={name}")
+    except UnknownNameError as exc:  # (not a ConflictingNameError: the name is registered)
+        if preset is not None and _preset_sets(preset, name_key, name):
+            raise exc.in_preset(preset, name_key) from None
+        raise
     return rec, checked_options(node, rec.config, group, name_key, name, top=top)
+
+
+def _preset_sets(path: str, key: str, value: str) -> bool:
+    """Whether the preset file ``path`` itself sets ``key: value`` (so the name is the
+    file's, not an override's or a base preset's)."""
+    try:
+        node = OmegaConf.load(path)
+        return isinstance(node, DictConfig) and str(node.get(key)) == value
+    except Exception:  # (a file Hydra read a moment ago: unreadable now is not this error)
+        return False
 
 
 def _stats_key(key: Any) -> str | None:
@@ -274,7 +320,7 @@ def wrapper_options(
             f"{echo(entry)}"
         )
     options = {k: v for k, v in entry.items() if k != "name"}
-    rec = reg.wrapper(str(entry["name"]), vector=vector, key=f"{key}.name")
+    rec = reg.wrapper(str(entry["name"]), vector=vector, key=f"{key}.name", options=options)
     config = rec.config
     lazy = getattr(rec.wrap, "envfactory_config", None)
     if config is None and callable(lazy):  # a schema known only once its class is imported

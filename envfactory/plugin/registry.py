@@ -4,6 +4,7 @@ registered twice. Built by `envfactory.plugin.manager`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -134,10 +135,22 @@ class Registry:
     def vectorizer(self, name: str, key: str = "vectorizer.name") -> VectorizerPlugin:
         return self._lookup("vectorizers", name, key).record
 
-    def wrapper(self, name: str, *, vector: bool = False, key: str = "") -> WrapperPlugin:
-        return self._lookup("vector_wrappers" if vector else "wrappers", name, key).record
+    def wrapper(
+        self,
+        name: str,
+        *,
+        vector: bool = False,
+        key: str = "",
+        options: Mapping[str, Any] | None = None,
+    ) -> WrapperPlugin:
+        """The wrapper record of ``name``; ``options`` (the entry's other keys) go into the
+        fix of a wrapper named in the other list, so that the suggested entry composes."""
+        table = "vector_wrappers" if vector else "wrappers"
+        return self._lookup(table, name, key, options).record
 
-    def _lookup(self, table_name: str, name: str, key: str) -> Registered[Any]:
+    def _lookup(
+        self, table_name: str, name: str, key: str, options: Mapping[str, Any] | None = None
+    ) -> Registered[Any]:
         table: dict[str, Registered[Any]] = getattr(self, table_name)
         kind = _TABLE_KIND[table_name]
         try:
@@ -151,19 +164,34 @@ class Registry:
             valid = [*table, *self.conflicts.get(table_name, {})]
             other = _OTHER_LIST.get(table_name)
             if other is not None and name in getattr(self, other):
-                raise self.in_other_list(table_name, name, valid, key) from None
+                raise self.in_other_list(table_name, name, valid, key, options) from None
             raise self.unknown_name(table_name, name, valid, key=key) from None
 
     def in_other_list(
-        self, table_name: str, name: str, valid: list[str], key: str
+        self,
+        table_name: str,
+        name: str,
+        valid: list[str],
+        key: str,
+        options: Mapping[str, Any] | None = None,
     ) -> UnknownNameError:
         """A wrapper named in the wrong list: a vector wrapper under ``wrappers`` (per env)
         or a per-env wrapper under ``vector_wrappers``. It is registered, so "install the
-        plugin" would point the wrong way: the error says which list takes it."""
+        plugin" would point the wrong way: the error says which list takes it, and the
+        suggested entry carries the entry's ``options`` (``time_limit`` needs its
+        ``max_episode_steps``: the bare name would fail on its own)."""
         vector = table_name == "vector_wrappers"
         here, there = ("vector_wrappers", "wrappers") if vector else ("wrappers", "vector_wrappers")
         what = "a per-env wrapper" if vector else "a vector wrapper (it wraps the VectorEnv)"
         entry = key.rsplit(".name", 1)[0] if key.endswith(".name") else here
+        fix = f"{there}=[{name}]"
+        if options:
+            import yaml
+
+            flow = yaml.safe_dump(
+                {"name": name, **options}, default_flow_style=True, sort_keys=False, width=1 << 16
+            ).strip()
+            fix = f"'{there}=[{flow}]'"
         return UnknownNameError(
             "wrapper",
             name,
@@ -171,7 +199,7 @@ class Registry:
             key=key,
             other_list=(
                 f"it is {what}, so it goes in {there}, not {here}; move {entry} there "
-                f"({there}=[{name}] on the command line)"
+                f"({fix} on the command line)"
             ),
         )
 

@@ -49,6 +49,27 @@ __all__ = [
 _IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
 
 
+class _PoolOnly:
+    """``async_reset`` / ``recv`` / ``send`` of a VectorEnv that is no async pool (the pool,
+    `PoolVecEnv`, defines the real methods): reading one is an ``AttributeError`` that says
+    where they are, not Python's bare one. ``hasattr`` stays False, so code that probes for
+    the pool (gymnasium's wrappers, the Tianshou and SB3 adapters) is unchanged."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:  # (it always raises)
+        cls = type(obj) if obj is not None else objtype
+        raise AttributeError(
+            f"{getattr(cls, '__name__', 'this VectorEnv')} has no {self.name}(): "
+            "async_reset/recv/send belong to the async pool, which vectorizer=subproc (or "
+            "subproc-atari) builds with vectorizer.batch_size=N (recv returns the first N envs "
+            "ready); this VectorEnv steps every env at once with reset()/step()",
+            name=self.name,
+            obj=obj,
+        )
+
+
 class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``.
 
@@ -109,6 +130,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         self._done = np.zeros(num_envs, dtype=np.bool_)
         self._ready = False  # a full reset() has been done
         self.closed = False
+
+    # the pool's own (PoolVecEnv): here, a clear error
+    async_reset, recv, send = _PoolOnly(), _PoolOnly(), _PoolOnly()
 
     # -- set-up ---------------------------------------------------------------------
     def _init_spaces(self, obs_space: gym.Space, act_space: gym.Space, metadata: dict) -> None:

@@ -63,7 +63,8 @@ def _one_line(err: str, prefix: str = "envfactory: error: ") -> str:
             "vector_wrappers=[{name: time_limit, max_episode_steps: 50}]",
             "wrapper 'time_limit' (at vector_wrappers[0].name) is in the wrong list: it is a "
             "per-env wrapper, so it goes in wrappers, not vector_wrappers; move "
-            "vector_wrappers[0] there (wrappers=[time_limit] on the command line).",
+            "vector_wrappers[0] there ('wrappers=[{name: time_limit, max_episode_steps: 50}]' "
+            "on the command line).",
         ),
     ],
 )
@@ -264,3 +265,190 @@ def test_a_worker_out_of_descriptors_says_so_first_and_keeps_who_failed(tmp_path
         "RemoteEnvError(OSError): Too many open files while starting 1 worker: this process "
     ), line
     assert "raised builtins.OSError during start: [Errno 24] Too many open files" in line
+
+
+# -- a new user's trial (issue 39's acceptance): messages that pointed the wrong way ---------
+def test_vector_wrappers_over_the_async_pool_are_refused_at_compose_time(tmp_path: Path) -> None:
+    """#79: it composed, started the workers, and ``envs.async_reset()`` was ``AttributeError:
+    'NormalizeReward' object has no attribute 'async_reset'``; the command's rollout said it
+    only after the workers had started. Now one line before any worker, the same in Python."""
+    import envfactory
+    from envfactory.errors import ConfigError
+
+    args = ["vectorizer=subproc", "vectorizer.batch_size=2", "vector_wrappers=[normalize_reward]"]
+    says = (
+        "vector_wrappers (normalize_reward) with vectorizer.batch_size=2 (the async pool): a "
+        "vector wrapper wraps reset/step and would hide the pool's async_reset/recv/send (and "
+        "it never sees what recv returns); drop the vector wrappers (vector_wrappers=[]) or the "
+        "pool (vectorizer.batch_size=null)"
+    )
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose(["num_envs=4", *args])
+    assert str(info.value) == says
+    proc = _cli([*args, "num_envs=4", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert _one_line(proc.stderr) == says
+
+
+def test_make_env_warns_that_vector_wrappers_are_not_applied() -> None:
+    """#81: ``make_env`` dropped ``vector_wrappers`` without a word. A warning (one config
+    shared by make_vec and make_env is common), naming the per-env twin as the fix; none
+    without vector wrappers."""
+    import warnings
+
+    import envfactory
+
+    with pytest.warns(UserWarning) as caught:
+        env = envfactory.make_env(overrides=["vector_wrappers=[{name: normalize_reward}]"])
+    env.close()
+    assert [str(w.message) for w in caught] == [
+        "envfactory: make_env builds one env, so vector_wrappers (normalize_reward) are not "
+        "applied (they wrap make_vec's VectorEnv); for one env use the per-env "
+        "wrappers=[normalize_reward]"
+    ]
+    assert caught[0].filename == __file__  # points at the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        envfactory.make_env(overrides=["wrappers=[normalize_reward]"]).close()
+
+
+def _hard_fd_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LOW_LIMIT, LOW_LIMIT))
+
+
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_too_many_open_files_at_the_hard_limit_does_not_say_raise_it(tmp_path: Path) -> None:
+    """#66/#85: soft = hard = 96, the line said "hard limit 96" and "ulimit -n 4096", which
+    a user cannot set. Now the fix that works comes first: fewer workers."""
+    args = ["vectorizer=subproc", "num_envs=64", "vectorizer.in_series=1"]
+    args += ["vectorizer.context=fork", "run.total_steps=80"]
+    proc = subprocess.Popen(
+        [str(BIN / "envfactory"), *args, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_hard_fd_limit,
+        start_new_session=True,
+    )
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1, err
+    line = _one_line(err)
+    assert line.startswith(
+        "OSError: [Errno 24] Too many open files while starting 64 workers: this process may "
+        f"hold {LOW_LIMIT} open files (ulimit -n; hard limit {LOW_LIMIT}) and each worker holds "
+        "several. The soft limit is already the hard limit, which only an administrator can "
+        "raise: start fewer workers (vectorizer.in_series=<envs per worker>), or close "
+    ), line
+    assert "ulimit -n 4096" not in line and "raise the limit" not in line
+    assert _group_gone(proc.pid), "a worker outlived the failed start"
+
+
+@pytest.mark.parametrize(
+    ("group", "text", "says"),
+    [
+        (
+            "vectorizer",
+            "name: dumy\n",
+            "name: dumy: no vectorizer has that name. Did you mean 'dummy'? Valid vectorizer "
+            "names: ",
+        ),
+        (
+            "env",
+            "family: mountaincr\n",
+            "family: mountaincr: no env family has that name. Did you mean 'mountaincar'? Valid "
+            "env family names: ",
+        ),
+    ],
+)
+def test_a_typo_in_a_preset_is_reported_at_the_preset_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group: str, text: str, says: str
+) -> None:
+    """#38: ``vectorizer=bad`` with ``name: dumy`` in the preset said ``unknown vectorizer
+    'dumy' (at vectorizer=dumy)`` and "envfactory tune ... --name dumy writes one": neither
+    the file nor what the user typed. Now the file and its line; in Python too."""
+    import envfactory
+    from envfactory.errors import UnknownNameError
+
+    preset = tmp_path / "config" / group / "bad.yaml"
+    preset.parent.mkdir(parents=True)
+    preset.write_text(text)
+    proc = _cli([f"{group}=bad", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"preset {preset}: {says}"), line
+    assert "tune" not in line and f"={text.split()[1]}" not in line
+    monkeypatch.setenv("ENVFACTORY_CONFIG_DIR", str(tmp_path / "config"))
+    with pytest.raises(UnknownNameError) as info:
+        envfactory.compose([f"{group}=bad"])
+    assert str(info.value).startswith(f"preset {preset}: {says}")
+
+
+def test_a_per_env_wrapper_in_vector_wrappers_keeps_its_options_in_the_fix(
+    tmp_path: Path,
+) -> None:
+    """#10: the fix ``wrappers=[time_limit]`` failed on its own (time_limit needs
+    max_episode_steps); the suggested entry carries the entry's options, and runs as told."""
+    proc = _cli(["vector_wrappers=[{name: time_limit, max_episode_steps: 10}]"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    fix = "'wrappers=[{name: time_limit, max_episode_steps: 10}]'"
+    assert f"({fix} on the command line)" in _one_line(proc.stderr)
+    ran = _cli([fix.strip("'"), "run.total_steps=8", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        (
+            "+num_envs=2",
+            "num_envs already exists ('+' adds a key the config does not have); drop the '+': "
+            "num_envs=2",
+        ),
+        (
+            "+vectorizer.name=subproc",
+            "vectorizer.name already exists ('+' adds a key the config does not have); drop "
+            "the '+': vectorizer.name=subproc",
+        ),
+    ],
+)
+def test_a_plus_on_a_key_that_exists_says_drop_the_plus(
+    tmp_path: Path, override: str, says: str
+) -> None:
+    """#42: Hydra's "Could not append to config. An item is already at 'num_envs'"."""
+    import envfactory
+    from envfactory.errors import ConfigError
+
+    proc = _cli([override, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert _one_line(proc.stderr) == says
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose([override])
+    assert str(info.value) == says
+
+
+@pytest.mark.parametrize("name", ["async_reset", "recv", "send"])
+@pytest.mark.parametrize("vectorizer", ["dummy", "subproc"])
+def test_pool_calls_on_a_vector_env_that_is_no_pool_say_where_they_are(
+    vectorizer: str, name: str
+) -> None:
+    """#78: a bare ``AttributeError: 'DummyVecEnv' object has no attribute 'recv'``. Still an
+    AttributeError (``hasattr`` stays False for code that probes), now saying where."""
+    import envfactory
+
+    with envfactory.make_vec(overrides=[f"vectorizer={vectorizer}", "num_envs=2"]) as envs:
+        with pytest.raises(AttributeError) as info:
+            getattr(envs, name)
+        assert str(info.value) == (
+            f"{type(envs).__name__} has no {name}(): async_reset/recv/send belong to the async "
+            "pool, which vectorizer=subproc (or subproc-atari) builds with "
+            "vectorizer.batch_size=N (recv returns the first N envs ready); this VectorEnv "
+            "steps every env at once with reset()/step()"
+        )
+        assert not hasattr(envs, name) and not hasattr(type(envs), name)
+        with pytest.raises(AttributeError, match="'no_such_attribute'"):
+            envs.no_such_attribute  # noqa: B018
+    with envfactory.make_vec(
+        overrides=["vectorizer=subproc", "num_envs=2", "vectorizer.batch_size=1"]
+    ) as pool:
+        assert all(callable(getattr(pool, n)) for n in ("async_reset", "recv", "send"))
