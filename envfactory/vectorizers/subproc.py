@@ -60,6 +60,7 @@ from .subproc_options import (
     WORKER_PRELOAD,
     SubprocAtariConfig,
     SubprocConfig,
+    check_descriptors,
     install_fork_hook,
     parent_share,
     split_envs,
@@ -144,6 +145,7 @@ class SubprocGroup(WorkerGroup):
             handle.write_timeout = self.env.timeout  # a message is written within it too
             self.workers.append(handle)
         self.set_handles(self.workers)
+        check_descriptors(len(self.workers))
         for w in self.workers:
             self._spawn(w)
         if in_parent:  # built while the workers build theirs

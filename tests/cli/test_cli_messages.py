@@ -344,6 +344,30 @@ def test_too_many_open_files_at_the_hard_limit_does_not_say_raise_it(tmp_path: P
     assert _group_gone(proc.pid), "a worker outlived the failed start"
 
 
+@pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
+def test_too_many_open_files_under_forkserver_prints_no_fork_server_traceback(
+    tmp_path: Path,
+) -> None:
+    """#66: under the default forkserver, a start that ran out of descriptors part-way
+    killed the fork server mid-message, and its own ``EOFError`` traceback came before
+    envfactory's line. The start is refused before any worker or fork server is asked."""
+    args = ["vectorizer=subproc", "num_envs=64", "vectorizer.in_series=1", "run.total_steps=80"]
+    proc = subprocess.Popen(
+        [str(BIN / "envfactory"), *args, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_low_fd_limit,
+        start_new_session=True,
+    )
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1, err
+    assert err.startswith("envfactory: error: OSError: [Errno 24] Too many open files"), err
+    assert "Traceback" not in err and "EOFError" not in err, err
+    assert _group_gone(proc.pid), "a worker outlived the failed start"
+
+
 @pytest.mark.parametrize(
     ("group", "text", "says"),
     [
