@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,13 +73,14 @@ def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> R
     requested["in_parent"] = options.get("in_parent", 0)
     requested.update(options.pop("requested", {}))  # (subproc-atari: what was configured)
     load = options.pop("load", None)
+    level = options.pop("log_level", logging.DEBUG)
     default = options.get("in_series") is None or options.get("in_parent", 0) is None
     if load is None and default and options.get("batch_size") is None:
         load = others_running()
     envs = _build_subproc(env_fns, load, **options)
     sizes = [h.stop - h.start for h in envs.workers]
     envs.split = explain_split(requested, sizes, int(getattr(envs, "in_parent", 0)), load)
-    log_split(envs)
+    log_split(envs, level)
     return envs
 
 
@@ -144,16 +146,18 @@ def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.
             seeding=options.get("seeding", "offset"),
         )
         envs.split = fallback_split(len(env_fns), load)
-        log_split(envs)
+        log_split(envs, logging.INFO)
         return envs
-    return build_subproc(env_fns, load=load, **options)
+    return build_subproc(env_fns, load=load, log_level=logging.INFO, **options)
 
 
-def log_split(envs: Any) -> None:
-    """The one INFO line of the ``envfactory`` logger saying how a build placed the envs and
-    why (its [`split`][envfactory.vectorizers.record.Split]); on the ``envfactory`` command
-    it is in the console and the job's log file."""
-    import logging
-
+def log_split(envs: Any, level: int) -> None:
+    """The one line of the ``envfactory`` logger saying how a build placed the envs and why
+    (its [`split`][envfactory.vectorizers.record.Split]): INFO for ``auto``, which decides
+    from the load at build time (on the ``envfactory`` command it is in the console and the
+    job's log file), DEBUG for ``subproc``'s split (its summary says it; a line on every
+    run's console would be noise, as in ``job=render``'s one-line output)."""
     split = envs.split
-    logging.getLogger("envfactory").info("built %s: %s", type(envs).__name__, split.describe())
+    logging.getLogger("envfactory").log(
+        level, "built %s: %s", type(envs).__name__, split.describe()
+    )
