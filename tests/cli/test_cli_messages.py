@@ -197,6 +197,25 @@ def _group_gone(pgid: int, seconds: float = 10.0) -> bool:
     return False
 
 
+def _run_with_fd_limit(
+    tmp_path: Path, args: list[str], limit: Callable[[], None]
+) -> tuple[subprocess.Popen, str]:
+    """``envfactory *args`` under a descriptor limit (``limit`` runs in the child before it
+    starts), in a session of its own (so its workers can be looked for after): the process
+    and its stderr."""
+    proc = subprocess.Popen(
+        [str(BIN / "envfactory"), *args, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit,
+        start_new_session=True,
+    )
+    _, err = proc.communicate(timeout=240)
+    return proc, err
+
+
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_too_many_open_files_and_the_fix_are_the_first_line(tmp_path: Path) -> None:
     """``ulimit -n 96`` and 40 workers under fork: the line said only ``OSError: [Errno 24]
@@ -204,16 +223,7 @@ def test_too_many_open_files_and_the_fix_are_the_first_line(tmp_path: Path) -> N
     the message were its traceback)."""
     args = ["vectorizer=subproc", "num_envs=40", "vectorizer.in_series=1"]
     args += ["vectorizer.in_parent=0", "vectorizer.context=fork", "run.total_steps=80"]
-    proc = subprocess.Popen(
-        [str(BIN / "envfactory"), *args, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_low_fd_limit,
-        start_new_session=True,
-    )
-    _, err = proc.communicate(timeout=240)
+    proc, err = _run_with_fd_limit(tmp_path, args, _low_fd_limit)
     assert proc.returncode == 1, err
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     hard_text = "" if hard == resource.RLIM_INFINITY else f"; hard limit {hard}"
@@ -322,16 +332,7 @@ def test_too_many_open_files_at_the_hard_limit_does_not_say_raise_it(tmp_path: P
     a user cannot set. Now the fix that works comes first: fewer workers."""
     args = ["vectorizer=subproc", "num_envs=64", "vectorizer.in_series=1"]
     args += ["vectorizer.context=fork", "run.total_steps=80"]
-    proc = subprocess.Popen(
-        [str(BIN / "envfactory"), *args, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_hard_fd_limit,
-        start_new_session=True,
-    )
-    _, err = proc.communicate(timeout=240)
+    proc, err = _run_with_fd_limit(tmp_path, args, _hard_fd_limit)
     assert proc.returncode == 1, err
     line = _one_line(err)
     assert line.startswith(
@@ -352,16 +353,7 @@ def test_too_many_open_files_under_forkserver_prints_no_fork_server_traceback(
     killed the fork server mid-message, and its own ``EOFError`` traceback came before
     envfactory's line. The start is refused before any worker or fork server is asked."""
     args = ["vectorizer=subproc", "num_envs=64", "vectorizer.in_series=1", "run.total_steps=80"]
-    proc = subprocess.Popen(
-        [str(BIN / "envfactory"), *args, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_low_fd_limit,
-        start_new_session=True,
-    )
-    _, err = proc.communicate(timeout=240)
+    proc, err = _run_with_fd_limit(tmp_path, args, _low_fd_limit)
     assert proc.returncode == 1, err
     assert err.startswith("envfactory: error: OSError: [Errno 24] Too many open files"), err
     assert "Traceback" not in err and "EOFError" not in err, err
