@@ -39,7 +39,7 @@ from ..errors import (
     warn_restart,
 )
 from .checks import check_rebuilt_spaces, check_spaces, count_restart, per_env_answer
-from .ctrl_c import held_ctrl_c
+from .ctrl_c import HOLD, held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .infos import merge_infos
 from .protocol import Cmd, EnvInfo, Restarted, RestartReset
@@ -80,10 +80,6 @@ class WorkerGroup(ABC):
         self.handles: list[WorkerHandle] = []
         self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
         self._back: list[int] | None = None  # _order's answers back in env order
-        #: the step/reset in flight: (cmd, handles, their ``sent`` before it, data_of), to
-        #: finish it after an interrupt (see finish_sends); None: nothing to finish
-        self.cut: tuple[Cmd, Sequence[WorkerHandle], list[int], Callable] | None = None
-        self._resumable = False  # every handle is resumable
         #: the fault that left the workers out of step (the failure policy's outcome; the
         #: front is unusable from then on: ``VecEnvBrokenError``); None while they are usable
         self.failure: BaseException | None = None
@@ -130,15 +126,13 @@ class WorkerGroup(ABC):
         raise NotImplementedError
 
     def post_step(self, actions: Any) -> None:
-        """Send each worker its rows of the (checked) action batch. An override that does not
-        go through `send` (``finish=True``) sets `cut` itself, so that ``step_wait()`` can
-        finish a step a Ctrl-C cut (as `SubprocGroup.post_step` does)."""
+        """Send each worker its rows of the (checked) action batch."""
         batch = (
             actions
             if isinstance(actions, np.ndarray)
             else list(iterate(self.env.action_space, actions))
         )
-        self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop], finish=True)
+        self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop])
 
     def gather_all(
         self, call: str, timeout: float | None, deadline: float | None = None
@@ -192,7 +186,6 @@ class WorkerGroup(ABC):
         ]
         back = [self._order.index(h) for h in self.handles]
         self._back = None if back == list(range(len(back))) else back
-        self._resumable = all(h.resumable for h in handles)
 
     def wait_started(
         self, handles: Sequence[WorkerHandle], infos: Sequence[EnvInfo] = ()
@@ -234,7 +227,9 @@ class WorkerGroup(ABC):
         ``budget``); one that ended because the env was closed from another thread
         meanwhile is a ``ClosedError``."""
         try:
-            return h.recv(deadline, call)
+            if h.own_wait:
+                return h.recv(deadline, call)
+            return HOLD.waiting(lambda _: h.recv(deadline, call), None)  # (its recv is a wait)
         except TimeoutError as late:
             if isinstance(late, RemoteEnvError):
                 raise  # the env's own TimeoutError (the error is also of its type): no timeout
@@ -286,37 +281,24 @@ class WorkerGroup(ABC):
 
     # -- the failure policy (envfactory's, the same for every backend) ------------------
     def send(
-        self,
-        cmd: Cmd,
-        handles: Sequence[WorkerHandle],
-        data_of: Callable[[Any], Any],
-        finish: bool = False,
+        self, cmd: Cmd, handles: Sequence[WorkerHandle], data_of: Callable[[Any], Any]
     ) -> None:
-        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each). ``finish``: the
-        ``step``/``reset`` that ``*_wait()`` collects. Cut part-way by a Ctrl-C, resumable
-        handles let ``*_wait()`` send it to the workers that lack it (`finish_sends`);
-        others leave the env unusable rather than silently out of step."""
-        resumable = self._resumable
-        if finish and resumable:
-            self.cut = (cmd, handles, [h.sent for h in handles], data_of)
+        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each), with every Ctrl-C held
+        (`held_ctrl_c`): no Ctrl-C cuts it. A send that fails part-way leaves the env
+        unusable rather than silently out of step."""
         sent = 0
         h: Any = None
         try:
-            for h in handles:
-                h.send(cmd, data_of(h))
-                sent += 1
+            with held_ctrl_c():  # (a worker that does not read: see `PipeHandle._flush`)
+                for h in handles:
+                    h.send(cmd, data_of(h))
+                    sent += 1
         except BaseException as exc:
-            if isinstance(exc, Exception):
-                self.cut = None
-            elif resumable:
-                raise  # step/reset: finished by *_wait(); a call: given up on (late
-                # answers are dropped by their seq)
-            if sent or not isinstance(exc, Exception):
+            if sent:
                 self.failure = RuntimeError(
-                    f"{cmd} was interrupted ({type(exc).__name__}) while it was being sent "
-                    f"to the workers ({h.label if h is not None else '?'} of "
-                    f"{len(self.handles)}): some have it and some not, so they are no longer "
-                    "in step"
+                    f"{cmd} failed ({type(exc).__name__}) while it was being sent to the "
+                    f"workers ({h.label if h is not None else '?'} of {len(self.handles)}): "
+                    "some have it and some not, so they are no longer in step"
                 )
             raise
 
@@ -343,18 +325,10 @@ class WorkerGroup(ABC):
         failures: list[tuple[int, WorkerError]] = []
         for k, h in enumerate(handles):
             try:
-                if h.suspect and h.resumable:
-                    h.kill()
-                    raise h.error(
-                        WorkerDiedError,
-                        "was killed: an interrupt (Ctrl-C) cut a message to or from it "
-                        "part-way, so its pipe cannot be read in step any more",
-                        call,
-                    )
                 results[k] = self.wait(h, deadline, call, budget)
             except WorkerError as err:
                 failures.append((k, err))
-            except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
+            except BaseException as exc:  # KeyboardInterrupt: in a wait, asked again
                 if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
                     self.failure = bug = h.error(  # a bug in the backend's handle
                         WorkerError,
@@ -364,8 +338,7 @@ class WorkerGroup(ABC):
                         call,
                     )
                     raise bug from exc
-                if not h.resumable:  # (a resumable handle is asked again, or is suspect)
-                    h.suspect = True
+                if not (h.resumable or h.own_wait):  # (else asked again by *_wait())
                     self.failure = RuntimeError(
                         f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
                     )
@@ -451,49 +424,18 @@ class WorkerGroup(ABC):
             )
             raise
 
-    def finish_sends(self) -> None:
-        """After an interrupt: send the step/reset in flight to the workers that do not have
-        it yet, finish a send cut part-way
-        ([`WorkerHandle.resume`][envfactory.vectorizers.remote.WorkerHandle.resume]), and
-        give the parent's own envs (a handle whose command a Ctrl-C cut while it ran here,
-        [`WorkerHandle.cut`][envfactory.vectorizers.remote.WorkerHandle.cut]) what can stand for
-        it: a reset is redone; a step's envs end their episode truncated at the last
-        observation the caller saw, with ``infos["restarted"]``, and reset."""
-        cut = self.cut
-        if cut is None:
-            return
-        cmd, handles, marks, data_of = cut
-        if len(marks) < len(handles):  # the handles a cut post never reached: not sent yet
-            marks.extend([h.sent for h in handles[len(marks) :]])  # (kept for a next cut)
-        for k, h in enumerate(handles):
-            mark = marks[k]
-            lost = h.cut()
-            if h.suspect:
-                continue  # killed by gather
-            if lost is not None:
-                if lost[0] == Cmd.STEP:
-                    done = self.env._done[h.start : h.stop].tolist()
-                    h.send(Cmd.RESTARTED, Restarted(self.last_obs(h), done))
-                else:  # a reset or a recovery: done again from the start
-                    h.send(*lost)
-            elif h.sent == mark:
-                h.send(cmd, data_of(h))
-            else:
-                h.resume()
-
     def post_calls(
         self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
     ) -> list[tuple[WorkerHandle, list[int]]]:
-        """Send ``record(local indices, handle)`` to the workers of ``indices`` (as the call
-        that ``*_wait()`` finishes after a Ctrl-C, `finish_sends`); returns each worker
-        asked with its local indices, for `gather_calls`."""
+        """Send ``record(local indices, handle)`` to the workers of ``indices``; returns each
+        worker asked with its local indices, for `gather_calls`."""
         asked = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
         asked = [(h, loc) for h, loc in asked if loc]
         local_of = {id(h): loc for h, loc in asked}
         handles = [h for h, _ in asked]
         if self.before_calls is not None:
             self.before_calls(handles)
-        self.send(cmd, handles, lambda h: record(local_of[id(h)], h), finish=True)
+        self.send(cmd, handles, lambda h: record(local_of[id(h)], h))
         return asked
 
     def gather_calls(
@@ -535,7 +477,7 @@ class WorkerGroup(ABC):
         Whatever is still running afterwards is killed by the caller."""
         asked = []
         for h in self.handles:
-            if h.suspect or not h.alive:
+            if not h.alive:
                 continue
             try:
                 h.send(Cmd.CLOSE, None)

@@ -38,16 +38,16 @@ class PoolBackend(ABC):
     #: and gives the same answer, also after a `post` to the same handle meanwhile
     resumes_reads: bool = False
 
+    def taken(self, handle: WorkerHandle) -> int | None:
+        """The ticket of the message ``handle`` took in a `post` that a Ctrl-C cut while
+        it waited to write it (the handle writes it before anything else), or None where
+        that cannot be known."""
+        return None
+
     def answered(self, handle: WorkerHandle, ticket: int) -> bool:
         """Whether asking `answer` for ``ticket`` again (a read an interrupt cut) would
         not wait: a poll (``recv(timeout=0)``) finishes only such cut reads."""
         return False
-
-    def taken(self, handle: WorkerHandle) -> int | None:
-        """The ticket of the message ``handle`` took in a `post` that an interrupt cut
-        while it waited to write the rest (a resumable handle, whose ``sent`` moved on),
-        or None where that cannot be known."""
-        return None
 
     @abstractmethod
     def answer(
