@@ -34,6 +34,7 @@ class _CtrlC:
         self.depth = 0  # nested holds of the main thread
         self.shut = 0  # nested holds whose waits let no Ctrl-C through (`held_ctrl_c`)
         self.open = False  # the main thread is in a wait: a Ctrl-C goes through at once
+        self.second = False  # decoding an answer: a second Ctrl-C goes through (`decoding`)
         self.pending: tuple[int, Any] | None = None
         self.prev: Any = None  # the handler it replaced
         self.lent: Any = None  # a handler set after it, which it stands in front of for a call
@@ -63,7 +64,7 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self.prev)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self.depth and not self.open:
+        if self.depth and not self.open and not (self.second and self.pending is not None):
             self.pending = (signum, frame)  # raised at the next wait, or when the hold ends
             return
         self.pending = None
@@ -118,6 +119,18 @@ class _CtrlC:
             return wait(limit)
         finally:
             self.open = was
+
+
+    def decoding(self, decode: Callable[[Any], Any], raw: Any) -> Any:
+        """``decode(raw)``, an answer's unpickling, which may take long (an object's own
+        ``__setstate__``) and is safe to repeat: the first Ctrl-C is held (raised once the
+        answer is recorded), a second one goes through at once, and the next wait decodes
+        it again."""
+        was, self.second = self.second, True
+        try:
+            return decode(raw)
+        finally:
+            self.second = was
 
 
 HOLD = _CtrlC()

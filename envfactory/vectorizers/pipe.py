@@ -367,7 +367,7 @@ class PipeHandle(WorkerHandle):
         raw = self._rmsg
         assert raw is not None
         try:
-            seq, status, payload = pickle.loads(raw)
+            seq, status, payload = HOLD.decoding(pickle.loads, raw)  # (kept until decoded)
         except Exception as bad:  # a whole answer arrived but cannot be unpickled here
             err = self.error(
                 RemoteEnvError,
