@@ -19,8 +19,10 @@ never on import. A handler the program sets after that is lent the hold for each
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+from _thread import get_ident
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,6 +42,14 @@ class _CtrlC:
         self.lent: Any = None  # a handler set after it, which it stands in front of for a call
         self.users = 0
         self.handler = self._on_sigint  # (one bound method: compared by identity)
+        self.main = threading.main_thread().ident  # (a C compare per call, not a lookup)
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self.main = threading.main_thread().ident  # (the forking thread is the child's main)
+        self.depth = self.shut = 0
+        self.open = self.second = False
+        self.pending = self.lent = None
 
     def use(self) -> bool:
         """Install the hold (main thread; where a Python handler is set); True if it is."""
@@ -84,7 +94,7 @@ class _CtrlC:
             self._forward(signum, frame)
 
     def __enter__(self) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if get_ident() == self.main:
             if self.depth == 0 and self.users:
                 current = signal.getsignal(signal.SIGINT)
                 if current is not self.handler and callable(current):  # set since `use`
@@ -93,9 +103,9 @@ class _CtrlC:
             self.depth += 1
 
     def __exit__(self, *exc: Any) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if get_ident() == self.main:
             self.depth -= 1
-            if self.depth == 0:
+            if self.depth == 0 and (self.lent is not None or self.pending is not None):
                 lent = self.lent
                 if lent is not None:
                     signal.signal(signal.SIGINT, lent)
@@ -107,11 +117,7 @@ class _CtrlC:
     def waiting(self, wait: Callable[[Any], Any], limit: Any) -> Any:
         """``wait(limit)``, the one place a held call lets a Ctrl-C through (one held
         since the call began is raised first); inside `held_ctrl_c`, none."""
-        if (
-            self.depth == 0
-            or self.shut
-            or threading.current_thread() is not threading.main_thread()
-        ):
+        if self.depth == 0 or self.shut or get_ident() != self.main:
             return wait(limit)
         self._raise_pending()
         was, self.open = self.open, True

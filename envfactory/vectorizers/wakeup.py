@@ -395,11 +395,13 @@ class StepHandoff:
         buf = self.actions
         if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
             return False
-        if any(w.unsent for w in self.workers):  # (the rest of a message: it goes first)
-            return False
+        workers, seqs = self.workers, []
+        for w in workers:
+            if w.unsent:  # (the rest of a message a Ctrl-C cut: it goes first, by pipe)
+                return False
+            seqs.append(w.sent + 1)
         buf[:] = actions[: self.stop]
-        workers = self.workers
-        self.seqs = seqs = [w.sent + 1 for w in workers]
+        self.seqs = seqs
         self.cmd[:] = seqs  # the post itself: one store
         for w, seq in zip(workers, seqs):  # each handle books its own state
             w.booked(seq)
