@@ -485,7 +485,7 @@ def _main() -> None:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     try:
-        args = expand_home(with_sweeper(rerun_arguments(sys.argv[1:])))  # hydra.run.dir=~/..
+        args = with_sweeper(rerun_arguments(expand_home(sys.argv[1:])))  # ~/.. expanded
         check_arguments(args)
     except ConfigError as exc:
         release_conflicts(exc)

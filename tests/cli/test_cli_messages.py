@@ -139,6 +139,27 @@ def test_a_sweep_dir_under_home_and_a_config_files_run_dir_are_expanded(tmp_path
     assert not (work / "~").exists()
 
 
+def test_a_config_dir_after_an_equals_sign_is_expanded(tmp_path: Path) -> None:
+    """``--config-dir=~/exps`` (the shell expands no ``~`` after ``=``) was looked for as
+    ``./~/exps``: "no such folder"."""
+    home = tmp_path / "home"
+    (home / "exps" / "experiment").mkdir(parents=True)
+    (home / "exps" / "experiment" / "two.yaml").write_text("# @package _global_\nnum_envs: 2\n")
+    proc = _cli(
+        [
+            "--config-dir=~/exps",
+            "+experiment=two",
+            "run.total_steps=8",
+            "run.progress=false",
+            "hydra.run.dir=run",
+        ],
+        tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["num_envs"] == 2
+
+
 def test_a_home_of_no_such_user_is_one_line(tmp_path: Path) -> None:
     proc = _cli(["hydra.run.dir=~no_such_user_39/runs", "run.total_steps=8"], tmp_path)
     assert proc.returncode == 2, proc.stderr
