@@ -540,6 +540,13 @@ def _main() -> None:
         if not user_wants_tracebacks:
             os.environ.pop("HYDRA_FULL_ERROR", None)
     sweep = SweepSummary.last
+    if sweep is not None and sweep.same_error:  # what every job shares: say it once
+        print(
+            f"envfactory: error: all {sweep.total} sweep jobs failed: {sweep.same_error} "
+            f"(see {sweep.table_path})",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
     if sweep is not None and sweep.failed:
         print(
             f"envfactory: error: {sweep.failed} of {sweep.total} sweep jobs failed "

@@ -489,3 +489,15 @@ def test_pool_calls_on_a_vector_env_that_is_no_pool_say_where_they_are(
         overrides=["vectorizer=subproc", "num_envs=2", "vectorizer.batch_size=1"]
     ) as pool:
         assert all(callable(getattr(pool, n)) for n in ("async_reset", "recv", "send"))
+
+
+def test_a_mistake_every_sweep_job_shares_is_said_once(tmp_path: Path) -> None:
+    """``-m num_envz=1,2`` failed every job with the same line and ended with only "2 of 2
+    sweep jobs failed": the mistake is now on the last line."""
+    proc = _cli(["-m", "num_envz=1,2", "run.total_steps=8", "hydra.sweep.dir=sw"], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "envfactory: error: all 2 sweep jobs failed: unknown key num_envz. Did you mean 'num_envs'?"
+    ), last
+    assert last.endswith(f"(see {tmp_path / 'sw' / 'sweep_summary.md'})")
