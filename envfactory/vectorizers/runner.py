@@ -9,6 +9,7 @@ worker, answering the env commands of `protocol`."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -135,8 +136,28 @@ def call_env(env: Any, name: str | Callable[..., Any], args: Any, kwargs: Any) -
     when it is callable and ``args`` is not None (``get_attr`` passes None)."""
     if callable(name):
         return name(env, *args, **kwargs)
-    attr = env.get_wrapper_attr(name)
+    try:
+        attr = env.get_wrapper_attr(name)
+    except AttributeError as exc:  # gymnasium's names the outer wrapper, not the env
+        raise AttributeError(_no_attribute(env, name)) from exc
     return attr(*args, **kwargs) if args is not None and callable(attr) else attr
+
+
+def _no_attribute(env: Any, name: str) -> str:
+    """The line for an attribute that neither an env nor any of its wrappers has: the env,
+    the closest public name (a misspelling), where the names are."""
+    names: set[str] = set()
+    layer = env
+    while layer is not None:
+        names.update(n for n in dir(layer) if not n.startswith("_"))
+        layer = getattr(layer, "env", None)
+    close = difflib.get_close_matches(name, sorted(names), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    env_id = getattr(getattr(env, "spec", None), "id", None) or type(env.unwrapped).__name__
+    return (
+        f"{env_id} has no attribute {name!r} (nor has any of its wrappers).{hint} "
+        f"The env's own are listed by dir(env.unwrapped)"
+    )
 
 
 class _LostEnv:
