@@ -1,26 +1,87 @@
-"""The options of the subprocess vectorizers: their schemas (``subproc``, ``subproc-atari``,
-``auto``) and `check_split`, the one check of ``batch_size`` and ``in_parent`` against
-``num_envs``. What the options decide is the plan's (`plan.plan_split`)."""
+"""The options, checked where they are read: the fault options every remote backend takes
+(`FaultOptions`, `check_fault_options`: ``timeout=inf`` becomes null here, once), the schemas
+of the subprocess vectorizers (``subproc``, ``subproc-atari``, ``auto``) and `check_split`, the
+one check of ``batch_size`` and ``in_parent`` against ``num_envs``. What they decide is the
+plan's (`plan.plan_split`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, Optional
 
 from ..config.checks import check_bool, check_choice, check_int
 from ..errors import OptionError
-from .checks import FaultOptions
 
 __all__ = [
     "START_METHODS",
     "AutoConfig",
+    "FaultOptions",
     "SubprocAtariConfig",
     "SubprocConfig",
+    "check_fault_options",
     "check_split",
 ]
 
 START_METHODS = ("fork", "forkserver", "spawn")
+
+
+def check_fault_options(options: Any) -> None:
+    """Check the fault options of a remote backend
+    ([`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' fields) in its config schema:
+    ``timeout`` > 0 seconds or null (``inf`` becomes null: no timeout), ``restart`` and ``copy``
+    true or false, ``max_restarts`` an integer >= 0, ``restart_window`` > 0 seconds; a key the
+    schema lacks is skipped. Each raises [`OptionError`][envfactory.errors.OptionError]
+    (``vectorizer.<key>=<value>: expected ...``)."""
+    seconds = (
+        ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
+        ("restart_window", "a number of seconds > 0"),
+    )
+    for key, expected in seconds:
+        value = getattr(options, key, None)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0:
+            raise OptionError(key, value, expected)
+    if getattr(options, "timeout", None) == math.inf:
+        options.timeout = None
+    for key in ("restart", "copy"):
+        if hasattr(options, key):
+            check_bool(options, key)
+    if hasattr(options, "max_restarts"):
+        check_int(options, "max_restarts", 0)
+
+
+@dataclass
+class FaultOptions:
+    """The fault options every [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv] takes,
+    as fields for a backend's config schema to inherit (``@dataclass class MyConfig(FaultOptions)``,
+    whose fields follow these; a ``__post_init__`` of its own calls ``super().__post_init__()``).
+
+    Attributes:
+        timeout: seconds a worker may take for one call (> 0); null or ``inf`` waits
+            forever.
+        restart: rebuild the envs of a worker that dies, hangs past ``timeout`` or raises
+            during ``step``/``reset``, and report their episodes as truncated (at the last
+            observation seen; ``infos["restarted"]``) instead of raising.
+        max_restarts: with ``restart``, the fault after this many restarts of one worker
+            within ``restart_window`` seconds is raised (a simulator that keeps failing).
+        restart_window: seconds over which ``max_restarts`` counts.
+        copy: return a copy of the observation batch (false: a buffer the next step
+            overwrites).
+    """
+
+    timeout: Optional[float] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
+    restart: bool = False
+    max_restarts: int = 5
+    restart_window: float = 60.0
+    copy: bool = True
+
+    def __post_init__(self) -> None:
+        """[`check_fault_options`][envfactory.vectorizers.remote.check_fault_options] at compose
+        time."""
+        check_fault_options(self)
 
 
 @dataclass

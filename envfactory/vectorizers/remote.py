@@ -46,10 +46,12 @@ else from envfactory than this module and the public ``envfactory`` names (error
 
 from __future__ import annotations
 
-from .checks import FaultOptions, check_fault_options, check_spaces, count_restart
+from .answers import check_spaces
+from .checks import count_restart
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
 from .infos import keep_rows, merge_block, merge_infos
+from .options import FaultOptions, check_fault_options
 from .plan import plan_split
 from .pool_env import PoolVecEnv, take_rows
 from .protocol import (
