@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 
@@ -12,9 +12,6 @@ from ..plugin.spec import hookimpl
 from ..plugin.types import VectorizerPlugin
 from .base import VecEnvBase, tile_images
 from .dummy import DummyConfig, DummyVecEnv, build_dummy
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "DummyVecEnv",

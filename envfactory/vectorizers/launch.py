@@ -1,7 +1,9 @@
 """Starting worker processes: from one long-lived launcher thread (a worker dies with the
 thread that started it), with SIGINT blocked, from inside a daemonic process too, without
 re-running ``__main__``; the fork server booted early; the descriptor check before a start;
-the fork hooks that keep a forked child off its parent's workers and fork server."""
+the fork hooks that keep a forked child off its parent's workers and fork server; a start
+method's context (`context_of`) and the env constructors as its workers receive them
+(`payload`)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _compat
+from ..errors import UnpicklableEnvError
+from .handle import env_label
 
 __all__ = [
     "WORKER_PRELOAD",
     "boot_forkserver",
     "check_descriptors",
+    "context_of",
     "install_fork_hook",
+    "payload",
     "prestart",
     "start_process",
 ]
@@ -185,3 +191,38 @@ def start_process(proc: Any) -> None:
         raise
     if "error" in box:
         raise box["error"]
+
+
+def context_of(method: str) -> Any:
+    """The multiprocessing context of ``method``; under ``forkserver`` its preload extended
+    with `WORKER_PRELOAD` (never replacing the user's) and the at-fork hook installed (it
+    only matters once a fork server exists)."""
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        _compat.forkserver_preload(ctx, WORKER_PRELOAD)
+        install_fork_hook()
+    return ctx
+
+
+def payload(method: str, fns: list, start: int) -> Any:
+    """Env constructors as a worker of ``method`` receives them: as they are under ``fork``,
+    else cloudpickled (an `UnpicklableEnvError` names the first that is not)."""
+    if method == "fork":
+        return fns
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps(fns)
+    except Exception as exc:
+        for i, fn in enumerate(fns):
+            try:
+                cloudpickle.dumps(fn)
+            except Exception as inner:
+                raise UnpicklableEnvError(
+                    f"env {start + i} ({env_label(fn)!r}) cannot be sent to a worker process "
+                    f"with context={method!r}: {type(inner).__name__}: {inner}. Make "
+                    "the env constructor picklable (a module-level function or class, no "
+                    "open files/locks/lambdas over unpicklable objects), or use "
+                    "vectorizer.context=fork"
+                ) from inner
+        raise UnpicklableEnvError(f"env constructors cannot be pickled: {exc}") from exc

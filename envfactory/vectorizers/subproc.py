@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy as _copy
 import math
-import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -30,9 +29,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
-from .. import _compat
-from ..errors import ConfigError, UnpicklableEnvError
-from .launch import WORKER_PRELOAD, check_descriptors, install_fork_hook, start_process
+from ..errors import ConfigError
+from .launch import check_descriptors, context_of, payload, start_process
 from .options import START_METHODS, SubprocAtariConfig, SubprocConfig
 from .probe import step_seconds
 from .remote import (
@@ -420,43 +418,8 @@ def _rows(actions: Any, h: WorkerHandle) -> Any:
     return actions[h.start : h.stop]
 
 
-def context_of(method: str) -> Any:
-    """The multiprocessing context of ``method``; under ``forkserver`` its preload extended
-    with `WORKER_PRELOAD` (never replacing the user's) and the at-fork hook installed (it
-    only matters once a fork server exists)."""
-    ctx = mp.get_context(method)
-    if method == "forkserver":
-        _compat.forkserver_preload(ctx, WORKER_PRELOAD)
-        install_fork_hook()
-    return ctx
-
-
 def probe_for(method: str, env_fns: Sequence[Callable[[], gym.Env]]) -> Callable[[], Any]:
     """The plan's probe: one step of the first env timed in a throwaway process of
     ``method`` (`step_seconds`), run only where it could change the split."""
     return lambda: step_seconds(context_of(method), payload(method, list(env_fns[:1]), 0),
                                 start_process)  # fmt: skip
-
-
-def payload(method: str, fns: list, start: int) -> Any:
-    """Env constructors as a worker of ``method`` receives them: as they are under ``fork``,
-    else cloudpickled (an `UnpicklableEnvError` names the first that is not)."""
-    if method == "fork":
-        return fns
-    import cloudpickle
-
-    try:
-        return cloudpickle.dumps(fns)
-    except Exception as exc:
-        for i, fn in enumerate(fns):
-            try:
-                cloudpickle.dumps(fn)
-            except Exception as inner:
-                raise UnpicklableEnvError(
-                    f"env {start + i} ({env_label(fn)!r}) cannot be sent to a worker process "
-                    f"with context={method!r}: {type(inner).__name__}: {inner}. Make "
-                    "the env constructor picklable (a module-level function or class, no "
-                    "open files/locks/lambdas over unpicklable objects), or use "
-                    "vectorizer.context=fork"
-                ) from inner
-        raise UnpicklableEnvError(f"env constructors cannot be pickled: {exc}") from exc

@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from test_infos import _assert_same
 
 import envfactory
 from envfactory import _compat
@@ -104,16 +105,6 @@ ROWS = [
 ]
 
 
-def _same(a: Any, b: Any) -> None:
-    assert type(a) is type(b)
-    if isinstance(a, dict):
-        assert sorted(a) == sorted(b)
-        for key in a:
-            _same(a[key], b[key])
-    else:
-        assert a.dtype == b.dtype and [repr(x) for x in a.tolist()] == [repr(x) for x in b.tolist()]
-
-
 @pytest.mark.parametrize("cut", [1, 2, 3, 4])
 def test_blocks_merged_equal_the_envs_merged_one_by_one(cut: int) -> None:
     """A worker's already-merged infos (a block), merged into the batch, equal every env's
@@ -123,9 +114,9 @@ def test_blocks_merged_equal_the_envs_merged_one_by_one(cut: int) -> None:
         want = _compat.add_info(want, info, k, 6)
     first = merge_infos([r for r in ROWS if r[0] < cut], cut)
     second = merge_infos([(k - cut, i) for k, i in ROWS if k >= cut], 6 - cut)
-    _same(merge_block(merge_block({}, first, 0, 6), second, cut, 6), want)
+    _assert_same(merge_block(merge_block({}, first, 0, 6), second, cut, 6), want)
     kept = keep_rows(want, np.array([k < cut for k in range(6)]))
-    _same(kept, merge_block({}, first, 0, 6))
+    _assert_same(kept, merge_block({}, first, 0, 6))
 
 
 class _ScalarFinalObs(gym.Env):
@@ -153,7 +144,7 @@ def test_a_scalar_info_named_final_obs_merges_as_gymnasiums_through_the_columns(
         envs.reset(seed=0)
         got = [envs.step(np.zeros(2, np.int64))[4] for _ in range(4)]
     for a, b in zip(want, got):
-        _same(b, a)
+        _assert_same(b, a)
 
 
 def test_the_author_api_exports_the_plan_and_the_rules() -> None:
