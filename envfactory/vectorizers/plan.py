@@ -48,6 +48,7 @@ def plan_split(
     fallback: bool = False,
     load: float | None = None,
     probe: Callable[[], float | None] | None = None,
+    cpus: int | None = None,
 ) -> Split:
     """The split of ``num_envs`` envs, decided once before any is built: envs per worker,
     the envs this process steps itself (the last ones), and the one-line reason.
@@ -71,6 +72,9 @@ def plan_split(
             (`others_running`; None: sampled here, once, if the plan depends on it).
         probe: the seconds of one env's step, timed in a throwaway process (called only
             on 8 or more cpus where it could change the split).
+        cpus: the cores the workers share (None: this machine's, ``os.cpu_count()``; a
+            backend on other machines passes theirs, and a ``load`` it measured there or
+            0.0).
 
     Returns:
         The plan, a [`Split`][envfactory.vectorizers.record.Split].
@@ -86,6 +90,7 @@ def plan_split(
         [(0, 2), (2, 3)]
     """
     check_split(num_envs, batch_size, in_parent, "vectorizer")
+    cpus = _cpus(cpus)
     asked = {
         "in_series": in_series,
         "in_parent": in_parent,
@@ -94,32 +99,38 @@ def plan_split(
         "batch_size": batch_size,
     }
     if batch_size is not None:
-        series = pool_in_series(num_envs, batch_size, in_series)
-        return _planned(asked, split_envs(num_envs, series), 0, None)
+        series = pool_in_series(num_envs, batch_size, in_series, cpus)
+        return _planned(asked, split_envs(num_envs, series), 0, None, cpus)
     if load is None and (in_series is None or in_parent is None):
         load = others_running()
     needs_worker = in_series or timeout is not None or restart
-    if fallback and in_parent is None and not needs_worker and no_core_for_a_worker(load):
-        return fallback_split(num_envs, load)
+    if fallback and in_parent is None and not needs_worker and no_core_for_a_worker(load, cpus):
+        return fallback_split(num_envs, load, cpus)
     if images and in_series is None:
-        share, in_series = image_split(num_envs, in_parent, timeout, restart, load)
+        share, in_series = image_split(num_envs, in_parent, timeout, restart, load, cpus)
     else:
-        share = parent_share(num_envs, in_parent, in_series, timeout, restart, images, load)
+        share = parent_share(num_envs, in_parent, in_series, timeout, restart, images, load, cpus)
     if in_series is None:  # one worker per core free, a core left to this process's share
-        in_series = default_in_series(num_envs - share, share > 0, None if share else load)
+        in_series = default_in_series(num_envs - share, share > 0, None if share else load, cpus)
         if probe is not None and not share and not images:
-            in_series = cheap_in_series(num_envs, in_series, probe)
-    return _planned(asked, split_envs(num_envs - share, in_series), share, load)
+            in_series = cheap_in_series(num_envs, in_series, probe, cpus)
+    return _planned(asked, split_envs(num_envs - share, in_series), share, load, cpus)
 
 
 def _planned(
-    asked: dict[str, Any], slices: list[tuple[int, int]], in_parent: int, load: float | None
+    asked: dict[str, Any], slices: list, in_parent: int, load: float | None, cpus: int
 ) -> Split:
     sizes = [b - a for a, b in slices]
-    return explain_split(asked, sizes, int(in_parent), load)
+    return explain_split(asked, sizes, int(in_parent), load, cpus)
 
 
-def pool_in_series(num_envs: int, batch_size: int, in_series: int | None) -> int:
+def _cpus(cpus: int | None) -> int:
+    return cpus or os.cpu_count() or 1
+
+
+def pool_in_series(
+    num_envs: int, batch_size: int, in_series: int | None, cpus: int | None = None
+) -> int:
     """``in_series`` of a pool when the config leaves it null: one worker per core, as
     ``subproc-atari`` (the parent mostly waits; a learner shares its core), but no worker
     with more envs than ``batch_size``, so a worker's answer fits one ``recv`` and at
@@ -127,18 +138,19 @@ def pool_in_series(num_envs: int, batch_size: int, in_series: int | None) -> int
     workers of 8; 8 Pongs, ``batch_size=4`` on 2 cores: 2 workers of 4)."""
     if in_series is not None:
         return in_series
-    return max(1, min(default_in_series(num_envs, leave_parent_a_core=False), batch_size))
+    return max(1, min(default_in_series(num_envs, False, None, cpus), batch_size))
 
 
-def no_core_for_a_worker(load: float | None = None) -> bool:
+def no_core_for_a_worker(load: float | None = None, cpus: int | None = None) -> bool:
     """Whether a worker process would wait for a core at every step: fewer than two cores
     are free (``load``: other programs' runnable threads now, `others_running`), one
     for the parent and one for a worker."""
-    cpus = os.cpu_count() or 1
-    return cpus - (others_running() if load is None else load) < 1.5
+    return _cpus(cpus) - (others_running() if load is None else load) < 1.5
 
 
-def default_in_series(num_envs: int, leave_parent_a_core: bool, load: float | None = None) -> int:
+def default_in_series(
+    num_envs: int, leave_parent_a_core: bool, load: float | None = None, cpus: int | None = None
+) -> int:
     """Envs per worker: one worker per core, or (``leave_parent_a_core``: the parent steps a
     share of the envs itself) one worker per core but one. With ``load`` (other programs'
     running threads, `others_running`): one worker per core they leave free, when they
@@ -147,7 +159,7 @@ def default_in_series(num_envs: int, leave_parent_a_core: bool, load: float | No
     made 0.62x ``dummy`` in one worker, 0.54x in two); on an oversubscribed machine still
     one per core (a program's share of the CPUs grows with its process count there: 0.39x
     in two workers, 0.29x in one)."""
-    cpus = os.cpu_count() or 1
+    cpus = _cpus(cpus)
     workers = max(1, cpus - 1) if leave_parent_a_core else cpus
     if load is not None and not leave_parent_a_core:
         free = cpus - round(load)
@@ -209,6 +221,7 @@ def parent_share(
     restart: bool,
     images: bool,
     load: float | None = None,
+    cpus: int | None = None,
 ) -> int:
     """How many envs (the last ones) the parent steps itself: ``in_parent``, or (null) as
     many as one worker gets, when nothing asks for what only a worker process gives
@@ -223,7 +236,7 @@ def parent_share(
         return int(in_parent)
     if in_series is not None or timeout is not None or restart or images:
         return 0
-    cpus = os.cpu_count() or 1
+    cpus = _cpus(cpus)
     if cpus < 2:
         return 0
     if load is None:
@@ -241,28 +254,31 @@ def image_split(
     timeout: float | None,
     restart: bool,
     load: float | None = None,
+    cpus: int | None = None,
 ) -> tuple[int, int]:
     """``subproc-atari``'s default split, ``(in_parent, in_series)``: the parent steps a
     worker's share when `parent_share` gives one (a core idle; ``load`` as there)
     and one worker steps the rest, as ``subproc``; otherwise every env is in a worker, one
     worker per core (a synchronous step leaves the parent nothing to do while it waits,
     so it only pays to keep the parent out when it has no core of its own)."""
-    share = parent_share(num_envs, in_parent, None, timeout, restart, False, load)
-    return share, default_in_series(num_envs - share, leave_parent_a_core=share > 0)
+    share = parent_share(num_envs, in_parent, None, timeout, restart, False, load, cpus)
+    return share, default_in_series(num_envs - share, share > 0, None, cpus)
 
 
 #: on 8 or more cpus, an env whose step takes less than this goes two or more to a worker
 CHEAP_STEP_SECONDS = 50e-6
 
 
-def cheap_in_series(num_envs: int, in_series: int, probe: Callable[[], float | None]) -> int:
+def cheap_in_series(
+    num_envs: int, in_series: int, probe: Callable[[], float | None], cpus: int | None = None
+) -> int:
     """Envs per worker for ``subproc``'s default on 8 or more cpus: enough for one worker
     per two cpus when ``probe()`` (an env step's seconds, `probe.step_seconds`) is under
     `CHEAP_STEP_SECONDS`, else ``in_series``. The probe runs only where it could change
     the split. Measured on 16 vCPUs (2026-11-27, docs/benchmarks.md): 16 CartPoles (a step
     of ~10 us) made 165k steps/s in 8 workers against 122k in 16, and 32 made 211k in 8
     against 185k in 16; 16 Pongs (~600 us) made 0.77x in 8 workers, so they keep one each."""
-    cpus = os.cpu_count() or 1
+    cpus = _cpus(cpus)
     fewer = math.ceil(num_envs / max(1, cpus // 2))
     if cpus < 8 or fewer <= in_series:
         return in_series
@@ -270,14 +286,18 @@ def cheap_in_series(num_envs: int, in_series: int, probe: Callable[[], float | N
     return fewer if seconds is not None and seconds < CHEAP_STEP_SECONDS else in_series
 
 
-def _load_words(load: float | None) -> str:
-    cpus = os.cpu_count() or 1
+def _load_words(load: float | None, cpus: int | None = None) -> str:
+    cpus = _cpus(cpus)
     seen = "not sampled" if load is None else f"{load:.1f} running threads of other programs"
     return f"load {seen} on {cpus} cpu{'s' if cpus != 1 else ''}"
 
 
 def explain_split(
-    requested: Mapping[str, Any], workers: list[int], in_parent: int, load: float | None
+    requested: Mapping[str, Any],
+    workers: list[int],
+    in_parent: int,
+    load: float | None,
+    cpus: int | None = None,
 ) -> Split:
     """The [`Split`][envfactory.vectorizers.record.Split] a ``subproc``-family build
     decided: ``requested`` are the vectorizer's options as configured (``in_series``,
@@ -285,6 +305,7 @@ def explain_split(
     what was built, ``load`` what the build sampled (`others_running`; None: not sampled,
     because nothing was left to the cores free)."""
     parts: list[str] = []
+    cpus = _cpus(cpus)
     batch = requested.get("batch_size")
     series = requested.get("in_series")
     if batch is not None:
@@ -293,7 +314,7 @@ def explain_split(
         parts.append(f"in_series={series} as configured")
     elif batch is None:
         share = " but the one left to this process" if in_parent else ""
-        if not in_parent and (os.cpu_count() or 1) >= 8:
+        if not in_parent and cpus >= 8:
             share = " (on 8+ cpus a cheap env's step, under 50 us, puts two or more per worker)"
         parts.append(f"in_series null: one worker per core free at build time{share}")
     asked = requested.get("in_parent", 0)
@@ -306,7 +327,6 @@ def explain_split(
         parts.append(f"in_parent null: this process steps {in_parent} (a core was idle)")
     else:
         needs = [k for k in ("in_series", "timeout", "restart") if requested.get(k)]
-        cpus = os.cpu_count() or 1
         if needs:
             why = f"{', '.join(needs)} set (an env in this process can be neither timed out "
             why += "nor restarted)" if set(needs) - {"in_series"} else "nor split by in_series)"
@@ -316,17 +336,17 @@ def explain_split(
             why = "no core idle for this process"
         parts.append(f"in_parent null: none in this process: {why}")
     if load is not None or (series is None and batch is None):
-        parts.append(_load_words(load))
+        parts.append(_load_words(load, cpus))
     return Split(tuple(workers), in_parent, "; ".join(parts))
 
 
-def fallback_split(num_envs: int, load: float | None) -> Split:
+def fallback_split(num_envs: int, load: float | None, cpus: int | None = None) -> Split:
     """``auto``'s fallback: every env in this process, because no core was free for a worker
     when it was built (``load``: other programs' running threads it saw)."""
     return Split(
         (),
         num_envs,
         f"auto fell back to every env in this process: no core free for a worker at build "
-        f"time ({_load_words(load)}; a worker needs two free cores, one for it and one for "
+        f"time ({_load_words(load, cpus)}; a worker needs two free cores, one for it and one for "
         "this process)",
     )

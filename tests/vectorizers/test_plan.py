@@ -52,6 +52,8 @@ def test_plan_split_checks_its_options_once_in_one_line() -> None:
     assert pool.reason == "the async pool (batch_size=8), every env in a worker"
     keep = plan_split(8, timeout=1.0, in_parent=None, load=0.0)
     assert keep.in_parent == 0 and "timeout set" in keep.reason
+    other = plan_split(64, in_parent=None, load=0.0, cpus=16)  # (a backend's own machines)
+    assert other.in_parent == 4 and other.workers == (4,) * 15 and "on 16 cpus" in other.reason
     dummy = plan_split(4, fallback=True, in_parent=None, load=99.0)
     assert dummy.workers == () and dummy.in_parent == 4
     assert dummy.reason.startswith("auto fell back to every env in this process")
