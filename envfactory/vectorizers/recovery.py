@@ -102,7 +102,8 @@ class Recoverable(gym.Wrapper):
       observation the caller saw), reward 0, ``{"restarted": True}``; under ``same_step`` the
       reset that follows at once is flagged ``restarted`` too;
     - ``RESET`` / ``RESET_FLAGGED``: that step was the env's ``next_step`` autoreset: the env
-      is reset, reward 0, flags False (``RESET_FLAGGED``: its info also says ``restarted``).
+      is reset, reward 0, flags False (``RESET_FLAGGED``: its info also says ``restarted``);
+    - None, ``REDONE``, ``NONE``: nothing to recover (a plain step).
 
     Every other call reaches the env unchanged.
     """
@@ -118,7 +119,7 @@ class Recoverable(gym.Wrapper):
 
     def step(self, action: Any) -> Any:
         armed, self.envfactory_recover = self.envfactory_recover, None
-        if armed is None:
+        if armed is None or (isinstance(armed, str) and armed in (REDONE, NONE)):
             return self.env.step(action)
         if armed in (RESET, RESET_FLAGGED):
             obs, info = self.env.reset()

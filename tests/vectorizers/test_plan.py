@@ -96,6 +96,9 @@ def test_a_recoverable_env_ends_its_lost_episode_as_the_rule_says() -> None:
     obs, reward, term, trunc, info = env.step(0)
     assert (reward, term, trunc, info) == (0.0, False, False, {"restarted": True})
     assert env.step(0)[4] == {}  # (disarmed: a plain step)
+    for nothing in (Recover.REDONE, Recover.NONE):  # (nothing to recover: a plain step)
+        env.set_wrapper_attr(Recoverable.ATTR, nothing)
+        assert env.step(0)[4] == {}
 
 
 # -- the merge rule ---------------------------------------------------------------------
