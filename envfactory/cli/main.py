@@ -485,7 +485,7 @@ def _main() -> None:
         print(f"envfactory: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     try:
-        args = expand_home(with_sweeper(rerun_arguments(sys.argv[1:])))  # hydra.run.dir=~/..
+        args = with_sweeper(rerun_arguments(expand_home(sys.argv[1:])))  # ~/.. expanded
         check_arguments(args)
     except ConfigError as exc:
         release_conflicts(exc)
@@ -540,6 +540,13 @@ def _main() -> None:
         if not user_wants_tracebacks:
             os.environ.pop("HYDRA_FULL_ERROR", None)
     sweep = SweepSummary.last
+    if sweep is not None and sweep.same_error:  # what every job shares: say it once
+        print(
+            f"envfactory: error: all {sweep.total} sweep jobs failed: {sweep.same_error} "
+            f"(see {sweep.table_path})",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
     if sweep is not None and sweep.failed:
         print(
             f"envfactory: error: {sweep.failed} of {sweep.total} sweep jobs failed "

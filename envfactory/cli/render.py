@@ -48,12 +48,23 @@ def force_rgb_array(cfg: DictConfig) -> None:
     from envfactory.errors import ConfigError
 
     env = cfg.get("env")
+    family = OmegaConf.select(cfg, "env.family", default=None)
     if not isinstance(env, DictConfig) or "render_mode" not in env:
-        family = OmegaConf.select(cfg, "env.family", default=None)
         raise ConfigError(
             f"run.job=render: env family {family!r} has no render_mode option, so it cannot "
             "render rgb_array frames; use a family that has one (gym, atari) or run.job=rollout"
         )
+    env_id = env.get("id") if family == "gym" else None
+    if isinstance(env_id, str):  # (the gym family's own check would offer null)
+        from envfactory.families.gym import render_modes
+
+        modes = render_modes(env_id)
+        if modes is not None and "rgb_array" not in modes:
+            raise ConfigError(
+                f"run.job=render: {env_id} cannot render rgb_array frames (its render "
+                f"modes: {', '.join(modes) or 'none'}); render an env that can, or use "
+                "run.job=rollout"
+            )
     with open_dict(cfg):
         cfg.env.render_mode = "rgb_array"
 

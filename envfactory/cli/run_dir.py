@@ -49,6 +49,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 __all__ = ["UniqueRunDir", "claim_dir", "expand_home", "hydra_quote", "make_unique"]
 
 DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+HOME_FLAGS = ("--config-dir", "-cd", "--rerun")  # options whose value may start with ~
 
 
 def claim_dir(path: str | Path) -> Path | None:
@@ -96,11 +97,14 @@ def _home(path: str, where: str) -> str:
 def expand_home(args: Sequence[str]) -> list[str]:
     """The command line with a leading ``~`` of a ``hydra.run.dir`` / ``hydra.sweep.dir``
     override's value (quoted or not) expanded to the home folder, the value quoted for
-    Hydra (see the module docstring)."""
+    Hydra (see the module docstring); also of a ``--config-dir=~/..`` or ``--rerun=~/..``,
+    which the shell does not expand after ``=``."""
     out = []
     for arg in args:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+") in DIR_KEYS:
+        if sep and key in HOME_FLAGS and value.startswith("~"):  # (the shell left it)
+            arg = f"{key}={_home(value, arg)}"
+        elif sep and key.lstrip("+") in DIR_KEYS:
             quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
             raw = value[1:-1] if quoted else value
             if raw.startswith("~") and "\\" not in raw:

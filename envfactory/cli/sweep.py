@@ -194,7 +194,9 @@ class SweepSummary(Callback):
             + "\n"
         )
         plot = self._plot(jobs, sweep_dir / f"{self.filename}.png")
-        SweepSummary.last = SweepResult(len(jobs), failed, md_path)
+        errors = {str(j.get("error", "")) for j in jobs}
+        same = errors.pop() if failed == len(jobs) > 1 and len(errors) == 1 else None
+        SweepSummary.last = SweepResult(len(jobs), failed, md_path, same or None)
         if self.echo:
             saved = f"{json_path.name}" + (f" and {plot.name}" if plot else "")
             print(f"\n{head}\n\n{table}\n\nsaved to {md_path}, {saved}", flush=True)
@@ -222,8 +224,10 @@ class SweepSummary(Callback):
 
 @dataclass(frozen=True)
 class SweepResult:
-    """How a sweep went: jobs, failed jobs, where the table is."""
+    """How a sweep went: jobs, failed jobs, where the table is, and the one error every
+    job failed with (a mistake in what all jobs share, such as a misspelt key), if so."""
 
     total: int
     failed: int
     table_path: Path
+    same_error: str | None = None

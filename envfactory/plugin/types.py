@@ -8,6 +8,7 @@ plugin manager checks, attributes and indexes them (see `envfactory.plugin.manag
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,31 @@ def _check_common(kind: str, name: Any, fn: Any, fn_field: str, config: Any) -> 
     if config is not None and not (isinstance(config, type) and dataclasses.is_dataclass(config)):
         raise TypeError(
             f"{kind} {name!r}: config must be a dataclass class (the schema), got {config!r}"
+        )
+    if config is not None:
+        _check_fields(kind, name, fn, fn_field, config)
+
+
+def _check_fields(kind: str, name: str, fn: Any, fn_field: str, config: type) -> None:
+    """Every field of a schema (but the ``family``/``name`` it is picked by) is a keyword
+    ``fn`` takes: a field it does not take would fail only when an env is built."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # (a builtin without a signature: not checkable)
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    takes = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    extra = [
+        f.name
+        for f in dataclasses.fields(config)
+        if f.init and f.name not in ("family", "name") and f.name not in takes
+    ]
+    if extra:
+        raise TypeError(
+            f"{kind} {name!r}: config field(s) {', '.join(extra)} are not parameters of "
+            f"{fn_field} (it takes {', '.join(takes) or 'none'}); add them to "
+            f"{fn_field}'s parameters (or **kwargs) or remove them from the schema"
         )
 
 

@@ -139,6 +139,27 @@ def test_a_sweep_dir_under_home_and_a_config_files_run_dir_are_expanded(tmp_path
     assert not (work / "~").exists()
 
 
+def test_a_config_dir_after_an_equals_sign_is_expanded(tmp_path: Path) -> None:
+    """``--config-dir=~/exps`` (the shell expands no ``~`` after ``=``) was looked for as
+    ``./~/exps``: "no such folder"."""
+    home = tmp_path / "home"
+    (home / "exps" / "experiment").mkdir(parents=True)
+    (home / "exps" / "experiment" / "two.yaml").write_text("# @package _global_\nnum_envs: 2\n")
+    proc = _cli(
+        [
+            "--config-dir=~/exps",
+            "+experiment=two",
+            "run.total_steps=8",
+            "run.progress=false",
+            "hydra.run.dir=run",
+        ],
+        tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["num_envs"] == 2
+
+
 def test_a_home_of_no_such_user_is_one_line(tmp_path: Path) -> None:
     proc = _cli(["hydra.run.dir=~no_such_user_39/runs", "run.total_steps=8"], tmp_path)
     assert proc.returncode == 2, proc.stderr
@@ -468,3 +489,15 @@ def test_pool_calls_on_a_vector_env_that_is_no_pool_say_where_they_are(
         overrides=["vectorizer=subproc", "num_envs=2", "vectorizer.batch_size=1"]
     ) as pool:
         assert all(callable(getattr(pool, n)) for n in ("async_reset", "recv", "send"))
+
+
+def test_a_mistake_every_sweep_job_shares_is_said_once(tmp_path: Path) -> None:
+    """``-m num_envz=1,2`` failed every job with the same line and ended with only "2 of 2
+    sweep jobs failed": the mistake is now on the last line."""
+    proc = _cli(["-m", "num_envz=1,2", "run.total_steps=8", "hydra.sweep.dir=sw"], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "envfactory: error: all 2 sweep jobs failed: unknown key num_envz. Did you mean 'num_envs'?"
+    ), last
+    assert last.endswith(f"(see {tmp_path / 'sw' / 'sweep_summary.md'})")

@@ -104,6 +104,27 @@ def test_render_job_bad_option_is_one_line_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "r" / "render.png").exists()
 
 
+def test_render_job_of_an_env_without_rgb_array_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An env whose render modes lack rgb_array was refused with the gym family's "valid
+    choices: human, or null": null, which the render job cannot use."""
+    (tmp_path / "human_only.py").write_text(
+        "import gymnasium as gym\n"
+        "from gymnasium.envs.classic_control import CartPoleEnv\n"
+        "class HumanOnly(CartPoleEnv):\n"
+        "    metadata = {'render_modes': ['human'], 'render_fps': 50}\n"
+        "gym.register('HumanOnly-v0', entry_point=HumanOnly)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    proc = _cli(["job=render", "env.id=human_only:HumanOnly-v0", "hydra.run.dir=r"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "envfactory: error: run.job=render: human_only:HumanOnly-v0 cannot render rgb_array "
+        "frames (its render modes: human); render an env that can, or use run.job=rollout"
+    ]
+
+
 def test_unknown_job_is_one_line_exit_2(tmp_path: Path) -> None:
     proc = _cli(["run.job=paint", f"hydra.run.dir={tmp_path / 'r'}"], tmp_path)
     assert proc.returncode == 2, proc.stderr

@@ -522,6 +522,34 @@ def test_record_names_must_match_whole() -> None:
     assert envfactory.EnvFamilyPlugin("my-gym_2", dict).name == "my-gym_2"
 
 
+def test_a_schema_field_make_does_not_take_is_refused_at_registration() -> None:
+    """A family whose schema has a field its ``make`` does not take registered, and failed
+    only when an env was built (``make() got an unexpected keyword argument``)."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Schema:
+        family: str = "mine"
+        id: str = "CartPole-v1"
+        max_stepz: int = 10
+
+    def make(id: str, max_steps: int = 10) -> object:
+        return id
+
+    with pytest.raises(TypeError) as info:
+        envfactory.EnvFamilyPlugin("mine", make, config=Schema)
+    assert str(info.value) == (
+        "EnvFamilyPlugin 'mine': config field(s) max_stepz are not parameters of make (it "
+        "takes id, max_steps); add them to make's parameters (or **kwargs) or remove them "
+        "from the schema"
+    )
+
+    def make_any(**options: object) -> object:
+        return options
+
+    assert envfactory.EnvFamilyPlugin("mine", make_any, config=Schema).config is Schema
+
+
 # -- the hookspec docstring examples run as written -------------------------------------
 
 

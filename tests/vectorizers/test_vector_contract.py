@@ -568,6 +568,9 @@ def test_missing_attribute_raises_and_leaves_the_env_usable(case: str) -> None:
         actions = sample_actions(envs.single_action_space, envs.num_envs, 5, 0)
         step_both(envs, ref, actions, "after the failed calls")
         assert envs.get_attr("spec", indices=[0])[0].id == "CartPole-v1"
+        # the env and the closest name, not gymnasium's "wrapper EpisodeStatistics has no ..."
+        with pytest.raises(errors, match=r"CartPole-v1 has no attribute 'gravty' .*'gravity'\?"):
+            envs.get_attr("gravty")
 
 
 @pytest.mark.parametrize("case", CPU_CASES)
