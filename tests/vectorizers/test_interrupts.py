@@ -401,7 +401,10 @@ def test_random_ctrl_c_storm_loses_no_transition_and_never_bricks_the_env(
     maker = {"step_sleep": 0.0005, "episode_len": 7, **options.pop("maker", {})}
     with slow_envs("forkserver", maker=maker, **options) as envs:
         envs.reset(seed=0)
-        batches, raised = _storm_steps(envs, 3.0, seed=len(variant))
+        # (issue 37: a call holds the Ctrl-Cs of its bookkeeping, and a rebuild all of them,
+        # into one, so fewer land a second: the storm with rebuilds lasts longer)
+        seconds = 6.0 if variant == "restart" else 3.0
+        batches, raised = _storm_steps(envs, seconds, seed=len(variant))
         assert raised > 50 and len(batches) > 50
         _check_no_transition_lost(batches, envs.num_envs)
         envs.step(ONES)  # usable after the storm
