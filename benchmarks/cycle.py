@@ -2,8 +2,8 @@
 
 Each env is wrapped in `Timed`, which stamps the start and end of its steps into a
 file-backed array every process maps (``time.perf_counter`` is the same monotonic clock in
-every process); the parent stamps each post and the end of each wait (`StepHandoff.post`
-and `StepHandoff.wait`, wrapped in this process only). Per step it prints the median, p10,
+every process); the parent stamps each post and the end of each wait (`Board.post`
+and `Board.wait`, wrapped in this process only). Per step it prints the median, p10,
 p90 and mean of:
 
 - ``start k``: from the post until worker k's first env starts stepping;
@@ -35,7 +35,7 @@ import numpy as np
 from peers import WORKLOADS, thunks
 
 import envfactory
-from envfactory.vectorizers import wakeup
+from envfactory.vectorizers import board
 
 #: steps a `Timed` env keeps (a ring): more than a run makes
 RING = 1 << 15
@@ -94,7 +94,7 @@ def anatomy(workload: str, n: int, overrides: list[str], seconds: float) -> dict
     np.memmap(path, np.float64, "w+", shape=(n, RING * 2)).flush()
     posts: list[float] = []
     waits: list[float] = []
-    post, wait = wakeup.StepHandoff.post, wakeup.StepHandoff.wait
+    post, wait = board.Board.post, board.Board.wait
 
     def timed_post(self: Any, actions: Any, marks: list[int]) -> bool:
         posts.append(time.perf_counter())
@@ -109,7 +109,7 @@ def anatomy(workload: str, n: int, overrides: list[str], seconds: float) -> dict
                               *overrides])  # fmt: skip
     opts = {k: v for k, v in dict(cfg.vectorizer).items() if k != "name"}
     fns = [_TimedThunk(f, path, i, n) for i, f in enumerate(thunks(workload, n))]
-    wakeup.StepHandoff.post, wakeup.StepHandoff.wait = timed_post, timed_wait  # type: ignore
+    board.Board.post, board.Board.wait = timed_post, timed_wait  # type: ignore
     try:
         with build_subproc(fns, **opts) as envs:
             envs.reset(seed=0)
@@ -141,7 +141,7 @@ def anatomy(workload: str, n: int, overrides: list[str], seconds: float) -> dict
             out.setdefault("cycle", []).append(posts[c + 1] - p)
         return out
     finally:
-        wakeup.StepHandoff.post, wakeup.StepHandoff.wait = post, wait  # type: ignore
+        board.Board.post, board.Board.wait = post, wait  # type: ignore
         os.unlink(path)
 
 

@@ -269,18 +269,18 @@ class PipeHandle(WorkerHandle):
         if slot[WORKER_SLEEPING]:
             signal_eventfd(self.go)
 
-    # -- the group's step hand-off (`StepHandoff`) books its post and answers here ---------
+    # -- the group's board (`Board`) books its post and answers here ----------------------
     def booked(self, seq: int) -> None:
-        """Step ``seq`` was posted for it through its control slot (by the hand-off)."""
+        """Step ``seq`` was posted for it through its control slot (by the board)."""
         self.sent = self.seq = seq
         self.via_slot, self._answer = True, None
 
     def answered(self, answer: Any) -> None:
-        """The hand-off saw the posted step done: its answer, kept for `recv`."""
+        """The board saw the posted step done: its answer, kept for `recv`."""
         self.via_slot, self._answer = False, (self.seq, answer)
 
     def answer_follows(self) -> None:
-        """The hand-off saw the posted step done with its answer to follow by pipe."""
+        """The board saw the posted step done with its answer to follow by pipe."""
         self.via_slot, self._learn_at = False, self.seq
 
     def has_answer(self, seq: int) -> bool:
@@ -419,14 +419,11 @@ class PipeHandle(WorkerHandle):
                         self._pipe_before_done(call)
             return True
 
-        t0 = time.perf_counter()
-        if not (
-            ready()
-            or waiter.wait(ready, t0)
-            or sleep_until(flag, ready, self.done_poll, deadline, woke)
-        ):
+        def sleep() -> bool:
+            return sleep_until(flag, ready, self.done_poll, deadline, woke)
+
+        if not waiter.until(ready, sleep):
             raise TimeoutError
-        waiter.record(time.perf_counter() - t0)
 
     def slot_answer(self, msg: int, deadline: float | None, call: str) -> Any:
         """The answer (a StepResult) of a slot step that is done, by its ``msg`` word:

@@ -209,11 +209,8 @@ class _PipeSite(RemoteSite):
             box[:] = self._ready_now()
             return bool(box)
 
-        waiter, t0 = self._poller.waiter, time.perf_counter()
-        if not (self._spins() and waiter.wait(check, t0)) and not self._sleep_until(check, timeout):
-            return []
-        waiter.record(time.perf_counter() - t0)
-        return box
+        sleep = lambda: self._sleep_until(check, timeout)  # noqa: E731
+        return box if self._poller.waiter.until(check, sleep, self._spins()) else []
 
     def _ready_now(self) -> list[WorkerHandle]:
         """The workers whose answer (or end) is there: a slot step done, or a readable

@@ -10,9 +10,9 @@ from these and [`remote`][envfactory.vectorizers.remote] alone (a test checks it
   with every env's observation, reward and flags, the action batch, and one control slot per
   worker; [`supports_shared_memory`][envfactory.vectorizers.shm.supports_shared_memory] says which
   observation spaces fit;
-- [`StepHandoff`][envfactory.vectorizers.shm.StepHandoff]: the parent's side of one step for every
-  worker (one copy of the actions, one write of the step number to every slot, one wake-up only for
-  a worker that sleeps, one poll over all of them), waiting by
+- [`Board`][envfactory.vectorizers.shm.Board]: the parent's side of every worker's control slot,
+  one step for every worker (one copy of the actions, one write of the step number to every
+  slot, one wake-up only for a worker that sleeps, one poll over all of them), waiting by
   [`Waiter`][envfactory.vectorizers.shm.Waiter]'s policy (spin while a core is free, else sleep);
 - [`PipeHandle`][envfactory.vectorizers.shm.PipeHandle]: the worker handle of a process, its pipe
   (start, calls, infos) and its control slot;
@@ -28,22 +28,23 @@ from these and [`remote`][envfactory.vectorizers.remote] alone (a test checks it
 
 from __future__ import annotations
 
+from .board import Board
 from .infocols import ColumnRows
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .protocol import WorkerSpec
 from .shared import Layout, SharedBuffers, layout_for, supports_shared_memory
-from .wakeup import NO_INFOS, StepHandoff, Waiter, WorkerWake
+from .wakeup import NO_INFOS, Waiter, WorkerWake
 from .worker import worker_main
 
 __all__ = [
     "NO_INFOS",
+    "Board",
     "ColumnRows",
     "Layout",
     "LocalHandle",
     "PipeHandle",
     "SharedBuffers",
-    "StepHandoff",
     "Waiter",
     "WorkerSpec",
     "WorkerWake",

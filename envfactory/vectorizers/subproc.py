@@ -9,9 +9,10 @@ per-step messages carry only the infos the columns do not take. Faults become on
 code or signal and the remote traceback.
 
 `SubprocGroup` is the backend, a [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]: the
-worker processes (one `PipeHandle` each), the shared region, and one hand-off per step for all
-of them (`StepHandoff`). `SubprocVecEnv` is the front over it that steps every env together
-(and a share in the parent, ``in_parent``); `SubprocPool` schedules envs over the same group.
+worker processes (one `PipeHandle` each), the shared region, and the board that posts a step
+to all of them and waits for them (`Board`). `SubprocVecEnv` is the front over it that steps
+every env together (and a share in the parent, ``in_parent``); `SubprocPool` schedules envs
+over the same group.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ from .remote import (
     pop_faults,
 )
 from .shm import (
+    Board,
     ColumnRows,
     LocalHandle,
     PipeHandle,
     SharedBuffers,
-    StepHandoff,
     WorkerSpec,
     layout_for,
     supports_shared_memory,
@@ -74,7 +75,8 @@ PARENT_SHARE_SPIN_US = 1000
 class SubprocGroup(WorkerGroup):
     """Envs in worker processes: starts them (``in_series`` envs each, the last
     ``in_parent`` envs in this process), maps one shared region into all of them, posts a
-    step to all of them at once (``handoff``; the pool posts to each on its own), and
+    step to all of them at once (its `Board`, with ``handoff``; the pool posts to each on its
+    own), and
     implements [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]'s hooks (collect a
     batch, rebuild a worker, release). The options are `SubprocConfig`'s; ``split``: the plan
     (`plan_split`; None: planned here from ``in_series``, ``in_parent`` and ``load``, other
@@ -116,8 +118,8 @@ class SubprocGroup(WorkerGroup):
         self._buffers: SharedBuffers | None = None
         self.workers: list[PipeHandle] = []
         self._local: LocalHandle | None = None  # the parent's own envs (in_parent)
-        #: the step hand-off for every worker at once (None: actions go by pipe)
-        self._handoff: StepHandoff | None = None
+        #: the board: a step posted to every worker at once (None: actions go by pipe)
+        self.board: Board | None = None
 
     def start(self) -> None:
         env_fns, in_parent = self.env_fns, self.in_parent
@@ -150,7 +152,7 @@ class SubprocGroup(WorkerGroup):
             and isinstance(shared.actions, np.ndarray)
             and shared.control is not None
         ):
-            self._handoff = StepHandoff(self.workers, shared.control, shared.actions)
+            self.board = Board(self.workers, shared.control, shared.actions)
 
     # -- start ----------------------------------------------------------------------------
     def _parent_build_failed(self, start: int, n: int, exc: Exception) -> NoReturn:
@@ -295,8 +297,8 @@ class SubprocGroup(WorkerGroup):
         info = self.wait(w, time.monotonic() + budget, "restart", budget)
         w.attach(self._buffers, send_handle)
         self.wait(w, time.monotonic() + budget, "restart", budget)
-        if self._handoff is not None:
-            self._handoff.forget_fds()  # a new pipe
+        if self.board is not None:
+            self.board.forget_fds()  # a new pipe
         return list(info)
 
     @property
@@ -321,9 +323,9 @@ class SubprocGroup(WorkerGroup):
             self._buffers.close()
             self._buffers = None
 
-    # -- one hand-off per step for the workers (see .wakeup) ---------------------------
+    # -- one post and one wait per step for the workers (see .board) --------------------
     def post_step(self, actions: Any) -> None:
-        g = self._handoff
+        g = self.board
         if g is None or not g.post(actions):
             return super().post_step(actions)
         local = self._local
@@ -334,7 +336,7 @@ class SubprocGroup(WorkerGroup):
     def gather_all(
         self, call: str, timeout: float | None, deadline: float | None = None
     ) -> list[Any]:
-        g = self._handoff
+        g = self.board
         if g is None or not g.posted or call != "step":
             return super().gather_all(call, timeout, deadline)
         if timeout is None:

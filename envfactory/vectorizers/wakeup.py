@@ -24,25 +24,11 @@ always sees the other's store). Sleeping waits are also bounded (`SLEEP_SLICE_MS
 so even a lost wake-up would cost milliseconds, never a hang.
 
 This module is the one waiting policy of the subprocess backend: `Waiter` decides
-how long to nap and spin, `sleep_until` is the sleeping half of the handshake (every sleep),
-`Poller` waits for a pipe by the same policy (the parent for an answer, a worker for
-a message, the async pool for the first of its workers), and `StepHandoff` hands a
-step to every worker at once (issue 26): posting and waiting one worker at a time costs
-the parent ~10 us a worker, so it
-
-1. `StepHandoff.post`: writes every worker's actions with one copy into the shared
-   action buffer, every worker's step number with one write into the slots' ``cmd``
-   column, issues one barrier, and writes the eventfd only of the workers that sleep
-   (none while they spin: no system call at all);
-2. `StepHandoff.wait`: sees completion by one comparison over the ``done`` column
-   (spinning by the `Waiter` policy while that pays, else sleeping in one ``poll`` over
-   every worker's eventfd and pipe), and returns every worker's answer but those that
-   follow by pipe (infos the info columns do not take, pickled observations, an error).
-
-Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is left to the per-worker
-path, which finds the handles exactly as their own ``send`` would have left them: the
-hand-off books each post and answer through the handle's own methods (`PipeHandle.booked`,
-``answered``, ``answer_follows``), so the handle stays the only writer of its state.
+how long to nap and spin (`Waiter.until`: every wait, the board's, a handle's, the pool's
+and a worker's), `sleep_until` is the sleeping half of the handshake (every sleep),
+`Poller` waits for a pipe by the same policy, `WorkerWake` is a worker's side of its
+slot. The parent's side, posting to the slots and waiting for them, is the group's
+board (`board`).
 """
 
 from __future__ import annotations
@@ -53,16 +39,12 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from .ctrl_c import HOLD
-from .infocols import ColumnRows
-
-if TYPE_CHECKING:
-    from .pipe import PipeHandle
 
 __all__ = [
     "CMD",
@@ -74,7 +56,6 @@ __all__ = [
     "SLOT_WORDS",
     "WORKER_SLEEPING",
     "Poller",
-    "StepHandoff",
     "Waiter",
     "WorkerWake",
     "drain_eventfd",
@@ -184,6 +165,17 @@ class Waiter:
             nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
             return nap, low - nap + self.max_spin
         return 0.0, (self.max_spin if self.avg < self.max_spin else 0.0)
+
+    def until(
+        self, ready: Callable[[], bool], sleep: Callable[[], bool], spin: bool = True
+    ) -> bool:
+        """The one wait: ``ready()`` now, or by nap and spin (``spin``), or by ``sleep()``
+        (`sleep_until`; False: it gave up, and the wait is not recorded)."""
+        t0 = time.perf_counter()
+        if not (ready() or (spin and self.wait(ready, t0)) or sleep()):
+            return False
+        self.record(time.perf_counter() - t0)
+        return True
 
     def wait(self, ready: Any, t0: float) -> bool:
         """Nap and spin (see the class) until ``ready()``, counting from ``t0``; True if
@@ -328,29 +320,27 @@ class WorkerWake:
         -1 if the main process is gone. A step asked for before a pipe message goes first
         (the parent sends a message only once the steps it asked for are answered, except
         ``close`` with a step pending)."""
-        slot, last, pipe = self.slot, self.last, poller.ready
-        t0 = time.perf_counter()
+        slot, last, pipe, go = self.slot, self.last, poller.ready, self.go
 
         def ready() -> bool:
             return bool(slot[CMD] != last or pipe(0))
 
-        if not ready() and not self.waiter.wait(ready, t0):
+        def flag(value: int) -> None:
+            slot[WORKER_SLEEPING] = value
+
+        def woke(events: list) -> bool:
+            drain_eventfd(go)
+            return bool(events) or ready() or parent_alive()
+
+        def sleep() -> bool:
             if self.sleep_poll is None:
                 self.sleep_poll = select.poll()
-                self.sleep_poll.register(self.go, select.POLLIN)
+                self.sleep_poll.register(go, select.POLLIN)
                 self.sleep_poll.register(poller.fds[0], _POLL_IN)
-            go = self.go
+            return sleep_until(flag, ready, self.sleep_poll, None, woke)
 
-            def flag(value: int) -> None:
-                slot[WORKER_SLEEPING] = value
-
-            def woke(events: list) -> bool:
-                drain_eventfd(go)
-                return bool(events) or ready() or parent_alive()
-
-            if not sleep_until(flag, ready, self.sleep_poll, None, woke):
-                return -1  # the main process is gone
-        self.waiter.record(time.perf_counter() - t0)
+        if not self.waiter.until(ready, sleep):
+            return -1  # the main process is gone
         seq = int(slot[CMD])
         if seq != last:
             fence()  # the actions were written before the seq
@@ -382,125 +372,3 @@ def control_view(buf: Any, offset: int, workers: int) -> np.ndarray:
 
 #: a step's answer with no infos and the observations in shared memory (a StepResult)
 NO_INFOS: Any = ([], None)
-
-_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
-
-
-class StepHandoff:
-    """The step hand-off of ``workers`` (every one attached to the shared region, in env
-    order, worker ``k`` at control slot ``k``), whose envs are the first ``stop`` of the
-    action buffer ``actions``."""
-
-    def __init__(self, workers: Sequence[PipeHandle], control: np.ndarray, actions: Any) -> None:
-        self.workers = list(workers)
-        n = len(self.workers)
-        self.stop = self.workers[-1].stop
-        self.control = control[:n]
-        self.cmd = self.control[:, CMD]
-        self.done = self.control[:, DONE]
-        self.msg = self.control[:, MSG]
-        self.actions = actions[: self.stop] if isinstance(actions, np.ndarray) else None
-        self.seqs: list[int] = [0] * n  # the step each worker was asked for
-        self.posted = False  # a step was posted and not yet waited for here
-        self.waiter = Waiter(max((w.spin_us for w in self.workers), default=0) * 1e-6)
-        self._poll: Any = None
-        self._fds: dict[int, int] = {}  # eventfd -> worker
-        self._pipes: dict[int, int] = {}  # pipe -> worker
-
-    def post(self, actions: Any) -> bool:
-        """Ask every worker for a step: one copy, one write, one barrier, and the
-        eventfds of the sleeping workers only. False (nothing done) if the step cannot
-        be handed off here: its actions do not fit the shared buffer (another dtype: the
-        envs get the caller's dtype by pipe), or a worker has the rest of a message a
-        Ctrl-C cut to write first."""
-        buf = self.actions
-        if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
-            return False
-        workers, seqs = self.workers, []
-        for w in workers:
-            if w.unsent:  # (the rest of a message a Ctrl-C cut: it goes first, by pipe)
-                return False
-            seqs.append(w.sent + 1)
-        buf[:] = actions[: self.stop]
-        self.seqs = seqs
-        self.cmd[:] = seqs  # the post itself: one store
-        for w, seq in zip(workers, seqs):  # each handle books its own state
-            w.booked(seq)
-        self.posted = True
-        fence()  # the step numbers are visible before the sleeping words are read
-        for w in workers:
-            if w.slot[WORKER_SLEEPING]:
-                signal_eventfd(w.go)
-        return True
-
-    def wait(self, deadline: float | None) -> list[Any] | None:
-        """Wait until every worker answered the posted step: each worker's answer (a
-        StepResult), None for those whose answer follows by pipe (non-empty infos the
-        info columns do not take, pickled observations, an error: the caller reads
-        them); or None if the per-worker path must take over (the deadline passed, or
-        a pipe woke the wait: a worker died or sent something else)."""
-        self.posted = False
-        done, seqs = self.done, self.seqs
-
-        def ready() -> bool:  # (a list compare: cheaper than numpy's for a few workers)
-            return done.tolist() == seqs
-
-        t0 = time.perf_counter()
-        if not (ready() or self.waiter.wait(ready, t0) or self._sleep(ready, deadline)):
-            return None
-        self.waiter.record(time.perf_counter() - t0)
-        fence()  # their results were written before ``done``
-        answers: list[Any] = []
-        for w, msg in zip(self.workers, self.msg.tolist()):
-            if msg == 0:  # no infos
-                w.answered(NO_INFOS)
-                answers.append(NO_INFOS)
-            elif msg == 1:  # by pipe: read by the caller, once every worker is done
-                w.answer_follows()
-                answers.append(None)
-            else:  # infos in the info columns
-                if w.slot[SCHEMAS] != w.schemas:  # (an invariant) the per-worker path
-                    return None  # raises it, with the failure policy
-                assert w.columns is not None and w.schema is not None
-                answer = (ColumnRows(w.columns, w.schema, w.start, w.stop - w.start), None)
-                w.answered(answer)
-                answers.append(answer)
-        return answers
-
-    def _sleep(self, ready: Any, deadline: float | None) -> bool:
-        """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke
-        it. The flagged sleep of `wakeup`, for every worker at once."""
-        if self._poll is None:
-            poll, fds, pipes = select.poll(), {}, {}
-            for k, w in enumerate(self.workers):
-                poll.register(w.done, select.POLLIN)
-                poll.register(w.fileno(), _POLL_IN)
-                fds[w.done] = k
-                pipes[w.fileno()] = k
-            self._fds, self._pipes, self._poll = fds, pipes, poll
-        control, quiet, poll = self.control, [], self._poll
-
-        def flag(value: int) -> None:
-            control[:, PARENT_SLEEPING] = value
-
-        def woke(events: list) -> bool:
-            for fd, _ in events:
-                if fd in self._fds:
-                    drain_eventfd(fd)
-                    continue
-                k = self._pipes[fd]
-                if self.done[k] != self.seqs[k]:  # (not done yet)
-                    return False  # a pipe first: let that worker's own wait read it
-                quiet.append(fd)
-                poll.unregister(fd)  # its infos, read once every worker is done
-            return True
-
-        try:
-            return sleep_until(flag, ready, poll, deadline, woke)
-        finally:
-            for fd in quiet:
-                poll.register(fd, _POLL_IN)
-
-    def forget_fds(self) -> None:
-        """A worker was rebuilt (a new pipe): register the file descriptors afresh."""
-        self._poll = None

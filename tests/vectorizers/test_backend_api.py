@@ -133,7 +133,7 @@ def test_subproc_is_built_from_the_public_backend_interface_alone() -> None:
 
     for name in ("WorkerGroup", "WorkerHandle", "RemoteVecEnv", "EnvHost", "Cmd"):
         assert name in remote.__all__
-    for name in ("SharedBuffers", "StepHandoff", "Waiter", "PipeHandle", "worker_main"):
+    for name in ("SharedBuffers", "Board", "Waiter", "PipeHandle", "worker_main"):
         assert name in shm.__all__
 
 

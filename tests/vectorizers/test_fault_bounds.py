@@ -75,7 +75,7 @@ def test_an_infinite_timeout_while_the_parent_sleeps_in_the_hand_off() -> None:
         [Maker(step_sleep=0.05)] * 2, in_series=1, context="fork", in_parent=0
     ) as envs:
         envs.reset(seed=0)
-        g = envs.group._handoff
+        g = envs.group.board
         assert g is not None
         g.waiter.max_spin = 0  # (sleep at once)
         envs.step_async(np.ones(2, np.int64))

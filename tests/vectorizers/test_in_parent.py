@@ -344,7 +344,7 @@ def test_interrupt_while_waiting_for_a_step_in_shared_memory_is_not_silent() -> 
 
     envs = SubprocVecEnv([Maker("none", step_sleep=0.05)] * 4, context="fork", in_series=2)
     envs.reset(seed=0)
-    g = envs.group._handoff
+    g = envs.group.board
     assert g is not None
 
     def interrupted(*args: Any) -> bool:
@@ -379,7 +379,7 @@ def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
                    "vectorizer.context=fork"]
     )  # fmt: skip
     envs.reset(seed=0)
-    g = envs.group._handoff
+    g = envs.group.board
     assert g is not None
 
     real = g.cmd
@@ -407,7 +407,7 @@ def test_the_group_hand_off_is_what_a_step_uses() -> None:
     hand-off, whose sleep is one select.poll over every worker's eventfd and pipe)"""
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
         envs.reset(seed=0)
-        g = envs.group._handoff
+        g = envs.group.board
         g.waiter.max_spin = 0
         for _ in range(200):  # (a step whose workers were done before it waited sleeps not)
             envs.step(np.zeros(2, np.int64))
