@@ -1,7 +1,37 @@
-"""The group's board: the parent's side of every worker's control slot (see `wakeup`).
+"""The board: wake-ups between the parent and its workers through the shared region, not
+pipe round trips.
 
-One board per `SubprocGroup` hands a step to every worker at once (issue 26): posting and
-waiting one worker at a time costs the parent ~10 us a worker, so it
+Each worker has a control slot of two cache lines in the shared region (see
+`envfactory.vectorizers.shared.layout_for`): the parent writes the first (the
+sequence number of the step it asks for, whether it sleeps), the worker the second (the
+sequence number of the step it finished, whether a pipe message follows, whether it
+sleeps). A step's actions are in the shared region too, so a step costs no pickling and
+no system call while both sides are running:
+
+1. the parent writes the actions, then ``cmd = seq``; the worker, spinning on ``cmd``,
+   sees it within a microsecond or two;
+2. the worker writes observations, rewards and flags, then ``done = seq`` (and
+   ``msg = 1`` if a pipe message follows: infos the info columns do not take, pickled
+   observations, an error; ``msg = IN_COLUMNS`` if the infos are in the info columns,
+   see `infocols`); the parent, spinning on ``done``, sees it.
+
+A side naps through a short wait it expects and spins at its end (`Waiter`); one
+that has waited longer than that pays sleeps in ``poll`` on
+an eventfd of its own *and* its pipe (so a worker that dies wakes the parent at once, as
+with pipes alone): it sets its ``sleeping`` word, issues a full memory barrier and checks
+the word it waits on once more; the other side writes its word, issues a barrier, and
+writes the eventfd only if the sleeping word is set (Dekker's handshake: one of the two
+always sees the other's store). Sleeping waits are also bounded (`SLEEP_SLICE_MS`),
+so even a lost wake-up would cost milliseconds, never a hang.
+
+This module is the one waiting policy of the subprocess backend: `Waiter` decides
+how long to nap and spin (`Waiter.until`: every wait, the board's, a handle's, the pool's
+and a worker's, `WorkerWake` in `worker`), `sleep_until` is the sleeping half of the
+handshake (every sleep), `Poller` waits for a pipe by the same policy.
+
+The parent's side of the slots is the group's board (`Board`, one per `SubprocGroup`): it
+hands a step to every worker at once (issue 26; posting and waiting one worker at a time
+costs the parent ~10 us a worker), so it
 
 1. `Board.post`: writes every worker's actions with one copy into the shared action
    buffer, every worker's step number with one write into the slots' ``cmd`` column,
@@ -21,34 +51,286 @@ writer of its state.
 
 from __future__ import annotations
 
+import math
+import os
 import select
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .ctrl_c import HOLD
 from .infocols import ColumnRows
-from .wakeup import (
-    CMD,
-    DONE,
-    MSG,
-    NO_INFOS,
-    PARENT_SLEEPING,
-    SCHEMAS,
-    WORKER_SLEEPING,
-    Waiter,
-    drain_eventfd,
-    fence,
-    signal_eventfd,
-    sleep_until,
-)
 
 if TYPE_CHECKING:
     from .pipe import PipeHandle
 
-__all__ = ["Board"]
+__all__ = [
+    "CMD",
+    "DONE",
+    "MSG",
+    "NO_INFOS",
+    "PARENT_SLEEPING",
+    "SCHEMAS",
+    "SLOT_WORDS",
+    "WORKER_SLEEPING",
+    "Board",
+    "Poller",
+    "Waiter",
+    "drain_eventfd",
+    "fence",
+    "make_eventfd",
+    "signal_eventfd",
+    "sleep_until",
+]
+
+#: int64 words per worker slot: two 64-byte cache lines, one written by each side
+SLOT_WORDS = 16
+# written by the parent
+CMD, PARENT_SLEEPING = 0, 1
+# written by the worker (SCHEMAS: how many info schemas it has sent, see .infocols)
+DONE, MSG, WORKER_SLEEPING, SCHEMAS = 8, 9, 10, 11
+
+#: the longest a sleeping side waits before it looks again (a parent-alive watchdog for
+#: the worker; a lost wake-up, which the barrier rules out, would cost no more than this)
+SLEEP_SLICE_MS = 200
+
+_barrier = threading.Lock()
+
+
+def fence() -> None:
+    """A full memory barrier: taking a lock is an atomic read-modify-write (``lock
+    cmpxchg`` on x86, which orders every earlier store before every later load). A
+    ``with`` block: a Ctrl-C raised as ``acquire`` returns still releases the lock (it
+    was held for good, and every later step hung in its next fence)."""
+    with _barrier:
+        pass
+
+
+def make_eventfd() -> int:
+    return os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+
+def signal_eventfd(fd: int) -> None:
+    try:
+        os.eventfd_write(fd, 1)
+    except OSError:  # pragma: no cover - counter full (never: it is drained on each wake)
+        pass
+
+
+def drain_eventfd(fd: int) -> None:
+    try:
+        os.eventfd_read(fd)
+    except (BlockingIOError, OSError):
+        pass
+
+
+#: a nap ends this long before the wait is expected to end (a timer wakes a sleeping
+#: thread 85-280 us late on the 2-core VM this was tuned on), then the side spins
+NAP_MARGIN = 300e-6
+#: the longest expected wait that is napped through; a longer one sleeps until woken
+#: (its wake-up cost is then small against the wait, and a nap delays noticing a fault)
+MAX_NAP = 4e-3
+#: how many recent waits predict the next one (the shortest of them is the prediction)
+RECENT = 8
+
+
+class Waiter:
+    """How a side waits for the other, learnt from its recent waits.
+
+    Waking a sleeping process costs 25-300 us on a VM (the other side's ``eventfd`` write
+    and the scheduler), more than a cheap env step, so the expected wait decides:
+
+    - short (at most ``MAX_NAP``, predicted by the shortest of the last ``RECENT`` waits):
+      nap until ``NAP_MARGIN`` before it is expected to end (a plain timed sleep: the
+      other side need not wake this one, so that costs it nothing), then spin (a load of
+      the shared word and ``sched_yield``, so a runnable process on this core still gets
+      it) up to ``max_spin`` past the expected end. A steady step loop thus never pays a
+      wake-up, and burns only the margin of a core per wait;
+    - longer (a learner's update, a slow env): spin up to ``max_spin`` only while the
+      average wait is below it, else sleep at once until the other side wakes this one
+      (the caller's flagged sleep).
+
+    A spin that ends without the answer (the other side was not running: an
+    oversubscribed machine) makes the next 1, 3, 7, ... 63 waits sleep at once.
+    ``max_spin = 0`` never spins nor naps. ``nap=False`` (a pipe: the writer's system
+    call wakes a sleeping reader at once anyway, so a nap saves the other side nothing
+    and a timer only wakes late): spin up to ``max_spin``, with the same back-off.
+    """
+
+    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "recent", "skip")
+
+    def __init__(self, max_spin: float, nap: bool = True) -> None:
+        self.max_spin = max_spin
+        self.nap = nap
+        self.avg = 0.0
+        self.recent = [0.0] * RECENT
+        self.k = 0
+        self.skip = self.backoff = 0  # waits left to sleep at once; the next such run
+
+    def record(self, seconds: float) -> None:
+        self.avg += 0.2 * (seconds - self.avg)
+        self.recent[self.k] = seconds
+        self.k = (self.k + 1) % RECENT
+
+    def plan(self) -> tuple[float, float]:
+        """``(nap, spin)`` seconds for the next wait."""
+        if self.max_spin <= 0:
+            return 0.0, 0.0
+        if not self.nap:
+            return 0.0, self.max_spin
+        low = min(self.recent)
+        if low <= MAX_NAP:
+            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
+            return nap, low - nap + self.max_spin
+        return 0.0, (self.max_spin if self.avg < self.max_spin else 0.0)
+
+    def until(
+        self, ready: Callable[[], bool], sleep: Callable[[], bool], spin: bool = True
+    ) -> bool:
+        """The one wait: ``ready()`` now, or by nap and spin (``spin``), or by ``sleep()``
+        (`sleep_until`; False: it gave up, and the wait is not recorded)."""
+        t0 = time.perf_counter()
+        if not (ready() or (spin and self.wait(ready, t0)) or sleep()):
+            return False
+        self.record(time.perf_counter() - t0)
+        return True
+
+    def wait(self, ready: Any, t0: float) -> bool:
+        """Nap and spin (see the class) until ``ready()``, counting from ``t0``; True if
+        it got it, False if the caller is to sleep until woken."""
+        if self.skip:  # recent spins were wasted (the other side was not running)
+            self.skip -= 1
+            return bool(ready())
+        nap, spin = self.plan()
+        if nap > 0:
+            left = t0 + nap - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+            if ready():
+                self.backoff = 0
+                return True
+        if spin <= 0:
+            return bool(ready())
+        end = t0 + nap + spin
+        while not ready():
+            if time.perf_counter() > end:
+                # on an oversubscribed machine the answer does not come while we spin and
+                # spinning only delays the side we wait for: sleep at once for the next
+                # 1, 3, 7, ... 63 waits
+                self.backoff = min(2 * self.backoff + 1, 63)
+                self.skip = self.backoff
+                return False
+            os.sched_yield()
+        self.backoff = 0
+        return True
+
+
+def sleep_until(
+    flag: Callable[[int], None],
+    ready: Callable[[], bool],
+    poll: Any,
+    deadline: float | None,
+    woke: Callable[[list], bool],
+) -> bool:
+    """The one sleeping half of every wait (the parent's step and per-worker waits, the
+    pool's, a worker's): raise the sleeping flag (``flag(1)``: the other side then writes
+    an eventfd), issue a barrier and check ``ready()`` once more; else sleep in ``poll`` for
+    at most `SLEEP_SLICE_MS` (the one place a Ctrl-C goes through, `ctrl_c`), lower the
+    flag, hand what woke it to ``woke`` (which drains the eventfds; False: stop waiting),
+    and check again. True once ready; False past ``deadline`` (``time.monotonic()``; None:
+    no limit) or when ``woke`` says so."""
+    try:
+        while True:
+            flag(1)
+            fence()  # the flag is visible before the words are read again
+            if ready():
+                return True
+            ms = SLEEP_SLICE_MS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ms = min(ms, math.ceil(left * 1000))
+            events = HOLD.waiting(poll.poll, ms)
+            flag(0)
+            if not woke(events):
+                return False
+            if ready():
+                return True
+    finally:
+        flag(0)
+
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+
+
+class Poller:
+    """Waits for one or more pipes (file descriptors) by the `Waiter` policy
+    (without the nap: a pipe's writer wakes a sleeping reader at once): spin while that
+    pays, then sleep in ``poll``. A ``select.poll`` registered once costs ~1 us per check
+    (``Connection.poll`` builds a selector per call: ~10 us).
+    """
+
+    def __init__(self, fds: list[int], spin_seconds: float) -> None:
+        self.waiter = Waiter(spin_seconds, nap=False)
+        self.fds = list(fds)
+        self._poll = select.poll()
+        for fd in self.fds:
+            self._poll.register(fd, _POLL_IN)
+
+    def register(self, fd: int) -> None:
+        self.fds.append(fd)
+        self._poll.register(fd, _POLL_IN)
+
+    def unregister(self, fd: int) -> None:
+        self.fds.remove(fd)
+        self._poll.unregister(fd)
+
+    def ready(self, timeout_ms: int = 0) -> list[tuple[int, int]]:
+        """The ``(fd, events)`` ready now (or within ``timeout_ms``; -1: no limit)."""
+        return self._poll.poll(timeout_ms)
+
+    def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
+        """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
+        when it passed): at once if one is; else spin by the policy (``spin``), then
+        sleep. A wait that got something is recorded (`waits_below`)."""
+        poll = self._poll.poll
+        ready = poll(0)
+        if ready:
+            return ready
+        t0 = time.perf_counter()
+        got: list = []
+
+        def check() -> bool:
+            got[:] = poll(0)
+            return bool(got)
+
+        if not (spin and self.waiter.wait(check, t0)):
+            if timeout is None:
+                got[:] = poll(-1)
+            else:
+                left = timeout - (time.perf_counter() - t0)
+                got[:] = poll(max(0, math.ceil(left * 1000))) if left > 0 else poll(0)
+        if got:
+            self.waiter.record(time.perf_counter() - t0)
+        return got
+
+    def waits_below(self, seconds: float) -> bool:
+        """Whether its waits (those that had to wait; a moving average) are shorter than
+        ``seconds`` (spinning through such a wait costs less than a wake-up)."""
+        return self.waiter.avg < seconds
+
+
+def control_view(buf: Any, offset: int, workers: int) -> np.ndarray:
+    """The control slots: an int64 array of shape ``(workers, SLOT_WORDS)``."""
+    return np.ndarray((workers, SLOT_WORDS), np.int64, buffer=buf, offset=offset)
+
+
+#: a step's answer with no infos and the observations in shared memory (a StepResult)
+NO_INFOS: Any = ([], None)
 
 
 class Board:

@@ -1,5 +1,5 @@
 """``subproc``'s worker handle: a pipe, a control slot in the shared region and two
-eventfds to one worker process (see `wakeup` and `protocol`).
+eventfds to one worker process (see `board` and `protocol`).
 
 The parent's end of the pipe is non-blocking and read and written here, whole messages
 in multiprocessing's framing (a 4-byte length, then the pickle), so that every wait is
@@ -29,11 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RemoteEnvError, WorkerDiedError
-from .ctrl_c import HOLD
-from .handle import WorkerHandle
-from .infocols import IN_COLUMNS, InfoColumns, Schema, learn
-from .protocol import ERROR, Attach, Cmd, Failure, Sender
-from .wakeup import (
+from .board import (
     CMD,
     DONE,
     MSG,
@@ -50,6 +46,10 @@ from .wakeup import (
     signal_eventfd,
     sleep_until,
 )
+from .ctrl_c import HOLD
+from .handle import WorkerHandle
+from .infocols import IN_COLUMNS, InfoColumns, Schema, learn
+from .protocol import ERROR, Attach, Cmd, Failure, Sender
 
 __all__ = ["PipeHandle"]
 
@@ -87,7 +87,7 @@ class PipeHandle(WorkerHandle):
         self.seq = self.sent = 0  # the answer recv waits for; the last message's number
         #: seconds a message may take to be written (the vectorizer's ``timeout``)
         self.write_timeout: float | None = None
-        self.slot: Any = None  # its control slot in the shared region (see .wakeup)
+        self.slot: Any = None  # its control slot in the shared region (see .board)
         self.actions: np.ndarray | None = None  # its rows of the shared action buffer
         self.go = self.done = -1  # eventfds: wakes the worker / wakes the parent
         self.waiter: Waiter | None = None
@@ -259,7 +259,7 @@ class PipeHandle(WorkerHandle):
                 return
 
     def _post(self, data: np.ndarray, actions: np.ndarray) -> None:
-        """Ask for a step through the control slot (see `wakeup`)."""
+        """Ask for a step through the control slot (see `board`)."""
         actions[:] = data
         seq = self.sent + 1
         self.via_slot, self.seq, self.sent = True, seq, seq
@@ -393,7 +393,7 @@ class PipeHandle(WorkerHandle):
     def _await_step(self, deadline: float | None, call: str) -> Any:
         """Wait for the step ``seq`` asked through the control slot: nap and spin while
         that pays, then sleep on the eventfd and the pipe (a worker that dies wakes this
-        at once; see `wakeup`)."""
+        at once; see `board`)."""
         slot, seq = self.slot, self.seq
         if slot[DONE] != seq:  # (the async pool asks once it is done: no wait then)
             self._wait_done(slot, seq, deadline, call)

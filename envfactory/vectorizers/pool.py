@@ -54,6 +54,7 @@ import numpy as np
 from gymnasium.vector.utils import create_empty_array
 
 from ..errors import ConfigError
+from .board import DONE, PARENT_SLEEPING, Poller, drain_eventfd, sleep_until
 from .handle import WorkerHandle
 from .pipe import PipeHandle
 from .plan import plan_split
@@ -64,7 +65,6 @@ from .remote_env import pop_faults
 from .runner import InfoCalls
 from .scheduler import RemoteSite
 from .subproc import SubprocGroup
-from .wakeup import DONE, PARENT_SLEEPING, Poller, drain_eventfd, sleep_until
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 

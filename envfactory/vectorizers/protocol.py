@@ -101,7 +101,7 @@ class WorkerSpec:
 @dataclass(frozen=True)
 class Attach:
     """Map the shared region (its fd follows by SCM_RIGHTS); steps whose actions fit the
-    region's action buffer come through control slot ``worker`` (see `wakeup`), and
+    region's action buffer come through control slot ``worker`` (see `board`), and
     two eventfds follow the region's: the worker's wake-up, then the parent's."""
 
     layout: Any

@@ -60,7 +60,7 @@ class Layout:
     flags: int  # terminations then truncations, 2 * num_envs bools
     size: int
     actions: Any = None  # (offset, dtype str, shape) of the action batch, or None (pipe)
-    control: int = 0  # offset of the workers' control slots (see .wakeup)
+    control: int = 0  # offset of the workers' control slots (see .board)
     workers: int = 0
     infos: int = -1  # offset of the info columns (see .infocols), or -1: none
 
@@ -78,7 +78,7 @@ def layout_for(
     """Where each buffer lies: the observations of ``space`` (None: none), rewards, flags,
     the action batch when ``action_space`` is Box-like (else actions go by pipe), and one
     control slot per worker (with the info columns of their steps)."""
-    from .wakeup import SLOT_WORDS
+    from .board import SLOT_WORDS
 
     pos = 0
 
@@ -141,7 +141,7 @@ class SharedBuffers:
         self.actions = view(layout.actions) if layout.actions is not None else None
         self.control = self.infos = None
         if layout.workers:
-            from .wakeup import control_view
+            from .board import control_view
 
             self.control = control_view(buf, layout.control, layout.workers)
             words = np.ndarray((INFO_KEYS, n), np.int64, buffer=buf, offset=layout.infos)

@@ -28,14 +28,13 @@ from these and [`remote`][envfactory.vectorizers.remote] alone (a test checks it
 
 from __future__ import annotations
 
-from .board import Board
+from .board import NO_INFOS, Board, Waiter
 from .infocols import ColumnRows
 from .local import LocalHandle
 from .pipe import PipeHandle
 from .protocol import WorkerSpec
 from .shared import Layout, SharedBuffers, layout_for, supports_shared_memory
-from .wakeup import NO_INFOS, Waiter, WorkerWake
-from .worker import worker_main
+from .worker import WorkerWake, worker_main
 
 __all__ = [
     "NO_INFOS",

@@ -3,7 +3,7 @@
 Each worker hosts ``in_series`` envs and gets one small message per call (not one per
 env); observations, rewards and flags go through one shared anonymous memory region
 (see `shared`), and a step's actions and wake-ups through it too (see
-`wakeup`) and their scalar infos through its info columns (see `infocols`), so the
+`board`) and their scalar infos through its info columns (see `infocols`), so the
 per-step messages carry only the infos the columns do not take. Faults become one
 [`WorkerError`][envfactory.errors.WorkerError] naming the worker, pid, env indices, env id, exit
 code or signal and the remote traceback.

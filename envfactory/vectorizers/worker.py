@@ -14,6 +14,20 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .board import (
+    CMD,
+    DONE,
+    MSG,
+    PARENT_SLEEPING,
+    SCHEMAS,
+    WORKER_SLEEPING,
+    Poller,
+    Waiter,
+    drain_eventfd,
+    fence,
+    signal_eventfd,
+    sleep_until,
+)
 from .infocols import IN_COLUMNS, InfoColumns, Schema, fits, learn
 from .protocol import (
     ERROR,
@@ -29,11 +43,73 @@ from .protocol import (
 )
 from .runner import COMMANDS, EnvHost
 from .shared import ResultWriter, SharedBuffers
-from .wakeup import SCHEMAS, Poller, WorkerWake
 
 __all__ = ["worker_main"]
 
 PR_SET_PDEATHSIG = 1
+
+
+class WorkerWake:
+    """The worker's side: waits for a step (or a pipe message) and reports a finished
+    one. ``control``: the region's control slots; ``worker``: its slot; ``go``/``done``:
+    the eventfds that wake it and the parent."""
+
+    def __init__(self, control: Any, worker: int, spin_seconds: float, go: int, done: int):
+        self.slot = control[worker]
+        self.go, self.done = go, done
+        self.waiter = Waiter(spin_seconds)
+        self.last = int(self.slot[CMD])  # steps asked for before this worker existed
+        self.sleep_poll: Any = None
+
+    def wait(self, poller: Poller, parent_alive: Callable[[], bool]) -> int:
+        """The seq of the next shared-memory step (> 0), 0 if a pipe message is ready, or
+        -1 if the main process is gone. A step asked for before a pipe message goes first
+        (the parent sends a message only once the steps it asked for are answered, except
+        ``close`` with a step pending)."""
+        slot, last, pipe, go = self.slot, self.last, poller.ready, self.go
+
+        def ready() -> bool:
+            return bool(slot[CMD] != last or pipe(0))
+
+        def flag(value: int) -> None:
+            slot[WORKER_SLEEPING] = value
+
+        def woke(events: list) -> bool:
+            drain_eventfd(go)
+            return bool(events) or ready() or parent_alive()
+
+        def sleep() -> bool:
+            if self.sleep_poll is None:
+                self.sleep_poll = select.poll()
+                self.sleep_poll.register(go, select.POLLIN)
+                pipe_in = select.POLLIN | select.POLLHUP | select.POLLERR
+                self.sleep_poll.register(poller.fds[0], pipe_in)
+            return sleep_until(flag, ready, self.sleep_poll, None, woke)
+
+        if not self.waiter.until(ready, sleep):
+            return -1  # the main process is gone
+        seq = int(slot[CMD])
+        if seq != last:
+            fence()  # the actions were written before the seq
+            self.last = seq
+            return seq
+        return 0
+
+    def finish(self, seq: int, msg: int) -> None:
+        """Report step ``seq`` done; ``msg``: 1 if its answer follows by pipe,
+        `IN_COLUMNS` if its infos are in the info columns, else 0."""
+        slot = self.slot
+        slot[MSG] = msg
+        fence()
+        slot[DONE] = seq
+        fence()
+        if slot[PARENT_SLEEPING]:
+            signal_eventfd(self.done)
+
+    def close(self) -> None:
+        for fd in (self.go, self.done):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _die_with_parent() -> None:

@@ -477,7 +477,7 @@ def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_o
     NAP_MARGIN before its expected end, then spin past it, so neither side pays a wake-up;
     a 50 ms wait (a learner's update): no nap, no spin, sleep until woken; spin_us=0:
     neither. The first waits (nothing learnt yet) only spin."""
-    from envfactory.vectorizers.wakeup import MAX_NAP, NAP_MARGIN, RECENT, Waiter
+    from envfactory.vectorizers.board import MAX_NAP, NAP_MARGIN, RECENT, Waiter
 
     w = Waiter(200e-6)
     assert w.plan() == (0.0, 200e-6)
@@ -528,7 +528,7 @@ def test_the_poller_waits_for_pipes_by_the_waiters_policy() -> None:
     import multiprocessing as mp
     import threading
 
-    from envfactory.vectorizers.wakeup import Poller
+    from envfactory.vectorizers.board import Poller
 
     a, b = mp.Pipe()
     try:

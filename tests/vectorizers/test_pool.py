@@ -850,8 +850,8 @@ def _bare_site() -> Any:
     """A `_PipeSite`'s registration state alone (the unit under test), no group."""
     import select
 
+    from envfactory.vectorizers.board import Poller
     from envfactory.vectorizers.pool import _PipeSite
-    from envfactory.vectorizers.wakeup import Poller
 
     site = object.__new__(_PipeSite)
     site._by_fd, site._fd_of, site._registered, site._owner = {}, {}, {}, {}
