@@ -297,25 +297,21 @@ class Poller:
         """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
         when it passed): at once if one is; else spin by the policy (``spin``), then
         sleep. A wait that got something is recorded (`waits_below`)."""
-        poll = self._poll.poll
-        ready = poll(0)
-        if ready:
-            return ready
-        t0 = time.perf_counter()
-        got: list = []
+        poll, t0 = self._poll.poll, time.perf_counter()
+        got = poll(0)
+        if got:
+            return got
 
         def check() -> bool:
             got[:] = poll(0)
             return bool(got)
 
-        if not (spin and self.waiter.wait(check, t0)):
-            if timeout is None:
-                got[:] = poll(-1)
-            else:
-                left = timeout - (time.perf_counter() - t0)
-                got[:] = poll(max(0, math.ceil(left * 1000))) if left > 0 else poll(0)
-        if got:
-            self.waiter.record(time.perf_counter() - t0)
+        def sleep() -> bool:
+            left = None if timeout is None else timeout - (time.perf_counter() - t0)
+            got[:] = poll(-1 if left is None else max(0, math.ceil(left * 1000)))
+            return bool(got)
+
+        self.waiter.until(check, sleep, spin)
         return got
 
     def waits_below(self, seconds: float) -> bool:
@@ -351,8 +347,7 @@ class Board:
         self.posted = False  # a step was posted and not yet waited for here
         self.waiter = Waiter(max((w.spin_us for w in self.workers), default=0) * 1e-6)
         self._poll: Any = None
-        self._fds: dict[int, int] = {}  # eventfd -> worker
-        self._pipes: dict[int, int] = {}  # pipe -> worker
+        self._pipes: dict[int, int] = {}  # pipe -> worker (the rest are eventfds)
 
     def post(self, actions: Any) -> bool:
         """Ask every worker for a step: one copy, one write, one barrier, and the
@@ -416,13 +411,11 @@ class Board:
         """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke
         it. `sleep_until`, for every worker at once."""
         if self._poll is None:
-            poll, fds, pipes = select.poll(), {}, {}
-            for k, w in enumerate(self.workers):
+            poll, self._pipes = select.poll(), {w.fileno(): k for k, w in enumerate(self.workers)}
+            for w in self.workers:
                 poll.register(w.done, select.POLLIN)
                 poll.register(w.fileno(), _POLL_IN)
-                fds[w.done] = k
-                pipes[w.fileno()] = k
-            self._fds, self._pipes, self._poll = fds, pipes, poll
+            self._poll = poll
         control, quiet, poll = self.control, [], self._poll
 
         def flag(value: int) -> None:
@@ -430,10 +423,10 @@ class Board:
 
         def woke(events: list) -> bool:
             for fd, _ in events:
-                if fd in self._fds:
+                k = self._pipes.get(fd)
+                if k is None:  # an eventfd
                     drain_eventfd(fd)
                     continue
-                k = self._pipes[fd]
                 if self.done[k] != self.seqs[k]:  # (not done yet)
                     return False  # a pipe first: let that worker's own wait read it
                 quiet.append(fd)
