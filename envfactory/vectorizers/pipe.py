@@ -22,7 +22,6 @@ import os
 import pickle
 import select
 import signal
-import struct
 import time
 from typing import Any
 
@@ -49,12 +48,10 @@ from .board import (
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
 from .infocols import IN_COLUMNS, InfoColumns, Schema, learn
-from .protocol import ERROR, Attach, Cmd, Failure, Sender
+from .protocol import ERROR, HEADER, LONG, Attach, Cmd, Failure, Sender, unwritten
 
 __all__ = ["PipeHandle"]
 
-_HEADER = struct.Struct("!i")  # multiprocessing.connection's framing
-_LONG = struct.Struct("!Q")  # after a header of -1: messages over 2 GiB
 _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
@@ -215,14 +212,10 @@ class PipeHandle(WorkerHandle):
         plain = type(data) is np.ndarray or (  # the hot paths: no cloudpickle
             cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray
         )
-        message = _plain_dumps((wire, seq, data)) if plain else None
-        if message is None:
-            message = self.sender.dumps((wire, seq, data), plain)
-        n = len(message)
-        header = _HEADER.pack(n) if n <= 0x7FFFFFFF else _HEADER.pack(-1) + _LONG.pack(n)
+        unsent = self.sender.frame((wire, seq, data), plain)
         # (an answer kept for an older seq stays: the async pool may ask for it again)
         self.sent, self.seq, self.via_slot = seq, seq, False
-        self.unsent = [memoryview(header), memoryview(message)]  # (taken: see `unsent`)
+        self.unsent = unsent  # (taken: see `unsent`)
         self._flush()
 
     def _flush(self) -> None:
@@ -236,7 +229,7 @@ class PipeHandle(WorkerHandle):
         deadline = None if t is None else time.monotonic() + t
         while self.unsent:
             try:
-                self.unsent = _rest(self.unsent, os.writev(fd, self.unsent))
+                self.unsent = unwritten(self.unsent, os.writev(fd, self.unsent))
                 continue
             except BlockingIOError:
                 pass
@@ -353,7 +346,7 @@ class PipeHandle(WorkerHandle):
         elif not self._rhead:
             self._rmsg, self._rbuf, self._rgot, self._rhead = buf, bytearray(4), 0, True
         else:
-            size = _HEADER.unpack(buf)[0] if len(buf) == 4 else _LONG.unpack(buf[4:])[0]
+            size = HEADER.unpack(buf)[0] if len(buf) == 4 else LONG.unpack(buf[4:])[0]
             if size == -1:  # a long header: 8 more bytes
                 self._rbuf, self._rgot = buf + bytearray(8), 4
             else:
@@ -452,26 +445,3 @@ class PipeHandle(WorkerHandle):
             if self._read_some(call):
                 return  # (the rest of a message is on its way)
         self._take(call)
-
-
-def _plain_dumps(message: Any) -> bytes | None:
-    """A hot-path message (a step's actions) pickled by the plain pickler, which the
-    worker's ``Connection.recv`` reads: ~5 us less per message than multiprocessing's
-    ForkingPickler, which copies the copyreg table into every new pickler. None if it
-    needs more (the sender's cloudpickle then)."""
-    try:
-        return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        return None
-
-
-def _rest(views: list[memoryview], written: int) -> list[memoryview]:
-    """What is left of ``views`` once ``written`` bytes of them were written."""
-    out = []
-    for v in views:
-        if written >= len(v):
-            written -= len(v)
-        else:
-            out.append(v[written:])
-            written = 0
-    return out

@@ -17,6 +17,9 @@ in a worker only by value. See `Sender`.
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -27,6 +30,8 @@ from gymnasium.vector import AutoresetMode
 
 __all__ = [
     "ERROR",
+    "HEADER",
+    "LONG",
     "OK",
     "Attach",
     "Call",
@@ -42,6 +47,7 @@ __all__ = [
     "WorkerSpec",
     "dumps",
     "failure_of",
+    "unwritten",
 ]
 
 OK, ERROR = "ok", "error"
@@ -221,6 +227,10 @@ def dumps(obj: Any, by_value: bool = False) -> Any:
     return cloudpickle.dumps(obj)
 
 
+HEADER = struct.Struct("!i")  # multiprocessing.connection's framing: a message's length
+LONG = struct.Struct("!Q")  # after a header of -1: messages over 2 GiB
+
+
 class Sender:
     """Sends messages on one connection with `dumps`.
 
@@ -245,5 +255,33 @@ class Sender:
                     self.by_value = True
         return dumps(obj, by_value=True)
 
+    def frame(self, obj: Any, plain: bool = False) -> list[memoryview]:
+        """``obj`` as the views to write on a non-blocking pipe, in multiprocessing's
+        framing (`HEADER`, then the pickle). ``plain`` (the hot path): the plain pickler
+        first, ~5 us less than ForkingPickler, which copies the copyreg table into every
+        new pickler (the worker's ``Connection.recv`` reads either)."""
+        message = None
+        if plain:
+            with contextlib.suppress(Exception):
+                message = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        if message is None:
+            message = self.dumps(obj, plain)
+        n = len(message)
+        header = HEADER.pack(n) if n <= 0x7FFFFFFF else HEADER.pack(-1) + LONG.pack(n)
+        return [memoryview(header), memoryview(message)]
+
     def send(self, obj: Any, plain: bool = False) -> None:
         self.conn.send_bytes(self.dumps(obj, plain))
+
+
+def unwritten(views: list[memoryview], written: int) -> list[memoryview]:
+    """What is left of `Sender.frame`'s ``views`` once ``written`` bytes of them were
+    written."""
+    out = []
+    for v in views:
+        if written >= len(v):
+            written -= len(v)
+        else:
+            out.append(v[written:])
+            written = 0
+    return out
