@@ -32,6 +32,7 @@ from envfactory import WorkerDiedError, WorkerError, WorkerTimeoutError
 from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, WorkerHandle, failure_of
 
 from .causes import IP, KILLED, START_CAUSES, lost_node_of, ray_cause
+from .graph import KEPT, GraphBroke, StepGraph
 
 __all__ = [
     "ERROR",
@@ -147,7 +148,7 @@ class StepBatch:
     def fetch(self, deadline: float | None) -> None:
         import ray
 
-        handles, self.handles = [h for h in self.handles if h.channel is None], []
+        handles, self.handles = [h for h in self.handles if _by_ray(h.ref)], []
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
             answers = ray.get([h.ref for h in handles], timeout=remaining)
@@ -162,6 +163,11 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
+def _by_ray(ref: Any) -> bool:
+    """True for the ObjectRef of a Ray call (not a command sent by a channel or a graph)."""
+    return not isinstance(ref, (_ByChannel, _ByGraph))
+
+
 class _ByChannel:
     """``ActorHandle.ref`` of a command sent by the channel (one per command: its answer
     comes by the channel)."""
@@ -169,8 +175,22 @@ class _ByChannel:
     __slots__ = ()
 
 
+class _ByGraph:
+    """``ActorHandle.ref`` of a step posted to the compiled graph: the actor's graph step
+    ``seq`` and its actions (sent again by the channel if the graph breaks before its answer
+    is read, see [`StepGraph`][envfactory_ray.graph.StepGraph])."""
+
+    __slots__ = ("actions", "seq")
+
+    def __init__(self, seq: int, actions: Any) -> None:
+        self.seq, self.actions = seq, actions
+
+
 #: seconds to open a node actor's channel, or to hear from Ray why it closed
 CHANNEL_TIMEOUT = 10.0
+#: seconds past a step's deadline that a node actor has to give its kept answer by its channel
+#: once the compiled graph broke (the graph reads every node at once and cannot say which is late)
+KEPT_GRACE = 0.05
 
 
 def _connect(address: Any, key: bytes) -> Any:
@@ -251,6 +271,9 @@ class ActorHandle(WorkerHandle):
         #: the direct connection to a node actor (`channel`), once open; None: by Ray calls
         self.channel: Any = None
         self.batch: StepBatch | None = None  # the step answers fetched together
+        #: the compiled graph that steps this actor (`StepGraph`), if any
+        self.graph: StepGraph | None = None
+        self.graph_steps = 0  # steps posted to the current actor's graph
         self._last: tuple[str, Any] | None = None  # the last command sent
         self._handed = True  # it reached Ray (a ref) or the channel
         self._answer: tuple[Any, Any] | None = None  # (its ref, the raw answer), once read
@@ -285,6 +308,7 @@ class ActorHandle(WorkerHandle):
         self._answer, self._last, self._handed = None, None, True  # (a new actor, a new stream)
         self._io = self._suspect = False
         self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
+        self.graph, self.graph_steps = None, 0
         actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)
         self.actor_id = actor_id.hex() if actor_id is not None else ""
         self.node_id = self.node_ip = ""
@@ -324,6 +348,13 @@ class ActorHandle(WorkerHandle):
             self._submit(*self._last)
 
     def _submit(self, cmd: str, data: Any) -> None:
+        graph = self.graph
+        if cmd == Cmd.STEP and graph is not None and not graph.broken:
+            self.graph_steps += 1
+            self.ref = _ByGraph(self.graph_steps, data)
+            graph.post(self, data)
+            self._handed = True
+            return
         if self.channel is not None:
             plain = cmd == Cmd.STEP and type(data) is np.ndarray  # (the hot path)
             message = pickle.dumps((cmd, data), protocol=5) if plain else pickles((cmd, data))
@@ -363,6 +394,8 @@ class ActorHandle(WorkerHandle):
             raw = self._from_channel(deadline, call)
             self._answer = (ref, raw)
             return self._answered(*raw, call)
+        if isinstance(ref, _ByGraph):
+            return self._from_graph(ref, deadline, call)
         if self.batch is not None and self in self.batch.handles:
             self.batch.fetch(deadline)
         fetched, self.fetched = self.fetched, None
@@ -444,6 +477,29 @@ class ActorHandle(WorkerHandle):
             self._io = False
             raise self._gone(call) from exc
         raise TimeoutError  # (the caller kills the actor: WorkerTimeoutError)
+
+    def _from_graph(self, ref: _ByGraph, deadline: float | None, call: str) -> Any:
+        """The answer to a step posted to the compiled graph; if the graph broke for a reason
+        other than this actor's death, the answer the actor kept, asked for by its channel
+        once the graph is torn down (see `graph`)."""
+        import ray
+
+        graph = self.graph
+        assert graph is not None
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            raw = graph.answer(self, remaining)
+        except ray.exceptions.RayActorError as exc:
+            raise self._died(exc, call) from exc
+        except GraphBroke:
+            graph.teardown()
+            self.graph = None
+            self._submit(KEPT, (ref.seq, ref.actions))
+            if deadline is not None:  # (a node that answered in time answers in a round trip)
+                deadline = max(deadline, time.monotonic() + KEPT_GRACE)
+            return self.recv(deadline, call)
+        self._answer = (ref, raw)
+        return self._answered(*raw, call)
 
     def _gone(self, call: str) -> WorkerError:
         """The error for a node actor whose channel closed: Ray's word on the actor (its

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ from envfactory.vectorizers.remote import (
 )
 
 from .actor import ERROR, INNER, OK, pickles
+from .graph import KEPT
 
 #: what ``vectorizer.in_actor`` may name: the vectorizer an actor hosts its envs in
 IN_ACTOR = ("subproc",)
@@ -159,6 +161,9 @@ class NodeActor:
         import envfactory
 
         self.start, self.mode, self.n = start, AutoresetMode(mode), len(env_fns)
+        #: the compiled graph's steps so far and the answer to the last (see `graph_step`)
+        self.graph_steps, self._kept_answer = 0, None
+        self._graph_lock = threading.Lock()
         self.init_failure: tuple[str, Any] | None = None
         self.inner: Any = None
         fns = [RecoverableFn(fn, self.mode) for fn in env_fns] if restart else list(env_fns)
@@ -195,11 +200,33 @@ class NodeActor:
         except Exception as exc:
             return self._fault(exc)
 
+    def graph_step(self, actions: Any) -> bytes:
+        """A step of the compiled graph ([`StepGraph`][envfactory_ray.graph.StepGraph]): `step`,
+        its answer kept until the next, for a caller whose graph broke before it read it. The
+        answer leaves pickled: Ray would hand the caller arrays that are views of the graph's
+        buffer, and a caller that keeps one (an info) would block the next step's write."""
+        with self._graph_lock:
+            answer = self.step(actions)
+            self.graph_steps, self._kept_answer = self.graph_steps + 1, answer
+        return _dumps(answer)
+
+    def kept(self, seq: int, actions: Any) -> tuple[str, Any]:
+        """The answer to graph step ``seq`` (`KEPT`, by the channel once the graph broke): the
+        kept one, or, if the graph never gave this actor that step's actions, a step now."""
+        with self._graph_lock:
+            if self.graph_steps >= seq:
+                return self._kept_answer  # type: ignore[return-value]
+            self.graph_steps = seq
+            return self.step(actions)
+
     def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
-        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record."""
+        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record (and the
+        plugin's own `KEPT`)."""
         try:
             if cmd == Cmd.STEP:
                 return self.step(data)
+            if cmd == KEPT:
+                return self.kept(*data)
             if cmd == Cmd.RESET:
                 out: Any = self._reset(data)
             elif cmd == Cmd.CALL:

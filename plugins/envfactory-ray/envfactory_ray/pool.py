@@ -160,6 +160,7 @@ class RayPool(PoolVecEnv):
         num_cpus: float | None = None,
         start_timeout: float | None = None,
         in_actor: str | None = None,
+        compiled_graph: bool = False,  # (with in_actor only, which the pool refuses)
         **options: Any,
     ) -> None:
         n = len(env_fns)
