@@ -499,7 +499,8 @@ class ActorHandle(WorkerHandle):
                 deadline = max(deadline, time.monotonic() + KEPT_GRACE)
             return self.recv(deadline, call)
         self._answer = (ref, raw)
-        return self._answered(*raw, call)
+        status, payload = raw
+        return self._answered(status, payload, call)
 
     def _gone(self, call: str) -> WorkerError:
         """The error for a node actor whose channel closed: Ray's word on the actor (its

@@ -162,7 +162,8 @@ class NodeActor:
 
         self.start, self.mode, self.n = start, AutoresetMode(mode), len(env_fns)
         #: the compiled graph's steps so far and the answer to the last (see `graph_step`)
-        self.graph_steps, self._kept_answer = 0, None
+        self.graph_steps = 0
+        self._kept_answer: tuple[str, Any] | None = None
         self._graph_lock = threading.Lock()
         self.init_failure: tuple[str, Any] | None = None
         self.inner: Any = None

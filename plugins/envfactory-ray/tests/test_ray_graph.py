@@ -140,5 +140,5 @@ def test_a_graph_ray_cannot_compile_falls_back_to_the_channels(monkeypatch: Any)
 
 
 def test_compiled_graph_without_in_actor_is_refused_at_compose_time() -> None:
-    with pytest.raises(envfactory.ConfigError, match="vectorizer.compiled_graph=True: expected"):
+    with pytest.raises(envfactory.ConfigError, match=r"vectorizer\.compiled_graph=True: expected"):
         envfactory.compose(["vectorizer=ray", "vectorizer.compiled_graph=true"])
