@@ -21,10 +21,10 @@ from ..errors import (
     ResetNeededError,
     VecEnvBrokenError,
 )
+from .answers import check_spaces
 from .checks import (
     action_checker,
     autoreset_mode,
-    check_spaces,
     check_wait_timeout,
     count_restart,
     reset_needed,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 
@@ -12,9 +12,6 @@ from ..plugin.spec import hookimpl
 from ..plugin.types import VectorizerPlugin
 from .base import VecEnvBase, tile_images
 from .dummy import DummyConfig, DummyVecEnv, build_dummy
-
-if TYPE_CHECKING:
-    from .remote_env import RemoteVecEnv
 
 __all__ = [
     "DummyVecEnv",
@@ -33,7 +30,8 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     records = [
         VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
     ]
-    from .subproc_options import AutoConfig, SubprocAtariConfig, SubprocConfig, prestart
+    from .launch import prestart
+    from .options import AutoConfig, SubprocAtariConfig, SubprocConfig
 
     records += [
         VectorizerPlugin(
@@ -61,94 +59,74 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     return records
 
 
-def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> RemoteVecEnv:
-    """The ``subproc`` vectorizer's build function: a `SubprocVecEnv`, or
-    with ``batch_size`` set the async pool, `SubprocPool`. Its
-    [`split`][envfactory.vectorizers.record.Split] says how the envs were placed and why
-    (with the load sampled once for the whole default split)."""
-    from .record import explain_split
-    from .subproc_options import others_running
-
-    requested = {k: options.get(k) for k in ("in_series", "timeout", "restart", "batch_size")}
-    requested["in_parent"] = options.get("in_parent", 0)
-    requested.update(options.pop("requested", {}))  # (subproc-atari: what was configured)
-    load = options.pop("load", None)
-    level = options.pop("log_level", logging.DEBUG)
-    default = options.get("in_series") is None or options.get("in_parent", 0) is None
-    if load is None and default and options.get("batch_size") is None:
-        load = others_running()
-    envs = _build_subproc(env_fns, load, **options)
-    sizes = [h.stop - h.start for h in envs.workers]
-    envs.split = explain_split(requested, sizes, int(getattr(envs, "in_parent", 0)), load)
-    log_split(envs, level)
-    return envs
+def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:
+    """The ``subproc`` vectorizer's build function: a `SubprocVecEnv`, or with ``batch_size``
+    set the async pool, `SubprocPool`, built to the plan `plan_split` decides first (its
+    [`split`][envfactory.vectorizers.record.Split]: how the envs are placed and why)."""
+    return _build(env_fns, logging.DEBUG, False, options)
 
 
-def _build_subproc(
-    env_fns: Sequence[Callable[[], gym.Env]], load: float | None, **options: Any
-) -> RemoteVecEnv:
-    batch_size = options.pop("batch_size", None)
-    if batch_size is not None:
-        from .pool import SubprocPool, pool_in_series
-        from .subproc_options import check_split
-
-        check_split(len(env_fns), batch_size, options.get("in_parent"), "vectorizer")
-        options["in_parent"] = 0
-        options["in_series"] = pool_in_series(len(env_fns), batch_size, options.get("in_series"))
-        return SubprocPool(env_fns, batch_size, **options)
-    from .subproc import SubprocVecEnv
-
-    return SubprocVecEnv(env_fns, load=load, **options)
-
-
-def build_subproc_atari(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> RemoteVecEnv:
-    """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory).
-
-    With ``in_series`` null (and no pool) its split is resolved here,
-    `image_split`: the parent steps a worker's share while a core
-    is idle, else one worker per core."""
-    from .subproc_options import image_split, others_running
-
+def build_subproc_atari(
+    env_fns: Sequence[Callable[[], gym.Env]], **options: Any
+) -> gym.vector.VectorEnv:
+    """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory): with
+    ``in_series`` null (and no pool) the parent steps a worker's share while a core is idle,
+    else one worker per core (`image_split`)."""
     options["shared_memory"] = True
-    if options.get("in_series") is None and options.get("batch_size") is None:
-        options["requested"] = {k: options.get(k) for k in ("in_series", "in_parent")}
-        options["load"] = others_running()
-        options["in_parent"], options["in_series"] = image_split(
-            len(env_fns),
-            options.get("in_parent"),
-            options.get("timeout"),
-            bool(options.get("restart", False)),
-            options["load"],
-        )
-    return build_subproc(env_fns, uint8_images=True, **options)
+    return _build(env_fns, logging.DEBUG, False, {**options, "uint8_images": True})
 
 
 def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:
     """The ``auto`` vectorizer's build function (see
-    [`AutoConfig`][envfactory.vectorizers.subproc_options.AutoConfig]): every env in this
+    [`AutoConfig`][envfactory.vectorizers.options.AutoConfig]): every env in this
     process (a [`DummyVecEnv`][envfactory.vectorizers.dummy.DummyVecEnv]) when no core is
     free for a worker now, else ``subproc`` with a parent share (``in_parent`` null). An
     option only a worker process gives (``in_series``, ``timeout``, ``restart``, a pool)
     keeps ``subproc``. What it chose and why (the load it saw) is the env's
     [`split`][envfactory.vectorizers.record.Split], also logged on one INFO line of the
     ``envfactory`` logger."""
-    from .record import fallback_split
-    from .subproc_options import no_core_for_a_worker, others_running
+    return _build(env_fns, logging.INFO, True, options)
 
-    needs_workers = ("in_series", "timeout", "restart", "batch_size")
-    free = options.get("in_parent") is None and not any(map(options.get, needs_workers))
-    load = others_running() if free else None
-    if free and no_core_for_a_worker(load):
+
+def _build(
+    env_fns: Sequence[Callable[[], gym.Env]], level: int, fallback: bool, options: dict
+) -> gym.vector.VectorEnv:
+    """The plan (`plan_split`, once), then the vec env it says: `DummyVecEnv` (``auto``'s
+    fallback), `SubprocPool` or `SubprocVecEnv`; its split logged at ``level``."""
+    from .plan import plan_split
+    from .subproc import probe_for
+
+    split = plan_split(
+        len(env_fns),
+        in_series=options.pop("in_series", None),
+        in_parent=options.pop("in_parent", 0),
+        batch_size=options.get("batch_size"),
+        timeout=options.get("timeout"),
+        restart=bool(options.get("restart", False)),
+        images=bool(options.get("uint8_images", False)),
+        fallback=fallback,
+        probe=probe_for(options.get("context", "forkserver"), env_fns),
+    )
+    envs: gym.vector.VectorEnv
+    if not split.workers:
         envs = build_dummy(
             env_fns,
             autoreset_mode=options.get("autoreset_mode", "next_step"),
             copy=options.get("copy", True),
             seeding=options.get("seeding", "offset"),
         )
-        envs.split = fallback_split(len(env_fns), load)
-        log_split(envs, logging.INFO)
-        return envs
-    return build_subproc(env_fns, load=load, log_level=logging.INFO, **options)
+        envs.split = split
+    elif options.get("batch_size") is not None:
+        from .pool import SubprocPool
+
+        envs = SubprocPool(env_fns, options.pop("batch_size"), split, **options)
+    else:
+        from .subproc import SubprocVecEnv
+
+        options.pop("batch_size", None)
+        envs = SubprocVecEnv(env_fns, split=split, **options)
+    log_split(envs, level)
+    return envs
 
 
 def log_split(envs: Any, level: int) -> None:

@@ -1,9 +1,7 @@
 """Checks of what a caller hands a vectorized env, done in the parent before anything
-reaches an env, so a mistake leaves every vectorizer usable (a worker never sees it);
-and of what the envs report ([`check_spaces`][envfactory.vectorizers.remote.check_spaces]), the
-restart budget ([`count_restart`][envfactory.vectorizers.remote.count_restart]) and the fault
-options of a remote backend's schema ([`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]),
-shared by every vectorizer.
+reaches an env, so a mistake leaves every vectorizer usable (a worker never sees it), and
+the restart budget ([`count_restart`][envfactory.vectorizers.remote.count_restart]), shared by
+every vectorizer. What a backend answers is checked in `answers`.
 
 Actions: the batch's structure, shape and dtype for every space, and the values of
 Discrete, MultiDiscrete and MultiBinary actions (vectorised numpy checks, a few
@@ -19,40 +17,29 @@ import math
 import numbers
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from numbers import Real
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from ..config.checks import check_bool, check_int
 from ..errors import (
     ConfigError,
     InvalidActionError,
     InvalidSeedError,
-    OptionError,
     ResetNeededError,
-    SpaceMismatchError,
 )
 
 __all__ = [
     "ActionCheck",
-    "FaultOptions",
     "action_checker",
     "autoreset_mode",
-    "check_batch",
     "check_env_ids",
-    "check_fault_options",
-    "check_rebuilt_spaces",
     "check_recv_timeout",
     "check_seeds",
-    "check_spaces",
     "check_wait_timeout",
     "count_restart",
-    "per_env_answer",
     "reset_needed",
     "seeds_for",
     "show_ids",
@@ -252,122 +239,6 @@ def autoreset_mode(value: Any) -> AutoresetMode:
         ) from None
 
 
-def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) -> list[Any]:
-    """A worker's answer to a per-env command (``start``: its envs' EnvInfo; ``call``: one
-    result per env; ``set_attr``: None) as a list of ``n``, checked once at the boundary
-    between a backend and the vectorized env.
-
-    Raises:
-        RuntimeError: the backend answered with another count or a non-list (a bug in the
-            backend: named with the worker and the call).
-    """
-    if answer is None and call != "start":
-        return [None] * n  # (set_attr)
-    if isinstance(answer, list | tuple) and len(answer) == n:
-        return list(answer)
-    got = f"{len(answer)} results" if isinstance(answer, list | tuple) else repr(answer)[:80]
-    raise RuntimeError(
-        f"{type(backend).__name__}: {worker} answered {call} for {n} envs with {got}; a worker "
-        f"handle must answer with a list of one result per env (a bug in the backend "
-        f"{type(backend).__module__})"
-    )
-
-
-def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, call: str) -> None:
-    """A backend's first batch of a step or reset ``(obs, rewards, terminations,
-    truncations, infos)``, checked once at the boundary: a tuple of five, one reward and
-    one bool flag per env, an infos dict, a Box observation with ``num_envs`` rows.
-
-    Raises:
-        RuntimeError: naming the backend, the call and what is wrong (a bug in the backend).
-    """
-    what = ""
-    if not isinstance(batch, tuple) or len(batch) != 5:
-        what = (
-            f"a tuple of {len(batch)}"
-            if isinstance(batch, tuple)
-            else f"a {type(batch).__name__} (not a tuple of 5)"
-        )
-    else:
-        obs, rewards, terms, truncs, infos = batch
-        for name, arr, kinds in (
-            ("rewards", rewards, "biuf"),
-            ("terminations", terms, "b"),
-            ("truncations", truncs, "b"),
-        ):
-            kind = "number" if kinds != "b" else "bool"
-            if (
-                not isinstance(arr, np.ndarray)
-                or arr.shape != (num_envs,)
-                or arr.dtype.kind not in kinds
-            ):
-                got = (
-                    f"{arr.dtype} {arr.shape}"
-                    if isinstance(arr, np.ndarray)
-                    else type(arr).__name__
-                )
-                what = f"{name} {got} (expected a {kind} numpy array of shape ({num_envs},))"
-                break
-        else:
-            if not isinstance(infos, dict):
-                what = f"infos of type {type(infos).__name__} (expected a dict)"
-            elif isinstance(obs_space, gym.spaces.Box) and (
-                not isinstance(obs, np.ndarray) or obs.shape != (num_envs, *obs_space.shape)
-            ):
-                got = obs.shape if isinstance(obs, np.ndarray) else type(obs).__name__
-                what = (
-                    f"observations {got} (expected shape {(num_envs, *obs_space.shape)}: "
-                    f"{num_envs} rows of the observation space {obs_space})"
-                )
-    if what:
-        raise RuntimeError(
-            f"{type(backend).__name__}: its {call} batch has {what}; a backend's collect must "
-            f"return (obs, rewards, terminations, truncations, infos) for every env (a bug in "
-            f"the backend {type(backend).__module__})"
-        )
-
-
-def check_rebuilt_spaces(
-    infos: Sequence[Any], start: int, spaces: tuple[gym.Space, gym.Space], env_id: str
-) -> None:
-    """The envs ``start``, ``start + 1``, ... of a rebuilt worker (their
-    :class:`~envfactory.vectorizers.protocol.EnvInfo`) have the vectorized env's
-    ``spaces`` (observation, action).
-
-    Raises:
-        SpaceMismatchError: naming the env, the space it was rebuilt with and the one
-            expected.
-    """
-    for i, env in enumerate(infos):
-        for kind, new, old in (
-            ("observation", env.observation_space, spaces[0]),
-            ("action", env.action_space, spaces[1]),
-        ):
-            if new != old:
-                raise SpaceMismatchError(
-                    f"env {start + i} ({env_id}) was rebuilt after a worker fault with {kind} "
-                    f"space {new}, but the vectorized env has {old}; an env constructor must "
-                    "build the same spaces every time"
-                )
-
-
-def check_spaces(
-    spaces: Sequence[tuple[gym.Space, gym.Space]], env_id: str = ""
-) -> tuple[gym.Space, gym.Space]:
-    """All envs must share one observation and one action space; name the first that
-    differs and both spaces."""
-    obs0, act0 = spaces[0]
-    for i, (obs, act) in enumerate(spaces[1:], start=1):
-        for kind, a, b in (("observation", obs0, obs), ("action", act0, act)):
-            if a != b:
-                raise SpaceMismatchError(
-                    f"env {i}{f' ({env_id})' if env_id else ''} has {kind} space {b}, but env 0 "
-                    f"has {a}; every env of one vectorized env must have the same {kind} "
-                    f"space (check per-env options and wrappers)"
-                )
-    return obs0, act0
-
-
 def count_restart(
     times: list[float], failure: Exception, who: str, max_restarts: int, window: float
 ) -> None:
@@ -388,63 +259,6 @@ def count_restart(
         )
         raise failure
     times.append(now)
-
-
-def check_fault_options(options: Any) -> None:
-    """Check the fault options of a remote backend
-    ([`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' fields) in its config schema:
-    ``timeout`` > 0 seconds or null (``inf`` becomes null: no timeout), ``restart`` and ``copy``
-    true or false, ``max_restarts`` an integer >= 0, ``restart_window`` > 0 seconds; a key the
-    schema lacks is skipped. Each raises [`OptionError`][envfactory.errors.OptionError]
-    (``vectorizer.<key>=<value>: expected ...``)."""
-    seconds = (
-        ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
-        ("restart_window", "a number of seconds > 0"),
-    )
-    for key, expected in seconds:
-        value = getattr(options, key, None)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0:
-            raise OptionError(key, value, expected)
-    if getattr(options, "timeout", None) == math.inf:
-        options.timeout = None
-    for key in ("restart", "copy"):
-        if hasattr(options, key):
-            check_bool(options, key)
-    if hasattr(options, "max_restarts"):
-        check_int(options, "max_restarts", 0)
-
-
-@dataclass
-class FaultOptions:
-    """The fault options every [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv] takes,
-    as fields for a backend's config schema to inherit (``@dataclass class MyConfig(FaultOptions)``,
-    whose fields follow these; a ``__post_init__`` of its own calls ``super().__post_init__()``).
-
-    Attributes:
-        timeout: seconds a worker may take for one call (> 0); null or ``inf`` waits
-            forever.
-        restart: rebuild the envs of a worker that dies, hangs past ``timeout`` or raises
-            during ``step``/``reset``, and report their episodes as truncated (at the last
-            observation seen; ``infos["restarted"]``) instead of raising.
-        max_restarts: with ``restart``, the fault after this many restarts of one worker
-            within ``restart_window`` seconds is raised (a simulator that keeps failing).
-        restart_window: seconds over which ``max_restarts`` counts.
-        copy: return a copy of the observation batch (false: a buffer the next step
-            overwrites).
-    """
-
-    timeout: Optional[float] = None  # noqa: UP045 (OmegaConf needs Optional on Python 3.10)
-    restart: bool = False
-    max_restarts: int = 5
-    restart_window: float = 60.0
-    copy: bool = True
-
-    def __post_init__(self) -> None:
-        """[`check_fault_options`][envfactory.vectorizers.remote.check_fault_options] at compose
-        time."""
-        check_fault_options(self)
 
 
 def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:

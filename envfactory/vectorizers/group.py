@@ -38,7 +38,8 @@ from ..errors import (
     restart_message,
     warn_restart,
 )
-from .checks import check_rebuilt_spaces, check_spaces, count_restart, per_env_answer
+from .answers import check_rebuilt_spaces, check_spaces, per_env_answer
+from .checks import count_restart
 from .ctrl_c import held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .infos import merge_infos

@@ -1,4 +1,10 @@
-"""A batch's infos from its envs' info dicts, as gymnasium's vector envs merge them.
+"""The merge rule: a batch's infos from its envs' info dicts, as gymnasium's vector envs
+merge them (``SyncVectorEnv``'s layout: an array and a ``_key`` mask per key, nested dicts
+alike), one rule for every backend: `merge_infos` merges ``(row, info)`` pairs (a worker's
+envs, the pool's batch), `merge_block` merges the infos a worker already merged for its rows
+(a nested vectorized env, a Ray node), `keep_rows` keeps some rows of a merged batch, and
+`plain_key` says which keys a fast merge may put in a column of its own (the info columns of
+`infocols` follow it too).
 
 ``VectorEnv._add_info`` merges one env's info at a time: for each key it looks the key up,
 makes or finds the array and the ``_key`` mask, and assigns one element. An Atari step has
@@ -19,7 +25,7 @@ import numpy as np
 
 from .. import _compat
 
-__all__ = ["merge_infos", "plain_key"]
+__all__ = ["keep_rows", "merge_block", "merge_infos", "plain_key"]
 
 _PLAIN = (int, float, bool)
 
@@ -83,3 +89,66 @@ def _merge_one_by_one(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dic
     for k, info in rows:
         infos = _compat.add_info(infos, info, k, n)
     return infos
+
+
+def _is_mask(infos: dict, key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("_") and key[1:] in infos
+
+
+def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
+    """Merge ``block``, the merged infos of rows ``start ..`` (a worker's envs, gymnasium's
+    layout, every key with its ``_key`` mask), into ``infos``, the infos of a batch of ``n``
+    rows, and return it: the same dict as merging each env's info in env order with
+    gymnasium's ``VectorEnv._add_info`` (an array is made with the dtype of the first block
+    that has its key, the dtype of the first env that has it).
+
+    Example:
+        >>> import numpy as np
+        >>> a = {"x": np.array([1, 0]), "_x": np.array([True, False])}
+        >>> merge_block({}, a, 2, 4)["x"]
+        array([0, 0, 1, 0])
+    """
+    for key, value in block.items():
+        if _is_mask(block, key):
+            continue
+        mask = block[f"_{key}"]
+        stop = start + len(mask)
+        merged: Any
+        if isinstance(value, dict):
+            merged = merge_block(infos.get(key, {}), value, start, n)
+        else:
+            merged = infos.get(key)
+            if merged is None:
+                merged = (
+                    np.full(n, None, dtype=object)
+                    if value.dtype == object
+                    else np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+                )
+            rows = merged[start:stop]
+            rows[mask] = value[mask]
+        full = infos.get(f"_{key}")
+        if full is None:
+            full = np.zeros(n, dtype=np.bool_)
+        full[start:stop] |= mask
+        infos[key], infos[f"_{key}"] = merged, full
+    return infos
+
+
+def keep_rows(infos: dict, keep: np.ndarray) -> dict:
+    """``infos`` (gymnasium's layout) of the rows of ``keep`` only: the other rows are
+    cleared (zero, or None in an object array, as a merge of the kept rows alone would
+    leave them) and a key no kept row has is dropped."""
+    out: dict = {}
+    for key, value in infos.items():
+        if _is_mask(infos, key):
+            continue
+        mask = infos[f"_{key}"] & keep
+        if not mask.any():
+            continue
+        if isinstance(value, dict):
+            value = keep_rows(value, keep)
+        else:
+            value = value.copy()
+            value[~keep] = None if value.dtype == object else 0
+        out[key], out[f"_{key}"] = value, mask
+    return out

@@ -57,34 +57,24 @@ from gymnasium.vector.utils import create_empty_array
 from ..errors import ConfigError
 from .handle import WorkerHandle
 from .pipe import PipeHandle
+from .plan import plan_split
 from .pool_env import PoolVecEnv, take_rows
 from .protocol import Cmd
+from .record import Split
 from .remote_env import pop_faults
 from .runner import InfoCalls
 from .scheduler import RemoteSite
 from .subproc import SubprocGroup
-from .subproc_options import check_split, default_in_series
 from .wakeup import DONE, PARENT_SLEEPING, SLEEP_SLICE_MS, Poller, drain_eventfd, fence
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
-__all__ = ["SPIN_WAIT", "PoolVecEnv", "SubprocPool", "pool_in_series", "take_rows"]
+__all__ = ["SPIN_WAIT", "PoolVecEnv", "SubprocPool", "take_rows"]
 
 #: the pool's parent spins through its waits for a worker while they average no longer
 #: than this, even while every core is busy: waking a sleeping process costs 25-300 us on
 #: a VM, so the wait for a cheap env's step is cheaper spun through
 SPIN_WAIT = 150e-6
-
-
-def pool_in_series(num_envs: int, batch_size: Any, in_series: int | None) -> int | None:
-    """``in_series`` of a pool when the config leaves it null: one worker per core, as
-    ``subproc-atari`` (the parent mostly waits; a learner shares its core), but no worker
-    with more envs than ``batch_size``, so a worker's answer fits one ``recv`` and at
-    least ``num_envs / batch_size`` workers take turns (16 CartPoles, ``batch_size=8``: 2
-    workers of 8; 8 Pongs, ``batch_size=4`` on 2 cores: 2 workers of 4)."""
-    if in_series is not None or isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        return in_series
-    return max(1, min(default_in_series(num_envs, leave_parent_a_core=False), batch_size))
 
 
 class SubprocPool(PoolVecEnv):
@@ -95,17 +85,28 @@ class SubprocPool(PoolVecEnv):
     group: SubprocGroup
 
     def __init__(
-        self, env_fns: Sequence[Callable[[], gym.Env]], batch_size: int, **options: Any
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        batch_size: int,
+        split: Split | None = None,
+        **options: Any,
     ) -> None:
         if batch_size is None:
             raise ConfigError(
                 "SubprocPool needs a batch_size (an integer in [1, num_envs]); for a "
                 "synchronous VecEnv use SubprocVecEnv (vectorizer.batch_size=null)"
             )
-        check_split(len(env_fns), batch_size, options.get("in_parent"), "vectorizer")
+        if split is None:
+            split = plan_split(
+                len(env_fns),
+                in_series=options.pop("in_series", None),
+                in_parent=options.pop("in_parent", 0),
+                batch_size=batch_size,
+            )
+        self.split = split
         autoreset_mode = options.pop("autoreset_mode", "next_step")
         faults = pop_faults(options)
-        group = SubprocGroup(env_fns, handoff=False, **options)
+        group = SubprocGroup(env_fns, handoff=False, split=split, **options)
         super().__init__(group, batch_size, _PipeSite, autoreset_mode, **faults)
 
 

@@ -1,5 +1,5 @@
 """Timing one env's step in a throwaway process, before ``subproc`` decides how many envs
-each worker gets (`subproc_options.split_envs`): the env is built, stepped and closed
+each worker gets (`plan.plan_split`): the env is built, stepped and closed
 there, so the parent never runs an env it promised to keep in a worker."""
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ sweep table.
 
 Two facts, each kept where it is decided:
 
-* **the split** ([`Split`][envfactory.vectorizers.record.Split]): how many envs each worker
-  got, how many this process steps itself, and why (``auto``'s fallback to every env in this
-  process, ``subproc``'s default split from the cores free at build time). A build function
-  that decides it sets ``envs.split`` once, before returning the env (`explain_split`);
-  an env built directly has none.
+* **the split** ([`Split`][envfactory.vectorizers.record.Split]): the plan, decided by
+  [`plan_split`][envfactory.vectorizers.remote.plan_split] before any env is built and
+  consumed by the build: how many envs each worker gets, how many this process steps
+  itself, and why (``auto``'s fallback to every env in this process, ``subproc``'s default
+  split from the cores free at build time). ``dummy`` has none.
 * **the restarts** ([`WorkerRestarts`][envfactory.vectorizers.record.WorkerRestarts]): per
   worker rebuilt with ``vectorizer.restart=true``, how many times and the first cause, read
   from the worker handles (``WorkerHandle.restarts``, ``WorkerHandle.restart_cause``).
@@ -24,8 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,15 +31,15 @@ __all__ = [
     "RunRecord",
     "Split",
     "WorkerRestarts",
-    "explain_split",
-    "fallback_split",
     "run_record_of",
 ]
 
 
 @dataclass(frozen=True)
 class Split:
-    """How a vectorizer placed its envs, decided once before any env was built.
+    """The plan: how a vectorizer places its envs, decided once, before any env is built, by
+    [`plan_split`][envfactory.vectorizers.remote.plan_split]; the build starts one worker
+    per `slices` entry and steps the last ``in_parent`` envs itself.
 
     Attributes:
         workers: envs per worker process, in worker order (empty: every env in this process).
@@ -66,6 +64,15 @@ class Split:
                 f"{self.in_parent} in this process"
             )
         return f"{where}: {self.reason}" if self.reason else where
+
+    def slices(self) -> list[tuple[int, int]]:
+        """``[(start, stop), ...]``: each worker's envs, in worker order (this process's
+        own envs are the ``in_parent`` after the last)."""
+        out, start = [], 0
+        for n in self.workers:
+            out.append((start, start + n))
+            start += n
+        return out
 
 
 @dataclass(frozen=True)
@@ -135,65 +142,3 @@ def run_record_of(env: Any) -> RunRecord:
         for h in handles
     )
     return RunRecord(type(inner).__name__, getattr(inner, "split", None), restarts)
-
-
-def _load_words(load: float | None) -> str:
-    cpus = os.cpu_count() or 1
-    seen = "not sampled" if load is None else f"{load:.1f} running threads of other programs"
-    return f"load {seen} on {cpus} cpu{'s' if cpus != 1 else ''}"
-
-
-def explain_split(
-    requested: Mapping[str, Any], workers: list[int], in_parent: int, load: float | None
-) -> Split:
-    """The [`Split`][envfactory.vectorizers.record.Split] a ``subproc``-family build
-    decided: ``requested`` are the vectorizer's options as configured (``in_series``,
-    ``in_parent``, ``timeout``, ``restart``, ``batch_size``), ``workers`` and ``in_parent``
-    what was built, ``load`` what the build sampled (`others_running`; None: not sampled,
-    because nothing was left to the cores free)."""
-    parts: list[str] = []
-    batch = requested.get("batch_size")
-    series = requested.get("in_series")
-    if batch is not None:
-        parts.append(f"the async pool (batch_size={batch}), every env in a worker")
-    if series is not None:
-        parts.append(f"in_series={series} as configured")
-    elif batch is None:
-        share = " but the one left to this process" if in_parent else ""
-        if not in_parent and (os.cpu_count() or 1) >= 8:
-            share = " (on 8+ cpus a cheap env's step, under 50 us, puts two or more per worker)"
-        parts.append(f"in_series null: one worker per core free at build time{share}")
-    asked = requested.get("in_parent", 0)
-    if batch is not None:
-        pass
-    elif asked is not None:
-        why = "every env isolated in a worker" if asked == 0 else "as configured"
-        parts.append(f"in_parent={asked} ({why})")
-    elif in_parent:
-        parts.append(f"in_parent null: this process steps {in_parent} (a core was idle)")
-    else:
-        needs = [k for k in ("in_series", "timeout", "restart") if requested.get(k)]
-        cpus = os.cpu_count() or 1
-        if needs:
-            why = f"{', '.join(needs)} set (an env in this process can be neither timed out "
-            why += "nor restarted)" if set(needs) - {"in_series"} else "nor split by in_series)"
-        elif cpus < 2 or sum(workers) < cpus:
-            why = "fewer envs than cpus"
-        else:
-            why = "no core idle for this process"
-        parts.append(f"in_parent null: none in this process: {why}")
-    if load is not None or (series is None and batch is None):
-        parts.append(_load_words(load))
-    return Split(tuple(workers), in_parent, "; ".join(parts))
-
-
-def fallback_split(num_envs: int, load: float | None) -> Split:
-    """``auto``'s fallback: every env in this process, because no core was free for a worker
-    when it was built (``load``: other programs' running threads it saw)."""
-    return Split(
-        (),
-        num_envs,
-        f"auto fell back to every env in this process: no core free for a worker at build "
-        f"time ({_load_words(load)}; a worker needs two free cores, one for it and one for "
-        "this process)",
-    )

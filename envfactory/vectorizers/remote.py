@@ -46,10 +46,13 @@ else from envfactory than this module and the public ``envfactory`` names (error
 
 from __future__ import annotations
 
-from .checks import FaultOptions, check_fault_options, check_spaces, count_restart
+from .answers import check_spaces
+from .checks import count_restart
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
-from .infos import merge_infos
+from .infos import keep_rows, merge_block, merge_infos
+from .options import FaultOptions, check_fault_options
+from .plan import plan_split
 from .pool_env import PoolVecEnv, take_rows
 from .protocol import (
     Call,
@@ -62,6 +65,8 @@ from .protocol import (
     SetAttr,
     failure_of,
 )
+from .record import Split
+from .recovery import Recover, Recoverable, RecoverableFn, after_reset, after_step
 from .remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
 from .runner import EnvHost
 from .scheduler import PoolBackend, RemoteSite
@@ -80,21 +85,30 @@ __all__ = [
     "FaultOptions",
     "PoolBackend",
     "PoolVecEnv",
+    "Recover",
+    "Recoverable",
+    "RecoverableFn",
     "RemoteSite",
     "RemoteVecEnv",
     "Reset",
     "RestartReset",
     "Restarted",
     "SetAttr",
+    "Split",
     "WorkerGroup",
     "WorkerHandle",
+    "after_reset",
+    "after_step",
     "check_fault_options",
     "check_spaces",
     "concatenate_checked",
     "count_restart",
     "env_label",
     "failure_of",
+    "keep_rows",
+    "merge_block",
     "merge_infos",
+    "plan_split",
     "pop_faults",
     "split_envs",
     "take_rows",

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import AlreadyPendingError, ConfigError, too_many_open_files
+from .answers import check_batch
 from .base import PendingCall, VecEnvBase
-from .checks import check_batch
 from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, WorkerHandle

@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from .protocol import Cmd
+from .recovery import LOST, REDONE, RESET, RESET_FLAGGED, after_reset, after_step
 
 __all__ = ["EnvHost", "EnvRunner", "InfoCalls", "call_env"]
 
@@ -232,14 +233,14 @@ class EnvHost:
         replaces one that failed during a step: each env ends its lost episode now (truncated, at
         the last observation the caller saw), or, if that step was its next_step autoreset,
         is reset."""
-        n, runner = len(self.envs), self.runner
-        due = [i for i in range(n) if rs.done[i] and self.mode is AutoresetMode.NEXT_STEP]
-        for i in range(n):
-            if i in due:
-                runner.autoreset[i] = True
+        rule = after_step(rs.done, self.mode)
+        due = [i for i, what in enumerate(rule) if what == RESET_FLAGGED]
+        for i, what in enumerate(rule):
+            if what == RESET_FLAGGED:
+                self.runner.autoreset[i] = True
             else:
                 self.lost[i] = rs.last_obs[i]
-        calls = self._step_lost([None] * n)
+        calls = self._step_lost([None] * len(rule))
         calls += [(i, {"restarted": True}) for i in due]
         return self._collect(calls, None)
 
@@ -251,15 +252,15 @@ class EnvHost:
         mask, runner = rr.reset.mask, self.runner
         calls = runner.reset(rr.reset.seeds, rr.reset.options, mask)
         self.lost.clear()
-        for i in range(len(self.envs)):
-            if mask is not None and not mask[i]:
-                runner.obs[i] = rr.last_obs[i]
-                if rr.done[i] and self.mode is AutoresetMode.NEXT_STEP:
-                    runner.autoreset[i] = True  # its next step is the autoreset
-                elif not (rr.done[i] and self.mode is AutoresetMode.DISABLED):  # awaits reset
-                    self.lost[i] = rr.last_obs[i]
-            else:
+        for i, what in enumerate(after_reset(mask, rr.done, self.mode)):
+            if what == REDONE:
                 calls.append((i, {"restarted": True}))
+                continue
+            runner.obs[i] = rr.last_obs[i]
+            if what == RESET:
+                runner.autoreset[i] = True  # its next step is the autoreset
+            elif what == LOST:
+                self.lost[i] = rr.last_obs[i]
         return self._collect(calls, None)
 
     def call(self, c: Any) -> list[Any]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy as _copy
 import math
-import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -30,18 +29,22 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
-from .. import _compat
-from ..errors import ConfigError, UnpicklableEnvError
+from ..errors import ConfigError
+from .launch import check_descriptors, context_of, payload, start_process
+from .options import START_METHODS, SubprocAtariConfig, SubprocConfig
+from .probe import step_seconds
 from .remote import (
     STARTUP_TIMEOUT,
     Cmd,
     EnvInfo,
     RemoteVecEnv,
+    Split,
     WorkerGroup,
     WorkerHandle,
     env_label,
     failure_of,
     merge_infos,
+    plan_split,
     pop_faults,
 )
 from .shm import (
@@ -55,25 +58,12 @@ from .shm import (
     supports_shared_memory,
     worker_main,
 )
-from .subproc_options import (
-    START_METHODS,
-    WORKER_PRELOAD,
-    SubprocAtariConfig,
-    SubprocConfig,
-    check_descriptors,
-    install_fork_hook,
-    parent_share,
-    split_envs,
-    start_process,
-    step_seconds,
-)
 
 __all__ = [
     "SubprocAtariConfig",
     "SubprocConfig",
     "SubprocGroup",
     "SubprocVecEnv",
-    "split_envs",
 ]
 
 #: the least a worker spins when the parent steps a share of the envs (see _worker_spin_us):
@@ -87,8 +77,9 @@ class SubprocGroup(WorkerGroup):
     ``in_parent`` envs in this process), maps one shared region into all of them, posts a
     step to all of them at once (``handoff``; the pool posts to each on its own), and
     implements [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]'s hooks (collect a
-    batch, rebuild a worker, release). The options are `SubprocConfig`'s; ``load``: what the
-    build sampled of other programs' running threads (`SubprocVecEnv`'s)."""
+    batch, rebuild a worker, release). The options are `SubprocConfig`'s; ``split``: the plan
+    (`plan_split`; None: planned here from ``in_series``, ``in_parent`` and ``load``, other
+    programs' running threads as the caller sampled them)."""
 
     def __init__(
         self,
@@ -101,6 +92,7 @@ class SubprocGroup(WorkerGroup):
         in_parent: int = 0,
         handoff: bool = True,
         load: float | None = None,
+        split: Split | None = None,
     ) -> None:
         super().__init__()
         if context not in START_METHODS:
@@ -110,36 +102,29 @@ class SubprocGroup(WorkerGroup):
         if spin_us < 0:
             raise ConfigError(f"vectorizer.spin_us must be >= 0, got {spin_us!r}")
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
-        self.in_series, self.uint8_images, self.use_handoff = in_series, uint8_images, handoff
+        self.uint8_images, self.use_handoff = uint8_images, handoff
         self.context, self.spin_us, self.shared_memory = context, spin_us, shared_memory
-        self.in_parent = in_parent
+        if split is None:
+            probe = probe_for(context, self.env_fns)
+            split = plan_split(
+                self.num_envs, in_series=in_series, in_parent=in_parent, images=uint8_images,
+                load=load, probe=probe,
+            )  # fmt: skip
+        #: the plan this group starts (`plan_split`): its workers' slices, this process's share
+        self.split = split
+        self.in_parent = split.in_parent
         self.env_id = env_label(env_fns[0])
         self._buffers: SharedBuffers | None = None
         self.workers: list[PipeHandle] = []
         self._local: LocalHandle | None = None  # the parent's own envs (in_parent)
         #: the step hand-off for every worker at once (None: actions go by pipe)
         self._handoff: StepHandoff | None = None
-        #: other programs' running threads sampled by the build (`others_running`; None:
-        #: `split_envs` samples them itself if its default needs them)
-        self.load = load
 
     def start(self) -> None:
         env_fns, in_parent = self.env_fns, self.in_parent
-        self._ctx: Any = mp.get_context(self.context)
-        if self.context == "forkserver":
-            # extend the user's preload list, never replace it; the at-fork hook only matters
-            # once a forkserver exists
-            _compat.forkserver_preload(self._ctx, WORKER_PRELOAD)
-            install_fork_hook()
+        self._ctx: Any = context_of(self.context)
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
-        probe = None
-        if not self.uint8_images and split > 0:  # (image envs are never cheap)
-
-            def probe() -> float | None:  # (run by split_envs only where it may matter)
-                return step_seconds(self._ctx, self._payload(env_fns[:1], 0), start_process)
-
-        parts = split_envs(split, self.in_series, in_parent > 0, probe, self.load)
-        for k, (a, b) in enumerate(parts):
+        for k, (a, b) in enumerate(self.split.slices()):
             fns = env_fns[a:b]
             handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), self.spin_us)
             handle.write_timeout = self.env.timeout  # a message is written within it too
@@ -178,25 +163,7 @@ class SubprocGroup(WorkerGroup):
         raise here.remote_error("start", failure_of(exc)) from exc
 
     def _payload(self, fns: list, start: int) -> Any:
-        if self.context == "fork":
-            return fns
-        import cloudpickle
-
-        try:
-            return cloudpickle.dumps(fns)
-        except Exception as exc:
-            for i, fn in enumerate(fns):
-                try:
-                    cloudpickle.dumps(fn)
-                except Exception as inner:
-                    raise UnpicklableEnvError(
-                        f"env {start + i} ({env_label(fn)!r}) cannot be sent to a worker process "
-                        f"with context={self.context!r}: {type(inner).__name__}: {inner}. Make "
-                        "the env constructor picklable (a module-level function or class, no "
-                        "open files/locks/lambdas over unpicklable objects), or use "
-                        "vectorizer.context=fork"
-                    ) from inner
-            raise UnpicklableEnvError(f"env constructors cannot be pickled: {exc}") from exc
+        return payload(self.context, fns, start)
 
     def _spawn(self, w: PipeHandle) -> None:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
@@ -409,12 +376,11 @@ class SubprocVecEnv(RemoteVecEnv):
     process: an env that crashes or exits its process is a ``WorkerDiedError``, never the
     end of the caller's program. ``in_parent`` > 0 trades that isolation for speed for
     those envs; ``in_parent`` null decides the share once, before any env is built (a
-    worker's share when a core is idle, see `parent_share`). An
+    worker's share when a core is idle, see `plan_split`). An
     env never moves between processes once built. The other options are
     `SubprocConfig`'s: the fault options (``timeout``, ``restart``, ...) the front's, the
-    rest `SubprocGroup`'s; ``load`` (other programs' running threads, `others_running`) is
-    what the build sampled, so that one sample decides the whole default split (None: sampled
-    here where the default needs it).
+    rest `SubprocGroup`'s; ``split`` is the plan a build function decided (`plan_split`;
+    None: planned here, ``load`` as there).
     """
 
     group: SubprocGroup
@@ -425,23 +391,35 @@ class SubprocVecEnv(RemoteVecEnv):
         autoreset_mode: Any = "next_step",
         in_parent: int | None = 0,
         load: float | None = None,
+        split: Split | None = None,
         **options: Any,
     ) -> None:
+        if split is None:
+            split = plan_split(
+                len(env_fns),
+                in_series=options.pop("in_series", None),
+                in_parent=in_parent,
+                timeout=options.get("timeout"),
+                restart=bool(options.get("restart", False)),
+                images=options.get("uint8_images", False),
+                load=load,
+                probe=probe_for(options.get("context", "forkserver"), env_fns),
+            )
         #: how many envs (the last ones) this process steps itself
-        self.in_parent = parent_share(
-            len(env_fns),
-            in_parent,
-            options.get("in_series"),
-            options.get("timeout"),
-            options.get("restart", False),
-            options.get("uint8_images", False),
-            load,
-        )
+        self.in_parent = split.in_parent
+        self.split = split
         faults = pop_faults(options)
-        group = SubprocGroup(env_fns, in_parent=self.in_parent, load=load, **options)
+        group = SubprocGroup(env_fns, split=split, **options)
         super().__init__(group, autoreset_mode, **faults)
 
 
 def _rows(actions: Any, h: WorkerHandle) -> Any:
     """``h``'s rows of the action batch (what ``*_wait()`` sends it after a Ctrl-C)."""
     return actions[h.start : h.stop]
+
+
+def probe_for(method: str, env_fns: Sequence[Callable[[], gym.Env]]) -> Callable[[], Any]:
+    """The plan's probe: one step of the first env timed in a throwaway process of
+    ``method`` (`step_seconds`), run only where it could change the split."""
+    return lambda: step_seconds(context_of(method), payload(method, list(env_fns[:1]), 0),
+                                start_process)  # fmt: skip

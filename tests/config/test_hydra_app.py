@@ -191,20 +191,20 @@ import ale_py
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Info)  # the user's choice
 mp.get_context("forkserver").set_forkserver_preload(["json"])  # the user's preload
 import envfactory
-from envfactory.vectorizers import subproc_options
+from envfactory.vectorizers import launch
 
 envfactory.get_registry()
 envfactory.compose(["env=gym"])
-out = {"hook_after_import": subproc_options._fork_hook[0]}
+out = {"hook_after_import": launch._fork_hook[0]}
 with envfactory.make_vec(overrides=["env=pong", "num_envs=1"]) as envs:  # dummy: here
     envs.reset(seed=0)
 spawn = ["vectorizer=subproc", "vectorizer.context=spawn", "num_envs=1"]
 with envfactory.make_vec(overrides=spawn) as envs:
     envs.reset(seed=0)
-out["hook_after_spawn"] = subproc_options._fork_hook[0]
+out["hook_after_spawn"] = launch._fork_hook[0]
 with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=1"]) as envs:
     envs.reset(seed=0)
-out["hook_after_forkserver"] = subproc_options._fork_hook[0]
+out["hook_after_forkserver"] = launch._fork_hook[0]
 out["preload"] = fsmod._forkserver._preload_modules
 print(json.dumps(out))
 """

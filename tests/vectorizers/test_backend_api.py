@@ -115,7 +115,8 @@ def test_subproc_is_built_from_the_public_backend_interface_alone() -> None:
     """Issue 26: a PufferLib-style backend (busy-wait shared memory, nothing on a pipe while
     stepping) is buildable from the public interface alone, and ``subproc`` is that backend:
     its module imports nothing of envfactory's vectorizers but the author API
-    (``remote``), the shared-memory kit (``shm``) and its own options."""
+    (``remote``), the shared-memory kit (``shm``) and its own options, process start and
+    probe (``options``, ``launch``, ``probe``)."""
     import ast
     from pathlib import Path
 
@@ -127,7 +128,7 @@ def test_subproc_is_built_from_the_public_backend_interface_alone() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
     }
-    assert relative == {"remote", "shm", "subproc_options"}, relative
+    assert relative == {"remote", "shm", "options", "launch", "probe"}, relative
     from envfactory.vectorizers import remote, shm
 
     for name in ("WorkerGroup", "WorkerHandle", "RemoteVecEnv", "EnvHost", "Cmd"):

@@ -32,13 +32,14 @@ from test_equivalence import (
 import envfactory
 from envfactory.errors import AlreadyPendingError, ConfigError, VecEnvBrokenError, WorkerDiedError
 from envfactory.testing import assert_rollouts_equal
-from envfactory.vectorizers.subproc import SubprocVecEnv
-from envfactory.vectorizers.subproc_options import (
+from envfactory.vectorizers.plan import (
     default_in_series,
     image_split,
     others_running,
     parent_share,
+    plan_split,
 )
+from envfactory.vectorizers.subproc import SubprocVecEnv
 
 MODES = ("next_step", "same_step", "disabled")
 CASES = list(
@@ -120,8 +121,8 @@ def test_auto_share_and_bad_values() -> None:
     assert parent_share(8, None, None, None, True, False, load=0.0) == 0
     assert parent_share(8, None, None, None, False, True, load=0.0) == 0  # subproc-atari
     assert parent_share(8, 3, 2, 5.0, False, False) == 3  # explicit wins
-    with pytest.raises(ConfigError) as info:
-        parent_share(4, 4, None, None, False, False)
+    with pytest.raises(ConfigError) as info:  # (checked once, by the plan)
+        plan_split(4, in_parent=4)
     msg = str(info.value)
     assert "vectorizer.in_parent=4: expected an integer in [0, num_envs - 1 = 3]" in msg
     assert "vectorizer=dummy" in msg
@@ -166,8 +167,8 @@ def test_on_many_cores_cheap_envs_share_a_worker_expensive_ones_do_not(
     import gymnasium as gym
     from faulty_envs import Maker
 
+    import envfactory.vectorizers.plan as options
     import envfactory.vectorizers.subproc as subproc
-    import envfactory.vectorizers.subproc_options as options
 
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.setattr(options, "others_running", lambda: 0.0)  # (this machine may be busy)
@@ -202,10 +203,10 @@ def test_a_probe_that_cannot_build_the_env_leaves_the_default_and_the_error_to_t
     the workers' start reports the error, as without a probe."""
     from faulty_envs import Maker
 
+    import envfactory.vectorizers.plan as options
     import envfactory.vectorizers.subproc as subproc
-    import envfactory.vectorizers.subproc_options as options
+    from envfactory.vectorizers.launch import start_process
     from envfactory.vectorizers.probe import step_seconds
-    from envfactory.vectorizers.subproc_options import start_process
 
     ctx = __import__("multiprocessing").get_context("fork")
     assert step_seconds(ctx, [Maker(fault="bogus")], start_process) is None
@@ -439,7 +440,7 @@ def test_the_idle_probe_sees_a_busy_process_and_forgets_it_when_it_exits() -> No
 BOOTING_FORK_SERVER = """
 import multiprocessing as mp, sys, time
 from multiprocessing import forkserver
-from envfactory.vectorizers.subproc_options import others_running
+from envfactory.vectorizers.plan import others_running
 mp.get_context("forkserver").set_forkserver_preload(["busy_boot"])
 forkserver.ensure_running()
 time.sleep(0.3)  # (the server is importing busy_boot: 3 s of CPU)
@@ -589,7 +590,7 @@ def test_auto_trades_isolation_for_speed_decided_before_any_env_is_built(
     worker's share in the parent, decided at build time); with no core free for a worker,
     every env in this process (``dummy``): decided once, before any env is built, never by
     moving a live env. Either gives the same trajectories as ``dummy``."""
-    import envfactory.vectorizers.subproc_options as opts
+    import envfactory.vectorizers.plan as opts
 
     cfg = envfactory.compose(["vectorizer=auto", "num_envs=4"])
     assert cfg.vectorizer.name == "auto" and cfg.vectorizer.in_parent is None

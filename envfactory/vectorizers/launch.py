@@ -1,0 +1,228 @@
+"""Starting worker processes: from one long-lived launcher thread (a worker dies with the
+thread that started it), with SIGINT blocked, from inside a daemonic process too, without
+re-running ``__main__``; the fork server booted early; the descriptor check before a start;
+the fork hooks that keep a forked child off its parent's workers and fork server; a start
+method's context (`context_of`) and the env constructors as its workers receive them
+(`payload`)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import _compat
+from ..errors import UnpicklableEnvError
+from .handle import env_label
+
+__all__ = [
+    "WORKER_PRELOAD",
+    "boot_forkserver",
+    "check_descriptors",
+    "context_of",
+    "install_fork_hook",
+    "payload",
+    "prestart",
+    "start_process",
+]
+
+#: file descriptors each worker holds in this process (its pipe, its two wake-up eventfds,
+#: the process's sentinel and its spare), and those of the shared region (measured:
+#: 5.25 a worker at 8 workers, 5.5 at 4, under fork and forkserver)
+FDS_PER_WORKER, FDS_SHARED = 5, 3
+
+
+def check_descriptors(workers: int) -> None:
+    """Refuse a start whose workers cannot all have their descriptors in this process
+    (``ulimit -n`` too low, or envs left open), before any worker or fork server is asked:
+    a start that runs out part-way kills the fork server mid-message, which prints its
+    own traceback before envfactory's error. Raises ``OSError(EMFILE)``, which the front
+    words with the fix (`too_many_open_files`); a lower bound, so it never refuses a start
+    that could succeed."""
+    import errno
+
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        open_now = len(os.listdir("/proc/self/fd"))
+    except (ImportError, OSError, ValueError):  # (no /proc or no resource module)
+        return
+    if soft == resource.RLIM_INFINITY:
+        return
+    if FDS_PER_WORKER * workers + FDS_SHARED > soft - open_now:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+
+_fork_hook: list[bool] = [False]
+
+
+def install_fork_hook() -> None:
+    """Once a forkserver is in use: make a forked child forget the parent's forkserver
+    handle, whose ``ensure_running`` would ``waitpid`` a process that is not the child's
+    own and raise ChildProcessError (e.g. a daemonic job process forked by a launcher whose
+    parent used ``context=forkserver``); the child starts its own on first use. Installed
+    only when envfactory starts a forkserver, never on import."""
+    if not _fork_hook[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_compat.forget_inherited_forkserver)
+        _fork_hook[0] = True
+
+
+# Worker processes started in this process: a child that the user's program forks must not
+# treat them as its own. multiprocessing's list of children is inherited by os.fork(), and
+# at the child's normal exit its atexit hook would terminate every "daemonic child" on it:
+# the parent's workers. Installed when envfactory first starts a worker, never on import.
+_started: weakref.WeakSet = weakref.WeakSet()
+_child_hook: list[bool] = [False]
+
+
+def _after_fork_in_child() -> None:
+    global _launcher_lock
+    _launcher_lock = threading.Lock()  # another thread may have held it at the fork
+    _compat.forget_children(list(_started))
+    _started.clear()
+
+
+# -- workers are started from one thread that lives as long as the process ----------------
+# The workers ask Linux for SIGKILL when their parent dies (PR_SET_PDEATHSIG). Linux sends it
+# when the *thread* that started the process ends, not the process: a vec env built in a
+# short-lived thread (an executor, some launchers) would lose every worker with that thread.
+# So every worker is started from one daemon thread, started on first use (and again in a
+# forked child, where it does not exist), that lives until the process exits.
+_launcher: tuple[int, queue.SimpleQueue] | None = None
+_launcher_lock = threading.Lock()
+
+
+def _serve_launches(jobs: queue.SimpleQueue) -> None:
+    # Ctrl-C is the main process's to handle (it ends the workers): every process started
+    # from here (a worker, the fork server) starts with SIGINT blocked, so a Ctrl-C at the
+    # terminal, sent to the whole process group, prints no traceback from a process still
+    # importing its modules (the fork server's preload, a spawned worker's start-up)
+    while True:
+        fn, box, done = jobs.get()
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # handed to the thread that asked
+            box["error"] = exc
+        finally:
+            done.set()
+
+
+def _launcher_queue() -> queue.SimpleQueue:
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None or _launcher[0] != os.getpid():
+            jobs: queue.SimpleQueue = queue.SimpleQueue()
+            threading.Thread(
+                target=_serve_launches, args=(jobs,), name="envfactory-launcher", daemon=True
+            ).start()
+            _launcher = (os.getpid(), jobs)
+        return _launcher[1]
+
+
+def _servers_up(method: str | None) -> None:
+    """Start multiprocessing's resource tracker and (under forkserver) its fork server from
+    this thread with SIGINT blocked, and leave it blocked here: every process started from
+    the launcher thread (a worker, the fork server) starts with SIGINT blocked, so a Ctrl-C
+    at the terminal, sent to the whole process group, prints no traceback from a process
+    still importing its modules (Ctrl-C is the main process's to handle: it ends the
+    workers; a worker ignores it). The resource tracker unblocks SIGINT in the thread that
+    starts it, so it goes first."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if method == "forkserver":
+        _compat.ensure_forkserver()
+
+
+def _start(proc: Any) -> None:
+    # multiprocessing refuses children of daemonic processes (some Hydra launchers run
+    # jobs in one). Our workers die with their parent (PDEATHSIG + watchdog), which is
+    # the concern behind that rule, so lift it while starting them.
+    if not _child_hook[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _child_hook[0] = True
+    _servers_up(getattr(proc, "_start_method", None))
+    with _compat.without_main(), _compat.non_daemonic():
+        proc.start()
+    _started.add(proc)
+
+
+#: what every worker imports: the fork server preloads it (see SubprocGroup.start)
+WORKER_PRELOAD = ("envfactory.vectorizers.worker", "gymnasium", "envfactory.factory")
+
+
+def boot_forkserver(modules: Sequence[str] = ()) -> None:
+    """Start multiprocessing's fork server now, in the background (the launcher thread),
+    preloading `WORKER_PRELOAD` and ``modules``: its boot (a Python start and the imports
+    every worker needs, ~0.2 s) then overlaps the caller's own work, such as composing the
+    config, instead of delaying the first worker. Nothing if a fork server already runs
+    (its preloads stay as they were)."""
+    _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
+    install_fork_hook()
+    _launcher_queue().put((lambda: _servers_up("forkserver"), {}, threading.Event()))
+
+
+def prestart(options: Mapping[str, str], modules: Sequence[str]) -> None:
+    """``subproc``'s `VectorizerPlugin.prestart`: the fork server boots while the config is
+    composed (`boot_forkserver`), unless the overrides pick another start method."""
+    if options.get("context", "forkserver") == "forkserver":
+        boot_forkserver(modules)
+
+
+def start_process(proc: Any) -> None:
+    """``proc.start()`` from the launcher thread (see above), without re-running
+    ``__main__`` in it, also from inside a daemonic process."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    _launcher_queue().put((lambda: _start(proc), box, done))
+    try:
+        done.wait()
+    except BaseException:  # Ctrl-C: the start is under way; let it finish, so that the
+        done.wait()  # caller, which recorded ``proc``, can end it
+        raise
+    if "error" in box:
+        raise box["error"]
+
+
+def context_of(method: str) -> Any:
+    """The multiprocessing context of ``method``; under ``forkserver`` its preload extended
+    with `WORKER_PRELOAD` (never replacing the user's) and the at-fork hook installed (it
+    only matters once a fork server exists)."""
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        _compat.forkserver_preload(ctx, WORKER_PRELOAD)
+        install_fork_hook()
+    return ctx
+
+
+def payload(method: str, fns: list, start: int) -> Any:
+    """Env constructors as a worker of ``method`` receives them: as they are under ``fork``,
+    else cloudpickled (an `UnpicklableEnvError` names the first that is not)."""
+    if method == "fork":
+        return fns
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps(fns)
+    except Exception as exc:
+        for i, fn in enumerate(fns):
+            try:
+                cloudpickle.dumps(fn)
+            except Exception as inner:
+                raise UnpicklableEnvError(
+                    f"env {start + i} ({env_label(fn)!r}) cannot be sent to a worker process "
+                    f"with context={method!r}: {type(inner).__name__}: {inner}. Make "
+                    "the env constructor picklable (a module-level function or class, no "
+                    "open files/locks/lambdas over unpicklable objects), or use "
+                    "vectorizer.context=fork"
+                ) from inner
+        raise UnpicklableEnvError(f"env constructors cannot be pickled: {exc}") from exc

@@ -1,0 +1,150 @@
+"""The recovery rule: what each env of a rebuilt worker does with the episode its predecessor
+lost, so that the caller sees every episode end (no transition dropped silently, no episode
+that silently restarts). One rule for every backend:
+[`EnvHost`][envfactory.vectorizers.remote.EnvHost] applies it inside a rebuilt worker
+(``Cmd.RESTARTED``, ``Cmd.RESTART_RESET``), and a backend that hosts a vectorized env of its
+own (the Ray node mode) applies it through that env's public calls with
+[`Recoverable`][envfactory.vectorizers.remote.Recoverable].
+
+The rule, per env, from the step (or reset) the dead worker never answered:
+
+* after a lost **step** ([`after_step`][envfactory.vectorizers.remote.after_step]): an env
+  whose lost step was its ``next_step`` autoreset (it had ended its episode) is reset now,
+  reward 0, flags False, info ``{"restarted": True}`` (``RESET_FLAGGED``); every other env
+  ends its lost episode now, truncated at the last observation the caller saw, reward 0,
+  ``{"restarted": True}`` (``LOST``; under ``same_step`` the reset that follows it is
+  flagged ``restarted`` too);
+* after a lost **reset** ([`after_reset`][envfactory.vectorizers.remote.after_reset]): the
+  reset is redone with the same seeds and options, its envs flagged ``restarted``
+  (``REDONE``); with a ``reset_mask``, an unmasked env keeps the observation the caller saw
+  and, if it had ended its episode, its next step is the ``next_step`` autoreset (``RESET``,
+  not flagged) or (``disabled``) it awaits the caller's reset (``NONE``); otherwise it ends
+  its lost episode at its next step (``LOST``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from .checks import autoreset_mode
+from .handle import env_label
+
+__all__ = [
+    "Recover",
+    "Recoverable",
+    "RecoverableFn",
+    "after_reset",
+    "after_step",
+]
+
+
+class Recover(str, Enum):
+    """What one env of a rebuilt worker does (see the module docstring)."""
+
+    LOST = "lost"
+    RESET = "reset"
+    RESET_FLAGGED = "reset-flagged"
+    REDONE = "redone"
+    NONE = "none"
+
+
+LOST, RESET, RESET_FLAGGED = Recover.LOST, Recover.RESET, Recover.RESET_FLAGGED
+REDONE, NONE = Recover.REDONE, Recover.NONE
+
+
+def after_step(done: Sequence[bool], mode: AutoresetMode | str) -> list[Recover]:
+    """The rule after a lost step: per env, ``RESET_FLAGGED`` (``done``: it had ended its
+    episode, and its lost step was its ``next_step`` autoreset) or ``LOST``.
+
+    Example:
+        >>> [r.value for r in after_step([True, False], "next_step")]
+        ['reset-flagged', 'lost']
+    """
+    next_step = autoreset_mode(mode) is AutoresetMode.NEXT_STEP
+    return [RESET_FLAGGED if d and next_step else LOST for d in done]
+
+
+def after_reset(mask: Any, done: Sequence[bool], mode: AutoresetMode | str) -> list[Recover]:
+    """The rule after a lost reset (``mask``: its ``reset_mask``, None for every env): per
+    env, ``REDONE`` (reset again, same seed), or for an env outside the mask ``RESET`` (its
+    next step is its ``next_step`` autoreset), ``NONE`` (``disabled``: it awaits the caller's
+    reset) or ``LOST`` (it ends its lost episode at its next step).
+
+    Example:
+        >>> [r.value for r in after_reset([True, False, False], [False, True, False], "next_step")]
+        ['redone', 'reset', 'lost']
+    """
+    mode = autoreset_mode(mode)
+    out: list[Recover] = []
+    for i, d in enumerate(done):
+        if mask is None or mask[i]:
+            out.append(REDONE)
+        elif d and mode is AutoresetMode.NEXT_STEP:
+            out.append(RESET)
+        elif d and mode is AutoresetMode.DISABLED:
+            out.append(NONE)
+        else:
+            out.append(LOST)
+    return out
+
+
+class Recoverable(gym.Wrapper):
+    """An env a rebuilt host can recover through a vectorized env's public calls:
+    ``set_attr("envfactory_recover", ...)`` arms it, and its next ``step`` stands for the lost
+    one, as the rule says:
+
+    - ``(LOST, obs)``: the step reports the lost episode truncated at ``obs`` (the last
+      observation the caller saw), reward 0, ``{"restarted": True}``; under ``same_step`` the
+      reset that follows at once is flagged ``restarted`` too;
+    - ``RESET`` / ``RESET_FLAGGED``: that step was the env's ``next_step`` autoreset: the env
+      is reset, reward 0, flags False (``RESET_FLAGGED``: its info also says ``restarted``);
+    - None, ``REDONE``, ``NONE``: nothing to recover (a plain step).
+
+    Every other call reaches the env unchanged.
+    """
+
+    #: the attribute ``set_attr`` arms
+    ATTR = "envfactory_recover"
+
+    def __init__(self, env: gym.Env, mode: AutoresetMode) -> None:
+        super().__init__(env)
+        self.same_step = autoreset_mode(mode) is AutoresetMode.SAME_STEP
+        self.envfactory_recover: Any = None
+        self._flag_reset = False
+
+    def step(self, action: Any) -> Any:
+        armed, self.envfactory_recover = self.envfactory_recover, None
+        if armed is None or (isinstance(armed, str) and armed in (REDONE, NONE)):
+            return self.env.step(action)
+        if armed in (RESET, RESET_FLAGGED):
+            obs, info = self.env.reset()
+            if armed == RESET_FLAGGED:
+                info = {**info, "restarted": True}
+            return obs, 0.0, False, False, info
+        self._flag_reset = self.same_step
+        return armed[1], 0.0, False, True, {"restarted": True}
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.envfactory_recover = None
+        obs, info = self.env.reset(**kwargs)
+        if self._flag_reset:
+            self._flag_reset = False
+            info = {**info, "restarted": True}
+        return obs, info
+
+
+class RecoverableFn:
+    """An env constructor whose env comes wrapped in `Recoverable` (picklable: a nested
+    ``subproc`` sends it to its workers)."""
+
+    def __init__(self, fn: Callable[[], gym.Env], mode: AutoresetMode) -> None:
+        self.fn, self.mode = fn, mode
+        self.label = env_label(fn)
+
+    def __call__(self) -> gym.Env:
+        return Recoverable(self.fn(), self.mode)
