@@ -32,6 +32,7 @@ from envfactory import WorkerDiedError, WorkerError, WorkerTimeoutError
 from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, WorkerHandle, failure_of
 
 from .causes import IP, KILLED, START_CAUSES, lost_node_of, ray_cause
+from .channel import CHANNEL_TIMEOUT, KEPT_GRACE, ByChannel, ByGraph, connect
 from .graph import KEPT, GraphBroke, StepGraph
 
 __all__ = [
@@ -165,51 +166,7 @@ def _first_line(exc: BaseException) -> str:
 
 def _by_ray(ref: Any) -> bool:
     """True for the ObjectRef of a Ray call (not a command sent by a channel or a graph)."""
-    return not isinstance(ref, (_ByChannel, _ByGraph))
-
-
-class _ByChannel:
-    """``ActorHandle.ref`` of a command sent by the channel (one per command: its answer
-    comes by the channel)."""
-
-    __slots__ = ()
-
-
-class _ByGraph:
-    """``ActorHandle.ref`` of a step posted to the compiled graph: the actor's graph step
-    ``seq`` and its actions (sent again by the channel if the graph breaks before its answer
-    is read, see [`StepGraph`][envfactory_ray.graph.StepGraph])."""
-
-    __slots__ = ("actions", "seq")
-
-    def __init__(self, seq: int, actions: Any) -> None:
-        self.seq, self.actions = seq, actions
-
-
-#: seconds to open a node actor's channel, or to hear from Ray why it closed
-CHANNEL_TIMEOUT = 10.0
-#: seconds past a step's deadline that a node actor has to give its kept answer by its channel
-#: once the compiled graph broke (the graph reads every node at once and cannot say which is late)
-KEPT_GRACE = 0.05
-
-
-def _connect(address: Any, key: bytes) -> Any:
-    """What ``multiprocessing.connection.Client(address, authkey=key)`` makes, with the TCP
-    connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would otherwise take the OS's
-    minutes): a ``Connection`` that proved ``key`` both ways."""
-    import socket
-    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
-
-    sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
-    sock.settimeout(None)  # (a Connection reads a blocking descriptor)
-    conn = Connection(sock.detach())
-    try:
-        answer_challenge(conn, key)
-        deliver_challenge(conn, key)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    return not isinstance(ref, (ByChannel, ByGraph))
 
 
 #: the label Ray gives every node: its id (what ``label_selector`` places an actor by)
@@ -274,6 +231,7 @@ class ActorHandle(WorkerHandle):
         #: the compiled graph that steps this actor (`StepGraph`), if any
         self.graph: StepGraph | None = None
         self.graph_steps = 0  # steps posted to the current actor's graph
+        self.channels = True  # a node actor is talked to by a direct channel once started
         self._last: tuple[str, Any] | None = None  # the last command sent
         self._handed = True  # it reached Ray (a ref) or the channel
         self._answer: tuple[Any, Any] | None = None  # (its ref, the raw answer), once read
@@ -351,7 +309,7 @@ class ActorHandle(WorkerHandle):
         graph = self.graph
         if cmd == Cmd.STEP and graph is not None and not graph.broken:
             self.graph_steps += 1
-            self.ref = _ByGraph(self.graph_steps, data)
+            self.ref = ByGraph(self.graph_steps, data)
             graph.post(self, data)
             self._handed = True
             return
@@ -364,7 +322,7 @@ class ActorHandle(WorkerHandle):
             except OSError:  # the actor is gone: recv says how
                 pass
             self._io = False
-            self.ref, self._handed = _ByChannel(), True
+            self.ref, self._handed = ByChannel(), True
             return
         if cmd == Cmd.STEP:
             ref = self.actor.step.remote(data)
@@ -390,11 +348,11 @@ class ActorHandle(WorkerHandle):
         answer = self._answer
         if answer is not None and answer[0] is ref:  # asked again after an interrupt
             return self._answered(*answer[1], call)
-        if isinstance(ref, _ByChannel):
+        if isinstance(ref, ByChannel):
             raw = self._from_channel(deadline, call)
             self._answer = (ref, raw)
             return self._answered(*raw, call)
-        if isinstance(ref, _ByGraph):
+        if isinstance(ref, ByGraph):
             return self._from_graph(ref, deadline, call)
         if self.batch is not None and self in self.batch.handles:
             self.batch.fetch(deadline)
@@ -429,7 +387,7 @@ class ActorHandle(WorkerHandle):
         if self.describing:
             self.describing = False
             self._placed_at(payload)
-            if self.args:  # a node actor: the hot path goes by a channel of its own
+            if self.args and self.channels:  # a node actor: its hot path goes by a channel
                 self._open_channel()
             return payload["envs"]
         return payload
@@ -447,7 +405,7 @@ class ActorHandle(WorkerHandle):
         key = os.urandom(32)
         try:
             address = ray.get(self.actor.open_channel.remote(key), timeout=CHANNEL_TIMEOUT)
-            self.channel = _connect(address, key)
+            self.channel = connect(address, key)
         except Exception as exc:  # (its own death shows at the next call, through Ray)
             self.channel = None
             import warnings
@@ -478,7 +436,7 @@ class ActorHandle(WorkerHandle):
             raise self._gone(call) from exc
         raise TimeoutError  # (the caller kills the actor: WorkerTimeoutError)
 
-    def _from_graph(self, ref: _ByGraph, deadline: float | None, call: str) -> Any:
+    def _from_graph(self, ref: ByGraph, deadline: float | None, call: str) -> Any:
         """The answer to a step posted to the compiled graph; if the graph broke for a reason
         other than this actor's death, the answer the actor kept, asked for by its channel
         once the graph is torn down (see `graph`)."""

@@ -38,12 +38,13 @@ from envfactory.vectorizers.remote import (
     WorkerHandle,
     count_restart,
     env_label,
+    merge_block,
     split_envs,
 )
 
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
 from .graph import StepGraph
-from .node import IN_ACTOR, NodeActor, inner_workers, merge_block
+from .node import IN_ACTOR, NodeActor, inner_workers
 
 __all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
 
@@ -180,6 +181,8 @@ class RayGroup(WorkerGroup):
         self.compiled_graph = bool(compiled_graph)
         self._graph: StepGraph | None = None
         self._graph_refused = False  # Ray could not compile it: every step by the channels
+        #: node actors are talked to by a direct channel each (False: by Ray calls, the pool's)
+        self.channels = True
         self.in_series = in_series
         #: Ray's actor options beyond ``num_cpus`` (`PLACEMENT_KEYS`), those given
         self.placement = {k: v for k, v in (placement or {}).items() if v}
@@ -231,6 +234,7 @@ class RayGroup(WorkerGroup):
         )
         self._batch = StepBatch()
         for h in self._actor_handles:
+            h.channels = self.channels
             h.spawn(self._cls, self.env.autoreset_mode)
             h.batch = self._batch
         self.wait_started(self.handles)

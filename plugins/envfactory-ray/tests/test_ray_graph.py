@@ -1,8 +1,9 @@
-"""``vectorizer.compiled_graph=true``: the node actors' step over one compiled Ray graph, on a real
-local Ray of 4 logical CPUs: one ``execute`` per step and no message by a channel, the same
-trajectories as ``dummy``, a Ctrl-C during a step, an actor lost during a step (its envs
-restarted, the other node's step kept, the graph compiled again), and the fallback to the
-channels when Ray cannot compile the graph."""
+"""The node actors (``in_actor=subproc``) on a real local Ray of 4 logical CPUs, beyond one
+message per actor by its channel: ``vectorizer.compiled_graph=true`` (one ``execute`` per step
+and no message by a channel, the same trajectories as ``dummy``, a Ctrl-C during a step, an actor
+lost during a step: its envs restarted, the other node's step kept, the graph compiled again; the
+fallback to the channels when Ray cannot compile the graph) and the async pool across nodes
+(``batch_size``: the first nodes done while the others step)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 from envfactory_ray.graph import StepGraph
+from envfactory_ray.plugin import build_ray
+from envfactory_ray.pool import RayPool
 from test_ray_node import ACTIONS, maker, node
 
 import envfactory
@@ -142,3 +145,31 @@ def test_a_graph_ray_cannot_compile_falls_back_to_the_channels(monkeypatch: Any)
 def test_compiled_graph_without_in_actor_is_refused_at_compose_time() -> None:
     with pytest.raises(envfactory.ConfigError, match=r"vectorizer\.compiled_graph=True: expected"):
         envfactory.compose(["vectorizer=ray", "vectorizer.compiled_graph=true"])
+
+
+# -- the async pool across nodes ------------------------------------------------------------
+def test_pool_across_nodes_returns_the_first_nodes_done_while_a_slow_one_steps() -> None:
+    """Node 0 takes 1 s a step, node 1 a few ms: ``recv`` returns node 1 again and again while
+    node 0 steps, and node 0 whole when it is done; each env's own trajectory is unchanged."""
+    long = 10**9  # (no episode ends)
+    fns = [maker("slow", episode_len=long)] * 2 + [maker(episode_len=long)] * 2
+    envs = build_ray(fns, in_actor="subproc", in_series=2, num_cpus=2, batch_size=2)
+    assert isinstance(envs, RayPool)
+    with envs:
+        envs.async_reset(seed=0)
+        seen: list[list[int]] = []
+        steps = {i: 0 for i in range(4)}
+        t0 = time.monotonic()
+        while steps[0] < 2 and time.monotonic() - t0 < 60:
+            obs, _, _, _, infos = envs.recv()
+            ids = infos["env_id"].tolist()
+            seen.append(ids)
+            for k, i in enumerate(ids):
+                np.testing.assert_allclose(obs[k], steps[i] / 1000)  # its own next step
+                steps[i] += 1
+            envs.send(np.zeros(2, dtype=np.int64), ids)
+        assert all(ids in ([0, 1], [2, 3]) for ids in seen), seen  # whole nodes
+        assert steps[0] == 2 and steps[2] > 4 * steps[0], steps  # node 1 did not wait
+        with pytest.raises(ValueError, match=r"only part of actor 0's envs \[0, 1\]"):
+            envs.recv()
+            envs.send(np.zeros(1, dtype=np.int64), [0])
