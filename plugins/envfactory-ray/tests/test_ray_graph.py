@@ -123,6 +123,20 @@ def test_an_actor_lost_during_a_step_is_rebuilt_the_other_keeps_its_step_and_gra
         assert graph.actor_ids == [h.actor_id for h in envs.group._actor_handles]
 
 
+def test_a_late_node_is_the_one_timed_out_though_the_graph_reads_every_node_at_once() -> None:
+    """Node 0's env hangs at its 2nd step: the step fails within ``timeout`` (and the grace
+    of the kept answers) naming actor 0, not actor 1, whose answer came in time."""
+    fns = [maker("hang", at_step=2)] * 2 + [maker()] * 2
+    with node(*fns, compiled_graph=True, timeout=3.0) as envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS)
+        t0 = time.monotonic()
+        with pytest.raises(envfactory.WorkerTimeoutError) as info:
+            envs.step(ACTIONS)
+        assert time.monotonic() - t0 < 3.0 + 5.0  # (a loaded 2-core machine)
+        assert info.value.worker == 0, info.value
+
+
 def test_a_graph_ray_cannot_compile_falls_back_to_the_channels(monkeypatch: Any) -> None:
     """Ray refusing to compile (made to fail here: a real Ray compiles this graph) is one
     warning naming the cause; every step then goes by the channels, still ``dummy``'s."""
