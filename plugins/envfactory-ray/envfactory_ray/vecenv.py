@@ -39,7 +39,7 @@ from envfactory.vectorizers.remote import (
     count_restart,
     env_label,
     merge_block,
-    split_envs,
+    plan_split,
 )
 
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
@@ -207,10 +207,9 @@ class RayGroup(WorkerGroup):
         if self.in_actor and self.num_cpus is None:
             self.num_cpus = _smallest_node_cpus()
         per_actor = self.num_cpus or 0.0
-        if in_series is None:
-            slots = int(total // per_actor) if per_actor > 0 else int(total)
-            in_series = math.ceil(self.num_envs / max(1, slots))
-        split = split_envs(self.num_envs, in_series)
+        slots = int(total // per_actor) if per_actor > 0 else int(total)
+        plan = plan_split(self.num_envs, in_series=in_series, cpus=max(1, slots), load=0.0)
+        split, in_series = plan.slices(), plan.workers[0]  # (the core's plan: one per slot)
         need = len(split) * per_actor
         if need > total + 1e-9 and self.address is None:
             raise ConfigError(_too_many_cpus(len(split), per_actor, total, in_series))
