@@ -240,9 +240,14 @@ def pool_main(
 
 # -- the Ray vectorizer (plugins/envfactory-ray) -----------------------------------------
 RAY_SIZES = (8, 16)
-#: the ray variants: plain (each actor steps its envs in series, as many actors as CPUs) and
-#: node-local (one actor holding every CPU, its envs in a subproc of its own)
-RAY_VARIANTS = {"ray": [], "ray node-local": ["vectorizer.in_actor=subproc"]}
+#: the ray variants: plain (each actor steps its envs in series, as many actors as CPUs),
+#: node-local (one actor holding every CPU, its envs in a subproc of its own; a step is one
+#: message per actor by its channel) and node-local over one compiled Ray graph
+RAY_VARIANTS = {
+    "ray": [],
+    "ray node-local": ["vectorizer.in_actor=subproc"],
+    "ray node graph": ["vectorizer.in_actor=subproc", "vectorizer.compiled_graph=true"],
+}
 
 
 def ray_main(
@@ -317,19 +322,27 @@ def ray_main(
         f"\n**Ray vectorizer** (steps/s summed over envs, median of {rounds} rounds; load "
         f"{load_line()}; {f'{nodes} local nodes' if nodes else 'one local Ray'}, "
         f"{os.cpu_count()} cpus); ratios in the same run; node-local: "
-        "`vectorizer.in_actor=subproc`\n",
-        "| workload | envs | subproc | subproc-atari | ray | ray node-local | ray / subproc "
-        "| node-local / subproc | node-local / subproc-atari | ray start (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "`vectorizer.in_actor=subproc` (a step is one message per actor by its channel); node "
+        "graph: also `vectorizer.compiled_graph=true` (one execute of a compiled Ray graph); "
+        "+us: the Ray path's cost per step, its time per step minus subproc's\n",
+        "| workload | envs | subproc | subproc-atari | ray | ray node-local | ray node graph "
+        "| ray / subproc | node-local / subproc | node graph / subproc | node-local +us "
+        "| node graph +us | node-local / subproc-atari | ray start (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for wl in workloads:
         for n in sizes:
             sub, plain = med[(wl, n, "subproc")], med[(wl, n, "ray")]
             local = med[(wl, n, "ray node-local")]
+            graph = med[(wl, n, "ray node graph")]
             atari = med.get((wl, n, "subproc-atari"))
+            step_us = lambda sps, n=n: n / sps * 1e6  # noqa: E731 (a step of all n envs)
             cells = [wl, str(n), f"{sub:,.0f}", f"{atari:,.0f}" if atari else "",
-                     f"{plain:,.0f}", f"{local:,.0f}", f"{plain / sub:.2f}x",
-                     f"{local / sub:.2f}x", f"{local / atari:.2f}x" if atari else "",
+                     f"{plain:,.0f}", f"{local:,.0f}", f"{graph:,.0f}", f"{plain / sub:.2f}x",
+                     f"{local / sub:.2f}x", f"{graph / sub:.2f}x",
+                     f"{step_us(local) - step_us(sub):+,.0f}",
+                     f"{step_us(graph) - step_us(sub):+,.0f}",
+                     f"{local / atari:.2f}x" if atari else "",
                      f"{statistics.median(starts[(wl, n)]):.1f}"]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -28,8 +28,11 @@ def test_ray_nodes_measures_on_a_local_cluster(tmp_path: Path) -> None:
     assert "2 local nodes" in proc.stdout, proc.stdout
     row = re.search(r"^\| CartPole \| 2 \| (.*) \|$", proc.stdout, re.M)
     assert row, proc.stdout
-    sub, _, plain, local = (c.replace(",", "") for c in row.group(1).split(" | ")[:4])
+    cells = row.group(1).split(" | ")
+    sub, _, plain, local, graph = (c.replace(",", "") for c in cells[:5])
     assert int(sub) > 0 and int(plain) > 0 and int(local) > 0
+    assert int(graph) > 0  # the node-local mode over a compiled graph
+    assert all(re.fullmatch(r"[+-][\d,]+", c) for c in cells[8:10]), cells  # +us per step
     assert _raylets() <= before  # nothing of the cluster is left running
 
 

@@ -32,6 +32,8 @@ from envfactory import WorkerDiedError, WorkerError, WorkerTimeoutError
 from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, WorkerHandle, failure_of
 
 from .causes import IP, KILLED, START_CAUSES, lost_node_of, ray_cause
+from .channel import CHANNEL_TIMEOUT, KEPT_GRACE, ByChannel, ByGraph, connect
+from .graph import KEPT, GraphBroke, StepGraph
 
 __all__ = [
     "ERROR",
@@ -147,7 +149,7 @@ class StepBatch:
     def fetch(self, deadline: float | None) -> None:
         import ray
 
-        handles, self.handles = [h for h in self.handles if h.channel is None], []
+        handles, self.handles = [h for h in self.handles if _by_ray(h.ref)], []
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
             answers = ray.get([h.ref for h in handles], timeout=remaining)
@@ -162,34 +164,9 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
-class _ByChannel:
-    """``ActorHandle.ref`` of a command sent by the channel (one per command: its answer
-    comes by the channel)."""
-
-    __slots__ = ()
-
-
-#: seconds to open a node actor's channel, or to hear from Ray why it closed
-CHANNEL_TIMEOUT = 10.0
-
-
-def _connect(address: Any, key: bytes) -> Any:
-    """What ``multiprocessing.connection.Client(address, authkey=key)`` makes, with the TCP
-    connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would otherwise take the OS's
-    minutes): a ``Connection`` that proved ``key`` both ways."""
-    import socket
-    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
-
-    sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
-    sock.settimeout(None)  # (a Connection reads a blocking descriptor)
-    conn = Connection(sock.detach())
-    try:
-        answer_challenge(conn, key)
-        deliver_challenge(conn, key)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+def _by_ray(ref: Any) -> bool:
+    """True for the ObjectRef of a Ray call (not a command sent by a channel or a graph)."""
+    return not isinstance(ref, (ByChannel, ByGraph))
 
 
 #: the label Ray gives every node: its id (what ``label_selector`` places an actor by)
@@ -251,6 +228,10 @@ class ActorHandle(WorkerHandle):
         #: the direct connection to a node actor (`channel`), once open; None: by Ray calls
         self.channel: Any = None
         self.batch: StepBatch | None = None  # the step answers fetched together
+        #: the compiled graph that steps this actor (`StepGraph`), if any
+        self.graph: StepGraph | None = None
+        self.graph_steps = 0  # steps posted to the current actor's graph
+        self.channels = True  # a node actor is talked to by a direct channel once started
         self._last: tuple[str, Any] | None = None  # the last command sent
         self._handed = True  # it reached Ray (a ref) or the channel
         self._answer: tuple[Any, Any] | None = None  # (its ref, the raw answer), once read
@@ -286,6 +267,7 @@ class ActorHandle(WorkerHandle):
         self._answer, self._last, self._handed = None, None, True  # (a new actor, a new stream)
         self._io = self._suspect = False
         self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
+        self.graph, self.graph_steps = None, 0
         actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)
         self.actor_id = actor_id.hex() if actor_id is not None else ""
         self.node_id = self.node_ip = ""
@@ -325,6 +307,13 @@ class ActorHandle(WorkerHandle):
             self._submit(*self._last)
 
     def _submit(self, cmd: str, data: Any) -> None:
+        graph = self.graph
+        if cmd == Cmd.STEP and graph is not None and not graph.broken:
+            self.graph_steps += 1
+            self.ref = ByGraph(self.graph_steps, data)
+            graph.post(self, data)
+            self._handed = True
+            return
         if self.channel is not None:
             plain = cmd == Cmd.STEP and type(data) is np.ndarray  # (the hot path)
             message = pickle.dumps((cmd, data), protocol=5) if plain else pickles((cmd, data))
@@ -334,7 +323,7 @@ class ActorHandle(WorkerHandle):
             except OSError:  # the actor is gone: recv says how
                 pass
             self._io = False
-            self.ref, self._handed = _ByChannel(), True
+            self.ref, self._handed = ByChannel(), True
             return
         if cmd == Cmd.STEP:
             ref = self.actor.step.remote(data)
@@ -360,10 +349,12 @@ class ActorHandle(WorkerHandle):
         answer = self._answer
         if answer is not None and answer[0] is ref:  # asked again after an interrupt
             return self._answered(*answer[1], call)
-        if isinstance(ref, _ByChannel):
+        if isinstance(ref, ByChannel):
             raw = self._from_channel(deadline, call)
             self._answer = (ref, raw)
             return self._answered(*raw, call)
+        if isinstance(ref, ByGraph):
+            return self._from_graph(ref, deadline, call)
         if self.batch is not None and self in self.batch.handles:
             self.batch.fetch(deadline)
         fetched, self.fetched = self.fetched, None
@@ -397,7 +388,7 @@ class ActorHandle(WorkerHandle):
         if self.describing:
             self.describing = False
             self._placed_at(payload)
-            if self.args:  # a node actor: the hot path goes by a channel of its own
+            if self.args and self.channels:  # a node actor: its hot path goes by a channel
                 self._open_channel()
             return payload["envs"]
         return payload
@@ -415,7 +406,7 @@ class ActorHandle(WorkerHandle):
         key = os.urandom(32)
         try:
             address = ray.get(self.actor.open_channel.remote(key), timeout=CHANNEL_TIMEOUT)
-            self.channel = _connect(address, key)
+            self.channel = connect(address, key)
         except Exception as exc:  # (its own death shows at the next call, through Ray)
             self.channel = None
             import warnings
@@ -445,6 +436,30 @@ class ActorHandle(WorkerHandle):
             self._io = False
             raise self._gone(call) from exc
         raise TimeoutError  # (the caller kills the actor: WorkerTimeoutError)
+
+    def _from_graph(self, ref: ByGraph, deadline: float | None, call: str) -> Any:
+        """The answer to a step posted to the compiled graph; if the graph broke for a reason
+        other than this actor's death, the answer the actor kept, asked for by its channel
+        once the graph is torn down (see `graph`)."""
+        import ray
+
+        graph = self.graph
+        assert graph is not None
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            raw = graph.answer(self, remaining)
+        except ray.exceptions.RayActorError as exc:
+            raise self._died(exc, call) from exc
+        except GraphBroke:
+            graph.teardown()
+            self.graph = None
+            self._submit(KEPT, (ref.seq, ref.actions))
+            if deadline is not None:  # (a node that answered in time answers in a round trip)
+                deadline = max(deadline, time.monotonic() + KEPT_GRACE)
+            return self.recv(deadline, call)
+        self._answer = (ref, raw)
+        status, payload = raw
+        return self._answered(status, payload, call)
 
     def _gone(self, call: str) -> WorkerError:
         """The error for a node actor whose channel closed: Ray's word on the actor (its

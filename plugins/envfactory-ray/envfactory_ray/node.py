@@ -8,23 +8,25 @@ all its cores. It answers the same methods as [`EnvActor`][envfactory_ray.actor.
 
 - a step is one ``step`` of the inner env, whose batch (observations, rewards, flags and its infos
   as one dict of arrays) is the answer; ``RayVecEnv`` writes each actor's rows into its batch
-  ([`merge_block`][envfactory_ray.node.merge_block] for the infos), so the trajectories are the
-  inner ``subproc``'s, which are ``dummy``'s in every autoreset mode;
+  (the core's [`merge_block`][envfactory.vectorizers.remote.merge_block] for the infos), so
+  the trajectories are the inner ``subproc``'s, which are ``dummy``'s in every autoreset mode;
 - a fault of the inner env is answered as ``(INNER, (kind, what, where, placed))``: ``kind``
   ``env`` (an env raised: ``what`` is its [`Failure`][envfactory.vectorizers.remote.Failure]),
   ``died`` or ``timeout`` (an inner worker process), ``where`` the inner worker with its pid and
   the envs' indices in the whole vectorized env, ``placed`` (a fault of the start) where the
   actor runs, as ``describe`` says it; [`ActorHandle`][envfactory_ray.actor.ActorHandle] raises
   it as the same class as ``subproc`` would, naming the actor, its node and the inner worker;
-- with ``restart=true`` every env is wrapped in [`Recoverable`][envfactory_ray.node.Recoverable]: a
-  rebuilt actor (a fresh inner env) ends the episodes its predecessor lost through that wrapper and
-  the inner env's own step, as envfactory's ``EnvHost`` does for a rebuilt ``subproc`` worker.
+- with ``restart=true`` every env is wrapped in the core's
+  [`Recoverable`][envfactory.vectorizers.remote.Recoverable]: a rebuilt actor (a fresh inner env)
+  ends the episodes its predecessor lost through that wrapper and the inner env's own step, by the
+  core's recovery rule, as envfactory's ``EnvHost`` does for a rebuilt ``subproc`` worker.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,34 +40,25 @@ from envfactory.vectorizers.remote import (
     Cmd,
     EnvInfo,
     Failure,
+    Recover,
+    Recoverable,
+    RecoverableFn,
     Reset,
     Restarted,
     RestartReset,
-    env_label,
+    after_reset,
+    after_step,
     failure_of,
+    keep_rows,
 )
 
 from .actor import ERROR, INNER, OK, pickles
+from .graph import KEPT
 
 #: what ``vectorizer.in_actor`` may name: the vectorizer an actor hosts its envs in
 IN_ACTOR = ("subproc",)
 
-__all__ = [
-    "IN_ACTOR",
-    "NodeActor",
-    "Recoverable",
-    "actor_share",
-    "inner_workers",
-    "keep_rows",
-    "merge_block",
-]
-
-#: the attribute of [`Recoverable`][envfactory_ray.node.Recoverable] a rebuilt actor sets
-RECOVER = "envfactory_recover"
-#: its values: an env whose lost step was its next_step autoreset is reset at its next step,
-#: flagged ``restarted`` (``RESET_FLAGGED``) or not (``RESET``); a lost episode ends truncated at
-#: ``(LOST, obs)``
-RESET, RESET_FLAGGED, LOST = "reset", "reset-flagged", "lost"
+__all__ = ["IN_ACTOR", "NodeActor", "actor_share", "inner_workers"]
 
 
 def inner_workers(num_envs: int, num_cpus: float) -> int:
@@ -88,59 +81,6 @@ def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int
     return in_series, num_envs - in_series * (workers - 1)
 
 
-class Recoverable(gym.Wrapper):
-    """Lets a rebuilt actor end the episodes its predecessor lost through its inner vectorized
-    env's public calls: ``set_attr(RECOVER, ...)`` arms it, and its next ``step`` stands for the
-    lost one (as envfactory's ``EnvHost`` makes a rebuilt ``subproc`` worker's envs do):
-
-    - ``(LOST, obs)``: the step reports the lost episode truncated at ``obs`` (the last observation
-      the caller saw), reward 0, ``{"restarted": True}``; under ``same_step`` the reset that
-      follows at once is flagged ``restarted`` too;
-    - ``RESET`` / ``RESET_FLAGGED``: that step was the env's ``next_step`` autoreset: the env is
-      reset, reward 0, flags False (``RESET_FLAGGED``: its info also says ``restarted``).
-
-    Every other call reaches the env unchanged.
-    """
-
-    def __init__(self, env: gym.Env, mode: AutoresetMode) -> None:
-        super().__init__(env)
-        self.same_step = mode is AutoresetMode.SAME_STEP
-        self.envfactory_recover: Any = None
-        self._flag_reset = False
-
-    def step(self, action: Any) -> Any:
-        armed, self.envfactory_recover = self.envfactory_recover, None
-        if armed is None:
-            return self.env.step(action)
-        if armed in (RESET, RESET_FLAGGED):
-            obs, info = self.env.reset()
-            if armed == RESET_FLAGGED:
-                info = {**info, "restarted": True}
-            return obs, 0.0, False, False, info
-        self._flag_reset = self.same_step
-        return armed[1], 0.0, False, True, {"restarted": True}
-
-    def reset(self, **kwargs: Any) -> Any:
-        self.envfactory_recover = None
-        obs, info = self.env.reset(**kwargs)
-        if self._flag_reset:
-            self._flag_reset = False
-            info = {**info, "restarted": True}
-        return obs, info
-
-
-class RecoverableFn:
-    """An env constructor whose env comes wrapped in `Recoverable` (picklable: the inner
-    ``subproc`` sends it to its workers)."""
-
-    def __init__(self, fn: Callable[[], gym.Env], mode: AutoresetMode) -> None:
-        self.fn, self.mode = fn, mode
-        self.label = env_label(fn)
-
-    def __call__(self) -> gym.Env:
-        return Recoverable(self.fn(), self.mode)
-
-
 class NodeActor:
     """Hosts envs ``start .. start + len(env_fns)`` of a vectorized env in a ``subproc``
     vectorized env of ``workers`` processes (made a Ray actor by
@@ -159,6 +99,10 @@ class NodeActor:
         import envfactory
 
         self.start, self.mode, self.n = start, AutoresetMode(mode), len(env_fns)
+        #: the compiled graph's steps so far and the answer to the last (see `graph_step`)
+        self.graph_steps = 0
+        self._kept_answer: tuple[str, Any] | None = None
+        self._graph_lock = threading.Lock()
         self.init_failure: tuple[str, Any] | None = None
         self.inner: Any = None
         fns = [RecoverableFn(fn, self.mode) for fn in env_fns] if restart else list(env_fns)
@@ -195,11 +139,35 @@ class NodeActor:
         except Exception as exc:
             return self._fault(exc)
 
+    def graph_step(self, actions: Any) -> bytes:
+        """A step of the compiled graph ([`StepGraph`][envfactory_ray.graph.StepGraph]): `step`,
+        its answer kept until the next, for a caller whose graph broke before it read it. The
+        answer leaves pickled: Ray would hand the caller arrays that are views of the graph's
+        buffer, and a caller that keeps one (an info) would block the next step's write."""
+        with self._graph_lock:
+            answer = self.step(actions)
+            self.graph_steps, self._kept_answer = self.graph_steps + 1, answer
+        return _dumps(answer)
+
+    def kept(self, seq: int, actions: Any) -> tuple[str, Any]:
+        """The answer to graph step ``seq`` (`KEPT`, by the channel once the graph broke): the
+        kept one, or, if the graph never gave this actor that step's actions, a step now."""
+        with self._graph_lock:
+            if self.graph_steps >= seq:
+                return self._kept_answer  # type: ignore[return-value]
+            self.graph_steps = seq
+            return self.step(actions)
+
     def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
-        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record."""
+        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record (and the
+        plugin's own `KEPT`)."""
         try:
             if cmd == Cmd.STEP:
                 return self.step(data)
+            if cmd == Cmd.STEP_ENVS:  # the pool's: every env (RayPool.send checked it)
+                return self.step(data[1])
+            if cmd == KEPT:
+                return self.kept(*data)
             if cmd == Cmd.RESET:
                 out: Any = self._reset(data)
             elif cmd == Cmd.CALL:
@@ -292,22 +260,20 @@ class NodeActor:
         return self._answer(obs, infos)
 
     def _restarted(self, rs: Restarted) -> tuple:
-        """This actor replaces one that failed during a step: each env ends its lost episode
-        now (truncated at the last observation the caller saw), or, if that step was its
-        next_step autoreset, is reset (``EnvHost.restarted``'s rules)."""
+        """This actor replaces one that failed during a step: the core's recovery rule
+        ([`after_step`][envfactory.vectorizers.remote.after_step]) through the envs'
+        [`Recoverable`][envfactory.vectorizers.remote.Recoverable] wrapper and one inner step."""
         self.inner.reset()  # (a fresh inner env steps only after a reset)
-        next_step = self.mode is AutoresetMode.NEXT_STEP
-        armed = [
-            RESET_FLAGGED if done and next_step else (LOST, obs)
-            for obs, done in zip(rs.last_obs, rs.done)
-        ]
-        self.inner.set_attr(RECOVER, armed)
+        rule = after_step(rs.done, self.mode)
+        armed = [(r, obs) if r is Recover.LOST else r for r, obs in zip(rule, rs.last_obs)]
+        self.inner.set_attr(Recoverable.ATTR, armed)
         return self.inner.step(self.inner.action_space.sample())  # (actions unused)
 
     def _restart_reset(self, rr: RestartReset) -> tuple:
-        """This actor replaces one that failed during a reset: the reset is redone; with a
-        reset_mask, the other envs keep the observation the caller saw and end their lost
-        episode at their next step (``EnvHost.restart_reset``'s rules)."""
+        """This actor replaces one that failed during a reset: the core's recovery rule
+        ([`after_reset`][envfactory.vectorizers.remote.after_reset]): the reset is redone;
+        with a reset_mask, the other envs keep the observation the caller saw, armed as the
+        rule says for their next step."""
         r, mask = rr.reset, rr.reset.mask
         seeds = list(r.seeds) if mask is None else [s if m else None for s, m in zip(r.seeds, mask)]
         obs, infos = self.inner.reset(seed=seeds, options=r.options)  # (every env: a fresh one)
@@ -316,21 +282,12 @@ class NodeActor:
         infos["restarted"], infos["_restarted"] = keep.copy(), keep.copy()
         if mask is None:
             return self._answer(obs, infos)
-        armed: list[Any] = []
+        rule = after_reset(mask, rr.done, self.mode)
+        armed = [(r, last) if r is Recover.LOST else r for r, last in zip(rule, rr.last_obs)]
         per_env = list(iterate(self.inner.observation_space, obs))
-        for i in range(self.n):
-            done, last = rr.done[i], rr.last_obs[i]
-            if keep[i]:
-                armed.append(None)
-            elif done and self.mode is AutoresetMode.NEXT_STEP:
-                armed.append(RESET)  # its next step is the autoreset
-            elif done and self.mode is AutoresetMode.DISABLED:
-                armed.append(None)  # it awaits the caller's reset
-            else:
-                armed.append((LOST, last))
-            if not keep[i]:
-                per_env[i] = last
-        self.inner.set_attr(RECOVER, armed)
+        for i in np.flatnonzero(~keep):
+            per_env[i] = rr.last_obs[i]
+        self.inner.set_attr(Recoverable.ATTR, armed)
         return self._answer(per_env, infos)  # (a list: the caller batches it)
 
     def _fault(self, exc: BaseException) -> tuple[str, Any]:
@@ -395,61 +352,4 @@ def descendants(pid: int) -> list[int]:
                 continue
             out += kids
             todo += kids
-    return out
-
-
-# -- the infos of each actor's rows, in the whole batch ----------------------------------------
-def _is_mask(infos: dict, key: Any) -> bool:
-    return isinstance(key, str) and key.startswith("_") and key[1:] in infos
-
-
-def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
-    """Merge ``block``, the infos of rows ``start ..`` (an actor's envs, gymnasium's layout:
-    an array and a ``_key`` mask per key, nested dicts alike), into ``infos``, the infos of a
-    batch of ``n`` rows: the same dict as merging each env's info in env order with
-    gymnasium's ``VectorEnv._add_info`` (an array is made with the dtype of the first block
-    that has its key, which is the dtype of the first env that has it)."""
-    for key, value in block.items():
-        if _is_mask(block, key):
-            continue
-        mask = block[f"_{key}"]  # (the inner env is envfactory's: every key has its mask)
-        stop = start + len(mask)
-        merged: Any
-        if isinstance(value, dict):
-            merged = merge_block(infos.get(key, {}), value, start, n)
-        else:
-            merged = infos.get(key)
-            if merged is None:
-                merged = (
-                    np.full(n, None, dtype=object)
-                    if value.dtype == object
-                    else np.zeros((n, *value.shape[1:]), dtype=value.dtype)
-                )
-            rows = merged[start:stop]
-            rows[mask] = value[mask]
-        full = infos.get(f"_{key}")
-        if full is None:
-            full = np.zeros(n, dtype=np.bool_)
-        full[start:stop] |= mask
-        infos[key], infos[f"_{key}"] = merged, full
-    return infos
-
-
-def keep_rows(infos: dict, keep: np.ndarray) -> dict:
-    """``infos`` (gymnasium's layout) of the rows of ``keep`` only: the other rows are
-    cleared (zero, or None in an object array, as a merge of the kept rows alone would
-    leave them) and a key no kept row has is dropped."""
-    out: dict = {}
-    for key, value in infos.items():
-        if _is_mask(infos, key):
-            continue
-        mask = infos[f"_{key}"] & keep
-        if not mask.any():
-            continue
-        if isinstance(value, dict):
-            value = keep_rows(value, keep)
-        else:
-            value = value.copy()
-            value[~keep] = None if value.dtype == object else 0
-        out[key], out[f"_{key}"] = value, mask
     return out

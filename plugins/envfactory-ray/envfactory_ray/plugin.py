@@ -50,10 +50,17 @@ class RayConfig(FaultOptions):
             each actor hosts its envs in a ``subproc`` vectorized env of its own, one worker
             process per CPU it reserves (``num_cpus``, rounded up), on its node's cores: a step
             is then one Ray call per actor, and one actor per node is the intended set-up.
+        compiled_graph: with ``in_actor``: each step is one ``execute`` of a Ray Compiled
+            Graph over every node actor ([`StepGraph`][envfactory_ray.graph.StepGraph]) instead
+            of one message per actor by its channel; a graph Ray cannot compile falls back to
+            the channels with a warning, and one that breaks (an actor or node lost) is
+            compiled again over the next step's actors. Off by default: on 2 cores it measured
+            slower than the channels (see the Ray guide).
         batch_size: null: a synchronous VecEnv. An int in [1, num_envs]: the async pool
             ([`RayPool`][envfactory_ray.pool.RayPool]), envpool's ``async_reset``/``send``/``recv``
             over the actors: ``recv`` returns the first ``batch_size`` envs that are done while
-            the other actors step (not with ``in_actor``).
+            the other actors step; with ``in_actor`` the first node actors done, so
+            ``batch_size`` and ``num_envs`` are multiples of ``in_series``.
         start_timeout: seconds an actor may take to start (be placed on a node, build its
             envs and answer), at the first start and at each rebuild with ``restart`` (all
             its tries together: a rebuilt actor that dies before it starts, on a node that was
@@ -86,6 +93,7 @@ class RayConfig(FaultOptions):
     num_cpus: Optional[float] = None  # noqa: UP045
     start_timeout: Optional[float] = None  # noqa: UP045
     in_actor: Optional[str] = None  # noqa: UP045
+    compiled_graph: bool = False
     batch_size: Optional[int] = None  # noqa: UP045
     num_gpus: Optional[float] = None  # noqa: UP045
     resources: dict[str, float] = field(default_factory=dict)
@@ -140,6 +148,13 @@ class RayConfig(FaultOptions):
                 "reserves)",
                 hint=_did_you_mean(self.in_actor, IN_ACTOR),
             )
+        if self.compiled_graph and self.in_actor is None:
+            raise OptionError(
+                "compiled_graph",
+                self.compiled_graph,
+                "false without vectorizer.in_actor (the graph steps node actors)",
+                hint="Set vectorizer.in_actor=subproc, or vectorizer.compiled_graph=false",
+            )
         size = self.batch_size
         if size is not None and (
             isinstance(size, bool) or not isinstance(size, Integral) or size < 1
@@ -149,8 +164,9 @@ class RayConfig(FaultOptions):
         super().__post_init__()  # the fault options
 
     def check_config(self, top: Any) -> None:
-        """Against the top level: ``batch_size`` is at most ``num_envs`` and excludes
-        ``in_actor`` (a node actor steps its envs only all together)."""
+        """Against the top level: ``batch_size`` is at most ``num_envs``, and with ``in_actor``
+        a multiple of ``in_series`` as ``num_envs`` is (a node actor steps its envs only all
+        together)."""
         size = self.batch_size
         if size is not None and size > top.num_envs:
             raise OptionError(
@@ -159,13 +175,19 @@ class RayConfig(FaultOptions):
                 f"an integer in [1, num_envs={top.num_envs}] or null (null: a synchronous VecEnv)",
                 hint=f"Lower vectorizer.batch_size or raise num_envs (now {top.num_envs})",
             )
-        if size is not None and self.in_actor is not None:
+        per_node = self.in_series
+        if (
+            size is not None
+            and self.in_actor is not None
+            and per_node is not None
+            and (size % per_node or top.num_envs % per_node)
+        ):
             raise OptionError(
-                "in_actor",
-                self.in_actor,
-                f"null with vectorizer.batch_size={size} (the async pool sends an actor some of "
-                "its envs; a node actor steps its envs only all together)",
-                hint="Set vectorizer.in_actor=null, or vectorizer.batch_size=null",
+                "batch_size",
+                size,
+                f"a multiple of vectorizer.in_series={per_node} with vectorizer.in_actor, as "
+                f"num_envs={top.num_envs} must be (a node actor steps its envs only all together)",
+                hint="Set vectorizer.in_series to a divisor of both",
             )
 
     def _check_placement(self) -> None:

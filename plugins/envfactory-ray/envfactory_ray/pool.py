@@ -118,6 +118,8 @@ class RaySite(RemoteSite):
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> Any:
         obs, rewards, terms, truncs, calls = answer
+        if isinstance(calls, dict):  # a node actor's: the infos of its rows
+            calls = [(j, info) for j, info in enumerate(env_infos(calls, len(handle.indices)))]
         g, start = self.ray_group, handle.start
         for i in envs:
             j = i - start
@@ -145,8 +147,10 @@ class RayPool(PoolVecEnv):
     """An async pool of envs in Ray actors (``vectorizer.batch_size``): `recv` returns the
     first ``batch_size`` envs whose step is done while the other actors step; a
     ``gymnasium.vector.VectorEnv`` too (``reset``/``step`` of every env when none is in
-    flight). The options are [`RayVecEnv`][envfactory_ray.vecenv.RayVecEnv]'s; ``in_actor`` is
-    refused (a node actor steps its envs only all together, and the pool sends subsets)."""
+    flight). The options are [`RayVecEnv`][envfactory_ray.vecenv.RayVecEnv]'s. With
+    ``in_actor`` the pool's unit is the node actor, which steps its envs only all together:
+    ``batch_size`` and ``num_envs`` are multiples of its envs (``in_series``), so `recv` returns
+    the first nodes done while the others step, and `send` takes whole nodes."""
 
     group: RayGroup
 
@@ -160,6 +164,7 @@ class RayPool(PoolVecEnv):
         num_cpus: float | None = None,
         start_timeout: float | None = None,
         in_actor: str | None = None,
+        compiled_graph: bool = False,  # (with in_actor only, which the pool refuses)
         **options: Any,
     ) -> None:
         n = len(env_fns)
@@ -172,13 +177,47 @@ class RayPool(PoolVecEnv):
                 f"vectorizer.batch_size={batch_size!r}: expected an integer in [1, num_envs={n}] "
                 "or null (null: a synchronous VecEnv)"
             )
-        if in_actor is not None:
-            raise ConfigError(
-                f"vectorizer.in_actor={in_actor!r} cannot be combined with "
-                f"vectorizer.batch_size={batch_size}: the async pool sends an actor some of its "
-                "envs, and a node actor steps its envs only all together. Set "
-                "vectorizer.in_actor=null, or vectorizer.batch_size=null"
-            )
         placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
-        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, None, placement)
+        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, in_actor, placement)
+        group.channels = False  # (readiness is ray.wait on each actor's oldest call)
         super().__init__(group, batch_size, RaySite, autoreset_mode, **options)
+        per_node = group.in_series or 1
+        if in_actor is not None and (batch_size % per_node or n % per_node):
+            self.close(terminate=True)
+            raise ConfigError(
+                f"vectorizer.batch_size={batch_size} with vectorizer.in_actor={in_actor!r}: a "
+                f"node actor steps its {per_node} envs (vectorizer.in_series) only all together, "
+                f"so batch_size and num_envs={n} must be multiples of in_series; set "
+                "vectorizer.in_series to a divisor of both"
+            )
+
+    def send(self, actions: Any, env_ids: Any = None) -> None:
+        """`PoolVecEnv.send`; with ``in_actor``, ``env_ids`` are whole nodes (every env of a
+        node actor or none)."""
+        if self.group.in_actor is not None and env_ids is not None:
+            ids = {int(i) for i in np.asarray(env_ids).reshape(-1)}
+            part = [h for h in self.group.handles if ids & set(h.indices) != set() and
+                    not set(h.indices) <= ids]  # fmt: skip
+            if part:
+                h = part[0]
+                raise ValueError(
+                    f"send(env_ids=...): envs {sorted(ids & set(h.indices))} are only part of "
+                    f"{h.label}'s envs {h.indices}: with vectorizer.in_actor a node actor steps "
+                    "its envs all together; send every env recv returned"
+                )
+        super().send(actions, env_ids)
+
+
+def env_infos(infos: dict, n: int) -> list[dict]:
+    """Each of ``n`` rows' own info from ``infos`` (gymnasium's layout: an array and a
+    ``_key`` mask per key, nested dicts alike), for the pool's per-env infos."""
+    out: list[dict] = [{} for _ in range(n)]
+    for key, value in infos.items():
+        if isinstance(key, str) and key.startswith("_") and key[1:] in infos:
+            continue
+        mask = infos.get(f"_{key}")
+        rows = env_infos(value, n) if isinstance(value, dict) else value
+        for i in range(n):
+            if mask is None or mask[i]:
+                out[i][key] = rows[i]
+    return out

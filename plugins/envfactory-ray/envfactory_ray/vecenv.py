@@ -38,11 +38,13 @@ from envfactory.vectorizers.remote import (
     WorkerHandle,
     count_restart,
     env_label,
-    split_envs,
+    merge_block,
+    plan_split,
 )
 
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
-from .node import IN_ACTOR, NodeActor, inner_workers, merge_block
+from .graph import StepGraph
+from .node import IN_ACTOR, NodeActor, inner_workers
 
 __all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
 
@@ -157,6 +159,7 @@ class RayGroup(WorkerGroup):
         start_timeout: float | None = None,
         in_actor: str | None = None,
         placement: dict[str, Any] | None = None,
+        compiled_graph: bool = False,
     ) -> None:
         super().__init__()
         self._owned = False  # (close() may run before Ray is joined)
@@ -169,7 +172,17 @@ class RayGroup(WorkerGroup):
                 f"vectorizer.in_actor must be null or one of {', '.join(IN_ACTOR)}, got "
                 f"{in_actor!r}"
             )
+        if compiled_graph and in_actor is None:
+            raise ConfigError(
+                "vectorizer.compiled_graph=true goes with vectorizer.in_actor=subproc (the graph "
+                "steps node actors); set vectorizer.in_actor=subproc or compiled_graph=false"
+            )
         self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
+        self.compiled_graph = bool(compiled_graph)
+        self._graph: StepGraph | None = None
+        self._graph_refused = False  # Ray could not compile it: every step by the channels
+        #: node actors are talked to by a direct channel each (False: by Ray calls, the pool's)
+        self.channels = True
         self.in_series = in_series
         #: Ray's actor options beyond ``num_cpus`` (`PLACEMENT_KEYS`), those given
         self.placement = {k: v for k, v in (placement or {}).items() if v}
@@ -194,10 +207,9 @@ class RayGroup(WorkerGroup):
         if self.in_actor and self.num_cpus is None:
             self.num_cpus = _smallest_node_cpus()
         per_actor = self.num_cpus or 0.0
-        if in_series is None:
-            slots = int(total // per_actor) if per_actor > 0 else int(total)
-            in_series = math.ceil(self.num_envs / max(1, slots))
-        split = split_envs(self.num_envs, in_series)
+        slots = int(total // per_actor) if per_actor > 0 else int(total)
+        plan = plan_split(self.num_envs, in_series=in_series, cpus=max(1, slots), load=0.0)
+        split, in_series = plan.slices(), plan.workers[0]  # (the core's plan: one per slot)
         need = len(split) * per_actor
         if need > total + 1e-9 and self.address is None:
             raise ConfigError(_too_many_cpus(len(split), per_actor, total, in_series))
@@ -221,6 +233,7 @@ class RayGroup(WorkerGroup):
         )
         self._batch = StepBatch()
         for h in self._actor_handles:
+            h.channels = self.channels
             h.spawn(self._cls, self.env.autoreset_mode)
             h.batch = self._batch
         self.wait_started(self.handles)
@@ -274,9 +287,45 @@ class RayGroup(WorkerGroup):
         )
 
     def post_step(self, actions: Any) -> None:
+        graph = self._step_graph() if self.compiled_graph else None
         super().post_step(actions)
-        if len(self.handles) > 1:
+        if graph is None and len(self.handles) > 1:
             self._batch.handles = self._actor_handles
+
+    def _step_graph(self) -> StepGraph | None:
+        """The compiled graph over the node actors of this step: the last one, or a new one
+        when an actor was rebuilt or the last one broke (see `envfactory_ray.graph`); None
+        while an actor is not started, or for good once Ray could not compile one."""
+        handles = self._actor_handles
+        graph = self._graph
+        if graph is not None and not graph.serves(handles):
+            graph.teardown()
+            graph = self._graph = None
+        ready = all(h.alive and not h.describing for h in handles)
+        if graph is None and ready and not self._graph_refused:
+            try:
+                graph = self._graph = StepGraph(handles)
+            except Exception as exc:
+                self._graph_refused = True
+                _warn(
+                    f"vectorizer.compiled_graph: Ray could not compile the step graph "
+                    f"({type(exc).__name__}: {_first_line(exc)}); every step goes by the actors' "
+                    "channels"
+                )
+        for h in handles:
+            h.graph = graph
+        return graph
+
+    def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
+        """Tear the compiled graph down first (while its actors live), then close."""
+        if not terminate:
+            self._drop_graph()
+        super().close(timeout, terminate, locked)
+
+    def _drop_graph(self) -> None:
+        graph, self._graph = self._graph, None
+        if graph is not None:
+            graph.teardown()
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
         per_env = list(iterate(self.env.observation_space, self._obs))
@@ -334,6 +383,7 @@ class RayGroup(WorkerGroup):
         go of the Ray session (shut down if envfactory started it and this was its last
         user)."""
         try:
+            self._drop_graph()
             self._wait_gone(5.0)
         finally:
             owned, self._owned = self._owned, False
@@ -387,10 +437,14 @@ class RayVecEnv(RemoteVecEnv):
         num_cpus: float | None = None,
         start_timeout: float | None = None,
         in_actor: str | None = None,
+        compiled_graph: bool = False,
         **options: Any,
     ) -> None:
         placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
-        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, in_actor, placement)
+        group = RayGroup(
+            env_fns, address, in_series, num_cpus, start_timeout, in_actor, placement,
+            compiled_graph,
+        )  # fmt: skip
         super().__init__(group, autoreset_mode, **options)
 
     @property

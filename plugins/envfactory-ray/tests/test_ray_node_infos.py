@@ -8,7 +8,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from envfactory_ray.node import keep_rows, merge_block
+
+from envfactory.vectorizers.remote import keep_rows, merge_block
 
 
 class Batch(gym.vector.VectorEnv):

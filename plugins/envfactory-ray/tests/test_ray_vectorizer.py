@@ -494,12 +494,14 @@ def test_pool_options_are_checked_at_compose_time() -> None:
     assert str(info.value).startswith(
         "vectorizer.batch_size=5: expected an integer in [1, num_envs=4] or null"
     )
-    with pytest.raises(envfactory.ConfigError) as info:
+    with pytest.raises(envfactory.ConfigError) as info:  # (a pool of whole node actors)
         envfactory.compose(
-            ["vectorizer=ray", "vectorizer.batch_size=2", "vectorizer.in_actor=subproc"]
-        )
+            ["vectorizer=ray", "num_envs=6", "vectorizer.batch_size=2",
+             "vectorizer.in_actor=subproc", "vectorizer.in_series=3"]
+        )  # fmt: skip
     assert str(info.value).startswith(
-        "vectorizer.in_actor='subproc': expected null with vectorizer.batch_size=2"
+        "vectorizer.batch_size=2: expected a multiple of vectorizer.in_series=3 with "
+        "vectorizer.in_actor, as num_envs=6 must be"
     )
 
 
