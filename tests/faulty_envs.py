@@ -13,7 +13,6 @@ import signal
 import threading
 import time
 import traceback
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,39 +274,37 @@ class AttrEnv(gym.Env):
 
 
 def interrupt_after_next_write(handle: Any) -> None:
-    """``handle``'s next pipe write is interrupted (as by Ctrl-C) at the first bytecode
-    after it: the write and the store of its byte count (in C) are done."""
-    _interrupt_after_next_count(handle, "_wcount")
+    """A real Ctrl-C (SIGINT to this process) right after ``handle``'s next pipe message
+    is written (issue 37: a call holds it until its wait, see ``ctrl_c``)."""
+    _ctrl_c_after(handle, "_flush")
 
 
 def interrupt_after_next_read(handle: Any) -> None:
-    """``handle``'s next pipe read is interrupted (as by Ctrl-C) at the first bytecode
-    after it: the read and the store of its byte count (in C) are done."""
-    _interrupt_after_next_count(handle, "_rcount")
-
-
-def _interrupt_after_next_count(handle: Any, attr: str) -> None:
-    """The next byte count stored in ``handle.<attr>`` (the deque a read or write stores
-    its count in) is followed by a KeyboardInterrupt, once."""
-
-    class Cut(deque):  # type: ignore[type-arg]
-        def extend(self, items: Any) -> None:
-            super().extend(items)
-            setattr(handle, attr, deque(self, maxlen=1))  # (one cut only)
-            raise KeyboardInterrupt
-
-    setattr(handle, attr, Cut(maxlen=1))
+    """A real Ctrl-C right after ``handle``'s next pipe read."""
+    _ctrl_c_after(handle, "_read_some")
 
 
 def interrupt_next_send(handle: Any) -> None:
-    """``handle.send`` is interrupted (as by Ctrl-C) once, before it sends anything."""
-    real = handle.send
+    """A real Ctrl-C as ``handle.send`` begins, before it sends anything, once."""
+    _ctrl_c_after(handle, "send", before=True)
 
-    def interrupted(cmd: str, data: Any) -> None:
-        handle.send = real
-        raise KeyboardInterrupt
 
-    handle.send = interrupted
+def _ctrl_c_after(handle: Any, name: str, before: bool = False) -> None:
+    """SIGINT to this process right after (``before``: right before) ``handle``'s next
+    call of its method ``name``, once."""
+    real = getattr(handle, name)
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        delattr(handle, name)  # (the class's method again)
+        if before:
+            signal.raise_signal(signal.SIGINT)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            if not before:
+                signal.raise_signal(signal.SIGINT)
+
+    setattr(handle, name, once)
 
 
 class InfoEnv(gym.Env):

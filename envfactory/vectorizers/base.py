@@ -31,6 +31,7 @@ from .checks import (
     seeds_for,
     split_reset_mask,
 )
+from .ctrl_c import HOLD
 from .env_calls import EnvCalls, PendingCall, no_pending, tile_images
 from .record import RunRecord, Split, run_record_of
 from .shared import obs_copier
@@ -403,17 +404,21 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout)
 
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
-        """``start(*args)``, the backend's start of ``kind``, which is pending after it;
-        an interrupt (Ctrl-C) leaves it pending if the backend can finish it (`_can_finish`)."""
+        """``start(*args)``, the backend's start of ``kind``, which is pending after it. It
+        runs held (`ctrl_c`): a Ctrl-C meanwhile is raised once it is sent, leaving it
+        pending (finished by its ``*_wait()``) if the backend can finish it (`_can_finish`);
+        one let through by a wait of the start (the async pool's) leaves nothing sent."""
         try:
-            start(*args)
+            with HOLD:
+                start(*args)
+                self._pending = kind
         except Exception:
             raise
-        except BaseException:  # (a Ctrl-C) pending if the backend can finish it, else not
-            finishable = self._can_finish()
+        except BaseException:  # (a Ctrl-C) pending if it was sent (raised as the hold
+            # ended) and the backend can finish it; cut in a wait of its start, not sent
+            finishable = self._pending is kind and self._can_finish()
             self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
             raise
-        self._pending = kind
 
     def _wait_for(self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any) -> Any:
         """``finish(timeout)``, the backend's wait for the pending ``kind``, then this
@@ -425,19 +430,20 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         on entering a Python function and after a C call), so a batch is never lost between
         the two."""
         try:
-            batch = self._held
-            if batch is None:
-                batch = finish(timeout)
-                self._held = batch
-            if kind is PendingCall.STEP:
-                np.logical_or(batch[2], batch[3], out=self._done)
-            elif kind is PendingCall.CALL:
-                pass
-            elif self._pending_mask is None:  # a reset: its envs are not done any more
-                self._done[:] = False
-                self._ready = True
-            else:
-                self._done[self._pending_mask] = False
+            with HOLD:  # (a Ctrl-C is let through only in the backend's wait, `ctrl_c`)
+                batch = self._held
+                if batch is None:
+                    batch = finish(timeout)
+                    self._held = batch
+                if kind is PendingCall.STEP:
+                    np.logical_or(batch[2], batch[3], out=self._done)
+                elif kind is PendingCall.CALL:
+                    pass
+                elif self._pending_mask is None:  # a reset: its envs are not done any more
+                    self._done[:] = False
+                    self._ready = True
+                else:
+                    self._done[self._pending_mask] = False
         except Exception:
             self._pending, self._interrupted, self._held = _IDLE, False, None
             raise

@@ -1,40 +1,58 @@
-"""Holding a Ctrl-C (SIGINT) of the main thread until a critical section ends.
+"""The interrupt rule of every vectorizer, in one place: a Ctrl-C lands only at a wait.
 
-A few sections of the vectorizers cannot be cut part-way and then finished or redone: the
-async pool reading an answer and recording it (see `scheduler`), a worker's rebuild
-(``restart=true``). ``with HOLD:`` holds the first Ctrl-C of the main thread until the
-block ends, then raises it; `_CtrlC.waiting` lets one through at once while the
-block waits on something that may take long. The hold works by a SIGINT handler that
-forwards to the one it replaced, installed only while something uses it (`use`,
-`unuse`), never on import: a program that never makes a pool or a restart sees its
-own handler untouched.
+A call of a vectorized env runs ``with HOLD:``. A Ctrl-C (SIGINT) of the main thread
+that arrives meanwhile is held, and let through only inside the one blocking wait of
+the call (`_CtrlC.waiting`: the wait for the workers' answers), which is safe to
+repeat: a call cut there is pending, and its ``*_wait()`` waits again. A Ctrl-C held
+until the call's bookkeeping ends is raised when the hold ends (`base` keeps the
+results in hand then: the next ``*_wait()`` returns them). So no bookkeeping, no pipe
+message and no shared-memory post is ever cut part-way. A worker's rebuild
+(``restart=true``) waits with every Ctrl-C held (`held_ctrl_c`): cut part-way, it
+could be neither finished nor redone (it is bounded by the start-up budget).
+
+The hold works by one SIGINT handler that forwards to the one it replaced, installed by
+each front when it is built (`use`) and put back when the last one closes (`unuse`),
+never on import. A handler the program sets after that is lent the hold for each call
+(the hold goes in front of it while the call runs, and forwards to it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+from _signal import getsignal as _getsignal
+from _thread import get_ident
 from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["HOLD", "held_ctrl_c"]
 
+_SIGINT = int(signal.SIGINT)
+
 
 class _CtrlC:
-    """The process's SIGINT hold (see the module docstring): ``with HOLD:`` holds the
-    first Ctrl-C of the main thread until the block ends; `waiting` lets it through
-    at once. Installed by `use` while a pool is in async use (`unuse`)."""
+    """The process's SIGINT hold (see the module docstring)."""
 
     def __init__(self) -> None:
         self.depth = 0  # nested holds of the main thread
-        self.all = 0  # nested holds that hold every Ctrl-C, not only the first
-        self.strict = 0  # nested holds that hold every Ctrl-C also while they wait
-        self.open = False  # a hold is waiting: let a Ctrl-C through at once
+        self.shut = 0  # nested holds whose waits let no Ctrl-C through (`held_ctrl_c`)
+        self.open = False  # the main thread is in a wait: a Ctrl-C goes through at once
+        self.second = False  # decoding an answer: a second Ctrl-C goes through (`decoding`)
         self.pending: tuple[int, Any] | None = None
         self.prev: Any = None  # the handler it replaced
+        self.lent: Any = None  # a handler set after it, which it stands in front of for a call
         self.users = 0
         self.handler = self._on_sigint  # (one bound method: compared by identity)
+        self.main = threading.main_thread().ident  # (a C compare per call, not a lookup)
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self.main = threading.main_thread().ident  # (the forking thread is the child's main)
+        self.depth = self.shut = 0
+        self.open = self.second = False
+        self.pending = self.lent = None
 
     def use(self) -> bool:
         """Install the hold (main thread; where a Python handler is set); True if it is."""
@@ -50,8 +68,8 @@ class _CtrlC:
         return True
 
     def unuse(self) -> None:
-        """A pool that `use` d the hold is closed: the last one puts back the
-        handler it replaced (unless someone replaced the hold meanwhile)."""
+        """A front that `use` d the hold is closed: the last one puts back the handler it
+        replaced (unless someone replaced the hold meanwhile)."""
         self.users -= 1
         if self.users > 0 or threading.current_thread() is not threading.main_thread():
             return
@@ -59,16 +77,14 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self.prev)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
-        strict = self.strict
-        holds = strict or not self.open
-        if self.depth and holds and (self.pending is None or self.all or strict):
-            self.pending = (signum, frame)  # raised when the hold ends
+        if self.depth and not self.open and not (self.second and self.pending is not None):
+            self.pending = (signum, frame)  # raised at the next wait, or when the hold ends
             return
         self.pending = None
         self._forward(signum, frame)
 
     def _forward(self, signum: int, frame: Any) -> None:
-        prev = self.prev
+        prev = self.prev if self.lent is None else self.lent
         if callable(prev) and prev is not self.handler:
             prev(signum, frame)  # (the default raises KeyboardInterrupt)
         else:
@@ -81,74 +97,66 @@ class _CtrlC:
             self._forward(signum, frame)
 
     def __enter__(self) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if get_ident() == self.main:
+            if self.depth == 0 and self.users:
+                current = _getsignal(_SIGINT)  # (C: signal.getsignal maps to an enum, ~7 us)
+                if current is not self.handler and callable(current):  # set since `use`
+                    self.lent = current
+                    signal.signal(signal.SIGINT, self.handler)
             self.depth += 1
 
     def __exit__(self, *exc: Any) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if get_ident() == self.main:
             self.depth -= 1
-            if self.depth == 0:
-                self._raise_pending()
+            if self.depth == 0 and (self.lent is not None or self.pending is not None):
+                lent = self.lent
+                if lent is not None:
+                    signal.signal(signal.SIGINT, lent)
+                try:
+                    self._raise_pending()
+                finally:
+                    self.lent = None
 
-    def every(self) -> _Every:
-        """``with HOLD.every():`` holds every Ctrl-C of the main thread, not only the first,
-        while the block runs (bookkeeping that is short and never waits; `waiting` inside it
-        still lets one through)."""
-        return _EVERY
-
-    def waiting(self, wait: Callable[[float | None], list[Any]], limit: float | None) -> list[Any]:
-        """``wait(limit)`` with Ctrl-C let through (a held one is raised first), unless a
-        `held_ctrl_c` block holds every one."""
-        if (
-            self.depth == 0
-            or self.strict
-            or threading.current_thread() is not threading.main_thread()
-        ):
+    def waiting(self, wait: Callable[[Any], Any], limit: Any) -> Any:
+        """``wait(limit)``, the one place a held call lets a Ctrl-C through (one held
+        since the call began is raised first); inside `held_ctrl_c`, none."""
+        if self.depth == 0 or self.shut or get_ident() != self.main:
             return wait(limit)
         self._raise_pending()
-        self.open = True
+        was, self.open = self.open, True
         try:
             return wait(limit)
         finally:
-            self.open = False
+            self.open = was
 
 
-class _Every:
-    """The context manager of `_CtrlC.every` (one for all: the thread decides)."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            HOLD.all += 1
-
-    def __exit__(self, *exc: Any) -> None:
-        if threading.current_thread() is threading.main_thread():
-            HOLD.all -= 1
+    def decoding(self, decode: Callable[[Any], Any], raw: Any) -> Any:
+        """``decode(raw)``, an answer's unpickling, which may take long (an object's own
+        ``__setstate__``) and is safe to repeat: the first Ctrl-C is held (raised once the
+        answer is recorded), a second one goes through at once, and the next wait decodes
+        it again."""
+        was, self.second = self.second, True
+        try:
+            return decode(raw)
+        finally:
+            self.second = was
 
 
 HOLD = _CtrlC()
-_EVERY = _Every()
 
 
 @contextlib.contextmanager
 def held_ctrl_c() -> Iterator[None]:
-    """Hold every Ctrl-C of the main thread until the block ends (a worker's rebuild: cut
-    part-way it could be neither finished nor redone; it is bounded by the start-up
-    budget), installing `HOLD` for the block where no pool has it; also while it waits
-    (`_CtrlC.waiting` lets none through). One KeyboardInterrupt is raised when the block
-    ends."""
-    used = HOLD.use()
+    """Hold every Ctrl-C of the main thread until the block ends, also while it waits
+    (a worker's rebuild: cut part-way it could be neither finished nor redone; it is
+    bounded by the start-up budget). One KeyboardInterrupt is raised when the block
+    ends (by the call's hold, if one is around it)."""
     main = threading.current_thread() is threading.main_thread()
-    try:
-        with HOLD:
+    with HOLD:
+        if main:
+            HOLD.shut += 1
+        try:
+            yield
+        finally:
             if main:
-                HOLD.strict += 1
-            try:
-                yield
-            finally:
-                if main:
-                    HOLD.strict -= 1
-    finally:
-        if used:
-            HOLD.unuse()
+                HOLD.shut -= 1

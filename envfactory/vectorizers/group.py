@@ -30,21 +30,19 @@ from gymnasium.vector.utils import iterate
 
 from ..errors import (
     ClosedError,
-    EnvfactoryError,
     RemoteEnvError,
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
-    restart_message,
     warn_restart,
 )
 from .answers import check_rebuilt_spaces, check_spaces, per_env_answer
-from .checks import count_restart
-from .ctrl_c import held_ctrl_c
+from .ctrl_c import HOLD, held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .infos import merge_infos
 from .protocol import Cmd, EnvInfo, Restarted, RestartReset
 from .shared import concatenate_checked
+from .supervisor import Supervisor
 
 if TYPE_CHECKING:
     from .remote_env import RemoteVecEnv
@@ -81,13 +79,6 @@ class WorkerGroup(ABC):
         self.handles: list[WorkerHandle] = []
         self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
         self._back: list[int] | None = None  # _order's answers back in env order
-        #: the step/reset in flight: (cmd, handles, their ``sent`` before it, data_of), to
-        #: finish it after an interrupt (see finish_sends); None: nothing to finish
-        self.cut: tuple[Cmd, Sequence[WorkerHandle], list[int], Callable] | None = None
-        self._resumable = False  # every handle is resumable
-        #: the fault that left the workers out of step (the failure policy's outcome; the
-        #: front is unusable from then on: ``VecEnvBrokenError``); None while they are usable
-        self.failure: BaseException | None = None
         #: run before a per-index call with the handles it asks (the pool lets their
         #: steps finish first)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
@@ -131,15 +122,13 @@ class WorkerGroup(ABC):
         raise NotImplementedError
 
     def post_step(self, actions: Any) -> None:
-        """Send each worker its rows of the (checked) action batch. An override that does not
-        go through `send` (``finish=True``) sets `cut` itself, so that ``step_wait()`` can
-        finish a step a Ctrl-C cut (as `SubprocGroup.post_step` does)."""
+        """Send each worker its rows of the (checked) action batch."""
         batch = (
             actions
             if isinstance(actions, np.ndarray)
             else list(iterate(self.env.action_space, actions))
         )
-        self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop], finish=True)
+        self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop])
 
     def gather_all(
         self, call: str, timeout: float | None, deadline: float | None = None
@@ -193,7 +182,6 @@ class WorkerGroup(ABC):
         ]
         back = [self._order.index(h) for h in self.handles]
         self._back = None if back == list(range(len(back))) else back
-        self._resumable = all(h.resumable for h in handles)
 
     def wait_started(
         self, handles: Sequence[WorkerHandle], infos: Sequence[EnvInfo] = ()
@@ -235,7 +223,9 @@ class WorkerGroup(ABC):
         ``budget``); one that ended because the env was closed from another thread
         meanwhile is a ``ClosedError``."""
         try:
-            return h.recv(deadline, call)
+            if h.own_wait:
+                return h.recv(deadline, call)
+            return HOLD.waiting(lambda _: h.recv(deadline, call), None)  # (its recv is a wait)
         except TimeoutError as late:
             if isinstance(late, RemoteEnvError):
                 raise  # the env's own TimeoutError (the error is also of its type): no timeout
@@ -287,38 +277,21 @@ class WorkerGroup(ABC):
 
     # -- the failure policy (envfactory's, the same for every backend) ------------------
     def send(
-        self,
-        cmd: Cmd,
-        handles: Sequence[WorkerHandle],
-        data_of: Callable[[Any], Any],
-        finish: bool = False,
+        self, cmd: Cmd, handles: Sequence[WorkerHandle], data_of: Callable[[Any], Any]
     ) -> None:
-        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each). ``finish``: the
-        ``step``/``reset`` that ``*_wait()`` collects. Cut part-way by a Ctrl-C, resumable
-        handles let ``*_wait()`` send it to the workers that lack it (`finish_sends`);
-        others leave the env unusable rather than silently out of step."""
-        resumable = self._resumable
-        if finish and resumable:
-            self.cut = (cmd, handles, [h.sent for h in handles], data_of)
+        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each), with every Ctrl-C held
+        (`held_ctrl_c`): no Ctrl-C cuts it. A send that fails part-way leaves the env
+        unusable rather than silently out of step."""
         sent = 0
         h: Any = None
         try:
-            for h in handles:
-                h.send(cmd, data_of(h))
-                sent += 1
+            with held_ctrl_c():  # (a worker that does not read: see `PipeHandle._flush`)
+                for h in handles:
+                    h.send(cmd, data_of(h))
+                    sent += 1
         except BaseException as exc:
-            if isinstance(exc, Exception):
-                self.cut = None
-            elif resumable:
-                raise  # step/reset: finished by *_wait(); a call: given up on (late
-                # answers are dropped by their seq)
-            if sent or not isinstance(exc, Exception):
-                self.failure = RuntimeError(
-                    f"{cmd} was interrupted ({type(exc).__name__}) while it was being sent "
-                    f"to the workers ({h.label if h is not None else '?'} of "
-                    f"{len(self.handles)}): some have it and some not, so they are no longer "
-                    "in step"
-                )
+            label = h.label if h is not None else "?"
+            self.env.apply(Supervisor.send_cut(cmd, exc, sent, label, len(self.handles)))
             raise
 
     def gather(
@@ -341,160 +314,68 @@ class WorkerGroup(ABC):
         if deadline is None and timeout is not None:
             deadline = time.monotonic() + timeout
         results: list[Any] = [None] * len(handles)
-        failures: list[tuple[int, WorkerError]] = []
+        failures: list[tuple[WorkerHandle, WorkerError]] = []
         for k, h in enumerate(handles):
             try:
-                if h.suspect and h.resumable:
-                    h.kill()
-                    raise h.error(
-                        WorkerDiedError,
-                        "was killed: an interrupt (Ctrl-C) cut a message to or from it "
-                        "part-way, so its pipe cannot be read in step any more",
-                        call,
-                    )
                 results[k] = self.wait(h, deadline, call, budget)
             except WorkerError as err:
-                failures.append((k, err))
-            except BaseException as exc:  # KeyboardInterrupt: maybe in the middle of a message
-                if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
-                    self.failure = bug = h.error(  # a bug in the backend's handle
-                        WorkerError,
-                        f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in "
-                        "the backend, not an env's fault: a handle's recv raises TimeoutError "
-                        "or a WorkerError)",
-                        call,
-                    )
-                    raise bug from exc
-                if not h.resumable:  # (a resumable handle is asked again, or is suspect)
-                    h.suspect = True
-                    self.failure = RuntimeError(
-                        f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
-                    )
-                raise
+                failures.append((h, err))
+            except BaseException as exc:  # KeyboardInterrupt: in a wait, asked again
+                error = self.env.apply(self.env.supervisor.cut(call, h, exc))
+                if error is exc:
+                    raise
+                raise error from exc  # type: ignore[misc]
         if failures:
-            self._fail(call, handles, results, failures)
+            env = self.env
+            outcome = env.supervisor.failed(call, failures, env._broken is not None)
+            error = env.apply(outcome)
+            for h, err in outcome.restart:
+                warn_restart(err)
+                results[handles.index(h)] = self.rebuild(h, call)
+            if error is not None:
+                raise error
         return results
 
-    def _fail(self, call: str, handles: Sequence[WorkerHandle], results: list[Any],
-              failures: list[tuple[int, WorkerError]]) -> None:  # fmt: skip
-        failures.sort(key=lambda f: handles[f[0]].start)  # in env order
-        env = self.env
-        if env.restart and call in ("step", "reset") and not self.failure:
-            left = []
-            for k, failure in failures:
-                h = handles[k]
-                if not h.restartable:
-                    left.append(failure)
-                    continue
-                self.count_restart(h, failure)
-                warn_restart(failure)
-                results[k] = self.restart(h, call)
-            if left:
-                self.failure = left[0]
-                raise left[0]
-            return
-        recoverable = call in ("call", "set_attr") and all(
-            isinstance(err, RemoteEnvError) for _, err in failures
-        )  # the worker caught it and is still in step, as dummy would be
-        if not recoverable:
-            self.failure = failures[0][1]
-        raise failures[0][1]
-
-    def count_restart(self, h: WorkerHandle, failure: WorkerError) -> None:
-        """Raise ``failure`` (the env is then unusable) if ``h`` already had
-        ``max_restarts`` restarts in the last ``restart_window`` seconds; else count this
-        one, and keep its cause if it is ``h``'s first (``WorkerHandle.restart_cause``)."""
-        env = self.env
-        try:
-            count_restart(h.restarts, failure, h.label, env.max_restarts, env.restart_window)
-        except WorkerError:
-            self.failure = failure
-            raise
-        if not h.restart_cause:
-            h.restart_cause = restart_message(failure).removeprefix("restarting after: ")
-
-    def restart(self, h: WorkerHandle, call: str, done: list[bool] | None = None) -> Any:
+    def rebuild(self, h: WorkerHandle, call: str, done: list[bool] | None = None) -> Any:
         """Rebuild ``h``'s worker and finish ``call`` on it (``restarted``, or
         ``restart-reset`` redoing ``h.last_reset``); ``done``: its envs' finished flags
         (default: as the caller last saw them). Every wait is bounded: the start by the
-        startup budget, the redone call by ``timeout``. If the rebuild fails, the env is
-        unusable and that failure is raised."""
+        startup budget, the redone call by ``timeout``; no Ctrl-C cuts it (a rebuild cut
+        part-way could be neither finished nor redone). If it fails, the env is unusable
+        and that failure is raised."""
+        env = self.env
         last = self.last_obs(h)
         if done is None:
-            done = self.env._done[h.start : h.stop].tolist()
-        with held_ctrl_c():  # a rebuild cut part-way could be neither finished nor redone
-            return self._rebuild(h, call, last, done)
-
-    def _rebuild(self, h: WorkerHandle, call: str, last: list[Any], done: list[bool]) -> Any:
-        env = self.env
-        h.kill()
-        try:
-            check_rebuilt_spaces(
-                self.respawn(h, self.startup_budget()),
-                h.start,
-                (env.single_observation_space, env.single_action_space),
-                self.env_id,
-            )
-            if call == "reset":
-                assert h.last_reset is not None
-                h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, done))
-            else:
-                h.send(Cmd.RESTARTED, Restarted(last, done))
-            deadline = None if env.timeout is None else time.monotonic() + env.timeout
-            return self.wait(h, deadline, "restart", env.timeout or 0.0)
-        except BaseException as exc:
-            self.failure = (
-                exc
-                if isinstance(exc, Exception)
-                else RuntimeError(
-                    f"the restart of {h.label} was interrupted ({type(exc).__name__})"
-                )
-            )
-            raise
-
-    def finish_sends(self) -> None:
-        """After an interrupt: send the step/reset in flight to the workers that do not have
-        it yet, finish a send cut part-way
-        ([`WorkerHandle.resume`][envfactory.vectorizers.remote.WorkerHandle.resume]), and
-        give the parent's own envs (a handle whose command a Ctrl-C cut while it ran here,
-        [`WorkerHandle.cut`][envfactory.vectorizers.remote.WorkerHandle.cut]) what can stand for
-        it: a reset is redone; a step's envs end their episode truncated at the last
-        observation the caller saw, with ``infos["restarted"]``, and reset."""
-        cut = self.cut
-        if cut is None:
-            return
-        cmd, handles, marks, data_of = cut
-        if len(marks) < len(handles):  # the handles a cut post never reached: not sent yet
-            marks.extend([h.sent for h in handles[len(marks) :]])  # (kept for a next cut)
-        for k, h in enumerate(handles):
-            mark = marks[k]
-            lost = h.cut()
-            if h.suspect:
-                continue  # killed by gather
-            if lost is not None:
-                if lost[0] == Cmd.STEP:
-                    done = self.env._done[h.start : h.stop].tolist()
-                    h.send(Cmd.RESTARTED, Restarted(self.last_obs(h), done))
-                else:  # a reset or a recovery: done again from the start
-                    h.send(*lost)
-            elif h.sent == mark:
-                h.send(cmd, data_of(h))
-            else:
-                h.resume()
+            done = env._done[h.start : h.stop].tolist()
+        with held_ctrl_c():
+            h.kill()
+            try:
+                spaces = (env.single_observation_space, env.single_action_space)
+                infos = self.respawn(h, self.startup_budget())
+                check_rebuilt_spaces(infos, h.start, spaces, self.env_id)
+                if call == "reset":
+                    assert h.last_reset is not None
+                    h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, done))
+                else:
+                    h.send(Cmd.RESTARTED, Restarted(last, done))
+                deadline = None if env.timeout is None else time.monotonic() + env.timeout
+                return self.wait(h, deadline, "restart", env.timeout or 0.0)
+            except BaseException as exc:
+                env.apply(Supervisor.rebuild_failed(h, exc))
+                raise
 
     def post_calls(
         self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
     ) -> list[tuple[WorkerHandle, list[int]]]:
-        """Send ``record(local indices, handle)`` to the workers of ``indices`` (as the call
-        that ``*_wait()`` finishes after a Ctrl-C, `finish_sends`); returns each worker
-        asked with its local indices, for `gather_calls`."""
+        """Send ``record(local indices, handle)`` to the workers of ``indices``; returns each
+        worker asked with its local indices, for `gather_calls`."""
         asked = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
         asked = [(h, loc) for h, loc in asked if loc]
         local_of = {id(h): loc for h, loc in asked}
         handles = [h for h, _ in asked]
         if self.before_calls is not None:
             self.before_calls(handles)
-        self.send(cmd, handles, lambda h: record(local_of[id(h)], h), finish=True)
+        self.send(cmd, handles, lambda h: record(local_of[id(h)], h))
         return asked
 
     def gather_calls(
@@ -536,7 +417,7 @@ class WorkerGroup(ABC):
         Whatever is still running afterwards is killed by the caller."""
         asked = []
         for h in self.handles:
-            if h.suspect or not h.alive:
+            if not h.alive:
                 continue
             try:
                 h.send(Cmd.CLOSE, None)

@@ -32,22 +32,17 @@ class WorkerHandle(ABC):
     here:
     [`restarts`][envfactory.vectorizers.remote.WorkerHandle.restarts] (restart times),
     [`last_reset`][envfactory.vectorizers.remote.WorkerHandle.last_reset] (to redo a reset on a
-    rebuilt worker) and [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] (an
-    interrupt stopped a receive part-way: never read again, killed on close). Errors name the handle
-    through [`error`][envfactory.vectorizers.remote.WorkerHandle.error] and
+    rebuilt worker). Errors name the handle through
+    [`error`][envfactory.vectorizers.remote.WorkerHandle.error] and
     [`remote_error`][envfactory.vectorizers.remote.WorkerHandle.remote_error].
 
-    Interrupts (Ctrl-C): a handle that sets
-    [`resumable`][envfactory.vectorizers.remote.WorkerHandle.resumable] lets an interrupted
-    ``step``/``reset`` be finished (``step_wait()``) or drained by the next call. It then keeps
-    [`sent`][envfactory.vectorizers.remote.WorkerHandle.sent] (a count of the commands handed over,
-    advanced once the worker is sure to get the command,
-    [`resume`][envfactory.vectorizers.remote.WorkerHandle.resume] doing what an interrupt left of
-    it), answers [`recv`][envfactory.vectorizers.remote.WorkerHandle.recv] again with the same
-    answer after an interrupt, and says
-    [`suspect`][envfactory.vectorizers.remote.WorkerHandle.suspect] when an interrupt left its
-    stream in an unknown place (the worker is then killed, and rebuilt with ``restart=true``). A
-    handle that is not resumable makes an interrupted call leave the env unusable.
+    Interrupts (Ctrl-C): a call runs with Ctrl-C held (`ctrl_c`), so
+    [`send`][envfactory.vectorizers.remote.WorkerHandle.send] is never cut. ``recv`` is the
+    wait, and a Ctrl-C goes through while it runs: a handle that sets
+    [`resumable`][envfactory.vectorizers.remote.WorkerHandle.resumable] answers ``recv``
+    again with the same answer after an interrupt, so an interrupted ``step``/``reset``/``call``
+    stays pending and its ``*_wait()`` finishes it; a handle that is not resumable makes an
+    interrupted call leave the env unusable.
 
     Attributes:
         index: the worker's number (``WorkerError.worker``).
@@ -60,10 +55,11 @@ class WorkerHandle(ABC):
     #: its commands run in this process when it is waited for: it is waited for first,
     #: so that they run while the other workers work
     in_process: bool = False
-    #: an interrupted send or receive can be finished (see the class docstring)
+    #: ``recv`` cut by a Ctrl-C can be asked again (see the class docstring)
     resumable: bool = False
-    #: commands handed over so far (only a resumable handle keeps it)
-    sent: int = 0
+    #: ``recv`` lets a Ctrl-C through only inside its own wait (``HOLD.waiting``), which it
+    #: repeats; else the whole ``recv`` is the wait (envfactory's own handles set it)
+    own_wait: bool = False
     #: the first failure that restarted it, on one line (``""``: never restarted); with
     #: `restarts`, what [`run_record`][envfactory.VecEnvBase.run_record] reads
     restart_cause: str = ""
@@ -72,7 +68,6 @@ class WorkerHandle(ABC):
         self.index, self.start, self.stop, self.env_id = index, start, stop, env_id
         self.restarts: list[float] = []  # monotonic times of this worker's restarts
         self.last_reset: Reset | None = None
-        self.suspect = False
 
     @property
     def indices(self) -> list[int]:
@@ -131,15 +126,6 @@ class WorkerHandle(ABC):
     @abstractmethod
     def kill(self) -> None:
         """End the worker now (and whatever it started); safe to call twice."""
-
-    def resume(self) -> None:  # noqa: B027 - optional
-        """Finish what an interrupt left of the last
-        [`send`][envfactory.vectorizers.remote.WorkerHandle.send] (a resumable handle)."""
-
-    def cut(self) -> tuple[Cmd, Any] | None:
-        """The command this handle was running in this process when an interrupt cut it
-        part-way, which can be neither finished nor redone as it is (None: none)."""
-        return None
 
     def join(self, timeout: float) -> None:  # noqa: B027 - optional
         """Wait up to ``timeout`` seconds for a worker that was asked to close to exit."""

@@ -21,13 +21,12 @@ class LocalHandle(WorkerHandle):
     naming the parent process, as a worker's; these envs can be neither timed out nor
     rebuilt.
 
-    An interrupt (Ctrl-C) while the command runs cuts it part-way (an env may be in the
-    middle of its ``step``): `cut` says which, and the vectorized env decides (a
-    step's envs end their episode truncated, a reset is redone)."""
+    The command runs held (`ctrl_c`): a Ctrl-C never cuts an env part-way; it is
+    raised at the next wait."""
 
     restartable = False
     in_process = True
-    resumable = True
+    own_wait = True  # (no wait: its recv runs the envs)
 
     def __init__(self, start: int, envs: list, mode: Any, env_id: str) -> None:
         # worker -1 is how errors name the parent process (WorkerError.worker)
@@ -36,7 +35,6 @@ class LocalHandle(WorkerHandle):
         self.host = EnvHost(envs, mode, self.out)
         self.out.runner = self.host.runner
         self._pending: tuple[Cmd, Any] | None = None
-        self._running = False  # the pending command is running (an interrupt cut it)
         self._answer: tuple[Any] | None = None  # its answer, kept for recv
         self._label = "the parent's own envs (vectorizer.in_parent)"
 
@@ -64,14 +62,7 @@ class LocalHandle(WorkerHandle):
         self.out.attach(buffers, shared_obs)
 
     def send(self, cmd: Cmd, data: Any) -> None:
-        self._answer, self._running = None, False
-        self._pending = (cmd, data)
-        self.sent += 1
-
-    def cut(self) -> tuple[Cmd, Any] | None:
-        """The command cut while its envs ran (None once they all ran: `recv` then only
-        writes their results again)."""
-        return self._pending if self._running and self.host.ran is None else None
+        self._answer, self._pending = None, (cmd, data)
 
     def recv(self, deadline: float | None, call: str) -> Any:
         if self._answer is not None:
@@ -83,22 +74,16 @@ class LocalHandle(WorkerHandle):
             self._pending = None
             self.host.close()
             return None
-        host = self.host
+        self._pending = None
         try:
-            if self._running and host.ran is not None:  # a Ctrl-C cut only the writing
-                result = host.collect(*host.ran)
-            else:
-                host.ran, self._running = None, True
-                result = host.handle(cmd, data)
+            result = self.host.handle(cmd, data)
         except KeyboardInterrupt:
-            raise  # (cut: see `cut`)
+            raise  # (raised by an env itself)
         except BaseException as exc:  # SystemExit too: an env never ends the program
             err = self.remote_error(call, failure_of(exc))  # (raised below, exc its cause)
         else:
             self._answer = (result,)
-            self._pending, self._running = None, False
             return result
-        self._pending, self._running = None, False
         raise err
 
     def kill(self) -> None:

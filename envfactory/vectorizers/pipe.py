@@ -3,18 +3,15 @@ eventfds to one worker process (see `wakeup` and `protocol`).
 
 The parent's end of the pipe is non-blocking and read and written here, whole messages
 in multiprocessing's framing (a 4-byte length, then the pickle), so that every wait is
-bounded and an interrupt (Ctrl-C) can be resumed:
-
-- writing a message waits (``poll``) for the worker to read it at most ``write_timeout``
-  seconds (the vectorizer's ``timeout``; a stopped worker is then killed and reported as
-  timed out by `PipeHandle.recv`), and a write cut by an interrupt keeps what is
-  left, written before anything else;
-- reading keeps what arrived of a message across calls, and the decoded answer stays in
-  the handle, so `PipeHandle.recv` called again (after an interrupt) returns it;
-- an interrupt can only be raised between two bytecodes, and no read or write loses
-  what it moved: the system call and the store of its byte count run in C, with no
-  bytecode between them (`_read_some`, `_write`), and the next call records a count an
-  interrupt left unrecorded. So where the stream stands is always known.
+bounded. A call runs with Ctrl-C held (`ctrl_c`): a message is written whole, and read
+whole, and the only place a Ctrl-C goes through is a wait (the poll before a read or
+before the slot says done, which `recv` repeats: what arrived of a message stays in the
+handle, and so does a decoded answer; and the async pool's wait for a busy worker to
+read a message: the handle keeps what is left of it, `unsent`, and writes it before
+anything else). A message waits for the worker to read it at most ``write_timeout``
+seconds (the vectorizer's ``timeout``); where no Ctrl-C may go through (a synchronous
+call's sends, `held_ctrl_c`) and there is no timeout, until a Ctrl-C comes. A worker
+that does not read is then killed, and `PipeHandle.recv` reports it as timed out.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import select
 import signal
 import struct
 import time
-from collections import deque
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -73,6 +70,7 @@ class PipeHandle(WorkerHandle):
     """
 
     resumable = True
+    own_wait = True
 
     def __init__(
         self, index: int, start: int, stop: int, env_id: str, payload: Any, spin_us: int
@@ -86,7 +84,7 @@ class PipeHandle(WorkerHandle):
         self.sender: Any = None
         self.poller: Poller | None = None
         self.killed_group: int | None = None
-        self.seq = 0
+        self.seq = self.sent = 0  # the answer recv waits for; the last message's number
         #: seconds a message may take to be written (the vectorizer's ``timeout``)
         self.write_timeout: float | None = None
         self.slot: Any = None  # its control slot in the shared region (see .wakeup)
@@ -103,18 +101,13 @@ class PipeHandle(WorkerHandle):
         self._reset_stream()
 
     def _reset_stream(self) -> None:
-        self.unsent: list[memoryview] = []  # the rest of a message being written
+        self.unsent: list[memoryview] = []  # what is left of a message taken: written first
         self._write_failed = ""  # why the last message could not be written
         self._rbuf = bytearray(4)  # what arrived of the message being read
         self._rgot = 0
         self._rhead = True  # _rbuf holds (part of) a length header
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
         self._answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
-        # a read / a write was issued: its byte count is (or, if it never ran, is not) in
-        # _rcount / _wcount (see _read_some and _write)
-        self._rpending = self._wpending = False
-        self._rcount: deque[int] = deque(maxlen=1)
-        self._wcount: deque[int] = deque(maxlen=1)
 
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
@@ -125,7 +118,7 @@ class PipeHandle(WorkerHandle):
         os.set_blocking(self._fd, False)
         self.poller = Poller([self._fd], self.spin_us * 1e-6)
         self.sender = Sender(conn, by_value=by_value)
-        self.via_slot = self.suspect = False
+        self.via_slot = False
         self.schema, self.schemas = None, 0  # a new process: no schema yet
         self._reset_stream()
 
@@ -203,11 +196,10 @@ class PipeHandle(WorkerHandle):
 
     # -- messages -----------------------------------------------------------------------
     def send(self, cmd: Cmd, data: Any) -> None:
-        self._apply_write()  # (a write an interrupt cut)
-        if self.unsent:  # the rest of a message an interrupt cut: it goes first
+        if self.unsent:  # (the rest of a message a Ctrl-C cut: it goes first)
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
-            self._flush(self._write_deadline())
+            self._flush()
         actions = self.actions
         if (
             cmd == Cmd.STEP
@@ -223,82 +215,52 @@ class PipeHandle(WorkerHandle):
         plain = type(data) is np.ndarray or (  # the hot paths: no cloudpickle
             cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray
         )
-        message = _plain_dumps((wire, seq, data)) if plain else None  # nothing sent yet
+        message = _plain_dumps((wire, seq, data)) if plain else None
         if message is None:
             message = self.sender.dumps((wire, seq, data), plain)
         n = len(message)
         header = _HEADER.pack(n) if n <= 0x7FFFFFFF else _HEADER.pack(-1) + _LONG.pack(n)
-        whole = [memoryview(header), memoryview(message)]
-        # handed over (``sent``) with all of it still to write, in one statement: a write an
-        # interrupt cut leaves the rest in ``unsent``, written before anything else
         # (an answer kept for an older seq stays: the async pool may ask for it again)
-        self.sent, self.seq, self.via_slot, self.unsent = seq, seq, False, whole
-        self._write()
-        if self.unsent:
-            self._flush(self._write_deadline())
+        self.sent, self.seq, self.via_slot = seq, seq, False
+        self.unsent = [memoryview(header), memoryview(message)]  # (taken: see `unsent`)
+        self._flush()
 
-    def _write(self) -> None:
-        """One non-blocking write of ``unsent``, which then holds what is left.
-
-        An interrupt cannot lose what a write gave away: as in `_read_some`, the system
-        call runs inside ``deque.extend(map(os.writev, ...))``, which stores its byte count
-        in ``_wcount`` in C; ``_wpending`` says a write was issued, and `_apply_write`
-        (called again by the next write, or `recv`) records it once."""
-        count = self._wcount
-        count.clear()
-        self._wpending = True
-        try:
-            count.extend(map(os.writev, (self._fd,), (self.unsent,)))
-        except BlockingIOError:
-            count.append(0)
-        except OSError:  # the worker is gone: recv says how it ended
-            count.append(-1)
-        self._apply_write()
-
-    def _apply_write(self) -> None:
-        """Record the count of the write `_write` issued (none: it never ran)."""
-        if not self._wpending:
-            return
-        count = self._wcount
-        if not count:
-            self._wpending = False
-            return
-        written = count[0]
-        rest = [] if written < 0 else _rest(self.unsent, written)
-        self.unsent, self._wpending = rest, False
-
-    def _write_deadline(self) -> float | None:
+    def _flush(self) -> None:
+        """Write what is left of the message taken (``unsent``), waiting for the worker to
+        read it for at most ``write_timeout`` seconds (a Ctrl-C goes through that wait, but
+        in `held_ctrl_c`, and the rest stays to write first). A worker that does not read
+        (stopped or hung) past it, or with no timeout, by a Ctrl-C held meanwhile, is
+        killed, and `recv` reports the timeout."""
+        fd, poll = self._fd, None
         t = self.write_timeout
-        return None if t is None else time.monotonic() + t
-
-    def _flush(self, deadline: float | None) -> None:
-        """Write the rest of the message being written, waiting for the worker to read
-        it until ``deadline``; past it the worker is killed (it does not read: stopped
-        or hung) and `recv` reports the timeout. Interrupted, the rest is kept."""
-        self._apply_write()  # (a write an interrupt cut)
-        fd = self._fd
-        poll = select.poll()
-        poll.register(fd, _POLL_OUT)
-        wait = poll.poll  # (a Ctrl-C the async pool holds goes through while it waits)
+        deadline = None if t is None else time.monotonic() + t
         while self.unsent:
-            if deadline is None:
-                HOLD.waiting(wait, SLEEP_SLICE_MS)
-            else:
-                left = deadline - time.monotonic()
-                ms = min(math.ceil(left * 1000), SLEEP_SLICE_MS)
-                if left <= 0 or not HOLD.waiting(wait, ms):
-                    if time.monotonic() < deadline:
-                        continue
-                    size = sum(len(v) for v in self.unsent)
-                    self.unsent = []
-                    self._write_failed = f"did not read a {size}-byte message it was sent"
-                    self.kill()
-                    return
-            self._write()
+            try:
+                self.unsent = _rest(self.unsent, os.writev(fd, self.unsent))
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:  # the worker is gone: recv says how it ended
+                self.unsent = []
+                return
+            if poll is None:
+                poll = select.poll()
+                poll.register(fd, _POLL_OUT)
+            ms = SLEEP_SLICE_MS
+            if deadline is not None:
+                ms = min(ms, max(0, math.ceil((deadline - time.monotonic()) * 1000)))
+            if not HOLD.waiting(poll.poll, ms) and (
+                HOLD.pending is not None
+                or (deadline is not None and time.monotonic() >= deadline)
+            ):
+                size = sum(len(v) for v in self.unsent)
+                self.unsent = []
+                self._write_failed = f"did not read a {size}-byte message it was sent"
+                self.kill()
+                return
 
     def _post(self, data: np.ndarray, actions: np.ndarray) -> None:
-        """Ask for a step through the control slot (see `wakeup`); an interrupt
-        after the seq was taken leaves the rest to `resume`."""
+        """Ask for a step through the control slot (see `wakeup`)."""
         actions[:] = data
         seq = self.sent + 1
         self.via_slot, self.seq, self.sent = True, seq, seq
@@ -322,17 +284,6 @@ class PipeHandle(WorkerHandle):
         """The hand-off saw the posted step done with its answer to follow by pipe."""
         self.via_slot, self._learn_at = False, self.seq
 
-    def resume(self) -> None:
-        """Finish a send an interrupt cut: the slot's seq is set and the worker woken;
-        the rest of a message is written by `recv` (within its deadline)."""
-        slot = self.slot
-        if self.via_slot and slot is not None:
-            if slot[CMD] != self.seq:
-                slot[CMD] = self.seq
-                fence()
-            signal_eventfd(self.go)  # (also if the cut fell before its wake-up: a spare
-            # wake-up is drained by the worker)
-
     def has_answer(self, seq: int) -> bool:
         """Whether `recv` of step ``seq`` (``seq`` the last one asked) would not wait: its
         answer is kept, or its slot says done with no pipe message to follow."""
@@ -349,8 +300,8 @@ class PipeHandle(WorkerHandle):
         answer = self._answer
         if answer is not None and answer[0] == self.seq:
             return answer[1]  # (asked again after an interrupt)
-        if self.unsent or self._wpending:
-            self._flush(deadline)
+        if self.unsent:
+            self._flush()
         if self._write_failed:
             raise TimeoutError(self._write_failed)
         if self.via_slot:
@@ -376,72 +327,38 @@ class PipeHandle(WorkerHandle):
         poller = self.poller
         assert poller is not None
         while self._rmsg is None:
-            if self._rpending:  # a read an interrupt cut: its bytes are here already
-                self._read_some(call)
-                continue
             if deadline is None or deadline == math.inf:
-                poller.wait(None)
-            elif not poller.wait(deadline - time.monotonic()):
+                HOLD.waiting(poller.wait, None)  # (the one place a Ctrl-C goes through)
+            elif not HOLD.waiting(poller.wait, deadline - time.monotonic()):
                 raise TimeoutError
             while self._rmsg is None and not self._read_some(call):
                 pass
 
     def _read_some(self, call: str) -> bool:
         """One non-blocking read into the message being read; True if nothing was there
-        yet (the caller waits).
-
-        An interrupt cannot lose what a read took: the system call runs inside
-        ``deque.extend(map(os.readv, ...))``, which stores its byte count in
-        ``_rcount`` in C, with no bytecode (and so no Python signal handler) between the
-        read and the store. ``_rpending`` says a read was issued: a call after an
-        interrupt applies its count (none in ``_rcount``: it never ran), and the new
-        state is stored by one statement, so applying it twice is impossible."""
-        if not self._rpending:
-            count = self._rcount
-            count.clear()
-            views = [memoryview(self._rbuf)[self._rgot :]]
-            self._rpending = True
-            try:
-                count.extend(map(os.readv, (self._fd,), (views,)))
-            except BlockingIOError:
-                self._rpending = False
-                return True
-            except OSError:  # (gone: as end of file)
-                count.append(0)
-        return self._apply_read(call)
-
-    def _apply_read(self, call: str) -> bool:
-        """Record the count of the read `_read_some` issued (see there)."""
-        count = self._rcount
-        if not count:  # interrupted before the read ran
-            self._rpending = False
-            return False
-        n = count[0]
+        yet (the caller waits). What arrived stays across calls (a Ctrl-C in the wait
+        before the next read, `ctrl_c`)."""
+        try:
+            n = os.readv(self._fd, [memoryview(self._rbuf)[self._rgot :]])
+        except BlockingIOError:
+            return True
+        except OSError:  # (gone: as end of file)
+            n = 0
         if n == 0:
-            self._rpending = False
             if self.process is not None:
                 self.process.join(2.0)
             raise self.error(WorkerDiedError, "died", call) from None
         buf, got = self._rbuf, self._rgot + n
         if got < len(buf):
-            self._rgot, self._rpending = got, False
+            self._rgot = got
         elif not self._rhead:
-            fresh = bytearray(4)
-            self._rmsg, self._rbuf, self._rgot, self._rhead, self._rpending = (
-                buf,
-                fresh,
-                0,
-                True,
-                False,
-            )
+            self._rmsg, self._rbuf, self._rgot, self._rhead = buf, bytearray(4), 0, True
         else:
             size = _HEADER.unpack(buf)[0] if len(buf) == 4 else _LONG.unpack(buf[4:])[0]
             if size == -1:  # a long header: 8 more bytes
-                longer = buf + bytearray(8)
-                self._rbuf, self._rgot, self._rpending = longer, 4, False
+                self._rbuf, self._rgot = buf + bytearray(8), 4
             else:
-                body = bytearray(size)
-                self._rbuf, self._rgot, self._rhead, self._rpending = body, 0, False, False
+                self._rbuf, self._rgot, self._rhead = bytearray(size), 0, False
         return False
 
     def _take(self, call: str) -> None:
@@ -450,20 +367,20 @@ class PipeHandle(WorkerHandle):
         raw = self._rmsg
         assert raw is not None
         try:
-            seq, status, payload = pickle.loads(raw)
+            seq, status, payload = HOLD.decoding(pickle.loads, raw)  # (kept until decoded)
         except Exception as bad:  # a whole answer arrived but cannot be unpickled here
             err = self.error(
                 RemoteEnvError,
                 f"sent an answer this process cannot unpickle ({type(bad).__name__}: {bad})",
                 call,
             )
-            self._rmsg = None  # (no call between this and the raise: no interrupt)
+            self._rmsg = None
             raise err from bad
         if seq == self.seq:
             if status == ERROR:
                 failure: Failure = payload
                 err = self.remote_error(call, failure)
-                self._rmsg = None  # (as above: a retry after an interrupt decodes it again)
+                self._rmsg = None
                 raise err
             if seq == self._learn_at and payload[1] is None and payload[0]:  # the worker's rule
                 schema = learn(self.schema, payload[0], self.stop - self.start)
@@ -500,14 +417,11 @@ class PipeHandle(WorkerHandle):
                         wait_ms = SLEEP_SLICE_MS
                     else:
                         wait_ms = math.ceil(max(0.0, deadline - time.monotonic()) * 1000)
-                    events = flagged_sleep(
-                        slot,
-                        PARENT_SLEEPING,
-                        ready,
-                        self.done_poll,
-                        self.done,
+                    events = HOLD.waiting(  # (the one place a Ctrl-C goes through)
+                        partial(flagged_sleep, slot, PARENT_SLEEPING, ready, self.done_poll,
+                                self.done),
                         min(wait_ms, SLEEP_SLICE_MS),
-                    )
+                    )  # fmt: skip
                     if events is None or ready():
                         break
                     for fd, _ in events:
@@ -523,8 +437,7 @@ class PipeHandle(WorkerHandle):
     def slot_answer(self, msg: int, deadline: float | None, call: str) -> Any:
         """The answer (a StepResult) of a slot step that is done, by its ``msg`` word:
         no infos, infos in the info columns (see `infocols`), or an answer by pipe. The
-        caller keeps it (``_answer``) and then clears ``via_slot``: an interrupt before
-        that asks the slot again, whose answer stays until the next step is posted."""
+        caller keeps it (``_answer``) and then clears ``via_slot``."""
         if msg == IN_COLUMNS:
             assert self.columns is not None and self.schema is not None
             if self.slot[SCHEMAS] != self.schemas:  # (an invariant: never seen)

@@ -143,12 +143,10 @@ class _PipeSite(RemoteSite):
         h: PipeHandle = handle  # type: ignore[assignment]  # (the group's: no check per call)
         if cmd == Cmd.STEP_ENVS and len(data[0]) == h.stop - h.start:
             # every env of the worker (sorted, once each), so nothing else of it is in
-            # flight: its slot
-            # (PipeHandle.send takes it when the actions fit the shared buffer). For one
-            # resumable handle, the group's send is the handle's (a Ctrl-C is re-raised).
-            h.send(Cmd.STEP, data[1])
-        else:
-            self.group.send(cmd, [handle], lambda _: data)
+            # flight: its slot (PipeHandle.send takes it when the actions fit the shared
+            # buffer)
+            cmd, data = Cmd.STEP, data[1]
+        h.send(cmd, data)  # (a Ctrl-C goes through while it waits for a busy worker)
         return h.seq
 
     resumes_reads = True  # (PipeHandle keeps what a read took, and its answer, by seq)
@@ -158,7 +156,8 @@ class _PipeSite(RemoteSite):
         return h.has_answer(ticket)
 
     def taken(self, handle: WorkerHandle) -> int | None:
-        return handle.seq  # type: ignore[attr-defined]  # (set as it took it)
+        h: PipeHandle = handle  # type: ignore[assignment]
+        return h.seq if h.unsent else None  # (a message it holds to write first)
 
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float

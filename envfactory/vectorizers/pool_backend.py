@@ -16,6 +16,7 @@ from .group import WorkerGroup
 from .handle import WorkerHandle
 from .protocol import Cmd
 from .runner import InfoCalls
+from .supervisor import Outcome
 
 __all__ = ["Batch", "PoolBackend", "RemoteSite"]
 
@@ -38,16 +39,16 @@ class PoolBackend(ABC):
     #: and gives the same answer, also after a `post` to the same handle meanwhile
     resumes_reads: bool = False
 
+    def taken(self, handle: WorkerHandle) -> int | None:
+        """The ticket of the message ``handle`` took in a `post` that a Ctrl-C cut while
+        it waited to write it (the handle writes it before anything else), or None where
+        that cannot be known."""
+        return None
+
     def answered(self, handle: WorkerHandle, ticket: int) -> bool:
         """Whether asking `answer` for ``ticket`` again (a read an interrupt cut) would
         not wait: a poll (``recv(timeout=0)``) finishes only such cut reads."""
         return False
-
-    def taken(self, handle: WorkerHandle) -> int | None:
-        """The ticket of the message ``handle`` took in a `post` that an interrupt cut
-        while it waited to write the rest (a resumable handle, whose ``sent`` moved on),
-        or None where that cannot be known."""
-        return None
 
     @abstractmethod
     def answer(
@@ -132,14 +133,15 @@ class RemoteSite(PoolBackend):
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
         group = self.group
-        if not (group.env.restart and not group.failure):
-            group.failure = failure
-            raise failure
-        group.count_restart(handle, failure)
+        env = group.env
+        outcome = env.supervisor.failed(call, [(handle, failure)], env._broken is not None)
+        error = env.apply(outcome)
+        if error is not None:
+            raise error
         warn_restart(failure)
         # an env whose result was not returned yet: its episode ends there
         done = [bool(self.done[i]) and i not in superseded for i in handle.indices]
-        return group.restart(handle, call, done)
+        return group.rebuild(handle, call, done)
 
     def interrupted(self, reason: BaseException) -> None:
-        self.group.failure = reason
+        self.group.env.apply(Outcome(broken=reason))

@@ -4,7 +4,6 @@ over a [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (see
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
@@ -18,10 +17,12 @@ import numpy as np
 from ..errors import AlreadyPendingError, ConfigError, too_many_open_files
 from .answers import check_batch
 from .base import PendingCall, VecEnvBase
+from .ctrl_c import HOLD
 from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, WorkerHandle
 from .protocol import Call, Cmd, Reset, SetAttr
+from .supervisor import Outcome, Supervisor
 
 __all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "pop_faults"]
 
@@ -159,22 +160,18 @@ class RemoteVecEnv(VecEnvBase):
         self.group = group
         group.env = self
         super().__init__(group.num_envs, autoreset_mode, seeding)
-        if timeout is not None and not timeout > 0:  # (nan too)
-            raise ConfigError(f"vectorizer.timeout must be > 0 seconds or null, got {timeout!r}")
-        if max_restarts < 0 or not restart_window > 0:
-            raise ConfigError(
-                "vectorizer.max_restarts must be >= 0 and vectorizer.restart_window > 0 "
-                f"seconds, got {max_restarts!r} and {restart_window!r}"
-            )
+        #: the failure policy: what a failure means (`Supervisor`); the front applies
+        #: its outcomes (`apply`)
+        self.supervisor = sup = Supervisor(timeout, restart, max_restarts, restart_window)
         if restart and not group.can_respawn():
             raise ConfigError(
                 f"vectorizer.restart=true: {type(group).__name__} cannot rebuild a worker (it "
                 "implements no respawn/last_obs); set vectorizer.restart=false"
             )
-        self.timeout = None if timeout == math.inf else timeout  # inf waits forever, as null
-        self.restart, self.copy = restart, copy
+        self.timeout, self.restart, self.copy = sup.timeout, restart, copy
         self.max_restarts, self.restart_window = max_restarts, restart_window
         self._guard = CallGuard(type(self).__name__)
+        self._holds = HOLD.use()  # a Ctrl-C lands only in a call's wait (see ctrl_c)
         self._closed_by: str | None = None
         self._unchecked = {"step", "reset"}  # calls whose batch is checked once (check_batch)
         self.env_id = group.env_id
@@ -197,9 +194,12 @@ class RemoteVecEnv(VecEnvBase):
         """Process ids of the workers."""
         return self.group.pids
 
-    @property
-    def _broken(self) -> BaseException | None:  # type: ignore[override]  # (the group's)
-        return self.group.failure
+    def apply(self, outcome: Outcome) -> BaseException | None:
+        """Apply the `Supervisor`'s ``outcome`` to this front's state (the one place its
+        broken state is set: the first reason is kept); returns the error to raise."""
+        if outcome.broken is not None and self._broken is None:
+            self._broken = outcome.broken
+        return outcome.error
 
     @property
     def restarts(self) -> list[int]:
@@ -208,7 +208,7 @@ class RemoteVecEnv(VecEnvBase):
 
     # -- VecEnvBase's backend: the group --------------------------------------------------
     def _can_finish(self) -> bool:
-        return self.group.cut is not None and self._broken is None
+        return self._broken is None  # (a call is cut only in its wait, which it repeats)
 
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._guard.enter("reset_async", sys._getframe(), _recheck(self, "reset_async", "reset"))
@@ -217,7 +217,7 @@ class RemoteVecEnv(VecEnvBase):
             for h in group.handles:  # kept to redo the reset if a worker must be restarted
                 part = None if mask is None else mask[h.start : h.stop]
                 h.last_reset = Reset(seeds[h.start : h.stop], options, part)
-            group.send(Cmd.RESET, group.handles, lambda h: h.last_reset, finish=True)
+            group.send(Cmd.RESET, group.handles, lambda h: h.last_reset)
             self._pending = PendingCall.RESET
         finally:
             self._guard.leave()
@@ -237,23 +237,16 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
 
     def _finish_step(self, timeout: float | None, call: str = "step", mask: Any = None) -> Batch:
-        """Wait for the ``call`` (step or reset) in flight, first finishing the sends an
-        interrupt cut (`WorkerGroup.finish_sends`), and collect its batch."""
+        """Wait for the ``call`` (step or reset) in flight and collect its batch."""
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
-            if self._interrupted:
-                group.finish_sends()
             batch = group.collect(group.handles, group.gather_all(call, timeout), mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
                 self._unchecked.discard(call)
-        except Exception:
-            group.cut = None
-            raise
         finally:
             self._guard.leave()
-        group.cut = None  # (a Ctrl-C up to here: *_wait() collects the kept answers again)
         return batch
 
     def _start_call(self, request: EnvCall) -> None:
@@ -276,23 +269,18 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
 
     def _finish_call(self, timeout: float | None) -> list[Any]:
-        """Wait for the call in flight (first finishing the sends a Ctrl-C cut); a Ctrl-C
-        here leaves it pending (`call_wait()`), as a step."""
+        """Wait for the call in flight; a Ctrl-C here leaves it pending (`call_wait()`),
+        as a step."""
         self._guard.enter("call_wait")
-        group = self.group
         try:
-            if self._interrupted:
-                group.finish_sends()
-            answers = group.gather_calls(*self._calls, timeout)
-        except Exception:
-            group.cut = None
-            raise
+            return self.group.gather_calls(*self._calls, timeout)
         finally:
             self._guard.leave()
-        group.cut = None
-        return answers
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
+        if getattr(self, "_holds", False):
+            self._holds = False
+            HOLD.unuse()
         group = self.group
         group.env = self  # (again: the garbage collector clears weak references before __del__)
         guard = self._guard

@@ -170,7 +170,7 @@ class PoolScheduler:
             )
         groups: dict[int, list[int]] = {}  # worker index -> positions k in ids
         owner = self._owner
-        with HOLD, HOLD.every():  # no Ctrl-C cuts it but while a write waits for a worker
+        with HOLD:  # (no Ctrl-C cuts it: `ctrl_c`)
             for k, i in enumerate(ids):
                 if state[i] == LOST:  # its worker was rebuilt: this step is the loss
                     state[i] = READY
@@ -241,7 +241,7 @@ class PoolScheduler:
         (LOST) gives its lost episode's result, as its next send would. None: there are none."""
         if not self._unsent:
             return None
-        with HOLD, HOLD.every():
+        with HOLD:
             state, unsent = self._state, self._unsent
             kept = {i: self._infos.pop(i, []) if v is None else v for i, v in unsent.items()}
             ids = list(kept)
@@ -336,14 +336,12 @@ class PoolScheduler:
             rows = [actions[k] for k in ks]
             plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
             batch = np.stack(rows) if plain else rows
-        before = h.sent
         try:
             ticket = self.backend.post(h, Cmd.STEP_ENVS, (local, batch))
         except BaseException as exc:
-            # a Ctrl-C while a write waited for a busy worker: a resumable handle that took
-            # the message writes the rest before anything else, so its envs are in flight
-            cut = not isinstance(exc, Exception) and h.sent != before
-            taken = self.backend.taken(h) if cut else None
+            # a Ctrl-C while a write waited for a busy worker: a handle that took the
+            # message writes what is left of it before anything else: its envs are in flight
+            taken = None if isinstance(exc, Exception) else self.backend.taken(h)
             if taken is not None:
                 self._sent(h, taken, envs, "step")
             raise
@@ -400,7 +398,7 @@ class PoolScheduler:
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
-            with HOLD.every():
+            with HOLD:
                 try:
                     self._resume.pop(h.index, None)
                     self.backend.unwatch(h)
@@ -413,7 +411,7 @@ class PoolScheduler:
             if not resumes:
                 self._cut(h, msg, exc)
             raise
-        with HOLD.every():  # (an interrupt before it: `_resume` asks the read again)
+        with HOLD:
             flight = self._flight[h.index]
             flight.popleft()
             if flight:
@@ -428,7 +426,6 @@ class PoolScheduler:
         """An interrupt cut ``h``'s answer (a handle that cannot resume) or its
         rebuild: the env is unusable."""
         if not isinstance(exc, WorkerError):
-            h.suspect = True
             self.backend.interrupted(
                 RuntimeError(
                     f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
@@ -487,7 +484,7 @@ class PoolScheduler:
         head) and become IDLE, unsent. It holds every Ctrl-C (microseconds): one is raised
         when it is done, the stash gone; the batch is then `unsent`'s (as it is when an
         interrupt lands after recv returned, before the caller's send)."""
-        with HOLD, HOLD.every():
+        with HOLD:
             queue, infos, unsent = self._queue, self._infos, self._unsent
             if head:
                 for _ in ids:

@@ -21,7 +21,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from multiprocessing.reduction import send_handle
 from typing import Any, NoReturn
 
@@ -325,21 +324,12 @@ class SubprocGroup(WorkerGroup):
     # -- one hand-off per step for the workers (see .wakeup) ---------------------------
     def post_step(self, actions: Any) -> None:
         g = self._handoff
-        marks: list[int] = []  # as WorkerGroup.send: what *_wait() finishes after a Ctrl-C
-        self.cut = (Cmd.STEP, self.handles, marks, partial(_rows, actions))
-        if g is None or not g.post(actions, marks):
-            self.cut = None
+        if g is None or not g.post(actions):
             return super().post_step(actions)
         local = self._local
         if local is not None:  # (the last envs: the rows past the workers')
-            marks.append(local.sent)
             local.send(Cmd.STEP, actions[local.start :])
         return None
-
-    def finish_sends(self) -> None:
-        if self.cut is not None and self._handoff is not None:
-            self._handoff.settle(self.cut[2])  # a post a Ctrl-C cut after its write
-        super().finish_sends()
 
     def gather_all(
         self, call: str, timeout: float | None, deadline: float | None = None
@@ -411,11 +401,6 @@ class SubprocVecEnv(RemoteVecEnv):
         faults = pop_faults(options)
         group = SubprocGroup(env_fns, split=split, **options)
         super().__init__(group, autoreset_mode, **faults)
-
-
-def _rows(actions: Any, h: WorkerHandle) -> Any:
-    """``h``'s rows of the action batch (what ``*_wait()`` sends it after a Ctrl-C)."""
-    return actions[h.start : h.stop]
 
 
 def probe_for(method: str, env_fns: Sequence[Callable[[], gym.Env]]) -> Callable[[], Any]:

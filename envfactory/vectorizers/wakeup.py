@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .ctrl_c import HOLD
 from .infocols import ColumnRows
 
 if TYPE_CHECKING:
@@ -385,53 +386,31 @@ class StepHandoff:
         self._fds: dict[int, int] = {}  # eventfd -> worker
         self._pipes: dict[int, int] = {}  # pipe -> worker
 
-    def post(self, actions: Any, marks: list[int]) -> bool:
+    def post(self, actions: Any) -> bool:
         """Ask every worker for a step: one copy, one write, one barrier, and the
-        eventfds of the sleeping workers only. ``marks`` gets each worker's count of
-        sends before this one, before the worker is touched (what ``*_wait()`` needs to
-        finish a post that a Ctrl-C cut: a worker without a mark was not asked).
-
-        False (nothing done) if the step cannot be handed off here: its actions do not
-        fit the shared buffer (another dtype: the envs get the caller's dtype by pipe), or
-        a worker has the rest of a message an interrupt cut still to write."""
+        eventfds of the sleeping workers only. False (nothing done) if the step cannot
+        be handed off here: its actions do not fit the shared buffer (another dtype: the
+        envs get the caller's dtype by pipe), or a worker has the rest of a message a
+        Ctrl-C cut to write first."""
         buf = self.actions
         if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
             return False
-        for w in self.workers:
-            if w.unsent:  # (the rest of a message an interrupt cut: written first)
-                return False
-        buf[:] = actions[: self.stop]
         workers, seqs = self.workers, []
-        for w in workers:  # (a Ctrl-C here: nothing posted, each mark says "not sent")
-            s = w.sent
-            marks.append(s)
-            seqs.append(s + 1)
+        for w in workers:
+            if w.unsent:  # (the rest of a message a Ctrl-C cut: it goes first, by pipe)
+                return False
+            seqs.append(w.sent + 1)
+        buf[:] = actions[: self.stop]
         self.seqs = seqs
-        self.cmd[:] = seqs  # the post itself: one store, which no Ctrl-C can cut
-        for w in workers:  # each handle as its own send leaves it (see settle)
-            w.booked(w.sent + 1)
+        self.cmd[:] = seqs  # the post itself: one store
+        for w, seq in zip(workers, seqs):  # each handle books its own state
+            w.booked(seq)
         self.posted = True
         fence()  # the step numbers are visible before the sleeping words are read
         for w in workers:
             if w.slot[WORKER_SLEEPING]:
                 signal_eventfd(w.go)
         return True
-
-    def settle(self, marks: list[int]) -> None:
-        """What `post` does after it wrote the step numbers ``marks + 1`` (the handles'
-        side, the wake-up), when a Ctrl-C cut it there: ``*_wait()`` runs this before it
-        finishes the step, so a worker that has the step is never sent it again by pipe.
-        Nothing if they were not written (``*_wait()`` then sends the step by pipe)."""
-        if len(marks) < len(self.workers) or self.cmd[0] != marks[0] + 1:
-            return
-        for k, w in enumerate(self.workers):
-            if w.sent == marks[k]:  # (not yet booked)
-                w.booked(marks[k] + 1)
-                self.posted = True
-        fence()
-        for w in self.workers:  # (a worker already awake ignores a spare wake-up)
-            if w.slot[WORKER_SLEEPING]:
-                signal_eventfd(w.go)
 
     def wait(self, deadline: float | None) -> list[Any] | None:
         """Wait until every worker answered the posted step: each worker's answer (a
@@ -470,7 +449,7 @@ class StepHandoff:
     def _sleep(self, ready: Any, deadline: float | None) -> bool:
         """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke
         it. The flagged sleep of `wakeup`, for every worker at once."""
-        if self._poll is None:  # (made whole before it is kept: a Ctrl-C may cut it)
+        if self._poll is None:
             poll, fds, pipes = select.poll(), {}, {}
             for k, w in enumerate(self.workers):
                 poll.register(w.done, select.POLLIN)
@@ -488,7 +467,7 @@ class StepHandoff:
                 ms = SLEEP_SLICE_MS
                 if deadline is not None:
                     ms = min(ms, math.ceil(max(0.0, deadline - time.monotonic()) * 1000))
-                events = self._poll.poll(ms)
+                events = HOLD.waiting(self._poll.poll, ms)  # (where a Ctrl-C goes through)
                 control[:, PARENT_SLEEPING] = 0
                 for fd, _ in events:
                     if fd in self._fds:
@@ -497,7 +476,7 @@ class StepHandoff:
                     k = self._pipes[fd]
                     if self.done[k] != self.seqs[k]:  # (not done yet)
                         return False  # a pipe first: let that worker's own wait read it
-                    quiet.append(fd)  # (first: registered again however a Ctrl-C cuts)
+                    quiet.append(fd)
                     self._poll.unregister(fd)  # its infos, read once every worker is done
                 if ready():
                     return True

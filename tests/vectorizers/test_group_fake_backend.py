@@ -136,7 +136,7 @@ def test_a_late_worker_is_killed_within_the_one_deadline_and_recorded_as_the_fai
         envs.step(ACTS)
     assert time.monotonic() - t0 < 0.35
     assert _handle(envs, 1).killed == 1 and _handle(envs, 0).killed == 0
-    assert isinstance(envs.group.failure, WorkerTimeoutError)
+    assert isinstance(envs._broken, WorkerTimeoutError)
     with pytest.raises(VecEnvBrokenError, match=r"within 0\.2 s"):
         envs.step(ACTS)
     envs.close()  # asks worker 0 to close; worker 1's send raises and is tolerated
@@ -160,12 +160,12 @@ def test_an_env_error_in_a_call_keeps_the_env_usable_one_in_a_step_breaks_it() -
     envs = _env()
     with pytest.raises(RemoteEnvError, match="boom fails on purpose"):
         envs.call("boom")
-    assert envs.group.failure is None
+    assert envs._broken is None
     envs.step(ACTS)
     _handle(envs, 0).script["step"] = "die"
     with pytest.raises(WorkerDiedError, match="worker 0"):
         envs.step(ACTS)
-    assert isinstance(envs.group.failure, WorkerDiedError)
+    assert isinstance(envs._broken, WorkerDiedError)
     envs.close()
 
 
@@ -179,7 +179,7 @@ def test_restarts_rebuild_the_worker_and_the_budget_stops_them() -> None:
     _handle(envs, 1).script["step"] = "die"
     with pytest.raises(WorkerDiedError):  # the budget: one restart per window
         envs.step(ACTS)
-    assert isinstance(envs.group.failure, WorkerDiedError)
+    assert isinstance(envs._broken, WorkerDiedError)
     envs.close()
 
 

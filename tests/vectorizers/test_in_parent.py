@@ -371,9 +371,9 @@ def test_interrupt_while_waiting_for_a_step_in_shared_memory_is_not_silent() -> 
 
 
 def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
-    """Ctrl-C after every worker's step number was taken, before they were written to
-    the control slots: ``step_wait()`` writes them (each handle's ``resume``) and every
-    env steps exactly once."""
+    """A real Ctrl-C as the workers' step numbers are written to the control slots (issue
+    37: it used to be raised right there, and ``step_wait()`` wrote them, each handle's
+    ``resume``): it is held until the step's wait, and every env steps exactly once."""
     envs = envfactory.make_vec(
         overrides=["vectorizer=subproc", "num_envs=4", "vectorizer.in_series=2",
                    "vectorizer.context=fork"]
@@ -382,11 +382,14 @@ def test_interrupt_between_two_posts_of_a_step_is_not_silent() -> None:
     g = envs.group._handoff
     assert g is not None
 
+    real = g.cmd
+
     class _Column:
         def __setitem__(self, key: Any, value: Any) -> None:
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
+            real[key] = value
 
-    real, g.cmd = g.cmd, _Column()
+    g.cmd = _Column()
     try:
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.zeros(4, np.int64))

@@ -3,12 +3,17 @@
 place of the ``step_wait()`` that finishes it. The random storms of test_interrupts.py
 find a bad spot now and then (CI did, 1 run in ~40); this walks them all, deterministically.
 
-The interrupt is raised by a trace (``sys.settrace``: function entries) or profile
-(``sys.setprofile``: C returns) hook at its n-th event, for n = 1, 2, ... until a call
-runs through. Every step the envs took must reach the caller, once, in order."""
+A real Ctrl-C (SIGINT to this process, `signal.raise_signal`) is sent by a trace
+(``sys.settrace``: function entries) or profile (``sys.setprofile``: C returns) hook at
+its n-th event, for n = 1, 2, ... until a call runs through. Every step the envs took
+must reach the caller, once, in order. (Issue 37, a changed contract: the hooks used to
+raise KeyboardInterrupt themselves, right at that point; a real Ctrl-C comes through the
+SIGINT handler, which holds it for a call's bookkeeping and lets it through at the
+call's wait, ``ctrl_c``.)"""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +28,7 @@ from envfactory.vectorizers.subproc import SubprocVecEnv
 
 
 class _InterruptAt:
-    """Raise KeyboardInterrupt at the ``n``-th interruptible point of the code it hooks
+    """Send a real Ctrl-C (SIGINT) at the ``n``-th interruptible point of the code it hooks
     (``how``: "entry", a Python function's start; "c-return", after a C call), skipping
     this test module's own frames. ``where`` names the point it hit."""
 
@@ -40,7 +45,7 @@ class _InterruptAt:
             code = frame.f_code
             name = code.co_filename.rsplit("/", 1)[-1]
             self.where = f"{name}:{code.co_name}:{frame.f_lineno} {what}"
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
 
     def _trace(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":

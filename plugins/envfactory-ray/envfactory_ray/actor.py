@@ -256,6 +256,7 @@ class ActorHandle(WorkerHandle):
         self._answer: tuple[Any, Any] | None = None  # (its ref, the raw answer), once read
         self._io = False  # a channel message is being written or read
         self._suspect = False
+        self.sent = 0  # (its own count: WorkerHandle keeps none since issue 37)
         self.fetched: tuple[str, Any] | None = None  # this handle's, once fetched
 
     def spawn(self, cls: Any, mode: AutoresetMode, avoid: Sequence[str] = ()) -> None:

@@ -70,12 +70,9 @@ class ThreadsConfig(remote.FaultOptions):
 
 
 def _serve(jobs: queue.SimpleQueue) -> None:
-    """A thread's loop: run each ``(future, fn, args)`` until ``None``. A job queued twice
-    (``resume`` after a Ctrl-C that landed as it was queued) runs once."""
+    """A thread's loop: run each ``(future, fn, args)`` until ``None``."""
     while (job := jobs.get()) is not None:
         future, fn, args = job
-        if future.running() or future.done():
-            continue  # this thread alone starts a job: it ran already
         future.set_running_or_notify_cancel()
         try:
             future.set_result(fn(*args))
@@ -88,10 +85,9 @@ class ThreadHandle(WorkerHandle):
     future, ``kill`` lets the thread go (it exits after its current command).
 
     Resumable, as ``subproc``'s workers: a Ctrl-C (which only the main thread gets) never
-    reaches the thread, so a step it cuts in ``send`` or ``recv`` can be finished by
-    ``step_wait()``. ``send`` counts the command (``sent``) before it queues it and
-    ``resume`` queues it again (a job runs once); ``recv`` keeps the future, so asked again
-    it gives the same answer."""
+    reaches the thread, and a call holds it but in ``recv`` (the wait), which keeps the
+    future, so asked again after a Ctrl-C it gives the same answer and ``step_wait()``
+    finishes the step."""
 
     resumable = True
 
@@ -100,13 +96,11 @@ class ThreadHandle(WorkerHandle):
         self.fns = fns
         self.jobs: queue.SimpleQueue | None = None
         self.future: Future | None = None
-        self.job: tuple[Future, Callable[..., Any], tuple] | None = None  # the last one sent
         self.host: Any = None  # its EnvHost, made in the thread
 
     def spawn(self, mode: Any) -> None:
         self.jobs, name = queue.SimpleQueue(), f"envfactory-threads-{self.index}"
         threading.Thread(target=_serve, args=(self.jobs,), name=name, daemon=True).start()
-        self.job = None
         self.future = self._submit(self._build, mode)
 
     def _build(self, mode: Any) -> list[EnvInfo]:
@@ -132,16 +126,7 @@ class ThreadHandle(WorkerHandle):
     def send(self, cmd: str, data: Any) -> None:
         close = cmd == remote.Cmd.CLOSE
         run = self.host.close if close else self.host.handle
-        self.job = job = (Future(), run, () if close else (cmd, data))
-        self.future = job[0]
-        self.sent += 1  # from here on, resume() (not a new send) finishes it
-        self.jobs.put(job)  # type: ignore[union-attr]
-
-    def resume(self) -> None:
-        """Queue the last command again: a Ctrl-C may have landed before it was queued
-        (queued twice, it runs once)."""
-        if self.job is not None and self.jobs is not None:
-            self.jobs.put(self.job)
+        self.future = self._submit(run, *(() if close else (cmd, data)))
 
     def recv(self, deadline: float | None, call: str) -> Any:
         future = self.future  # kept: after a Ctrl-C, asked again, the same answer
