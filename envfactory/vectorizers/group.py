@@ -329,8 +329,8 @@ class WorkerGroup(ABC):
             env = self.env
             outcome = env.supervisor.failed(call, failures, env._broken is not None)
             error = env.apply(outcome)
-            for h, err in outcome.restart:
-                warn_restart(err)
+            for h, failure in outcome.restart:
+                warn_restart(failure)
                 results[handles.index(h)] = self.rebuild(h, call)
             if error is not None:
                 raise error

@@ -113,8 +113,8 @@ class Supervisor:
             return Outcome(bug, bug)
         if h.resumable or h.own_wait:  # asked again by *_wait()
             return Outcome(exc)
-        why = RuntimeError(f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}")
-        return Outcome(exc, why)
+        what = f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
+        return Outcome(exc, RuntimeError(what))
 
     @staticmethod
     def send_cut(cmd: Any, exc: BaseException, sent: int, label: str, of: int) -> Outcome:
