@@ -23,7 +23,7 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from gymnasium.vector.utils import iterate
@@ -47,10 +47,29 @@ from .supervisor import Supervisor
 if TYPE_CHECKING:
     from .remote_env import RemoteVecEnv
 
-__all__ = ["Batch", "WorkerGroup"]
+__all__ = ["Backend", "Batch", "WorkerGroup"]
 
 #: ``(obs, rewards, terminations, truncations, infos)`` of every env
 Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the front asks of a backend, typed: start the workers, post a step to all of
+    them, wait for all their answers, collect a batch, rebuild one worker, release what is
+    left. `WorkerGroup` implements it (a backend subclasses it and adds `start`, `collect`
+    and, with ``restart``, `respawn`); what a failure means is the front's
+    [`Supervisor`][envfactory.vectorizers.supervisor.Supervisor]'s, never a backend's."""
+
+    num_envs: int
+    env_id: str
+
+    def start(self) -> None: ...
+    def post_step(self, actions: Any) -> None: ...
+    def gather_all(self, call: str, timeout: float | None, deadline: float | None = None) -> list[Any]: ...  # noqa: E501
+    def collect(self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None) -> Batch: ...  # noqa: E501
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]: ...
+    def release(self, everything: bool) -> None: ...
 
 
 class WorkerGroup(ABC):
@@ -163,12 +182,6 @@ class WorkerGroup(ABC):
     def restarts(self) -> list[int]:
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
         return [len(h.restarts) for h in self.handles if not h.in_process]
-
-    @classmethod
-    def can_respawn(cls) -> bool:
-        """Whether it implements `respawn` and `last_obs` (``restart=true`` needs both)."""
-        base = WorkerGroup
-        return cls.respawn is not base.respawn and cls.last_obs is not base.last_obs
 
     # -- helpers for a backend ----------------------------------------------------------
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
@@ -404,12 +417,6 @@ class WorkerGroup(ABC):
             self.release(everything=locked)
             if errors:
                 raise errors[0]
-
-    def kill_all(self) -> None:
-        """Kill every worker now, ignoring what a kill raises (``close`` from another
-        thread: the call in progress then ends with ``ClosedError``)."""
-        for h in self.handles:
-            _quietly(h.kill)
 
     def _close_workers(self, budget: float) -> None:
         """Ask every live worker (also after another one failed) to close its envs and

@@ -4,6 +4,7 @@ over a [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (see
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -163,7 +164,8 @@ class RemoteVecEnv(VecEnvBase):
         #: the failure policy: what a failure means (`Supervisor`); the front applies
         #: its outcomes (`apply`)
         self.supervisor = sup = Supervisor(timeout, restart, max_restarts, restart_window)
-        if restart and not group.can_respawn():
+        base, mine = WorkerGroup, type(group)
+        if restart and (mine.respawn is base.respawn or mine.last_obs is base.last_obs):
             raise ConfigError(
                 f"vectorizer.restart=true: {type(group).__name__} cannot rebuild a worker (it "
                 "implements no respawn/last_obs); set vectorizer.restart=false"
@@ -292,7 +294,9 @@ class RemoteVecEnv(VecEnvBase):
             # own thread): end the workers so that it ends with ClosedError; another thread's
             # leaves before the shared memory goes (else it stays until garbage collection)
             self._closed_by, terminate = threading.current_thread().name, True
-            group.kill_all()
+            for h in group.handles:
+                with contextlib.suppress(Exception):  # (close kills it again, and says)
+                    h.kill()
             mine = active[1] is threading.current_thread()
             deadline = time.monotonic() + CLOSE_TIMEOUT
             while not mine and guard.active is not None and time.monotonic() < deadline:
