@@ -68,10 +68,10 @@ from .protocol import (
 from .record import Split
 from .recovery import Recover, Recoverable, RecoverableFn, after_reset, after_step
 from .remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
-from .supervisor import Outcome, Supervisor
 from .runner import EnvHost
 from .scheduler import PoolBackend, RemoteSite
 from .shared import concatenate_checked
+from .supervisor import Outcome, Supervisor
 
 __all__ = [
     "CLOSE_TIMEOUT",

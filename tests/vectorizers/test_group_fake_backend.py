@@ -21,6 +21,7 @@ from envfactory.errors import (
     WorkerTimeoutError,
 )
 from envfactory.testing import FailingEnv
+from envfactory.vectorizers.group import Backend
 from envfactory.vectorizers.remote import (
     Cmd,
     EnvHost,
@@ -31,7 +32,6 @@ from envfactory.vectorizers.remote import (
     failure_of,
     split_envs,
 )
-from envfactory.vectorizers.group import Backend
 from envfactory.vectorizers.subproc import SubprocGroup
 from envfactory.vectorizers.supervisor import Outcome, Supervisor
 

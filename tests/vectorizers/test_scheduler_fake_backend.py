@@ -49,7 +49,9 @@ class FakeBackend(PoolBackend):
         self.owed[handle.index].append((self.tickets, data))
         return self.tickets
 
-    def answer(self, handle: WorkerHandle, ticket: int, deadline: Any, call: str, budget: float) -> Any:  # noqa: E501
+    def answer(
+        self, handle: WorkerHandle, ticket: int, deadline: Any, call: str, budget: float
+    ) -> Any:  # noqa: E501
         got, data = self.owed[handle.index].popleft()
         assert got == ticket  # answers in the order of the tickets
         if handle.index in self.die:
@@ -82,7 +84,9 @@ class FakeBackend(PoolBackend):
         self.returns.append(list(ids))
         self.done[ids] = ended
 
-    def recover(self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]) -> Any:  # noqa: E501
+    def recover(
+        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
+    ) -> Any:  # noqa: E501
         self.recovered.append((handle.index, superseded))
         return None
 
@@ -91,7 +95,9 @@ class FakeBackend(PoolBackend):
 
 
 def _pool(workers: int = 3, per: int = 2) -> tuple[PoolScheduler, FakeBackend]:
-    handles: list[WorkerHandle] = [Idle(k, k * per, (k + 1) * per, "Fake-v0") for k in range(workers)]  # noqa: E501
+    handles: list[WorkerHandle] = [
+        Idle(k, k * per, (k + 1) * per, "Fake-v0") for k in range(workers)
+    ]  # noqa: E501
     backend = FakeBackend(handles, workers * per)
     pool = PoolScheduler(handles, backend)
     pool.start_reset(lambda h: None)
@@ -101,7 +107,7 @@ def _pool(workers: int = 3, per: int = 2) -> tuple[PoolScheduler, FakeBackend]:
 def test_a_batch_is_the_first_workers_ready_and_a_stalled_one_keeps_its_envs_in_flight() -> None:
     pool, backend = _pool()
     backend.stalled = {1}
-    obs, rew, term, trunc, infos = pool.recv(4, None)
+    obs, *_, infos = pool.recv(4, None)
     assert sorted(infos["env_id"].tolist()) == [0, 1, 4, 5]
     assert obs.tolist() == [1, 1, 1, 1] and infos["k"].tolist() == [0, 0, 2, 2]
     assert pool.in_flight() == [2, 3]
