@@ -51,7 +51,7 @@ class FakeBackend(PoolBackend):
 
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: Any, call: str, budget: float
-    ) -> Any:  # noqa: E501
+    ) -> Any:
         got, data = self.owed[handle.index].popleft()
         assert got == ticket  # answers in the order of the tickets
         if handle.index in self.die:
@@ -86,7 +86,7 @@ class FakeBackend(PoolBackend):
 
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
-    ) -> Any:  # noqa: E501
+    ) -> Any:
         self.recovered.append((handle.index, superseded))
         return None
 
@@ -97,7 +97,7 @@ class FakeBackend(PoolBackend):
 def _pool(workers: int = 3, per: int = 2) -> tuple[PoolScheduler, FakeBackend]:
     handles: list[WorkerHandle] = [
         Idle(k, k * per, (k + 1) * per, "Fake-v0") for k in range(workers)
-    ]  # noqa: E501
+    ]
     backend = FakeBackend(handles, workers * per)
     pool = PoolScheduler(handles, backend)
     pool.start_reset(lambda h: None)
