@@ -177,16 +177,6 @@ class WorkerGroup(ABC):
         timeout = self.env.timeout
         return STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT)
 
-    @property
-    def pids(self) -> list[int]:
-        """Process ids of the workers."""
-        return [h.pid for h in self.handles if not h.in_process and h.pid is not None]
-
-    @property
-    def restarts(self) -> list[int]:
-        """How many times each worker was restarted (``vectorizer.restart=true``)."""
-        return [len(h.restarts) for h in self.handles if not h.in_process]
-
     # -- helpers for a backend ----------------------------------------------------------
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
         """The handles, in env order (the in-process ones are waited for first). Once
@@ -410,40 +400,35 @@ class WorkerGroup(ABC):
         return [by_index[i] for i in indices]
 
     def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
-        """Ask every worker to close its envs (unless ``terminate``), then kill every one,
-        even if one kill raises, and release the rest (``locked``: no other thread's call
-        reads the buffers any more)."""
+        """Ask every live worker (also after another one failed) to close its envs and
+        exit within ``timeout`` in all (unless ``terminate``; the answer to a pending call
+        is dropped), then kill every one, even if one kill raises, and release the rest
+        (``locked``: no other thread's call reads the buffers any more)."""
+        budget = CLOSE_TIMEOUT if timeout is None else timeout
         try:
-            if not terminate:
-                self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
+            asked = []
+            for h in [] if terminate else self.handles:
+                if not h.alive:
+                    continue
+                try:
+                    h.send(Cmd.CLOSE, None)
+                except Exception:  # gone, or its transport shut down (killed after a timeout):
+                    continue  # it is killed below either way
+                asked.append(h)
+            deadline = time.monotonic() + budget
+            closed = []
+            for h in asked:
+                with contextlib.suppress(Exception):  # died, timed out (then killed), garbage
+                    self.wait(h, deadline, "close", budget)
+                    closed.append(h)
+            exit_by = time.monotonic() + min(1.0, max(deadline - time.monotonic(), 0.1))
+            for h in closed:  # the envs are closed: the workers are only exiting now
+                h.join(max(exit_by - time.monotonic(), 0.0))
         finally:  # even if interrupted, even if one kill raises: no worker outlives close()
             errors = [e for h in self.handles for e in (_quietly(h.kill), _quietly(h.close)) if e]
             self.release(everything=locked)
             if errors:
                 raise errors[0]
-
-    def _close_workers(self, budget: float) -> None:
-        """Ask every live worker (also after another one failed) to close its envs and
-        exit, within ``budget`` seconds in all; the answer to a pending call is dropped.
-        Whatever is still running afterwards is killed by the caller."""
-        asked = []
-        for h in self.handles:
-            if not h.alive:
-                continue
-            try:
-                h.send(Cmd.CLOSE, None)
-            except Exception:  # gone, or its transport shut down (killed after a timeout):
-                continue  # it is killed below either way
-            asked.append(h)
-        deadline = time.monotonic() + budget
-        closed = []
-        for h in asked:
-            with contextlib.suppress(Exception):  # died, timed out (then killed), garbage
-                self.wait(h, deadline, "close", budget)
-                closed.append(h)
-        exit_by = time.monotonic() + min(1.0, max(deadline - time.monotonic(), 0.1))
-        for h in closed:  # the envs are closed: the workers are only exiting now
-            h.join(max(exit_by - time.monotonic(), 0.0))
 
 
 def _quietly(call: Callable[[], None]) -> BaseException | None:

@@ -194,7 +194,7 @@ class RemoteVecEnv(VecEnvBase):
     @property
     def pids(self) -> list[int]:
         """Process ids of the workers."""
-        return self.group.pids
+        return [h.pid for h in self.workers if h.pid is not None]
 
     def apply(self, outcome: Outcome) -> BaseException | None:
         """Apply the `Supervisor`'s ``outcome`` to this front's state (the one place its
@@ -206,7 +206,7 @@ class RemoteVecEnv(VecEnvBase):
     @property
     def restarts(self) -> list[int]:
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
-        return self.group.restarts
+        return [len(h.restarts) for h in self.workers]
 
     # -- VecEnvBase's backend: the group --------------------------------------------------
     def _can_finish(self) -> bool:
