@@ -332,44 +332,51 @@ class WorkerGroup(ABC):
                 if error is exc:
                     raise
                 raise error from exc  # type: ignore[misc]
-        if failures:
-            env = self.env
-            outcome = env.supervisor.failed(call, failures, env._broken is not None)
-            error = env.apply(outcome)
-            for h, failure in outcome.restart:
-                warn_restart(failure)
-                results[handles.index(h)] = self.rebuild(h, call)
-            if error is not None:
-                raise error
+        for h, answer in self.recover(call, failures) if failures else ():
+            results[handles.index(h)] = answer
         return results
 
-    def rebuild(self, h: WorkerHandle, call: str, done: list[bool] | None = None) -> Any:
-        """Rebuild ``h``'s worker and finish ``call`` on it (``restarted``, or
-        ``restart-reset`` redoing ``h.last_reset``); ``done``: its envs' finished flags
-        (default: as the caller last saw them). Every wait is bounded: the start by the
-        startup budget, the redone call by ``timeout``; no Ctrl-C cuts it (a rebuild cut
-        part-way could be neither finished nor redone). If it fails, the env is unusable
-        and that failure is raised."""
+    def recover(
+        self,
+        call: str,
+        failures: Sequence[tuple[WorkerHandle, WorkerError]],
+        done: list[bool] | None = None,
+    ) -> list[tuple[WorkerHandle, Any]]:
+        """``failures`` (each worker with its error) in ``call``: the front's `Supervisor`
+        decides, the front applies the outcome, and each worker it names is rebuilt and
+        finishes ``call`` (``restarted``, or ``restart-reset`` redoing ``h.last_reset``;
+        ``done``: its envs' finished flags, default as the caller last saw them). Returns each
+        rebuilt worker with its answer; raises the outcome's error after the rebuilds. Every
+        wait is bounded (the start by the startup budget, the redone call by ``timeout``) and
+        no Ctrl-C cuts a rebuild (cut part-way, it could be neither finished nor redone); a
+        rebuild that fails leaves the env unusable and is raised."""
         env = self.env
-        last = self.last_obs(h)
-        if done is None:
-            done = env._done[h.start : h.stop].tolist()
-        with held_ctrl_c():
-            h.kill()
-            try:
-                spaces = (env.single_observation_space, env.single_action_space)
-                infos = self.respawn(h, self.startup_budget())
-                check_rebuilt_spaces(infos, h.start, spaces, self.env_id)
-                if call == "reset":
-                    assert h.last_reset is not None
-                    h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, done))
-                else:
-                    h.send(Cmd.RESTARTED, Restarted(last, done))
-                deadline = None if env.timeout is None else time.monotonic() + env.timeout
-                return self.wait(h, deadline, "restart", env.timeout or 0.0)
-            except BaseException as exc:
-                env.apply(Supervisor.rebuild_failed(h, exc))
-                raise
+        outcome = env.supervisor.failed(call, failures, env._broken is not None)
+        error = env.apply(outcome)
+        answers = []
+        for h, failure in outcome.restart:
+            warn_restart(failure)
+            last = self.last_obs(h)
+            flags = env._done[h.start : h.stop].tolist() if done is None else done
+            with held_ctrl_c():
+                h.kill()
+                try:
+                    spaces = (env.single_observation_space, env.single_action_space)
+                    infos = self.respawn(h, self.startup_budget())
+                    check_rebuilt_spaces(infos, h.start, spaces, self.env_id)
+                    if call == "reset":
+                        assert h.last_reset is not None
+                        h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, flags))
+                    else:
+                        h.send(Cmd.RESTARTED, Restarted(last, flags))
+                    deadline = None if env.timeout is None else time.monotonic() + env.timeout
+                    answers.append((h, self.wait(h, deadline, "restart", env.timeout or 0.0)))
+                except BaseException as exc:
+                    env.apply(Supervisor.rebuild_failed(h, exc))
+                    raise
+        if error is not None:
+            raise error
+        return answers
 
     def post_calls(
         self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]

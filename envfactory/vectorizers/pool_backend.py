@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import WorkerError, warn_restart
+from ..errors import WorkerError
 from .group import WorkerGroup
 from .handle import WorkerHandle
 from .protocol import Cmd
@@ -132,16 +132,9 @@ class RemoteSite(PoolBackend):
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
-        group = self.group
-        env = group.env
-        outcome = env.supervisor.failed(call, [(handle, failure)], env._broken is not None)
-        error = env.apply(outcome)
-        if error is not None:
-            raise error
-        warn_restart(failure)
         # an env whose result was not returned yet: its episode ends there
         done = [bool(self.done[i]) and i not in superseded for i in handle.indices]
-        return group.rebuild(handle, call, done)
+        return self.group.recover(call, [(handle, failure)], done)[0][1]
 
     def interrupted(self, reason: BaseException) -> None:
         self.group.env.apply(Outcome(broken=reason))
