@@ -24,7 +24,6 @@ import select
 import signal
 import struct
 import time
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -45,10 +44,11 @@ from .wakeup import (
     WORKER_SLEEPING,
     Poller,
     Waiter,
+    drain_eventfd,
     fence,
-    flagged_sleep,
     make_eventfd,
     signal_eventfd,
+    sleep_until,
 )
 
 __all__ = ["PipeHandle"]
@@ -250,8 +250,7 @@ class PipeHandle(WorkerHandle):
             if deadline is not None:
                 ms = min(ms, max(0, math.ceil((deadline - time.monotonic()) * 1000)))
             if not HOLD.waiting(poll.poll, ms) and (
-                HOLD.pending is not None
-                or (deadline is not None and time.monotonic() >= deadline)
+                HOLD.pending is not None or (deadline is not None and time.monotonic() >= deadline)
             ):
                 size = sum(len(v) for v in self.unsent)
                 self.unsent = []
@@ -409,29 +408,24 @@ class PipeHandle(WorkerHandle):
         def ready() -> bool:
             return bool(slot[DONE] == seq)
 
+        def flag(value: int) -> None:
+            slot[PARENT_SLEEPING] = value
+
+        def woke(events: list) -> bool:
+            drain_eventfd(self.done)
+            if events and not ready():  # (done: its answer by pipe is read after)
+                for fd, _ in events:
+                    if fd != self.done:  # nothing of this step comes by pipe before ``done``
+                        self._pipe_before_done(call)
+            return True
+
         t0 = time.perf_counter()
-        if not ready() and not waiter.wait(ready, t0):
-            try:
-                while True:
-                    if deadline is None:
-                        wait_ms = SLEEP_SLICE_MS
-                    else:
-                        wait_ms = math.ceil(max(0.0, deadline - time.monotonic()) * 1000)
-                    events = HOLD.waiting(  # (the one place a Ctrl-C goes through)
-                        partial(flagged_sleep, slot, PARENT_SLEEPING, ready, self.done_poll,
-                                self.done),
-                        min(wait_ms, SLEEP_SLICE_MS),
-                    )  # fmt: skip
-                    if events is None or ready():
-                        break
-                    for fd, _ in events:
-                        if fd != self.done:  # nothing of this step comes by pipe before ``done``
-                            self._pipe_before_done(call)
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise TimeoutError
-            except BaseException:  # an interrupt in the sleep: the worker need not wake us
-                slot[PARENT_SLEEPING] = 0
-                raise
+        if not (
+            ready()
+            or waiter.wait(ready, t0)
+            or sleep_until(flag, ready, self.done_poll, deadline, woke)
+        ):
+            raise TimeoutError
         waiter.record(time.perf_counter() - t0)
 
     def slot_answer(self, msg: int, deadline: float | None, call: str) -> Any:

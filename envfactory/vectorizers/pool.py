@@ -43,7 +43,6 @@ at once, the others at their next ``send``. Ctrl-C during ``recv`` leaves the po
 
 from __future__ import annotations
 
-import math
 import os
 import select
 import time
@@ -65,7 +64,7 @@ from .remote_env import pop_faults
 from .runner import InfoCalls
 from .scheduler import RemoteSite
 from .subproc import SubprocGroup
-from .wakeup import DONE, PARENT_SLEEPING, SLEEP_SLICE_MS, Poller, drain_eventfd, fence
+from .wakeup import DONE, PARENT_SLEEPING, Poller, drain_eventfd, sleep_until
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -234,30 +233,20 @@ class _PipeSite(RemoteSite):
         steps in flight say this process sleeps, so their workers signal its eventfd."""
         slots = [h.slot for h in self._by_fd.values() if h.via_slot]
         deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            while True:
-                for slot in slots:
-                    slot[PARENT_SLEEPING] = 1
-                fence()  # the flags are visible before the words are read again
-                if check():
-                    return True
-                left = -1 if deadline is None else deadline - time.monotonic()
-                if deadline is not None and left <= 0:
-                    return False
-                ms = SLEEP_SLICE_MS if left == -1 else min(SLEEP_SLICE_MS, math.ceil(left * 1000))
-                events = self._sleep.poll(ms)
-                for slot in slots:
-                    slot[PARENT_SLEEPING] = 0
-                for fd, _ in events:
-                    if fd in self._eventfds:
-                        drain_eventfd(fd)
-                    elif fd not in self._by_fd:  # it owes nothing: no busy loop on it
-                        self._unregister(self._owner[fd])
-                if check():
-                    return True
-        finally:
+
+        def flag(value: int) -> None:
             for slot in slots:
-                slot[PARENT_SLEEPING] = 0
+                slot[PARENT_SLEEPING] = value
+
+        def woke(events: list) -> bool:
+            for fd, _ in events:
+                if fd in self._eventfds:
+                    drain_eventfd(fd)
+                elif fd not in self._by_fd:  # it owes nothing: no busy loop on it
+                    self._unregister(self._owner[fd])
+            return True
+
+        return sleep_until(flag, check, self._sleep, deadline, woke)
 
     def _spins(self) -> bool:
         """Whether this process spins while it waits for a worker: only while a core is

@@ -24,7 +24,7 @@ always sees the other's store). Sleeping waits are also bounded (`SLEEP_SLICE_MS
 so even a lost wake-up would cost milliseconds, never a hang.
 
 This module is the one waiting policy of the subprocess backend: `Waiter` decides
-how long to nap and spin, `flagged_sleep` is the sleeping half of the handshake,
+how long to nap and spin, `sleep_until` is the sleeping half of the handshake (every sleep),
 `Poller` waits for a pipe by the same policy (the parent for an answer, a worker for
 a message, the async pool for the first of its workers), and `StepHandoff` hands a
 step to every worker at once (issue 26): posting and waiting one worker at a time costs
@@ -79,9 +79,9 @@ __all__ = [
     "WorkerWake",
     "drain_eventfd",
     "fence",
-    "flagged_sleep",
     "make_eventfd",
     "signal_eventfd",
+    "sleep_until",
 ]
 
 #: int64 words per worker slot: two 64-byte cache lines, one written by each side
@@ -215,22 +215,40 @@ class Waiter:
         return True
 
 
-def flagged_sleep(
-    slot: Any, sleeping: int, ready: Callable[[], bool], poll: Any, eventfd: int, ms: int
-) -> list | None:
-    """The sleeping half of the handshake: set ``slot[sleeping]``, issue a barrier and
-    check ``ready()`` once more (None if it is: no sleep); else sleep in ``poll`` (over
-    ``eventfd`` and the pipe) for up to ``ms`` milliseconds and return its events (the
-    eventfd is drained, the word cleared)."""
-    slot[sleeping] = 1
-    fence()
-    if ready():
-        slot[sleeping] = 0
-        return None
-    events = poll.poll(ms)
-    slot[sleeping] = 0
-    drain_eventfd(eventfd)
-    return events
+def sleep_until(
+    flag: Callable[[int], None],
+    ready: Callable[[], bool],
+    poll: Any,
+    deadline: float | None,
+    woke: Callable[[list], bool],
+) -> bool:
+    """The one sleeping half of every wait (the parent's step and per-worker waits, the
+    pool's, a worker's): raise the sleeping flag (``flag(1)``: the other side then writes
+    an eventfd), issue a barrier and check ``ready()`` once more; else sleep in ``poll`` for
+    at most `SLEEP_SLICE_MS` (the one place a Ctrl-C goes through, `ctrl_c`), lower the
+    flag, hand what woke it to ``woke`` (which drains the eventfds; False: stop waiting),
+    and check again. True once ready; False past ``deadline`` (``time.monotonic()``; None:
+    no limit) or when ``woke`` says so."""
+    try:
+        while True:
+            flag(1)
+            fence()  # the flag is visible before the words are read again
+            if ready():
+                return True
+            ms = SLEEP_SLICE_MS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ms = min(ms, math.ceil(left * 1000))
+            events = HOLD.waiting(poll.poll, ms)
+            flag(0)
+            if not woke(events):
+                return False
+            if ready():
+                return True
+    finally:
+        flag(0)
 
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
@@ -321,14 +339,17 @@ class WorkerWake:
                 self.sleep_poll = select.poll()
                 self.sleep_poll.register(self.go, select.POLLIN)
                 self.sleep_poll.register(poller.fds[0], _POLL_IN)
-            while True:
-                events = flagged_sleep(
-                    slot, WORKER_SLEEPING, ready, self.sleep_poll, self.go, SLEEP_SLICE_MS
-                )
-                if events is None or ready():
-                    break
-                if not events and not parent_alive():
-                    return -1
+            go = self.go
+
+            def flag(value: int) -> None:
+                slot[WORKER_SLEEPING] = value
+
+            def woke(events: list) -> bool:
+                drain_eventfd(go)
+                return bool(events) or ready() or parent_alive()
+
+            if not sleep_until(flag, ready, self.sleep_poll, None, woke):
+                return -1  # the main process is gone
         self.waiter.record(time.perf_counter() - t0)
         seq = int(slot[CMD])
         if seq != last:
@@ -457,35 +478,28 @@ class StepHandoff:
                 fds[w.done] = k
                 pipes[w.fileno()] = k
             self._fds, self._pipes, self._poll = fds, pipes, poll
-        control, quiet = self.control, []
+        control, quiet, poll = self.control, [], self._poll
+
+        def flag(value: int) -> None:
+            control[:, PARENT_SLEEPING] = value
+
+        def woke(events: list) -> bool:
+            for fd, _ in events:
+                if fd in self._fds:
+                    drain_eventfd(fd)
+                    continue
+                k = self._pipes[fd]
+                if self.done[k] != self.seqs[k]:  # (not done yet)
+                    return False  # a pipe first: let that worker's own wait read it
+                quiet.append(fd)
+                poll.unregister(fd)  # its infos, read once every worker is done
+            return True
+
         try:
-            while True:
-                control[:, PARENT_SLEEPING] = 1
-                fence()
-                if ready():
-                    return True
-                ms = SLEEP_SLICE_MS
-                if deadline is not None:
-                    ms = min(ms, math.ceil(max(0.0, deadline - time.monotonic()) * 1000))
-                events = HOLD.waiting(self._poll.poll, ms)  # (where a Ctrl-C goes through)
-                control[:, PARENT_SLEEPING] = 0
-                for fd, _ in events:
-                    if fd in self._fds:
-                        drain_eventfd(fd)
-                        continue
-                    k = self._pipes[fd]
-                    if self.done[k] != self.seqs[k]:  # (not done yet)
-                        return False  # a pipe first: let that worker's own wait read it
-                    quiet.append(fd)
-                    self._poll.unregister(fd)  # its infos, read once every worker is done
-                if ready():
-                    return True
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
+            return sleep_until(flag, ready, poll, deadline, woke)
         finally:
-            control[:, PARENT_SLEEPING] = 0
             for fd in quiet:
-                self._poll.register(fd, _POLL_IN)
+                poll.register(fd, _POLL_IN)
 
     def forget_fds(self) -> None:
         """A worker was rebuilt (a new pipe): register the file descriptors afresh."""
