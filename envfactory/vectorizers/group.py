@@ -329,9 +329,9 @@ class WorkerGroup(ABC):
                 failures.append((h, err))
             except BaseException as exc:  # KeyboardInterrupt: in a wait, asked again
                 error = self.env.apply(self.env.supervisor.cut(call, h, exc))
-                if error is exc:
+                if error is None or error is exc:
                     raise
-                raise error from exc  # type: ignore[misc]
+                raise error from exc
         for h, answer in self.recover(call, failures) if failures else ():
             results[handles.index(h)] = answer
         return results
