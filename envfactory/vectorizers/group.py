@@ -1,13 +1,13 @@
-"""``WorkerGroup``: the workers of one vectorized env, and the failure policy over them.
+"""``WorkerGroup``: the workers of one vectorized env (``Backend``: what a backend implements).
 
 A backend is a component, not a subclass of the vectorized env: it subclasses
 [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] with its transport (how its workers
 start, how their answers become a batch, how one is rebuilt) and hands it to the front,
 [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv], which keeps the call state (pending,
-interrupted, broken, the call lock) and the fault options. What this class adds is written once
-for every backend: one command to many workers, their answers gathered with the failure policy
-(``restart`` with its budget, else the broken state), per-index calls, finishing a step that a
-Ctrl-C cut, and ``close`` that kills every worker even if one kill raises.
+interrupted, broken, the call lock) and its `Supervisor` (what a failure means). What this class
+adds is written once for every backend: one command to many workers, their answers gathered
+within one deadline (the failures reported to the supervisor, the workers it names rebuilt:
+`recover`), per-index calls, and ``close`` that kills every worker even if one kill raises.
 
 What a backend implements (abstract, so a group that lacks one cannot be instantiated):
 `start` and `collect`; with ``restart=true`` also `respawn` and `last_obs`. Optional hooks:
@@ -282,7 +282,7 @@ class WorkerGroup(ABC):
             "set_handles, then waits for them with wait_started (which sets the spaces)"
         )
 
-    # -- the failure policy (envfactory's, the same for every backend) ------------------
+    # -- talking to the workers (what a failure means: the front's Supervisor) ----------
     def send(
         self, cmd: Cmd, handles: Sequence[WorkerHandle], data_of: Callable[[Any], Any]
     ) -> None:
@@ -310,11 +310,10 @@ class WorkerGroup(ABC):
     ) -> list[Any]:
         """The answers of ``handles`` (in order) to ``call``, all within ``timeout``
         seconds of now (or by ``deadline``, a ``time.monotonic()`` that a wait already
-        under way set: a call never waits longer than ``timeout`` in all), with the
-        failure policy: ``restart=true`` rebuilds the workers
-        that failed a ``step``/``reset``; an env's exception in ``call``/``set_attr``
-        is raised and the env stays usable; anything else is raised and makes the env
-        unusable."""
+        under way set: a call never waits longer than ``timeout`` in all). Failures go to
+        `recover` (the front's `Supervisor` decides: a rebuild with ``restart=true``, an env's
+        exception in ``call``/``set_attr`` raised with the env usable, else raised and the
+        env unusable); a wait cut otherwise, to `Supervisor.cut`."""
         if timeout == math.inf:
             timeout = None
         budget = timeout if timeout is not None else 0.0

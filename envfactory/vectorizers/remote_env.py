@@ -129,8 +129,9 @@ class RemoteVecEnv(VecEnvBase):
     """A vectorized env whose envs live in the workers of a
     [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]. It holds the call state
     (pending, interrupted, broken; its `CallGuard`: one call at a time, by the owner
-    process) and the fault options; the group holds the workers and applies the failure
-    policy; a backend is its group (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``).
+    process) and its `Supervisor` (the fault options: what a failure means), whose outcomes
+    it applies to its own state (`apply`); the group holds the workers; a backend is its
+    group (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``).
 
     Args:
         group: the workers (not started yet: this constructor starts them and closes

@@ -440,7 +440,7 @@ def test_interrupt_in_the_middle_of_a_message_neither_hangs_nor_leaks(no_leaks: 
     """An interrupt right after a pipe write (a step's actions by pipe): the next call
     refuses, ``step_wait()`` finishes the step, and close leaves nothing. (Before, that
     worker was killed: ``WorkerDiedError: ... cut a message``, then ``VecEnvBrokenError``;
-    the write's byte count is now stored in C with the write, see ``PipeHandle._write``.)"""
+    since issue 37 a call holds a Ctrl-C until its wait, see ``ctrl_c``.)"""
     envs = subproc([Maker() for _ in range(4)], timeout=None)
     envs.reset(seed=0)
     interrupt_after_next_write(envs.workers[1])
