@@ -279,3 +279,22 @@ def test_every_backend_implements_the_backend_protocol() -> None:
         def start(self) -> None: ...
 
     assert not isinstance(NoCollect(), Backend)
+
+
+def test_a_rebuild_that_fails_breaks_the_env_with_its_own_error() -> None:
+    envs = _env(restart=True)
+    group = envs.group
+    assert isinstance(group, FakeGroup)
+
+    def no_rebuild(handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+        raise OSError("no more processes")
+
+    group.respawn = no_rebuild  # type: ignore[method-assign]
+    _handle(envs, 0).script["step"] = "die"
+    warns = pytest.warns(RuntimeWarning, match="restarting after")
+    with warns, pytest.raises(OSError, match="no more processes"):
+        envs.step(ACTS)
+    assert isinstance(envs._broken, OSError)
+    with pytest.raises(VecEnvBrokenError, match="no more processes"):
+        envs.step(ACTS)
+    envs.close()
