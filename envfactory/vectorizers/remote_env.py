@@ -172,7 +172,6 @@ class RemoteVecEnv(VecEnvBase):
                 "implements no respawn/last_obs); set vectorizer.restart=false"
             )
         self.timeout, self.restart, self.copy = sup.timeout, restart, copy
-        self.max_restarts, self.restart_window = max_restarts, restart_window
         self._guard = CallGuard(type(self).__name__)
         self._holds = HOLD.use()  # a Ctrl-C lands only in a call's wait (see ctrl_c)
         self._closed_by: str | None = None
