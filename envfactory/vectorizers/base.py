@@ -103,7 +103,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
 
     env_id: str = ""
     #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
-    #: (a worker backend's is its group's ``failure``)
+    #: (a worker backend's front sets it in one place: ``RemoteVecEnv.apply``)
     _broken: BaseException | None = None
 
     #: how the envs were placed and why, set by the build function that decided it

@@ -1,13 +1,13 @@
-"""``WorkerGroup``: the workers of one vectorized env, and the failure policy over them.
+"""``WorkerGroup``: the workers of one vectorized env (``Backend``: what a backend implements).
 
 A backend is a component, not a subclass of the vectorized env: it subclasses
 [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] with its transport (how its workers
 start, how their answers become a batch, how one is rebuilt) and hands it to the front,
 [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv], which keeps the call state (pending,
-interrupted, broken, the call lock) and the fault options. What this class adds is written once
-for every backend: one command to many workers, their answers gathered with the failure policy
-(``restart`` with its budget, else the broken state), per-index calls, finishing a step that a
-Ctrl-C cut, and ``close`` that kills every worker even if one kill raises.
+interrupted, broken, the call lock) and its `Supervisor` (what a failure means). What this class
+adds is written once for every backend: one command to many workers, their answers gathered
+within one deadline (the failures reported to the supervisor, the workers it names rebuilt:
+`recover`), per-index calls, and ``close`` that kills every worker even if one kill raises.
 
 What a backend implements (abstract, so a group that lacks one cannot be instantiated):
 `start` and `collect`; with ``restart=true`` also `respawn` and `last_obs`. Optional hooks:
@@ -23,36 +23,57 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from gymnasium.vector.utils import iterate
 
 from ..errors import (
     ClosedError,
-    EnvfactoryError,
     RemoteEnvError,
     WorkerDiedError,
     WorkerError,
     WorkerTimeoutError,
-    restart_message,
     warn_restart,
 )
 from .answers import check_rebuilt_spaces, check_spaces, per_env_answer
-from .checks import count_restart
 from .ctrl_c import HOLD, held_ctrl_c
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .infos import merge_infos
 from .protocol import Cmd, EnvInfo, Restarted, RestartReset
 from .shared import concatenate_checked
+from .supervisor import Supervisor
 
 if TYPE_CHECKING:
     from .remote_env import RemoteVecEnv
 
-__all__ = ["Batch", "WorkerGroup"]
+__all__ = ["Backend", "Batch", "WorkerGroup"]
 
 #: ``(obs, rewards, terminations, truncations, infos)`` of every env
 Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the front asks of a backend, typed: start the workers, post a step to all of
+    them, wait for all their answers, collect a batch, rebuild one worker, release what is
+    left. `WorkerGroup` implements it (a backend subclasses it and adds `start`, `collect`
+    and, with ``restart``, `respawn`); what a failure means is the front's
+    [`Supervisor`][envfactory.vectorizers.supervisor.Supervisor]'s, never a backend's."""
+
+    num_envs: int
+    env_id: str
+
+    def start(self) -> None: ...
+    def post_step(self, actions: Any) -> None: ...
+    def gather_all(
+        self, call: str, timeout: float | None, deadline: float | None = None
+    ) -> list[Any]: ...
+    def collect(
+        self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
+    ) -> Batch: ...
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]: ...
+    def release(self, everything: bool) -> None: ...
 
 
 class WorkerGroup(ABC):
@@ -81,9 +102,6 @@ class WorkerGroup(ABC):
         self.handles: list[WorkerHandle] = []
         self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
         self._back: list[int] | None = None  # _order's answers back in env order
-        #: the fault that left the workers out of step (the failure policy's outcome; the
-        #: front is unusable from then on: ``VecEnvBrokenError``); None while they are usable
-        self.failure: BaseException | None = None
         #: run before a per-index call with the handles it asks (the pool lets their
         #: steps finish first)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
@@ -158,22 +176,6 @@ class WorkerGroup(ABC):
         """Seconds a worker may take to start or be rebuilt (Ray's ``start_timeout``)."""
         timeout = self.env.timeout
         return STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT)
-
-    @property
-    def pids(self) -> list[int]:
-        """Process ids of the workers."""
-        return [h.pid for h in self.handles if not h.in_process and h.pid is not None]
-
-    @property
-    def restarts(self) -> list[int]:
-        """How many times each worker was restarted (``vectorizer.restart=true``)."""
-        return [len(h.restarts) for h in self.handles if not h.in_process]
-
-    @classmethod
-    def can_respawn(cls) -> bool:
-        """Whether it implements `respawn` and `last_obs` (``restart=true`` needs both)."""
-        base = WorkerGroup
-        return cls.respawn is not base.respawn and cls.last_obs is not base.last_obs
 
     # -- helpers for a backend ----------------------------------------------------------
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
@@ -280,7 +282,7 @@ class WorkerGroup(ABC):
             "set_handles, then waits for them with wait_started (which sets the spaces)"
         )
 
-    # -- the failure policy (envfactory's, the same for every backend) ------------------
+    # -- talking to the workers (what a failure means: the front's Supervisor) ----------
     def send(
         self, cmd: Cmd, handles: Sequence[WorkerHandle], data_of: Callable[[Any], Any]
     ) -> None:
@@ -295,12 +297,8 @@ class WorkerGroup(ABC):
                     h.send(cmd, data_of(h))
                     sent += 1
         except BaseException as exc:
-            if sent:
-                self.failure = RuntimeError(
-                    f"{cmd} failed ({type(exc).__name__}) while it was being sent to the "
-                    f"workers ({h.label if h is not None else '?'} of {len(self.handles)}): "
-                    "some have it and some not, so they are no longer in step"
-                )
+            label = h.label if h is not None else "?"
+            self.env.apply(Supervisor.send_cut(cmd, exc, sent, label, len(self.handles)))
             raise
 
     def gather(
@@ -312,118 +310,72 @@ class WorkerGroup(ABC):
     ) -> list[Any]:
         """The answers of ``handles`` (in order) to ``call``, all within ``timeout``
         seconds of now (or by ``deadline``, a ``time.monotonic()`` that a wait already
-        under way set: a call never waits longer than ``timeout`` in all), with the
-        failure policy: ``restart=true`` rebuilds the workers
-        that failed a ``step``/``reset``; an env's exception in ``call``/``set_attr``
-        is raised and the env stays usable; anything else is raised and makes the env
-        unusable."""
+        under way set: a call never waits longer than ``timeout`` in all). Failures go to
+        `recover` (the front's `Supervisor` decides: a rebuild with ``restart=true``, an env's
+        exception in ``call``/``set_attr`` raised with the env usable, else raised and the
+        env unusable); a wait cut otherwise, to `Supervisor.cut`."""
         if timeout == math.inf:
             timeout = None
         budget = timeout if timeout is not None else 0.0
         if deadline is None and timeout is not None:
             deadline = time.monotonic() + timeout
         results: list[Any] = [None] * len(handles)
-        failures: list[tuple[int, WorkerError]] = []
+        failures: list[tuple[WorkerHandle, WorkerError]] = []
         for k, h in enumerate(handles):
             try:
                 results[k] = self.wait(h, deadline, call, budget)
             except WorkerError as err:
-                failures.append((k, err))
+                failures.append((h, err))
             except BaseException as exc:  # KeyboardInterrupt: in a wait, asked again
-                if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
-                    self.failure = bug = h.error(  # a bug in the backend's handle
-                        WorkerError,
-                        f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in "
-                        "the backend, not an env's fault: a handle's recv raises TimeoutError "
-                        "or a WorkerError)",
-                        call,
-                    )
-                    raise bug from exc
-                if not (h.resumable or h.own_wait):  # (else asked again by *_wait())
-                    self.failure = RuntimeError(
-                        f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
-                    )
-                raise
-        if failures:
-            self._fail(call, handles, results, failures)
+                error = self.env.apply(self.env.supervisor.cut(call, h, exc))
+                if error is None or error is exc:
+                    raise
+                raise error from exc
+        for h, answer in self.recover(call, failures) if failures else ():
+            results[handles.index(h)] = answer
         return results
 
-    def _fail(self, call: str, handles: Sequence[WorkerHandle], results: list[Any],
-              failures: list[tuple[int, WorkerError]]) -> None:  # fmt: skip
-        failures.sort(key=lambda f: handles[f[0]].start)  # in env order
+    def recover(
+        self,
+        call: str,
+        failures: Sequence[tuple[WorkerHandle, WorkerError]],
+        done: list[bool] | None = None,
+    ) -> list[tuple[WorkerHandle, Any]]:
+        """``failures`` (each worker with its error) in ``call``: the front's `Supervisor`
+        decides, the front applies the outcome, and each worker it names is rebuilt and
+        finishes ``call`` (``restarted``, or ``restart-reset`` redoing ``h.last_reset``;
+        ``done``: its envs' finished flags, default as the caller last saw them). Returns each
+        rebuilt worker with its answer; raises the outcome's error after the rebuilds. Every
+        wait is bounded (the start by the startup budget, the redone call by ``timeout``) and
+        no Ctrl-C cuts a rebuild (cut part-way, it could be neither finished nor redone); a
+        rebuild that fails leaves the env unusable and is raised."""
         env = self.env
-        if env.restart and call in ("step", "reset") and not self.failure:
-            left = []
-            for k, failure in failures:
-                h = handles[k]
-                if not h.restartable:
-                    left.append(failure)
-                    continue
-                self.count_restart(h, failure)
-                warn_restart(failure)
-                results[k] = self.restart(h, call)
-            if left:
-                self.failure = left[0]
-                raise left[0]
-            return
-        recoverable = call in ("call", "set_attr") and all(
-            isinstance(err, RemoteEnvError) for _, err in failures
-        )  # the worker caught it and is still in step, as dummy would be
-        if not recoverable:
-            self.failure = failures[0][1]
-        raise failures[0][1]
-
-    def count_restart(self, h: WorkerHandle, failure: WorkerError) -> None:
-        """Raise ``failure`` (the env is then unusable) if ``h`` already had
-        ``max_restarts`` restarts in the last ``restart_window`` seconds; else count this
-        one, and keep its cause if it is ``h``'s first (``WorkerHandle.restart_cause``)."""
-        env = self.env
-        try:
-            count_restart(h.restarts, failure, h.label, env.max_restarts, env.restart_window)
-        except WorkerError:
-            self.failure = failure
-            raise
-        if not h.restart_cause:
-            h.restart_cause = restart_message(failure).removeprefix("restarting after: ")
-
-    def restart(self, h: WorkerHandle, call: str, done: list[bool] | None = None) -> Any:
-        """Rebuild ``h``'s worker and finish ``call`` on it (``restarted``, or
-        ``restart-reset`` redoing ``h.last_reset``); ``done``: its envs' finished flags
-        (default: as the caller last saw them). Every wait is bounded: the start by the
-        startup budget, the redone call by ``timeout``. If the rebuild fails, the env is
-        unusable and that failure is raised."""
-        last = self.last_obs(h)
-        if done is None:
-            done = self.env._done[h.start : h.stop].tolist()
-        with held_ctrl_c():  # a rebuild cut part-way could be neither finished nor redone
-            return self._rebuild(h, call, last, done)
-
-    def _rebuild(self, h: WorkerHandle, call: str, last: list[Any], done: list[bool]) -> Any:
-        env = self.env
-        h.kill()
-        try:
-            check_rebuilt_spaces(
-                self.respawn(h, self.startup_budget()),
-                h.start,
-                (env.single_observation_space, env.single_action_space),
-                self.env_id,
-            )
-            if call == "reset":
-                assert h.last_reset is not None
-                h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, done))
-            else:
-                h.send(Cmd.RESTARTED, Restarted(last, done))
-            deadline = None if env.timeout is None else time.monotonic() + env.timeout
-            return self.wait(h, deadline, "restart", env.timeout or 0.0)
-        except BaseException as exc:
-            self.failure = (
-                exc
-                if isinstance(exc, Exception)
-                else RuntimeError(
-                    f"the restart of {h.label} was interrupted ({type(exc).__name__})"
-                )
-            )
-            raise
+        outcome = env.supervisor.failed(call, failures, env._broken is not None)
+        error = env.apply(outcome)
+        answers = []
+        for h, failure in outcome.restart:
+            warn_restart(failure)
+            last = self.last_obs(h)
+            flags = env._done[h.start : h.stop].tolist() if done is None else done
+            with held_ctrl_c():
+                h.kill()
+                try:
+                    spaces = (env.single_observation_space, env.single_action_space)
+                    infos = self.respawn(h, self.startup_budget())
+                    check_rebuilt_spaces(infos, h.start, spaces, self.env_id)
+                    if call == "reset":
+                        assert h.last_reset is not None
+                        h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, flags))
+                    else:
+                        h.send(Cmd.RESTARTED, Restarted(last, flags))
+                    deadline = None if env.timeout is None else time.monotonic() + env.timeout
+                    answers.append((h, self.wait(h, deadline, "restart", env.timeout or 0.0)))
+                except BaseException as exc:
+                    env.apply(Supervisor.rebuild_failed(h, exc))
+                    raise
+        if error is not None:
+            raise error
+        return answers
 
     def post_calls(
         self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
@@ -454,46 +406,35 @@ class WorkerGroup(ABC):
         return [by_index[i] for i in indices]
 
     def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
-        """Ask every worker to close its envs (unless ``terminate``), then kill every one,
-        even if one kill raises, and release the rest (``locked``: no other thread's call
-        reads the buffers any more)."""
+        """Ask every live worker (also after another one failed) to close its envs and
+        exit within ``timeout`` in all (unless ``terminate``; the answer to a pending call
+        is dropped), then kill every one, even if one kill raises, and release the rest
+        (``locked``: no other thread's call reads the buffers any more)."""
+        budget = CLOSE_TIMEOUT if timeout is None else timeout
         try:
-            if not terminate:
-                self._close_workers(CLOSE_TIMEOUT if timeout is None else timeout)
+            asked = []
+            for h in [] if terminate else self.handles:
+                if not h.alive:
+                    continue
+                try:
+                    h.send(Cmd.CLOSE, None)
+                except Exception:  # gone, or its transport shut down (killed after a timeout):
+                    continue  # it is killed below either way
+                asked.append(h)
+            deadline = time.monotonic() + budget
+            closed = []
+            for h in asked:
+                with contextlib.suppress(Exception):  # died, timed out (then killed), garbage
+                    self.wait(h, deadline, "close", budget)
+                    closed.append(h)
+            exit_by = time.monotonic() + min(1.0, max(deadline - time.monotonic(), 0.1))
+            for h in closed:  # the envs are closed: the workers are only exiting now
+                h.join(max(exit_by - time.monotonic(), 0.0))
         finally:  # even if interrupted, even if one kill raises: no worker outlives close()
             errors = [e for h in self.handles for e in (_quietly(h.kill), _quietly(h.close)) if e]
             self.release(everything=locked)
             if errors:
                 raise errors[0]
-
-    def kill_all(self) -> None:
-        """Kill every worker now, ignoring what a kill raises (``close`` from another
-        thread: the call in progress then ends with ``ClosedError``)."""
-        for h in self.handles:
-            _quietly(h.kill)
-
-    def _close_workers(self, budget: float) -> None:
-        """Ask every live worker (also after another one failed) to close its envs and
-        exit, within ``budget`` seconds in all; the answer to a pending call is dropped.
-        Whatever is still running afterwards is killed by the caller."""
-        asked = []
-        for h in self.handles:
-            if not h.alive:
-                continue
-            try:
-                h.send(Cmd.CLOSE, None)
-            except Exception:  # gone, or its transport shut down (killed after a timeout):
-                continue  # it is killed below either way
-            asked.append(h)
-        deadline = time.monotonic() + budget
-        closed = []
-        for h in asked:
-            with contextlib.suppress(Exception):  # died, timed out (then killed), garbage
-                self.wait(h, deadline, "close", budget)
-                closed.append(h)
-        exit_by = time.monotonic() + min(1.0, max(deadline - time.monotonic(), 0.1))
-        for h in closed:  # the envs are closed: the workers are only exiting now
-            h.join(max(exit_by - time.monotonic(), 0.0))
 
 
 def _quietly(call: Callable[[], None]) -> BaseException | None:

@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import WorkerError, warn_restart
+from ..errors import WorkerError
 from .group import WorkerGroup
 from .handle import WorkerHandle
 from .protocol import Cmd
 from .runner import InfoCalls
+from .supervisor import Outcome
 
 __all__ = ["Batch", "PoolBackend", "RemoteSite"]
 
@@ -131,15 +132,9 @@ class RemoteSite(PoolBackend):
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
-        group = self.group
-        if not (group.env.restart and not group.failure):
-            group.failure = failure
-            raise failure
-        group.count_restart(handle, failure)
-        warn_restart(failure)
         # an env whose result was not returned yet: its episode ends there
         done = [bool(self.done[i]) and i not in superseded for i in handle.indices]
-        return group.restart(handle, call, done)
+        return self.group.recover(call, [(handle, failure)], done)[0][1]
 
     def interrupted(self, reason: BaseException) -> None:
-        self.group.failure = reason
+        self.group.env.apply(Outcome(broken=reason))

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from .answers import check_spaces
 from .checks import count_restart
-from .group import Batch, WorkerGroup
+from .group import Backend, Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
 from .infos import keep_rows, merge_block, merge_infos
 from .options import FaultOptions, check_fault_options
@@ -71,11 +71,13 @@ from .remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
 from .runner import EnvHost
 from .scheduler import PoolBackend, RemoteSite
 from .shared import concatenate_checked
+from .supervisor import Outcome, Supervisor
 
 __all__ = [
     "CLOSE_TIMEOUT",
     "FAULT_KEYS",
     "STARTUP_TIMEOUT",
+    "Backend",
     "Batch",
     "Call",
     "Cmd",
@@ -83,6 +85,7 @@ __all__ = [
     "EnvInfo",
     "Failure",
     "FaultOptions",
+    "Outcome",
     "PoolBackend",
     "PoolVecEnv",
     "Recover",
@@ -95,6 +98,7 @@ __all__ = [
     "Restarted",
     "SetAttr",
     "Split",
+    "Supervisor",
     "WorkerGroup",
     "WorkerHandle",
     "after_reset",

@@ -4,7 +4,7 @@ over a [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (see
 
 from __future__ import annotations
 
-import math
+import contextlib
 import os
 import sys
 import threading
@@ -23,6 +23,7 @@ from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
 from .handle import CLOSE_TIMEOUT, WorkerHandle
 from .protocol import Call, Cmd, Reset, SetAttr
+from .supervisor import Outcome, Supervisor
 
 __all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "pop_faults"]
 
@@ -128,8 +129,9 @@ class RemoteVecEnv(VecEnvBase):
     """A vectorized env whose envs live in the workers of a
     [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]. It holds the call state
     (pending, interrupted, broken; its `CallGuard`: one call at a time, by the owner
-    process) and the fault options; the group holds the workers and applies the failure
-    policy; a backend is its group (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``).
+    process) and its `Supervisor` (the fault options: what a failure means), whose outcomes
+    it applies to its own state (`apply`); the group holds the workers; a backend is its
+    group (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``).
 
     Args:
         group: the workers (not started yet: this constructor starts them and closes
@@ -160,21 +162,16 @@ class RemoteVecEnv(VecEnvBase):
         self.group = group
         group.env = self
         super().__init__(group.num_envs, autoreset_mode, seeding)
-        if timeout is not None and not timeout > 0:  # (nan too)
-            raise ConfigError(f"vectorizer.timeout must be > 0 seconds or null, got {timeout!r}")
-        if max_restarts < 0 or not restart_window > 0:
-            raise ConfigError(
-                "vectorizer.max_restarts must be >= 0 and vectorizer.restart_window > 0 "
-                f"seconds, got {max_restarts!r} and {restart_window!r}"
-            )
-        if restart and not group.can_respawn():
+        #: the failure policy: what a failure means (`Supervisor`); the front applies
+        #: its outcomes (`apply`)
+        self.supervisor = sup = Supervisor(timeout, restart, max_restarts, restart_window)
+        base, mine = WorkerGroup, type(group)
+        if restart and (mine.respawn is base.respawn or mine.last_obs is base.last_obs):
             raise ConfigError(
                 f"vectorizer.restart=true: {type(group).__name__} cannot rebuild a worker (it "
                 "implements no respawn/last_obs); set vectorizer.restart=false"
             )
-        self.timeout = None if timeout == math.inf else timeout  # inf waits forever, as null
-        self.restart, self.copy = restart, copy
-        self.max_restarts, self.restart_window = max_restarts, restart_window
+        self.timeout, self.restart, self.copy = sup.timeout, restart, copy
         self._guard = CallGuard(type(self).__name__)
         self._holds = HOLD.use()  # a Ctrl-C lands only in a call's wait (see ctrl_c)
         self._closed_by: str | None = None
@@ -197,16 +194,19 @@ class RemoteVecEnv(VecEnvBase):
     @property
     def pids(self) -> list[int]:
         """Process ids of the workers."""
-        return self.group.pids
+        return [h.pid for h in self.workers if h.pid is not None]
 
-    @property
-    def _broken(self) -> BaseException | None:  # type: ignore[override]  # (the group's)
-        return self.group.failure
+    def apply(self, outcome: Outcome) -> BaseException | None:
+        """Apply the `Supervisor`'s ``outcome`` to this front's state (the one place its
+        broken state is set: the first reason is kept); returns the error to raise."""
+        if outcome.broken is not None and self._broken is None:
+            self._broken = outcome.broken
+        return outcome.error
 
     @property
     def restarts(self) -> list[int]:
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
-        return self.group.restarts
+        return [len(h.restarts) for h in self.workers]
 
     # -- VecEnvBase's backend: the group --------------------------------------------------
     def _can_finish(self) -> bool:
@@ -294,7 +294,9 @@ class RemoteVecEnv(VecEnvBase):
             # own thread): end the workers so that it ends with ClosedError; another thread's
             # leaves before the shared memory goes (else it stays until garbage collection)
             self._closed_by, terminate = threading.current_thread().name, True
-            group.kill_all()
+            for h in group.handles:
+                with contextlib.suppress(Exception):  # (close kills it again, and says)
+                    h.kill()
             mine = active[1] is threading.current_thread()
             deadline = time.monotonic() + CLOSE_TIMEOUT
             while not mine and guard.active is not None and time.monotonic() < deadline:

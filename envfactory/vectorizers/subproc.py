@@ -127,7 +127,7 @@ class SubprocGroup(WorkerGroup):
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
         for k, (a, b) in enumerate(self.split.slices()):
             fns = env_fns[a:b]
-            handle = PipeHandle(k, a, b, self.env_id, self._payload(fns, a), self.spin_us)
+            handle = PipeHandle(k, a, b, self.env_id, payload(self.context, fns, a), self.spin_us)
             handle.write_timeout = self.env.timeout  # a message is written within it too
             self.workers.append(handle)
         self.set_handles(self.workers)
@@ -162,9 +162,6 @@ class SubprocGroup(WorkerGroup):
         self.gather("start", self.workers, self.startup_budget())
         here = LocalHandle(start, [None] * n, self.env.autoreset_mode, self.env_id)
         raise here.remote_error("start", failure_of(exc)) from exc
-
-    def _payload(self, fns: list, start: int) -> Any:
-        return payload(self.context, fns, start)
 
     def _spawn(self, w: PipeHandle) -> None:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
@@ -300,16 +297,6 @@ class SubprocGroup(WorkerGroup):
         if self.board is not None:
             self.board.forget_fds()  # a new pipe
         return list(info)
-
-    @property
-    def pids(self) -> list[int]:
-        """Process ids of the workers (also those whose envs the parent steps now)."""
-        return [w.pid for w in self.workers if w.pid is not None]
-
-    @property
-    def restarts(self) -> list[int]:
-        """How many times each worker was restarted (``vectorizer.restart=true``)."""
-        return [len(w.restarts) for w in self.workers]
 
     def forget(self) -> None:
         for w in self.workers:

@@ -102,6 +102,12 @@ def _guide_threads() -> Any:
     return module.__dict__
 
 
+def test_the_guides_backend_implements_the_backend_protocol() -> None:
+    from envfactory.vectorizers.remote import Backend
+
+    assert isinstance(_guide_threads()["MyThreads"]([Maker()] * 2), Backend)
+
+
 def test_the_guides_backend_closes_after_a_timeout() -> None:
     """Before, ``close()`` after a ``WorkerTimeoutError`` asked the killed worker to close
     and raised ``RuntimeError: cannot schedule new futures after shutdown``."""

@@ -13,6 +13,7 @@ import pytest
 from gymnasium.vector.utils import create_empty_array
 
 from envfactory.errors import (
+    ConfigError,
     RemoteEnvError,
     VecEnvBrokenError,
     WorkerDiedError,
@@ -20,6 +21,7 @@ from envfactory.errors import (
     WorkerTimeoutError,
 )
 from envfactory.testing import FailingEnv
+from envfactory.vectorizers.group import Backend
 from envfactory.vectorizers.remote import (
     Cmd,
     EnvHost,
@@ -30,6 +32,8 @@ from envfactory.vectorizers.remote import (
     failure_of,
     split_envs,
 )
+from envfactory.vectorizers.subproc import SubprocGroup
+from envfactory.vectorizers.supervisor import Outcome, Supervisor
 
 
 class FakeHandle(WorkerHandle):
@@ -136,7 +140,7 @@ def test_a_late_worker_is_killed_within_the_one_deadline_and_recorded_as_the_fai
         envs.step(ACTS)
     assert time.monotonic() - t0 < 0.35
     assert _handle(envs, 1).killed == 1 and _handle(envs, 0).killed == 0
-    assert isinstance(envs.group.failure, WorkerTimeoutError)
+    assert isinstance(envs._broken, WorkerTimeoutError)
     with pytest.raises(VecEnvBrokenError, match=r"within 0\.2 s"):
         envs.step(ACTS)
     envs.close()  # asks worker 0 to close; worker 1's send raises and is tolerated
@@ -160,12 +164,12 @@ def test_an_env_error_in_a_call_keeps_the_env_usable_one_in_a_step_breaks_it() -
     envs = _env()
     with pytest.raises(RemoteEnvError, match="boom fails on purpose"):
         envs.call("boom")
-    assert envs.group.failure is None
+    assert envs._broken is None
     envs.step(ACTS)
     _handle(envs, 0).script["step"] = "die"
     with pytest.raises(WorkerDiedError, match="worker 0"):
         envs.step(ACTS)
-    assert isinstance(envs.group.failure, WorkerDiedError)
+    assert isinstance(envs._broken, WorkerDiedError)
     envs.close()
 
 
@@ -179,7 +183,7 @@ def test_restarts_rebuild_the_worker_and_the_budget_stops_them() -> None:
     _handle(envs, 1).script["step"] = "die"
     with pytest.raises(WorkerDiedError):  # the budget: one restart per window
         envs.step(ACTS)
-    assert isinstance(envs.group.failure, WorkerDiedError)
+    assert isinstance(envs._broken, WorkerDiedError)
     envs.close()
 
 
@@ -201,4 +205,96 @@ def test_per_env_calls_go_to_the_workers_of_their_indices_in_order() -> None:
     assert len(_handle(envs, 0).sends) == 2 and len(_handle(envs, 1).sends) == 3
     envs.set_attr("fail_step", [7, 8], indices=[1, 2])
     assert envs.get_attr("fail_step") == (0, 7, 8, 0)
+    envs.close()
+
+
+# -- the supervisor alone: what a failure means, no worker touched ----------------------------
+def _handles(n: int = 2) -> list[FakeHandle]:
+    return [FakeHandle(k, 2 * k, 2 * k + 2, "next_step") for k in range(n)]
+
+
+def test_the_supervisor_rebuilds_within_the_budget_then_breaks_the_env() -> None:
+    sup = Supervisor(restart=True, max_restarts=1)
+    h0, h1 = _handles()
+    died = h1.error(WorkerDiedError, "died", "step")
+    first = sup.failed("step", [(h1, died)], broken=False)
+    assert first == Outcome(restart=((h1, died),)) and first.broken is None
+    assert len(h1.restarts) == 1 and "died" in h1.restart_cause
+    again = h1.error(WorkerDiedError, "died again", "step")
+    spent = sup.failed("step", [(h1, again)], broken=False)
+    assert spent.error is again and spent.broken is again and not spent.restart
+    assert "restart budget is spent" in str(again)
+    late = h0.error(WorkerTimeoutError, "late", "step")
+    assert sup.failed("step", [(h0, late)], broken=True) == Outcome(late, late)  # broken already
+
+
+def test_the_supervisor_keeps_an_env_error_in_a_call_and_breaks_on_anything_else() -> None:
+    sup = Supervisor()
+    h0, h1 = _handles()
+    env_error = h1.remote_error("call", failure_of(ValueError("no")))
+    assert sup.failed("call", [(h1, env_error)], broken=False) == Outcome(env_error)
+    died = h0.error(WorkerDiedError, "died", "call")
+    # in env order: worker 0 first, whatever order the failures came in
+    assert sup.failed("call", [(h1, env_error), (h0, died)], False) == Outcome(died, died)
+    assert sup.failed("reset", [(h1, env_error)], False) == Outcome(env_error, env_error)
+
+
+def test_the_supervisor_names_a_handle_bug_and_a_cut_wait_it_cannot_ask_again() -> None:
+    sup = Supervisor()
+    (h,) = _handles(1)
+    bug = sup.cut("step", h, KeyError("lost"))
+    assert bug.error is bug.broken and "FakeHandle.recv raised KeyError" in str(bug.error)
+    stop = KeyboardInterrupt()
+    cut = sup.cut("step", h, stop)
+    assert cut.error is stop and "step was interrupted (KeyboardInterrupt)" in str(cut.broken)
+    h.resumable = True  # its recv can be asked again: the call is only pending
+    assert sup.cut("step", h, stop) == Outcome(stop)
+
+
+@pytest.mark.parametrize("bad", [{"timeout": 0}, {"max_restarts": -1}, {"restart_window": 0}])
+def test_the_supervisor_refuses_bad_fault_options_in_one_line(bad: dict) -> None:
+    with pytest.raises(ConfigError, match=r"^vectorizer\.(timeout|max_restarts) must be"):
+        Supervisor(**bad)
+
+
+def test_the_front_applies_outcomes_in_one_place_keeping_the_first_reason() -> None:
+    envs = _env()
+    assert envs.apply(Outcome(KeyError("x"))) is not None and envs._broken is None
+    first, second = RuntimeError("first"), RuntimeError("second")
+    envs.apply(Outcome(broken=first))
+    envs.apply(Outcome(broken=second))
+    assert envs._broken is first
+    with pytest.raises(VecEnvBrokenError, match="first"):
+        envs.step(ACTS)
+    envs.close()
+
+
+def test_every_backend_implements_the_backend_protocol() -> None:
+    assert isinstance(FakeGroup(4, 2), Backend)
+    assert isinstance(SubprocGroup([FailingEnv] * 2, in_series=1), Backend)
+
+    class NoCollect:  # (start and the rest, no collect)
+        num_envs, env_id = 1, "x"
+
+        def start(self) -> None: ...
+
+    assert not isinstance(NoCollect(), Backend)
+
+
+def test_a_rebuild_that_fails_breaks_the_env_with_its_own_error() -> None:
+    envs = _env(restart=True)
+    group = envs.group
+    assert isinstance(group, FakeGroup)
+
+    def no_rebuild(handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+        raise OSError("no more processes")
+
+    group.respawn = no_rebuild  # type: ignore[method-assign]
+    _handle(envs, 0).script["step"] = "die"
+    warns = pytest.warns(RuntimeWarning, match="restarting after")
+    with warns, pytest.raises(OSError, match="no more processes"):
+        envs.step(ACTS)
+    assert isinstance(envs._broken, OSError)
+    with pytest.raises(VecEnvBrokenError, match="no more processes"):
+        envs.step(ACTS)
     envs.close()

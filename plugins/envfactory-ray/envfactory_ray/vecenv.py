@@ -36,7 +36,6 @@ from envfactory.vectorizers.remote import (
     RemoteVecEnv,
     WorkerGroup,
     WorkerHandle,
-    count_restart,
     env_label,
     merge_block,
     plan_split,
@@ -355,10 +354,8 @@ class RayGroup(WorkerGroup):
             except WorkerDiedError as err:
                 if handle.init_failed or not handle.describing:
                     raise  # its creation failed (would fail again), or it died after starting
-                env = self.env
-                count_restart(
-                    handle.restarts, err, handle.label, env.max_restarts, env.restart_window
-                )
+                if not self.env.supervisor.count(handle, err):  # (the budget is spent)
+                    raise
                 left = deadline - time.monotonic()
                 if left <= pause:
                     raise

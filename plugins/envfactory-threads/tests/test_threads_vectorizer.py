@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from envfactory_threads.plugin import ThreadsConfig, ThreadVecEnv
+from envfactory_threads.plugin import ThreadGroup, ThreadsConfig, ThreadVecEnv
 
 import envfactory
 from envfactory.errors import AlreadyPendingError, NoPendingCallError
@@ -50,6 +50,12 @@ class TestThreadsSpaces(SpacesConformance):
 
     def build_vecenv(self, env_fns: Any, **options: Any) -> Any:
         return ThreadVecEnv(env_fns, in_series=2, **options)
+
+
+def test_its_group_implements_the_backend_protocol() -> None:
+    from envfactory.vectorizers.remote import Backend
+
+    assert isinstance(ThreadGroup([lambda: gym.make("CartPole-v1")] * 2, in_series=1), Backend)
 
 
 def test_registered_through_the_entry_point() -> None:

@@ -1,0 +1,135 @@
+"""``Supervisor``: what a worker's failure means, decided in one place.
+
+The front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]) owns one, built from
+its fault options. The group (and the pool's site) report what happened: failed answers, a
+send cut part-way, a wait cut by a Ctrl-C, a rebuild that failed; the supervisor returns an
+[`Outcome`][envfactory.vectorizers.supervisor.Outcome] (what to raise, which workers to rebuild,
+whether the env is broken from then on) and the front applies it to its own state
+(`RemoteVecEnv.apply`, the one place its broken state is set). It talks to no worker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import (
+    ConfigError,
+    EnvfactoryError,
+    RemoteEnvError,
+    WorkerError,
+    restart_message,
+)
+from .checks import count_restart
+from .handle import WorkerHandle
+
+__all__ = ["Outcome", "Supervisor"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a failure means for the call and the env.
+
+    Attributes:
+        error: raised to the caller (None: the call goes on).
+        broken: the env is unusable from now on, since this (``VecEnvBrokenError``).
+        restart: the failed workers to rebuild, in env order (the call then goes on).
+    """
+
+    error: BaseException | None = None
+    broken: BaseException | None = None
+    restart: tuple[tuple[WorkerHandle, WorkerError], ...] = ()
+
+
+class Supervisor:
+    """The failure policy of one front: ``restart`` within its budget (``max_restarts``
+    per ``restart_window`` seconds per worker), else the broken state; an env's exception
+    in ``call``/``set_attr`` keeps the env usable. ``timeout``: seconds a call may wait
+    (None or ``inf``: forever)."""
+
+    def __init__(
+        self,
+        timeout: float | None = None,
+        restart: bool = False,
+        max_restarts: int = 5,
+        restart_window: float = 60.0,
+    ) -> None:
+        if timeout is not None and not timeout > 0:  # (nan too)
+            raise ConfigError(f"vectorizer.timeout must be > 0 seconds or null, got {timeout!r}")
+        if max_restarts < 0 or not restart_window > 0:
+            raise ConfigError(
+                "vectorizer.max_restarts must be >= 0 and vectorizer.restart_window > 0 "
+                f"seconds, got {max_restarts!r} and {restart_window!r}"
+            )
+        self.timeout = None if timeout == math.inf else timeout  # inf waits forever, as null
+        self.restart, self.max_restarts, self.restart_window = restart, max_restarts, restart_window
+
+    def failed(
+        self, call: str, failures: Sequence[tuple[WorkerHandle, WorkerError]], broken: bool
+    ) -> Outcome:
+        """``failures`` (each worker with its error) in ``call`` (``broken``: the env already
+        is): rebuild the restartable workers of a ``step``/``reset`` within their budget
+        (counted here), else raise the first failure in env order and break the env, unless
+        it is an env's own exception in ``call``/``set_attr`` (the worker is still in step)."""
+        failures = sorted(failures, key=lambda f: f[0].start)
+        first = failures[0][1]
+        if self.restart and call in ("step", "reset") and not broken:
+            left = [err for h, err in failures if not h.restartable]
+            for h, err in failures:
+                if h.restartable and not self.count(h, err):
+                    return Outcome(err, err)
+            rebuild = tuple((h, err) for h, err in failures if h.restartable)
+            return Outcome(left[0], left[0], rebuild) if left else Outcome(restart=rebuild)
+        if call in ("call", "set_attr") and all(isinstance(e, RemoteEnvError) for _, e in failures):
+            return Outcome(first)
+        return Outcome(first, first)
+
+    def count(self, h: WorkerHandle, failure: WorkerError) -> bool:
+        """Count a restart of ``h`` (keeping its first cause, `WorkerHandle.restart_cause`);
+        False if its budget is spent (the env is then broken with ``failure``)."""
+        try:
+            count_restart(h.restarts, failure, h.label, self.max_restarts, self.restart_window)
+        except WorkerError:
+            return False
+        if not h.restart_cause:
+            h.restart_cause = restart_message(failure).removeprefix("restarting after: ")
+        return True
+
+    def cut(self, call: str, h: WorkerHandle, exc: BaseException) -> Outcome:
+        """``h``'s wait in ``call`` raised ``exc``, not a worker's failure: a bug in the
+        handle breaks the env (named); a Ctrl-C leaves the call pending if the wait can be
+        asked again, else breaks the env."""
+        if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
+            bug = h.error(
+                WorkerError,
+                f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in the "
+                "backend, not an env's fault: a handle's recv raises TimeoutError or a "
+                "WorkerError)",
+                call,
+            )
+            bug.__cause__ = exc
+            return Outcome(bug, bug)
+        if h.resumable or h.own_wait:  # asked again by *_wait()
+            return Outcome(exc)
+        what = f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
+        return Outcome(exc, RuntimeError(what))
+
+    @staticmethod
+    def send_cut(cmd: Any, exc: BaseException, sent: int, label: str, of: int) -> Outcome:
+        """A send of ``cmd`` raised ``exc`` after ``sent`` workers had it: out of step."""
+        if not sent:
+            return Outcome(exc)
+        return Outcome(exc, RuntimeError(
+            f"{cmd} failed ({type(exc).__name__}) while it was being sent to the workers "
+            f"({label} of {of}): some have it and some not, so they are no longer in step"
+        ))  # fmt: skip
+
+    @staticmethod
+    def rebuild_failed(h: WorkerHandle, exc: BaseException) -> Outcome:
+        """The rebuild of ``h`` raised ``exc``: the env is broken."""
+        if isinstance(exc, Exception):
+            return Outcome(exc, exc)
+        why = RuntimeError(f"the restart of {h.label} was interrupted ({type(exc).__name__})")
+        return Outcome(exc, why)
