@@ -29,24 +29,14 @@ how long to nap and spin (`Waiter.until`: every wait, the board's, a handle's, t
 and a worker's, `WorkerWake` in `worker`), `sleep_until` is the sleeping half of the
 handshake (every sleep), `Poller` waits for a pipe by the same policy.
 
-The parent's side of the slots is the group's board (`Board`, one per `SubprocGroup`): it
-hands a step to every worker at once (issue 26; posting and waiting one worker at a time
-costs the parent ~10 us a worker), so it
-
-1. `Board.post`: writes every worker's actions with one copy into the shared action
-   buffer, every worker's step number with one write into the slots' ``cmd`` column,
-   issues one barrier, and writes the eventfd only of the workers that sleep (none while
-   they spin: no system call at all);
-2. `Board.wait`: sees completion by one comparison over the ``done`` column (by the
-   `Waiter` policy, `Waiter.until`, else sleeping in one ``poll`` over every worker's
-   eventfd and pipe), and returns every worker's answer but those that follow by pipe
-   (infos the info columns do not take, pickled observations, an error).
-
-Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is left to each worker's own
-wait (`PipeHandle.recv`), which finds the handles exactly as their own ``send`` would have
-left them: the board books each post and answer through the handle's own methods
-(`PipeHandle.booked`, ``answered``, ``answer_follows``), so the handle stays the only
-writer of its state.
+The parent's side of the slots is the group's board (`Board`, one per `SubprocGroup`),
+which hands a step to every worker at once (posting to one worker at a time cost the parent
+~10 us a worker): `Board.post` writes the actions in one copy, the step numbers in one write
+to the ``cmd`` column, one barrier, and the eventfds of sleeping workers only; `Board.wait`
+sees them done by one comparison over the ``done`` column, else sleeps in one ``poll`` over
+every eventfd and pipe. Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is
+left to each worker's own wait (`PipeHandle.recv`); the board books each post and answer
+through the handle's own methods (`PipeHandle.booked`, ``answered``, ``answer_follows``).
 """
 
 from __future__ import annotations
