@@ -58,8 +58,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         register_plugin,
         reset_plugins,
     )
-    from .vectorizers.base import VecEnvBase
-    from .vectorizers.env_calls import tile_images
+    from .vectorizers.front.base import VecEnvBase
+    from .vectorizers.front.env_calls import tile_images
 
 __version__ = "0.1.0"
 """envfactory's version: its one source (the package build reads it from here)."""
@@ -80,8 +80,8 @@ _LAZY = {
     "hookimpl": ".plugin",
     "register_plugin": ".plugin",
     "reset_plugins": ".plugin",
-    "VecEnvBase": ".vectorizers.base",
-    "tile_images": ".vectorizers.env_calls",
+    "VecEnvBase": ".vectorizers.front.base",
+    "tile_images": ".vectorizers.front.env_calls",
 }
 
 __all__ = [

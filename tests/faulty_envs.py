@@ -309,7 +309,7 @@ def _ctrl_c_after(handle: Any, name: str, before: bool = False) -> None:
 
 class InfoEnv(gym.Env):
     """Scalar infos whose keys and types change now and then (the info columns' cases,
-    see `envfactory.vectorizers.infocols`): every step ``t`` (int), ``x`` (float), ``ok``
+    see `envfactory.vectorizers.transport.infocols`): every step ``t`` (int), ``x`` (float), ``ok``
     (bool) and ``k`` (a numpy int32, the env's number); every 7th step an ``extra``
     (a numpy float32); every 11th ``t`` is a float; an episode is 13 steps. Env ``k``'s
     values differ from the others'."""

@@ -12,8 +12,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from ..errors import AlreadyPendingError, ClosedError, NoPendingCallError
-from ..vectorizers.checks import check_env_ids
-from ..vectorizers.pool import take_rows
+from ..vectorizers.asyncpool.pool import take_rows
+from ..vectorizers.front.checks import check_env_ids
 from .spec import EnvSpec
 
 __all__ = ["DMEnvPool", "EnvPool", "GymnasiumEnvPool"]

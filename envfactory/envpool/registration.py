@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError, InvalidSeedError, echo
-from ..vectorizers.checks import check_seeds
+from ..vectorizers.front.checks import check_seeds
 from .pool import DMEnvPool, EnvPool
 from .spec import EnvSpec
 

@@ -10,10 +10,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base import VecEnvBase
     from .builtin import envfactory_vectorizers
     from .dummy import DummyVecEnv
-    from .env_calls import tile_images
+    from .front.base import VecEnvBase
+    from .front.env_calls import tile_images
 
 _LAZY = {
     "DummyVecEnv": ".dummy",

@@ -10,8 +10,8 @@ import gymnasium as gym
 
 from ..plugin.spec import hookimpl
 from ..plugin.types import VectorizerPlugin
-from .base import VecEnvBase, tile_images
 from .dummy import DummyConfig, DummyVecEnv, build_dummy
+from .front.base import VecEnvBase, tile_images
 
 __all__ = [
     "DummyVecEnv",
@@ -30,8 +30,8 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
     records = [
         VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
     ]
-    from .launch import prestart
-    from .options import AutoConfig, SubprocAtariConfig, SubprocConfig
+    from .plan.launch import prestart
+    from .plan.options import AutoConfig, SubprocAtariConfig, SubprocConfig
 
     records += [
         VectorizerPlugin(
@@ -78,7 +78,7 @@ def build_subproc_atari(
 
 def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:
     """The ``auto`` vectorizer's build function (see
-    [`AutoConfig`][envfactory.vectorizers.options.AutoConfig]): every env in this
+    [`AutoConfig`][envfactory.vectorizers.plan.options.AutoConfig]): every env in this
     process (a [`DummyVecEnv`][envfactory.vectorizers.dummy.DummyVecEnv]) when no core is
     free for a worker now, else ``subproc`` with a parent share (``in_parent`` null). An
     option only a worker process gives (``in_series``, ``timeout``, ``restart``, a pool)
@@ -93,7 +93,7 @@ def _build(
 ) -> gym.vector.VectorEnv:
     """The plan (`plan_split`, once), then the vec env it says: `DummyVecEnv` (``auto``'s
     fallback), `SubprocPool` or `SubprocVecEnv`; its split logged at ``level``."""
-    from .plan import plan_split
+    from .plan.plan import plan_split
     from .subproc import probe_for
 
     split = plan_split(
@@ -117,7 +117,7 @@ def _build(
         )
         envs.split = split
     elif options.get("batch_size") is not None:
-        from .pool import SubprocPool
+        from .asyncpool.pool import SubprocPool
 
         envs = SubprocPool(env_fns, options.pop("batch_size"), split, **options)
     else:

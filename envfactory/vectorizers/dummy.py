@@ -12,12 +12,12 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
-from .base import PendingCall, VecEnvBase, check_spaces
-from .ctrl_c import HOLD
-from .env_calls import EnvCall
-from .infos import merge_infos
-from .runner import EnvRunner, call_env
-from .shared import concatenate_checked
+from .front.base import PendingCall, VecEnvBase, check_spaces
+from .front.env_calls import EnvCall
+from .front.infos import merge_infos
+from .transport.ctrl_c import HOLD
+from .transport.shared import concatenate_checked
+from .worker.runner import EnvRunner, call_env
 
 __all__ = ["DummyConfig", "DummyVecEnv", "build_dummy"]
 

@@ -46,15 +46,20 @@ else from envfactory than this module and the public ``envfactory`` names (error
 
 from __future__ import annotations
 
-from .answers import check_spaces
-from .checks import count_restart
-from .group import Backend, Batch, WorkerGroup
-from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
-from .infos import keep_rows, merge_block, merge_infos
-from .options import FaultOptions, check_fault_options
-from .plan import plan_split
-from .pool_env import PoolVecEnv, take_rows
-from .protocol import (
+from .asyncpool.pool_env import PoolVecEnv, take_rows
+from .asyncpool.scheduler import PoolBackend, RemoteSite
+from .front.answers import check_spaces
+from .front.checks import count_restart
+from .front.group import Backend, Batch, WorkerGroup
+from .front.infos import keep_rows, merge_block, merge_infos
+from .front.remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
+from .front.supervisor import Outcome, Supervisor
+from .plan.options import FaultOptions, check_fault_options
+from .plan.plan import plan_split
+from .record import Split
+from .transport.handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
+from .transport.shared import concatenate_checked
+from .worker.protocol import (
     Call,
     Cmd,
     EnvInfo,
@@ -65,13 +70,8 @@ from .protocol import (
     SetAttr,
     failure_of,
 )
-from .record import Split
-from .recovery import Recover, Recoverable, RecoverableFn, after_reset, after_step
-from .remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
-from .runner import EnvHost
-from .scheduler import PoolBackend, RemoteSite
-from .shared import concatenate_checked
-from .supervisor import Outcome, Supervisor
+from .worker.recovery import Recover, Recoverable, RecoverableFn, after_reset, after_step
+from .worker.runner import EnvHost
 
 __all__ = [
     "CLOSE_TIMEOUT",

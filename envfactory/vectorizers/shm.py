@@ -28,13 +28,13 @@ from these and [`remote`][envfactory.vectorizers.remote] alone (a test checks it
 
 from __future__ import annotations
 
-from .board import NO_INFOS, Board, Waiter
-from .infocols import ColumnRows
-from .local import LocalHandle
-from .pipe import PipeHandle
-from .protocol import WorkerSpec
-from .shared import Layout, SharedBuffers, layout_for, supports_shared_memory
-from .worker import WorkerWake, worker_main
+from .transport.board import NO_INFOS, Board, Waiter
+from .transport.infocols import ColumnRows
+from .transport.local import LocalHandle
+from .transport.pipe import PipeHandle
+from .transport.shared import Layout, SharedBuffers, layout_for, supports_shared_memory
+from .worker.protocol import WorkerSpec
+from .worker.worker import WorkerWake, worker_main
 
 __all__ = [
     "NO_INFOS",

@@ -221,6 +221,6 @@ def test_no_global_state_changes(run: Any) -> None:
     assert out["hook_after_forkserver"] is True
     # the user's forkserver preload is extended, not replaced
     assert out["preload"][:1] == ["json"]
-    assert {"envfactory.vectorizers.worker", "gymnasium"} <= set(out["preload"])
+    assert {"envfactory.vectorizers.worker.worker", "gymnasium"} <= set(out["preload"])
     # the ALE logger stays as the user set it (Info: ALE prints its banner in this process)
     assert proc.stderr.count("A.L.E: Arcade Learning Environment") == 1, proc.stderr

@@ -15,7 +15,7 @@ import sys
 import pytest
 from mdblocks import ROOT
 
-from envfactory.vectorizers.options import AutoConfig
+from envfactory.vectorizers.plan.options import AutoConfig
 
 RESULTS = ROOT / "docs" / "bench_cartpole_readme.json"
 #: the pages that quote the results file, each with at least one marked region

@@ -116,7 +116,7 @@ def test_docs_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         "envfactory",
         "envfactory.config.compose",
         "envfactory.factory",
-        "envfactory.vectorizers.base",
+        "envfactory.vectorizers.front.base",
     ],
 )
 def test_docstring_examples_run(module: str) -> None:

@@ -113,7 +113,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_between_envfactorys_modules() -> None:
     graph = _graph()
-    assert "envfactory.vectorizers.pool" in graph and graph["envfactory.cli.main"]
+    assert "envfactory.vectorizers.asyncpool.pool" in graph and graph["envfactory.cli.main"]
     assert _cycles(graph) == []
 
 

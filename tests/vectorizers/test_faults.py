@@ -464,7 +464,7 @@ def test_an_env_that_fails_to_start_reads_the_same_after_its_worker_ended(
     0). Read after the worker ended (a slow, loaded parent), the error must read as it
     does before: no "; exit code 0" (the CLI test of a wrapper refusing its env saw one
     under load)."""
-    from envfactory.vectorizers.pipe import PipeHandle
+    from envfactory.vectorizers.transport.pipe import PipeHandle
 
     flag = tmp_path / "built"
     flag.write_text("")  # FaultyEnv's constructor raises when this exists

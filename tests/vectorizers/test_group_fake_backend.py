@@ -21,7 +21,8 @@ from envfactory.errors import (
     WorkerTimeoutError,
 )
 from envfactory.testing import FailingEnv
-from envfactory.vectorizers.group import Backend
+from envfactory.vectorizers.front.group import Backend
+from envfactory.vectorizers.front.supervisor import Outcome, Supervisor
 from envfactory.vectorizers.remote import (
     Cmd,
     EnvHost,
@@ -33,7 +34,6 @@ from envfactory.vectorizers.remote import (
     split_envs,
 )
 from envfactory.vectorizers.subproc import SubprocGroup
-from envfactory.vectorizers.supervisor import Outcome, Supervisor
 
 
 class FakeHandle(WorkerHandle):

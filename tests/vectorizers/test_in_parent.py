@@ -32,7 +32,7 @@ from test_equivalence import (
 import envfactory
 from envfactory.errors import AlreadyPendingError, ConfigError, VecEnvBrokenError, WorkerDiedError
 from envfactory.testing import assert_rollouts_equal
-from envfactory.vectorizers.plan import (
+from envfactory.vectorizers.plan.plan import (
     default_in_series,
     image_split,
     others_running,
@@ -167,7 +167,7 @@ def test_on_many_cores_cheap_envs_share_a_worker_expensive_ones_do_not(
     import gymnasium as gym
     from faulty_envs import Maker
 
-    import envfactory.vectorizers.plan as options
+    import envfactory.vectorizers.plan.plan as options
     import envfactory.vectorizers.subproc as subproc
 
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
@@ -203,10 +203,10 @@ def test_a_probe_that_cannot_build_the_env_leaves_the_default_and_the_error_to_t
     the workers' start reports the error, as without a probe."""
     from faulty_envs import Maker
 
-    import envfactory.vectorizers.plan as options
+    import envfactory.vectorizers.plan.plan as options
     import envfactory.vectorizers.subproc as subproc
-    from envfactory.vectorizers.launch import start_process
-    from envfactory.vectorizers.probe import step_seconds
+    from envfactory.vectorizers.plan.launch import start_process
+    from envfactory.vectorizers.plan.probe import step_seconds
 
     ctx = __import__("multiprocessing").get_context("fork")
     assert step_seconds(ctx, [Maker(fault="bogus")], start_process) is None
@@ -443,7 +443,7 @@ def test_the_idle_probe_sees_a_busy_process_and_forgets_it_when_it_exits() -> No
 BOOTING_FORK_SERVER = """
 import multiprocessing as mp, sys, time
 from multiprocessing import forkserver
-from envfactory.vectorizers.plan import others_running
+from envfactory.vectorizers.plan.plan import others_running
 mp.get_context("forkserver").set_forkserver_preload(["busy_boot"])
 forkserver.ensure_running()
 time.sleep(0.3)  # (the server is importing busy_boot: 3 s of CPU)
@@ -477,7 +477,7 @@ def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_o
     NAP_MARGIN before its expected end, then spin past it, so neither side pays a wake-up;
     a 50 ms wait (a learner's update): no nap, no spin, sleep until woken; spin_us=0:
     neither. The first waits (nothing learnt yet) only spin."""
-    from envfactory.vectorizers.board import MAX_NAP, NAP_MARGIN, RECENT, Waiter
+    from envfactory.vectorizers.transport.board import MAX_NAP, NAP_MARGIN, RECENT, Waiter
 
     w = Waiter(200e-6)
     assert w.plan() == (0.0, 200e-6)
@@ -528,7 +528,7 @@ def test_the_poller_waits_for_pipes_by_the_waiters_policy() -> None:
     import multiprocessing as mp
     import threading
 
-    from envfactory.vectorizers.board import Poller
+    from envfactory.vectorizers.transport.board import Poller
 
     a, b = mp.Pipe()
     try:
@@ -593,7 +593,7 @@ def test_auto_trades_isolation_for_speed_decided_before_any_env_is_built(
     worker's share in the parent, decided at build time); with no core free for a worker,
     every env in this process (``dummy``): decided once, before any env is built, never by
     moving a live env. Either gives the same trajectories as ``dummy``."""
-    import envfactory.vectorizers.plan as opts
+    import envfactory.vectorizers.plan.plan as opts
 
     cfg = envfactory.compose(["vectorizer=auto", "num_envs=4"])
     assert cfg.vectorizer.name == "auto" and cfg.vectorizer.in_parent is None

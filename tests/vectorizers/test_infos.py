@@ -1,4 +1,4 @@
-"""A batch's infos merged at once (`envfactory.vectorizers.infos.merge_infos`, the
+"""A batch's infos merged at once (`envfactory.vectorizers.front.infos.merge_infos`, the
 async pool's): the same dict as gymnasium's ``VectorEnv._add_info`` merging one env's info
 at a time, for every kind of info (its fast path only takes flat infos of plain scalars)."""
 
@@ -16,11 +16,11 @@ import pytest
 from faulty_envs import InfoMaker
 
 from envfactory import _compat
+from envfactory.vectorizers.asyncpool.pool import SubprocPool
 from envfactory.vectorizers.dummy import DummyVecEnv
-from envfactory.vectorizers.infocols import INFO_KEYS, InfoColumns, fits, learn, schema_of
-from envfactory.vectorizers.infos import merge_infos
-from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.front.infos import merge_infos
 from envfactory.vectorizers.subproc import SubprocVecEnv
+from envfactory.vectorizers.transport.infocols import INFO_KEYS, InfoColumns, fits, learn, schema_of
 
 
 def _one_by_one(rows: list[tuple[int, dict]], n: int) -> dict:
@@ -74,7 +74,7 @@ def test_merge_infos_equals_gymnasiums_merge_one_by_one(case: str) -> None:
     _assert_same(merge_infos(rows, 4), _one_by_one(rows, 4))
 
 
-# -- scalar infos through shared memory (envfactory.vectorizers.infocols) ----------------
+# -- scalar infos through shared memory (envfactory.vectorizers.transport.infocols) ----------------
 def test_schema_of_takes_plain_scalars_and_dicts_of_them_dense_or_sparse() -> None:
     atari = [(k, dict(ATARI, frame_number=k)) for k in range(3)]
     lives, efn, fn = (("lives", False, ((None, int, False),)),

@@ -33,7 +33,7 @@ from faulty_envs import (
 )
 
 from envfactory.errors import AlreadyPendingError
-from envfactory.vectorizers.remote_env import CallGuard
+from envfactory.vectorizers.front.remote_env import CallGuard
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 STEP = 0.4  # seconds each env's step (or reset) takes: the interrupt lands in it
@@ -271,7 +271,7 @@ def test_ctrl_c_while_an_env_error_is_raised_keeps_the_error(
     and raises the env's error (before, the message was dropped first, and the retry
     waited for good for a message the idle worker would never send; found by a review)."""
     from envfactory.errors import RemoteEnvError
-    from envfactory.vectorizers.pipe import PipeHandle
+    from envfactory.vectorizers.transport.pipe import PipeHandle
 
     real, calls = PipeHandle.remote_error, []
 
@@ -473,7 +473,7 @@ def test_ctrl_c_after_the_step_is_done_before_it_returns_loses_nothing(
     call after which CPython runs signal handlers), used to drop the batch: the next
     ``step_wait()`` raised NoPendingCallError and the env was a step ahead of the
     caller. The batch is kept and ``step_wait()`` returns it."""
-    import envfactory.vectorizers.base as base
+    import envfactory.vectorizers.front.base as base
 
     real = np.logical_or
     hits = []

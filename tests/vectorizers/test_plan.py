@@ -61,7 +61,7 @@ def test_plan_split_checks_its_options_once_in_one_line() -> None:
 
 def test_one_pool_build_checks_the_split_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 37: ``check_split`` ran three times on one pool build; the plan runs it once."""
-    import envfactory.vectorizers.plan as plan
+    import envfactory.vectorizers.plan.plan as plan
 
     cfg = envfactory.compose(["vectorizer=subproc", "num_envs=4", "vectorizer.batch_size=2"])
     calls: list[Any] = []

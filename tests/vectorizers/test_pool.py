@@ -40,7 +40,7 @@ from envfactory.errors import (
 )
 from envfactory.testing.pool import _record, dummy_trajectories, pool_trajectories
 from envfactory.testing.pool import pool_action as action
-from envfactory.vectorizers.pool import SPIN_WAIT, SubprocPool
+from envfactory.vectorizers.asyncpool.pool import SPIN_WAIT, SubprocPool
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 MODES = ("next_step", "same_step", "disabled")
@@ -850,8 +850,8 @@ def _bare_site() -> Any:
     """A `_PipeSite`'s registration state alone (the unit under test), no group."""
     import select
 
-    from envfactory.vectorizers.board import Poller
-    from envfactory.vectorizers.pool import _PipeSite
+    from envfactory.vectorizers.asyncpool.pool import _PipeSite
+    from envfactory.vectorizers.transport.board import Poller
 
     site = object.__new__(_PipeSite)
     site._by_fd, site._fd_of, site._registered, site._owner = {}, {}, {}, {}

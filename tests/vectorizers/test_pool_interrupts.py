@@ -18,7 +18,7 @@ import pytest
 from faulty_envs import BigActionMaker, CtrlCStorm, InfoMaker, Maker
 
 from envfactory.errors import NoPendingCallError, NotReadyError
-from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.asyncpool.pool import SubprocPool
 
 
 def _storm_rounds(

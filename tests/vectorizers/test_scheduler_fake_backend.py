@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from envfactory.errors import NoPendingCallError, WorkerDiedError, WorkerError
+from envfactory.vectorizers.asyncpool.scheduler import PoolBackend, PoolScheduler
 from envfactory.vectorizers.remote import Cmd, WorkerHandle
-from envfactory.vectorizers.scheduler import PoolBackend, PoolScheduler
 
 
 class Idle(WorkerHandle):

@@ -23,7 +23,7 @@ from envfactory.errors import ObservationError
 from envfactory.testing import SpacesConformance, check_space, gymnasium_spaces
 from envfactory.vectorizers.builtin import build_subproc
 from envfactory.vectorizers.dummy import build_dummy
-from envfactory.vectorizers.shared import supports_shared_memory
+from envfactory.vectorizers.transport.shared import supports_shared_memory
 
 EnvFns = Sequence[Callable[[], gym.Env]]
 ALL = gymnasium_spaces()

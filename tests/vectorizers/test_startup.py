@@ -49,7 +49,7 @@ def test_overrides_picking_subproc_start_the_fork_server_while_composing() -> No
     pytest.importorskip("psutil")
     seen = _probe(["vectorizer=subproc", "env=atari", "env.id=ALE/Pong-v5"])
     assert seen["pid"] is not None, "no fork server was started while composing"
-    for module in ("envfactory.vectorizers.worker", "gymnasium", "envfactory.families.atari",
+    for module in ("envfactory.vectorizers.worker.worker", "gymnasium", "envfactory.families.atari",
                    "ale_py", "cv2"):  # fmt: skip
         assert module in seen["preload"], (module, seen["preload"])
 

@@ -69,7 +69,7 @@ from envfactory.errors import (
     RemoteEnvError,
     restart_message,
 )
-from envfactory.vectorizers.pool import SubprocPool, take_rows
+from envfactory.vectorizers.asyncpool.pool import SubprocPool, take_rows
 from envfactory.wrappers.legacy_final_info import unbatch_info
 
 __all__ = ["TianshouVectorEnv", "to_tianshou"]

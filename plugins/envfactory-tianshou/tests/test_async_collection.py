@@ -18,7 +18,7 @@ from tianshou.algorithm.algorithm_base import Policy
 from tianshou.data import AsyncCollector, Batch, VectorReplayBuffer
 
 import envfactory
-from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.asyncpool.pool import SubprocPool
 
 DELAYS = (0.05, 0.1, 0.6, 1.0)  # seconds one step of env i takes
 

@@ -29,7 +29,7 @@ from tianshou.utils.net.common import Net
 
 import envfactory
 from envfactory.errors import AlreadyPendingError, ClosedError, NoPendingCallError
-from envfactory.vectorizers.pool import SubprocPool
+from envfactory.vectorizers.asyncpool.pool import SubprocPool
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 N = 3

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 from gymnasium.vector.utils import iterate
 
-from ..errors import (
+from ...errors import (
     ClosedError,
     RemoteEnvError,
     WorkerDiedError,
@@ -36,12 +36,12 @@ from ..errors import (
     WorkerTimeoutError,
     warn_restart,
 )
+from ..transport.ctrl_c import HOLD, held_ctrl_c
+from ..transport.handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
+from ..transport.shared import concatenate_checked
+from ..worker.protocol import Cmd, EnvInfo, Restarted, RestartReset
 from .answers import check_rebuilt_spaces, check_spaces, per_env_answer
-from .ctrl_c import HOLD, held_ctrl_c
-from .handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from .infos import merge_infos
-from .protocol import Cmd, EnvInfo, Restarted, RestartReset
-from .shared import concatenate_checked
 from .supervisor import Supervisor
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class Backend(Protocol):
     them, wait for all their answers, collect a batch, rebuild one worker, release what is
     left. `WorkerGroup` implements it (a backend subclasses it and adds `start`, `collect`
     and, with ``restart``, `respawn`); what a failure means is the front's
-    [`Supervisor`][envfactory.vectorizers.supervisor.Supervisor]'s, never a backend's."""
+    [`Supervisor`][envfactory.vectorizers.remote.Supervisor]'s, never a backend's."""
 
     num_envs: int
     env_id: str

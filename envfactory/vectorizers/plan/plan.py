@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import _compat
-from .handle import split_envs
+from ... import _compat
+from ..record import Split
+from ..transport.handle import split_envs
 from .options import check_split
-from .record import Split
 
 __all__ = [
     "CHEAP_STEP_SECONDS",

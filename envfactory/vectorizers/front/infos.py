@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _compat
+from ... import _compat
 
 __all__ = ["keep_rows", "merge_block", "merge_infos", "plain_key"]
 

@@ -53,18 +53,18 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array
 
-from ..errors import ConfigError
-from .board import DONE, PARENT_SLEEPING, Poller, drain_eventfd, sleep_until
-from .handle import WorkerHandle
-from .pipe import PipeHandle
-from .plan import plan_split
+from ...errors import ConfigError
+from ..front.remote_env import pop_faults
+from ..plan.plan import plan_split
+from ..record import Split
+from ..subproc import SubprocGroup
+from ..transport.board import DONE, PARENT_SLEEPING, Poller, drain_eventfd, sleep_until
+from ..transport.handle import WorkerHandle
+from ..transport.pipe import PipeHandle
+from ..worker.protocol import Cmd
+from ..worker.runner import InfoCalls
 from .pool_env import PoolVecEnv, take_rows
-from .protocol import Cmd
-from .record import Split
-from .remote_env import pop_faults
-from .runner import InfoCalls
 from .scheduler import RemoteSite
-from .subproc import SubprocGroup
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 

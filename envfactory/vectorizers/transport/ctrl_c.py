@@ -129,7 +129,6 @@ class _CtrlC:
         finally:
             self.open = was
 
-
     def decoding(self, decode: Callable[[Any], Any], raw: Any) -> Any:
         """``decode(raw)``, an answer's unpickling, which may take long (an object's own
         ``__setstate__``) and is safe to repeat: the first Ctrl-C is held (raised once the

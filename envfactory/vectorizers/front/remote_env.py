@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AlreadyPendingError, ConfigError, too_many_open_files
+from ...errors import AlreadyPendingError, ConfigError, too_many_open_files
+from ..transport.ctrl_c import HOLD
+from ..transport.handle import CLOSE_TIMEOUT, WorkerHandle
+from ..worker.protocol import Call, Cmd, Reset, SetAttr
 from .answers import check_batch
 from .base import PendingCall, VecEnvBase
-from .ctrl_c import HOLD
 from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
-from .handle import CLOSE_TIMEOUT, WorkerHandle
-from .protocol import Call, Cmd, Reset, SetAttr
 from .supervisor import Outcome, Supervisor
 
 __all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "pop_faults"]

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .infos import plain_key
+from ..front.infos import plain_key
 
 __all__ = [
     "INFO_KEYS",

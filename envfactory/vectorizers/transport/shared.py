@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate
 
-from ..errors import ObservationError
+from ...errors import ObservationError
 from .infocols import INFO_KEYS, InfoColumns
 
 __all__ = [

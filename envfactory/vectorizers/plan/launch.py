@@ -16,9 +16,9 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _compat
-from ..errors import UnpicklableEnvError
-from .handle import env_label
+from ... import _compat
+from ...errors import UnpicklableEnvError
+from ..transport.handle import env_label
 
 __all__ = [
     "WORKER_PRELOAD",
@@ -157,7 +157,7 @@ def _start(proc: Any) -> None:
 
 
 #: what every worker imports: the fork server preloads it (see SubprocGroup.start)
-WORKER_PRELOAD = ("envfactory.vectorizers.worker", "gymnasium", "envfactory.factory")
+WORKER_PRELOAD = ("envfactory.vectorizers.worker.worker", "gymnasium", "envfactory.factory")
 
 
 def boot_forkserver(modules: Sequence[str] = ()) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..worker.protocol import Cmd, EnvInfo, failure_of
+from ..worker.runner import EnvHost
 from .handle import WorkerHandle
-from .protocol import Cmd, EnvInfo, failure_of
-from .runner import EnvHost
 from .shared import ResultWriter
 
 __all__ = ["LocalHandle"]

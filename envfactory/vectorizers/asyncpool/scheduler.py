@@ -39,18 +39,18 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import (
+from ...errors import (
     AlreadyPendingError,
     NoPendingCallError,
     NotReadyError,
     WorkerError,
 )
-from .checks import show_ids
-from .ctrl_c import HOLD
-from .handle import WorkerHandle
-from .infos import merge_infos
+from ..front.checks import show_ids
+from ..front.infos import merge_infos
+from ..transport.ctrl_c import HOLD
+from ..transport.handle import WorkerHandle
+from ..worker.protocol import Cmd
 from .pool_backend import Batch, PoolBackend, RemoteSite
-from .protocol import Cmd
 
 __all__ = [
     "IDLE",

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .board import (
+from ..transport.board import (
     CMD,
     DONE,
     MSG,
@@ -28,7 +28,8 @@ from .board import (
     signal_eventfd,
     sleep_until,
 )
-from .infocols import IN_COLUMNS, InfoColumns, Schema, fits, learn
+from ..transport.infocols import IN_COLUMNS, InfoColumns, Schema, fits, learn
+from ..transport.shared import ResultWriter, SharedBuffers
 from .protocol import (
     ERROR,
     OK,
@@ -42,7 +43,6 @@ from .protocol import (
     failure_of,
 )
 from .runner import COMMANDS, EnvHost
-from .shared import ResultWriter, SharedBuffers
 
 __all__ = ["worker_main"]
 
@@ -129,7 +129,7 @@ def _release_forkserver() -> None:
     sends them SIGKILL (PR_SET_PDEATHSIG). An env that starts processes with forkserver
     starts a forkserver of its own (this one is the main process's). The private fields
     of ``multiprocessing.forkserver`` are touched in `envfactory._compat`."""
-    from .. import _compat
+    from ... import _compat
 
     _compat.release_forkserver_alive_fd()
 
@@ -317,4 +317,4 @@ class _Worker:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit("envfactory.vectorizers.worker is started by the subproc vectorizer")
+    sys.exit("envfactory.vectorizers.worker.worker is started by the subproc vectorizer")

@@ -2,7 +2,7 @@
 pipe round trips.
 
 Each worker has a control slot of two cache lines in the shared region (see
-`envfactory.vectorizers.shared.layout_for`): the parent writes the first (the
+`envfactory.vectorizers.transport.shared.layout_for`): the parent writes the first (the
 sequence number of the step it asks for, whether it sleeps), the worker the second (the
 sequence number of the step it finished, whether a pipe message follows, whether it
 sleeps). A step's actions are in the shared region too, so a step costs no pickling and

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import WorkerError
-from .group import WorkerGroup
-from .handle import WorkerHandle
-from .protocol import Cmd
-from .runner import InfoCalls
-from .supervisor import Outcome
+from ...errors import WorkerError
+from ..front.group import WorkerGroup
+from ..front.supervisor import Outcome
+from ..transport.handle import WorkerHandle
+from ..worker.protocol import Cmd
+from ..worker.runner import InfoCalls
 
 __all__ = ["Batch", "PoolBackend", "RemoteSite"]
 

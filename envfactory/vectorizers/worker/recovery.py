@@ -31,8 +31,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from .checks import autoreset_mode
-from .handle import env_label
+from ..front.checks import autoreset_mode
+from ..transport.handle import env_label
 
 __all__ = [
     "Recover",

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NoPendingCallError
+from ...errors import NoPendingCallError
 from .checks import check_wait_timeout
 
 __all__ = ["EnvCall", "EnvCalls", "PendingCall", "env_indices", "no_pending", "tile_images"]

@@ -13,11 +13,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from ..errors import AlreadyPendingError, InvalidActionError, ResetNeededError
-from .checks import action_checker, check_env_ids, check_recv_timeout, show_ids
-from .group import WorkerGroup
-from .protocol import Reset
-from .remote_env import RemoteVecEnv
+from ...errors import AlreadyPendingError, InvalidActionError, ResetNeededError
+from ..front.checks import action_checker, check_env_ids, check_recv_timeout, show_ids
+from ..front.group import WorkerGroup
+from ..front.remote_env import RemoteVecEnv
+from ..worker.protocol import Reset
 from .scheduler import HOLD, PoolBackend, PoolScheduler
 
 __all__ = ["PoolVecEnv", "take_rows"]

@@ -3,7 +3,7 @@
 The front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]) owns one, built from
 its fault options. The group (and the pool's site) report what happened: failed answers, a
 send cut part-way, a wait cut by a Ctrl-C, a rebuild that failed; the supervisor returns an
-[`Outcome`][envfactory.vectorizers.supervisor.Outcome] (what to raise, which workers to rebuild,
+[`Outcome`][envfactory.vectorizers.remote.Outcome] (what to raise, which workers to rebuild,
 whether the env is broken from then on) and the front applies it to its own state
 (`RemoteVecEnv.apply`, the one place its broken state is set). It talks to no worker.
 """
@@ -15,15 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import (
+from ...errors import (
     ConfigError,
     EnvfactoryError,
     RemoteEnvError,
     WorkerError,
     restart_message,
 )
+from ..transport.handle import WorkerHandle
 from .checks import count_restart
-from .handle import WorkerHandle
 
 __all__ = ["Outcome", "Supervisor"]
 

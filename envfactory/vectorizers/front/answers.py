@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..errors import SpaceMismatchError
+from ...errors import SpaceMismatchError
 
 __all__ = ["check_batch", "check_rebuilt_spaces", "check_spaces", "per_env_answer"]
 
@@ -96,7 +96,7 @@ def check_rebuilt_spaces(
     infos: Sequence[Any], start: int, spaces: tuple[gym.Space, gym.Space], env_id: str
 ) -> None:
     """The envs ``start``, ``start + 1``, ... of a rebuilt worker (their
-    :class:`~envfactory.vectorizers.protocol.EnvInfo`) have the vectorized env's
+    :class:`~envfactory.vectorizers.worker.protocol.EnvInfo`) have the vectorized env's
     ``spaces`` (observation, action).
 
     Raises:

@@ -24,7 +24,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from ..errors import (
+from ...errors import (
     ConfigError,
     InvalidActionError,
     InvalidSeedError,
@@ -203,7 +203,7 @@ def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:
 def check_seeds(seeds: Sequence[Any]) -> None:
     """Every per-env seed is None or an int >= 0 (what ``numpy.random.SeedSequence`` and
     gymnasium's ``env.reset(seed=...)`` take)."""
-    from ..errors import InvalidSeedError
+    from ...errors import InvalidSeedError
 
     for i, s in enumerate(seeds):
         if s is None:

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RemoteEnvError, WorkerDiedError
+from ...errors import RemoteEnvError, WorkerDiedError
+from ..worker.protocol import ERROR, HEADER, LONG, Attach, Cmd, Failure, Sender, unwritten
 from .board import (
     CMD,
     DONE,
@@ -48,7 +49,6 @@ from .board import (
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
 from .infocols import IN_COLUMNS, InfoColumns, Schema, learn
-from .protocol import ERROR, HEADER, LONG, Attach, Cmd, Failure, Sender, unwritten
 
 __all__ = ["PipeHandle"]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, Optional
 
-from ..config.checks import check_bool, check_choice, check_int
-from ..errors import OptionError
+from ...config.checks import check_bool, check_choice, check_int
+from ...errors import OptionError
 
 __all__ = [
     "START_METHODS",

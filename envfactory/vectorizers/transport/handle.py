@@ -9,8 +9,8 @@ import math
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..errors import ConfigError, RemoteEnvError, WorkerError, remote_env_error
-from .protocol import Cmd, Failure, Reset
+from ...errors import ConfigError, RemoteEnvError, WorkerError, remote_env_error
+from ..worker.protocol import Cmd, Failure, Reset
 
 __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "split_envs"]
 

@@ -14,13 +14,16 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..errors import (
+from ...errors import (
     AlreadyPendingError,
     ClosedError,
     ConfigError,
     ResetNeededError,
     VecEnvBrokenError,
 )
+from ..record import RunRecord, Split, run_record_of
+from ..transport.ctrl_c import HOLD
+from ..transport.shared import obs_copier
 from .answers import check_spaces
 from .checks import (
     action_checker,
@@ -31,10 +34,7 @@ from .checks import (
     seeds_for,
     split_reset_mask,
 )
-from .ctrl_c import HOLD
 from .env_calls import EnvCalls, PendingCall, no_pending, tile_images
-from .record import RunRecord, Split, run_record_of
-from .shared import obs_copier
 
 __all__ = [
     "PendingCall",

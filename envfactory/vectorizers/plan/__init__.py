@@ -1,0 +1,3 @@
+"""The plan: the options checked once, the split of envs over workers decided once, and the launch
+of worker processes.
+"""
