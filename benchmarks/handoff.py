@@ -59,7 +59,10 @@ def parent_cpu_us(envs: Any, steps: int, rounds: int) -> float:
 def pool_cpu_us(n: int, batch_size: int, in_series: int, cycles: int, rounds: int) -> float:
     """The async pool's parent CPU per ``recv``/``send`` cycle, in microseconds (the best of
     ``rounds``), on ``n`` do-nothing envs."""
-    from envfactory.vectorizers.asyncpool.pool import SubprocPool
+    try:
+        from envfactory.vectorizers.asyncpool.pool import SubprocPool
+    except ImportError:  # (an older checkout, measured with PYTHONPATH: a flat vectorizers/)
+        from envfactory.vectorizers.pool import SubprocPool  # type: ignore[no-redef]
 
     with SubprocPool([Nop] * n, batch_size, in_series=in_series) as envs:
         envs.async_reset(seed=0)
