@@ -11,7 +11,8 @@ import gymnasium as gym
 from ..plugin.spec import hookimpl
 from ..plugin.types import VectorizerPlugin
 from .dummy import DummyConfig, DummyVecEnv, build_dummy
-from .front.base import VecEnvBase, tile_images
+from .front.base import VecEnvBase
+from .front.env_calls import tile_images
 
 __all__ = [
     "DummyVecEnv",

@@ -12,7 +12,9 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
-from .front.base import PendingCall, VecEnvBase, check_spaces
+from .front.answers import check_spaces
+from .front.base import VecEnvBase
+from .front.call_state import PendingCall
 from .front.env_calls import EnvCall
 from .front.infos import merge_infos
 from .transport.ctrl_c import HOLD

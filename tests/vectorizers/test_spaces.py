@@ -184,7 +184,7 @@ def test_the_observation_check_is_three_attribute_checks_for_a_fitting_array(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The shared-memory writer's hot path never runs the full check (nor ``contains``)."""
-    from envfactory.vectorizers import shared
+    from envfactory.vectorizers.transport import shared
 
     def fail(*args: Any) -> None:
         raise AssertionError("the full check ran for a fitting observation")

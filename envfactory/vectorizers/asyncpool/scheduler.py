@@ -2,9 +2,8 @@
 
 `PoolScheduler` owns every piece of the pool's state: each env's state (idle, in
 flight, ready, lost with a rebuilt worker), the queue of ready envs in the order they came
-back, their infos, each worker's messages in flight (oldest first: a worker answers in
-order, and a message sent to a busy worker waits in its channel, so it starts the moment
-the worker is free) and when its oldest one was sent (the timeout counts from there). It
+back, their infos, and (in its `Flights`, of `flights.py`) each worker's messages in
+flight and which worker to read next. It
 talks to the workers only through [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle]'s
 public API and to the backend through `PoolBackend`, a small interface: how a message is posted and
 its answer read, which workers have an answer, where an answer's rows (observations, rewards,
@@ -33,7 +32,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -50,6 +48,7 @@ from ..front.infos import merge_infos
 from ..transport.ctrl_c import HOLD
 from ..transport.handle import WorkerHandle
 from ..worker.protocol import Cmd
+from .flights import Flights, Message
 from .pool_backend import Batch, PoolBackend, RemoteSite
 
 __all__ = [
@@ -63,15 +62,6 @@ __all__ = [
 ]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
-
-
-@dataclass(slots=True)
-class _Message:
-    """A message in flight to a worker: its ticket, the envs it carries, its kind."""
-
-    ticket: int
-    envs: list[int]
-    kind: str  # "step" | "reset"
 
 
 def _mark(state: np.ndarray, envs: list[int], value: int) -> None:
@@ -99,14 +89,10 @@ class PoolScheduler:
         self._state = np.zeros(self.num_envs, dtype=np.int8)
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
-        # worker index -> its messages in flight, oldest first
-        self._flight: dict[int, deque[_Message]] = {}
-        self._since: dict[int, float] = {}  # when its oldest message became the oldest
         self._by_index = {h.index: h for h in self.handles}
+        self._flights = Flights(self._by_index, backend)  # each worker's messages out
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], Batch] | None = None
-        # index -> a handle being read, whose read a second Ctrl-C may have cut
-        self._resume: dict[int, WorkerHandle] = {}
         # env -> its infos as handed over, for the envs handed over that no send took
         # since, in that order (None: LOST, its result in _infos); see `unsent`
         self._unsent: dict[int, list[dict] | None] = {}
@@ -137,7 +123,7 @@ class PoolScheduler:
         self._state[:] = IDLE
         self._infos.clear()
         self._stash = None
-        self._resume.clear()
+        self._flights.clear_cut()
         self._unsent.clear()
 
     def forget(self, ids: Sequence[int]) -> None:
@@ -222,12 +208,12 @@ class PoolScheduler:
         with HOLD:
             # answers already there, dead workers and workers past their timeout first,
             # even when the queue holds enough: a hung or dead worker is reported at once
-            for h in self._due(None if poll else limit, block=False):
+            for h in self._flights.due(None if poll else limit, block=False):
                 self._complete(h, None if poll else limit)
             if poll and not self._enough(want):
                 self._not_ready(want)
             while not self._enough(want):
-                for h in HOLD.waiting(self._due, limit):
+                for h in HOLD.waiting(self._flights.due, limit):
                     self._complete(h, limit)
             head = not isinstance(want, list)
             ids = [self._queue[k] for k in range(need)] if head else want  # type: ignore[assignment]
@@ -262,15 +248,15 @@ class PoolScheduler:
             raise NoPendingCallError("recv_ready(): no env is in flight; send() first", "")
         at_least, until = min(at_least, have), None if wait is None else time.monotonic() + wait
         with HOLD:
-            for h in self._due(limit, block=False):
+            for h in self._flights.due(limit, block=False):
                 self._complete(h, limit)
             while len(self._queue) < at_least:
                 if self._queue and until is not None and time.monotonic() >= until:
                     break
                 cap = until if self._queue else None  # (none ready yet: wait for the first)
-                for h in HOLD.waiting(partial(self._due, until=cap), limit):
+                for h in HOLD.waiting(partial(self._flights.due, until=cap), limit):
                     self._complete(h, limit)
-            for h in self._due(None, block=False):  # and what else is there already
+            for h in self._flights.due(None, block=False):  # and what else is there already
                 self._complete(h, limit)
             ids = list(self._queue)
             batch = self._build(ids)
@@ -282,7 +268,7 @@ class PoolScheduler:
         `recv`), so that a call can use their channels."""
         with HOLD:
             for h in handles:
-                while h.index in self._flight:
+                while h in self._flights:
                     self._complete(h, limit)
 
     # -- helpers --------------------------------------------------------------------------
@@ -307,12 +293,7 @@ class PoolScheduler:
         return len(self._queue) >= want
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
-        flight = self._flight.get(h.index)
-        if flight is None:
-            flight = self._flight[h.index] = deque()
-            self._since[h.index] = time.monotonic()
-            self.backend.watch(h)
-        flight.append(_Message(ticket, envs, kind))
+        self._flights.sent(h, ticket, envs, kind)
         _mark(self._state, envs, IN_FLIGHT)
         if self._unsent:
             for i in envs:
@@ -347,61 +328,22 @@ class PoolScheduler:
             raise
         self._sent(h, ticket, envs, "step")
 
-    def _due(
-        self, limit: float | None, block: bool = True, until: float | None = None
-    ) -> list[WorkerHandle]:
-        """Workers whose answer (or end) is there, and those past their timeout (reading
-        them then times out). Blocking: until one is, or the earliest deadline passes, or
-        (none then) the time ``until``. A read a second Ctrl-C cut comes first (its answer
-        may be in the handle already, where the backend's readiness does not see it)."""
-        if self._resume:
-            cut = [h for i, h in self._resume.items() if i in self._flight]
-            if not block:  # (a poll waits for nothing)
-                flight, answered = self._flight, self.backend.answered
-                cut = [h for h in cut if answered(h, flight[h.index][0].ticket)]
-            if cut:
-                return cut
-            if not any(i in self._flight for i in self._resume):
-                self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
-        ready = self.backend.ready(0)
-        while not ready:
-            now = time.monotonic()
-            if until is not None and now >= until:
-                return []
-            if limit is None:
-                if not block:
-                    return []
-                ready = self.backend.ready(None if until is None else until - now)
-                continue
-            first = min(self._flight, key=self._since.__getitem__, default=None)
-            if first is None:
-                return []
-            left = self._since[first] + limit - now
-            if left <= 0:
-                return [self._by_index[first]]
-            if not block:
-                return []
-            ready = self.backend.ready(left if until is None else min(left, until - now))
-        return ready
-
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
         """Read ``h``'s answer to its oldest message: those envs become READY. A second
         Ctrl-C (the first is held) that cuts the read, where the backend can ask a read
         again (`PoolBackend.resumes_reads`), leaves it to the next call, which asks ``h``
-        first (`_due`): the read goes on where it stopped and gives the same answer. The
+        first (`Flights.due`): the read goes on where it stopped and gives the same answer. The
         bookkeeping after the read (and a failed worker's recovery) holds every Ctrl-C."""
-        msg = self._flight[h.index][0]
-        deadline = None if limit is None else self._since[h.index] + limit
+        msg, deadline = self._flights.oldest(h, limit)
         resumes = h.resumable and self.backend.resumes_reads
         if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
-            self._resume[h.index] = h
+            self._flights.reading(h)
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
             with HOLD:
                 try:
-                    self._resume.pop(h.index, None)
-                    self.backend.unwatch(h)
+                    self._flights.failed(h)
                     self._recover(h, failure, msg.kind)
                 except BaseException as exc:
                     self._cut(h, msg, exc)
@@ -412,17 +354,10 @@ class PoolScheduler:
                 self._cut(h, msg, exc)
             raise
         with HOLD:
-            flight = self._flight[h.index]
-            flight.popleft()
-            if flight:
-                self._since[h.index] = time.monotonic()
-            else:
-                self.backend.unwatch(h)
-                del self._flight[h.index]
+            self._flights.answered(h)
             self._accept(h, msg.envs, answer)
-            self._resume.pop(h.index, None)
 
-    def _cut(self, h: WorkerHandle, msg: _Message, exc: BaseException) -> None:
+    def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer (a handle that cannot resume) or its
         rebuild: the env is unusable."""
         if not isinstance(exc, WorkerError):
@@ -451,7 +386,7 @@ class PoolScheduler:
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
         superseded = [i for i in mine if state[i] == READY]
         answer = self.backend.recover(h, failure, kind, superseded)
-        self._flight.pop(h.index, None)
+        self._flights.drop(h)
         if self._stash is not None and set(self._stash[0]) & set(mine):
             self._stash = None  # superseded: its envs are READY again, with this result
         for i in mine:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -14,40 +14,23 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ...errors import (
-    AlreadyPendingError,
-    ClosedError,
-    ConfigError,
-    ResetNeededError,
-    VecEnvBrokenError,
-)
+from ...errors import ConfigError, ResetNeededError
 from ..record import RunRecord, Split, run_record_of
-from ..transport.ctrl_c import HOLD
 from ..transport.shared import obs_copier
-from .answers import check_spaces
+from .call_state import PendingCall, no_pending
 from .checks import (
     action_checker,
     autoreset_mode,
     check_wait_timeout,
-    count_restart,
     reset_needed,
     seeds_for,
     split_reset_mask,
 )
-from .env_calls import EnvCalls, PendingCall, no_pending, tile_images
+from .env_calls import EnvCalls
 
-__all__ = [
-    "PendingCall",
-    "VecEnvBase",
-    "autoreset_mode",
-    "check_spaces",
-    "check_wait_timeout",
-    "count_restart",
-    "tile_images",
-]
+__all__ = ["VecEnvBase"]
 
-
-_IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
+_IDLE = PendingCall.NONE  # (a module global: read without any call)
 
 
 class _PoolOnly:
@@ -102,9 +85,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     """
 
     env_id: str = ""
-    #: the fault that left the env unusable (VecEnvBrokenError from then on); None: usable
-    #: (a worker backend's front sets it in one place: ``RemoteVecEnv.apply``)
-    _broken: BaseException | None = None
 
     #: how the envs were placed and why, set by the build function that decided it
     #: ([`Split`][envfactory.vectorizers.record.Split]; None: nothing decided at build time)
@@ -120,16 +100,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         if seeding not in ("offset", "spawn"):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
-        self._pending = PendingCall.NONE
-        # the pending call was interrupted (Ctrl-C): its *_wait() finishes it; every other
-        # call refuses at once (see _check_ready)
-        self._interrupted = False
-        # results in hand: a step/reset finished but not yet returned (an interrupt landed
-        # after the backend's wait): its *_wait() returns them (see _wait_for)
-        self._held: Any = None
-        self._pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
-        self._done = np.zeros(num_envs, dtype=np.bool_)
-        self._ready = False  # a full reset() has been done
+        self._done = np.zeros(num_envs, dtype=np.bool_)  # (the call state: `call_state`)
         self.closed = False
 
     # the pool's own (PoolVecEnv): here, a clear error
@@ -147,47 +118,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         self._check_actions = action_checker(act_space, self.num_envs)
 
     # -- helpers ----------------------------------------------------------------------
-    def _check_ready(self, what: str, call: str) -> None:
-        """Raise why ``what`` (a start of ``call``) cannot run now, else nothing: closed
-        (`ClosedError`), unusable since a fault (`VecEnvBrokenError`, named before any
-        other error of a call), or a call pending (`AlreadyPendingError`; one that an
-        interrupt left pending is never finished behind the caller's back, its results
-        would be dropped: the caller finishes it with its ``*_wait()``, or abandons it with
-        ``close()``). The public calls run it only when a cheap test says one holds."""
-        if self.closed:
-            raise ClosedError(
-                f"{what}() on a closed {type(self).__name__}; make a new one with "
-                "envfactory.make_vec(...)"
-            )
-        if self._broken is not None:
-            advice = (
-                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
-                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
-                "not past this fault)"
-                if getattr(self, "restart", False)
-                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
-                "failed workers automatically"
-            )
-            raise VecEnvBrokenError(
-                f"{call}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
-                + advice
-            )
-        if self._pending is not _IDLE:
-            p = self._pending.value
-            if self._interrupted:
-                raise AlreadyPendingError(
-                    f"{what}() called while a {p}() interrupted by Ctrl-C is pending; call "
-                    f"{p}_wait() to get its results (nothing of it is lost), or close() to "
-                    "abandon it",
-                    p,
-                )
-            raise AlreadyPendingError(
-                f"{what}() called while a {p}_async() is pending; call {p}_wait() first (or, "
-                f"re-entered from a signal handler or a callback while a {p}() is in "
-                f"progress, make the call once it returned)",
-                p,
-            )
-
     def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         """Per-env seeds: int -> ``seed + i`` (or ``SeedSequence.spawn`` streams with
         ``seeding='spawn'``); a list must have ``num_envs`` entries, each an int >= 0 or
@@ -403,59 +333,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             raise no_pending(self._pending, "step_wait", "step_async(actions)")
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout)
 
-    def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
-        """``start(*args)``, the backend's start of ``kind``, which is pending after it. It
-        runs held (`ctrl_c`): a Ctrl-C meanwhile is raised once it is sent, leaving it
-        pending (finished by its ``*_wait()``) if the backend can finish it (`_can_finish`);
-        one let through by a wait of the start (the async pool's) leaves nothing sent."""
-        try:
-            with HOLD:
-                start(*args)
-                self._pending = kind
-        except Exception:
-            raise
-        except BaseException:  # (a Ctrl-C) pending if it was sent (raised as the hold
-            # ended) and the backend can finish it; cut in a wait of its start, not sent
-            finishable = self._pending is kind and self._can_finish()
-            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
-            raise
-
-    def _wait_for(self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any) -> Any:
-        """``finish(timeout)``, the backend's wait for the pending ``kind``, then this
-        class's bookkeeping of the batch (which flags are done; it may run twice). Done or
-        failed, nothing is pending after it. Interrupted (Ctrl-C) before the batch was in
-        hand, pending if the backend can finish it (`_can_finish`); after, the batch is
-        kept (``_held``) and the next ``*_wait()`` returns it. Nothing between the end of
-        ``finish`` and the return lets an interrupt in (no call: CPython checks for signals
-        on entering a Python function and after a C call), so a batch is never lost between
-        the two."""
-        try:
-            with HOLD:  # (a Ctrl-C is let through only in the backend's wait, `ctrl_c`)
-                batch = self._held
-                if batch is None:
-                    batch = finish(timeout)
-                    self._held = batch
-                if kind is PendingCall.STEP:
-                    np.logical_or(batch[2], batch[3], out=self._done)
-                elif kind is PendingCall.CALL:
-                    pass
-                elif self._pending_mask is None:  # a reset: its envs are not done any more
-                    self._done[:] = False
-                    self._ready = True
-                else:
-                    self._done[self._pending_mask] = False
-        except Exception:
-            self._pending, self._interrupted, self._held = _IDLE, False, None
-            raise
-        except BaseException:
-            finishable = self._held is not None or self._can_finish()  # (results in hand)
-            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
-            raise
-        self._held = None
-        self._pending = _IDLE
-        self._interrupted = False
-        return batch
-
     @property
     def run_record(self) -> RunRecord:
         """What this env did and how it was built, read-only: the class built, its
@@ -533,11 +410,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         return f"{type(self).__name__}({env}num_envs={self.num_envs})"
 
     # -- backend --------------------------------------------------------------------
-    def _can_finish(self) -> bool:
-        """After an interrupt of ``step``/``reset`` (or their halves): whether the call can
-        be finished by its ``*_wait()`` (else nothing stays pending)."""
-        return False
-
     @abstractmethod
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         """Send a reset of every env (``mask``: only those) to the envs; returns at once."""

@@ -8,7 +8,6 @@ waits stays pending as a step does: ``call_wait()`` finishes it.
 
 from __future__ import annotations
 
-import enum
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,28 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import NoPendingCallError
+from .call_state import CallState, PendingCall, no_pending
 from .checks import check_wait_timeout
 
-__all__ = ["EnvCall", "EnvCalls", "PendingCall", "env_indices", "no_pending", "tile_images"]
-
-
-class PendingCall(enum.Enum):
-    """Which async half a vectorized env waits on (gymnasium's ``AsyncState``, by call)."""
-
-    NONE = "none"
-    RESET = "reset"
-    STEP = "step"
-    CALL = "call"
-
-
-def no_pending(pending: PendingCall, what: str, first: str) -> NoPendingCallError:
-    """The error of a ``*_wait()`` with none of its call pending (``pending``: what is)."""
-    p = pending.value
-    now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
-    return NoPendingCallError(
-        f"{what}() called but {now}; call {first} first", "" if p == "none" else p
-    )
+__all__ = ["EnvCall", "EnvCalls", "env_indices", "tile_images"]
 
 
 def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:
@@ -96,18 +77,12 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
     return out
 
 
-class EnvCalls(metaclass=ABCMeta):
+class EnvCalls(CallState, metaclass=ABCMeta):
     """``call`` / ``env_method`` / ``get_attr`` / ``set_attr`` / ``render`` /
     ``call_async`` / ``call_wait`` over a backend's ``_start_call`` / ``_finish_call``
     (see [`VecEnvBase`][envfactory.VecEnvBase], whose pending-call state they share)."""
 
     num_envs: int
-    closed: bool
-    #: raise why ``what`` (a start of a call) cannot run now: VecEnvBase's ``_check_ready``
-    _check_ready: Callable[[str, str], None]
-    #: VecEnvBase's: start a call that is pending after it; wait for the pending call
-    _start_for: Callable[..., None]
-    _wait_for: Callable[..., Any]
 
     def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env with ``args``/``kwargs`` (every keyword goes
@@ -186,7 +161,7 @@ class EnvCalls(metaclass=ABCMeta):
             self._check_ready("call_wait", "call")
         if timeout is not None:
             timeout = check_wait_timeout(timeout, "call_wait")
-        pending = self._pending  # type: ignore[attr-defined]
+        pending = self._pending
         if pending is not PendingCall.CALL:
             raise no_pending(pending, "call_wait", "call_async(name, ...)")
         return tuple(self._wait_for(PendingCall.CALL, self._finish_call, timeout))

@@ -20,7 +20,8 @@ from ..transport.ctrl_c import HOLD
 from ..transport.handle import CLOSE_TIMEOUT, WorkerHandle
 from ..worker.protocol import Call, Cmd, Reset, SetAttr
 from .answers import check_batch
-from .base import PendingCall, VecEnvBase
+from .base import VecEnvBase
+from .call_state import PendingCall
 from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
 from .supervisor import Outcome, Supervisor

@@ -1,0 +1,127 @@
+"""Each worker's messages in flight, for the pool's scheduler, and which worker to read next.
+
+`Flights` keeps, per worker, its messages in flight (oldest first: a worker answers in
+order, and a message sent to a busy worker waits in its channel, so it starts the moment
+the worker is free), when its oldest one was sent (the timeout counts from there), and the
+reads a second Ctrl-C cut; `Flights.due` says which workers to read now. It knows nothing
+of the envs' state: that is `PoolScheduler`'s."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from ..transport.handle import WorkerHandle
+from .pool_backend import PoolBackend
+
+__all__ = ["Flights", "Message"]
+
+
+@dataclass(slots=True)
+class Message:
+    """A message in flight to a worker: its ticket, the envs it carries, its kind."""
+
+    ticket: int
+    envs: list[int]
+    kind: str  # "step" | "reset"
+
+
+class Flights:
+    """The messages in flight to the workers of ``by_index`` (index -> handle), over a
+    `PoolBackend` (its readiness, and ``watch``/``unwatch`` of a worker with a message
+    out)."""
+
+    def __init__(self, by_index: dict[int, WorkerHandle], backend: PoolBackend) -> None:
+        self._by_index = by_index
+        self.backend = backend
+        # worker index -> its messages in flight, oldest first
+        self._flight: dict[int, deque[Message]] = {}
+        self._since: dict[int, float] = {}  # when its oldest message became the oldest
+        # index -> a handle being read, whose read a second Ctrl-C may have cut
+        self._resume: dict[int, WorkerHandle] = {}
+
+    def __contains__(self, h: WorkerHandle) -> bool:
+        """Whether ``h`` owes an answer."""
+        return h.index in self._flight
+
+    def clear_cut(self) -> None:
+        """Forget the reads a Ctrl-C cut (a clean start: nothing is in flight)."""
+        self._resume.clear()
+
+    def sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
+        """``h`` was handed the message ``ticket`` carrying ``envs``."""
+        flight = self._flight.get(h.index)
+        if flight is None:
+            flight = self._flight[h.index] = deque()
+            self._since[h.index] = time.monotonic()
+            self.backend.watch(h)
+        flight.append(Message(ticket, envs, kind))
+
+    def oldest(self, h: WorkerHandle, limit: float | None) -> tuple[Message, float | None]:
+        """``h``'s oldest message and the deadline of its answer (None: none)."""
+        deadline = None if limit is None else self._since[h.index] + limit
+        return self._flight[h.index][0], deadline
+
+    def reading(self, h: WorkerHandle) -> None:
+        """``h``'s answer is being read, and the read can be asked again: `due` names
+        ``h`` first until `answered` (an interrupt may land anywhere in the read)."""
+        self._resume[h.index] = h
+
+    def answered(self, h: WorkerHandle) -> None:
+        """``h``'s answer to its oldest message was read: the next one is the oldest."""
+        flight = self._flight[h.index]
+        flight.popleft()
+        if flight:
+            self._since[h.index] = time.monotonic()
+        else:
+            self.backend.unwatch(h)
+            del self._flight[h.index]
+        self._resume.pop(h.index, None)
+
+    def failed(self, h: WorkerHandle) -> None:
+        """``h`` failed: it is read no more (`drop` forgets its messages once it is
+        recovered)."""
+        self._resume.pop(h.index, None)
+        self.backend.unwatch(h)
+
+    def drop(self, h: WorkerHandle) -> None:
+        """``h`` was rebuilt: it owes nothing."""
+        self._flight.pop(h.index, None)
+
+    def due(
+        self, limit: float | None, block: bool = True, until: float | None = None
+    ) -> list[WorkerHandle]:
+        """Workers whose answer (or end) is there, and those past their timeout (reading
+        them then times out). Blocking: until one is, or the earliest deadline passes, or
+        (none then) the time ``until``. A read a second Ctrl-C cut comes first (its answer
+        may be in the handle already, where the backend's readiness does not see it)."""
+        if self._resume:
+            cut = [h for i, h in self._resume.items() if i in self._flight]
+            if not block:  # (a poll waits for nothing)
+                flight, answered = self._flight, self.backend.answered
+                cut = [h for h in cut if answered(h, flight[h.index][0].ticket)]
+            if cut:
+                return cut
+            if not any(i in self._flight for i in self._resume):
+                self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
+        ready: list[WorkerHandle] = self.backend.ready(0)
+        while not ready:
+            now = time.monotonic()
+            if until is not None and now >= until:
+                return []
+            if limit is None:
+                if not block:
+                    return []
+                ready = self.backend.ready(None if until is None else until - now)
+                continue
+            first = min(self._flight, key=self._since.__getitem__, default=None)
+            if first is None:
+                return []
+            left = self._since[first] + limit - now
+            if left <= 0:
+                return [self._by_index[first]]
+            if not block:
+                return []
+            ready = self.backend.ready(left if until is None else min(left, until - now))
+        return ready
