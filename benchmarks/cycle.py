@@ -35,7 +35,7 @@ import numpy as np
 from peers import WORKLOADS, thunks
 
 import envfactory
-from envfactory.vectorizers import board
+from envfactory.vectorizers.transport import board
 
 #: steps a `Timed` env keeps (a ring): more than a run makes
 RING = 1 << 15

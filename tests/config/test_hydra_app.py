@@ -191,7 +191,7 @@ import ale_py
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Info)  # the user's choice
 mp.get_context("forkserver").set_forkserver_preload(["json"])  # the user's preload
 import envfactory
-from envfactory.vectorizers import launch
+from envfactory.vectorizers.plan import launch
 
 envfactory.get_registry()
 envfactory.compose(["env=gym"])

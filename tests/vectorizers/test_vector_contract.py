@@ -1071,7 +1071,7 @@ def test_public_methods_have_google_docstrings_with_running_examples() -> None:
     import inspect
 
     from envfactory import errors
-    from envfactory.vectorizers import base
+    from envfactory.vectorizers.front import base
 
     for name in PUBLIC_METHODS:
         doc = inspect.getdoc(getattr(base.VecEnvBase, name)) or ""
