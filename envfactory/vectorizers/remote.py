@@ -51,7 +51,7 @@ from .asyncpool.scheduler import PoolBackend, RemoteSite
 from .front.answers import check_spaces
 from .front.checks import count_restart
 from .front.group import Backend, Batch, WorkerGroup
-from .front.infos import keep_rows, merge_block, merge_infos
+from .front.infos import keep_rows, merge_block, merge_infos, split_infos
 from .front.remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
 from .front.supervisor import Outcome, Supervisor
 from .plan.options import FaultOptions, check_fault_options
@@ -115,5 +115,6 @@ __all__ = [
     "plan_split",
     "pop_faults",
     "split_envs",
+    "split_infos",
     "take_rows",
 ]

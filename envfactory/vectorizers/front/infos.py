@@ -25,7 +25,7 @@ import numpy as np
 
 from ... import _compat
 
-__all__ = ["keep_rows", "merge_block", "merge_infos", "plain_key"]
+__all__ = ["keep_rows", "merge_block", "merge_infos", "plain_key", "split_infos"]
 
 _PLAIN = (int, float, bool)
 
@@ -151,4 +151,27 @@ def keep_rows(infos: dict, keep: np.ndarray) -> dict:
             value = value.copy()
             value[~keep] = None if value.dtype == object else 0
         out[key], out[f"_{key}"] = value, mask
+    return out
+
+
+def split_infos(infos: dict, n: int) -> list[dict]:
+    """The merge rule backwards: each of ``n`` rows' own info from ``infos`` (gymnasium's
+    layout: an array and a ``_key`` mask per key, nested dicts alike), as gymnasium's
+    ``DictInfoToList`` gives them; a key of the envs' own that starts with ``_`` and masks
+    nothing is kept. For an API that wants one dict per env (SB3, the Ray pool's rows).
+
+    Example:
+        >>> import numpy as np
+        >>> split_infos({"k": np.array([0.0, 0.5]), "_k": np.array([False, True])}, 2)
+        [{}, {'k': np.float64(0.5)}]
+    """
+    out: list[dict] = [{} for _ in range(n)]
+    for key, value in infos.items():
+        if isinstance(key, str) and key.startswith("_") and key[1:] in infos:
+            continue
+        mask = infos.get(f"_{key}")
+        rows = split_infos(value, n) if isinstance(value, dict) else value
+        for i in range(n):
+            if mask is None or mask[i]:
+                out[i][key] = rows[i]
     return out

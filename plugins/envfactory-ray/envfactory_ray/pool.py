@@ -26,6 +26,7 @@ from envfactory.vectorizers.remote import (
     PoolVecEnv,
     RemoteSite,
     WorkerHandle,
+    split_infos,
     take_rows,
 )
 
@@ -119,7 +120,7 @@ class RaySite(RemoteSite):
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> Any:
         obs, rewards, terms, truncs, calls = answer
         if isinstance(calls, dict):  # a node actor's: the infos of its rows
-            calls = [(j, info) for j, info in enumerate(env_infos(calls, len(handle.indices)))]
+            calls = [(j, info) for j, info in enumerate(split_infos(calls, len(handle.indices)))]
         g, start = self.ray_group, handle.start
         for i in envs:
             j = i - start
@@ -206,18 +207,3 @@ class RayPool(PoolVecEnv):
                     "its envs all together; send every env recv returned"
                 )
         super().send(actions, env_ids)
-
-
-def env_infos(infos: dict, n: int) -> list[dict]:
-    """Each of ``n`` rows' own info from ``infos`` (gymnasium's layout: an array and a
-    ``_key`` mask per key, nested dicts alike), for the pool's per-env infos."""
-    out: list[dict] = [{} for _ in range(n)]
-    for key, value in infos.items():
-        if isinstance(key, str) and key.startswith("_") and key[1:] in infos:
-            continue
-        mask = infos.get(f"_{key}")
-        rows = env_infos(value, n) if isinstance(value, dict) else value
-        for i in range(n):
-            if mask is None or mask[i]:
-                out[i][key] = rows[i]
-    return out

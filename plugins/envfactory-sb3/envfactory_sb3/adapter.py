@@ -33,30 +33,16 @@ from stable_baselines3.common import env_util
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs
 
+from envfactory.vectorizers.remote import split_infos
+
 __all__ = ["SB3VecEnv", "dict_infos_to_list", "to_sb3"]
 
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-def dict_infos_to_list(infos: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """gymnasium's vector infos (a dict of arrays with ``_key`` masks, nested dicts
-    recursively) as one dict per env, as ``gymnasium.wrappers.vector.DictInfoToList``.
-
-    Example:
-        >>> import numpy as np
-        >>> dict_infos_to_list({"k": np.array([0.0, 0.5]), "_k": np.array([False, True])}, 2)
-        [{}, {'k': np.float64(0.5)}]
-    """
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for key, value in infos.items():
-        if key.startswith("_"):
-            continue
-        mask = infos.get(f"_{key}")
-        rows = dict_infos_to_list(value, n) if isinstance(value, dict) else value
-        for i in range(n):
-            if mask is None or mask[i]:
-                out[i][key] = rows[i]
-    return out
+#: gymnasium's vector infos as one dict per env (``DictInfoToList``'s rows): the core's
+#: [`split_infos`][envfactory.vectorizers.remote.split_infos]
+dict_infos_to_list = split_infos
 
 
 def _index(space: gym.Space, batch: Any, i: int) -> Any:
