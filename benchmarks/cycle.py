@@ -96,9 +96,9 @@ def anatomy(workload: str, n: int, overrides: list[str], seconds: float) -> dict
     waits: list[float] = []
     post, wait = board.Board.post, board.Board.wait
 
-    def timed_post(self: Any, actions: Any, marks: list[int]) -> bool:
+    def timed_post(self: Any, actions: Any) -> bool:
         posts.append(time.perf_counter())
-        return post(self, actions, marks)
+        return post(self, actions)
 
     def timed_wait(self: Any, deadline: float | None) -> Any:
         out = wait(self, deadline)
