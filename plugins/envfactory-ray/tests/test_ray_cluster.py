@@ -137,9 +137,13 @@ def placement(envs: RayVecEnv) -> list[str]:
     return [h.node_id for h in envs.group._actor_handles]
 
 
-def step_until_fault(envs: RayVecEnv, seconds: float = FAULT_SECONDS) -> tuple[Any, float]:
+def step_until_fault(
+    envs: RayVecEnv, seconds: float = FAULT_SECONDS, ended: np.ndarray | None = None
+) -> tuple[Any, float]:
     """Step (every 50 ms) until a step raises or reports a restart; (its result or the error,
-    seconds it took from the first step). Steps right after a loss may still be answered."""
+    seconds it took from the first step). Steps right after a loss may still be answered.
+    ``ended``, if given, is kept as the envs that ended their episode at the last step before
+    the one returned (their next step is their ``next_step`` autoreset)."""
     t0 = time.monotonic()
     actions = np.zeros(envs.num_envs, dtype=np.int64)
     while time.monotonic() - t0 < seconds:
@@ -149,6 +153,8 @@ def step_until_fault(envs: RayVecEnv, seconds: float = FAULT_SECONDS) -> tuple[A
             return exc, time.monotonic() - t0
         if "_restarted" in out[4]:
             return out, time.monotonic() - t0
+        if ended is not None:
+            ended[:] = out[2] | out[3]
         time.sleep(0.05)
     raise AssertionError(f"no fault seen within {seconds} s of the node's loss")
 
@@ -267,14 +273,19 @@ def test_node_lost_with_restart_and_room_elsewhere_is_survived(
         on_lost = [i for h in envs.group._actor_handles if h.node_id == lost for i in h.indices]
         cluster.lose(lost)
         restarted: list[int] = []  # (the actors of a lost node may fail in different steps)
+        ended = np.zeros(4, dtype=bool)
         t0 = time.monotonic()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             while sorted(restarted) != on_lost and time.monotonic() - t0 < FAULT_SECONDS:
-                out, _ = step_until_fault(envs)
+                out, _ = step_until_fault(envs, ended=ended)
                 assert not isinstance(out, Exception), f"not survived: {out}"
                 now = np.flatnonzero(out[4]["_restarted"]).tolist()
-                assert now == np.flatnonzero(out[3]).tolist()  # truncated, and only those
+                # the recovery rule: an env whose lost step was its autoreset (it had just
+                # ended an episode) is reset, flags False; every other one is truncated
+                lost_episode = [i for i in now if not ended[i]]
+                assert np.flatnonzero(out[3]).tolist() == lost_episode, (now, ended)
+                assert not out[2][now].any() and not out[3][[i for i in now if ended[i]]].any()
                 assert set(now) <= set(on_lost) - set(restarted), (now, on_lost, restarted)
                 restarted += now
         assert sorted(restarted) == on_lost, f"{on_lost} were not all rebuilt"
