@@ -23,7 +23,9 @@ budget (``max_restarts`` per ``restart_window``) and the rebuilt-space check. A 
 an interrupt (Ctrl-C) stops stays pending, to be finished by ``step_wait()``/``reset_wait()``
 (every other call refuses with ``AlreadyPendingError`` until then), when every handle is
 [`WorkerHandle.resumable`][envfactory.vectorizers.remote.WorkerHandle.resumable] (see its
-docstring).
+docstring). A handle whose ``recv`` reads a stream that a Ctrl-C must not cut part-way sets
+``own_wait`` and wraps only its blocking waits in ``HOLD.waiting(wait, limit)``: the one place a
+held Ctrl-C goes through.
 
 The worker side answers with [`EnvHost`][envfactory.vectorizers.remote.EnvHost] (every env command,
 including the recovery of episodes lost with a rebuilt worker), so every backend steps envs with the
@@ -57,6 +59,7 @@ from .front.supervisor import Outcome, Supervisor
 from .plan.options import FaultOptions, check_fault_options
 from .plan.plan import plan_split
 from .record import Split
+from .transport.ctrl_c import HOLD
 from .transport.handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle, env_label, split_envs
 from .transport.shared import concatenate_checked
 from .worker.protocol import (
@@ -76,6 +79,7 @@ from .worker.runner import EnvHost
 __all__ = [
     "CLOSE_TIMEOUT",
     "FAULT_KEYS",
+    "HOLD",
     "STARTUP_TIMEOUT",
     "Backend",
     "Batch",

@@ -29,7 +29,15 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 from envfactory import WorkerDiedError, WorkerError, WorkerTimeoutError
-from envfactory.vectorizers.remote import Cmd, EnvHost, EnvInfo, Failure, WorkerHandle, failure_of
+from envfactory.vectorizers.remote import (
+    HOLD,
+    Cmd,
+    EnvHost,
+    EnvInfo,
+    Failure,
+    WorkerHandle,
+    failure_of,
+)
 
 from .causes import IP, KILLED, START_CAUSES, lost_node_of, ray_cause
 from .channel import CHANNEL_TIMEOUT, KEPT_GRACE, ByChannel, ByGraph, connect
@@ -152,7 +160,8 @@ class StepBatch:
         handles, self.handles = [h for h in self.handles if _by_ray(h.ref)], []
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
-            answers = ray.get([h.ref for h in handles], timeout=remaining)
+            refs = [h.ref for h in handles]
+            answers = HOLD.waiting(lambda limit: ray.get(refs, timeout=limit), remaining)
         except Exception:
             return
         for h, answer in zip(handles, answers):
@@ -196,7 +205,8 @@ class ActorHandle(WorkerHandle):
             their fork server), as its ``describe`` said.
     """
 
-    resumable = True  # (see send/resume/recv)
+    resumable = True  # (recv asked again after a Ctrl-C gives the same answer)
+    own_wait = True  # (a Ctrl-C goes through only in its waits: never part-way in a read)
 
     def __init__(
         self,
@@ -232,12 +242,7 @@ class ActorHandle(WorkerHandle):
         self.graph: StepGraph | None = None
         self.graph_steps = 0  # steps posted to the current actor's graph
         self.channels = True  # a node actor is talked to by a direct channel once started
-        self._last: tuple[str, Any] | None = None  # the last command sent
-        self._handed = True  # it reached Ray (a ref) or the channel
         self._answer: tuple[Any, Any] | None = None  # (its ref, the raw answer), once read
-        self._io = False  # a channel message is being written or read
-        self._suspect = False
-        self.sent = 0  # (its own count: WorkerHandle keeps none since issue 37)
         self.fetched: tuple[str, Any] | None = None  # this handle's, once fetched
 
     def spawn(self, cls: Any, mode: AutoresetMode, avoid: Sequence[str] = ()) -> None:
@@ -264,8 +269,7 @@ class ActorHandle(WorkerHandle):
         self._close_channel()
         self.actor = made.remote(self.fns, self.start, mode, *self.args)
         self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
-        self._answer, self._last, self._handed = None, None, True  # (a new actor, a new stream)
-        self._io = self._suspect = False
+        self._answer = None  # (a new actor, a new stream)
         self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
         self.graph, self.graph_steps = None, 0
         actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)
@@ -294,17 +298,11 @@ class ActorHandle(WorkerHandle):
     def alive(self) -> bool:
         return self.actor is not None and not self.killed
 
-    # -- messages (resumable: see WorkerHandle; a Ctrl-C cuts nothing that cannot be redone) --
+    # -- messages (a call's send runs with Ctrl-C held; recv lets one through only in its
+    # waits, `HOLD.waiting`, and answers again with the same answer after it) --------------
     def send(self, cmd: str, data: Any) -> None:
-        self.sent += 1  # from here on, resume() (not a new send) finishes it
-        self._last, self._handed, self._answer = (cmd, data), False, None
+        self._answer = None
         self._submit(cmd, data)
-
-    def resume(self) -> None:
-        """Submit the last command again if a Ctrl-C stopped it before it was handed over
-        (a Ray call that returned no ref; a channel message not written at all)."""
-        if not self._handed and self._last is not None:
-            self._submit(*self._last)
 
     def _submit(self, cmd: str, data: Any) -> None:
         graph = self.graph
@@ -312,18 +310,15 @@ class ActorHandle(WorkerHandle):
             self.graph_steps += 1
             self.ref = ByGraph(self.graph_steps, data)
             graph.post(self, data)
-            self._handed = True
             return
         if self.channel is not None:
             plain = cmd == Cmd.STEP and type(data) is np.ndarray  # (the hot path)
             message = pickle.dumps((cmd, data), protocol=5) if plain else pickles((cmd, data))
-            self._io = True  # a Ctrl-C from here until it is written leaves the stream unknown
             try:
                 self.channel.send_bytes(message)
             except OSError:  # the actor is gone: recv says how
                 pass
-            self._io = False
-            self.ref, self._handed = ByChannel(), True
+            self.ref = ByChannel()
             return
         if cmd == Cmd.STEP:
             ref = self.actor.step.remote(data)
@@ -331,16 +326,7 @@ class ActorHandle(WorkerHandle):
             ref = self.actor.close.remote()
         else:
             ref = self.actor.handle.remote(cmd, data)
-        self.ref, self._handed = ref, True
-
-    @property
-    def suspect(self) -> bool:  # type: ignore[override]
-        """An interrupt cut a channel message part-way (the stream is in an unknown place)."""
-        return self._io or self._suspect
-
-    @suspect.setter
-    def suspect(self, value: bool) -> None:
-        self._suspect = value
+        self.ref = ref
 
     def recv(self, deadline: float | None, call: str) -> Any:
         import ray
@@ -360,7 +346,9 @@ class ActorHandle(WorkerHandle):
         fetched, self.fetched = self.fetched, None
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
-            status, payload = raw = fetched or ray.get(ref, timeout=remaining)
+            status, payload = raw = fetched or HOLD.waiting(
+                lambda limit: ray.get(ref, timeout=limit), remaining
+            )
             self._answer = (ref, raw)  # (the ref is kept until then: asked again, the same)
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError from None
@@ -426,14 +414,9 @@ class ActorHandle(WorkerHandle):
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         channel = self.channel
         try:
-            ready = channel.poll(remaining)  # (a Ctrl-C here cuts nothing)
-            if ready:
-                self._io = True
-                message = channel.recv_bytes()
-                self._io = False
-                return pickle.loads(message)
+            if HOLD.waiting(channel.poll, remaining):  # (a read is never cut: Ctrl-C held)
+                return pickle.loads(channel.recv_bytes())
         except (EOFError, OSError) as exc:  # the actor (or its node) went
-            self._io = False
             raise self._gone(call) from exc
         raise TimeoutError  # (the caller kills the actor: WorkerTimeoutError)
 

@@ -26,6 +26,8 @@ import pickle
 from collections.abc import Sequence
 from typing import Any
 
+from envfactory.vectorizers.remote import HOLD
+
 __all__ = ["GraphBroke", "StepGraph"]
 
 #: the plugin's own channel command: a node actor's answer to graph step ``seq`` (see `NodeActor`)
@@ -84,7 +86,9 @@ class StepGraph:
 
         k = self._index[id(handle)]
         try:
-            message = ray.get(self._refs[k], timeout=-1 if remaining is None else remaining)
+            ref = self._refs[k]
+            limit = -1 if remaining is None else remaining
+            message = HOLD.waiting(lambda t: ray.get(ref, timeout=t), limit)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError):
             self.broken = True
             raise GraphBroke("not every node answered in time") from None
