@@ -13,7 +13,6 @@ that hung past ``timeout`` cannot be stopped and must not keep the interpreter f
 from __future__ import annotations
 
 import copy
-import math
 import os
 import queue
 import threading
@@ -157,9 +156,9 @@ class ThreadGroup(remote.WorkerGroup):
     ) -> None:
         super().__init__()
         self.num_envs, self.env_id = len(env_fns), remote.env_label(env_fns[0])
-        if in_series is None:
-            in_series = math.ceil(self.num_envs / (os.cpu_count() or 1))
-        split = enumerate(remote.split_envs(self.num_envs, in_series))
+        # (the core's plan: null is one thread per core; threads share this process's
+        # cores, so other programs' load is not weighed: load=0)
+        split = enumerate(remote.plan_split(self.num_envs, in_series=in_series, load=0.0).slices())
         self.threads = [ThreadHandle(k, a, b, self.env_id, env_fns[a:b]) for k, (a, b) in split]
 
     def start(self) -> None:
