@@ -247,35 +247,36 @@ class SubprocGroup(WorkerGroup):
         env = self._env()  # (the property's check, without a call on the hot path)
         assert env is not None
         infos: dict = {}
-        for calls, _ in results:  # (a loop: no call on the hot path of a step without infos)
-            if calls:
-                infos = self.merge_step_infos(handles, results)
-                break
+        columns: list | None = []  # the workers' infos in the info columns (None: by pipe)
+        for calls, _ in results:  # (loops, no comprehension: no call on the hot path)
+            if type(calls) is ColumnRows:
+                if columns is not None:
+                    columns.append(calls)
+            elif calls:
+                columns = None
+        if columns:  # every worker's infos merged at once (as gymnasium's one by one),
+            # straight from the columns when every worker with infos left them under one
+            # schema (the common case), else from the ``(env, info)`` pairs
+            first, n, rows = columns[0], self.num_envs, 0
+            for c in columns:
+                if c.schema != first.schema:
+                    columns = None
+                    break
+                rows += c.n
+            else:
+                have = None
+                if rows < n:
+                    have = np.zeros(n, np.bool_)
+                    for c in columns:
+                        have[c.start : c.start + c.n] = True
+                infos = first.columns.merged(first.schema, slice(0, n), have)
+        if columns is None or infos is None:
+            pairs = [
+                (h.start + i, info) for h, (c, _) in zip(handles, results) if c for i, info in c
+            ]
+            infos = merge_infos(pairs, self.num_envs)
         out = env._copy_obs(obs) if env.copy else obs
         return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
-
-    def merge_step_infos(self, handles: Sequence[WorkerHandle], results: list[Any]) -> dict:
-        """Every worker's infos (some has infos), merged at once (as gymnasium's one by
-        one): straight from the info columns when every worker with infos left them there
-        under one schema (the common case), else from the ``(env, info)`` pairs."""
-        columns = [calls for calls, _ in results if calls]
-        first = columns[0]
-        if all(type(c) is ColumnRows and c.schema == first.schema for c in columns):
-            n = self.num_envs
-            have = None
-            if sum(c.n for c in columns) < n:
-                have = np.zeros(n, np.bool_)
-                for c in columns:
-                    have[c.start : c.start + c.n] = True
-            infos = first.columns.merged(first.schema, slice(0, n), have)
-            if infos is not None:
-                return infos
-        rows: list = []
-        for h, (calls, _) in zip(handles, results):
-            if calls:
-                start = h.start
-                rows += [(start + i, info) for i, info in calls]
-        return merge_infos(rows, self.num_envs)
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
         """The observation the caller last saw from each env of ``handle`` (copies)."""
