@@ -187,24 +187,20 @@ class Waiter:
         """The one wait: ``ready()`` now, or by nap and spin (``spin``, see the class), or
         by ``sleep()`` (`sleep_until`; False: it gave up, and the wait is not recorded)."""
         t0 = time.perf_counter()
-        if ready():
-            pass
-        elif not spin or self.skip:  # recent spins were wasted (the other side not running)
-            if self.skip and spin:
-                self.skip -= 1
-            if not (ready() or sleep()):
-                return False
-        else:
+        got = ready()
+        if not got and spin and self.skip:  # recent spins were wasted (the other side was
+            self.skip -= 1  # not running): sleep at once
+            got = ready()
+        elif not got and spin:
             nap, spins = self.next
-            got = False
             if nap > 0:
                 left = t0 + nap - time.perf_counter()
                 if left > 0:
                     time.sleep(left)
                 got = ready()
-            if got or spins <= 0:
-                pass
-            else:
+            if not got and spins <= 0:
+                got = ready()
+            elif not got:
                 end = t0 + nap + spins
                 while not (got := ready()):
                     if time.perf_counter() > end:
@@ -215,10 +211,12 @@ class Waiter:
                         self.skip = self.backoff
                         break
                     os.sched_yield()
-            if got:
+                else:
+                    self.backoff = 0
+            else:  # (caught after the nap)
                 self.backoff = 0
-            elif not (ready() or sleep()):
-                return False
+        if not (got or sleep()):
+            return False
         self.record(time.perf_counter() - t0)
         return True
 
