@@ -41,6 +41,24 @@ class Nop(gym.Env):
         return np.zeros(4, np.float32), 0.0, False, False, {}
 
 
+class Ender(Nop):
+    """A do-nothing env whose episode ends every `ENDS` steps with its statistics in the
+    infos (as every family's do, ``episode_stats``): the step of an episode end."""
+
+    ENDS = 10
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        self.t = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        if self.t % self.ENDS:
+            return np.zeros(4, np.float32), 0.0, False, False, {}
+        stats = {"r": float(self.ENDS), "l": self.ENDS, "t": 0.0}
+        return np.zeros(4, np.float32), 0.0, True, False, {"episode_stats": stats}
+
+
 def parent_cpu_us(envs: Any, steps: int, rounds: int) -> float:
     """The parent's CPU per step, in microseconds (the best of ``rounds``)."""
     envs.reset(seed=0)
@@ -105,12 +123,14 @@ def workload_cpu_us(workload: str, n: int, overrides: list[str], rounds: int) ->
     return best
 
 
-def functions_in_one_step(envs: Any) -> tuple[int, int]:
+def functions_in_one_step(envs: Any, before: int = 50) -> tuple[int, int]:
     """How many distinct envfactory functions, in how many modules, one ``step`` enters
-    in the parent (a steady step: no episode end, nothing by pipe)."""
+    in the parent: the step after ``before`` steps from a reset (`Nop`: a steady step, no
+    episode end, nothing by pipe; `Ender` with ``before`` = 9: every env ends its episode,
+    with its statistics in the infos)."""
     envs.reset(seed=0)
     actions = np.zeros(envs.num_envs, np.int64)
-    for _ in range(50):
+    for _ in range(before):
         envs.step(actions)
     seen: set[tuple[str, str]] = set()
 
@@ -154,6 +174,9 @@ def main() -> None:
         with SubprocVecEnv([Nop] * n, in_series=1, in_parent=0) as envs:
             sub = parent_cpu_us(envs, args.steps, args.rounds)
             funcs, modules = functions_in_one_step(envs)
+        with SubprocVecEnv([Ender] * n, in_series=1, in_parent=0) as envs:
+            functions_in_one_step(envs, 9)  # (the schema of its infos learnt: as a long run)
+            end_funcs, end_modules = functions_in_one_step(envs, 9)
         with DummyVecEnv([Nop] * n) as envs:
             dum = parent_cpu_us(envs, args.steps, args.rounds)
         bound = FIXED + PER_WORKER * n
@@ -161,7 +184,7 @@ def main() -> None:
         print(
             f"{n} workers: subproc {sub:6.1f}  dummy {dum:5.1f}  target <= {bound:4.0f}"
             f" ({'met' if sub <= bound else 'not met'}); one step enters {funcs} envfactory"
-            f" functions in {modules} modules",
+            f" functions in {modules} modules ({end_funcs} in {end_modules} at an episode end)",
             flush=True,
         )
     if len(rows) >= 2:

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
-from typing import Any, NoReturn
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -66,7 +66,7 @@ __all__ = [
     "SubprocVecEnv",
 ]
 
-#: the least a worker spins when the parent steps a share of the envs (see _worker_spin_us):
+#: the least a worker spins when the parent steps a share of the envs (see `SubprocGroup.start`):
 #: measured at 16 CartPoles, in_parent=8, 2 cores: 1.24x dummy with 1000 us, 0.92-1.34x with
 #: 200 us (whether the worker fell asleep each step depended on the host's speed)
 PARENT_SHARE_SPIN_US = 1000
@@ -114,6 +114,13 @@ class SubprocGroup(WorkerGroup):
         #: the plan this group starts (`plan_split`): its workers' slices, this process's share
         self.split = split
         self.in_parent = split.in_parent
+        # a worker whose parent steps a share (``in_parent``) waits each step while the
+        # parent steps its own envs, longer than ``spin_us`` on a slow core; sleeping then
+        # costs a wake-up per step (~150 us here), so it spins at least
+        # `PARENT_SHARE_SPIN_US` (still only while its recent waits were shorter)
+        self._spin_s = (
+            max(spin_us, PARENT_SHARE_SPIN_US) if self.in_parent and spin_us > 0 else spin_us
+        ) * 1e-6
         self.env_id = env_label(env_fns[0])
         self._buffers: SharedBuffers | None = None
         self.workers: list[PipeHandle] = []
@@ -122,13 +129,13 @@ class SubprocGroup(WorkerGroup):
         self.board: Board | None = None
 
     def start(self) -> None:
-        env_fns, in_parent = self.env_fns, self.in_parent
+        env_fns, in_parent, env = self.env_fns, self.in_parent, self.env
         self._ctx: Any = context_of(self.context)
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
         for k, (a, b) in enumerate(self.split.slices()):
             fns = env_fns[a:b]
             handle = PipeHandle(k, a, b, self.env_id, payload(self.context, fns, a), self.spin_us)
-            handle.write_timeout = self.env.timeout  # a message is written within it too
+            handle.write_timeout = env.timeout  # a message is written within it too
             self.workers.append(handle)
         self.set_handles(self.workers)
         check_descriptors(len(self.workers))
@@ -137,31 +144,46 @@ class SubprocGroup(WorkerGroup):
         if in_parent:  # built while the workers build theirs
             try:
                 envs = [fn() for fn in env_fns[split:]]
-            except Exception as exc:
-                self._parent_build_failed(split, len(env_fns) - split, exc)
-            self._local = LocalHandle(split, envs, self.env.autoreset_mode, self.env_id)
+            except Exception as exc:  # the workers' failure to start, most likely the same,
+                # is raised first (as a worker's, wherever the envs are placed); else this
+                # one, as a RemoteEnvError naming the parent's own envs
+                self.gather("start", self.workers, self.startup_budget())
+                here = LocalHandle(split, [None] * in_parent, env.autoreset_mode, self.env_id)
+                raise here.remote_error("start", failure_of(exc)) from exc
+            self._local = LocalHandle(split, envs, env.autoreset_mode, self.env_id)
             self.set_handles([*self.workers, self._local])
         local = self._local
         self.wait_started(self.workers, local.infos() if local is not None else ())
-        self._attach_all(self.uint8_images)
+        # the shared region for the spaces the envs reported, handed over to every worker
+        obs_space, act_space = env.single_observation_space, env.single_action_space
+        if self.uint8_images and not (
+            isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8
+        ):
+            raise ConfigError(
+                f"vectorizer=subproc-atari needs uint8 Box (image) observations; "
+                f"{self.env_id!r} has {obs_space}. Use vectorizer=subproc instead"
+            )
+        self._shm_obs = use_shm = self.shared_memory and supports_shared_memory(obs_space)
+        n = len(self.workers)
+        shared = SharedBuffers(
+            layout_for(obs_space if use_shm else None, self.num_envs, act_space, workers=n)
+        )
+        self._buffers = shared
+        if local is not None:
+            local.attach(shared, use_shm)
+        for w in self.workers:
+            w.attach(shared, send_handle)
+        self.gather("attach", self.workers, STARTUP_TIMEOUT)
+        if not use_shm:
+            self._env_obs: list[Any] = [None] * self.num_envs
+            self._obs = create_empty_array(obs_space, n=self.num_envs)
         self.env_fns = []  # (the workers have them)
-        shared = self._buffers
         if (
             self.use_handoff
-            and shared is not None
             and isinstance(shared.actions, np.ndarray)
             and shared.control is not None
         ):
             self.board = Board(self.workers, shared.control, shared.actions)
-
-    # -- start ----------------------------------------------------------------------------
-    def _parent_build_failed(self, start: int, n: int, exc: Exception) -> NoReturn:
-        """An env constructor raised in the parent: the workers' failure to start, which
-        is most likely the same, is raised first (as a worker's, wherever the envs are
-        placed); else this one, as a RemoteEnvError naming the parent's own envs."""
-        self.gather("start", self.workers, self.startup_budget())
-        here = LocalHandle(start, [None] * n, self.env.autoreset_mode, self.env_id)
-        raise here.remote_error("start", failure_of(exc)) from exc
 
     def _spawn(self, w: PipeHandle) -> None:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
@@ -176,7 +198,7 @@ class SubprocGroup(WorkerGroup):
             shared_memory=self.shared_memory,
             main_pid=os.getpid(),
             close_fds=close_fds,
-            spin_seconds=self._worker_spin_us() * 1e-6,
+            spin_seconds=self._spin_s,
         )
         proc = self._ctx.Process(
             target=worker_main,
@@ -190,45 +212,6 @@ class SubprocGroup(WorkerGroup):
         finally:
             child_conn.close()
         w.connect(proc, parent_conn, by_value=self.context != "fork")
-
-    def _worker_spin_us(self) -> int:
-        """A worker whose parent steps a share (``in_parent``) waits each step while the
-        parent steps its own envs, longer than ``spin_us`` on a slow core; sleeping then
-        costs a wake-up per step (~150 us here), so it spins at least
-        `PARENT_SHARE_SPIN_US` (still only while its recent waits were shorter)."""
-        if self.in_parent and self.spin_us > 0:
-            return max(self.spin_us, PARENT_SHARE_SPIN_US)
-        return self.spin_us
-
-    def _attach_all(self, uint8_images: bool) -> None:
-        """Make the shared region for the spaces the envs reported and hand it over."""
-        env = self.env
-        obs_space, act_space = env.single_observation_space, env.single_action_space
-        if uint8_images and not (
-            isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8
-        ):
-            raise ConfigError(
-                f"vectorizer=subproc-atari needs uint8 Box (image) observations; "
-                f"{self.env_id!r} has {obs_space}. Use vectorizer=subproc instead"
-            )
-        use_shm = self.shared_memory and supports_shared_memory(obs_space)
-        self._shm_obs = use_shm
-        self._buffers = SharedBuffers(
-            layout_for(
-                obs_space if use_shm else None,
-                self.num_envs,
-                act_space,
-                workers=len(self.workers),
-            )
-        )
-        if self._local is not None:
-            self._local.attach(self._buffers, use_shm)
-        for w in self.workers:
-            w.attach(self._buffers, send_handle)
-        self.gather("attach", self.workers, STARTUP_TIMEOUT)
-        if not use_shm:
-            self._env_obs: list[Any] = [None] * self.num_envs
-            self._obs = create_empty_array(obs_space, n=self.num_envs)
 
     # -- WorkerGroup's hooks ------------------------------------------------------------
     def collect(
@@ -247,35 +230,36 @@ class SubprocGroup(WorkerGroup):
         env = self._env()  # (the property's check, without a call on the hot path)
         assert env is not None
         infos: dict = {}
-        for calls, _ in results:  # (a loop: no call on the hot path of a step without infos)
-            if calls:
-                infos = self.merge_step_infos(handles, results)
-                break
+        columns: list | None = []  # the workers' infos in the info columns (None: by pipe)
+        for calls, _ in results:  # (loops, no comprehension: no call on the hot path)
+            if type(calls) is ColumnRows:
+                if columns is not None:
+                    columns.append(calls)
+            elif calls:
+                columns = None
+        if columns:  # every worker's infos merged at once (as gymnasium's one by one),
+            # straight from the columns when every worker with infos left them under one
+            # schema (the common case), else from the ``(env, info)`` pairs
+            first, n, rows = columns[0], self.num_envs, 0
+            for c in columns:
+                if c.schema != first.schema:
+                    columns = None
+                    break
+                rows += c.n
+            else:
+                have = None
+                if rows < n:
+                    have = np.zeros(n, np.bool_)
+                    for c in columns:
+                        have[c.start : c.start + c.n] = True
+                infos = first.columns.merged(first.schema, slice(0, n), have)
+        if columns is None or infos is None:
+            pairs = [
+                (h.start + i, info) for h, (c, _) in zip(handles, results) if c for i, info in c
+            ]
+            infos = merge_infos(pairs, self.num_envs)
         out = env._copy_obs(obs) if env.copy else obs
         return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
-
-    def merge_step_infos(self, handles: Sequence[WorkerHandle], results: list[Any]) -> dict:
-        """Every worker's infos (some has infos), merged at once (as gymnasium's one by
-        one): straight from the info columns when every worker with infos left them there
-        under one schema (the common case), else from the ``(env, info)`` pairs."""
-        columns = [calls for calls, _ in results if calls]
-        first = columns[0]
-        if all(type(c) is ColumnRows and c.schema == first.schema for c in columns):
-            n = self.num_envs
-            have = None
-            if sum(c.n for c in columns) < n:
-                have = np.zeros(n, np.bool_)
-                for c in columns:
-                    have[c.start : c.start + c.n] = True
-            infos = first.columns.merged(first.schema, slice(0, n), have)
-            if infos is not None:
-                return infos
-        rows: list = []
-        for h, (calls, _) in zip(handles, results):
-            if calls:
-                start = h.start
-                rows += [(start + i, info) for i, info in calls]
-        return merge_infos(rows, self.num_envs)
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
         """The observation the caller last saw from each env of ``handle`` (copies)."""

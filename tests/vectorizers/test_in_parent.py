@@ -499,26 +499,27 @@ def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_o
     # a nap ends early enough to catch the answer spinning (a timer wakes ~0.1 ms late; a
     # 5 ms spin budget so that a loaded machine's preemption does not end the spin first)
     w = Waiter(5e-3)
+    asleep = lambda: False  # noqa: E731 (the sleeping half gives up: only the nap and spin)
     for _ in range(RECENT):
         w.record(2e-3)
     t0 = time.perf_counter()
-    assert w.wait(lambda: time.perf_counter() - t0 >= 2e-3, t0)
+    assert w.until(lambda: time.perf_counter() - t0 >= 2e-3, asleep)
     assert w.backoff == 0 and w.skip == 0
     t0 = time.perf_counter()
-    assert not w.wait(lambda: False, t0)  # never ready: the caller then sleeps until woken
+    assert not w.until(lambda: False, asleep)  # never ready: the caller then sleeps until woken
     assert time.perf_counter() - t0 >= 2e-3 + 5e-3 - 1e-5  # napped, then spun it all
     # a wasted spin (an oversubscribed machine): the next wait sleeps at once, then 3 ...
     assert w.backoff == 1 and w.skip == 1
-    assert not w.wait(lambda: False, time.perf_counter())  # no nap, no spin
+    assert not w.until(lambda: False, asleep)  # no nap, no spin
     assert w.backoff == 1 and w.skip == 0
-    assert not w.wait(lambda: False, time.perf_counter())  # spins again, fails again
+    assert not w.until(lambda: False, asleep)  # spins again, fails again
     assert w.skip == 3 and w.backoff == 3
     while w.skip:
-        assert not w.wait(lambda: False, time.perf_counter())
+        assert not w.until(lambda: False, asleep)
     assert w.backoff == 3
     # an answer caught after the nap or while spinning ends the back-off
     t0 = time.perf_counter()
-    assert w.wait(lambda: time.perf_counter() - t0 >= 2e-3, t0) and w.backoff == 0
+    assert w.until(lambda: time.perf_counter() - t0 >= 2e-3, asleep) and w.backoff == 0
 
 
 def test_the_poller_waits_for_pipes_by_the_waiters_policy() -> None:

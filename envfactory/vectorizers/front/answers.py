@@ -2,7 +2,7 @@
 clear error naming it rather than a failure later in a wrapper or a learner: a worker's
 per-env answers, a step's or reset's batch (`check_batch`), the spaces every env reports
 ([`check_spaces`][envfactory.vectorizers.remote.check_spaces]) and those of a rebuilt worker
-(`check_rebuilt_spaces`)."""
+(`check_rebuilt_spaces`), and a group's start (`check_started`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ import numpy as np
 
 from ...errors import SpaceMismatchError
 
-__all__ = ["check_batch", "check_rebuilt_spaces", "check_spaces", "per_env_answer"]
+__all__ = [
+    "check_batch",
+    "check_rebuilt_spaces",
+    "check_spaces",
+    "check_started",
+    "per_env_answer",
+]
 
 
 def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) -> list[Any]:
@@ -131,3 +137,36 @@ def check_spaces(
                     f"space (check per-env options and wrappers)"
                 )
     return obs0, act0
+
+
+def check_started(group: Any) -> None:
+    """After a group's ``start``: its handles' slices cover the envs ``0..num_envs`` one
+    after another, and the spaces are set (``wait_started`` ran).
+
+    Raises:
+        RuntimeError: naming the group and what its ``start`` missed (a bug in the
+            backend).
+    """
+    at = 0
+    for h in group.handles:
+        if h.start != at or h.stop <= h.start:
+            break
+        at = h.stop
+    name = type(group).__name__
+    if not group.handles:
+        missed = "set_handles"
+    elif at != group.num_envs:
+        slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in group.handles)
+        raise RuntimeError(
+            f"{name}.start(): the workers' env slices ({slices}) must cover envs "
+            f"0:{group.num_envs} one after another, in env order (see split_envs; a bug in "
+            "the backend)"
+        )
+    elif not hasattr(group.env, "single_observation_space"):
+        missed = "wait_started"
+    else:
+        return
+    raise RuntimeError(
+        f"{name}.start() returned without {missed}: a group's start hands its workers to "
+        "set_handles, then waits for them with wait_started (which sets the spaces)"
+    )

@@ -263,8 +263,8 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         """
         if self.closed:
             self._check_ready("step", "step")
-        self.step_async(actions)
-        return self.step_wait()
+        self.step_async(actions)  # (then the step is pending: step_wait's checks hold)
+        return self._wait_for(PendingCall.STEP, self._finish_step, None)
 
     def step_async(self, actions: Any) -> None:
         """Start a [`step`][envfactory.VecEnvBase.step] (same argument, checked now);

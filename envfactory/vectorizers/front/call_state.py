@@ -60,6 +60,10 @@ class CallState:
     _pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
     _done: np.ndarray  # each env's episode ended at its last step
     _ready: bool = False  # a full reset() has been done
+    #: an interrupted ``step``/``reset`` (or half) can be finished by its ``*_wait()`` while
+    #: the env is usable (a worker backend's: its call is cut only in its wait, which it
+    #: repeats); else it stays pending only with its results in hand (`_can_finish`)
+    _resumes: bool = False
 
     def _check_ready(self, what: str, call: str) -> None:
         """Raise why ``what`` (a start of ``call``) cannot run now, else nothing: closed
@@ -158,4 +162,4 @@ class CallState:
     def _can_finish(self) -> bool:
         """After an interrupt of ``step``/``reset`` (or their halves): whether the call can
         be finished by its ``*_wait()`` (else nothing stays pending)."""
-        return False
+        return self._resumes and self._broken is None

@@ -7,7 +7,7 @@ start, how their answers become a batch, how one is rebuilt) and hands it to the
 interrupted, broken, the call lock) and its `Supervisor` (what a failure means). What this class
 adds is written once for every backend: one command to many workers, their answers gathered
 within one deadline (the failures reported to the supervisor, the workers it names rebuilt:
-`recover`), per-index calls, and ``close`` that kills every worker even if one kill raises.
+`recover`), and ``close`` that kills every worker even if one kill raises.
 
 What a backend implements (abstract, so a group that lacks one cannot be instantiated):
 `start` and `collect`; with ``restart=true`` also `respawn` and `last_obs`. Optional hooks:
@@ -100,10 +100,12 @@ class WorkerGroup(ABC):
     def __init__(self) -> None:
         self._env: Callable[[], RemoteVecEnv | None] = lambda: None
         self.handles: list[WorkerHandle] = []
-        self._order: list[WorkerHandle] = []  # the handles in the order they are waited for
-        self._back: list[int] | None = None  # _order's answers back in env order
-        #: run before a per-index call with the handles it asks (the pool lets their
-        #: steps finish first)
+        #: the handles in the order they are waited for (this process's own envs first:
+        #: they run while the workers run theirs)
+        self.order: list[WorkerHandle] = []
+        self._back: list[int] | None = None  # ``order``'s answers back in env order
+        #: run by the front before a per-index call with the handles it asks (the pool lets
+        #: their steps finish first)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
 
     @property
@@ -160,7 +162,7 @@ class WorkerGroup(ABC):
         order, the parent's own envs first), by ``deadline`` (``time.monotonic()``; None:
         ``timeout`` seconds from now)."""
         timeout = self.env.timeout if timeout is None else timeout
-        results = self.gather(call, self._order, timeout, deadline)
+        results = self.gather(call, self.order, timeout, deadline)
         back = self._back
         return results if back is None else [results[k] for k in back]
 
@@ -181,13 +183,11 @@ class WorkerGroup(ABC):
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
         """The handles, in env order (the in-process ones are waited for first). Once
         `start` returns, their slices must cover the envs ``0..num_envs`` one after another
-        (the front checks it: `check_slices`); before, a backend may hand over those it
+        (the front checks it: `check_started`); before, a backend may hand over those it
         starts first (``close`` ends them if the rest fails)."""
         self.handles = list(handles)
-        self._order = [h for h in handles if h.in_process] + [
-            h for h in handles if not h.in_process
-        ]
-        back = [self._order.index(h) for h in self.handles]
+        self.order = [h for h in handles if h.in_process] + [h for h in handles if not h.in_process]
+        back = [self.order.index(h) for h in self.handles]
         self._back = None if back == list(range(len(back))) else back
 
     def wait_started(
@@ -249,38 +249,6 @@ class WorkerGroup(ABC):
                     f"thread {closed_by!r} meanwhile"
                 ) from None
             raise
-
-    def check_slices(self) -> None:
-        """After `start`: the handles' slices cover the envs ``0..num_envs`` one after
-        another, and the spaces are set (`wait_started` ran).
-
-        Raises:
-            RuntimeError: naming the group and what its ``start`` missed (a bug in the
-                backend).
-        """
-        at = 0
-        for h in self.handles:
-            if h.start != at or h.stop <= h.start:
-                break
-            at = h.stop
-        name = type(self).__name__
-        if not self.handles:
-            missed = "set_handles"
-        elif at != self.num_envs:
-            slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in self.handles)
-            raise RuntimeError(
-                f"{name}.start(): the workers' env slices ({slices}) must cover envs "
-                f"0:{self.num_envs} one after another, in env order (see split_envs; a bug in "
-                "the backend)"
-            )
-        elif not hasattr(self.env, "single_observation_space"):
-            missed = "wait_started"
-        else:
-            return
-        raise RuntimeError(
-            f"{name}.start() returned without {missed}: a group's start hands its workers to "
-            "set_handles, then waits for them with wait_started (which sets the spaces)"
-        )
 
     # -- talking to the workers (what a failure means: the front's Supervisor) ----------
     def send(
@@ -376,34 +344,6 @@ class WorkerGroup(ABC):
         if error is not None:
             raise error
         return answers
-
-    def post_calls(
-        self, cmd: Cmd, indices: list[int], record: Callable[[list[int], Any], Any]
-    ) -> list[tuple[WorkerHandle, list[int]]]:
-        """Send ``record(local indices, handle)`` to the workers of ``indices``; returns each
-        worker asked with its local indices, for `gather_calls`."""
-        asked = [(h, [i - h.start for i in indices if h.start <= i < h.stop]) for h in self._order]
-        asked = [(h, loc) for h, loc in asked if loc]
-        local_of = {id(h): loc for h, loc in asked}
-        handles = [h for h, _ in asked]
-        if self.before_calls is not None:
-            self.before_calls(handles)
-        self.send(cmd, handles, lambda h: record(local_of[id(h)], h))
-        return asked
-
-    def gather_calls(
-        self, cmd: Cmd, asked: list[tuple[WorkerHandle, list[int]]], indices: list[int],
-        timeout: float | None,
-    ) -> list[Any]:  # fmt: skip
-        """The answers to the `post_calls` that asked ``asked``: one per env, in the order
-        of ``indices``."""
-        timeout = self.env.timeout if timeout is None else timeout
-        results = self.gather(cmd, [h for h, _ in asked], timeout)
-        by_index: dict[int, Any] = {}
-        for (h, loc), answer in zip(asked, results):
-            answer = per_env_answer(answer, len(loc), self, h.label, cmd)
-            by_index.update((h.start + i, r) for i, r in zip(loc, answer))
-        return [by_index[i] for i in indices]
 
     def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
         """Ask every live worker (also after another one failed) to close its envs and

@@ -19,7 +19,7 @@ from ...errors import AlreadyPendingError, ConfigError, too_many_open_files
 from ..transport.ctrl_c import HOLD
 from ..transport.handle import CLOSE_TIMEOUT, WorkerHandle
 from ..worker.protocol import Call, Cmd, Reset, SetAttr
-from .answers import check_batch
+from .answers import check_batch, check_started, per_env_answer
 from .base import VecEnvBase
 from .call_state import PendingCall
 from .env_calls import EnvCall
@@ -147,6 +147,8 @@ class RemoteVecEnv(VecEnvBase):
         copy: return a copy of the observation batch.
     """
 
+    _resumes = True  # (a call is cut only in its wait, which it repeats: `CallState`)
+
     def __init__(
         self,
         group: WorkerGroup,
@@ -183,7 +185,7 @@ class RemoteVecEnv(VecEnvBase):
         self.workers: list[WorkerHandle] = []
         try:
             group.start()
-            group.check_slices()
+            check_started(group)
             self.workers = [h for h in group.handles if not h.in_process]
         except BaseException as exc:
             self.close(terminate=True)
@@ -210,9 +212,6 @@ class RemoteVecEnv(VecEnvBase):
         return [len(h.restarts) for h in self.workers]
 
     # -- VecEnvBase's backend: the group --------------------------------------------------
-    def _can_finish(self) -> bool:
-        return self._broken is None  # (a call is cut only in its wait, which it repeats)
-
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._guard.enter("reset_async", sys._getframe(), _recheck(self, "reset_async", "reset"))
         try:
@@ -253,30 +252,46 @@ class RemoteVecEnv(VecEnvBase):
         return batch
 
     def _start_call(self, request: EnvCall) -> None:
-        what = request.what
-        self._guard.enter(what, sys._getframe(), _recheck(self, what, what))
+        """Send ``request`` to the workers of its indices (each its local indices, in the
+        group's order: this process's own envs first)."""
+        r = request
+        self._guard.enter(r.what, sys._getframe(), _recheck(self, r.what, r.what))
         try:
-            r = request
-            record: Callable[[list[int], Any], Any]
+            group = self.group
+            asked = [
+                (h, [i - h.start for i in r.indices if h.start <= i < h.stop]) for h in group.order
+            ]
+            asked = [(h, loc) for h, loc in asked if loc]
+            local_of = {id(h): loc for h, loc in asked}
+            handles = [h for h, _ in asked]
+            if group.before_calls is not None:
+                group.before_calls(handles)
             if r.values is None:
-                cmd, record = Cmd.CALL, lambda loc, _: Call(r.name, r.args, r.kwargs, loc)
+                cmd = Cmd.CALL
+                group.send(cmd, handles, lambda h: Call(r.name, r.args, r.kwargs, local_of[id(h)]))
             else:
-                value_of = dict(zip(r.indices, r.values))
-                cmd = Cmd.SET_ATTR
-                record = lambda loc, h: SetAttr(  # noqa: E731
-                    r.name, [value_of[h.start + i] for i in loc], loc
-                )
-
-            self._calls = (cmd, self.group.post_calls(cmd, r.indices, record), r.indices)
+                cmd, value_of = Cmd.SET_ATTR, dict(zip(r.indices, r.values))
+                group.send(cmd, handles, lambda h: SetAttr(
+                    r.name, [value_of[h.start + i] for i in local_of[id(h)]], local_of[id(h)]
+                ))  # fmt: skip
+            self._calls = (cmd, asked, r.indices)
         finally:
             self._guard.leave()
 
     def _finish_call(self, timeout: float | None) -> list[Any]:
-        """Wait for the call in flight; a Ctrl-C here leaves it pending (`call_wait()`),
-        as a step."""
+        """Wait for the call in flight: one answer per env, in the order of its indices; a
+        Ctrl-C here leaves it pending (`call_wait()`), as a step."""
         self._guard.enter("call_wait")
         try:
-            return self.group.gather_calls(*self._calls, timeout)
+            cmd, asked, indices = self._calls
+            group = self.group
+            timeout = self.timeout if timeout is None else timeout
+            results = group.gather(cmd, [h for h, _ in asked], timeout)
+            by_index: dict[int, Any] = {}
+            for (h, loc), answer in zip(asked, results):
+                answer = per_env_answer(answer, len(loc), group, h.label, cmd)
+                by_index.update((h.start + i, r) for i, r in zip(loc, answer))
+            return [by_index[i] for i in indices]
         finally:
             self._guard.leave()
 

@@ -77,25 +77,20 @@ class Supervisor:
         first = failures[0][1]
         if self.restart and call in ("step", "reset") and not broken:
             left = [err for h, err in failures if not h.restartable]
-            for h, err in failures:
-                if h.restartable and not self.count(h, err):
+            for h, err in failures:  # each restart counted (`WorkerHandle.restarts`), its
+                if not h.restartable:  # first cause kept (`WorkerHandle.restart_cause`)
+                    continue
+                try:
+                    count_restart(h.restarts, err, h.label, self.max_restarts, self.restart_window)
+                except WorkerError:  # its budget is spent: the env is broken with ``err``
                     return Outcome(err, err)
+                if not h.restart_cause:
+                    h.restart_cause = restart_message(err).removeprefix("restarting after: ")
             rebuild = tuple((h, err) for h, err in failures if h.restartable)
             return Outcome(left[0], left[0], rebuild) if left else Outcome(restart=rebuild)
         if call in ("call", "set_attr") and all(isinstance(e, RemoteEnvError) for _, e in failures):
             return Outcome(first)
         return Outcome(first, first)
-
-    def count(self, h: WorkerHandle, failure: WorkerError) -> bool:
-        """Count a restart of ``h`` (keeping its first cause, `WorkerHandle.restart_cause`);
-        False if its budget is spent (the env is then broken with ``failure``)."""
-        try:
-            count_restart(h.restarts, failure, h.label, self.max_restarts, self.restart_window)
-        except WorkerError:
-            return False
-        if not h.restart_cause:
-            h.restart_cause = restart_message(failure).removeprefix("restarting after: ")
-        return True
 
     def cut(self, call: str, h: WorkerHandle, exc: BaseException) -> Outcome:
         """``h``'s wait in ``call`` raised ``exc``, not a worker's failure: a bug in the

@@ -35,8 +35,8 @@ which hands a step to every worker at once (posting to one worker at a time cost
 to the ``cmd`` column, one barrier, and the eventfds of sleeping workers only; `Board.wait`
 sees them done by one comparison over the ``done`` column, else sleeps in one ``poll`` over
 every eventfd and pipe. Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is
-left to each worker's own wait (`PipeHandle.recv`); the board books each post and answer
-through the handle's own methods (`PipeHandle.booked`, ``answered``, ``answer_follows``).
+left to each worker's own wait (`PipeHandle.recv`, which reads the slot again: the same
+answer); the board books each post through the handle's own method (`PipeHandle.booked`).
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class Waiter:
     and a timer only wakes late): spin up to ``max_spin``, with the same back-off.
     """
 
-    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "recent", "skip")
+    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "next", "recent", "skip")
 
     def __init__(self, max_spin: float, nap: bool = True) -> None:
         self.max_spin = max_spin
@@ -159,62 +159,65 @@ class Waiter:
         self.recent = [0.0] * RECENT
         self.k = 0
         self.skip = self.backoff = 0  # waits left to sleep at once; the next such run
+        #: ``(nap, spin)`` seconds for the next wait (nothing learnt yet: spin only)
+        self.next = (0.0, max(max_spin, 0.0))
 
     def record(self, seconds: float) -> None:
+        """A wait took ``seconds``: learn it and plan the next one (`plan`)."""
         self.avg += 0.2 * (seconds - self.avg)
         self.recent[self.k] = seconds
         self.k = (self.k + 1) % RECENT
+        if self.max_spin <= 0:
+            self.next = (0.0, 0.0)
+        elif not self.nap:
+            self.next = (0.0, self.max_spin)
+        elif (low := min(self.recent)) <= MAX_NAP:
+            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
+            self.next = (nap, low - nap + self.max_spin)
+        else:
+            self.next = (0.0, (self.max_spin if self.avg < self.max_spin else 0.0))
 
     def plan(self) -> tuple[float, float]:
         """``(nap, spin)`` seconds for the next wait."""
-        if self.max_spin <= 0:
-            return 0.0, 0.0
-        if not self.nap:
-            return 0.0, self.max_spin
-        low = min(self.recent)
-        if low <= MAX_NAP:
-            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
-            return nap, low - nap + self.max_spin
-        return 0.0, (self.max_spin if self.avg < self.max_spin else 0.0)
+        return self.next
 
     def until(
         self, ready: Callable[[], bool], sleep: Callable[[], bool], spin: bool = True
     ) -> bool:
-        """The one wait: ``ready()`` now, or by nap and spin (``spin``), or by ``sleep()``
-        (`sleep_until`; False: it gave up, and the wait is not recorded)."""
+        """The one wait: ``ready()`` now, or by nap and spin (``spin``, see the class), or
+        by ``sleep()`` (`sleep_until`; False: it gave up, and the wait is not recorded)."""
         t0 = time.perf_counter()
-        if not (ready() or (spin and self.wait(ready, t0)) or sleep()):
+        got = ready()
+        if not got and spin and self.skip:  # recent spins were wasted (the other side was
+            self.skip -= 1  # not running): sleep at once
+            got = ready()
+        elif not got and spin:
+            nap, spins = self.next
+            if nap > 0:
+                left = t0 + nap - time.perf_counter()
+                if left > 0:
+                    time.sleep(left)
+                got = ready()
+            if not got and spins <= 0:
+                got = ready()
+            elif not got:
+                end = t0 + nap + spins
+                while not (got := ready()):
+                    if time.perf_counter() > end:
+                        # on an oversubscribed machine the answer does not come while we
+                        # spin and spinning only delays the side we wait for: sleep at once
+                        # for the next 1, 3, 7, ... 63 waits
+                        self.backoff = min(2 * self.backoff + 1, 63)
+                        self.skip = self.backoff
+                        break
+                    os.sched_yield()
+                else:
+                    self.backoff = 0
+            else:  # (caught after the nap)
+                self.backoff = 0
+        if not (got or sleep()):
             return False
         self.record(time.perf_counter() - t0)
-        return True
-
-    def wait(self, ready: Any, t0: float) -> bool:
-        """Nap and spin (see the class) until ``ready()``, counting from ``t0``; True if
-        it got it, False if the caller is to sleep until woken."""
-        if self.skip:  # recent spins were wasted (the other side was not running)
-            self.skip -= 1
-            return bool(ready())
-        nap, spin = self.plan()
-        if nap > 0:
-            left = t0 + nap - time.perf_counter()
-            if left > 0:
-                time.sleep(left)
-            if ready():
-                self.backoff = 0
-                return True
-        if spin <= 0:
-            return bool(ready())
-        end = t0 + nap + spin
-        while not ready():
-            if time.perf_counter() > end:
-                # on an oversubscribed machine the answer does not come while we spin and
-                # spinning only delays the side we wait for: sleep at once for the next
-                # 1, 3, 7, ... 63 waits
-                self.backoff = min(2 * self.backoff + 1, 63)
-                self.skip = self.backoff
-                return False
-            os.sched_yield()
-        self.backoff = 0
         return True
 
 
@@ -382,21 +385,17 @@ class Board:
             return None
         with _barrier:  # (`fence`) their results were written before ``done``
             pass
-        answers: list[Any] = []
+        answers: list[Any] = []  # (a handle asked again reads its slot: the same answer)
         for w, msg in zip(self.workers, self.msg.tolist()):
             if msg == 0:  # no infos
-                w.answered(NO_INFOS)
                 answers.append(NO_INFOS)
-            elif msg == 1:  # by pipe: read by the caller, once every worker is done
-                w.answer_follows()
+            elif msg == 1:  # by pipe: read by the caller (`PipeHandle.recv`), once all are done
                 answers.append(None)
             else:  # infos in the info columns
                 if w.slot[SCHEMAS] != w.schemas:  # (an invariant) the per-worker path
                     return None  # raises it, with the failure policy
                 assert w.columns is not None and w.schema is not None
-                answer = (ColumnRows(w.columns, w.schema, w.start, w.stop - w.start), None)
-                w.answered(answer)
-                answers.append(answer)
+                answers.append((ColumnRows(w.columns, w.schema, w.start, w.stop - w.start), None))
         return answers
 
     def _sleep(self, ready: Any, deadline: float | None) -> bool:

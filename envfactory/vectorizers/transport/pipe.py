@@ -262,19 +262,11 @@ class PipeHandle(WorkerHandle):
         if slot[WORKER_SLEEPING]:
             signal_eventfd(self.go)
 
-    # -- the group's board (`Board`) books its post and answers here ----------------------
     def booked(self, seq: int) -> None:
-        """Step ``seq`` was posted for it through its control slot (by the board)."""
+        """Step ``seq`` was posted for it through its control slot (by the group's
+        `Board`; `recv` reads its answer from the slot, as the board did)."""
         self.sent = self.seq = seq
         self.via_slot, self._answer = True, None
-
-    def answered(self, answer: Any) -> None:
-        """The board saw the posted step done: its answer, kept for `recv`."""
-        self.via_slot, self._answer = False, (self.seq, answer)
-
-    def answer_follows(self) -> None:
-        """The board saw the posted step done with its answer to follow by pipe."""
-        self.via_slot, self._learn_at = False, self.seq
 
     def has_answer(self, seq: int) -> bool:
         """Whether `recv` of step ``seq`` (``seq`` the last one asked) would not wait: its
