@@ -203,8 +203,6 @@ def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:
 def check_seeds(seeds: Sequence[Any]) -> None:
     """Every per-env seed is None or an int >= 0 (what ``numpy.random.SeedSequence`` and
     gymnasium's ``env.reset(seed=...)`` take)."""
-    from ...errors import InvalidSeedError
-
     for i, s in enumerate(seeds):
         if s is None:
             continue

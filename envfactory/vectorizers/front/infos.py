@@ -167,7 +167,7 @@ def split_infos(infos: dict, n: int) -> list[dict]:
     """
     out: list[dict] = [{} for _ in range(n)]
     for key, value in infos.items():
-        if isinstance(key, str) and key.startswith("_") and key[1:] in infos:
+        if _is_mask(infos, key):
             continue
         mask = infos.get(f"_{key}")
         rows = split_infos(value, n) if isinstance(value, dict) else value

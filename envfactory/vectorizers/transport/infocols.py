@@ -275,15 +275,11 @@ class InfoColumns:
                 else:
                     value[sub], value[f"_{sub}"] = array, present.copy()
             found.append((int(hits[0]), pos, key, value, present))
-        found.sort(key=_first_seen)  # (gymnasium's merge adds a key at its first row)
+        found.sort(key=lambda e: e[:2])  # (gymnasium's merge adds a key at its first row)
         infos: dict[str, Any] = {}
         for _, _, key, value, present in found:
             infos[key], infos[f"_{key}"] = value, present
         return infos
-
-
-def _first_seen(entry: tuple) -> tuple[int, int]:
-    return entry[0], entry[1]
 
 
 class ColumnRows:

@@ -52,10 +52,7 @@ class LocalHandle(WorkerHandle):
 
     def infos(self) -> list[EnvInfo]:
         """What a worker reports about its envs, for the parent's own."""
-        return [
-            EnvInfo(e.observation_space, e.action_space, dict(e.metadata), e.render_mode, None)
-            for e in self.host.envs
-        ]
+        return [EnvInfo.of(e) for e in self.host.envs]
 
     def attach(self, buffers: Any, shared_obs: bool) -> None:
         """Write results into the shared region, as the workers do."""

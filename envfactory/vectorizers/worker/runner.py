@@ -61,23 +61,14 @@ class EnvRunner:
         gymnasium's ``reset(*, seed=None, options=None)``, and an env whose ``reset`` takes no
         ``options`` (SB3's and Tianshou's envs may) works, as under their own vector envs."""
         calls: InfoCalls = []
-        if mask is None:
-            self.rewards[:] = 0.0
-            self.terminations[:] = False
-            self.truncations[:] = False
-            self.autoreset[:] = False
-        else:
-            self.rewards[mask] = 0.0
-            self.terminations[mask] = False
-            self.truncations[mask] = False
-            self.autoreset[mask] = False
+        which = slice(None) if mask is None else mask
+        for flags in (self.rewards, self.terminations, self.truncations, self.autoreset):
+            flags[which] = 0
+        kwargs = {} if options is None else {"options": options}
         for i, env in enumerate(self.envs):
             if mask is not None and not mask[i]:
                 continue
-            if options is None:
-                self.obs[i], info = env.reset(seed=seeds[i])
-            else:
-                self.obs[i], info = env.reset(seed=seeds[i], options=options)
+            self.obs[i], info = env.reset(seed=seeds[i], **kwargs)
             if info:
                 calls.append((i, info))
         return calls
