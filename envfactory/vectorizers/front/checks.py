@@ -342,12 +342,7 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
     """
     if timeout is None:
         return None
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, numbers.Real)
-        or math.isnan(timeout)
-        or timeout < 0
-    ):
+    if _not_seconds(timeout):
         raise ValueError(
             f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
             "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
@@ -356,18 +351,19 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
     return float(timeout)
 
 
+def _not_seconds(timeout: Any) -> bool:
+    """Not a number of seconds >= 0 (``bool`` and NaN are not)."""
+    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+    return bad_type or math.isnan(timeout) or timeout < 0
+
+
 # -- the async pool's arguments -------------------------------------------------------
 def check_recv_timeout(timeout: Any) -> float | None:
     """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None); a bad
     value is a ValueError before anything is waited on."""
     if timeout is None:
         return None
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float | np.integer | np.floating)
-        or math.isnan(timeout)
-        or timeout < 0
-    ):
+    if _not_seconds(timeout):
         raise ValueError(
             f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
             "vectorizer.timeout) or a number of seconds >= 0"
