@@ -233,9 +233,9 @@ def _nesting_error(i: int, value: Any, path: str, keys: set | int) -> Observatio
             f"env {i} returned observation{path} {got}, but the observation space is a Tuple "
             f"of {keys}"
         )
-    got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+    keys_got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
     return ObservationError(
-        f"env {i} returned observation{path} = {got}, but the observation space is a Dict "
+        f"env {i} returned observation{path} = {keys_got}, but the observation space is a Dict "
         f"with keys {sorted(keys)}"
     )
 
