@@ -156,12 +156,5 @@ class DummyVecEnv(VecEnvBase):
         self._runner.close()
 
 
-def build_dummy(
-    env_fns: Sequence[Callable[[], gym.Env]],
-    *,
-    autoreset_mode: Any = "next_step",
-    copy: bool = True,
-    seeding: str = "offset",
-) -> DummyVecEnv:
-    """The ``dummy`` vectorizer's build function."""
-    return DummyVecEnv(env_fns, autoreset_mode=autoreset_mode, copy=copy, seeding=seeding)
+#: the ``dummy`` vectorizer's build function
+build_dummy = DummyVecEnv

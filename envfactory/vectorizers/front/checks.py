@@ -111,32 +111,13 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
 
         return check_discrete
     if isinstance(space, gym.spaces.MultiDiscrete):
-        start = space.start
-        stop = space.start + space.nvec
-        shape = (n, *space.shape)
-        ints = frozenset("iu")
-
-        def check_multidiscrete(actions: Any) -> Any:
-            a = _array(path, actions, shape, space, ints)
-            bad = (a < start) | (a >= stop)
-            if bad.any():
-                _value_error(path, a, bad.reshape(n, -1).any(axis=1), space,
-                             f"start <= x < start + nvec, start={start.tolist()}, "
-                             f"nvec={space.nvec.tolist()}")  # fmt: skip
-            return a
-
-        return check_multidiscrete
+        start, stop = space.start, space.start + space.nvec
+        valid = f"start <= x < start + nvec, start={start.tolist()}, nvec={space.nvec.tolist()}"
+        return _elementwise(
+            space, n, path, frozenset("iu"), valid, lambda a: (a < start) | (a >= stop)
+        )
     if isinstance(space, gym.spaces.MultiBinary):
-        shape = (n, *space.shape)
-
-        def check_multibinary(actions: Any) -> Any:
-            a = _array(path, actions, shape, space, _NUMERIC)
-            bad = (a != 0) & (a != 1)
-            if bad.any():
-                _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, "0 or 1")
-            return a
-
-        return check_multibinary
+        return _elementwise(space, n, path, _NUMERIC, "0 or 1", lambda a: (a != 0) & (a != 1))
     if isinstance(space, gym.spaces.Box):
         shape = (n, *space.shape)
 
@@ -191,6 +172,27 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
         return actions
 
     return check_other
+
+
+def _elementwise(
+    space: gym.spaces.MultiDiscrete | gym.spaces.MultiBinary,
+    n: int,
+    path: str,
+    kinds: frozenset[str],
+    valid: str,
+    bad_of: Callable,
+) -> ActionCheck:
+    """The check of a MultiDiscrete or MultiBinary batch: ``bad_of(a)`` marks bad elements."""
+    shape = (n, *space.shape)
+
+    def check(actions: Any) -> Any:
+        a = _array(path, actions, shape, space, kinds)
+        bad = bad_of(a)
+        if bad.any():
+            _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, valid)
+        return a
+
+    return check
 
 
 def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:

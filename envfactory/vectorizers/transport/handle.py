@@ -124,16 +124,7 @@ class WorkerHandle(ABC):
     def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
         """A ``cls`` naming this worker: ``worker 1 (pid 42, envs [2, 3], env 'x') died
         during step``."""
-        return cls(
-            self._placed(what),
-            worker=self.index,
-            pid=self.pid,
-            env_indices=self.indices,
-            env_id=self.env_id,
-            exitcode=self.exitcode,
-            remote_traceback=tb,
-            call=call,
-        )
+        return cls(self._placed(what), exitcode=self.exitcode, **self._names(tb, call))
 
     def remote_error(self, call: str, failure: Failure) -> RemoteEnvError:
         """An env's exception (a [`Failure`][envfactory.vectorizers.remote.Failure]) as a
@@ -144,14 +135,15 @@ class WorkerHandle(ABC):
             self._placed(f"raised {failure.exc_type}"),
             exc_type=failure.exc_type,
             original=failure.exc,
-            worker=self.index,
-            pid=self.pid,
-            env_indices=self.indices,
-            env_id=self.env_id,
             exitcode=None if exitcode == 0 else exitcode,
-            remote_traceback=failure.traceback,
-            call=call,
+            **self._names(failure.traceback, call),
         )
+
+    def _names(self, tb: str, call: str) -> dict[str, Any]:
+        return dict(
+            worker=self.index, pid=self.pid, env_indices=self.indices, env_id=self.env_id,
+            remote_traceback=tb, call=call,
+        )  # fmt: skip
 
     def _placed(self, what: str) -> str:
         return f"[{self.where}] {what}" if self.where else what
