@@ -37,7 +37,6 @@ class DummyConfig:
     copy: bool = True
 
     def __post_init__(self) -> None:
-        """The checks envfactory runs at compose time (see `envfactory.config.checks`)."""
         check_bool(self, "copy")
 
 
