@@ -216,27 +216,17 @@ def check_seeds(seeds: Sequence[Any]) -> None:
             raise InvalidSeedError(f"seed for env {i} must be an int >= 0 or None, got {s}")
 
 
-_MODES = {
-    "next_step": AutoresetMode.NEXT_STEP,
-    "same_step": AutoresetMode.SAME_STEP,
-    "disabled": AutoresetMode.DISABLED,
-}
-
-
 def autoreset_mode(value: Any) -> AutoresetMode:
-    """gymnasium's AutoresetMode from ``next_step``/``same_step``/``disabled`` (or itself)."""
+    """gymnasium's AutoresetMode from ``next_step``/``same_step``/``disabled`` (or itself,
+    or its value)."""
     if isinstance(value, AutoresetMode):
         return value
     v = str(getattr(value, "value", value))
     for m in AutoresetMode:
-        if v == m.value:
+        if v in (m.value, m.name.lower()):
             return m
-    try:
-        return _MODES[v]
-    except KeyError:
-        raise ConfigError(
-            f"autoreset_mode must be one of {', '.join(_MODES)}; got {value!r}"
-        ) from None
+    names = ", ".join(m.name.lower() for m in AutoresetMode)
+    raise ConfigError(f"autoreset_mode must be one of {names}; got {value!r}")
 
 
 def count_restart(
