@@ -79,13 +79,9 @@ def build_subproc_atari(
 
 def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:
     """The ``auto`` vectorizer's build function (see
-    [`AutoConfig`][envfactory.vectorizers.plan.options.AutoConfig]): every env in this
-    process (a [`DummyVecEnv`][envfactory.vectorizers.dummy.DummyVecEnv]) when no core is
-    free for a worker now, else ``subproc`` with a parent share (``in_parent`` null). An
-    option only a worker process gives (``in_series``, ``timeout``, ``restart``, a pool)
-    keeps ``subproc``. What it chose and why (the load it saw) is the env's
-    [`split`][envfactory.vectorizers.record.Split], also logged on one INFO line of the
-    ``envfactory`` logger."""
+    [`AutoConfig`][envfactory.vectorizers.plan.options.AutoConfig]); what it chose and why
+    is the env's [`split`][envfactory.vectorizers.record.Split], also logged on one INFO
+    line of the ``envfactory`` logger."""
     return _build(env_fns, logging.INFO, True, options)
 
 

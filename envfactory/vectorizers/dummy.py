@@ -37,7 +37,6 @@ class DummyConfig:
     copy: bool = True
 
     def __post_init__(self) -> None:
-        """The checks envfactory runs at compose time (see `envfactory.config.checks`)."""
         check_bool(self, "copy")
 
 
@@ -156,12 +155,5 @@ class DummyVecEnv(VecEnvBase):
         self._runner.close()
 
 
-def build_dummy(
-    env_fns: Sequence[Callable[[], gym.Env]],
-    *,
-    autoreset_mode: Any = "next_step",
-    copy: bool = True,
-    seeding: str = "offset",
-) -> DummyVecEnv:
-    """The ``dummy`` vectorizer's build function."""
-    return DummyVecEnv(env_fns, autoreset_mode=autoreset_mode, copy=copy, seeding=seeding)
+#: the ``dummy`` vectorizer's build function
+build_dummy = DummyVecEnv

@@ -3,17 +3,6 @@
 ``envfactory`` command prints in its summary, saves in ``summary.json`` and shows in the
 sweep table.
 
-Two facts, each kept where it is decided:
-
-* **the split** ([`Split`][envfactory.vectorizers.record.Split]): the plan, decided by
-  [`plan_split`][envfactory.vectorizers.remote.plan_split] before any env is built and
-  consumed by the build: how many envs each worker gets, how many this process steps
-  itself, and why (``auto``'s fallback to every env in this process, ``subproc``'s default
-  split from the cores free at build time). ``dummy`` has none.
-* **the restarts** ([`WorkerRestarts`][envfactory.vectorizers.record.WorkerRestarts]): per
-  worker rebuilt with ``vectorizer.restart=true``, how many times and the first cause, read
-  from the worker handles (``WorkerHandle.restarts``, ``WorkerHandle.restart_cause``).
-
 Example:
     >>> import envfactory
     >>> with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"]) as envs:

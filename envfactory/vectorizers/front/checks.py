@@ -111,32 +111,13 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
 
         return check_discrete
     if isinstance(space, gym.spaces.MultiDiscrete):
-        start = space.start
-        stop = space.start + space.nvec
-        shape = (n, *space.shape)
-        ints = frozenset("iu")
-
-        def check_multidiscrete(actions: Any) -> Any:
-            a = _array(path, actions, shape, space, ints)
-            bad = (a < start) | (a >= stop)
-            if bad.any():
-                _value_error(path, a, bad.reshape(n, -1).any(axis=1), space,
-                             f"start <= x < start + nvec, start={start.tolist()}, "
-                             f"nvec={space.nvec.tolist()}")  # fmt: skip
-            return a
-
-        return check_multidiscrete
+        start, stop = space.start, space.start + space.nvec
+        valid = f"start <= x < start + nvec, start={start.tolist()}, nvec={space.nvec.tolist()}"
+        return _elementwise(
+            space, n, path, frozenset("iu"), valid, lambda a: (a < start) | (a >= stop)
+        )
     if isinstance(space, gym.spaces.MultiBinary):
-        shape = (n, *space.shape)
-
-        def check_multibinary(actions: Any) -> Any:
-            a = _array(path, actions, shape, space, _NUMERIC)
-            bad = (a != 0) & (a != 1)
-            if bad.any():
-                _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, "0 or 1")
-            return a
-
-        return check_multibinary
+        return _elementwise(space, n, path, _NUMERIC, "0 or 1", lambda a: (a != 0) & (a != 1))
     if isinstance(space, gym.spaces.Box):
         shape = (n, *space.shape)
 
@@ -193,6 +174,27 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
     return check_other
 
 
+def _elementwise(
+    space: gym.spaces.MultiDiscrete | gym.spaces.MultiBinary,
+    n: int,
+    path: str,
+    kinds: frozenset[str],
+    valid: str,
+    bad_of: Callable,
+) -> ActionCheck:
+    """The check of a MultiDiscrete or MultiBinary batch: ``bad_of(a)`` marks bad elements."""
+    shape = (n, *space.shape)
+
+    def check(actions: Any) -> Any:
+        a = _array(path, actions, shape, space, kinds)
+        bad = bad_of(a)
+        if bad.any():
+            _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, valid)
+        return a
+
+    return check
+
+
 def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:
     """``check(actions)`` for batches of the single action space ``space``: raises
     [`InvalidActionError`][envfactory.errors.InvalidActionError] (a ValueError and a TypeError)
@@ -203,8 +205,6 @@ def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:
 def check_seeds(seeds: Sequence[Any]) -> None:
     """Every per-env seed is None or an int >= 0 (what ``numpy.random.SeedSequence`` and
     gymnasium's ``env.reset(seed=...)`` take)."""
-    from ...errors import InvalidSeedError
-
     for i, s in enumerate(seeds):
         if s is None:
             continue
@@ -216,27 +216,17 @@ def check_seeds(seeds: Sequence[Any]) -> None:
             raise InvalidSeedError(f"seed for env {i} must be an int >= 0 or None, got {s}")
 
 
-_MODES = {
-    "next_step": AutoresetMode.NEXT_STEP,
-    "same_step": AutoresetMode.SAME_STEP,
-    "disabled": AutoresetMode.DISABLED,
-}
-
-
 def autoreset_mode(value: Any) -> AutoresetMode:
-    """gymnasium's AutoresetMode from ``next_step``/``same_step``/``disabled`` (or itself)."""
+    """gymnasium's AutoresetMode from ``next_step``/``same_step``/``disabled`` (or itself,
+    or its value)."""
     if isinstance(value, AutoresetMode):
         return value
     v = str(getattr(value, "value", value))
     for m in AutoresetMode:
-        if v == m.value:
+        if v in (m.value, m.name.lower()):
             return m
-    try:
-        return _MODES[v]
-    except KeyError:
-        raise ConfigError(
-            f"autoreset_mode must be one of {', '.join(_MODES)}; got {value!r}"
-        ) from None
+    names = ", ".join(m.name.lower() for m in AutoresetMode)
+    raise ConfigError(f"autoreset_mode must be one of {names}; got {value!r}")
 
 
 def count_restart(
@@ -344,12 +334,7 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
     """
     if timeout is None:
         return None
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, numbers.Real)
-        or math.isnan(timeout)
-        or timeout < 0
-    ):
+    if _not_seconds(timeout):
         raise ValueError(
             f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
             "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
@@ -358,18 +343,19 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
     return float(timeout)
 
 
+def _not_seconds(timeout: Any) -> bool:
+    """Not a number of seconds >= 0 (``bool`` and NaN are not)."""
+    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+    return bad_type or math.isnan(timeout) or timeout < 0
+
+
 # -- the async pool's arguments -------------------------------------------------------
 def check_recv_timeout(timeout: Any) -> float | None:
     """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None); a bad
     value is a ValueError before anything is waited on."""
     if timeout is None:
         return None
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float | np.integer | np.floating)
-        or math.isnan(timeout)
-        or timeout < 0
-    ):
+    if _not_seconds(timeout):
         raise ValueError(
             f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
             "vectorizer.timeout) or a number of seconds >= 0"

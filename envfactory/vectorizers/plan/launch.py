@@ -99,11 +99,7 @@ _launcher_lock = threading.Lock()
 
 
 def _serve_launches(jobs: queue.SimpleQueue) -> None:
-    # Ctrl-C is the main process's to handle (it ends the workers): every process started
-    # from here (a worker, the fork server) starts with SIGINT blocked, so a Ctrl-C at the
-    # terminal, sent to the whole process group, prints no traceback from a process still
-    # importing its modules (the fork server's preload, a spawned worker's start-up)
-    while True:
+    while True:  # (SIGINT blocked here by _servers_up)
         fn, box, done = jobs.get()
         try:
             box["result"] = fn()

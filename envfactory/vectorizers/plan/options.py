@@ -140,8 +140,6 @@ class SubprocConfig(FaultOptions):
     in_parent: Optional[int] = 0  # noqa: UP045
 
     def __post_init__(self) -> None:
-        """The checks envfactory runs at compose time (see `envfactory.config.checks`);
-        ``timeout=inf`` becomes None (no timeout)."""
         check_int(self, "in_series", 1, optional=True)
         check_choice(self, "context", START_METHODS)
         check_bool(self, "shared_memory")

@@ -1,13 +1,7 @@
-"""The plan: how a vectorizer's envs are split over its workers and this process, decided once,
-by one function ([`plan_split`][envfactory.vectorizers.remote.plan_split]), before any env is
-built, into one typed record ([`Split`][envfactory.vectorizers.record.Split]) that the build
-consumes and the run record reports (its ``reason`` is the line the run summary prints).
-
-What it weighs: the options as configured (``in_series``, ``in_parent``, ``batch_size``, and
-``timeout``/``restart``, which only a worker process gives), the cores other programs leave
-free at build time (`others_running`, sampled once for the whole plan), and on 8 or more cpus
-a probe of one env's step in a throwaway process (`probe.step_seconds`). Nothing downstream
-re-derives any of it: a backend starts one worker per
+"""The plan: how a vectorizer's envs are split over its workers and this process, decided once
+by [`plan_split`][envfactory.vectorizers.remote.plan_split] before any env is built, into one
+[`Split`][envfactory.vectorizers.record.Split] with its one-line reason (what the run summary
+prints). Nothing downstream re-derives it: a backend starts one worker per
 [`Split.slices`][envfactory.vectorizers.record.Split.slices] entry and steps the last
 ``in_parent`` envs itself.
 """

@@ -16,25 +16,12 @@ __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "spl
 
 
 class WorkerHandle(ABC):
-    """The parent's end of one worker, which hosts envs ``start:stop``.
-
-    A backend implements [`send`][envfactory.vectorizers.remote.WorkerHandle.send],
-    [`recv`][envfactory.vectorizers.remote.WorkerHandle.recv],
-    [`kill`][envfactory.vectorizers.remote.WorkerHandle.kill] and
-    [`pid`][envfactory.vectorizers.remote.WorkerHandle.pid] (and, where it has them,
-    [`exitcode`][envfactory.vectorizers.remote.WorkerHandle.exitcode],
-    [`alive`][envfactory.vectorizers.remote.WorkerHandle.alive],
-    [`join`][envfactory.vectorizers.remote.WorkerHandle.join],
-    [`close`][envfactory.vectorizers.remote.WorkerHandle.close]). One command is in flight at a time
-    per handle, except where the backend's own scheduler (the async pool) pipelines them.
-
-    The [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] keeps its per-worker bookkeeping
-    here:
-    [`restarts`][envfactory.vectorizers.remote.WorkerHandle.restarts] (restart times),
-    [`last_reset`][envfactory.vectorizers.remote.WorkerHandle.last_reset] (to redo a reset on a
-    rebuilt worker). Errors name the handle through
-    [`error`][envfactory.vectorizers.remote.WorkerHandle.error] and
-    [`remote_error`][envfactory.vectorizers.remote.WorkerHandle.remote_error].
+    """The parent's end of one worker, which hosts envs ``start:stop``: a backend implements
+    the abstract ``send``, ``recv``, ``kill`` and ``pid``, and where it has them ``exitcode``,
+    ``alive``, ``join`` and ``close``. One command is in flight at a time per handle, except
+    where the backend's own scheduler (the async pool) pipelines them. The
+    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] keeps its per-worker
+    bookkeeping here (``restarts``, ``last_reset``).
 
     Interrupts (Ctrl-C): a call runs with Ctrl-C held (`ctrl_c`), so
     [`send`][envfactory.vectorizers.remote.WorkerHandle.send] is never cut. ``recv`` is the
@@ -137,16 +124,7 @@ class WorkerHandle(ABC):
     def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
         """A ``cls`` naming this worker: ``worker 1 (pid 42, envs [2, 3], env 'x') died
         during step``."""
-        return cls(
-            self._placed(what),
-            worker=self.index,
-            pid=self.pid,
-            env_indices=self.indices,
-            env_id=self.env_id,
-            exitcode=self.exitcode,
-            remote_traceback=tb,
-            call=call,
-        )
+        return cls(self._placed(what), exitcode=self.exitcode, **self._names(tb, call))
 
     def remote_error(self, call: str, failure: Failure) -> RemoteEnvError:
         """An env's exception (a [`Failure`][envfactory.vectorizers.remote.Failure]) as a
@@ -157,14 +135,15 @@ class WorkerHandle(ABC):
             self._placed(f"raised {failure.exc_type}"),
             exc_type=failure.exc_type,
             original=failure.exc,
-            worker=self.index,
-            pid=self.pid,
-            env_indices=self.indices,
-            env_id=self.env_id,
             exitcode=None if exitcode == 0 else exitcode,
-            remote_traceback=failure.traceback,
-            call=call,
+            **self._names(failure.traceback, call),
         )
+
+    def _names(self, tb: str, call: str) -> dict[str, Any]:
+        return dict(
+            worker=self.index, pid=self.pid, env_indices=self.indices, env_id=self.env_id,
+            remote_traceback=tb, call=call,
+        )  # fmt: skip
 
     def _placed(self, what: str) -> str:
         return f"[{self.where}] {what}" if self.where else what

@@ -129,11 +129,10 @@ def fits(schema: Schema, calls: list[tuple[int, dict[str, Any]]], n: int) -> boo
 
 
 def schema_of(calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
-    """The schema a step's ``(env, info)`` pairs (of a worker of ``n`` envs) teach, or
-    None: the keys in the order of the env that has the most; a scalar every env reports
-    is dense, any other key sparse; the pairs must fit it and its columns ``INFO_KEYS``."""
-    if not calls:
-        return None
+    """The schema a step's ``(env, info)`` pairs (at least one, of a worker of ``n`` envs)
+    teach, or None: the keys in the order of the env that has the most; a scalar every env
+    reports is dense, any other key sparse; the pairs must fit it and its columns
+    ``INFO_KEYS``."""
     template = max((info for _, info in calls), key=len)
     counts = dict.fromkeys(template, 0)
     for _, info in calls:
@@ -275,15 +274,11 @@ class InfoColumns:
                 else:
                     value[sub], value[f"_{sub}"] = array, present.copy()
             found.append((int(hits[0]), pos, key, value, present))
-        found.sort(key=_first_seen)  # (gymnasium's merge adds a key at its first row)
+        found.sort(key=lambda e: e[:2])  # (gymnasium's merge adds a key at its first row)
         infos: dict[str, Any] = {}
         for _, _, key, value, present in found:
             infos[key], infos[f"_{key}"] = value, present
         return infos
-
-
-def _first_seen(entry: tuple) -> tuple[int, int]:
-    return entry[0], entry[1]
 
 
 class ColumnRows:

@@ -27,6 +27,7 @@ class LocalHandle(WorkerHandle):
     restartable = False
     in_process = True
     own_wait = True  # (no wait: its recv runs the envs)
+    label = "the parent's own envs (vectorizer.in_parent)"
 
     def __init__(self, start: int, envs: list, mode: Any, env_id: str) -> None:
         # worker -1 is how errors name the parent process (WorkerError.worker)
@@ -36,11 +37,6 @@ class LocalHandle(WorkerHandle):
         self.out.runner = self.host.runner
         self._pending: tuple[Cmd, Any] | None = None
         self._answer: tuple[Any] | None = None  # its answer, kept for recv
-        self._label = "the parent's own envs (vectorizer.in_parent)"
-
-    @property
-    def label(self) -> str:
-        return self._label
 
     @property
     def pid(self) -> int:
@@ -52,10 +48,7 @@ class LocalHandle(WorkerHandle):
 
     def infos(self) -> list[EnvInfo]:
         """What a worker reports about its envs, for the parent's own."""
-        return [
-            EnvInfo(e.observation_space, e.action_space, dict(e.metadata), e.render_mode, None)
-            for e in self.host.envs
-        ]
+        return [EnvInfo.of(e) for e in self.host.envs]
 
     def attach(self, buffers: Any, shared_obs: bool) -> None:
         """Write results into the shared region, as the workers do."""
@@ -69,12 +62,10 @@ class LocalHandle(WorkerHandle):
             return self._answer[0]  # (asked again after an interrupt)
         if self._pending is None:
             return None
-        cmd, data = self._pending
+        (cmd, data), self._pending = self._pending, None
         if cmd == Cmd.CLOSE:
-            self._pending = None
             self.host.close()
             return None
-        self._pending = None
         try:
             result = self.host.handle(cmd, data)
         except KeyboardInterrupt:

@@ -223,6 +223,23 @@ def _leaf_error(
     return None
 
 
+def _nesting_error(i: int, value: Any, path: str, keys: set | int) -> ObservationError:
+    """Env ``i``'s observation is not a dict with ``keys`` (a Dict space) or a tuple of
+    ``keys`` items (an int: a Tuple space)."""
+    if isinstance(keys, int):
+        is_seq = isinstance(value, (tuple, list))
+        got = f"of length {len(value)}" if is_seq else f"= {type(value).__name__}"
+        return ObservationError(
+            f"env {i} returned observation{path} {got}, but the observation space is a Tuple "
+            f"of {keys}"
+        )
+    keys_got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+    return ObservationError(
+        f"env {i} returned observation{path} = {keys_got}, but the observation space is a Dict "
+        f"with keys {sorted(keys)}"
+    )
+
+
 def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
     if isinstance(target, np.ndarray):
         shape, dtype = target.shape[1:], target.dtype
@@ -243,11 +260,7 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
         def write_dict(i: int, value: Any) -> None:
             if not isinstance(value, Mapping) or value.keys() != keys:
-                got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
-                raise ObservationError(
-                    f"env {i} returned observation{path} = {got}, but the observation space "
-                    f"is a Dict with keys {sorted(keys)}"
-                )
+                raise _nesting_error(i, value, path, keys)
             for k, w in subs.items():
                 w(i, value[k])
 
@@ -256,11 +269,7 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
     def write_tuple(i: int, value: Any) -> None:
         if not isinstance(value, (tuple, list)) or len(value) != len(parts):
-            got = f"length {len(value)}" if isinstance(value, (tuple, list)) else type(value)
-            raise ObservationError(
-                f"env {i} returned observation{path} of {got}, but the observation space is "
-                f"a Tuple of {len(parts)}"
-            )
+            raise _nesting_error(i, value, path, len(parts))
         for w, v in zip(parts, value):
             w(i, v)
 
@@ -277,19 +286,12 @@ def check_observation(space: gym.Space, i: int, value: Any, path: str = "") -> N
             raise err
     elif isinstance(space, gym.spaces.Dict):
         if not isinstance(value, Mapping) or value.keys() != space.spaces.keys():
-            got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
-            raise ObservationError(
-                f"env {i} returned observation{path} = {got}, but the observation space is a "
-                f"Dict with keys {sorted(space.spaces)}"
-            )
+            raise _nesting_error(i, value, path, set(space.spaces))
         for k, sub in space.spaces.items():
             check_observation(sub, i, value[k], f"{path}[{k!r}]")
     elif isinstance(space, gym.spaces.Tuple):
         if not isinstance(value, (tuple, list)) or len(value) != len(space.spaces):
-            raise ObservationError(
-                f"env {i} returned observation{path} = {type(value).__name__}, but the "
-                f"observation space is a Tuple of {len(space.spaces)}"
-            )
+            raise _nesting_error(i, value, path, len(space.spaces))
         for j, (sub, v) in enumerate(zip(space.spaces, value)):
             check_observation(sub, i, v, f"{path}[{j}]")
 

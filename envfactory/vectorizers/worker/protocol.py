@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import struct
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -122,15 +123,11 @@ class EnvInfo:
     action_space: Any
     metadata: dict[str, Any]
     render_mode: str | None
-    spec_id: str | None
 
     @classmethod
     def of(cls, env: Any) -> EnvInfo:
         """What a worker reports about ``env``, an env it built."""
-        spec_id = getattr(env.spec, "id", None)
-        return cls(
-            env.observation_space, env.action_space, dict(env.metadata), env.render_mode, spec_id
-        )
+        return cls(env.observation_space, env.action_space, dict(env.metadata), env.render_mode)
 
 
 @dataclass(frozen=True)
@@ -199,9 +196,6 @@ def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) 
     (`dumps` here; a backend passes its own): the exception travels only if it
     survives that and loading back (some pickle but cannot be rebuilt from their
     ``__init__`` arguments); None: it stays in this process, as it is."""
-    import pickle
-    import traceback
-
     tb = traceback.format_exc()
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
     if pickles is None:

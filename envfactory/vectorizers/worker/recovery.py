@@ -95,17 +95,10 @@ def after_reset(mask: Any, done: Sequence[bool], mode: AutoresetMode | str) -> l
 
 class Recoverable(gym.Wrapper):
     """An env a rebuilt host can recover through a vectorized env's public calls:
-    ``set_attr("envfactory_recover", ...)`` arms it, and its next ``step`` stands for the lost
-    one, as the rule says:
-
-    - ``(LOST, obs)``: the step reports the lost episode truncated at ``obs`` (the last
-      observation the caller saw), reward 0, ``{"restarted": True}``; under ``same_step`` the
-      reset that follows at once is flagged ``restarted`` too;
-    - ``RESET`` / ``RESET_FLAGGED``: that step was the env's ``next_step`` autoreset: the env
-      is reset, reward 0, flags False (``RESET_FLAGGED``: its info also says ``restarted``);
-    - None, ``REDONE``, ``NONE``: nothing to recover (a plain step).
-
-    Every other call reaches the env unchanged.
+    ``set_attr("envfactory_recover", what)`` arms it with a `Recover` (``LOST`` as
+    ``(LOST, obs)``, ``obs`` the last observation the caller saw), and its next ``step``
+    stands for the lost one as the rule says (the module docstring). Every other call
+    reaches the env unchanged.
     """
 
     #: the attribute ``set_attr`` arms

@@ -9,6 +9,7 @@ worker, answering the env commands of `protocol`."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -61,23 +62,14 @@ class EnvRunner:
         gymnasium's ``reset(*, seed=None, options=None)``, and an env whose ``reset`` takes no
         ``options`` (SB3's and Tianshou's envs may) works, as under their own vector envs."""
         calls: InfoCalls = []
-        if mask is None:
-            self.rewards[:] = 0.0
-            self.terminations[:] = False
-            self.truncations[:] = False
-            self.autoreset[:] = False
-        else:
-            self.rewards[mask] = 0.0
-            self.terminations[mask] = False
-            self.truncations[mask] = False
-            self.autoreset[mask] = False
+        which = slice(None) if mask is None else mask
+        for flags in (self.rewards, self.terminations, self.truncations, self.autoreset):
+            flags[which] = 0
+        kwargs = {} if options is None else {"options": options}
         for i, env in enumerate(self.envs):
             if mask is not None and not mask[i]:
                 continue
-            if options is None:
-                self.obs[i], info = env.reset(seed=seeds[i])
-            else:
-                self.obs[i], info = env.reset(seed=seeds[i], options=options)
+            self.obs[i], info = env.reset(seed=seeds[i], **kwargs)
             if info:
                 calls.append((i, info))
         return calls
@@ -193,12 +185,8 @@ class EnvHost:
     command the parent's [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] sent.
     ``collect(calls, mask)`` turns a step's or reset's info calls into the answer (the runner's
     ``obs``, ``rewards``, ``terminations`` and ``truncations`` hold the values); ``call`` answers
-    one result per env, ``set_attr`` None.
-
-    Lost episodes: a worker rebuilt after a fault (``restart=true``) gets
-    ``restarted`` (the failed call was a step) or ``restart-reset`` (it was a reset); an
-    env whose episode was lost ends it truncated at the last observation the caller saw,
-    at once or at its next step, with ``infos["restarted"]``.
+    one result per env, ``set_attr`` None. A worker rebuilt after a fault applies the
+    recovery rule (`recovery`) to the episodes its predecessor lost.
     """
 
     def __init__(self, envs: Sequence[gym.Env], mode: AutoresetMode, collect: Collect) -> None:
@@ -250,10 +238,8 @@ class EnvHost:
         return self._collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
 
     def restarted(self, rs: Any) -> Any:
-        """``Cmd.RESTARTED`` (a [`Restarted`][envfactory.vectorizers.remote.Restarted]): this worker
-        replaces one that failed during a step: each env ends its lost episode now (truncated, at
-        the last observation the caller saw), or, if that step was its next_step autoreset,
-        is reset."""
+        """``Cmd.RESTARTED`` (a [`Restarted`][envfactory.vectorizers.remote.Restarted]): the
+        recovery rule after a lost step (`after_step`)."""
         rule = after_step(rs.done, self.mode)
         due = [i for i, what in enumerate(rule) if what == RESET_FLAGGED]
         for i, what in enumerate(rule):
@@ -267,9 +253,7 @@ class EnvHost:
 
     def restart_reset(self, rr: Any) -> Any:
         """``Cmd.RESTART_RESET`` (a [`RestartReset`][envfactory.vectorizers.remote.RestartReset]):
-        this worker replaces one that failed during a reset: the reset is redone (same seeds and
-        options); with a reset_mask, the unmasked envs keep the observation the caller saw and end
-        their lost episode (truncated) at their next step."""
+        the recovery rule after a lost reset (`after_reset`)."""
         mask, runner = rr.reset.mask, self.runner
         calls = runner.reset(rr.reset.seeds, rr.reset.options, mask)
         self.lost.clear()
@@ -297,10 +281,8 @@ class EnvHost:
     def close(self) -> None:
         """Close every env (errors ignored: the envs are being thrown away)."""
         for env in self.envs:
-            try:
+            with contextlib.suppress(Exception):
                 env.close()
-            except Exception:
-                pass
         self.envs.clear()
 
     def _step_lost(self, actions: Any, only: Any = None) -> InfoCalls:

@@ -9,11 +9,11 @@ import functools
 import os
 import select
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from ... import _compat
 from ..transport.board import (
     CMD,
     DONE,
@@ -121,19 +121,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def _release_forkserver() -> None:
-    """Under forkserver a worker inherits the write end of the forkserver's "alive" pipe
-    (every child of the forkserver holds one, so that the forkserver lives while any of
-    them does). Closing it lets the forkserver exit as soon as the main process dies, and
-    with it every worker, busy or stopped: the forkserver is their parent, whose death
-    sends them SIGKILL (PR_SET_PDEATHSIG). An env that starts processes with forkserver
-    starts a forkserver of its own (this one is the main process's). The private fields
-    of ``multiprocessing.forkserver`` are touched in `envfactory._compat`."""
-    from ... import _compat
-
-    _compat.release_forkserver_alive_fd()
-
-
 def _watch_main(main_pid: int) -> None:
     """A thread that kills this worker (and its process group: the env's helpers) the
     moment the main process ends, whoever the worker's parent is (the forkserver, under
@@ -172,16 +159,16 @@ def _failure(exc: BaseException) -> Failure:
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
     _die_with_parent()
-    _release_forkserver()
+    # under forkserver: drop the inherited write end of the fork server's "alive" pipe, so
+    # that it exits with the main process and its death SIGKILLs this worker (PDEATHSIG)
+    _compat.release_forkserver_alive_fd()
     with contextlib.suppress(OSError):  # a process group of its own: the parent ends the
         os.setpgid(0, 0)  # env's helper processes with the worker (timeout, terminate)
     _watch_main(spec.main_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     for c in spec.close_fds or ():  # fork: drop inherited parent ends of other workers' pipes
-        try:
+        with contextlib.suppress(OSError):
             c.close()
-        except OSError:
-            pass
     if os.getppid() != spec.main_pid and not _alive(spec.main_pid):
         return
     try:
@@ -212,7 +199,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
@@ -304,17 +291,9 @@ class _Worker:
             if cmd == Cmd.CLOSE:
                 self.close(seq)
                 return
-            try:
-                try:
-                    run = table[cmd]
-                except KeyError:
-                    raise ValueError(f"unknown command {cmd!r}") from None
-                answer = self.sender.dumps((seq, OK, run(data)))  # an unpicklable result
+            try:  # (the parent sends only the table's commands)
+                answer = self.sender.dumps((seq, OK, table[cmd](data)))  # an unpicklable result
             except Exception as exc:  # (get_attr of a lock, say) is an error, not a dead worker
                 self.sender.send((seq, ERROR, _failure(exc)))
                 continue
             conn.send_bytes(answer)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("envfactory.vectorizers.worker.worker is started by the subproc vectorizer")
