@@ -410,3 +410,30 @@ def test_pool_across_nodes_survives_a_lost_node_with_restart(
             seen.update(ids)
             envs.send(actions, ids)
         assert seen == {0, 1, 2, 3}  # every node steps again
+
+
+def test_pool_across_nodes_without_restart_a_lost_node_is_one_clear_error(
+    cluster: LocalCluster, nodes: list[str]
+) -> None:
+    """The pool across nodes without ``restart``: the node of actor 0 lost, ``recv`` raises
+    within the fault bound one ``WorkerDiedError`` naming that actor, its envs and the node,
+    and the pool is then broken (``VecEnvBrokenError``), as the synchronous env."""
+    pool = ["vectorizer.in_actor=subproc", "vectorizer.batch_size=2"]
+    with make_any(*pool, f"vectorizer.timeout={TIMEOUT}", num_envs=4) as envs:
+        assert isinstance(envs, RayPool)
+        actions = np.zeros(2, dtype=np.int64)
+        envs.async_reset(seed=0)
+        for _ in range(4):
+            envs.send(actions, envs.recv()[4]["env_id"])
+        lost = placement(envs)[0]
+        cluster.lose(lost)
+        t0 = time.monotonic()
+        with pytest.raises(envfactory.WorkerDiedError) as info:
+            while time.monotonic() - t0 < FAULT_SECONDS:
+                envs.send(actions, envs.recv()[4]["env_id"])
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        err = info.value
+        assert err.worker == 0 and err.env_indices == [0, 1] and err.node_id == lost
+        assert f"({lost[:12]})]" in str(err), str(err)
+        with pytest.raises(envfactory.VecEnvBrokenError, match="unusable since: worker 0"):
+            envs.recv()
