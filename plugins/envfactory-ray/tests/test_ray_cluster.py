@@ -1,7 +1,8 @@
 """The ``ray`` vectorizer on a local multi-node Ray cluster (``ray.cluster_utils.Cluster``: a head
 with no CPUs and two worker nodes of 2 CPUs, all processes of this machine, one cluster for the
 module): actors spread over the nodes, the same trajectories as ``dummy``, a lost node with and
-without ``restart``, with and without room elsewhere, and frozen actors.
+without ``restart``, with and without room elsewhere (also with node actors stepped by the
+compiled graph, and in the async pool across node actors), and frozen actors.
 
 A node is lost the hard way (``remove_node(allow_graceful=False)``: its raylet and workers are
 SIGKILLed), and Ray goes on listing it as alive for 10-15 s, as on a real cluster. Before each test
