@@ -36,6 +36,7 @@ from envfactory.vectorizers.remote import (
     RemoteVecEnv,
     WorkerGroup,
     WorkerHandle,
+    count_restart,
     env_label,
     merge_block,
     plan_split,
@@ -363,8 +364,9 @@ class RayGroup(WorkerGroup):
             except WorkerDiedError as err:
                 if handle.init_failed or not handle.describing:
                     raise  # its creation failed (would fail again), or it died after starting
-                if not self.env.supervisor.count(handle, err):  # (the budget is spent)
-                    raise
+                sup = self.env.supervisor  # (the core's budget; past it, raises ``err``)
+                count_restart(handle.restarts, err, handle.label, sup.max_restarts,
+                              sup.restart_window)  # fmt: skip
                 left = deadline - time.monotonic()
                 if left <= pause:
                     raise
