@@ -242,7 +242,7 @@ class ActorHandle(WorkerHandle):
         self.graph: StepGraph | None = None
         self.graph_steps = 0  # steps posted to the current actor's graph
         self.channels = True  # a node actor is talked to by a direct channel once started
-        self._answer: tuple[Any, Any] | None = None  # (its ref, the raw answer), once read
+        self._answer: tuple[Any, tuple[str, Any]] | None = None  # (its ref, raw answer) once read
         self.fetched: tuple[str, Any] | None = None  # this handle's, once fetched
 
     def spawn(self, cls: Any, mode: AutoresetMode, avoid: Sequence[str] = ()) -> None:

@@ -11,6 +11,9 @@ What happens when the graph cannot serve a step:
 
 - it cannot be compiled (the Ray at hand refuses it): one ``RuntimeWarning``, and every step goes
   by the actors' channels for the life of the vectorized env;
+- it cannot be compiled because an actor is gone (its node lost before the step): that step goes
+  by the channels, where the death is that actor's ``WorkerDiedError``, and a graph is compiled
+  again once the actor is rebuilt (``restart``);
 - it breaks (an actor dies, its node is lost, a step times out, a Ctrl-C cut a read): the handle
   whose actor died raises its ``WorkerDiedError`` as without the graph (``restart`` rebuilds it);
   every other handle reads its node's answer to that step by its channel (the actor keeps the

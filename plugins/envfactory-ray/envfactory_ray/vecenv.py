@@ -36,6 +36,7 @@ from envfactory.vectorizers.remote import (
     RemoteVecEnv,
     WorkerGroup,
     WorkerHandle,
+    count_restart,
     env_label,
     merge_block,
     plan_split,
@@ -180,6 +181,9 @@ class RayGroup(WorkerGroup):
         self.compiled_graph = bool(compiled_graph)
         self._graph: StepGraph | None = None
         self._graph_refused = False  # Ray could not compile it: every step by the channels
+        #: the actors a compile failed over because one of them was gone (its node lost): no
+        #: graph until one of them is rebuilt (the channels report its death meanwhile)
+        self._graph_lost_over: list[str] = []
         #: node actors are talked to by a direct channel each (False: by Ray calls, the pool's)
         self.channels = True
         self.in_series = in_series
@@ -294,16 +298,22 @@ class RayGroup(WorkerGroup):
     def _step_graph(self) -> StepGraph | None:
         """The compiled graph over the node actors of this step: the last one, or a new one
         when an actor was rebuilt or the last one broke (see `envfactory_ray.graph`); None
-        while an actor is not started, or for good once Ray could not compile one."""
+        while an actor is not started or was gone at the last compile (until it is rebuilt),
+        or for good once Ray could not compile one."""
         handles = self._actor_handles
         graph = self._graph
         if graph is not None and not graph.serves(handles):
             graph.teardown()
             graph = self._graph = None
         ready = all(h.alive and not h.describing for h in handles)
-        if graph is None and ready and not self._graph_refused:
+        ids = [h.actor_id for h in handles]
+        if graph is None and ready and not self._graph_refused and ids != self._graph_lost_over:
+            import ray
+
             try:
                 graph = self._graph = StepGraph(handles)
+            except ray.exceptions.RayActorError:  # an actor gone, not Ray refusing the graph
+                self._graph_lost_over = ids
             except Exception as exc:
                 self._graph_refused = True
                 _warn(
@@ -354,8 +364,9 @@ class RayGroup(WorkerGroup):
             except WorkerDiedError as err:
                 if handle.init_failed or not handle.describing:
                     raise  # its creation failed (would fail again), or it died after starting
-                if not self.env.supervisor.count(handle, err):  # (the budget is spent)
-                    raise
+                sup = self.env.supervisor  # (the core's budget; past it, raises ``err``)
+                count_restart(handle.restarts, err, handle.label, sup.max_restarts,
+                              sup.restart_window)  # fmt: skip
                 left = deadline - time.monotonic()
                 if left <= pause:
                     raise

@@ -1,7 +1,8 @@
 """The ``ray`` vectorizer on a local multi-node Ray cluster (``ray.cluster_utils.Cluster``: a head
 with no CPUs and two worker nodes of 2 CPUs, all processes of this machine, one cluster for the
 module): actors spread over the nodes, the same trajectories as ``dummy``, a lost node with and
-without ``restart``, with and without room elsewhere, and frozen actors.
+without ``restart``, with and without room elsewhere (also with node actors stepped by the
+compiled graph, and in the async pool across node actors), and frozen actors.
 
 A node is lost the hard way (``remove_node(allow_graceful=False)``: its raylet and workers are
 SIGKILLed), and Ray goes on listing it as alive for 10-15 s, as on a real cluster. Before each test
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
+from envfactory_ray.graph import StepGraph
+from envfactory_ray.pool import RayPool
 from envfactory_ray.vecenv import RayVecEnv
 
 import envfactory
@@ -34,6 +37,10 @@ pytestmark = pytest.mark.slow  # a cluster of three nodes: about 10 s to start h
 NODE_CPUS = 2
 FAULT_SECONDS = 30.0  # bound on noticing a fault (the machine is small and shared)
 TIMEOUT = 8.0  # vectorizer.timeout (and start_timeout) of the fault tests
+#: the node-local mode stepped by one compiled Ray graph (one node actor of 1 CPU per 2 envs)
+GRAPH = ("vectorizer.in_actor=subproc", "vectorizer.compiled_graph=true")
+#: the ways a synchronous env steps its actors on the cluster: Ray calls, the compiled graph
+MODES = pytest.mark.parametrize("mode", [(), GRAPH], ids=["calls", "graph"])
 
 
 class LocalCluster:
@@ -121,6 +128,13 @@ def gone(pid: int, seconds: float) -> bool:
 
 
 def make(*extra: str, num_envs: int = 8) -> RayVecEnv:
+    envs = make_any(*extra, num_envs=num_envs)
+    assert isinstance(envs, RayVecEnv)
+    return envs
+
+
+def make_any(*extra: str, num_envs: int = 8) -> Any:
+    """The vectorized env of ``extra`` (a `RayVecEnv`, or a `RayPool` with ``batch_size``)."""
     overrides = [
         "vectorizer=ray",
         f"num_envs={num_envs}",
@@ -128,12 +142,10 @@ def make(*extra: str, num_envs: int = 8) -> RayVecEnv:
         "vectorizer.in_series=2",
         *extra,
     ]
-    envs = envfactory.make_vec(overrides=overrides)
-    assert isinstance(envs, RayVecEnv)
-    return envs
+    return envfactory.make_vec(overrides=overrides)
 
 
-def placement(envs: RayVecEnv) -> list[str]:
+def placement(envs: Any) -> list[str]:
     return [h.node_id for h in envs.group._actor_handles]
 
 
@@ -240,11 +252,17 @@ def test_a_driver_with_token_auth_on_a_cluster_without_gets_actors_that_die_nami
     assert line.endswith(") during start")
 
 
-def test_node_lost_without_restart(cluster: LocalCluster, nodes: list[str]) -> None:
+@MODES
+def test_node_lost_without_restart(
+    cluster: LocalCluster, nodes: list[str], mode: tuple[str, ...]
+) -> None:
     """One ``WorkerDiedError`` naming the first actor of the lost node, its envs and the node,
-    then ``VecEnvBrokenError``."""
-    with make(num_envs=4) as envs:
+    then ``VecEnvBrokenError``; the same with the compiled graph (its read of the lost node
+    breaks, and the error is the actor's, not the graph's)."""
+    with make(*mode, num_envs=4) as envs:
         envs.reset(seed=0)
+        envs.step(np.zeros(4, dtype=np.int64))  # (the graph is compiled at the first step)
+        assert isinstance(envs.group._graph, StepGraph) == bool(mode)
         lost = placement(envs)[0]
         cluster.lose(lost)
         err, took = step_until_fault(envs)
@@ -259,15 +277,28 @@ def test_node_lost_without_restart(cluster: LocalCluster, nodes: list[str]) -> N
             envs.step(np.zeros(4, dtype=np.int64))
 
 
+@pytest.mark.parametrize(
+    ("mode", "compiled"),
+    [((), False), (GRAPH, True), (GRAPH, False)],
+    ids=["calls", "graph", "graph-lost-before-compiled"],
+)
 def test_node_lost_with_restart_and_room_elsewhere_is_survived(
-    cluster: LocalCluster, nodes: list[str]
+    cluster: LocalCluster, nodes: list[str], mode: tuple[str, ...], compiled: bool
 ) -> None:
     """2 actors of 1 CPU on two nodes of 2 CPUs, the node of actor 0 lost while Ray still
     lists it alive: its actors are rebuilt on the other node (not on the lost one, where they
-    would die), their envs truncated, the others go on, and the env keeps stepping."""
+    would die), their envs truncated, the others go on, and the env keeps stepping. With the
+    compiled graph, the steps after the loss go by a graph compiled again over the rebuilt
+    actors (as sweeps-and-ray.md says), not by the channels; also when the node was lost
+    before the first step compiled the graph (a compile that fails on a lost actor is no
+    refusal by Ray: no fallback for good, no warning that Ray cannot compile)."""
     opts = [f"vectorizer.timeout={TIMEOUT}", "vectorizer.start_timeout=60"]
-    with make("vectorizer.restart=true", *opts, num_envs=4) as envs:
+    with make("vectorizer.restart=true", *mode, *opts, num_envs=4) as envs:
         envs.reset(seed=0)
+        if compiled:
+            envs.step(np.zeros(4, dtype=np.int64))  # (the graph is compiled at the first step)
+            assert isinstance(envs.group._graph, StepGraph)
+        old = envs.group._graph
         before = placement(envs)
         lost = before[0]
         on_lost = [i for h in envs.group._actor_handles if h.node_id == lost for i in h.indices]
@@ -292,8 +323,15 @@ def test_node_lost_with_restart_and_room_elsewhere_is_survived(
         assert lost not in placement(envs) and set(placement(envs)) <= set(nodes)
         first = str(caught[0].message)
         assert first.startswith("restarting after: worker ") and f"({lost[:12]})]" in first
+        assert not [w for w in caught if "could not compile" in str(w.message)]
         for _ in range(20):
             envs.step(np.zeros(4, dtype=np.int64))
+        graph = envs.group._graph
+        if mode:  # back on a graph, over the actors that step now
+            assert isinstance(graph, StepGraph) and graph is not old and not graph.broken
+            assert graph.actor_ids == [h.actor_id for h in envs.group._actor_handles]
+        else:
+            assert graph is None
 
 
 def test_node_lost_with_restart_and_no_room_is_one_clear_error_within_timeout(
@@ -324,3 +362,87 @@ def test_node_lost_with_restart_and_no_room_is_one_clear_error_within_timeout(
         assert text.endswith("raise vectorizer.start_timeout) during restart"), text
         with pytest.raises(envfactory.VecEnvBrokenError):
             envs.step(np.zeros(8, dtype=np.int64))
+
+
+def test_pool_across_nodes_survives_a_lost_node_with_restart(
+    cluster: LocalCluster, nodes: list[str]
+) -> None:
+    """The async pool over node actors (``batch_size`` with ``in_actor=subproc``: 2 actors of
+    2 envs, a batch is one node), ``restart=true``, the node of actor 0 lost while the pool
+    steps: ``recv`` keeps returning whole nodes within the fault bound, the lost node's envs
+    come back flagged ``restarted`` (truncated, or reset when their lost step was their
+    autoreset), the others go on, and the pool keeps stepping on the rebuilt actors."""
+    opts = [f"vectorizer.timeout={TIMEOUT}", "vectorizer.start_timeout=60"]
+    pool = ["vectorizer.in_actor=subproc", "vectorizer.batch_size=2", "vectorizer.restart=true"]
+    with make_any(*pool, *opts, num_envs=4) as envs:
+        assert isinstance(envs, RayPool)
+        actions = np.zeros(2, dtype=np.int64)
+        ended = np.zeros(4, dtype=bool)  # each env's flags at its last step returned
+
+        def recv() -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+            t = time.monotonic()
+            _, _, term, trunc, infos = envs.recv()
+            assert time.monotonic() - t < TIMEOUT + FAULT_SECONDS, "recv waited too long"
+            ids = infos["env_id"].tolist()
+            assert ids in ([0, 1], [2, 3]), ids  # whole nodes
+            flagged = infos.get("_restarted", np.zeros(2, dtype=bool))
+            return ids, term, trunc, flagged
+
+        envs.async_reset(seed=0)
+        for _ in range(10):
+            ids, term, trunc, _ = recv()
+            ended[ids] = term | trunc
+            envs.send(actions, ids)
+        lost = placement(envs)[0]
+        on_lost = [i for h in envs.group._actor_handles if h.node_id == lost for i in h.indices]
+        cluster.lose(lost)
+        restarted: list[int] = []
+        t0 = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            while sorted(restarted) != on_lost and time.monotonic() - t0 < FAULT_SECONDS:
+                ids, term, trunc, flagged = recv()
+                for k, i in enumerate(ids):
+                    if flagged[k]:
+                        assert i in on_lost and i not in restarted, (i, on_lost, restarted)
+                        assert not term[k] and bool(trunc[k]) == (not ended[i]), (i, ended)
+                        restarted.append(i)
+                ended[ids] = term | trunc
+                envs.send(actions, ids)
+        assert sorted(restarted) == on_lost, f"{on_lost} were not all rebuilt: {restarted}"
+        assert lost not in placement(envs) and set(placement(envs)) <= set(nodes)
+        assert str(caught[0].message).startswith("restarting after: worker ")
+        seen = set()
+        for _ in range(20):
+            ids, _, _, flagged = recv()
+            assert not flagged.any()
+            seen.update(ids)
+            envs.send(actions, ids)
+        assert seen == {0, 1, 2, 3}  # every node steps again
+
+
+def test_pool_across_nodes_without_restart_a_lost_node_is_one_clear_error(
+    cluster: LocalCluster, nodes: list[str]
+) -> None:
+    """The pool across nodes without ``restart``: the node of actor 0 lost, ``recv`` raises
+    within the fault bound one ``WorkerDiedError`` naming that actor, its envs and the node,
+    and the pool is then broken (``VecEnvBrokenError``), as the synchronous env."""
+    pool = ["vectorizer.in_actor=subproc", "vectorizer.batch_size=2"]
+    with make_any(*pool, f"vectorizer.timeout={TIMEOUT}", num_envs=4) as envs:
+        assert isinstance(envs, RayPool)
+        actions = np.zeros(2, dtype=np.int64)
+        envs.async_reset(seed=0)
+        for _ in range(4):
+            envs.send(actions, envs.recv()[4]["env_id"])
+        lost = placement(envs)[0]
+        cluster.lose(lost)
+        t0 = time.monotonic()
+        with pytest.raises(envfactory.WorkerDiedError) as info:
+            while time.monotonic() - t0 < FAULT_SECONDS:
+                envs.send(actions, envs.recv()[4]["env_id"])
+        assert time.monotonic() - t0 < FAULT_SECONDS
+        err = info.value
+        assert err.worker == 0 and err.env_indices == [0, 1] and err.node_id == lost
+        assert f"({lost[:12]})]" in str(err), str(err)
+        with pytest.raises(envfactory.VecEnvBrokenError, match="unusable since: worker 0"):
+            envs.recv()

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -423,3 +424,49 @@ def test_the_actor_steps_a_share_of_its_envs_itself_unless_a_timeout_is_set() ->
     with node(*[maker()] * 4, timeout=30) as envs:
         envs.reset(seed=0)
         assert not set(envs.call(worker_pid)) & set(envs.pids)  # every env in an inner worker
+
+
+def dies_once_built(flag: str) -> Any:
+    """A `FaultyEnv` maker whose call ends its process (``os._exit``) once, when ``flag``
+    exists (removed first, so the next build succeeds)."""
+
+    def make() -> gym.Env:
+        if os.path.exists(flag):
+            os.remove(flag)
+            os._exit(3)
+        return FaultyEnv()
+
+    return make
+
+
+@pytest.mark.parametrize("max_restarts", [5, 1])
+def test_a_rebuilt_actor_that_dies_before_it_starts_is_tried_again_within_the_budget(
+    tmp_path: Path, max_restarts: int
+) -> None:
+    """Actor 1 killed, its replacement's process ends while it builds its env (as a replacement
+    placed on a lost node that Ray still lists alive dies before it starts): it is tried again
+    (a warning says so) and the env goes on, the try counted against ``max_restarts``; with a
+    budget of 1 the try is past it and the step raises the replacement's death, naming the
+    budget (was: ``AttributeError: 'Supervisor' object has no attribute 'count'``)."""
+    import ray
+
+    flag = tmp_path / "die"
+    fns = [dies_once_built(str(flag))] * 2
+    with build_ray(fns, in_series=1, restart=True, max_restarts=max_restarts) as envs:
+        envs.reset(seed=0)
+        flag.touch()
+        ray.kill(envs.actors[1], no_restart=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if max_restarts == 1:
+                with pytest.raises(envfactory.WorkerDiedError) as info:
+                    envs.step(np.zeros(2, dtype=np.int64))
+                assert "died before it started" in str(info.value), info.value
+                assert "its restart budget is spent" in str(info.value), info.value
+                return
+            _, _, _, trunc, infos = envs.step(np.zeros(2, dtype=np.int64))
+        tried = [str(w.message) for w in caught if "trying again" in str(w.message)]
+        assert len(tried) == 1 and "died before it started" in tried[0], caught
+        assert trunc.tolist() == [False, True] and infos["_restarted"].tolist() == [False, True]
+        assert envs.restarts == [0, 2] and not flag.exists()
+        envs.step(np.zeros(2, dtype=np.int64))
