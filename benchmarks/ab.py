@@ -79,9 +79,14 @@ def main(argv: list[str] | None = None) -> str:
     vec = "subproc-atari" if args.workload == "Pong" else "subproc"
     sync = [f"num_envs={n}", f"vectorizer={vec}"]
     pool = [*sync, f"vectorizer.batch_size={n // 2}"]
+    # the synchronous step of the pool's split on 2 cores (2 workers of n / 2; the plain row's
+    # split follows the load at build time)
+    split = [*sync, f"vectorizer.in_series={n // 2}"]
     cases = [("ceiling", args.new, "ceiling", [f"num_envs={n}"])]
     count = 2 if args.workload == "Pong" else n  # (as bench.py's ceiling: one process per core)
-    for name, over in ((f"{vec} pool (batch_size={n // 2})", pool), (vec, sync)):
+    rows = ((f"{vec} pool (batch_size={n // 2})", pool), (vec, sync),
+            (f"{vec} (in_series={n // 2})", split))  # fmt: skip
+    for name, over in rows:
         kind = "pool" if "batch_size" in over[-1] else "sync"
         cases += [(f"{name}, old", args.old, kind, over), (f"{name}, new", args.new, kind, over)]
     got: dict[str, list[float]] = {name: [] for name, *_ in cases}

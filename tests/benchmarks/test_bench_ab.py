@@ -28,6 +28,8 @@ def test_ab_prints_each_trees_rows_against_the_ceiling() -> None:
         "subproc pool (batch_size=2), new",
         "subproc, old",
         "subproc, new",
+        "subproc (in_series=2), old",
+        "subproc (in_series=2), new",
     ], proc.stdout
     assert rows[0].endswith("| 1.00x |")
     assert all(float(r.split("|")[2].replace(",", "")) > 0 for r in rows)
