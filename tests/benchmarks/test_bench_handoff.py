@@ -25,12 +25,14 @@ def test_handoff_prints_the_parent_cpu_and_the_step_shape() -> None:
     out = _run("--workers", "1", "--steps", "300", "--rounds", "1", "--no-pool")
     line = re.search(
         r"^1 workers: subproc +([\d.]+) +dummy +([\d.]+) +target <= +17 \((met|not met)\); "
-        r"one step enters (\d+) envfactory functions in (\d+) modules$",
+        r"one step enters (\d+) envfactory functions in (\d+) modules "
+        r"\((\d+) in (\d+) at an episode end\)$",
         out,
         re.M,
     )
     assert line, out
     assert float(line[1]) > 0 and float(line[2]) > 0 and int(line[4]) > 5, out
+    assert int(line[6]) >= int(line[4]), out  # (an episode end enters at least as many)
     assert re.search(r"^one worker: subproc - dummy = -?[\d.]+ us \(target <= 5\)$", out, re.M)
 
 
