@@ -90,20 +90,9 @@ def _build(
 ) -> gym.vector.VectorEnv:
     """The plan (`plan_split`, once), then the vec env it says: `DummyVecEnv` (``auto``'s
     fallback), `SubprocPool` or `SubprocVecEnv`; its split logged at ``level``."""
-    from .plan.plan import plan_split
-    from .subproc import probe_for
+    from .subproc import plan_for
 
-    split = plan_split(
-        len(env_fns),
-        in_series=options.pop("in_series", None),
-        in_parent=options.pop("in_parent", 0),
-        batch_size=options.get("batch_size"),
-        timeout=options.get("timeout"),
-        restart=bool(options.get("restart", False)),
-        images=bool(options.get("uint8_images", False)),
-        fallback=fallback,
-        probe=probe_for(options.get("context", "forkserver"), env_fns),
-    )
+    split = plan_for(env_fns, options, fallback)
     envs: gym.vector.VectorEnv
     if not split.workers:
         envs = build_dummy(

@@ -106,11 +106,8 @@ class SubprocGroup(WorkerGroup):
         self.uint8_images, self.use_handoff = uint8_images, handoff
         self.context, self.spin_us, self.shared_memory = context, spin_us, shared_memory
         if split is None:
-            probe = probe_for(context, self.env_fns)
-            split = plan_split(
-                self.num_envs, in_series=in_series, in_parent=in_parent, images=uint8_images,
-                load=load, probe=probe,
-            )  # fmt: skip
+            asked = {"in_series": in_series, "in_parent": in_parent, "context": context}
+            split = plan_for(env_fns, {**asked, "uint8_images": uint8_images}, load=load)
         #: the plan this group starts (`plan_split`): its workers' slices, this process's share
         self.split = split
         self.in_parent = split.in_parent
@@ -358,26 +355,35 @@ class SubprocVecEnv(RemoteVecEnv):
         **options: Any,
     ) -> None:
         if split is None:
-            split = plan_split(
-                len(env_fns),
-                in_series=options.pop("in_series", None),
-                in_parent=in_parent,
-                timeout=options.get("timeout"),
-                restart=bool(options.get("restart", False)),
-                images=options.get("uint8_images", False),
-                load=load,
-                probe=probe_for(options.get("context", "forkserver"), env_fns),
-            )
+            split = plan_for(env_fns, {**options, "in_parent": in_parent}, load=load)
         #: how many envs (the last ones) this process steps itself
         self.in_parent = split.in_parent
         self.split = split
         faults = pop_faults(options)
+        options.pop("in_series", None)  # (the split's)
         group = SubprocGroup(env_fns, split=split, **options)
         super().__init__(group, autoreset_mode, **faults)
 
 
-def probe_for(method: str, env_fns: Sequence[Callable[[], gym.Env]]) -> Callable[[], Any]:
-    """The plan's probe: one step of the first env timed in a throwaway process of
-    ``method`` (`step_seconds`), run only where it could change the split."""
-    return lambda: step_seconds(context_of(method), payload(method, list(env_fns[:1]), 0),
-                                start_process)  # fmt: skip
+def plan_for(
+    env_fns: Sequence[Callable[[], gym.Env]],
+    options: dict[str, Any],
+    fallback: bool = False,
+    load: float | None = None,
+) -> Split:
+    """The plan (`plan_split`) of a build's options; pops ``in_series`` and ``in_parent``."""
+    method = options.get("context", "forkserver")
+    return plan_split(
+        len(env_fns),
+        in_series=options.pop("in_series", None),
+        in_parent=options.pop("in_parent", 0),
+        batch_size=options.get("batch_size"),
+        timeout=options.get("timeout"),
+        restart=bool(options.get("restart", False)),
+        images=bool(options.get("uint8_images", False)),
+        fallback=fallback,
+        load=load,
+        probe=lambda: step_seconds(
+            context_of(method), payload(method, list(env_fns[:1]), 0), start_process
+        ),
+    )

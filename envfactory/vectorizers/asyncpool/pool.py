@@ -55,9 +55,8 @@ from gymnasium.vector.utils import create_empty_array
 
 from ...errors import ConfigError
 from ..front.remote_env import pop_faults
-from ..plan.plan import plan_split
 from ..record import Split
-from ..subproc import SubprocGroup
+from ..subproc import SubprocGroup, plan_for
 from ..transport.board import DONE, PARENT_SLEEPING, Poller, drain_eventfd, sleep_until
 from ..transport.handle import WorkerHandle
 from ..transport.pipe import PipeHandle
@@ -96,12 +95,7 @@ class SubprocPool(PoolVecEnv):
                 "synchronous VecEnv use SubprocVecEnv (vectorizer.batch_size=null)"
             )
         if split is None:
-            split = plan_split(
-                len(env_fns),
-                in_series=options.pop("in_series", None),
-                in_parent=options.pop("in_parent", 0),
-                batch_size=batch_size,
-            )
+            split = plan_for(env_fns, {**options, "batch_size": batch_size})
         self.split = split
         autoreset_mode = options.pop("autoreset_mode", "next_step")
         faults = pop_faults(options)
