@@ -61,27 +61,20 @@ def envfactory_vectorizers() -> list[VectorizerPlugin]:
 
 
 def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:
-    """The ``subproc`` vectorizer's build function: a `SubprocVecEnv`, or with ``batch_size``
-    set the async pool, `SubprocPool`, built to the plan `plan_split` decides first (its
-    [`split`][envfactory.vectorizers.record.Split]: how the envs are placed and why)."""
+    """``subproc``: a `SubprocVecEnv`, or with ``batch_size`` the pool, to the plan."""
     return _build(env_fns, logging.DEBUG, False, options)
 
 
 def build_subproc_atari(
     env_fns: Sequence[Callable[[], gym.Env]], **options: Any
 ) -> gym.vector.VectorEnv:
-    """The ``subproc-atari`` vectorizer's build function (uint8 images, shared memory): with
-    ``in_series`` null (and no pool) the parent steps a worker's share while a core is idle,
-    else one worker per core (`image_split`)."""
+    """``subproc-atari``: ``subproc`` for uint8 images in shared memory."""
     options["shared_memory"] = True
     return _build(env_fns, logging.DEBUG, False, {**options, "uint8_images": True})
 
 
 def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:
-    """The ``auto`` vectorizer's build function (see
-    [`AutoConfig`][envfactory.vectorizers.plan.options.AutoConfig]); what it chose and why
-    is the env's [`split`][envfactory.vectorizers.record.Split], also logged on one INFO
-    line of the ``envfactory`` logger."""
+    """``auto`` (see `AutoConfig`); its split is logged on one INFO line."""
     return _build(env_fns, logging.INFO, True, options)
 
 
@@ -116,11 +109,7 @@ def _build(
 
 
 def log_split(envs: Any, level: int) -> None:
-    """The one line of the ``envfactory`` logger saying how a build placed the envs and why
-    (its [`split`][envfactory.vectorizers.record.Split]): INFO for ``auto``, which decides
-    from the load at build time (on the ``envfactory`` command it is in the console and the
-    job's log file), DEBUG for ``subproc``'s split (its summary says it; a line on every
-    run's console would be noise, as in ``job=render``'s one-line output)."""
+    """Log how a build placed the envs and why: INFO for ``auto``, DEBUG for ``subproc``."""
     split = envs.split
     logging.getLogger("envfactory").log(
         level, "built %s: %s", type(envs).__name__, split.describe()

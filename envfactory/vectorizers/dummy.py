@@ -82,9 +82,7 @@ class DummyVecEnv(VecEnvBase):
             self._reset_done = True
 
     def _can_finish(self) -> bool:
-        """A reset that ran (a Ctrl-C held until it was done): ``reset_wait()`` returns it.
-        (A step's batch in hand is kept by `_stepped`; one cut part-way, where no hold was
-        installed, cannot be finished.)"""
+        """A reset that ran (a Ctrl-C held until it was done): ``reset_wait()`` returns it."""
         return self._reset_done
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
@@ -108,10 +106,8 @@ class DummyVecEnv(VecEnvBase):
         return batch
 
     def _stepped(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
-        """Step every env (inside ``with HOLD``): the batch. A Ctrl-C that came meanwhile
-        is raised when the hold ends, and the batch is kept for ``step_wait()`` (as a
-        worker-process vectorizer keeps an interrupted step): nothing is lost, and no env
-        steps without the others."""
+        """Step every env inside ``with HOLD``; a Ctrl-C meanwhile is raised after, the batch
+        kept for ``step_wait()``."""
         r = self._runner
         calls = r.step(actions)
         batch = (

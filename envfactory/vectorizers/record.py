@@ -26,9 +26,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Split:
-    """The plan: how a vectorizer places its envs, decided once, before any env is built, by
-    [`plan_split`][envfactory.vectorizers.remote.plan_split]; the build starts one worker
-    per `slices` entry and steps the last ``in_parent`` envs itself.
+    """The plan (`plan_split`): the build starts one worker per `slices` entry and steps the
+    last ``in_parent`` envs itself.
 
     Attributes:
         workers: envs per worker process, in worker order (empty: every env in this process).
@@ -120,9 +119,7 @@ class RunRecord:
 
 
 def run_record_of(env: Any) -> RunRecord:
-    """The [`RunRecord`][envfactory.vectorizers.record.RunRecord] of a vectorized env (its
-    vector wrappers looked through): its ``split`` and its workers' restarts (a worker's
-    ``restarts`` are its restart times, ``restart_cause`` the first one's cause)."""
+    """The `RunRecord` of a vectorized env (its vector wrappers looked through)."""
     inner = getattr(env, "unwrapped", env)
     handles = [h for h in getattr(inner, "workers", None) or () if getattr(h, "restarts", None)]
     handles.sort(key=lambda h: h.restarts[0])  # (monotonic times: the first restart first)

@@ -1,3 +1,1 @@
-"""The plan: the options checked once, the split of envs over workers decided once, and the launch
-of worker processes.
-"""
+"""The plan: the options checked once, the split decided once, the launch of workers."""

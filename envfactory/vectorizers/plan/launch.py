@@ -1,9 +1,5 @@
-"""Starting worker processes: from one long-lived launcher thread (a worker dies with the
-thread that started it), with SIGINT blocked, from inside a daemonic process too, without
-re-running ``__main__``; the fork server booted early; the descriptor check before a start;
-the fork hooks that keep a forked child off its parent's workers and fork server; a start
-method's context (`context_of`) and the env constructors as its workers receive them
-(`payload`)."""
+"""Starting worker processes: one launcher thread with SIGINT blocked, the fork server booted
+early, the descriptor check, the fork hooks, `context_of` and `payload`."""
 
 from __future__ import annotations
 
@@ -38,12 +34,8 @@ FDS_PER_WORKER, FDS_SHARED = 5, 3
 
 
 def check_descriptors(workers: int) -> None:
-    """Refuse a start whose workers cannot all have their descriptors in this process
-    (``ulimit -n`` too low, or envs left open), before any worker or fork server is asked:
-    a start that runs out part-way kills the fork server mid-message, which prints its
-    own traceback before envfactory's error. Raises ``OSError(EMFILE)``, which the front
-    words with the fix (`too_many_open_files`); a lower bound, so it never refuses a start
-    that could succeed."""
+    """Refuse (``OSError(EMFILE)``) a start whose workers cannot all have their descriptors,
+    before any worker or fork server is asked; a lower bound."""
     import errno
 
     try:
@@ -63,11 +55,7 @@ _fork_hook: list[bool] = [False]
 
 
 def install_fork_hook() -> None:
-    """Once a forkserver is in use: make a forked child forget the parent's forkserver
-    handle, whose ``ensure_running`` would ``waitpid`` a process that is not the child's
-    own and raise ChildProcessError (e.g. a daemonic job process forked by a launcher whose
-    parent used ``context=forkserver``); the child starts its own on first use. Installed
-    only when envfactory starts a forkserver, never on import."""
+    """Make a forked child forget the parent's forkserver (installed once one is started)."""
     if not _fork_hook[0] and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_compat.forget_inherited_forkserver)
         _fork_hook[0] = True
@@ -122,13 +110,8 @@ def _launcher_queue() -> queue.SimpleQueue:
 
 
 def _servers_up(method: str | None) -> None:
-    """Start multiprocessing's resource tracker and (under forkserver) its fork server from
-    this thread with SIGINT blocked, and leave it blocked here: every process started from
-    the launcher thread (a worker, the fork server) starts with SIGINT blocked, so a Ctrl-C
-    at the terminal, sent to the whole process group, prints no traceback from a process
-    still importing its modules (Ctrl-C is the main process's to handle: it ends the
-    workers; a worker ignores it). The resource tracker unblocks SIGINT in the thread that
-    starts it, so it goes first."""
+    """Start the resource tracker and (forkserver) the fork server from this thread, SIGINT
+    blocked and left blocked, so no process it starts prints a Ctrl-C traceback."""
     if not hasattr(signal, "pthread_sigmask"):
         return
     from multiprocessing import resource_tracker
@@ -157,11 +140,8 @@ WORKER_PRELOAD = ("envfactory.vectorizers.worker.worker", "gymnasium", "envfacto
 
 
 def boot_forkserver(modules: Sequence[str] = ()) -> None:
-    """Start multiprocessing's fork server now, in the background (the launcher thread),
-    preloading `WORKER_PRELOAD` and ``modules``: its boot (a Python start and the imports
-    every worker needs, ~0.2 s) then overlaps the caller's own work, such as composing the
-    config, instead of delaying the first worker. Nothing if a fork server already runs
-    (its preloads stay as they were)."""
+    """Start the fork server now in the background, preloading `WORKER_PRELOAD` and
+    ``modules`` (nothing if one runs)."""
     _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
     install_fork_hook()
     _launcher_queue().put((lambda: _servers_up("forkserver"), {}, threading.Event()))
@@ -190,9 +170,8 @@ def start_process(proc: Any) -> None:
 
 
 def context_of(method: str) -> Any:
-    """The multiprocessing context of ``method``; under ``forkserver`` its preload extended
-    with `WORKER_PRELOAD` (never replacing the user's) and the at-fork hook installed (it
-    only matters once a fork server exists)."""
+    """The multiprocessing context of ``method`` (forkserver: preloads extended, fork hook
+    installed)."""
     ctx = mp.get_context(method)
     if method == "forkserver":
         _compat.forkserver_preload(ctx, WORKER_PRELOAD)

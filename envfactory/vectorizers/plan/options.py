@@ -1,8 +1,5 @@
-"""The options, checked where they are read: the fault options every remote backend takes
-(`FaultOptions`, `check_fault_options`: ``timeout=inf`` becomes null here, once), the schemas
-of the subprocess vectorizers (``subproc``, ``subproc-atari``, ``auto``) and `check_split`, the
-one check of ``batch_size`` and ``in_parent`` against ``num_envs``. What they decide is the
-plan's (`plan.plan_split`)."""
+"""The options, checked where they are read (``timeout=inf`` becomes null here, once): the fault
+options, the ``subproc``/``subproc-atari``/``auto`` schemas and `check_split`."""
 
 from __future__ import annotations
 
@@ -28,12 +25,8 @@ START_METHODS = ("fork", "forkserver", "spawn")
 
 
 def check_fault_options(options: Any) -> None:
-    """Check the fault options of a remote backend
-    ([`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' fields) in its config schema:
-    ``timeout`` > 0 seconds or null (``inf`` becomes null: no timeout), ``restart`` and ``copy``
-    true or false, ``max_restarts`` an integer >= 0, ``restart_window`` > 0 seconds; a key the
-    schema lacks is skipped. Each raises [`OptionError`][envfactory.errors.OptionError]
-    (``vectorizer.<key>=<value>: expected ...``)."""
+    """Check a remote backend's fault options (`FaultOptions`' fields, those the schema
+    has); each raises an `OptionError`. ``timeout=inf`` becomes null."""
     seconds = (
         ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
         ("restart_window", "a number of seconds > 0"),
@@ -149,19 +142,13 @@ class SubprocConfig(FaultOptions):
         super().__post_init__()  # the fault options
 
     def check_config(self, top: Any) -> None:
-        """The cross-field checks against the top level (see
-        `envfactory.config.checks`): ``batch_size`` (the async pool) is at most
-        ``num_envs`` and excludes a parent share; ``in_parent`` leaves at least one env to
-        the workers. ``SubprocAtariConfig`` inherits them."""
+        """The checks against the top level (`check_split`)."""
         check_split(top.num_envs, self.batch_size, self.in_parent)
 
 
 def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") -> None:
-    """``batch_size`` (the async pool) and ``in_parent`` against ``num_envs``: the one check
-    of both, run by the schema at compose time and by the constructors (``path``
-    ``vectorizer``: an `OptionError` names ``vectorizer.<key>`` there too). ``batch_size``
-    is null or an integer in [1, num_envs] and excludes a parent share; ``in_parent`` is null
-    or an integer in [0, num_envs - 1] (at least one env in a worker)."""
+    """``batch_size`` (null or in [1, num_envs], no parent share) and ``in_parent`` (null or in
+    [0, num_envs - 1]) against ``num_envs``: the one check of both."""
     if batch_size is not None and (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, Integral)

@@ -1,10 +1,4 @@
-"""The plan: how a vectorizer's envs are split over its workers and this process, decided once
-by [`plan_split`][envfactory.vectorizers.remote.plan_split] before any env is built, into one
-[`Split`][envfactory.vectorizers.record.Split] with its one-line reason (what the run summary
-prints). Nothing downstream re-derives it: a backend starts one worker per
-[`Split.slices`][envfactory.vectorizers.record.Split.slices] entry and steps the last
-``in_parent`` envs itself.
-"""
+"""The plan: how the envs are split over workers and this process, decided once (`plan_split`)."""
 
 from __future__ import annotations
 
@@ -44,38 +38,14 @@ def plan_split(
     probe: Callable[[], float | None] | None = None,
     cpus: int | None = None,
 ) -> Split:
-    """The split of ``num_envs`` envs, decided once before any is built: envs per worker,
-    the envs this process steps itself (the last ones), and the one-line reason.
+    """The split of ``num_envs`` envs, decided once before any is built (see
+    docs/concepts/architecture.md): envs per worker, the last envs this process steps, and why.
 
-    Args:
-        num_envs: how many envs.
-        in_series: envs per worker as configured (None: one worker per core free now; see
-            `default_in_series`, `cheap_in_series`).
-        in_parent: envs this process steps itself as configured (None: a worker's share
-            while a core is idle for it, `parent_share`; 0: every env in a worker).
-        batch_size: the async pool's batch (None: a synchronous step): every env in a
-            worker, none with more envs than a batch (`pool_in_series`).
-        timeout: the configured ``timeout`` (``inf`` is None, as the options checked it):
-            an env in this process cannot be timed out, so a null ``in_parent`` gives 0.
-        restart: the configured ``restart``: as ``timeout``.
-        images: uint8 image observations (``subproc-atari``): never probed; a null
-            ``in_series`` is `image_split`'s.
-        fallback: ``auto``: every env in this process when no core is free for a worker
-            (`no_core_for_a_worker`) and nothing asks for a worker process.
-        load: other programs' running threads as the caller sampled them
-            (`others_running`; None: sampled here, once, if the plan depends on it).
-        probe: the seconds of one env's step, timed in a throwaway process (called only
-            on 8 or more cpus where it could change the split).
-        cpus: the cores the workers share (None: this machine's, ``os.cpu_count()``; a
-            backend on other machines passes theirs, and a ``load`` it measured there or
-            0.0).
-
-    Returns:
-        The plan, a [`Split`][envfactory.vectorizers.record.Split].
-
-    Raises:
-        OptionError: ``batch_size`` or ``in_parent`` out of range (`check_split`).
-        ConfigError: ``in_series`` not an integer >= 1 or null.
+    ``in_series``/``in_parent``/``batch_size``/``timeout``/``restart`` as configured
+    (``timeout`` ``inf`` is None); ``images``: ``subproc-atari``; ``fallback``: ``auto``;
+    ``load``: other programs' running threads (None: sampled if needed); ``probe``: one env
+    step's seconds; ``cpus``: the workers' cores (None: this machine's). Raises
+    ``OptionError``/``ConfigError``.
 
     Example:
         >>> plan_split(5, in_series=2).workers
@@ -125,34 +95,22 @@ def _cpus(cpus: int | None) -> int:
 def pool_in_series(
     num_envs: int, batch_size: int, in_series: int | None, cpus: int | None = None
 ) -> int:
-    """``in_series`` of a pool when the config leaves it null: one worker per core, as
-    ``subproc-atari`` (the parent mostly waits; a learner shares its core), but no worker
-    with more envs than ``batch_size``, so a worker's answer fits one ``recv`` and at
-    least ``num_envs / batch_size`` workers take turns (16 CartPoles, ``batch_size=8``: 2
-    workers of 8; 8 Pongs, ``batch_size=4`` on 2 cores: 2 workers of 4)."""
+    """A pool's null ``in_series``: one worker per core, none with more envs than a batch."""
     if in_series is not None:
         return in_series
     return max(1, min(default_in_series(num_envs, False, None, cpus), batch_size))
 
 
 def no_core_for_a_worker(load: float | None = None, cpus: int | None = None) -> bool:
-    """Whether a worker process would wait for a core at every step: fewer than two cores
-    are free (``load``: other programs' runnable threads now, `others_running`), one
-    for the parent and one for a worker."""
+    """Whether fewer than two cores are free (one for the parent, one for a worker)."""
     return _cpus(cpus) - (others_running() if load is None else load) < 1.5
 
 
 def default_in_series(
     num_envs: int, leave_parent_a_core: bool, load: float | None = None, cpus: int | None = None
 ) -> int:
-    """Envs per worker: one worker per core, or (``leave_parent_a_core``: the parent steps a
-    share of the envs itself) one worker per core but one. With ``load`` (other programs'
-    running threads, `others_running`): one worker per core they leave free, when they
-    leave some but not all (a synchronous step waits for its slowest worker, and a worker
-    sharing a core with a busy program is slow: CartPole 8 envs with one busy core on 2 cores
-    made 0.62x ``dummy`` in one worker, 0.54x in two); on an oversubscribed machine still
-    one per core (a program's share of the CPUs grows with its process count there: 0.39x
-    in two workers, 0.29x in one)."""
+    """Envs per worker: one worker per core (but one, ``leave_parent_a_core``), or per core
+    that ``load`` leaves free when it leaves some but not all."""
     cpus = _cpus(cpus)
     workers = max(1, cpus - 1) if leave_parent_a_core else cpus
     if load is not None and not leave_parent_a_core:
@@ -163,15 +121,8 @@ def default_in_series(
 
 
 def others_running(samples: int = 8, gap: float = 0.001) -> float:
-    """How many threads of other programs are running or runnable now: the mean of
-    ``/proc/loadavg``'s running count over ``samples`` reads ``gap`` seconds apart (about
-    10 ms), less this reader and multiprocessing's helper processes of this program (the
-    fork server and the resource tracker: a fork server still booting, numpy's threads
-    included, is no load a worker will meet, and counting it put 8 Pongs in one worker
-    instead of two: 0.55 s for the first reset against 0.28 s). Unlike the 1-minute load
-    average it does not remember processes that have just exited (a previous vec env's
-    workers, a benchmark's last variant). Falls back to the 1-minute load average where
-    there is no /proc."""
+    """Other programs' running threads now: ``/proc/loadavg``'s running count over ``samples``
+    reads, less this reader and this program's fork server and resource tracker."""
     counts = []
     helpers = _compat.helper_pids()
     try:
@@ -217,15 +168,8 @@ def parent_share(
     load: float | None = None,
     cpus: int | None = None,
 ) -> int:
-    """How many envs (the last ones) the parent steps itself: ``in_parent``, or (null) as
-    many as one worker gets, when nothing asks for what only a worker process gives
-    (``timeout``, ``restart``, a fixed ``in_series`` split), ``images`` is False (a
-    ``SubprocVecEnv`` built directly for uint8 images keeps every env in a worker;
-    ``subproc-atari``'s build function decides its split itself, with this function),
-    and a core is idle for the parent to step them on beside its workers (``load``: other
-    programs' runnable threads now, `others_running`). On 2 idle cores a parent share
-    made CartPole at 16 envs 1.34x dummy against 0.62x without; with a busy core it made
-    steps slower, because the parent and the worker must then both get a core at once."""
+    """The envs (the last ones) the parent steps: ``in_parent``, or (null) a worker's share when
+    nothing asks for a worker process and a core is idle for it."""
     if in_parent is not None:
         return int(in_parent)
     if in_series is not None or timeout is not None or restart or images:
@@ -250,11 +194,7 @@ def image_split(
     load: float | None = None,
     cpus: int | None = None,
 ) -> tuple[int, int]:
-    """``subproc-atari``'s default split, ``(in_parent, in_series)``: the parent steps a
-    worker's share when `parent_share` gives one (a core idle; ``load`` as there)
-    and one worker steps the rest, as ``subproc``; otherwise every env is in a worker, one
-    worker per core (a synchronous step leaves the parent nothing to do while it waits,
-    so it only pays to keep the parent out when it has no core of its own)."""
+    """``subproc-atari``'s default ``(in_parent, in_series)``."""
     share = parent_share(num_envs, in_parent, None, timeout, restart, False, load, cpus)
     return share, default_in_series(num_envs - share, share > 0, None, cpus)
 
@@ -266,12 +206,8 @@ CHEAP_STEP_SECONDS = 50e-6
 def cheap_in_series(
     num_envs: int, in_series: int, probe: Callable[[], float | None], cpus: int | None = None
 ) -> int:
-    """Envs per worker for ``subproc``'s default on 8 or more cpus: enough for one worker
-    per two cpus when ``probe()`` (an env step's seconds, `probe.step_seconds`) is under
-    `CHEAP_STEP_SECONDS`, else ``in_series``. The probe runs only where it could change
-    the split. Measured on 16 vCPUs (2026-11-27, docs/benchmarks.md): 16 CartPoles (a step
-    of ~10 us) made 165k steps/s in 8 workers against 122k in 16, and 32 made 211k in 8
-    against 185k in 16; 16 Pongs (~600 us) made 0.77x in 8 workers, so they keep one each."""
+    """On 8+ cpus, one worker per two cpus when ``probe()`` is under `CHEAP_STEP_SECONDS`,
+    else ``in_series`` (the probe runs only where it could change the split)."""
     cpus = _cpus(cpus)
     fewer = math.ceil(num_envs / max(1, cpus // 2))
     if cpus < 8 or fewer <= in_series:
@@ -293,11 +229,7 @@ def explain_split(
     load: float | None,
     cpus: int | None = None,
 ) -> Split:
-    """The [`Split`][envfactory.vectorizers.record.Split] a ``subproc``-family build
-    decided: ``requested`` are the vectorizer's options as configured (``in_series``,
-    ``in_parent``, ``timeout``, ``restart``, ``batch_size``), ``workers`` and ``in_parent``
-    what was built, ``load`` what the build sampled (`others_running`; None: not sampled,
-    because nothing was left to the cores free)."""
+    """The `Split` a build decided, with its reason in words (``requested``: the options)."""
     parts: list[str] = []
     cpus = _cpus(cpus)
     batch = requested.get("batch_size")

@@ -1,6 +1,4 @@
-"""Timing one env's step in a throwaway process, before ``subproc`` decides how many envs
-each worker gets (`plan.plan_split`): the env is built, stepped and closed
-there, so the parent never runs an env it promised to keep in a worker."""
+"""One env's step timed in a throwaway process, for the plan (the parent never runs the env)."""
 
 from __future__ import annotations
 
@@ -19,10 +17,8 @@ PROBE_TIMEOUT = 2.0
 
 
 def step_seconds(ctx: Any, payload: Any, start: Any) -> float | None:
-    """The median time of one step of the first env of ``payload`` (env constructors, or
-    their cloudpickle), built in a new process of ``ctx`` started by ``start(proc)``;
-    None if that env could not be built and stepped there within `PROBE_TIMEOUT` (its
-    workers then report why, as without the probe)."""
+    """The median step time of ``payload``'s first env in a new process of ``ctx``; None if it
+    could not be built and stepped within `PROBE_TIMEOUT`."""
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     proc = ctx.Process(
         target=_probe_main, args=(child_conn, payload), name="envfactory-probe", daemon=True

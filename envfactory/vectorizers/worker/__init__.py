@@ -1,3 +1,2 @@
-"""The worker side: the worker process, the env runner and host every backend uses, the recovery
-rule, the typed messages.
-"""
+"""The worker side: the worker process, the env runner and host, the recovery rule, the
+messages."""

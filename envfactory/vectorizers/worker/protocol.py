@@ -1,19 +1,7 @@
-"""The messages between the subprocess vectorizer and its workers, in one place.
-
-One connection per worker. The parent sends ``(cmd, seq, data)``: ``cmd`` one of
-[`Cmd`][envfactory.vectorizers.remote.Cmd], ``seq`` a number that grows with every call, ``data``
-the command's record below (a step's is the worker's slice of the action batch itself: the hot path
-stays one small tuple of a string, an int and an array). The worker answers ``(seq, OK, payload)``
-or ``(seq, ERROR, Failure)``; the parent drops an answer whose ``seq`` is not the one it waits
-for (the late answer to a call it gave up on), so no stale data is ever returned. The
-worker's first message, before any command, is ``(0, OK, [EnvInfo, ...])`` or
-``(0, ERROR, Failure)``.
-
-Both directions pickle with multiprocessing's pickler and fall back to cloudpickle (the
-pickler that carried the env constructors) for what plain pickle cannot carry: classes and
-functions of the user's ``__main__`` (a space, an info value, a call result), which exist
-in a worker only by value. See `Sender`.
-"""
+"""The messages between a parent and its workers: the parent sends ``(cmd, seq, data)``, a worker
+answers ``(seq, OK, payload)`` or ``(seq, ERROR, Failure)`` (its first message has seq 0); an answer
+whose seq is not awaited is dropped. Pickled with multiprocessing's pickler, cloudpickle as the
+fallback (see `Sender`)."""
 
 from __future__ import annotations
 
@@ -84,17 +72,7 @@ class Cmd(str, Enum):
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What a worker process starts with.
-
-    Attributes:
-        env_fns: its env constructors (cloudpickle bytes under spawn/forkserver).
-        start: the index of its first env in the vectorized env.
-        autoreset_mode: gymnasium's ``AutoresetMode``.
-        shared_memory: write Box-like observations into shared memory.
-        main_pid: the parent's pid (the worker exits when it is gone).
-        close_fds: under fork, the parent's connection ends this worker inherited.
-        spin_seconds: how long to busy-poll for the next message before sleeping.
-    """
+    """What a worker process starts with (its env constructors, first env, autoreset mode, ...)."""
 
     env_fns: Any
     start: int
@@ -107,9 +85,8 @@ class WorkerSpec:
 
 @dataclass(frozen=True)
 class Attach:
-    """Map the shared region (its fd follows by SCM_RIGHTS); steps whose actions fit the
-    region's action buffer come through control slot ``worker`` (see `board`), and
-    two eventfds follow the region's: the worker's wake-up, then the parent's."""
+    """Map the shared region (its fd and the worker's and parent's eventfds follow by
+    SCM_RIGHTS)."""
 
     layout: Any
     worker: int
@@ -161,9 +138,7 @@ class SetAttr:
 
 @dataclass(frozen=True)
 class Restarted:
-    """To a rebuilt worker, for the step its predecessor failed: each env ends its lost
-    episode (truncated at ``last_obs``, the observation the caller last saw), or, if that
-    step was its ``next_step`` autoreset (``done``), is reset."""
+    """To a rebuilt worker, for the step its predecessor lost (see `recovery`)."""
 
     last_obs: list[Any]
     done: list[bool]
@@ -171,9 +146,7 @@ class Restarted:
 
 @dataclass(frozen=True)
 class RestartReset:
-    """To a rebuilt worker, for the reset its predecessor failed: redo ``reset``; with a
-    mask, the unmasked envs keep ``last_obs`` and end their lost episode at their next
-    step (unless ``done``: then they await their reset as before)."""
+    """To a rebuilt worker, for the reset its predecessor lost (see `recovery`)."""
 
     reset: Reset
     last_obs: list[Any]
@@ -191,11 +164,8 @@ class Failure:
 
 
 def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) -> Failure:
-    """The [`Failure`][envfactory.vectorizers.remote.Failure] of ``exc``, an env's exception being
-    handled now (its traceback is the current one). ``pickles``: how the answer will be pickled
-    (`dumps` here; a backend passes its own): the exception travels only if it
-    survives that and loading back (some pickle but cannot be rebuilt from their
-    ``__init__`` arguments); None: it stays in this process, as it is."""
+    """The `Failure` of ``exc``, being handled now; its exception travels only if it survives
+    ``pickles`` and loading back (None: it stays as it is)."""
     tb = traceback.format_exc()
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
     if pickles is None:
@@ -226,15 +196,9 @@ LONG = struct.Struct("!Q")  # after a header of -1: messages over 2 GiB
 
 
 class Sender:
-    """Sends messages on one connection with `dumps`.
-
-    A worker's sender (``by_value=False``) tries plain pickle first and remembers a message
-    that needed cloudpickle (a class of ``__main__`` that exists in the worker only by
-    value), using cloudpickle directly from then on. The parent's sender starts with
-    ``by_value=True``: an object of the parent's ``__main__`` pickles fine by reference
-    there but cannot be found in a worker, so only the hot path (a step's ndarray of
-    actions) asks for plain pickle with ``plain=True``.
-    """
+    """Sends messages on one connection with `dumps`: plain pickle first, cloudpickle for what
+    needs it (a worker's, ``by_value=False``, remembers that); the parent's pickles by value but for
+    ``plain=True`` (a step's actions)."""
 
     def __init__(self, conn: Any, by_value: bool = False) -> None:
         self.conn = conn
@@ -250,10 +214,7 @@ class Sender:
         return dumps(obj, by_value=True)
 
     def frame(self, obj: Any, plain: bool = False) -> list[memoryview]:
-        """``obj`` as the views to write on a non-blocking pipe, in multiprocessing's
-        framing (`HEADER`, then the pickle). ``plain`` (the hot path): the plain pickler
-        first, ~5 us less than ForkingPickler, which copies the copyreg table into every
-        new pickler (the worker's ``Connection.recv`` reads either)."""
+        """``obj`` as the views to write on a non-blocking pipe, in multiprocessing's framing."""
         message = None
         if plain:
             with contextlib.suppress(Exception):

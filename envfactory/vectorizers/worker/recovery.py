@@ -1,26 +1,6 @@
 """The recovery rule: what each env of a rebuilt worker does with the episode its predecessor
-lost, so that the caller sees every episode end (no transition dropped silently, no episode
-that silently restarts). One rule for every backend:
-[`EnvHost`][envfactory.vectorizers.remote.EnvHost] applies it inside a rebuilt worker
-(``Cmd.RESTARTED``, ``Cmd.RESTART_RESET``), and a backend that hosts a vectorized env of its
-own (the Ray node mode) applies it through that env's public calls with
-[`Recoverable`][envfactory.vectorizers.remote.Recoverable].
-
-The rule, per env, from the step (or reset) the dead worker never answered:
-
-* after a lost **step** ([`after_step`][envfactory.vectorizers.remote.after_step]): an env
-  whose lost step was its ``next_step`` autoreset (it had ended its episode) is reset now,
-  reward 0, flags False, info ``{"restarted": True}`` (``RESET_FLAGGED``); every other env
-  ends its lost episode now, truncated at the last observation the caller saw, reward 0,
-  ``{"restarted": True}`` (``LOST``; under ``same_step`` the reset that follows it is
-  flagged ``restarted`` too);
-* after a lost **reset** ([`after_reset`][envfactory.vectorizers.remote.after_reset]): the
-  reset is redone with the same seeds and options, its envs flagged ``restarted``
-  (``REDONE``); with a ``reset_mask``, an unmasked env keeps the observation the caller saw
-  and, if it had ended its episode, its next step is the ``next_step`` autoreset (``RESET``,
-  not flagged) or (``disabled``) it awaits the caller's reset (``NONE``); otherwise it ends
-  its lost episode at its next step (``LOST``).
-"""
+lost (see docs/concepts/faults.md), applied by `EnvHost` in a worker and by `Recoverable` through a
+vectorized env's public calls."""
 
 from __future__ import annotations
 
@@ -58,8 +38,7 @@ REDONE, NONE = Recover.REDONE, Recover.NONE
 
 
 def after_step(done: Sequence[bool], mode: AutoresetMode | str) -> list[Recover]:
-    """The rule after a lost step: per env, ``RESET_FLAGGED`` (``done``: it had ended its
-    episode, and its lost step was its ``next_step`` autoreset) or ``LOST``.
+    """The rule after a lost step: per env, ``RESET_FLAGGED`` (``done``) or ``LOST``.
 
     Example:
         >>> [r.value for r in after_step([True, False], "next_step")]
@@ -70,13 +49,11 @@ def after_step(done: Sequence[bool], mode: AutoresetMode | str) -> list[Recover]
 
 
 def after_reset(mask: Any, done: Sequence[bool], mode: AutoresetMode | str) -> list[Recover]:
-    """The rule after a lost reset (``mask``: its ``reset_mask``, None for every env): per
-    env, ``REDONE`` (reset again, same seed), or for an env outside the mask ``RESET`` (its
-    next step is its ``next_step`` autoreset), ``NONE`` (``disabled``: it awaits the caller's
-    reset) or ``LOST`` (it ends its lost episode at its next step).
+    """The rule after a lost reset (``mask``: its ``reset_mask``): per env ``REDONE``, or outside
+    the mask ``RESET``, ``NONE`` or ``LOST``.
 
     Example:
-        >>> [r.value for r in after_reset([True, False, False], [False, True, False], "next_step")]
+        >>> [r.value for r in after_reset([1, 0, 0], [0, 1, 0], "next_step")]
         ['redone', 'reset', 'lost']
     """
     mode = autoreset_mode(mode)
@@ -94,12 +71,8 @@ def after_reset(mask: Any, done: Sequence[bool], mode: AutoresetMode | str) -> l
 
 
 class Recoverable(gym.Wrapper):
-    """An env a rebuilt host can recover through a vectorized env's public calls:
-    ``set_attr("envfactory_recover", what)`` arms it with a `Recover` (``LOST`` as
-    ``(LOST, obs)``, ``obs`` the last observation the caller saw), and its next ``step``
-    stands for the lost one as the rule says (the module docstring). Every other call
-    reaches the env unchanged.
-    """
+    """An env recovered through public calls: ``set_attr("envfactory_recover", what)`` arms it,
+    and its next ``step`` stands for the lost one as the rule says."""
 
     #: the attribute ``set_attr`` arms
     ATTR = "envfactory_recover"

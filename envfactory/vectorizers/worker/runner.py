@@ -1,11 +1,5 @@
-"""The per-env step/reset/autoreset logic, shared by the in-process vectorizer and the
-worker processes, so every vectorizer produces the same trajectories as gymnasium's
-``SyncVectorEnv`` by construction.
-
-`EnvRunner` is the one autoreset implementation; [`EnvHost`][envfactory.vectorizers.remote.EnvHost]
-is the worker side of any out-of-process backend (a ``subproc`` worker, the parent's own
-``in_parent`` envs, a Ray actor): an `EnvRunner` plus the recovery of episodes lost with a rebuilt
-worker, answering the env commands of `protocol`."""
+"""`EnvRunner`, the one per-env step/reset/autoreset implementation (gymnasium's
+``SyncVectorEnv`` trajectories), and `EnvHost`, the worker side of every out-of-process backend."""
 
 from __future__ import annotations
 
@@ -30,12 +24,8 @@ NEXT_STEP, SAME_STEP = AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP
 
 
 class EnvRunner:
-    """Steps a list of envs with gymnasium's autoreset semantics.
-
-    ``obs`` holds each env's latest observation; ``rewards``/``terminations``/
-    ``truncations`` the latest step's values. Infos come back as ``InfoCalls`` to be
-    merged with ``VectorEnv._add_info`` (empty infos are skipped: merging them is a no-op).
-    """
+    """Steps a list of envs with gymnasium's autoreset semantics; infos come back as
+    ``InfoCalls``."""
 
     def __init__(self, envs: Sequence[gym.Env], autoreset_mode: AutoresetMode) -> None:
         n = len(envs)
@@ -53,14 +43,8 @@ class EnvRunner:
         options: dict[str, Any] | None,
         mask: np.ndarray | None = None,
     ) -> InfoCalls:
-        """Reset every env (or those of ``mask``): their reward becomes 0 and their flags
-        False (the async pool returns them with the reset observations).
-
-        ``options`` reach an env as the caller gave them (a masked reset's without
-        ``reset_mask``: ``{}`` when only the mask was given, as gymnasium's ``SyncVectorEnv``);
-        with none given (None) the keyword is left out: the same call for an env with
-        gymnasium's ``reset(*, seed=None, options=None)``, and an env whose ``reset`` takes no
-        ``options`` (SB3's and Tianshou's envs may) works, as under their own vector envs."""
+        """Reset every env (or those of ``mask``): reward 0, flags False. ``options`` reach an
+        env as given (None: the keyword is left out, for an env whose ``reset`` takes none)."""
         calls: InfoCalls = []
         which = slice(None) if mask is None else mask
         for flags in (self.rewards, self.terminations, self.truncations, self.autoreset):
@@ -124,9 +108,8 @@ class _Scatter:
 
 
 def call_env(env: Any, name: str | Callable[..., Any], args: Any, kwargs: Any) -> Any:
-    """What ``envs.call`` / ``get_attr`` does to one env: ``name(env, *args, **kwargs)``
-    for a function; else ``env.get_wrapper_attr(name)``, called with ``args``/``kwargs``
-    when it is callable and ``args`` is not None (``get_attr`` passes None)."""
+    """What ``call``/``get_attr`` does to one env: ``name(env, ...)`` for a function, else its
+    wrapper attribute, called when callable and ``args`` is not None."""
     if callable(name):
         return name(env, *args, **kwargs)
     try:
@@ -154,9 +137,8 @@ def _no_attribute(env: Any, name: str) -> str:
 
 
 class _LostEnv:
-    """Stands in for an env of a rebuilt worker for one step: the caller's episode was
-    lost with the old worker, so that step reports it truncated at the last observation
-    the caller saw (reward 0). ``reset`` is the new env's (same_step resets at once)."""
+    """Stands in for a rebuilt worker's env for one step: truncated at the last observation
+    seen."""
 
     def __init__(self, env: Any, obs: Any) -> None:
         self.env, self.obs = env, obs
@@ -175,19 +157,9 @@ Collect = Callable[[InfoCalls, Any], Any]
 
 
 class EnvHost:
-    """The worker side of a remote backend: hosts envs ``start .. start + len(envs)`` of a
-    vectorized env and answers the env commands of [`Cmd`][envfactory.vectorizers.remote.Cmd] (see
-    [`handle`][envfactory.vectorizers.remote.EnvHost.handle] and `COMMANDS`), with the recovery of a
-    rebuilt worker.
-
-    A backend's worker (a process, an actor, a thread) builds its envs, makes an
-    ``EnvHost(envs, mode, collect)`` and calls ``host.handle(cmd, data)`` for each
-    command the parent's [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] sent.
-    ``collect(calls, mask)`` turns a step's or reset's info calls into the answer (the runner's
-    ``obs``, ``rewards``, ``terminations`` and ``truncations`` hold the values); ``call`` answers
-    one result per env, ``set_attr`` None. A worker rebuilt after a fault applies the
-    recovery rule (`recovery`) to the episodes its predecessor lost.
-    """
+    """The worker side of a remote backend: hosts envs ``start ..`` and answers `Cmd`'s env commands
+    (``host.handle(cmd, data)``; ``collect(calls, mask)`` makes a step's answer), recovering a
+    rebuilt worker's lost episodes (`recovery`)."""
 
     def __init__(self, envs: Sequence[gym.Env], mode: AutoresetMode, collect: Collect) -> None:
         self.runner = EnvRunner(envs, mode)
@@ -286,9 +258,7 @@ class EnvHost:
         self.envs.clear()
 
     def _step_lost(self, actions: Any, only: Any = None) -> InfoCalls:
-        """``runner.step`` with the lost envs ending their lost episode instead of
-        stepping (every autoreset mode's bookkeeping is then the runner's own); removes
-        the stepped envs (all, or those of ``only``) from ``lost``."""
+        """``runner.step`` with the lost envs ending their lost episode instead."""
         runner, lost = self.runner, self.lost
         real = runner.envs
         runner.envs = [_LostEnv(e, lost[i]) if i in lost else e for i, e in enumerate(real)]

@@ -50,9 +50,8 @@ PR_SET_PDEATHSIG = 1
 
 
 class WorkerWake:
-    """The worker's side: waits for a step (or a pipe message) and reports a finished
-    one. ``control``: the region's control slots; ``worker``: its slot; ``go``/``done``:
-    the eventfds that wake it and the parent."""
+    """The worker's side of its control slot: waits for a step or a pipe message, reports one
+    done."""
 
     def __init__(self, control: Any, worker: int, spin_seconds: float, go: int, done: int):
         self.slot = control[worker]
@@ -62,10 +61,8 @@ class WorkerWake:
         self.sleep_poll: Any = None
 
     def wait(self, poller: Poller, parent_alive: Callable[[], bool]) -> int:
-        """The seq of the next shared-memory step (> 0), 0 if a pipe message is ready, or
-        -1 if the main process is gone. A step asked for before a pipe message goes first
-        (the parent sends a message only once the steps it asked for are answered, except
-        ``close`` with a step pending)."""
+        """The seq of the next shared-memory step (> 0), 0 for a pipe message, -1 if the main
+        process is gone."""
         slot, last, pipe, go = self.slot, self.last, poller.ready, self.go
 
         def ready() -> bool:
@@ -122,11 +119,8 @@ def _die_with_parent() -> None:
 
 
 def _watch_main(main_pid: int) -> None:
-    """A thread that kills this worker (and its process group: the env's helpers) the
-    moment the main process ends, whoever the worker's parent is (the forkserver, under
-    forkserver) and also while the worker is busy in a long step (the dead-parent check of
-    the command loop runs only between commands). Linux pidfd; without it, the
-    die-with-parent signal and that check remain."""
+    """A thread that kills this worker (and its process group) the moment the main process
+    ends, also mid-step (Linux pidfd)."""
     try:
         pidfd = os.pidfd_open(main_pid)
     except ProcessLookupError:
@@ -204,9 +198,7 @@ def _alive(pid: int) -> bool:
 
 
 class _Worker:
-    """The commands a worker process answers: its
-    [`EnvHost`][envfactory.vectorizers.remote.EnvHost]'s env commands plus ``attach`` (map the
-    shared region) and ``close``, one handler each."""
+    """The commands a worker process answers: its `EnvHost`'s plus ``attach`` and ``close``."""
 
     def __init__(self, sender: Sender, envs: list, spec: WorkerSpec) -> None:
         self.sender, self.conn, self.spec = sender, sender.conn, spec
@@ -244,9 +236,7 @@ class _Worker:
         self.sender.send((seq, OK, None))
 
     def step_in_shared_memory(self, seq: int) -> None:
-        """Answer the step ``seq`` asked through the control slot: its answer follows by
-        pipe only with pickled observations, an error or infos that the info columns do
-        not take (see `infocols`)."""
+        """Answer step ``seq`` of the control slot (by pipe only what the slot cannot carry)."""
         wake = self.wake
         assert wake is not None
         msg, n = 0, len(self.host.envs)
