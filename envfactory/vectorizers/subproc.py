@@ -1,19 +1,6 @@
-"""``subproc`` and ``subproc-atari``: envs in worker processes.
-
-Each worker hosts ``in_series`` envs and gets one small message per call (not one per
-env); observations, rewards and flags go through one shared anonymous memory region
-(see `shared`), and a step's actions and wake-ups through it too (see
-`board`) and their scalar infos through its info columns (see `infocols`), so the
-per-step messages carry only the infos the columns do not take. Faults become one
-[`WorkerError`][envfactory.errors.WorkerError] naming the worker, pid, env indices, env id, exit
-code or signal and the remote traceback.
-
-`SubprocGroup` is the backend, a [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]: the
-worker processes (one `PipeHandle` each), the shared region, and the board that posts a step
-to all of them and waits for them (`Board`). `SubprocVecEnv` is the front over it that steps
-every env together (and a share in the parent, ``in_parent``); `SubprocPool` schedules envs
-over the same group.
-"""
+"""``subproc`` and ``subproc-atari``: envs in worker processes, their observations, actions and
+scalar infos through one shared region. `SubprocGroup` is the backend (the workers, the region,
+the board that posts a step to all of them); `SubprocVecEnv` the front over it."""
 
 from __future__ import annotations
 
@@ -73,14 +60,9 @@ PARENT_SHARE_SPIN_US = 1000
 
 
 class SubprocGroup(WorkerGroup):
-    """Envs in worker processes: starts them (``in_series`` envs each, the last
-    ``in_parent`` envs in this process), maps one shared region into all of them, posts a
-    step to all of them at once (its `Board`, with ``handoff``; the pool posts to each on its
-    own), and
-    implements [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]'s hooks (collect a
-    batch, rebuild a worker, release). The options are `SubprocConfig`'s; ``split``: the plan
-    (`plan_split`; None: planned here from ``in_series``, ``in_parent`` and ``load``, other
-    programs' running threads as the caller sampled them)."""
+    """Envs in worker processes (``in_series`` each, the last ``in_parent`` in this process) and
+    one shared region, a step posted to all at once by its `Board` (``handoff``); `WorkerGroup`'s
+    hooks. Options: `SubprocConfig`'s; ``split``: the plan (None: planned here)."""
 
     def __init__(
         self,
@@ -327,20 +309,9 @@ class SubprocGroup(WorkerGroup):
 
 
 class SubprocVecEnv(RemoteVecEnv):
-    """Envs in worker processes (``in_series`` per worker), same trajectories as ``dummy``:
-    the front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]) over a
-    `SubprocGroup`.
-
-    Every ``step`` steps every env: the workers their slices, and this process the last
-    ``in_parent`` envs meanwhile. By default (``in_parent=0``) every env is in a worker
-    process: an env that crashes or exits its process is a ``WorkerDiedError``, never the
-    end of the caller's program. ``in_parent`` > 0 trades that isolation for speed for
-    those envs; ``in_parent`` null decides the share once, before any env is built (a
-    worker's share when a core is idle, see `plan_split`). An
-    env never moves between processes once built. The other options are
-    `SubprocConfig`'s: the fault options (``timeout``, ``restart``, ...) the front's, the
-    rest `SubprocGroup`'s; ``split`` is the plan a build function decided (`plan_split`;
-    None: planned here, ``load`` as there).
+    """Envs in worker processes, same trajectories as ``dummy``: the front over a
+    `SubprocGroup`; every ``step`` steps every env (this process the last ``in_parent``). The
+    options are `SubprocConfig`'s; ``split``: the plan (None: planned here, ``load`` as there).
     """
 
     group: SubprocGroup

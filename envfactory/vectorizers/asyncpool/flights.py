@@ -1,10 +1,5 @@
-"""Each worker's messages in flight, for the pool's scheduler, and which worker to read next.
-
-`Flights` keeps, per worker, its messages in flight (oldest first: a worker answers in
-order, and a message sent to a busy worker waits in its channel, so it starts the moment
-the worker is free), when its oldest one was sent (the timeout counts from there), and the
-reads a second Ctrl-C cut; `Flights.due` says which workers to read now. It knows nothing
-of the envs' state: that is `PoolScheduler`'s."""
+"""`Flights`: each worker's messages in flight (oldest first), when the oldest was sent, the
+reads a second Ctrl-C cut, and `Flights.due`, which worker to read next."""
 
 from __future__ import annotations
 
@@ -29,8 +24,7 @@ class Message:
 
 class Flights:
     """The messages in flight to the workers of ``by_index`` (index -> handle), over a
-    `PoolBackend` (its readiness, and ``watch``/``unwatch`` of a worker with a message
-    out)."""
+    `PoolBackend`."""
 
     def __init__(self, by_index: dict[int, WorkerHandle], backend: PoolBackend) -> None:
         self._by_index = by_index
@@ -92,10 +86,8 @@ class Flights:
     def due(
         self, limit: float | None, block: bool = True, until: float | None = None
     ) -> list[WorkerHandle]:
-        """Workers whose answer (or end) is there, and those past their timeout (reading
-        them then times out). Blocking: until one is, or the earliest deadline passes, or
-        (none then) the time ``until``. A read a second Ctrl-C cut comes first (its answer
-        may be in the handle already, where the backend's readiness does not see it)."""
+        """Workers whose answer (or end) is there, and those past their timeout; blocks until one
+        is, or until ``until``. A read a second Ctrl-C cut comes first."""
         if self._resume:
             cut = [h for i, h in self._resume.items() if i in self._flight]
             if not block:  # (a poll waits for nothing)

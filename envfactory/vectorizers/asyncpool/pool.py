@@ -1,45 +1,6 @@
-"""The async env pool: ``subproc`` / ``subproc-atari`` with ``batch_size`` set.
-
-envpool's spelling, so a loop written for envpool runs unchanged:
-
-    envs.async_reset(seed=0)                 # every env starts resetting
-    while True:
-        obs, rew, term, trunc, info = envs.recv()       # the next batch_size ready envs
-        envs.send(policy(obs), info["env_id"])          # they step while you learn
-
-How it relates to gymnasium: `SubprocPool` *is* a ``gymnasium.vector.VectorEnv``
-(the front, ``RemoteVecEnv``, over a `SubprocGroup`, as ``SubprocVecEnv`` is):
-``reset()``, ``step(actions)`` (``env_ids=None``) and the async halves step every env
-together, synchronously, exactly as ``batch_size=null`` does, whenever no env is in
-flight; gymnasium's vector wrappers see a ``num_envs`` batch there. ``async_reset`` /
-``send`` / ``recv`` / ``step(actions, env_ids)`` are the pool calls; their batches have
-``batch_size`` rows, and ``infos["env_id"]`` says which envs.
-
-The structure: the pool is a scheduler over a worker group's readiness, by composition.
-`PoolScheduler` (``envs.pool``) owns every piece of async state and talks to the workers only
-through the handles' public API and the small `PoolBackend` interface, which `RemoteSite`
-implements over any group's messages and failure policy and `_PipeSite` completes with the
-pipes' readiness and the shared-memory rows; the synchronous ``reset``/``step`` are the
-front's own, unchanged (one front, one pending call, closed flag and set of episode flags).
-What is shared between the modes is
-only what belongs to the envs: the workers, their rows, the episode-ended flags and the
-broken state. The switch between the modes is explicit: the synchronous calls raise
-``AlreadyPendingError`` unless the scheduler is drained, and ``async_reset`` (drained
-too) starts from a clean scheduler.
-
-Each env is stepped by the same per-env runner as every other vectorizer, in the order of
-its own sends, so its trajectory equals ``dummy``'s for the same actions and seeds whatever
-order the envs come back in (every autoreset mode). A worker steps only the envs it was
-sent (one message per worker and ``send``); the batch unit is the env, not the worker:
-results of a worker beyond what ``recv`` needs wait, ready, for the next ``recv``, so every
-``1 <= batch_size <= num_envs`` is reachable with any ``in_series`` (throughput is best when
-``batch_size`` is a multiple of the envs per worker). ``recv(env_ids=ids)`` returns exactly
-the envs ``ids`` (a step of a subset, whatever ``batch_size``). Faults raise the
-synchronous mode's errors; with ``restart=true`` a rebuilt worker's envs report their
-episode truncated (``infos["restarted"]``): those in flight or waiting in ``recv``'s queue
-at once, the others at their next ``send``. Ctrl-C during ``recv`` leaves the pool usable
-(see `scheduler`).
-"""
+"""The async env pool: ``subproc``/``subproc-atari`` with ``batch_size`` set (envpool's
+``async_reset``/``send``/``recv``; see docs/concepts/async-pool.md): `SubprocPool`, `PoolVecEnv`
+over a `SubprocGroup`, and `_PipeSite`, its readiness and rows."""
 
 from __future__ import annotations
 
@@ -76,9 +37,7 @@ SPIN_WAIT = 150e-6
 
 
 class SubprocPool(PoolVecEnv):
-    """An async pool of ``num_envs`` envs in worker processes (``vectorizer.batch_size``):
-    `PoolVecEnv` over a `SubprocGroup` (every env in a worker) whose readiness is its
-    pipes' and whose rows are in shared memory (`_PipeSite`)."""
+    """An async pool of envs in worker processes: `PoolVecEnv` over a `SubprocGroup`."""
 
     group: SubprocGroup
 
@@ -104,18 +63,9 @@ class SubprocPool(PoolVecEnv):
 
 
 class _PipeSite(RemoteSite):
-    """The scheduler's view of a `SubprocPool` (see `PoolBackend`): a message's ticket is
-    its handle's sequence number; an answer's rows are the shared-memory rows, or its
-    pickled observations kept per env.
-
-    A step of all of a worker's envs goes through its control slot, as ``subproc``'s
-    synchronous step does: the actions are written into its rows of the shared action
-    buffer, the step number into its slot, and the worker is woken only if it sleeps;
-    it is ready when its slot's ``done`` word says so (infos, if any, follow by pipe). A
-    step of some of its envs, and every other command, is a message on its pipe, ready
-    when the pipe is readable. One check covers both (the slots' words and one ``poll``
-    of the pipes); the sleep is one ``poll`` over the pipes and the slots' eventfds, with
-    the slots flagged so that their workers wake it."""
+    """The scheduler's view of a `SubprocPool` (a `PoolBackend`): a ticket is its handle's seq;
+    a step of all of a worker's envs goes through its control slot, anything else by pipe; one
+    check covers both, and one ``poll`` over the pipes and eventfds sleeps."""
 
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
@@ -240,11 +190,8 @@ class _PipeSite(RemoteSite):
         return sleep_until(flag, check, self._sleep, deadline, woke)
 
     def _spins(self) -> bool:
-        """Whether this process spins while it waits for a worker: only while a core is
-        left to it (fewer workers in flight than cores), or while its recent waits were
-        shorter than a wake-up costs (`SPIN_WAIT`, on average). While every core
-        steps a worker's envs, a spin only takes CPU time from them (the worker wakes
-        this process anyway)."""
+        """Whether this process spins while it waits: while a core is left to it, or its recent
+        waits were shorter than `SPIN_WAIT`."""
         return len(self._by_fd) < self._cpus or self._poller.waits_below(SPIN_WAIT)
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:

@@ -1,8 +1,5 @@
-"""The backend half of the async pool: `PoolBackend`, what a backend gives the
-`PoolScheduler` (how a message is posted and its answer read, which workers have an answer,
-where an answer's rows are kept, the failure policy), and `RemoteSite`, the part every
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] shares (messages by its
-``send``/``wait``, the episode-ended flags its front lends it, the failure policy)."""
+"""`PoolBackend`, what a backend gives the `PoolScheduler`, and `RemoteSite`, the part every
+`WorkerGroup` shares."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ class PoolBackend(ABC):
     resumes_reads: bool = False
 
     def taken(self, handle: WorkerHandle) -> int | None:
-        """The ticket of the message ``handle`` took in a `post` that a Ctrl-C cut while
-        it waited to write it (the handle writes it before anything else), or None where
+        """The ticket of the message ``handle`` took in a `post` a Ctrl-C cut, or None where
         that cannot be known."""
         return None
 
@@ -54,9 +50,8 @@ class PoolBackend(ABC):
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
-        """The answer to message ``ticket``, waiting until ``deadline``. Raises a
-        ``WorkerError`` (a worker past the deadline is killed: ``WorkerTimeoutError``
-        naming ``budget``)."""
+        """The answer to message ``ticket`` by ``deadline``; raises a ``WorkerError`` (past it:
+        ``WorkerTimeoutError`` naming ``budget``)."""
 
     # -- which workers have an answer ---------------------------------------------------
     @abstractmethod
@@ -92,10 +87,8 @@ class PoolBackend(ABC):
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
-        """Apply the failure policy to ``handle``'s ``failure`` during ``call``: rebuild
-        it and return the answer of its envs' lost episodes (``superseded``: envs whose
-        result the caller has not seen; it is replaced), or mark the env unusable and
-        raise ``failure``."""
+        """Apply the failure policy to ``handle``'s ``failure``: the rebuilt worker's lost
+        episodes' answer (``superseded``: envs the caller has not seen), or raise ``failure``."""
 
     @abstractmethod
     def interrupted(self, reason: BaseException) -> None:
@@ -103,11 +96,8 @@ class PoolBackend(ABC):
 
 
 class RemoteSite(PoolBackend):
-    """The `PoolBackend` half every [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]
-    shares: messages by its ``send``/``wait`` (one answer per message, in order: a handle whose
-    ``recv`` waits for a specific message overrides `post`/`answer`), the
-    episode-ended flags and the failure policy (``restart`` with its budget, else the
-    broken state). A backend's pool adds readiness and rows."""
+    """The `PoolBackend` half every `WorkerGroup` shares: messages by its ``send``/``wait``, the
+    episode-ended flags, the failure policy. A backend's pool adds readiness and rows."""
 
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group

@@ -1,6 +1,4 @@
-"""``PoolVecEnv``: the async pool's front, envpool's ``async_reset``/``send``/``recv`` over any
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (see `pool` for what the pool is and
-its rules, `scheduler` for its state)."""
+"""``PoolVecEnv``: the async pool's front, envpool's calls over any `WorkerGroup`."""
 
 from __future__ import annotations
 
@@ -24,15 +22,9 @@ __all__ = ["PoolVecEnv", "take_rows"]
 
 
 class PoolVecEnv(RemoteVecEnv):
-    """An async pool of ``num_envs`` envs over a worker group (``vectorizer.batch_size``):
-    envfactory's front with envpool's calls, over any
-    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] and a `PoolBackend` for it (its
-    readiness and rows; `RemoteSite` gives the rest). `SubprocPool` is the one over worker
-    processes; the ``ray`` plugin's pool the one over Ray actors.
-
-    Every call of `recv` returns the first ``batch_size`` envs whose step (or reset)
-    is done, while the others keep stepping. A ``gymnasium.vector.VectorEnv`` too:
-    ``reset()`` / ``step(actions)`` step every env synchronously when none is in flight.
+    """An async pool of ``num_envs`` envs over a worker group and a `PoolBackend` for it: `recv`
+    returns the first ``batch_size`` envs done; ``reset()``/``step()`` step every env synchronously
+    when none is in flight.
 
     Example:
         >>> import envfactory
@@ -78,12 +70,8 @@ class PoolVecEnv(RemoteVecEnv):
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
-        """Start resetting every env (seeds as [`reset`][envfactory.VecEnvBase.reset]); `recv`
-        returns them ``batch_size`` at a time, with rewards 0 and no flags.
-
-        Raises:
-            AlreadyPendingError: envs are still in flight or not yet received.
-        """
+        """Start resetting every env (seeds as `reset`); `recv` returns them ``batch_size``
+        at a time. Raises ``AlreadyPendingError`` while envs are in flight or not received."""
         self._check_ready("async_reset", "async_reset")
         seeds = self.seeds_for(seed)
         if options and "reset_mask" in options:
@@ -107,18 +95,13 @@ class PoolVecEnv(RemoteVecEnv):
             self._guard.leave()
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
-        """Step the envs ``env_ids`` (ints) with ``actions`` (one row each; a batch of
-        ``len(env_ids)`` single actions) and return at once. ``env_ids=None`` means every
-        env, as envpool's ``send`` reads it (then ``num_envs`` actions, and no env may be
-        in flight); a loop sends to the envs `recv` returned: ``infos["env_id"]``.
+        """Step the envs ``env_ids`` with ``actions`` (one row each; None: every env) and return
+        at once.
 
         Raises:
-            ValueError: an env id out of range, repeated, or still in flight / not yet
-                received by `recv`.
-            InvalidActionError: not one action per env id, or an action outside the
-                action space.
-            ResetNeededError: before any reset, or a finished env with
-                ``autoreset_mode=disabled``.
+            ValueError: an env id out of range, repeated, or in flight / not yet received.
+            InvalidActionError: not one valid action per env id.
+            ResetNeededError: before any reset, or a finished env under ``disabled``.
         """
         self._check_ready("send", "send")
         if env_ids is None:
@@ -150,26 +133,16 @@ class PoolVecEnv(RemoteVecEnv):
     def recv(
         self, timeout: float | None = None, env_ids: Any = None
     ) -> tuple[Any, Any, Any, Any, dict]:
-        """The next ``batch_size`` envs whose step or reset is done, in the order they
-        finished: ``(obs, rewards, terminations, truncations, infos)`` with ``batch_size``
-        rows and ``infos["env_id"]`` (int32) naming the envs.
+        """The next ``batch_size`` envs done, in the order they finished, with
+        ``infos["env_id"]``.
 
         Args:
-            timeout: seconds one worker call may take, counted from its send (None: the
-                vectorizer's ``timeout``); a worker past it is killed
-                (``WorkerTimeoutError``, or rebuilt with ``restart=true``). 0 is a poll:
-                the batch if it is ready now, else ``NotReadyError``, a ``TimeoutError``
-                (as gymnasium's ``step_wait(timeout)`` raises) after which the pool is
-                unchanged: nothing waited on, no worker stopped, call ``recv`` again. A
-                batch always has ``batch_size`` rows (envpool's ``recv``, which takes no
-                timeout), so a poll never returns part of one.
-            env_ids: return exactly these envs (sent and not yet returned), in this
-                order, whatever ``batch_size``: a step of a subset is ``send(actions,
-                ids)`` then ``recv(env_ids=ids)``.
+            timeout: seconds one worker call may take from its send (None: the vectorizer's);
+                0 is a poll: the whole batch now, else ``NotReadyError`` with the pool unchanged.
+            env_ids: return exactly these envs (sent and not yet returned), in this order.
 
         Raises:
-            NoPendingCallError: fewer than ``batch_size`` envs are in flight or ready, so
-                the call would wait forever.
+            NoPendingCallError: fewer than ``batch_size`` envs are in flight or ready.
             NotReadyError: ``timeout=0`` and the batch is not ready yet.
             ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
         """
@@ -187,18 +160,9 @@ class PoolVecEnv(RemoteVecEnv):
             self._guard.leave()
 
     def unsent(self) -> tuple[Any, Any, Any, Any, dict] | None:
-        """The envs `recv` returned that no `send` took since, as `recv` returned them:
-        ``(obs, rewards, terminations, truncations, infos)`` again, the same rows and infos,
-        ``infos["env_id"]`` naming them (in the order `recv` returned them; any number of
-        rows), or None when there are none. What a loop asks after a Ctrl-C, which can land
-        between ``recv`` and ``send`` (in the caller's own lines too), so that no env is left
-        without its next action: ``obs, rew, term, trunc, infos = envs.unsent() or
-        envs.recv()`` at the top of each round.
-
-        It changes nothing (ask it again, get the same), except for an env whose worker was
-        rebuilt (``restart=true``) since it was returned: its lost episode's result
-        (truncated, ``infos["restarted"]``) comes here, as it would after its next `send`.
-        ``async_reset`` and the synchronous ``reset``/``step`` supersede every result."""
+        """The envs `recv` returned that no `send` took since, as `recv` returned them (None:
+        none): what a loop asks after a Ctrl-C, ``envs.unsent() or envs.recv()``. It changes
+        nothing, except that a rebuilt worker's env gives its lost episode's result."""
         self._check_ready("unsent", "recv")
         self._guard.enter("unsent")
         try:
@@ -209,15 +173,12 @@ class PoolVecEnv(RemoteVecEnv):
     def recv_ready(
         self, at_least: int = 1, wait: float | None = None, timeout: float | None = None
     ) -> tuple[Any, Any, Any, Any, dict]:
-        """Every env whose step or reset is done, as `recv` returns a batch, once at least
-        ``at_least`` are (Tianshou's ``wait_num``; at most the envs in flight or ready) or,
-        ``wait`` seconds from now, at least one is (its ``timeout``): as many rows as envs
-        ready, in the order they finished, whatever ``batch_size``.
+        """Every env done, as many rows as are ready, once ``at_least`` are or, ``wait``
+        seconds from now, one is (Tianshou's ``wait_num``/``timeout``).
 
         Raises:
             NoPendingCallError: no env is in flight or ready.
-            ValueError: ``at_least`` not an int in ``[1, num_envs]``, ``wait`` not None or
-                seconds > 0, a bad ``timeout`` (as `recv`'s).
+            ValueError: a bad ``at_least``, ``wait`` or ``timeout``.
         """
         self._check_ready("recv_ready", "recv")
         limit = check_recv_timeout(timeout)

@@ -1,31 +1,8 @@
-"""The async pool's scheduler: envpool-style ``send``/``recv`` over a backend's worker handles.
-
-`PoolScheduler` owns every piece of the pool's state: each env's state (idle, in
-flight, ready, lost with a rebuilt worker), the queue of ready envs in the order they came
-back, their infos, and (in its `Flights`, of `flights.py`) each worker's messages in
-flight and which worker to read next. It
-talks to the workers only through [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle]'s
-public API and to the backend through `PoolBackend`, a small interface: how a message is posted and
-its answer read, which workers have an answer, where an answer's rows (observations, rewards,
-flags) are kept and read back, and the failure policy. `RemoteSite` implements the messages
-and the failure policy over any [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup];
-``subproc``'s pool completes it with its pipes' readiness and the shared-memory rows
-(`_PipeSite`), the ``ray`` plugin's with ``ray.wait`` and its actors' batches; both reuse this
-scheduler unchanged.
-
-Ctrl-C: the first Ctrl-C (SIGINT in the main thread) that arrives while the scheduler reads
-an answer and records it is held until that is done and raised then, so no answer is lost
-half-read: the next ``recv()`` returns what is ready (the batch it was building included).
-One while ``recv`` waits is raised at once. A second one while one is held interrupts at
-once; where the backend can ask a read again (`PoolBackend.resumes_reads`) the next ``recv``
-goes on with the read it cut, else the pool is unusable. ``send`` holds every Ctrl-C except
-while a write waits for a worker that does not read (a message larger than the pipe holds,
-to a busy worker): that message counts as sent, those to later workers were not handed
-over. A batch handed over is the caller's: a Ctrl-C after that (in the caller's own lines
-before its ``send``, too) loses nothing either, as `PoolScheduler.unsent` hands every env
-that no ``send`` took since back again. The hold is a SIGINT handler installed while a pool
-is in async use; it passes every other SIGINT to the handler it replaced.
-"""
+"""The async pool's scheduler, `PoolScheduler`: every piece of the pool's state (per env, the
+ready queue, their infos, its `Flights`), over the handles' public API and a `PoolBackend`.
+Its Ctrl-C rules are docs/concepts/async-pool.md's: the bookkeeping holds a Ctrl-C (a second
+one cuts a read, which the next ``recv`` resumes where the backend `resumes_reads`), a wait
+lets it through, and `PoolScheduler.unsent` hands back every batch no ``send`` took."""
 
 from __future__ import annotations
 
@@ -75,11 +52,8 @@ def _mark(state: np.ndarray, envs: list[int], value: int) -> None:
 
 
 class PoolScheduler:
-    """The async pool over ``handles`` (each hosting envs ``start:stop``; together
-    ``0:num_envs``) and a `PoolBackend`. A pool VecEnv checks the arguments and
-    calls `start_reset`, `send`, `recv`; its synchronous calls first
-    ask `expect_drained` (nothing in flight or unreturned), so no state of one
-    mode is seen by the other."""
+    """The async pool over ``handles`` (together envs ``0:num_envs``) and a `PoolBackend`; a
+    pool's synchronous calls first ask `expect_drained`."""
 
     def __init__(self, handles: Sequence[WorkerHandle], backend: PoolBackend) -> None:
         self.handles = list(handles)
@@ -143,10 +117,7 @@ class PoolScheduler:
 
     def send(self, ids: list[int], actions: Sequence[Any]) -> None:
         """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker.
-
-        Raises:
-            ValueError: an env is still in flight or not returned by `recv`.
-        """
+        Raises ``ValueError`` for an env in flight or not returned."""
         state = self._state
         busy = [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
         if busy:
@@ -168,15 +139,9 @@ class PoolScheduler:
                 self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
-        """The next ``want`` ready envs in the order they finished, or (a list) exactly
-        those envs in that order, each worker call within ``limit`` seconds of its send
-        (``limit`` 0: a poll, which reads the answers already there and waits for none).
-
-        Raises:
-            NoPendingCallError: fewer than ``want`` envs are in flight or ready.
-            NotReadyError: a poll found fewer than ``want`` envs ready (no worker stopped).
-            ValueError: an env of the list is neither in flight nor ready.
-        """
+        """The next ``want`` ready envs in the order they finished, or (a list) exactly those,
+        each worker call within ``limit`` seconds of its send (0: a poll). Raises
+        ``NoPendingCallError``, ``NotReadyError`` (a poll), ``ValueError`` (an env not sent)."""
         if self._stash is not None:
             ids, batch = self._stash
             if not isinstance(want, list) or want == ids:
@@ -222,9 +187,8 @@ class PoolScheduler:
         return self._hand_over(ids, batch, head)
 
     def unsent(self) -> Batch | None:
-        """The envs handed over that no `send` took since (a Ctrl-C cut the caller's loop),
-        in that order, as a batch again: the same rows and infos; a rebuilt worker's env
-        (LOST) gives its lost episode's result, as its next send would. None: there are none."""
+        """The envs handed over that no `send` took since, as a batch again (a LOST env gives
+        its lost episode); None: none."""
         if not self._unsent:
             return None
         with HOLD:
@@ -239,9 +203,8 @@ class PoolScheduler:
         return batch
 
     def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
-        """Every env ready, in the order they finished, once ``at_least`` are (at most all
-        those in flight or ready) or, ``wait`` seconds from now, one is (Tianshou's
-        ``wait_num`` and ``timeout``); ``limit`` as `recv`'s. NoPendingCallError: none is."""
+        """Every env ready once ``at_least`` are or, ``wait`` seconds from now, one is;
+        ``NoPendingCallError``: none is."""
         self._stash = None  # (a batch a Ctrl-C cut: its envs are still READY in the queue)
         have = int(np.count_nonzero(self._state == IN_FLIGHT)) + len(self._queue)
         if have == 0:
@@ -300,12 +263,8 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: list[int], actions: Any) -> None:
-        """Send ``h`` the step of ``envs`` (in env order), ``actions[k]`` for
-        ``envs[j]`` with ``k = ks[j]``, as one message now, also while it is busy: the
-        message waits for it, and it starts as soon as it has answered the one before (no
-        round trip through this process in between). Splitting a worker's envs into two
-        messages (double buffering) was measured: 10% more CPU per Pong step and no gain
-        on 2 busy cores, so a send is one message per worker."""
+        """Send ``h`` the step of ``envs``, ``actions[ks[j]]`` for ``envs[j]``, as one message
+        now, also while it is busy (one message per worker: splitting it was measured slower)."""
         if len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
             envs, ks = [envs[j] for j in order], [ks[j] for j in order]
@@ -329,11 +288,8 @@ class PoolScheduler:
         self._sent(h, ticket, envs, "step")
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
-        """Read ``h``'s answer to its oldest message: those envs become READY. A second
-        Ctrl-C (the first is held) that cuts the read, where the backend can ask a read
-        again (`PoolBackend.resumes_reads`), leaves it to the next call, which asks ``h``
-        first (`Flights.due`): the read goes on where it stopped and gives the same answer. The
-        bookkeeping after the read (and a failed worker's recovery) holds every Ctrl-C."""
+        """Read ``h``'s answer to its oldest message: those envs become READY. A read a
+        second Ctrl-C cut is resumed by the next call; the bookkeeping holds every Ctrl-C."""
         msg, deadline = self._flights.oldest(h, limit)
         resumes = h.resumable and self.backend.resumes_reads
         if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
@@ -378,9 +334,8 @@ class PoolScheduler:
             infos.setdefault(h.start + local, []).append(info)
 
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
-        """``h`` failed: with the backend's restart, its envs in flight or ready but not
-        returned get the lost-episode result now; the others keep it until their next
-        `send` (LOST)."""
+        """``h`` failed: its envs in flight or ready but not returned get the lost-episode
+        result now, the others at their next `send` (LOST)."""
         mine = h.indices
         state = self._state
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
@@ -415,10 +370,8 @@ class PoolScheduler:
         return obs, rewards, terms, truncs, infos
 
     def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
-        """``batch`` goes to the caller: its envs leave the queue (``head``: they are its
-        head) and become IDLE, unsent. It holds every Ctrl-C (microseconds): one is raised
-        when it is done, the stash gone; the batch is then `unsent`'s (as it is when an
-        interrupt lands after recv returned, before the caller's send)."""
+        """``batch`` goes to the caller (holding every Ctrl-C): its envs leave the queue
+        and become IDLE, unsent."""
         with HOLD:
             queue, infos, unsent = self._queue, self._infos, self._unsent
             if head:

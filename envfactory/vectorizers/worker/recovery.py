@@ -24,7 +24,10 @@ __all__ = [
 
 
 class Recover(str, Enum):
-    """What one env of a rebuilt worker does (see the module docstring)."""
+    """What one env of a rebuilt worker does: ``LOST`` ends its lost episode (truncated at the
+    last observation seen, reward 0, ``restarted``); ``RESET``/``RESET_FLAGGED`` is its
+    ``next_step`` autoreset (flagged ``restarted``); ``REDONE`` redoes the lost reset; ``NONE``
+    awaits the caller's reset."""
 
     LOST = "lost"
     RESET = "reset"
