@@ -81,8 +81,7 @@ def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.
 def _build(
     env_fns: Sequence[Callable[[], gym.Env]], level: int, fallback: bool, options: dict
 ) -> gym.vector.VectorEnv:
-    """The plan (`plan_split`, once), then the vec env it says: `DummyVecEnv` (``auto``'s
-    fallback), `SubprocPool` or `SubprocVecEnv`; its split logged at ``level``."""
+    """The plan, then the vec env it says, its split logged at ``level``."""
     from .subproc import plan_for
 
     split = plan_for(env_fns, options, fallback)

@@ -1,5 +1,4 @@
-"""`Flights`: each worker's messages in flight (oldest first), when the oldest was sent, the
-reads a second Ctrl-C cut, and `Flights.due`, which worker to read next."""
+"""`Flights`: each worker's messages in flight, and `Flights.due`, which worker to read next."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ class Message:
 
 
 class Flights:
-    """The messages in flight to the workers of ``by_index`` (index -> handle), over a
-    `PoolBackend`."""
+    """The messages in flight to the workers of ``by_index``, over a `PoolBackend`."""
 
     def __init__(self, by_index: dict[int, WorkerHandle], backend: PoolBackend) -> None:
         self._by_index = by_index
@@ -58,8 +56,7 @@ class Flights:
         return self._flight[h.index][0], deadline
 
     def reading(self, h: WorkerHandle) -> None:
-        """``h``'s answer is being read, and the read can be asked again: `due` names
-        ``h`` first until `answered` (an interrupt may land anywhere in the read)."""
+        """``h``'s answer is being read resumably: `due` names ``h`` first until `answered`."""
         self._resume[h.index] = h
 
     def answered(self, h: WorkerHandle) -> None:
@@ -74,8 +71,7 @@ class Flights:
         self._resume.pop(h.index, None)
 
     def failed(self, h: WorkerHandle) -> None:
-        """``h`` failed: it is read no more (`drop` forgets its messages once it is
-        recovered)."""
+        """``h`` failed: it is read no more (until `drop`)."""
         self._resume.pop(h.index, None)
         self.backend.unwatch(h)
 
@@ -86,8 +82,8 @@ class Flights:
     def due(
         self, limit: float | None, block: bool = True, until: float | None = None
     ) -> list[WorkerHandle]:
-        """Workers whose answer (or end) is there, and those past their timeout; blocks until one
-        is, or until ``until``. A read a second Ctrl-C cut comes first."""
+        """Workers with an answer (a cut read first) or past their timeout; blocks until
+        ``until``."""
         if self._resume:
             cut = [h for i, h in self._resume.items() if i in self._flight]
             if not block:  # (a poll waits for nothing)

@@ -131,8 +131,7 @@ class _PipeSite(RemoteSite):
             del self._by_fd[fd]
 
     def _unregister(self, index: int) -> None:
-        """Stop polling worker ``index``'s pipe and eventfd (rebuilt, or its pipe woke a
-        sleep while it owed nothing: a hang-up or a late answer, read at its next call)."""
+        """Stop polling worker ``index``'s pipe and eventfd."""
         fds = self._registered.pop(index, None)
         if fds is not None:
             fd, done = fds
@@ -157,8 +156,7 @@ class _PipeSite(RemoteSite):
         return box if self._poller.waiter.until(check, sleep, self._spins()) else []
 
     def _ready_now(self) -> list[WorkerHandle]:
-        """The workers whose answer (or end) is there: a slot step done, or a readable
-        pipe."""
+        """The workers whose answer (or end) is there: a slot step done or a readable pipe."""
         by_fd = self._by_fd
         out: list[WorkerHandle] = [
             h for h in by_fd.values() if h.via_slot and h.slot[DONE] == h.seq
@@ -170,8 +168,7 @@ class _PipeSite(RemoteSite):
         return out
 
     def _sleep_until(self, check: Callable[[], bool], timeout: float | None) -> bool:
-        """Sleep until ``check()`` (True) or ``timeout`` passed (False): the slots of the
-        steps in flight say this process sleeps, so their workers signal its eventfd."""
+        """Sleep until ``check()`` or ``timeout`` (False), flagged in the slots in flight."""
         slots = [h.slot for h in self._by_fd.values() if h.via_slot]
         deadline = None if timeout is None else time.monotonic() + timeout
 
@@ -190,8 +187,7 @@ class _PipeSite(RemoteSite):
         return sleep_until(flag, check, self._sleep, deadline, woke)
 
     def _spins(self) -> bool:
-        """Whether this process spins while it waits: while a core is left to it, or its recent
-        waits were shorter than `SPIN_WAIT`."""
+        """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
         return len(self._by_fd) < self._cpus or self._poller.waits_below(SPIN_WAIT)
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:

@@ -1,5 +1,4 @@
-"""`PoolBackend`, what a backend gives the `PoolScheduler`, and `RemoteSite`, the part every
-`WorkerGroup` shares."""
+"""`PoolBackend`, what a backend gives the `PoolScheduler`; `RemoteSite`, its shared half."""
 
 from __future__ import annotations
 
@@ -29,29 +28,25 @@ class PoolBackend(ABC):
     # -- messages ---------------------------------------------------------------------
     @abstractmethod
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
-        """Send one message to ``handle`` now (also while it is busy) and return its
-        ticket: answers come back in the order of the tickets."""
+        """Send one message to ``handle`` now; its ticket (answers come in ticket order)."""
 
     #: `answer` asked again for a ticket whose read an interrupt cut goes on with that read
     #: and gives the same answer, also after a `post` to the same handle meanwhile
     resumes_reads: bool = False
 
     def taken(self, handle: WorkerHandle) -> int | None:
-        """The ticket of the message ``handle`` took in a `post` a Ctrl-C cut, or None where
-        that cannot be known."""
+        """The ticket of a message ``handle`` took in a `post` a Ctrl-C cut (None: unknown)."""
         return None
 
     def answered(self, handle: WorkerHandle, ticket: int) -> bool:
-        """Whether asking `answer` for ``ticket`` again (a read an interrupt cut) would
-        not wait: a poll (``recv(timeout=0)``) finishes only such cut reads."""
+        """Whether `answer` for ``ticket`` (a cut read) would not wait."""
         return False
 
     @abstractmethod
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
-        """The answer to message ``ticket`` by ``deadline``; raises a ``WorkerError`` (past it:
-        ``WorkerTimeoutError`` naming ``budget``)."""
+        """The answer to ``ticket`` by ``deadline``, or a ``WorkerError``."""
 
     # -- which workers have an answer ---------------------------------------------------
     @abstractmethod
@@ -64,19 +59,16 @@ class PoolBackend(ABC):
 
     @abstractmethod
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        """The watched handles whose next answer (or end) is there, waiting up to
-        ``timeout`` seconds (0: look only; None: until one is)."""
+        """The watched handles with an answer (or end), within ``timeout`` (0: look only)."""
 
     # -- rows ---------------------------------------------------------------------------
     @abstractmethod
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
-        """Keep the rows of ``envs`` (of ``handle``) from ``answer`` until `rows`
-        reads them; return the answer's info calls (local indices)."""
+        """Keep ``envs``' rows of ``answer`` for `rows`; return its info calls."""
 
     @abstractmethod
     def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order (an
-        env's rows are kept until its next step: `PoolScheduler.unsent` reads them again)."""
+        """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order."""
 
     @abstractmethod
     def returned(self, ids: list[int], ended: np.ndarray) -> None:
@@ -87,8 +79,7 @@ class PoolBackend(ABC):
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
-        """Apply the failure policy to ``handle``'s ``failure``: the rebuilt worker's lost
-        episodes' answer (``superseded``: envs the caller has not seen), or raise ``failure``."""
+        """Apply the failure policy: the rebuilt worker's lost episodes' answer, or raise."""
 
     @abstractmethod
     def interrupted(self, reason: BaseException) -> None:
@@ -96,8 +87,7 @@ class PoolBackend(ABC):
 
 
 class RemoteSite(PoolBackend):
-    """The `PoolBackend` half every `WorkerGroup` shares: messages by its ``send``/``wait``, the
-    episode-ended flags, the failure policy. A backend's pool adds readiness and rows."""
+    """The `PoolBackend` half every `WorkerGroup` shares (messages, flags, failure policy)."""
 
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group

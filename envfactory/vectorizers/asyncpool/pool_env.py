@@ -47,8 +47,7 @@ class PoolVecEnv(RemoteVecEnv):
         autoreset_mode: Any = "next_step",
         **faults: Any,
     ) -> None:
-        """``group`` (not started), ``batch_size`` (checked by the vectorizer's schema and
-        build function), ``site(group)`` its `PoolBackend`; the rest are the front's."""
+        """``group`` (not started), ``batch_size``, ``site(group)`` its `PoolBackend`."""
         self.batch_size = int(batch_size)
         self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
         super().__init__(group, autoreset_mode, **faults)
@@ -202,16 +201,14 @@ class PoolVecEnv(RemoteVecEnv):
     def step(
         self, actions: Any, env_ids: Any = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """``env_ids`` given: `send` then `recv` (envpool). ``None``: the
-        synchronous ``VectorEnv.step`` of every env (no env may be in flight)."""
+        """``env_ids`` given: `send` then `recv` (envpool); else the synchronous step."""
         if env_ids is None:
             return super().step(actions)
         self.send(actions, env_ids)
         return self.recv()
 
     def _use_hold(self) -> None:
-        """Hold a Ctrl-C while the pool reads an answer (see `scheduler`), from
-        this pool's first async call until it is closed."""
+        """Hold a Ctrl-C in the pool's reads, from its first async call until it closes."""
         if not self._holds and os.getpid() == self._guard.owner_pid:
             self._holds = HOLD.use()
 
@@ -283,8 +280,7 @@ class PoolVecEnv(RemoteVecEnv):
 
 
 def _batch_len(actions: Any) -> int | None:
-    """The length of an action batch's first axis (-1: a scalar; None: not an array or
-    a list, left to the space check)."""
+    """An action batch's length (-1: a scalar; None: left to the space check)."""
     if isinstance(actions, np.ndarray):
         return -1 if actions.ndim == 0 else actions.shape[0]
     if isinstance(actions, list):
@@ -295,8 +291,7 @@ def _batch_len(actions: Any) -> int | None:
 
 
 def take_rows(tree: Any, idx: Any) -> Any:
-    """Rows ``idx`` (an index array or list) of a batch: an array, or a dict / tuple of
-    them (a batched observation of a ``Dict`` / ``Tuple`` space)."""
+    """Rows ``idx`` of a batch (an array, or a dict / tuple of them)."""
     if isinstance(tree, dict):
         return {k: take_rows(v, idx) for k, v in tree.items()}
     if isinstance(tree, tuple):

@@ -42,8 +42,7 @@ IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
 
 
 def _mark(state: np.ndarray, envs: list[int], value: int) -> None:
-    """``state[envs] = value``: element by element for a few envs (10x cheaper than
-    numpy's fancy indexing for one env, on the pool's per-worker path)."""
+    """``state[envs] = value`` (a loop for a few envs: 10x cheaper than fancy indexing)."""
     if len(envs) <= 8:
         for i in envs:
             state[i] = value
@@ -52,8 +51,7 @@ def _mark(state: np.ndarray, envs: list[int], value: int) -> None:
 
 
 class PoolScheduler:
-    """The async pool over ``handles`` (together envs ``0:num_envs``) and a `PoolBackend`; a
-    pool's synchronous calls first ask `expect_drained`."""
+    """The async pool over ``handles`` and a `PoolBackend`."""
 
     def __init__(self, handles: Sequence[WorkerHandle], backend: PoolBackend) -> None:
         self.handles = list(handles)
@@ -116,8 +114,7 @@ class PoolScheduler:
                 self._sent(h, ticket, h.indices, "reset")
 
     def send(self, ids: list[int], actions: Sequence[Any]) -> None:
-        """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker.
-        Raises ``ValueError`` for an env in flight or not returned."""
+        """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker."""
         state = self._state
         busy = [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
         if busy:
@@ -187,8 +184,7 @@ class PoolScheduler:
         return self._hand_over(ids, batch, head)
 
     def unsent(self) -> Batch | None:
-        """The envs handed over that no `send` took since, as a batch again (a LOST env gives
-        its lost episode); None: none."""
+        """The envs handed over that no `send` took since, as a batch again (None: none)."""
         if not self._unsent:
             return None
         with HOLD:
@@ -203,8 +199,7 @@ class PoolScheduler:
         return batch
 
     def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
-        """Every env ready once ``at_least`` are or, ``wait`` seconds from now, one is;
-        ``NoPendingCallError``: none is."""
+        """Every env ready once ``at_least`` are or, ``wait`` seconds on, one is."""
         self._stash = None  # (a batch a Ctrl-C cut: its envs are still READY in the queue)
         have = int(np.count_nonzero(self._state == IN_FLIGHT)) + len(self._queue)
         if have == 0:
@@ -227,8 +222,7 @@ class PoolScheduler:
         return self._hand_over(ids, batch, True)
 
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
-        """Wait for every answer ``handles`` owe (their envs become ready, queued for
-        `recv`), so that a call can use their channels."""
+        """Wait for every answer ``handles`` owe, so that a call can use their channels."""
         with HOLD:
             for h in handles:
                 while h in self._flights:
@@ -263,8 +257,7 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: list[int], actions: Any) -> None:
-        """Send ``h`` the step of ``envs``, ``actions[ks[j]]`` for ``envs[j]``, as one message
-        now, also while it is busy (one message per worker: splitting it was measured slower)."""
+        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``) as one message now."""
         if len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
             envs, ks = [envs[j] for j in order], [ks[j] for j in order]
@@ -288,8 +281,7 @@ class PoolScheduler:
         self._sent(h, ticket, envs, "step")
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
-        """Read ``h``'s answer to its oldest message: those envs become READY. A read a
-        second Ctrl-C cut is resumed by the next call; the bookkeeping holds every Ctrl-C."""
+        """Read ``h``'s oldest answer (its envs become READY); see the module's Ctrl-C rules."""
         msg, deadline = self._flights.oldest(h, limit)
         resumes = h.resumable and self.backend.resumes_reads
         if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
@@ -314,8 +306,7 @@ class PoolScheduler:
             self._accept(h, msg.envs, answer)
 
     def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
-        """An interrupt cut ``h``'s answer (a handle that cannot resume) or its
-        rebuild: the env is unusable."""
+        """An interrupt cut ``h``'s answer or rebuild: the env is unusable."""
         if not isinstance(exc, WorkerError):
             self.backend.interrupted(
                 RuntimeError(
@@ -334,8 +325,7 @@ class PoolScheduler:
             infos.setdefault(h.start + local, []).append(info)
 
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
-        """``h`` failed: its envs in flight or ready but not returned get the lost-episode
-        result now, the others at their next `send` (LOST)."""
+        """``h`` failed: its unreturned envs get the lost-episode result, the others LOST."""
         mine = h.indices
         state = self._state
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
@@ -359,8 +349,8 @@ class PoolScheduler:
                 self._unsent[i] = None
 
     def _build(self, ids: list[int], kept: dict[int, list[dict]] | None = None) -> Batch:
-        """The batch of ``ids`` with the infos ``kept`` (default: those of the ready envs);
-        nothing changes: `_hand_over` does that."""
+        """The batch of ``ids`` with the infos ``kept`` (default: the ready envs'); changes
+        nothing."""
         idx = np.asarray(ids, dtype=np.intp)
         obs, rewards, terms, truncs = self.backend.rows(idx)
         kept = self._infos if kept is None else kept
@@ -370,8 +360,7 @@ class PoolScheduler:
         return obs, rewards, terms, truncs, infos
 
     def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
-        """``batch`` goes to the caller (holding every Ctrl-C): its envs leave the queue
-        and become IDLE, unsent."""
+        """``batch`` goes to the caller: its envs leave the queue and become IDLE, unsent."""
         with HOLD:
             queue, infos, unsent = self._queue, self._infos, self._unsent
             if head:

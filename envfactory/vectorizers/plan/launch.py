@@ -1,5 +1,5 @@
-"""Starting worker processes: one launcher thread with SIGINT blocked, the fork server booted
-early, the descriptor check, the fork hooks, `context_of` and `payload`."""
+"""Starting worker processes: the launcher thread, the fork server, the descriptor check, the
+hooks."""
 
 from __future__ import annotations
 
@@ -34,8 +34,7 @@ FDS_PER_WORKER, FDS_SHARED = 5, 3
 
 
 def check_descriptors(workers: int) -> None:
-    """Refuse (``OSError(EMFILE)``) a start whose workers cannot all have their descriptors,
-    before any worker or fork server is asked; a lower bound."""
+    """Raise ``OSError(EMFILE)`` before a start whose workers cannot all have their descriptors."""
     import errno
 
     try:
@@ -110,8 +109,7 @@ def _launcher_queue() -> queue.SimpleQueue:
 
 
 def _servers_up(method: str | None) -> None:
-    """Start the resource tracker and (forkserver) the fork server from this thread, SIGINT
-    blocked and left blocked, so no process it starts prints a Ctrl-C traceback."""
+    """Start the resource tracker and fork server from this thread with SIGINT blocked for good."""
     if not hasattr(signal, "pthread_sigmask"):
         return
     from multiprocessing import resource_tracker
@@ -140,23 +138,21 @@ WORKER_PRELOAD = ("envfactory.vectorizers.worker.worker", "gymnasium", "envfacto
 
 
 def boot_forkserver(modules: Sequence[str] = ()) -> None:
-    """Start the fork server now in the background, preloading `WORKER_PRELOAD` and
-    ``modules`` (nothing if one runs)."""
+    """Boot the fork server now in the background (nothing if one runs)."""
     _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
     install_fork_hook()
     _launcher_queue().put((lambda: _servers_up("forkserver"), {}, threading.Event()))
 
 
 def prestart(options: Mapping[str, str], modules: Sequence[str]) -> None:
-    """``subproc``'s `VectorizerPlugin.prestart`: the fork server boots while the config is
-    composed (`boot_forkserver`), unless the overrides pick another start method."""
+    """``subproc``'s `VectorizerPlugin.prestart`: boots the fork server while the config
+    composes."""
     if options.get("context", "forkserver") == "forkserver":
         boot_forkserver(modules)
 
 
 def start_process(proc: Any) -> None:
-    """``proc.start()`` from the launcher thread (see above), without re-running
-    ``__main__`` in it, also from inside a daemonic process."""
+    """``proc.start()`` from the launcher thread, without re-running ``__main__``."""
     box: dict[str, Any] = {}
     done = threading.Event()
     _launcher_queue().put((lambda: _start(proc), box, done))
@@ -170,8 +166,7 @@ def start_process(proc: Any) -> None:
 
 
 def context_of(method: str) -> Any:
-    """The multiprocessing context of ``method`` (forkserver: preloads extended, fork hook
-    installed)."""
+    """The multiprocessing context of ``method`` (forkserver: `WORKER_PRELOAD` added)."""
     ctx = mp.get_context(method)
     if method == "forkserver":
         _compat.forkserver_preload(ctx, WORKER_PRELOAD)
@@ -180,8 +175,7 @@ def context_of(method: str) -> Any:
 
 
 def payload(method: str, fns: list, start: int) -> Any:
-    """Env constructors as a worker of ``method`` receives them: as they are under ``fork``,
-    else cloudpickled (an `UnpicklableEnvError` names the first that is not)."""
+    """Env constructors as a worker of ``method`` receives them (cloudpickled unless ``fork``)."""
     if method == "fork":
         return fns
     import cloudpickle

@@ -1,5 +1,4 @@
-"""The options, checked where they are read (``timeout=inf`` becomes null here, once): the fault
-options, the ``subproc``/``subproc-atari``/``auto`` schemas and `check_split`."""
+"""The options, checked where they are read (``timeout=inf`` becomes null here, once)."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ START_METHODS = ("fork", "forkserver", "spawn")
 
 
 def check_fault_options(options: Any) -> None:
-    """Check a remote backend's fault options (`FaultOptions`' fields, those the schema
-    has); each raises an `OptionError`. ``timeout=inf`` becomes null."""
+    """Check `FaultOptions`' fields a schema has (`OptionError`); ``timeout=inf`` -> null."""
     seconds = (
         ("timeout", "a number of seconds > 0, or null (or inf) for no timeout"),
         ("restart_window", "a number of seconds > 0"),
@@ -147,8 +145,7 @@ class SubprocConfig(FaultOptions):
 
 
 def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") -> None:
-    """``batch_size`` (null or in [1, num_envs], no parent share) and ``in_parent`` (null or in
-    [0, num_envs - 1]) against ``num_envs``: the one check of both."""
+    """``batch_size`` and ``in_parent`` against ``num_envs``: the one check of both."""
     if batch_size is not None and (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, Integral)

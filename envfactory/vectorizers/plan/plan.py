@@ -109,8 +109,7 @@ def no_core_for_a_worker(load: float | None = None, cpus: int | None = None) -> 
 def default_in_series(
     num_envs: int, leave_parent_a_core: bool, load: float | None = None, cpus: int | None = None
 ) -> int:
-    """Envs per worker: one worker per core (but one, ``leave_parent_a_core``), or per core
-    that ``load`` leaves free when it leaves some but not all."""
+    """Envs per worker: one worker per core (free of ``load``; but one for a parent share)."""
     cpus = _cpus(cpus)
     workers = max(1, cpus - 1) if leave_parent_a_core else cpus
     if load is not None and not leave_parent_a_core:
@@ -121,8 +120,7 @@ def default_in_series(
 
 
 def others_running(samples: int = 8, gap: float = 0.001) -> float:
-    """Other programs' running threads now: ``/proc/loadavg``'s running count over ``samples``
-    reads, less this reader and this program's fork server and resource tracker."""
+    """Other programs' running threads now (``/proc/loadavg``, this program's helpers left out)."""
     counts = []
     helpers = _compat.helper_pids()
     try:
@@ -168,8 +166,7 @@ def parent_share(
     load: float | None = None,
     cpus: int | None = None,
 ) -> int:
-    """The envs (the last ones) the parent steps: ``in_parent``, or (null) a worker's share when
-    nothing asks for a worker process and a core is idle for it."""
+    """The envs the parent steps: ``in_parent``, or (null) a worker's share when a core is idle."""
     if in_parent is not None:
         return int(in_parent)
     if in_series is not None or timeout is not None or restart or images:
@@ -206,8 +203,7 @@ CHEAP_STEP_SECONDS = 50e-6
 def cheap_in_series(
     num_envs: int, in_series: int, probe: Callable[[], float | None], cpus: int | None = None
 ) -> int:
-    """On 8+ cpus, one worker per two cpus when ``probe()`` is under `CHEAP_STEP_SECONDS`,
-    else ``in_series`` (the probe runs only where it could change the split)."""
+    """On 8+ cpus, one worker per two cpus for a step under `CHEAP_STEP_SECONDS`."""
     cpus = _cpus(cpus)
     fewer = math.ceil(num_envs / max(1, cpus // 2))
     if cpus < 8 or fewer <= in_series:
@@ -267,8 +263,7 @@ def explain_split(
 
 
 def fallback_split(num_envs: int, load: float | None, cpus: int | None = None) -> Split:
-    """``auto``'s fallback: every env in this process, because no core was free for a worker
-    when it was built (``load``: other programs' running threads it saw)."""
+    """``auto``'s fallback: every env in this process (no core free for a worker)."""
     return Split(
         (),
         num_envs,

@@ -17,8 +17,7 @@ PROBE_TIMEOUT = 2.0
 
 
 def step_seconds(ctx: Any, payload: Any, start: Any) -> float | None:
-    """The median step time of ``payload``'s first env in a new process of ``ctx``; None if it
-    could not be built and stepped within `PROBE_TIMEOUT`."""
+    """The median step time of ``payload``'s first env in a new process (None: it failed)."""
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     proc = ctx.Process(
         target=_probe_main, args=(child_conn, payload), name="envfactory-probe", daemon=True
@@ -42,8 +41,7 @@ def step_seconds(ctx: Any, payload: Any, start: Any) -> float | None:
 
 
 def _probe_main(conn: Any, payload: Any) -> None:
-    """The probe process: build the env, reset it, time up to `PROBE_STEPS` steps of
-    sampled actions (reset when an episode ends), send the median, close the env."""
+    """The probe process: build the env, time up to `PROBE_STEPS` steps, send the median."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (as a worker)
     answer: float | None = None
     try:

@@ -1,2 +1,1 @@
-"""The worker side: the worker process, the env runner and host, the recovery rule, the
-messages."""
+"""The worker side: the process, the env runner and host, the recovery rule, the messages."""

@@ -48,8 +48,7 @@ StepResult = tuple[list[tuple[int, dict[str, Any]]], "list[Any] | None"]
 
 
 class Cmd(str, Enum):
-    """The commands a backend sends its workers (a ``str`` enum: each member equals its
-    value, and the pipe carries the plain string, cheap to pickle)."""
+    """The commands a backend sends its workers (a ``str`` enum, pickled as the plain string)."""
 
     def __str__(self) -> str:  # "step", not "Cmd.STEP", in messages
         return str(self.value)
@@ -85,8 +84,7 @@ class WorkerSpec:
 
 @dataclass(frozen=True)
 class Attach:
-    """Map the shared region (its fd and the worker's and parent's eventfds follow by
-    SCM_RIGHTS)."""
+    """Map the shared region (its fd and two eventfds follow by SCM_RIGHTS)."""
 
     layout: Any
     worker: int
@@ -118,8 +116,7 @@ class Reset:
 
 @dataclass(frozen=True)
 class Call:
-    """Call method ``name`` (``args is None``: get attribute ``name``) of envs ``local``;
-    a callable ``name`` is called as ``name(env, *args, **kwargs)``."""
+    """Call ``name`` (``args`` None: get attribute ``name``) of envs ``local``."""
 
     name: str | Callable[..., Any]
     args: Any
@@ -155,8 +152,8 @@ class RestartReset:
 
 @dataclass(frozen=True)
 class Failure:
-    """An exception in the worker: its qualified type name, the exception itself if it
-    survives pickling (else ``None``), and the traceback text."""
+    """An exception in the worker: type name, the exception if it pickles (else None),
+    traceback."""
 
     exc_type: str
     exc: BaseException | None
@@ -164,8 +161,8 @@ class Failure:
 
 
 def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) -> Failure:
-    """The `Failure` of ``exc``, being handled now; its exception travels only if it survives
-    ``pickles`` and loading back (None: it stays as it is)."""
+    """The `Failure` of ``exc`` (being handled); it carries ``exc`` only if ``pickles`` round-
+    trips it."""
     tb = traceback.format_exc()
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
     if pickles is None:
@@ -179,8 +176,8 @@ def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) 
 
 
 def dumps(obj: Any, by_value: bool = False) -> Any:
-    """Pickle ``obj`` for a connection: multiprocessing's pickler, or cloudpickle if that
-    fails (or ``by_value``). Both are read back by ``Connection.recv`` (pickle.loads)."""
+    """Pickle ``obj`` for a connection: multiprocessing's pickler, else (or ``by_value``)
+    cloudpickle."""
     if not by_value:
         try:
             return ForkingPickler.dumps(obj)
@@ -230,8 +227,7 @@ class Sender:
 
 
 def unwritten(views: list[memoryview], written: int) -> list[memoryview]:
-    """What is left of `Sender.frame`'s ``views`` once ``written`` bytes of them were
-    written."""
+    """What is left of `Sender.frame`'s ``views`` once ``written`` bytes of them were written."""
     out = []
     for v in views:
         if written >= len(v):

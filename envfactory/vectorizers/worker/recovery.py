@@ -74,8 +74,8 @@ def after_reset(mask: Any, done: Sequence[bool], mode: AutoresetMode | str) -> l
 
 
 class Recoverable(gym.Wrapper):
-    """An env recovered through public calls: ``set_attr("envfactory_recover", what)`` arms it,
-    and its next ``step`` stands for the lost one as the rule says."""
+    """An env ``set_attr('envfactory_recover', what)`` arms: its next step stands for the lost
+    one."""
 
     #: the attribute ``set_attr`` arms
     ATTR = "envfactory_recover"
@@ -108,8 +108,7 @@ class Recoverable(gym.Wrapper):
 
 
 class RecoverableFn:
-    """An env constructor whose env comes wrapped in `Recoverable` (picklable: a nested
-    ``subproc`` sends it to its workers)."""
+    """An env constructor whose env comes wrapped in `Recoverable` (picklable)."""
 
     def __init__(self, fn: Callable[[], gym.Env], mode: AutoresetMode) -> None:
         self.fn, self.mode = fn, mode

@@ -1,5 +1,5 @@
-"""`EnvRunner`, the one per-env step/reset/autoreset implementation (gymnasium's
-``SyncVectorEnv`` trajectories), and `EnvHost`, the worker side of every out-of-process backend."""
+"""`EnvRunner`, the one per-env autoreset implementation, and `EnvHost`, every backend's worker
+side."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ class EnvRunner:
         return calls
 
     def step(self, actions: Sequence[Any], only: Sequence[int] | None = None) -> InfoCalls:
-        """Step every env (``actions[i]`` for env ``i``), or only the envs ``only`` (the
-        async pool: ``actions[k]`` for env ``only[k]``; the others keep their state)."""
+        """Step every env (``actions[i]``), or the envs ``only`` (``actions[k]`` for
+        ``only[k]``)."""
         calls: InfoCalls = []
         mode, obs, rewards = self.mode, self.obs, self.rewards
         terms, truncs, autoreset = self.terminations, self.truncations, self.autoreset
@@ -108,8 +108,7 @@ class _Scatter:
 
 
 def call_env(env: Any, name: str | Callable[..., Any], args: Any, kwargs: Any) -> Any:
-    """What ``call``/``get_attr`` does to one env: ``name(env, ...)`` for a function, else its
-    wrapper attribute, called when callable and ``args`` is not None."""
+    """What ``call``/``get_attr`` does to one env (``args`` None: get the attribute)."""
     if callable(name):
         return name(env, *args, **kwargs)
     try:
@@ -120,8 +119,7 @@ def call_env(env: Any, name: str | Callable[..., Any], args: Any, kwargs: Any) -
 
 
 def _no_attribute(env: Any, name: str) -> str:
-    """The line for an attribute that neither an env nor any of its wrappers has: the env,
-    the closest public name (a misspelling), where the names are."""
+    """The line for an attribute no env wrapper has, with the closest public name."""
     names: set[str] = set()
     layer = env
     while layer is not None:
@@ -210,8 +208,7 @@ class EnvHost:
         return self._collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
 
     def restarted(self, rs: Any) -> Any:
-        """``Cmd.RESTARTED`` (a [`Restarted`][envfactory.vectorizers.remote.Restarted]): the
-        recovery rule after a lost step (`after_step`)."""
+        """``Cmd.RESTARTED``: the recovery rule after a lost step (`after_step`)."""
         rule = after_step(rs.done, self.mode)
         due = [i for i, what in enumerate(rule) if what == RESET_FLAGGED]
         for i, what in enumerate(rule):
@@ -224,8 +221,7 @@ class EnvHost:
         return self._collect(calls, None)
 
     def restart_reset(self, rr: Any) -> Any:
-        """``Cmd.RESTART_RESET`` (a [`RestartReset`][envfactory.vectorizers.remote.RestartReset]):
-        the recovery rule after a lost reset (`after_reset`)."""
+        """``Cmd.RESTART_RESET``: the recovery rule after a lost reset (`after_reset`)."""
         mask, runner = rr.reset.mask, self.runner
         calls = runner.reset(rr.reset.seeds, rr.reset.options, mask)
         self.lost.clear()
@@ -241,8 +237,7 @@ class EnvHost:
         return self._collect(calls, None)
 
     def call(self, c: Any) -> list[Any]:
-        """``Cmd.CALL`` (a [`Call`][envfactory.vectorizers.remote.Call]): one result per env of
-        ``c.local``."""
+        """``Cmd.CALL``: one result per env of ``c.local``."""
         return [call_env(self.envs[i], c.name, c.args, c.kwargs) for i in c.local]
 
     def set_attr(self, sa: Any) -> None:

@@ -1,5 +1,4 @@
-"""The worker process: hosts a slice of envs and answers small batched messages (the
-messages are in `protocol`)."""
+"""The worker process: hosts a slice of envs and answers the messages of `protocol`."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ PR_SET_PDEATHSIG = 1
 
 
 class WorkerWake:
-    """The worker's side of its control slot: waits for a step or a pipe message, reports one
-    done."""
+    """The worker's side of its control slot: waits for a step or a message, reports one done."""
 
     def __init__(self, control: Any, worker: int, spin_seconds: float, go: int, done: int):
         self.slot = control[worker]
@@ -61,8 +59,8 @@ class WorkerWake:
         self.sleep_poll: Any = None
 
     def wait(self, poller: Poller, parent_alive: Callable[[], bool]) -> int:
-        """The seq of the next shared-memory step (> 0), 0 for a pipe message, -1 if the main
-        process is gone."""
+        """The seq of the next slot step (> 0), 0 for a pipe message, -1: the main process is
+        gone."""
         slot, last, pipe, go = self.slot, self.last, poller.ready, self.go
 
         def ready() -> bool:
@@ -93,8 +91,8 @@ class WorkerWake:
         return 0
 
     def finish(self, seq: int, msg: int) -> None:
-        """Report step ``seq`` done; ``msg``: 1 if its answer follows by pipe,
-        `IN_COLUMNS` if its infos are in the info columns, else 0."""
+        """Report step ``seq`` done; ``msg``: 1 answer by pipe, `IN_COLUMNS` infos in columns,
+        else 0."""
         slot = self.slot
         slot[MSG] = msg
         fence()
@@ -119,8 +117,7 @@ def _die_with_parent() -> None:
 
 
 def _watch_main(main_pid: int) -> None:
-    """A thread that kills this worker (and its process group) the moment the main process
-    ends, also mid-step (Linux pidfd)."""
+    """A thread that kills this worker and its process group the moment the main process ends."""
     try:
         pidfd = os.pidfd_open(main_pid)
     except ProcessLookupError:
