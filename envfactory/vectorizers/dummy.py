@@ -66,8 +66,7 @@ class DummyVecEnv(VecEnvBase):
         self._array_actions = isinstance(
             self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
         )
-        # a Ctrl-C during a step or reset is held until every env is done with it (else
-        # some envs would have stepped and others not): see _stepped
+        # a Ctrl-C during a step or reset is held until every env is done (see _stepped)
         self._holds = HOLD.use()
         self._reset_done = False  # the pending reset ran (reset_wait() returns it)
 

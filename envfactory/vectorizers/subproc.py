@@ -53,9 +53,8 @@ __all__ = [
     "SubprocVecEnv",
 ]
 
-#: the least a worker spins when the parent steps a share of the envs (see `SubprocGroup.start`):
-#: measured at 16 CartPoles, in_parent=8, 2 cores: 1.24x dummy with 1000 us, 0.92-1.34x with
-#: 200 us (whether the worker fell asleep each step depended on the host's speed)
+#: the least a worker spins when the parent steps a share of the envs (16 CartPoles,
+#: in_parent=8, 2 cores: 1.24x dummy with 1000 us, 0.92-1.34x with 200 us)
 PARENT_SHARE_SPIN_US = 1000
 
 
@@ -93,10 +92,7 @@ class SubprocGroup(WorkerGroup):
         #: the plan this group starts (`plan_split`): its workers' slices, this process's share
         self.split = split
         self.in_parent = split.in_parent
-        # a worker whose parent steps a share (``in_parent``) waits each step while the
-        # parent steps its own envs, longer than ``spin_us`` on a slow core; sleeping then
-        # costs a wake-up per step (~150 us here), so it spins at least
-        # `PARENT_SHARE_SPIN_US` (still only while its recent waits were shorter)
+        # a worker waits while the parent steps its share: it spins at least that long
         self._spin_s = (
             max(spin_us, PARENT_SHARE_SPIN_US) if self.in_parent and spin_us > 0 else spin_us
         ) * 1e-6
@@ -123,9 +119,7 @@ class SubprocGroup(WorkerGroup):
         if in_parent:  # built while the workers build theirs
             try:
                 envs = [fn() for fn in env_fns[split:]]
-            except Exception as exc:  # the workers' failure to start, most likely the same,
-                # is raised first (as a worker's, wherever the envs are placed); else this
-                # one, as a RemoteEnvError naming the parent's own envs
+            except Exception as exc:  # the workers' failure first, else the parent's own
                 self.gather("start", self.workers, self.startup_budget())
                 here = LocalHandle(split, [None] * in_parent, env.autoreset_mode, self.env_id)
                 raise here.remote_error("start", failure_of(exc)) from exc
@@ -217,8 +211,7 @@ class SubprocGroup(WorkerGroup):
             elif calls:
                 columns = None
         if columns:  # every worker's infos merged at once (as gymnasium's one by one),
-            # straight from the columns when every worker with infos left them under one
-            # schema (the common case), else from the ``(env, info)`` pairs
+            # from the columns when all share one schema, else from the ``(env, info)`` pairs
             first, n, rows = columns[0], self.num_envs, 0
             for c in columns:
                 if c.schema != first.schema:

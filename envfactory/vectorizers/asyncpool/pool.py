@@ -30,9 +30,8 @@ _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 __all__ = ["SPIN_WAIT", "PoolVecEnv", "SubprocPool", "take_rows"]
 
-#: the pool's parent spins through its waits for a worker while they average no longer
-#: than this, even while every core is busy: waking a sleeping process costs 25-300 us on
-#: a VM, so the wait for a cheap env's step is cheaper spun through
+#: the parent spins through waits that average under this, even with every core busy (a
+#: wake-up costs 25-300 us on a VM)
 SPIN_WAIT = 150e-6
 
 
@@ -72,9 +71,8 @@ class _PipeSite(RemoteSite):
         self.subproc = group
         self._by_fd: dict[int, PipeHandle] = {}  # the pipes of the workers that owe
         self._fd_of: dict[int, int] = {}  # id(handle) -> its pipe while it owes
-        # every worker's pipe stays registered (in the poller, and with its eventfd in the
-        # sleep's poll) from its first message on, not once per message: index -> fds,
-        # and the worker that holds each registered pipe number (closed numbers are reused)
+        # a worker's pipe and eventfd stay registered from its first message on: index ->
+        # fds, and the worker that holds each registered pipe number (numbers are reused)
         self._registered: dict[int, tuple[int, int]] = {}
         self._owner: dict[int, int] = {}
         self._eventfds: set[int] = set()
@@ -85,9 +83,7 @@ class _PipeSite(RemoteSite):
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         h: PipeHandle = handle  # type: ignore[assignment]  # (the group's: no check per call)
         if cmd == Cmd.STEP_ENVS and len(data[0]) == h.stop - h.start:
-            # every env of the worker (sorted, once each), so nothing else of it is in
-            # flight: its slot (PipeHandle.send takes it when the actions fit the shared
-            # buffer)
+            # every env of the worker: its slot (when the actions fit the shared buffer)
             cmd, data = Cmd.STEP, data[1]
         h.send(cmd, data)  # (a Ctrl-C goes through while it waits for a busy worker)
         return h.seq

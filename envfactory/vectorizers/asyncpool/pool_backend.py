@@ -30,8 +30,7 @@ class PoolBackend(ABC):
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         """Send one message to ``handle`` now; its ticket (answers come in ticket order)."""
 
-    #: `answer` asked again for a ticket whose read an interrupt cut goes on with that read
-    #: and gives the same answer, also after a `post` to the same handle meanwhile
+    #: `answer` asked again for a ticket whose read an interrupt cut resumes that read
     resumes_reads: bool = False
 
     def taken(self, handle: WorkerHandle) -> int | None:
@@ -92,8 +91,7 @@ class RemoteSite(PoolBackend):
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group
         self._tickets = 0
-        #: the front's episode-ended flags, lent by the pool's front (`PoolVecEnv`): kept
-        #: current as envs are handed over, read when a worker is rebuilt
+        #: the front's episode-ended flags, lent by `PoolVecEnv`
         self.done: np.ndarray = np.zeros(group.num_envs, np.bool_)
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:

@@ -56,8 +56,7 @@ class PoolVecEnv(RemoteVecEnv):
         backend = site(group)
         backend.done = self._done  # (lent: the pool keeps it current as it hands envs over)
         self.pool = PoolScheduler(self.workers, backend)
-        # call / get_attr / set_attr / render: first let the workers concerned finish
-        # their steps (their envs then wait in recv()'s queue); weakly, as group.env
+        # a call first lets the workers concerned finish their steps (weakly, as group.env)
         front = weakref.ref(self)
 
         def settle(handles: list) -> None:

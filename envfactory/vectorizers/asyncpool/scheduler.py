@@ -65,8 +65,7 @@ class PoolScheduler:
         self._flights = Flights(self._by_index, backend)  # each worker's messages out
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], Batch] | None = None
-        # env -> its infos as handed over, for the envs handed over that no send took
-        # since, in that order (None: LOST, its result in _infos); see `unsent`
+        # env -> its infos as handed over, for `unsent` (None: LOST, its result in _infos)
         self._unsent: dict[int, list[dict] | None] = {}
 
     # -- state ----------------------------------------------------------------------------
@@ -168,8 +167,7 @@ class PoolScheduler:
                 )
         poll = limit == 0  # read what is there; a worker is never past a 0 s limit
         with HOLD:
-            # answers already there, dead workers and workers past their timeout first,
-            # even when the queue holds enough: a hung or dead worker is reported at once
+            # answers there, dead and timed-out workers first (reported at once)
             for h in self._flights.due(None if poll else limit, block=False):
                 self._complete(h, None if poll else limit)
             if poll and not self._enough(want):
@@ -272,8 +270,7 @@ class PoolScheduler:
         try:
             ticket = self.backend.post(h, Cmd.STEP_ENVS, (local, batch))
         except BaseException as exc:
-            # a Ctrl-C while a write waited for a busy worker: a handle that took the
-            # message writes what is left of it before anything else: its envs are in flight
+            # a Ctrl-C while a write waited: a message the handle took is in flight
             taken = None if isinstance(exc, Exception) else self.backend.taken(h)
             if taken is not None:
                 self._sent(h, taken, envs, "step")

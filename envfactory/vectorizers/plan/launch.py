@@ -27,9 +27,7 @@ __all__ = [
     "start_process",
 ]
 
-#: file descriptors each worker holds in this process (its pipe, its two wake-up eventfds,
-#: the process's sentinel and its spare), and those of the shared region (measured:
-#: 5.25 a worker at 8 workers, 5.5 at 4, under fork and forkserver)
+#: file descriptors each worker holds in this process (measured: 5.25 at 8 workers, 5.5 at 4)
 FDS_PER_WORKER, FDS_SHARED = 5, 3
 
 
@@ -60,10 +58,8 @@ def install_fork_hook() -> None:
         _fork_hook[0] = True
 
 
-# Worker processes started in this process: a child that the user's program forks must not
-# treat them as its own. multiprocessing's list of children is inherited by os.fork(), and
-# at the child's normal exit its atexit hook would terminate every "daemonic child" on it:
-# the parent's workers. Installed when envfactory first starts a worker, never on import.
+# A child the user's program forks must not terminate the parent's workers at its exit (it
+# inherits multiprocessing's list of children): installed at the first worker's start.
 _started: weakref.WeakSet = weakref.WeakSet()
 _child_hook: list[bool] = [False]
 
@@ -75,12 +71,8 @@ def _after_fork_in_child() -> None:
     _started.clear()
 
 
-# -- workers are started from one thread that lives as long as the process ----------------
-# The workers ask Linux for SIGKILL when their parent dies (PR_SET_PDEATHSIG). Linux sends it
-# when the *thread* that started the process ends, not the process: a vec env built in a
-# short-lived thread (an executor, some launchers) would lose every worker with that thread.
-# So every worker is started from one daemon thread, started on first use (and again in a
-# forked child, where it does not exist), that lives until the process exits.
+# Workers are started from one daemon thread that lives as long as the process: PDEATHSIG
+# fires when the *thread* that started a worker ends, and a vec env may be built in any thread.
 _launcher: tuple[int, queue.SimpleQueue] | None = None
 _launcher_lock = threading.Lock()
 
@@ -121,9 +113,7 @@ def _servers_up(method: str | None) -> None:
 
 
 def _start(proc: Any) -> None:
-    # multiprocessing refuses children of daemonic processes (some Hydra launchers run
-    # jobs in one). Our workers die with their parent (PDEATHSIG + watchdog), which is
-    # the concern behind that rule, so lift it while starting them.
+    # a daemonic process (some Hydra launchers) may start ours: they die with their parent
     if not _child_hook[0] and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _child_hook[0] = True

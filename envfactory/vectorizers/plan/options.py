@@ -46,9 +46,8 @@ def check_fault_options(options: Any) -> None:
 
 @dataclass
 class FaultOptions:
-    """The fault options every [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv] takes,
-    as fields for a backend's config schema to inherit (``@dataclass class MyConfig(FaultOptions)``,
-    whose fields follow these; a ``__post_init__`` of its own calls ``super().__post_init__()``).
+    """The fault options every `RemoteVecEnv` takes, for a backend's schema to inherit (its own
+    ``__post_init__`` calls ``super().__post_init__()``).
 
     Attributes:
         timeout: seconds a worker may take for one call (> 0); null or ``inf`` waits
@@ -70,8 +69,6 @@ class FaultOptions:
     copy: bool = True
 
     def __post_init__(self) -> None:
-        """[`check_fault_options`][envfactory.vectorizers.remote.check_fault_options] at compose
-        time."""
         check_fault_options(self)
 
 
@@ -81,45 +78,29 @@ class SubprocConfig(FaultOptions):
 
     Attributes:
         name: always ``subproc``.
-        in_series: envs per worker process (any split of num_envs; the workers get as even
-            a share as possible); null = ceil(num_envs / cpu count), one worker per core
-            (for a pool, ``batch_size`` set, at most batch_size), or
-            ceil((num_envs - in_parent) / (cpu count - 1)) when the parent steps a share
-            (a core is left to it); on 8 or more cpus, with no parent share, one worker per
-            two cpus when a probe (one env built and stepped in a throwaway process before
-            the envs are built) finds a step under 50 us.
+        in_series: envs per worker process (as even a split as possible); null = one worker
+            per core (a pool: at most batch_size envs each; a parent share: a core left to
+            it; 8+ cpus: one worker per two cpus when a probe finds a step under 50 us).
         context: start method: ``forkserver`` (default: safe with threads, fast with its
             preloaded imports), ``fork`` or ``spawn``.
         shared_memory: observations through shared memory (Box/Dict/Tuple spaces; other
             spaces are pickled).
         copy: return a copy of the observation batch (false: a view of shared memory that
             the next step overwrites).
-        spin_us: the most microseconds a waiting process spins (yielding the CPU) before
-            it sleeps; it spins only while recent waits were shorter than this (waking a
-            sleeping process costs 25-300 us on a VM, more than a cheap env step). 0:
-            never spin (a machine whose cores are all busy). Workers of a vec env whose
-            parent steps a share (``in_parent`` > 0) spin at least 1000 us: each step they
-            wait while the parent steps its own envs.
-        in_parent: envs the parent steps itself while the workers step theirs (the last
-            ``in_parent`` envs; 0 .. num_envs - 1). 0 (default): every env in a worker
-            process, the isolation ``subproc`` promises (an env that crashes its process is
-            a ``WorkerDiedError``, never the end of the caller's program). A value > 0
-            trades that isolation for speed for those envs (cheap envs on an idle core: no
-            hand-off for them). null = decided once, before any env is built: a worker's
-            share (num_envs // cpus) when a core is idle at build time (sampled from
-            /proc/loadavg over 10 ms) and ``in_series``, ``timeout`` and ``restart`` are unset
-            (an env in the parent can be neither timed out nor restarted), else 0. An env
-            never moves between processes once built. The parent's envs' exceptions are
-            RemoteEnvErrors naming worker -1 (the parent); ``call``/``get_attr`` on them
-            answer in-process, as ``dummy``.
-        batch_size: null: a synchronous VecEnv (every step waits for every env). An int in
-            [1, num_envs]: an async pool with envpool's calls (``async_reset``, ``send``,
-            ``recv`` returning the first batch_size envs that are ready, with
-            ``infos["env_id"]``); any value works with any in_series (a multiple of
-            in_series is fastest). See the README's async pool section.
+        spin_us: the most microseconds a waiting process spins before it sleeps, while its
+            recent waits were shorter (a wake-up costs 25-300 us on a VM); 0: never spin.
+            With ``in_parent`` > 0 workers spin at least 1000 us.
+        in_parent: envs (the last ones) the parent steps itself, 0 .. num_envs - 1. 0
+            (default): every env isolated in a worker (a crash is a ``WorkerDiedError``);
+            > 0 trades that isolation for speed. null = decided once at build time: a
+            worker's share when a core is idle and ``in_series``, ``timeout`` and
+            ``restart`` are unset, else 0. An env never moves once built; the parent's envs'
+            errors are RemoteEnvErrors naming worker -1.
+        batch_size: null: a synchronous VecEnv. An int in [1, num_envs]: an async pool with
+            envpool's ``async_reset``/``send``/``recv`` (the first batch_size envs ready,
+            ``infos["env_id"]``); a multiple of in_series is fastest.
 
-    The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``) are
-    [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'.
+    The fault options are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'.
     """
 
     name: str = "subproc"

@@ -11,8 +11,7 @@ __all__ = ["PROBE_SECONDS", "PROBE_STEPS", "step_seconds"]
 
 #: the probe's steps: at most this many, and no more once they took this long in all
 PROBE_STEPS, PROBE_SECONDS = 30, 0.2
-#: the longest the parent waits for the probe (build included) before it gives up on it:
-#: an env this slow to build is no cheap env, and the probe delays the start by at most this
+#: the longest the parent waits for the probe (build included) before it gives up on it
 PROBE_TIMEOUT = 2.0
 
 

@@ -41,9 +41,7 @@ __all__ = [
 
 OK, ERROR = "ok", "error"
 
-#: What ``step``/``reset`` answer: the info calls to merge (``(local index, info)``), and the
-#: observations when they are not in shared memory (else ``None``; with a ``reset_mask``,
-#: ``None`` for the envs that were not reset).
+#: What ``step``/``reset`` answer: the info calls, and the observations not in shared memory.
 StepResult = tuple[list[tuple[int, dict[str, Any]]], "list[Any] | None"]
 
 
@@ -57,8 +55,7 @@ class Cmd(str, Enum):
         return format(str(self.value), spec)
 
     STEP = "step"  #: data: this worker's actions; answer: StepResult
-    #: the async pool: data: (local env indices, their actions); answer: StepResult (with
-    #: pickled observations, ``None`` for the envs not stepped)
+    #: the async pool: data: (local env indices, their actions); answer: StepResult
     STEP_ENVS = "step-envs"
     RESET = "reset"  #: data: Reset; answer: StepResult
     ATTACH = "attach"  #: data: Attach, then the region's fd (and two eventfds); answer: None

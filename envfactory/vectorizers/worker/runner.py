@@ -148,9 +148,7 @@ class _LostEnv:
         return self.env.reset(**kwargs)
 
 
-#: what an [`EnvHost`][envfactory.vectorizers.remote.EnvHost] answers a step or reset with: built
-#: from the info calls and the mask of envs that were stepped or reset (None: all) by the backend's
-#: ``collect``
+#: a step's or reset's answer, made by a backend's ``collect(calls, mask)``
 Collect = Callable[[InfoCalls, Any], Any]
 
 
@@ -165,8 +163,7 @@ class EnvHost:
         self.mode = mode
         self.collect = collect
         self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end
-        #: the last command's info calls and mask once its envs ran, before ``collect``
-        #: (the parent's own envs: a Ctrl-C in ``collect`` redoes only ``collect``)
+        #: the last command's info calls and mask, before ``collect`` (redone after a Ctrl-C)
         self.ran: tuple[InfoCalls, Any] | None = None
 
     def handle(self, cmd: Cmd | str, data: Any) -> Any:
@@ -268,9 +265,7 @@ class EnvHost:
         return calls
 
 
-#: the env commands an [`EnvHost`][envfactory.vectorizers.remote.EnvHost] answers, by
-#: [`Cmd`][envfactory.vectorizers.remote.Cmd] value (a backend's worker adds its own, such as
-#: ``subproc``'s ``attach`` and ``close``)
+#: the env commands an `EnvHost` answers, by `Cmd` value (a backend's worker adds its own)
 COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
     Cmd.STEP: EnvHost.step,
     Cmd.STEP_ENVS: EnvHost.step_envs,

@@ -150,8 +150,7 @@ def _failure(exc: BaseException) -> Failure:
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
     _die_with_parent()
-    # under forkserver: drop the inherited write end of the fork server's "alive" pipe, so
-    # that it exits with the main process and its death SIGKILLs this worker (PDEATHSIG)
+    # forkserver: drop the inherited end of its "alive" pipe, so it exits with the main process
     _compat.release_forkserver_alive_fd()
     with contextlib.suppress(OSError):  # a process group of its own: the parent ends the
         os.setpgid(0, 0)  # env's helper processes with the worker (timeout, terminate)
