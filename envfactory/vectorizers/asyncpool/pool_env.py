@@ -102,19 +102,37 @@ class PoolVecEnv(RemoteVecEnv):
             ResetNeededError: before any reset, or a finished env under ``disabled``.
         """
         self._check_ready("send", "send")
-        if env_ids is None:
-            n = _batch_len(actions)
-            if n is not None and n != self.num_envs:
-                got = f"{n} actions" if n >= 0 else "a single action (no batch axis)"
-                raise InvalidActionError(
-                    f"send(actions) without env_ids steps every env (envpool's meaning): "
-                    f"{got} for {self.num_envs} envs; to step the envs recv returned, pass "
-                    "their ids: envs.send(actions, infos['env_id'])"
+        n, every = _batch_len(actions), env_ids is None
+        ids = check_env_ids(
+            np.arange(self.num_envs) if every else env_ids, self.num_envs, "send(actions, env_ids"
+        )
+        if n is not None and n != len(ids):
+            got = f"{n} actions" if n >= 0 else "a single action (no batch axis)"
+            raise InvalidActionError(
+                f"send(actions) without env_ids steps every env (envpool's meaning): {got} for "
+                f"{self.num_envs} envs; to step the envs recv returned, pass their ids: "
+                "envs.send(actions, infos['env_id'])"
+                if every
+                else f"send(actions, env_ids): {got} for {len(ids)} env_ids {show_ids(ids)}; "
+                "pass one action per env id, e.g. np.stack([envs.single_action_space.sample() "
+                "for _ in env_ids])"
+            )
+        checker = self._checkers.get(len(ids))
+        if checker is None:
+            checker = self._checkers[len(ids)] = action_checker(self.single_action_space, len(ids))
+        actions = checker(actions)
+        if not self._ready:
+            raise ResetNeededError(
+                "send() before any reset: call envs.async_reset(seed=...) (or envs.reset()) first"
+            )
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            done = [i for i in ids if self._done[i] and not self.pool.is_lost(i)]
+            if done:
+                raise ResetNeededError(
+                    f"envs {done} finished an episode and autoreset_mode is 'disabled': "
+                    "reset them with envs.reset(options={'reset_mask': mask}) once no env is "
+                    "in flight, before sending them actions"
                 )
-            env_ids = np.arange(self.num_envs)
-        ids = check_env_ids(env_ids, self.num_envs, "send(actions, env_ids")
-        actions = self._check_batch(actions, ids)
-        self._check_reset_done_for(ids)
         self._guard.enter("send")
         try:
             if self._broken is not None:  # (again, now under the call guard)
@@ -210,37 +228,6 @@ class PoolVecEnv(RemoteVecEnv):
         """Hold a Ctrl-C in the pool's reads, from its first async call until it closes."""
         if not self._holds and os.getpid() == self._guard.owner_pid:
             self._holds = HOLD.use()
-
-    # -- argument checks --------------------------------------------------------------
-    def _check_batch(self, actions: Any, ids: list[int]) -> Any:
-        """One action per env id, each in the action space."""
-        n = len(ids)
-        got = _batch_len(actions)
-        if got is not None and got != n:
-            what = f"{got} actions" if got >= 0 else "a single action (no batch axis)"
-            raise InvalidActionError(
-                f"send(actions, env_ids): {what} for {n} env_ids {show_ids(ids)}; pass one "
-                "action per env id, e.g. np.stack([envs.single_action_space.sample() for _ "
-                "in env_ids])"
-            )
-        checker = self._checkers.get(n)
-        if checker is None:
-            checker = self._checkers[n] = action_checker(self.single_action_space, n)
-        return checker(actions)
-
-    def _check_reset_done_for(self, ids: list[int]) -> None:
-        if not self._ready:
-            raise ResetNeededError(
-                "send() before any reset: call envs.async_reset(seed=...) (or envs.reset()) first"
-            )
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            done = [i for i in ids if self._done[i] and not self.pool.is_lost(i)]
-            if done:
-                raise ResetNeededError(
-                    f"envs {done} finished an episode and autoreset_mode is 'disabled': "
-                    "reset them with envs.reset(options={'reset_mask': mask}) once no env is "
-                    "in flight, before sending them actions"
-                )
 
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:

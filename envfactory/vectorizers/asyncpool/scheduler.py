@@ -300,7 +300,14 @@ class PoolScheduler:
             raise
         with HOLD:
             self._flights.answered(h)
-            self._accept(h, msg.envs, answer)
+            calls = self.backend.keep(h, msg.envs, answer)
+            state, queue, infos = self._state, self._queue, self._infos
+            for i in msg.envs:
+                state[i] = READY
+                queue.append(i)
+                infos.pop(i, None)
+            for local, info in calls:
+                infos.setdefault(h.start + local, []).append(info)
 
     def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer or rebuild: the env is unusable."""
@@ -310,16 +317,6 @@ class PoolScheduler:
                     f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
                 )
             )
-
-    def _accept(self, h: WorkerHandle, envs: list[int], answer: Any) -> None:
-        calls = self.backend.keep(h, envs, answer)
-        state, queue, infos = self._state, self._queue, self._infos
-        for i in envs:
-            state[i] = READY
-            queue.append(i)
-            infos.pop(i, None)
-        for local, info in calls:
-            infos.setdefault(h.start + local, []).append(info)
 
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
         """``h`` failed: its unreturned envs get the lost-episode result, the others LOST."""

@@ -62,14 +62,21 @@ def plan_split(
         "restart": restart,
         "batch_size": batch_size,
     }
-    if batch_size is not None:
-        series = pool_in_series(num_envs, batch_size, in_series, cpus)
-        return _planned(asked, split_envs(num_envs, series), 0, None, cpus)
+    if batch_size is not None:  # one worker per core, none with more envs than a batch
+        if in_series is None:
+            in_series = max(1, min(default_in_series(num_envs, False, None, cpus), batch_size))
+        return explain_split(asked, split_envs(num_envs, in_series), 0, None, cpus)
     if load is None and (in_series is None or in_parent is None):
         load = others_running()
     needs_worker = in_series or timeout is not None or restart
     if fallback and in_parent is None and not needs_worker and no_core_for_a_worker(load, cpus):
-        return fallback_split(num_envs, load, cpus)
+        return Split(
+            (),
+            num_envs,
+            f"auto fell back to every env in this process: no core free for a worker at build "
+            f"time ({_load_words(load, cpus)}; a worker needs two free cores, one for it and one "
+            "for this process)",
+        )
     if images and in_series is None:
         share, in_series = image_split(num_envs, in_parent, timeout, restart, load, cpus)
     else:
@@ -78,27 +85,11 @@ def plan_split(
         in_series = default_in_series(num_envs - share, share > 0, None if share else load, cpus)
         if probe is not None and not share and not images:
             in_series = cheap_in_series(num_envs, in_series, probe, cpus)
-    return _planned(asked, split_envs(num_envs - share, in_series), share, load, cpus)
-
-
-def _planned(
-    asked: dict[str, Any], slices: list, in_parent: int, load: float | None, cpus: int
-) -> Split:
-    sizes = [b - a for a, b in slices]
-    return explain_split(asked, sizes, int(in_parent), load, cpus)
+    return explain_split(asked, split_envs(num_envs - share, in_series), share, load, cpus)
 
 
 def _cpus(cpus: int | None) -> int:
     return cpus or os.cpu_count() or 1
-
-
-def pool_in_series(
-    num_envs: int, batch_size: int, in_series: int | None, cpus: int | None = None
-) -> int:
-    """A pool's null ``in_series``: one worker per core, none with more envs than a batch."""
-    if in_series is not None:
-        return in_series
-    return max(1, min(default_in_series(num_envs, False, None, cpus), batch_size))
 
 
 def no_core_for_a_worker(load: float | None = None, cpus: int | None = None) -> bool:
@@ -220,12 +211,13 @@ def _load_words(load: float | None, cpus: int | None = None) -> str:
 
 def explain_split(
     requested: Mapping[str, Any],
-    workers: list[int],
+    slices: list[tuple[int, int]],
     in_parent: int,
     load: float | None,
     cpus: int | None = None,
 ) -> Split:
     """The `Split` a build decided, with its reason in words (``requested``: the options)."""
+    workers = [b - a for a, b in slices]
     parts: list[str] = []
     cpus = _cpus(cpus)
     batch = requested.get("batch_size")
@@ -260,14 +252,3 @@ def explain_split(
     if load is not None or (series is None and batch is None):
         parts.append(_load_words(load, cpus))
     return Split(tuple(workers), in_parent, "; ".join(parts))
-
-
-def fallback_split(num_envs: int, load: float | None, cpus: int | None = None) -> Split:
-    """``auto``'s fallback: every env in this process (no core free for a worker)."""
-    return Split(
-        (),
-        num_envs,
-        f"auto fell back to every env in this process: no core free for a worker at build "
-        f"time ({_load_words(load, cpus)}; a worker needs two free cores, one for it and one for "
-        "this process)",
-    )

@@ -107,15 +107,6 @@ class WorkerWake:
                 os.close(fd)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (prctl PDEATHSIG)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # pragma: no cover - non-Linux: the ppid watchdog below still works
-        pass
-
-
 def _watch_main(main_pid: int) -> None:
     """A thread that kills this worker and its process group the moment the main process ends."""
     try:
@@ -149,7 +140,10 @@ def _failure(exc: BaseException) -> Failure:
 
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
-    _die_with_parent()
+    try:  # SIGKILL when the parent dies (prctl PDEATHSIG; elsewhere the watchdog still works)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except Exception:  # pragma: no cover - non-Linux
+        pass
     # forkserver: drop the inherited end of its "alive" pipe, so it exits with the main process
     _compat.release_forkserver_alive_fd()
     with contextlib.suppress(OSError):  # a process group of its own: the parent ends the
