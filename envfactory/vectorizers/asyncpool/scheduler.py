@@ -41,15 +41,6 @@ __all__ = [
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
 
 
-def _mark(state: np.ndarray, envs: list[int], value: int) -> None:
-    """``state[envs] = value`` (a loop for a few envs: 10x cheaper than fancy indexing)."""
-    if len(envs) <= 8:
-        for i in envs:
-            state[i] = value
-    else:
-        state[envs] = value
-
-
 class PoolScheduler:
     """The async pool over ``handles`` and a `PoolBackend`."""
 
@@ -58,7 +49,7 @@ class PoolScheduler:
         self.backend = backend
         self.num_envs = max(h.stop for h in self.handles)
         self._owner = [h for h in self.handles for _ in range(h.start, h.stop)]
-        self._state = np.zeros(self.num_envs, dtype=np.int8)
+        self._state = [IDLE] * self.num_envs  # (a list: cheaper per env than an array)
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
         self._by_index = {h.index: h for h in self.handles}
@@ -70,14 +61,14 @@ class PoolScheduler:
 
     # -- state ----------------------------------------------------------------------------
     def in_flight(self) -> list[int]:
-        return np.flatnonzero(self._state == IN_FLIGHT).tolist()
+        return [i for i, s in enumerate(self._state) if s == IN_FLIGHT]
 
     def lost(self) -> list[int]:
         """Envs of a rebuilt worker whose lost episode is reported at their next send."""
-        return np.flatnonzero(self._state == LOST).tolist()
+        return [i for i, s in enumerate(self._state) if s == LOST]
 
     def is_lost(self, i: int) -> bool:
-        return bool(self._state[i] == LOST)
+        return self._state[i] == LOST
 
     def expect_drained(self, what: str) -> None:
         """Raise AlreadyPendingError if an env is in flight or ready but not returned."""
@@ -91,7 +82,7 @@ class PoolScheduler:
 
     def clear(self) -> None:
         """A clean start for `start_reset` (drained: nothing in flight or queued)."""
-        self._state[:] = IDLE
+        self._state[:] = [IDLE] * self.num_envs
         self._infos.clear()
         self._stash = None
         self._flights.clear_cut()
@@ -154,7 +145,7 @@ class PoolScheduler:
             need = len(want)
         else:
             need = want
-            flight = int(np.count_nonzero(state == IN_FLIGHT))
+            flight = state.count(IN_FLIGHT)
             if flight + len(self._queue) < need:
                 why, fix = "", "send() actions for more envs first (or async_reset())"
                 if self._unsent:  # (a Ctrl-C between the caller's recv and send)
@@ -199,7 +190,7 @@ class PoolScheduler:
     def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
         """Every env ready once ``at_least`` are or, ``wait`` seconds on, one is."""
         self._stash = None  # (a batch a Ctrl-C cut: its envs are still READY in the queue)
-        have = int(np.count_nonzero(self._state == IN_FLIGHT)) + len(self._queue)
+        have = self._state.count(IN_FLIGHT) + len(self._queue)
         if have == 0:
             raise NoPendingCallError("recv_ready(): no env is in flight; send() first", "")
         at_least, until = min(at_least, have), None if wait is None else time.monotonic() + wait
@@ -249,7 +240,9 @@ class PoolScheduler:
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
         self._flights.sent(h, ticket, envs, kind)
-        _mark(self._state, envs, IN_FLIGHT)
+        state = self._state
+        for i in envs:
+            state[i] = IN_FLIGHT
         if self._unsent:
             for i in envs:
                 self._unsent.pop(i, None)
@@ -365,7 +358,9 @@ class PoolScheduler:
                 self._queue = deque(i for i in queue if i not in taken)
             for i in ids:
                 unsent[i] = infos.pop(i, [])
-            _mark(self._state, ids, IDLE)
+            state = self._state
+            for i in ids:
+                state[i] = IDLE
             self.backend.returned(ids, batch[2] | batch[3])
             self._stash = None
         return batch
