@@ -1,15 +1,5 @@
-"""What a vectorized env did and why it is built as it is: the typed record read through
-[`VecEnvBase.run_record`][envfactory.VecEnvBase.run_record], which the
-``envfactory`` command prints in its summary, saves in ``summary.json`` and shows in the
-sweep table.
-
-Example:
-    >>> import envfactory
-    >>> with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"]) as envs:
-    ...     record = envs.run_record
-    >>> record.built, record.restart_count, record.split
-    ('DummyVecEnv', 0, None)
-"""
+"""What a vectorized env did and why it is built as it is: `RunRecord`, read through
+`VecEnvBase.run_record` (the command's summary, ``summary.json``, the sweep table)."""
 
 from __future__ import annotations
 
@@ -54,8 +44,7 @@ class Split:
         return f"{where}: {self.reason}" if self.reason else where
 
     def slices(self) -> list[tuple[int, int]]:
-        """``[(start, stop), ...]``: each worker's envs, in worker order (this process's
-        own envs are the ``in_parent`` after the last)."""
+        """``[(start, stop), ...]``: each worker's envs (this process's are after the last)."""
         out, start = [], 0
         for n in self.workers:
             out.append((start, start + n))
@@ -80,15 +69,12 @@ class WorkerRestarts:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What a vectorized env did and how it was built: what
-    [`VecEnvBase.run_record`][envfactory.VecEnvBase.run_record] returns.
+    """What a vectorized env did and how it was built (`VecEnvBase.run_record`).
 
     Attributes:
         built: the class that was built (``DummyVecEnv``, ``SubprocVecEnv``, ...).
-        split: how its envs were placed and why (None: nothing was decided at build time,
-            as ``dummy``'s).
-        restarts: the workers restarted so far, in the order of their first restart (the
-            first one's ``first_cause`` is the run's first; empty: none).
+        split: how its envs were placed and why (None: nothing decided at build time).
+        restarts: the workers restarted so far, in the order of their first restart.
     """
 
     built: str
@@ -101,8 +87,7 @@ class RunRecord:
         return sum(r.count for r in self.restarts)
 
     def as_dict(self) -> dict[str, Any]:
-        """The summary's fields (``summary.json``): ``built``, ``split`` (workers, in_parent,
-        reason) and ``restarts`` (the total) with ``restarts_by_worker``."""
+        """The summary's fields (``summary.json``)."""
         out: dict[str, Any] = {"built": self.built, "restarts": self.restart_count}
         if self.split is not None:
             out["split"] = {

@@ -149,8 +149,8 @@ class PoolVecEnv(RemoteVecEnv):
     def recv(
         self, timeout: float | None = None, env_ids: Any = None
     ) -> tuple[Any, Any, Any, Any, dict]:
-        """The next ``batch_size`` envs done, in the order they finished, with
-        ``infos["env_id"]``.
+        """The next ``batch_size`` envs done, in the order they finished, with ``infos["env_id"]``
+        (see docs/concepts/async-pool.md).
 
         Args:
             timeout: seconds one worker call may take from its send (None: the vectorizer's);
@@ -189,13 +189,8 @@ class PoolVecEnv(RemoteVecEnv):
     def recv_ready(
         self, at_least: int = 1, wait: float | None = None, timeout: float | None = None
     ) -> tuple[Any, Any, Any, Any, dict]:
-        """Every env done, as many rows as are ready, once ``at_least`` are or, ``wait``
-        seconds from now, one is (Tianshou's ``wait_num``/``timeout``).
-
-        Raises:
-            NoPendingCallError: no env is in flight or ready.
-            ValueError: a bad ``at_least``, ``wait`` or ``timeout``.
-        """
+        """Every env done, once ``at_least`` are or, ``wait`` seconds from now, one is
+        (Tianshou's ``wait_num``/``timeout``). Raises ``NoPendingCallError`` or ``ValueError``."""
         self._check_ready("recv_ready", "recv")
         limit = check_recv_timeout(timeout)
         if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.num_envs:

@@ -169,12 +169,9 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
 
 @dataclass
 class SubprocAtariConfig(SubprocConfig):
-    """Schema of ``vectorizer=subproc-atari``: ``subproc`` for uint8 image observations
-    (always shared memory; frames are stacked in the worker and written once), one worker
-    per core (with ``in_parent`` null: the parent steps a worker's share while a core is
-    idle at build time, as ``subproc``), and a longer spin: a Pong step of 4 envs takes
-    ~2 ms, and a 1 ms spin catches the straggling worker and the next command without a
-    sleep/wake-up (measured: +10-40% over no spinning at 8 envs on 2 cores)."""
+    """Schema of ``vectorizer=subproc-atari``: ``subproc`` for uint8 image observations (always
+    shared memory), one worker per core (or a parent share, as ``subproc``), and a 1 ms spin that
+    catches the straggling worker (+10-40% at 8 Pongs on 2 cores)."""
 
     name: str = "subproc-atari"
     spin_us: int = 1000

@@ -149,8 +149,7 @@ class RestartReset:
 
 @dataclass(frozen=True)
 class Failure:
-    """An exception in the worker: type name, the exception if it pickles (else None),
-    traceback."""
+    """An exception in the worker: type name, the exception if it pickles (else None), traceback."""
 
     exc_type: str
     exc: BaseException | None
@@ -158,8 +157,7 @@ class Failure:
 
 
 def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) -> Failure:
-    """The `Failure` of ``exc`` (being handled); it carries ``exc`` only if ``pickles`` round-
-    trips it."""
+    """The `Failure` of ``exc`` (being handled); with ``exc`` only if ``pickles`` round-trips it."""
     tb = traceback.format_exc()
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
     if pickles is None:
