@@ -20,6 +20,7 @@ __all__ = [
     "RecoverableFn",
     "after_reset",
     "after_step",
+    "recovered_step",
 ]
 
 
@@ -73,6 +74,17 @@ def after_reset(mask: Any, done: Sequence[bool], mode: AutoresetMode | str) -> l
     return out
 
 
+def recovered_step(env: Any, armed: Any) -> tuple:
+    """The step that stands for the lost one: ``armed`` ``RESET``/``RESET_FLAGGED`` resets
+    ``env``, ``(LOST, obs)`` ends its episode truncated at ``obs`` (reward 0 both)."""
+    if armed in (RESET, RESET_FLAGGED):
+        obs, info = env.reset()
+        if armed == RESET_FLAGGED:
+            info = {**info, "restarted": True}
+        return obs, 0.0, False, False, info
+    return armed[1], 0.0, False, True, {"restarted": True}
+
+
 class Recoverable(gym.Wrapper):
     """An env ``set_attr('envfactory_recover', what)`` arms: its next step stands for the lost
     one."""
@@ -90,13 +102,9 @@ class Recoverable(gym.Wrapper):
         armed, self.envfactory_recover = self.envfactory_recover, None
         if armed is None or (isinstance(armed, str) and armed in (REDONE, NONE)):
             return self.env.step(action)
-        if armed in (RESET, RESET_FLAGGED):
-            obs, info = self.env.reset()
-            if armed == RESET_FLAGGED:
-                info = {**info, "restarted": True}
-            return obs, 0.0, False, False, info
-        self._flag_reset = self.same_step
-        return armed[1], 0.0, False, True, {"restarted": True}
+        if armed not in (RESET, RESET_FLAGGED):
+            self._flag_reset = self.same_step
+        return recovered_step(self.env, armed)
 
     def reset(self, **kwargs: Any) -> Any:
         self.envfactory_recover = None

@@ -13,7 +13,15 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from .protocol import Cmd
-from .recovery import LOST, REDONE, RESET, RESET_FLAGGED, after_reset, after_step
+from .recovery import (
+    LOST,
+    REDONE,
+    RESET,
+    RESET_FLAGGED,
+    after_reset,
+    after_step,
+    recovered_step,
+)
 
 __all__ = ["EnvHost", "EnvRunner", "InfoCalls", "call_env"]
 
@@ -134,15 +142,14 @@ def _no_attribute(env: Any, name: str) -> str:
     )
 
 
-class _LostEnv:
-    """Stands in for a rebuilt worker's env for one step: truncated at the last observation
-    seen."""
+class _Armed:
+    """A rebuilt worker's env for one step: the step the rule arms it with (`recovered_step`)."""
 
-    def __init__(self, env: Any, obs: Any) -> None:
-        self.env, self.obs = env, obs
+    def __init__(self, env: Any, armed: Any) -> None:
+        self.env, self.armed = env, armed
 
     def step(self, action: Any) -> tuple:
-        return self.obs, 0.0, False, True, {"restarted": True}
+        return recovered_step(self.env, self.armed)
 
     def reset(self, **kwargs: Any) -> Any:
         return self.env.reset(**kwargs)
@@ -206,16 +213,9 @@ class EnvHost:
 
     def restarted(self, rs: Any) -> Any:
         """``Cmd.RESTARTED``: the recovery rule after a lost step (`after_step`)."""
-        rule = after_step(rs.done, self.mode)
-        due = [i for i, what in enumerate(rule) if what == RESET_FLAGGED]
-        for i, what in enumerate(rule):
-            if what == RESET_FLAGGED:
-                self.runner.autoreset[i] = True
-            else:
-                self.lost[i] = rs.last_obs[i]
-        calls = self._step_lost([None] * len(rule))
-        calls += [(i, {"restarted": True}) for i in due]
-        return self._collect(calls, None)
+        for i, what in enumerate(after_step(rs.done, self.mode)):
+            self.lost[i] = what if what == RESET_FLAGGED else (LOST, rs.last_obs[i])
+        return self._collect(self._step_lost([None] * len(rs.done)), None)
 
     def restart_reset(self, rr: Any) -> Any:
         """``Cmd.RESTART_RESET``: the recovery rule after a lost reset (`after_reset`)."""
@@ -230,7 +230,7 @@ class EnvHost:
             if what == RESET:
                 runner.autoreset[i] = True  # its next step is the autoreset
             elif what == LOST:
-                self.lost[i] = rr.last_obs[i]
+                self.lost[i] = (LOST, rr.last_obs[i])
         return self._collect(calls, None)
 
     def call(self, c: Any) -> list[Any]:
@@ -253,15 +253,15 @@ class EnvHost:
         """``runner.step`` with the lost envs ending their lost episode instead."""
         runner, lost = self.runner, self.lost
         real = runner.envs
-        runner.envs = [_LostEnv(e, lost[i]) if i in lost else e for i, e in enumerate(real)]
+        runner.envs = [_Armed(e, lost[i]) if i in lost else e for i, e in enumerate(real)]
         try:
             calls = runner.step(actions, only)
         finally:
             runner.envs = real
         ended = sorted(lost) if only is None else sorted(i for i in only if i in lost)
-        calls += [(i, {"restarted": True}) for i in ended]  # also top level in same_step
-        for i in ended:
-            del lost[i]
+        for i in ended:  # also top level in same_step
+            if lost.pop(i) != RESET_FLAGGED:
+                calls.append((i, {"restarted": True}))
         return calls
 
 
