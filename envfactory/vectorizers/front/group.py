@@ -26,7 +26,7 @@ from ..transport.ctrl_c import HOLD, held_ctrl_c
 from ..transport.handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from ..transport.shared import concatenate_checked
 from ..worker.protocol import Cmd, EnvInfo, Restarted, RestartReset
-from .answers import check_rebuilt_spaces, check_spaces, per_env_answer
+from .checks import check_rebuilt_spaces, check_spaces, per_env_answer
 from .infos import merge_infos
 from .supervisor import rebuild_failed, send_cut
 

@@ -13,19 +13,28 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from ...errors import AlreadyPendingError, ConfigError, too_many_open_files
 from ..transport.ctrl_c import HOLD
 from ..transport.handle import CLOSE_TIMEOUT, WorkerHandle
 from ..worker.protocol import Call, Cmd, Reset, SetAttr
-from .answers import check_batch, check_started, per_env_answer
 from .base import VecEnvBase
+from .checks import per_env_answer
 from .env_calls import EnvCall, PendingCall
 from .group import Batch, WorkerGroup
 from .supervisor import Outcome, Supervisor
 
-__all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "deadline_of", "pop_faults"]
+__all__ = [
+    "FAULT_KEYS",
+    "CallGuard",
+    "RemoteVecEnv",
+    "check_batch",
+    "check_started",
+    "deadline_of",
+    "pop_faults",
+]
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
@@ -68,6 +77,84 @@ def deadline_of(timeout: float | None, own: float | None) -> tuple[float, float 
 def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
     """The front's options (`FAULT_KEYS`) taken out of ``options``."""
     return {k: options.pop(k) for k in FAULT_KEYS if k in options}
+
+
+def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, call: str) -> None:
+    """A backend's first batch of a step or reset: a tuple of five, one reward and one bool
+    flag per env, an infos dict, a Box observation with ``num_envs`` rows; else a RuntimeError
+    naming the backend's bug."""
+    what = ""
+    if not isinstance(batch, tuple) or len(batch) != 5:
+        what = (
+            f"a tuple of {len(batch)}"
+            if isinstance(batch, tuple)
+            else f"a {type(batch).__name__} (not a tuple of 5)"
+        )
+    else:
+        obs, rewards, terms, truncs, infos = batch
+        for name, arr, kinds in (
+            ("rewards", rewards, "biuf"),
+            ("terminations", terms, "b"),
+            ("truncations", truncs, "b"),
+        ):
+            kind = "number" if kinds != "b" else "bool"
+            if (
+                not isinstance(arr, np.ndarray)
+                or arr.shape != (num_envs,)
+                or arr.dtype.kind not in kinds
+            ):
+                got = (
+                    f"{arr.dtype} {arr.shape}"
+                    if isinstance(arr, np.ndarray)
+                    else type(arr).__name__
+                )
+                what = f"{name} {got} (expected a {kind} numpy array of shape ({num_envs},))"
+                break
+        else:
+            if not isinstance(infos, dict):
+                what = f"infos of type {type(infos).__name__} (expected a dict)"
+            elif isinstance(obs_space, gym.spaces.Box) and (
+                not isinstance(obs, np.ndarray) or obs.shape != (num_envs, *obs_space.shape)
+            ):
+                got = obs.shape if isinstance(obs, np.ndarray) else type(obs).__name__
+                what = (
+                    f"observations {got} (expected shape {(num_envs, *obs_space.shape)}: "
+                    f"{num_envs} rows of the observation space {obs_space})"
+                )
+    if what:
+        raise RuntimeError(
+            f"{type(backend).__name__}: its {call} batch has {what}; a backend's collect must "
+            f"return (obs, rewards, terminations, truncations, infos) for every env (a bug in "
+            f"the backend {type(backend).__module__})"
+        )
+
+
+def check_started(group: Any) -> None:
+    """After a group's ``start``: its handles' slices cover the envs ``0..num_envs`` one after
+    another and the spaces are set, else a RuntimeError naming what it missed."""
+    at = 0
+    for h in group.handles:
+        if h.start != at or h.stop <= h.start:
+            break
+        at = h.stop
+    name = type(group).__name__
+    if not group.handles:
+        missed = "set_handles"
+    elif at != group.num_envs:
+        slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in group.handles)
+        raise RuntimeError(
+            f"{name}.start(): the workers' env slices ({slices}) must cover envs "
+            f"0:{group.num_envs} one after another, in env order (see split_envs; a bug in "
+            "the backend)"
+        )
+    elif not hasattr(group.env, "single_observation_space"):
+        missed = "wait_started"
+    else:
+        return
+    raise RuntimeError(
+        f"{name}.start() returned without {missed}: a group's start hands its workers to "
+        "set_handles, then waits for them with wait_started (which sets the spaces)"
+    )
 
 
 class CallGuard:

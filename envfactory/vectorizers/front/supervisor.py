@@ -3,15 +3,15 @@ front applies to its own state (`RemoteVecEnv.apply`); it talks to no worker."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError, EnvfactoryError, RemoteEnvError, WorkerError, restart_message
 from ..transport.handle import WorkerHandle
-from .checks import count_restart
 
-__all__ = ["Outcome", "Supervisor", "rebuild_failed", "send_cut"]
+__all__ = ["Outcome", "Supervisor", "count_restart", "rebuild_failed", "send_cut"]
 
 
 @dataclass(frozen=True)
@@ -109,3 +109,22 @@ def rebuild_failed(h: WorkerHandle, exc: BaseException) -> Outcome:
         return Outcome(exc, exc)
     why = RuntimeError(f"the restart of {h.label} was interrupted ({type(exc).__name__})")
     return Outcome(exc, why)
+
+
+def count_restart(
+    times: list[float], failure: Exception, who: str, max_restarts: int, window: float
+) -> None:
+    """The restart budget: record a restart of ``who`` now in ``times``, or, if it already had
+    ``max_restarts`` in the last ``window`` seconds, raise ``failure`` with why and the fix."""
+    now = time.monotonic()
+    recent = [t for t in times if now - t < window]
+    if len(recent) >= max_restarts:
+        first, sep, rest = str(failure.args[0]).partition("\n")
+        failure.args = (
+            f"{first}; not restarted: {who} was already restarted {len(recent)} times in "
+            f"the last {window:g} s (vectorizer.max_restarts={max_restarts}, "
+            f"vectorizer.restart_window={window:g}): its restart budget is spent; raise "
+            f"vectorizer.max_restarts to restart it more{sep}{rest}",
+        )
+        raise failure
+    times.append(now)
