@@ -19,12 +19,11 @@ from ..transport.shared import obs_copier
 from .checks import (
     action_checker,
     autoreset_mode,
-    check_wait_timeout,
     reset_needed,
     seeds_for,
     split_reset_mask,
 )
-from .env_calls import EnvCalls, PendingCall, no_pending
+from .env_calls import EnvCalls, PendingCall
 
 __all__ = ["VecEnvBase"]
 
@@ -51,9 +50,11 @@ class _PoolOnly:
 
 
 class VecEnvBase(EnvCalls, VectorEnv):
-    """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv`` that
-    checks every argument (actions, seeds, ``reset_mask``, call order, use after close) before
-    anything reaches an env. A backend calls `_init_spaces` once its spaces are known and
+    """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``
+    (`reset`, `reset_async`, `reset_wait`, `step`, `step_async`, `step_wait`, `call`,
+    `env_method`, `get_attr`, `set_attr`, `render`, `close`) that checks every argument
+    (actions, seeds, ``reset_mask``, call order, use after close) before anything reaches an
+    env. A backend calls `_init_spaces` once its spaces are known and
     implements the ``_start_*``/``_finish_*`` halves (``_finish_*`` waits at most ``timeout``
     seconds) and ``_do_close``.
 
@@ -206,13 +207,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
             envfactory.errors.NoPendingCallError: reset_wait() called but nothing is pending; ...
             >>> envs.close()
         """
-        if self.closed:
-            self._check_ready("reset_wait", "reset")
-        if timeout is not None:
-            timeout = check_wait_timeout(timeout, "reset_wait")
-        if self._pending is not PendingCall.RESET:
-            raise no_pending(self._pending, "reset_wait", "reset_async(seed=..., options=...)")
-        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
+        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout, "reset_wait")
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every env with its action; finished envs autoreset per
@@ -310,13 +305,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
             (dtype('float64'), (2,))
             >>> envs.close()
         """
-        if self.closed:
-            self._check_ready("step_wait", "step")
-        if timeout is not None:
-            timeout = check_wait_timeout(timeout, "step_wait")
-        if self._pending is not PendingCall.STEP:
-            raise no_pending(self._pending, "step_wait", "step_async(actions)")
-        return self._wait_for(PendingCall.STEP, self._finish_step, timeout)
+        return self._wait_for(PendingCall.STEP, self._finish_step, timeout, "step_wait")
 
     @property
     def run_record(self) -> RunRecord:

@@ -46,6 +46,12 @@ def no_pending(pending: PendingCall, what: str, first: str) -> NoPendingCallErro
 
 
 _IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
+#: what a ``*_wait()`` with none of its call pending says to call first
+_FIRST = {
+    PendingCall.RESET: "reset_async(seed=..., options=...)",
+    PendingCall.STEP: "step_async(actions)",
+    PendingCall.CALL: "call_async(name, ...)",
+}
 
 
 class CallState:
@@ -119,13 +125,23 @@ class CallState:
             self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
             raise
 
-    def _wait_for(self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any) -> Any:
-        """``finish(timeout)``, the backend's wait for the pending ``kind``, then the batch's
+    def _wait_for(
+        self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any, what: str = ""
+    ) -> Any:
+        """``finish(timeout)``, the backend's wait for the pending ``kind`` (``what``: a public
+        ``*_wait()``, whose state and ``timeout`` are checked first), then the batch's
         bookkeeping (which envs are done; it may run twice). Done or failed, nothing is
         pending after it; a Ctrl-C before the batch was in hand leaves it pending if the
         backend can finish it, after, the batch is kept (``_held``) for the next ``*_wait()``.
         Nothing between the end of ``finish`` and the return lets an interrupt in (no call:
         CPython checks for signals on entering a Python function and after a C call)."""
+        if what:
+            if self.closed:
+                self._check_ready(what, kind.value)
+            if timeout is not None:
+                timeout = check_wait_timeout(timeout, what)
+            if self._pending is not kind:
+                raise no_pending(self._pending, what, _FIRST[kind])
         try:
             with HOLD:  # (a Ctrl-C is let through only in the backend's wait, `ctrl_c`)
                 batch = self._held
@@ -235,12 +251,7 @@ class EnvCalls(CallState):
             >>> envs.close()
         """
         self._check_ready("call", "call")
-        self._start_for(
-            PendingCall.CALL,
-            self._start_call,
-            EnvCall("call", name, args, kwargs, list(range(self.num_envs))),
-        )
-        return tuple(self._wait_for(PendingCall.CALL, self._finish_call, None))
+        return _run(self, EnvCall("call", name, args, kwargs, list(range(self.num_envs))))
 
     def env_method(
         self, name: str | Callable[..., Any], *args: Any, indices: Any = None, **kwargs: Any
@@ -258,10 +269,7 @@ class EnvCalls(CallState):
         """
         self._check_ready("env_method", "env_method")
         idx = env_indices(indices, self.num_envs)
-        self._start_for(
-            PendingCall.CALL, self._start_call, EnvCall("env_method", name, args, kwargs, idx)
-        )
-        return list(self._wait_for(PendingCall.CALL, self._finish_call, None))
+        return list(_run(self, EnvCall("env_method", name, args, kwargs, idx)))
 
     def call_async(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Start `call` on every env and return at once (gymnasium's ``AsyncVectorEnv``
@@ -292,14 +300,7 @@ class EnvCalls(CallState):
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no call is pending.
         """
-        if self.closed:
-            self._check_ready("call_wait", "call")
-        if timeout is not None:
-            timeout = check_wait_timeout(timeout, "call_wait")
-        pending = self._pending
-        if pending is not PendingCall.CALL:
-            raise no_pending(pending, "call_wait", "call_async(name, ...)")
-        return tuple(self._wait_for(PendingCall.CALL, self._finish_call, timeout))
+        return tuple(self._wait_for(PendingCall.CALL, self._finish_call, timeout, "call_wait"))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
         """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``.
@@ -320,10 +321,7 @@ class EnvCalls(CallState):
                 "to run a function on each env use envs.call(fn)"
             )
         idx = env_indices(indices, self.num_envs)
-        self._start_for(
-            PendingCall.CALL, self._start_call, EnvCall("get_attr", name, None, None, idx)
-        )
-        return tuple(self._wait_for(PendingCall.CALL, self._finish_call, None))
+        return _run(self, EnvCall("get_attr", name, None, None, idx))
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
         """Set attribute ``name`` (via ``set_wrapper_attr``) of every env or of
@@ -349,9 +347,7 @@ class EnvCalls(CallState):
                 f"set_attr({name!r}) got {len(values)} values for {len(idx)} envs; pass one "
                 "value, or a list with one value per env"
             )
-        request = EnvCall("set_attr", name, None, None, idx, list(values))
-        self._start_for(PendingCall.CALL, self._start_call, request)
-        self._wait_for(PendingCall.CALL, self._finish_call, None)
+        _run(self, EnvCall("set_attr", name, None, None, idx, list(values)))
 
     def render(self) -> tuple[Any, ...]:
         """One frame per env (as gymnasium's vector envs), from each env's ``render()``;
@@ -369,3 +365,10 @@ class EnvCalls(CallState):
         if self.closed:
             self._check_ready("render", "render")
         return self.call("render")
+
+
+def _run(env: EnvCalls, request: EnvCall) -> tuple:
+    """Start ``request`` and wait for it, pending in between (a Ctrl-C while it waits leaves
+    it to ``call_wait()``)."""
+    env._start_for(PendingCall.CALL, env._start_call, request)
+    return tuple(env._wait_for(PendingCall.CALL, env._finish_call, None))

@@ -79,46 +79,38 @@ def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
     return {k: options.pop(k) for k in FAULT_KEYS if k in options}
 
 
+_FLAGS = (
+    ("rewards", "biuf", "number"),
+    ("terminations", "b", "bool"),
+    ("truncations", "b", "bool"),
+)
+
+
 def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, call: str) -> None:
     """A backend's first batch of a step or reset: a tuple of five, one reward and one bool
     flag per env, an infos dict, a Box observation with ``num_envs`` rows; else a RuntimeError
     naming the backend's bug."""
     what = ""
     if not isinstance(batch, tuple) or len(batch) != 5:
-        what = (
-            f"a tuple of {len(batch)}"
-            if isinstance(batch, tuple)
-            else f"a {type(batch).__name__} (not a tuple of 5)"
-        )
+        tup = isinstance(batch, tuple)
+        what = f"a tuple of {len(batch)}" if tup else f"a {type(batch).__name__} (not a tuple of 5)"
     else:
-        obs, rewards, terms, truncs, infos = batch
-        for name, arr, kinds in (
-            ("rewards", rewards, "biuf"),
-            ("terminations", terms, "b"),
-            ("truncations", truncs, "b"),
-        ):
-            kind = "number" if kinds != "b" else "bool"
-            if (
-                not isinstance(arr, np.ndarray)
-                or arr.shape != (num_envs,)
-                or arr.dtype.kind not in kinds
-            ):
-                got = (
-                    f"{arr.dtype} {arr.shape}"
-                    if isinstance(arr, np.ndarray)
-                    else type(arr).__name__
-                )
+        obs, *flags, infos = batch
+        for (name, kinds, kind), a in zip(_FLAGS, flags):
+            if not isinstance(a, np.ndarray) or a.shape != (num_envs,) or a.dtype.kind not in kinds:
+                got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
                 what = f"{name} {got} (expected a {kind} numpy array of shape ({num_envs},))"
                 break
         else:
+            shape = (num_envs, *(obs_space.shape or ()))
             if not isinstance(infos, dict):
                 what = f"infos of type {type(infos).__name__} (expected a dict)"
             elif isinstance(obs_space, gym.spaces.Box) and (
-                not isinstance(obs, np.ndarray) or obs.shape != (num_envs, *obs_space.shape)
+                not isinstance(obs, np.ndarray) or obs.shape != shape
             ):
                 got = obs.shape if isinstance(obs, np.ndarray) else type(obs).__name__
                 what = (
-                    f"observations {got} (expected shape {(num_envs, *obs_space.shape)}: "
+                    f"observations {got} (expected shape {shape}: "
                     f"{num_envs} rows of the observation space {obs_space})"
                 )
     if what:
