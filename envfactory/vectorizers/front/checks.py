@@ -46,42 +46,36 @@ ActionCheck = Callable[[Any], Any]
 _NUMERIC = frozenset("biuf")
 
 
-def _where(path: str) -> str:
-    return f"actions{path}"
-
-
-def _first_bad(bad: np.ndarray) -> int:
-    return int(np.argwhere(bad)[0][0])
-
-
 def _array(
     path: str, actions: Any, shape: tuple[int, ...], single: gym.Space, kinds: frozenset[str]
 ) -> np.ndarray:
     a = actions if type(actions) is np.ndarray else np.asarray(actions)
     if a.shape != shape:
         raise InvalidActionError(
-            f"{_where(path)} have shape {a.shape}, but this vectorized env expects {shape} "
+            f"actions{path} have shape {a.shape}, but this vectorized env expects {shape} "
             f"(num_envs={shape[0]}, single_action_space={single}); pass one action per env, "
             "e.g. envs.action_space.sample()"
         )
     if a.dtype.kind not in kinds:
         need = "integers" if kinds == frozenset("iu") else "numbers"
         raise InvalidActionError(
-            f"{_where(path)} must be {need} for single_action_space {single}, got dtype "
+            f"actions{path} must be {need} for single_action_space {single}, got dtype "
             f"{a.dtype} (e.g. {a.reshape(-1)[:1].tolist()})"
         )
     return a
 
 
 def _value_error(path: str, a: np.ndarray, bad: Any, single: gym.Space, valid: str) -> None:
-    i = _first_bad(bad)
+    i = int(np.argwhere(bad)[0][0])
     raise InvalidActionError(
-        f"{_where(path)}[{i}] = {a[i].tolist()!r} (env {i}) is not in single_action_space "
+        f"actions{path}[{i}] = {a[i].tolist()!r} (env {i}) is not in single_action_space "
         f"{single}: valid values are {valid}"
     )
 
 
-def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
+def action_checker(space: gym.Space, n: int, path: str = "") -> ActionCheck:
+    """``check(actions)`` for batches of ``space``: the batch (lists as numpy arrays), or an
+    [`InvalidActionError`][envfactory.errors.InvalidActionError] naming the env and value."""
     if isinstance(space, gym.spaces.Discrete):
         lo, hi = int(space.start), int(space.start + space.n)
         shape: tuple[int, ...] = (n,)
@@ -119,26 +113,26 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
 
         return check_box
     if isinstance(space, gym.spaces.Dict):
-        subs = {k: _checker(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
+        subs = {k: action_checker(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
 
         def check_dict(actions: Any) -> Any:
             if not isinstance(actions, Mapping) or set(actions) != set(subs):
                 got = sorted(actions) if isinstance(actions, Mapping) else type(actions).__name__
                 raise InvalidActionError(
-                    f"{_where(path)} must be a dict with keys {sorted(subs)} (one batch per "
+                    f"actions{path} must be a dict with keys {sorted(subs)} (one batch per "
                     f"key, for single_action_space {space}), got {got}"
                 )
             return {k: c(actions[k]) for k, c in subs.items()}
 
         return check_dict
     if isinstance(space, gym.spaces.Tuple):
-        parts = [_checker(v, n, f"{path}[{k}]") for k, v in enumerate(space.spaces)]
+        parts = [action_checker(v, n, f"{path}[{k}]") for k, v in enumerate(space.spaces)]
 
         def check_tuple(actions: Any) -> Any:
             if not isinstance(actions, (tuple, list)) or len(actions) != len(parts):
                 got = len(actions) if isinstance(actions, (tuple, list)) else type(actions)
                 raise InvalidActionError(
-                    f"{_where(path)} must be a tuple of {len(parts)} batches (one per "
+                    f"actions{path} must be a tuple of {len(parts)} batches (one per "
                     f"subspace of {space}), got {got}"
                 )
             return tuple(c(x) for c, x in zip(parts, actions))
@@ -151,7 +145,7 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
             items = list(iterate(batched, actions))
         except Exception as exc:
             raise InvalidActionError(
-                f"{_where(path)} is not a batch of {n} actions of {space}: {exc}"
+                f"actions{path} is not a batch of {n} actions of {space}: {exc}"
             ) from None
         if len(items) != n:
             raise InvalidActionError(
@@ -160,7 +154,7 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
         for i, x in enumerate(items):
             if not space.contains(x):
                 raise InvalidActionError(
-                    f"{_where(path)}[{i}] = {x!r} (env {i}) is not in single_action_space {space}"
+                    f"actions{path}[{i}] = {x!r} (env {i}) is not in single_action_space {space}"
                 )
         return actions
 
@@ -185,12 +179,6 @@ def _elementwise(
         return a
 
     return check
-
-
-def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:
-    """``check(actions)`` for batches of ``space``: the batch (lists as numpy arrays), or an
-    [`InvalidActionError`][envfactory.errors.InvalidActionError] naming the env and value."""
-    return _checker(space, num_envs, "")
 
 
 def check_seeds(seeds: Sequence[Any]) -> None:

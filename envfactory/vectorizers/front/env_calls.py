@@ -22,7 +22,6 @@ __all__ = [
     "EnvCalls",
     "PendingCall",
     "env_indices",
-    "no_pending",
     "tile_images",
 ]
 
@@ -36,15 +35,6 @@ class PendingCall(enum.Enum):
     CALL = "call"
 
 
-def no_pending(pending: PendingCall, what: str, first: str) -> NoPendingCallError:
-    """The error of a ``*_wait()`` with none of its call pending (``pending``: what is)."""
-    p = pending.value
-    now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
-    return NoPendingCallError(
-        f"{what}() called but {now}; call {first} first", "" if p == "none" else p
-    )
-
-
 _IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
 #: what a ``*_wait()`` with none of its call pending says to call first
 _FIRST = {
@@ -55,7 +45,7 @@ _FIRST = {
 
 
 class CallState:
-    """The pending-call state; every call is refused (`_check_ready`), started (`_start_for`)
+    """The pending-call state: every call is refused (`_check_ready`), started (`_start_for`)
     and finished (`_wait_for`) through it."""
 
     closed: bool
@@ -141,7 +131,12 @@ class CallState:
             if timeout is not None:
                 timeout = check_wait_timeout(timeout, what)
             if self._pending is not kind:
-                raise no_pending(self._pending, what, _FIRST[kind])
+                p = self._pending.value
+                now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
+                raise NoPendingCallError(
+                    f"{what}() called but {now}; call {_FIRST[kind]} first",
+                    "" if p == "none" else p,
+                )
         try:
             with HOLD:  # (a Ctrl-C is let through only in the backend's wait, `ctrl_c`)
                 batch = self._held
@@ -234,10 +229,9 @@ class EnvCalls(CallState):
     _finish_call: Callable[[float | None], list[Any]]
 
     def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call method ``name`` of every env with ``args``/``kwargs`` (every keyword goes
-        to the method, as in gymnasium), or get attribute ``name`` if it is not callable.
-        A function instead of a name runs as ``name(env, *args, **kwargs)`` where the env
-        lives (in its worker process), so it can inspect the env without pickling it:
+        """Call method ``name`` of every env with ``args``/``kwargs`` (as gymnasium), or get
+        attribute ``name`` if it is not callable. A function runs as ``name(env, *args,
+        **kwargs)`` where the env lives, so it can inspect the env without pickling it:
         ``envs.call(stable_baselines3.common.env_util.is_wrapped, Monitor)``.
 
         Returns:

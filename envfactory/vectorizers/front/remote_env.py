@@ -317,7 +317,12 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
-            answers = group.gather_all(call, *deadline_of(timeout, self.timeout))
+            seconds = self.timeout if timeout is None else timeout  # (deadline_of, inlined:
+            if seconds is None or seconds == math.inf:  # one call fewer on a step's path)
+                seconds, deadline = math.inf, None
+            else:
+                deadline = time.monotonic() + seconds
+            answers = group.gather_all(call, seconds, deadline)
             batch = group.collect(group.handles, answers, mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
