@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import gymnasium as gym
@@ -49,7 +50,7 @@ class _PoolOnly:
         )
 
 
-class VecEnvBase(EnvCalls, VectorEnv):
+class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``
     (`reset`, `reset_async`, `reset_wait`, `step`, `step_async`, `step_wait`, `call`,
     `env_method`, `get_attr`, `set_attr`, `render`, `close`) that checks every argument
@@ -71,6 +72,10 @@ class VecEnvBase(EnvCalls, VectorEnv):
     #: how the envs were placed and why ([`Split`][envfactory.vectorizers.record.Split]; None:
     #: nothing decided at build time)
     split: Split | None = None
+    #: ``check_actions(actions)``: reject a wrong action batch before anything is stepped
+    #: (an `InvalidActionError` naming the env and value); returns the batch, a list or
+    #: scalar batch as a numpy array
+    check_actions: Callable[[Any], Any]
     # a backend's halves (`RemoteVecEnv`'s, `DummyVecEnv`'s)
     _start_reset: Callable[[list, dict | None, np.ndarray | None], None]
     _finish_reset: Callable[[float | None], tuple[Any, dict]]
@@ -102,7 +107,7 @@ class VecEnvBase(EnvCalls, VectorEnv):
         self.metadata = dict(metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self._copy_obs = obs_copier(obs_space)
-        self._check_actions = action_checker(act_space, self.num_envs)
+        self.check_actions = self._check_actions = action_checker(act_space, self.num_envs)
 
     def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         """Per-env seeds: int -> ``seed + i`` (or ``SeedSequence.spawn`` streams with
@@ -113,15 +118,6 @@ class VecEnvBase(EnvCalls, VectorEnv):
             InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
         """
         return seeds_for(seed, self.num_envs, self.seeding)
-
-    def check_actions(self, actions: Any) -> Any:
-        """Reject a wrong action batch before anything is stepped: returns the batch, a list
-        or scalar batch as a numpy array.
-
-        Raises:
-            InvalidActionError: (a ValueError and a TypeError) naming the env and value.
-        """
-        return self._check_actions(actions)
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset every env (or those of ``options["reset_mask"]``) and return the batch.
@@ -364,9 +360,6 @@ class VecEnvBase(EnvCalls, VectorEnv):
         finally:
             self.closed = True
             self._pending, self._interrupted = PendingCall.NONE, False
-
-    def __enter__(self) -> VecEnvBase:
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close(terminate=exc[0] is not None)

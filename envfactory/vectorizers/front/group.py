@@ -28,7 +28,7 @@ from ..transport.shared import concatenate_checked
 from ..worker.protocol import Cmd, EnvInfo, Restarted, RestartReset
 from .checks import check_rebuilt_spaces, check_spaces, per_env_answer
 from .infos import merge_infos
-from .supervisor import rebuild_failed, send_cut
+from .supervisor import cut, rebuild_failed, send_cut
 
 if TYPE_CHECKING:
     from .remote_env import RemoteVecEnv
@@ -233,7 +233,7 @@ class WorkerGroup(ABC):
         """The answers of ``handles`` (in order) to ``call`` by ``deadline``
         (``time.monotonic()``; None: ``timeout`` seconds from now; None or ``inf``: no limit),
         ``timeout`` the budget that messages name. Failures go to `recover`; a wait cut
-        otherwise, to `Supervisor.cut`."""
+        otherwise, to `cut`."""
         limited = timeout is not None and timeout < float("inf")
         budget = timeout if timeout is not None and limited else 0.0
         if deadline is None and limited:
@@ -246,7 +246,7 @@ class WorkerGroup(ABC):
             except WorkerError as err:
                 failures.append((h, err))
             except BaseException as exc:  # KeyboardInterrupt: in a wait, asked again
-                error = self.env.apply(self.env.supervisor.cut(call, h, exc))
+                error = self.env.apply(cut(call, h, exc))
                 if error is None or error is exc:
                     raise
                 raise error from exc

@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import ConfigError, EnvfactoryError, RemoteEnvError, WorkerError, restart_message
 from ..transport.handle import WorkerHandle
 
-__all__ = ["Outcome", "Supervisor", "count_restart", "rebuild_failed", "send_cut"]
+__all__ = ["Outcome", "Supervisor", "count_restart", "cut", "rebuild_failed", "send_cut"]
 
 
 @dataclass(frozen=True)
@@ -73,24 +73,24 @@ class Supervisor:
             return Outcome(first)
         return Outcome(first, first)
 
-    @staticmethod
-    def cut(call: str, h: WorkerHandle, exc: BaseException) -> Outcome:
-        """``h``'s wait in ``call`` raised ``exc``, not a worker's failure: a handle's bug breaks
-        the env (named); a Ctrl-C leaves the call pending if the wait can be asked again."""
-        if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
-            bug = h.error(
-                WorkerError,
-                f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in the "
-                "backend, not an env's fault: a handle's recv raises TimeoutError or a "
-                "WorkerError)",
-                call,
-            )
-            bug.__cause__ = exc
-            return Outcome(bug, bug)
-        if h.resumable or h.own_wait:  # asked again by *_wait()
-            return Outcome(exc)
-        what = f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
-        return Outcome(exc, RuntimeError(what))
+
+def cut(call: str, h: WorkerHandle, exc: BaseException) -> Outcome:
+    """``h``'s wait in ``call`` raised ``exc``, not a worker's failure: a handle's bug breaks
+    the env (named); a Ctrl-C leaves the call pending if the wait can be asked again."""
+    if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
+        bug = h.error(
+            WorkerError,
+            f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in the "
+            "backend, not an env's fault: a handle's recv raises TimeoutError or a "
+            "WorkerError)",
+            call,
+        )
+        bug.__cause__ = exc
+        return Outcome(bug, bug)
+    if h.resumable or h.own_wait:  # asked again by *_wait()
+        return Outcome(exc)
+    what = f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
+    return Outcome(exc, RuntimeError(what))
 
 
 def send_cut(cmd: Any, exc: BaseException, sent: int, label: str, of: int) -> Outcome:
