@@ -28,7 +28,6 @@ __all__ = [
     "action_checker",
     "autoreset_mode",
     "check_env_ids",
-    "check_rebuilt_spaces",
     "check_recv_timeout",
     "check_seeds",
     "check_spaces",
@@ -356,35 +355,28 @@ def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) ->
     )
 
 
-def check_rebuilt_spaces(
-    infos: Sequence[Any], start: int, spaces: tuple[gym.Space, gym.Space], env_id: str
-) -> None:
-    """The envs ``start, start + 1, ...`` of a rebuilt worker (their EnvInfo) have the
-    vectorized env's ``spaces`` (observation, action), else a SpaceMismatchError."""
-    for i, env in enumerate(infos):
-        for kind, new, old in (
-            ("observation", env.observation_space, spaces[0]),
-            ("action", env.action_space, spaces[1]),
-        ):
-            if new != old:
+def check_spaces(
+    spaces: Sequence[tuple[gym.Space, gym.Space]],
+    env_id: str = "",
+    want: tuple[gym.Space, gym.Space] | None = None,
+    start: int = 0,
+) -> tuple[gym.Space, gym.Space]:
+    """All envs share one observation and one action space (``want``: the vectorized env's,
+    for a rebuilt worker's envs ``start, start + 1, ...``), else a SpaceMismatchError."""
+    first = spaces[0] if want is None else want
+    for i, pair in enumerate(spaces):
+        for kind, a, b in zip(("observation", "action"), first, pair):
+            if a == b:
+                continue
+            if want is not None:
                 raise SpaceMismatchError(
                     f"env {start + i} ({env_id}) was rebuilt after a worker fault with {kind} "
-                    f"space {new}, but the vectorized env has {old}; an env constructor must "
+                    f"space {b}, but the vectorized env has {a}; an env constructor must "
                     "build the same spaces every time"
                 )
-
-
-def check_spaces(
-    spaces: Sequence[tuple[gym.Space, gym.Space]], env_id: str = ""
-) -> tuple[gym.Space, gym.Space]:
-    """All envs share one observation and one action space, else a SpaceMismatchError."""
-    obs0, act0 = spaces[0]
-    for i, (obs, act) in enumerate(spaces[1:], start=1):
-        for kind, a, b in (("observation", obs0, obs), ("action", act0, act)):
-            if a != b:
-                raise SpaceMismatchError(
-                    f"env {i}{f' ({env_id})' if env_id else ''} has {kind} space {b}, but env 0 "
-                    f"has {a}; every env of one vectorized env must have the same {kind} "
-                    f"space (check per-env options and wrappers)"
-                )
-    return obs0, act0
+            raise SpaceMismatchError(
+                f"env {i}{f' ({env_id})' if env_id else ''} has {kind} space {b}, but env 0 "
+                f"has {a}; every env of one vectorized env must have the same {kind} "
+                f"space (check per-env options and wrappers)"
+            )
+    return first[0], first[1]

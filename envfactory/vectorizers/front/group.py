@@ -26,7 +26,7 @@ from ..transport.ctrl_c import HOLD, held_ctrl_c
 from ..transport.handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from ..transport.shared import concatenate_checked
 from ..worker.protocol import Cmd, EnvInfo, Restarted, RestartReset
-from .checks import check_rebuilt_spaces, check_spaces, per_env_answer
+from .checks import check_spaces, per_env_answer
 from .infos import merge_infos
 from .supervisor import cut, rebuild_failed, send_cut
 
@@ -277,7 +277,8 @@ class WorkerGroup(ABC):
                 try:
                     spaces = (env.single_observation_space, env.single_action_space)
                     infos = self.respawn(h, self.startup_budget())
-                    check_rebuilt_spaces(infos, h.start, spaces, self.env_id)
+                    rebuilt = [(e.observation_space, e.action_space) for e in infos]
+                    check_spaces(rebuilt, self.env_id, spaces, h.start)
                     if call == "reset":
                         assert h.last_reset is not None
                         h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, flags))
