@@ -12,10 +12,9 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
-from .front.answers import check_spaces
 from .front.base import VecEnvBase
-from .front.call_state import PendingCall
-from .front.env_calls import EnvCall
+from .front.checks import check_spaces
+from .front.env_calls import EnvCall, PendingCall
 from .front.infos import merge_infos
 from .transport.ctrl_c import HOLD
 from .transport.shared import concatenate_checked

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from .asyncpool.pool_env import PoolVecEnv, take_rows
 from .asyncpool.scheduler import PoolBackend, RemoteSite
-from .front.answers import check_spaces
-from .front.checks import count_restart
+from .front.checks import check_spaces
 from .front.group import Backend, Batch, WorkerGroup
 from .front.infos import keep_rows, merge_block, merge_infos, split_infos
 from .front.remote_env import FAULT_KEYS, RemoteVecEnv, pop_faults
-from .front.supervisor import Outcome, Supervisor
+from .front.supervisor import Outcome, Supervisor, count_restart
 from .plan.options import FaultOptions, check_fault_options
 from .plan.plan import plan_split
 from .record import Split

@@ -23,6 +23,7 @@ from envfactory.errors import (
 from envfactory.testing import FailingEnv
 from envfactory.vectorizers.front.group import Backend
 from envfactory.vectorizers.front.supervisor import Outcome, Supervisor
+from envfactory.vectorizers.front.supervisor import cut as cut_wait
 from envfactory.vectorizers.remote import (
     Cmd,
     EnvHost,
@@ -240,15 +241,14 @@ def test_the_supervisor_keeps_an_env_error_in_a_call_and_breaks_on_anything_else
 
 
 def test_the_supervisor_names_a_handle_bug_and_a_cut_wait_it_cannot_ask_again() -> None:
-    sup = Supervisor()
     (h,) = _handles(1)
-    bug = sup.cut("step", h, KeyError("lost"))
+    bug = cut_wait("step", h, KeyError("lost"))
     assert bug.error is bug.broken and "FakeHandle.recv raised KeyError" in str(bug.error)
     stop = KeyboardInterrupt()
-    cut = sup.cut("step", h, stop)
+    cut = cut_wait("step", h, stop)
     assert cut.error is stop and "step was interrupted (KeyboardInterrupt)" in str(cut.broken)
     h.resumable = True  # its recv can be asked again: the call is only pending
-    assert sup.cut("step", h, stop) == Outcome(stop)
+    assert cut_wait("step", h, stop) == Outcome(stop)
 
 
 @pytest.mark.parametrize("bad", [{"timeout": 0}, {"max_restarts": -1}, {"restart_window": 0}])

@@ -473,7 +473,7 @@ def test_ctrl_c_after_the_step_is_done_before_it_returns_loses_nothing(
     call after which CPython runs signal handlers), used to drop the batch: the next
     ``step_wait()`` raised NoPendingCallError and the env was a step ahead of the
     caller. The batch is kept and ``step_wait()`` returns it."""
-    import envfactory.vectorizers.front.call_state as base
+    import envfactory.vectorizers.front.env_calls as base
 
     real = np.logical_or
     hits = []

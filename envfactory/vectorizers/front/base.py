@@ -1,12 +1,12 @@
-"""The common VecEnv base: a real ``gymnasium.vector.VectorEnv`` with envfactory's
-contract (seeding, ``reset_mask``, checked async halves, SB3-style ``indices=``, render,
-idempotent close, context manager). Backends implement the ``_do_*`` methods."""
+"""``VecEnvBase``: a real ``gymnasium.vector.VectorEnv`` with envfactory's contract (checked
+arguments, seeding, ``reset_mask``, the async halves, idempotent close); a backend fills in
+the ``_start_*``/``_finish_*`` halves and ``_do_close``."""
 
 from __future__ import annotations
 
 import warnings
-from abc import ABCMeta, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import gymnasium as gym
@@ -17,16 +17,14 @@ from gymnasium.vector.utils import batch_space
 from ...errors import ConfigError, ResetNeededError
 from ..record import RunRecord, Split, run_record_of
 from ..transport.shared import obs_copier
-from .call_state import PendingCall, no_pending
 from .checks import (
     action_checker,
     autoreset_mode,
-    check_wait_timeout,
     reset_needed,
     seeds_for,
     split_reset_mask,
 )
-from .env_calls import EnvCalls
+from .env_calls import EnvCalls, PendingCall
 
 __all__ = ["VecEnvBase"]
 
@@ -34,10 +32,8 @@ _IDLE = PendingCall.NONE  # (a module global: read without any call)
 
 
 class _PoolOnly:
-    """``async_reset`` / ``recv`` / ``send`` of a VectorEnv that is no async pool (the pool,
-    `PoolVecEnv`, defines the real methods): reading one is an ``AttributeError`` that says
-    where they are, not Python's bare one. ``hasattr`` stays False, so code that probes for
-    the pool (gymnasium's wrappers, the Tianshou and SB3 adapters) is unchanged."""
+    """``async_reset``/``recv``/``send`` of a VectorEnv that is no async pool: an
+    ``AttributeError`` saying where they are (``hasattr`` stays False)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -54,27 +50,14 @@ class _PoolOnly:
         )
 
 
-class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
-    """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``.
-
-    Public methods (each documented with an example): [`reset`][envfactory.VecEnvBase.reset],
-    [`step`][envfactory.VecEnvBase.step], the async halves
-    [`reset_async`][envfactory.VecEnvBase.reset_async] /
-    [`reset_wait`][envfactory.VecEnvBase.reset_wait] and
-    [`step_async`][envfactory.VecEnvBase.step_async] /
-    [`step_wait`][envfactory.VecEnvBase.step_wait], `call`, `env_method`, `get_attr`, `set_attr`,
-    `render`, [`close`][envfactory.VecEnvBase.close] (also a context manager), the properties
-    [`np_random_seed`][envfactory.VecEnvBase.np_random_seed] and
-    [`np_random`][envfactory.VecEnvBase.np_random], and
-    [`check_actions`][envfactory.VecEnvBase.check_actions] /
-    [`seeds_for`][envfactory.VecEnvBase.seeds_for]. This class checks every argument (actions,
-    seeds, ``reset_mask``, call order, use after close) before anything reaches an env, keeps the
-    pending-call state (`PendingCall`), and merges infos as gymnasium does.
-
-    A backend calls `_init_spaces` once its spaces are known and implements
-    ``_start_reset``/``_finish_reset``, ``_start_step``/``_finish_step``, ``_start_call``/
-    ``_finish_call`` and ``_do_close`` (abstract: a class that lacks one cannot be
-    instantiated, a ``TypeError`` naming it).
+class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
+    """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``
+    (`reset`, `reset_async`, `reset_wait`, `step`, `step_async`, `step_wait`, `call`,
+    `env_method`, `get_attr`, `set_attr`, `render`, `close`) that checks every argument
+    (actions, seeds, ``reset_mask``, call order, use after close) before anything reaches an
+    env. A backend calls `_init_spaces` once its spaces are known and
+    implements the ``_start_*``/``_finish_*`` halves (``_finish_*`` waits at most ``timeout``
+    seconds) and ``_do_close``.
 
     Example:
         >>> import envfactory, gymnasium
@@ -86,9 +69,19 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
 
     env_id: str = ""
 
-    #: how the envs were placed and why, set by the build function that decided it
-    #: ([`Split`][envfactory.vectorizers.record.Split]; None: nothing decided at build time)
+    #: how the envs were placed and why ([`Split`][envfactory.vectorizers.record.Split]; None:
+    #: nothing decided at build time)
     split: Split | None = None
+    #: ``check_actions(actions)``: reject a wrong action batch before anything is stepped
+    #: (an `InvalidActionError` naming the env and value); returns the batch, a list or
+    #: scalar batch as a numpy array
+    check_actions: Callable[[Any], Any]
+    # a backend's halves (`RemoteVecEnv`'s, `DummyVecEnv`'s)
+    _start_reset: Callable[[list, dict | None, np.ndarray | None], None]
+    _finish_reset: Callable[[float | None], tuple[Any, dict]]
+    _start_step: Callable[[Any], None]
+    _finish_step: Callable[[float | None], tuple[Any, Any, Any, Any, dict]]
+    _do_close: Callable[[float | None, bool], None]
 
     def __init__(self, num_envs: int, mode: Any, seeding: str = "offset") -> None:
         super().__init__()
@@ -100,13 +93,12 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         if seeding not in ("offset", "spawn"):
             raise ConfigError(f"seeding must be 'offset' or 'spawn', got {seeding!r}")
         self.seeding = seeding
-        self._done = np.zeros(num_envs, dtype=np.bool_)  # (the call state: `call_state`)
+        self._done = np.zeros(num_envs, dtype=np.bool_)  # (the call state: `CallState`)
         self.closed = False
 
     # the pool's own (PoolVecEnv): here, a clear error
     async_reset, recv, send = _PoolOnly(), _PoolOnly(), _PoolOnly()
 
-    # -- set-up ---------------------------------------------------------------------
     def _init_spaces(self, obs_space: gym.Space, act_space: gym.Space, metadata: dict) -> None:
         self.single_observation_space = obs_space
         self.single_action_space = act_space
@@ -114,10 +106,9 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
         self.action_space = batch_space(act_space, self.num_envs)
         self.metadata = dict(metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
-        self._copy_obs = obs_copier(obs_space)  # copy=True: copies a batch per space type
-        self._check_actions = action_checker(act_space, self.num_envs)
+        self._copy_obs = obs_copier(obs_space)
+        self.check_actions = self._check_actions = action_checker(act_space, self.num_envs)
 
-    # -- helpers ----------------------------------------------------------------------
     def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         """Per-env seeds: int -> ``seed + i`` (or ``SeedSequence.spawn`` streams with
         ``seeding='spawn'``); a list must have ``num_envs`` entries, each an int >= 0 or
@@ -127,15 +118,6 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
         """
         return seeds_for(seed, self.num_envs, self.seeding)
-
-    def check_actions(self, actions: Any) -> Any:
-        """Reject a wrong action batch before anything is stepped (see
-        `checks`): returns the batch, a list or scalar batch as a numpy array.
-
-        Raises:
-            InvalidActionError: (a ValueError and a TypeError) naming the env and value.
-        """
-        return self._check_actions(actions)
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset every env (or those of ``options["reset_mask"]``) and return the batch.
@@ -221,13 +203,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             envfactory.errors.NoPendingCallError: reset_wait() called but nothing is pending; ...
             >>> envs.close()
         """
-        if self.closed:
-            self._check_ready("reset_wait", "reset")
-        if timeout is not None:
-            timeout = check_wait_timeout(timeout, "reset_wait")
-        if self._pending is not PendingCall.RESET:
-            raise no_pending(self._pending, "reset_wait", "reset_async(seed=..., options=...)")
-        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout)
+        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout, "reset_wait")
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every env with its action; finished envs autoreset per
@@ -325,13 +301,7 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
             (dtype('float64'), (2,))
             >>> envs.close()
         """
-        if self.closed:
-            self._check_ready("step_wait", "step")
-        if timeout is not None:
-            timeout = check_wait_timeout(timeout, "step_wait")
-        if self._pending is not PendingCall.STEP:
-            raise no_pending(self._pending, "step_wait", "step_async(actions)")
-        return self._wait_for(PendingCall.STEP, self._finish_step, timeout)
+        return self._wait_for(PendingCall.STEP, self._finish_step, timeout, "step_wait")
 
     @property
     def run_record(self) -> RunRecord:
@@ -386,13 +356,10 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
                 stacklevel=2,
             )
         try:
-            self._do_close(timeout=timeout, terminate=terminate)
+            self._do_close(timeout, terminate)
         finally:
             self.closed = True
             self._pending, self._interrupted = PendingCall.NONE, False
-
-    def __enter__(self) -> VecEnvBase:
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close(terminate=exc[0] is not None)
@@ -408,24 +375,3 @@ class VecEnvBase(EnvCalls, VectorEnv, metaclass=ABCMeta):
     def __repr__(self) -> str:
         env = f"{self.env_id}, " if self.env_id else ""
         return f"{type(self).__name__}({env}num_envs={self.num_envs})"
-
-    # -- backend --------------------------------------------------------------------
-    @abstractmethod
-    def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        """Send a reset of every env (``mask``: only those) to the envs; returns at once."""
-
-    @abstractmethod
-    def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        """Wait (at most ``timeout`` seconds) for the reset sent: ``(obs, infos)``."""
-
-    @abstractmethod
-    def _start_step(self, actions: Any) -> None:
-        """Send a step (the checked actions) to every env; returns at once."""
-
-    @abstractmethod
-    def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
-        """Wait (at most ``timeout`` seconds) for the step sent: its batch."""
-
-    @abstractmethod
-    def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        """Close every env and end every worker (``terminate``: without asking them)."""

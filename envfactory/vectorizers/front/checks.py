@@ -1,21 +1,12 @@
-"""Checks of what a caller hands a vectorized env, done in the parent before anything
-reaches an env, so a mistake leaves every vectorizer usable (a worker never sees it), and
-the restart budget ([`count_restart`][envfactory.vectorizers.remote.count_restart]), shared by
-every vectorizer. What a backend answers is checked in `answers`.
-
-Actions: the batch's structure, shape and dtype for every space, and the values of
-Discrete, MultiDiscrete and MultiBinary actions (vectorised numpy checks, a few
-microseconds). Box actions are not bounds-checked: policies commonly send unclipped
-actions and rely on the env or ``ClipAction`` to clip, as gymnasium's vector envs allow;
-their shape and numeric dtype are checked. Any other space (Text, Graph, Sequence, OneOf,
-custom) is checked per env with ``space.contains``.
-"""
+"""Checks at the front's two boundaries, so a mistake is one clear error: what a caller hands a
+vectorized env, in the parent before anything reaches an env (actions, seeds, timeouts, env ids,
+reset masks; Box actions are not bounds-checked, as gymnasium's vector envs allow), and what a
+worker answers (per-env answers, the envs' spaces, a rebuilt worker's spaces)."""
 
 from __future__ import annotations
 
 import math
 import numbers
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +20,7 @@ from ...errors import (
     InvalidActionError,
     InvalidSeedError,
     ResetNeededError,
+    SpaceMismatchError,
 )
 
 __all__ = [
@@ -38,8 +30,9 @@ __all__ = [
     "check_env_ids",
     "check_recv_timeout",
     "check_seeds",
+    "check_spaces",
     "check_wait_timeout",
-    "count_restart",
+    "per_env_answer",
     "reset_needed",
     "seeds_for",
     "show_ids",
@@ -52,43 +45,36 @@ ActionCheck = Callable[[Any], Any]
 _NUMERIC = frozenset("biuf")
 
 
-def _where(path: str) -> str:
-    return f"actions{path}"
-
-
-def _first_bad(bad: np.ndarray) -> int:
-    """The env index of the first True entry of a per-env (or per-element) mask."""
-    return int(np.argwhere(bad)[0][0])
-
-
 def _array(
     path: str, actions: Any, shape: tuple[int, ...], single: gym.Space, kinds: frozenset[str]
 ) -> np.ndarray:
     a = actions if type(actions) is np.ndarray else np.asarray(actions)
     if a.shape != shape:
         raise InvalidActionError(
-            f"{_where(path)} have shape {a.shape}, but this vectorized env expects {shape} "
+            f"actions{path} have shape {a.shape}, but this vectorized env expects {shape} "
             f"(num_envs={shape[0]}, single_action_space={single}); pass one action per env, "
             "e.g. envs.action_space.sample()"
         )
     if a.dtype.kind not in kinds:
         need = "integers" if kinds == frozenset("iu") else "numbers"
         raise InvalidActionError(
-            f"{_where(path)} must be {need} for single_action_space {single}, got dtype "
+            f"actions{path} must be {need} for single_action_space {single}, got dtype "
             f"{a.dtype} (e.g. {a.reshape(-1)[:1].tolist()})"
         )
     return a
 
 
 def _value_error(path: str, a: np.ndarray, bad: Any, single: gym.Space, valid: str) -> None:
-    i = _first_bad(bad)
+    i = int(np.argwhere(bad)[0][0])
     raise InvalidActionError(
-        f"{_where(path)}[{i}] = {a[i].tolist()!r} (env {i}) is not in single_action_space "
+        f"actions{path}[{i}] = {a[i].tolist()!r} (env {i}) is not in single_action_space "
         f"{single}: valid values are {valid}"
     )
 
 
-def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
+def action_checker(space: gym.Space, n: int, path: str = "") -> ActionCheck:
+    """``check(actions)`` for batches of ``space``: the batch (lists as numpy arrays), or an
+    [`InvalidActionError`][envfactory.errors.InvalidActionError] naming the env and value."""
     if isinstance(space, gym.spaces.Discrete):
         lo, hi = int(space.start), int(space.start + space.n)
         shape: tuple[int, ...] = (n,)
@@ -126,26 +112,26 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
 
         return check_box
     if isinstance(space, gym.spaces.Dict):
-        subs = {k: _checker(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
+        subs = {k: action_checker(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
 
         def check_dict(actions: Any) -> Any:
             if not isinstance(actions, Mapping) or set(actions) != set(subs):
                 got = sorted(actions) if isinstance(actions, Mapping) else type(actions).__name__
                 raise InvalidActionError(
-                    f"{_where(path)} must be a dict with keys {sorted(subs)} (one batch per "
+                    f"actions{path} must be a dict with keys {sorted(subs)} (one batch per "
                     f"key, for single_action_space {space}), got {got}"
                 )
             return {k: c(actions[k]) for k, c in subs.items()}
 
         return check_dict
     if isinstance(space, gym.spaces.Tuple):
-        parts = [_checker(v, n, f"{path}[{k}]") for k, v in enumerate(space.spaces)]
+        parts = [action_checker(v, n, f"{path}[{k}]") for k, v in enumerate(space.spaces)]
 
         def check_tuple(actions: Any) -> Any:
             if not isinstance(actions, (tuple, list)) or len(actions) != len(parts):
                 got = len(actions) if isinstance(actions, (tuple, list)) else type(actions)
                 raise InvalidActionError(
-                    f"{_where(path)} must be a tuple of {len(parts)} batches (one per "
+                    f"actions{path} must be a tuple of {len(parts)} batches (one per "
                     f"subspace of {space}), got {got}"
                 )
             return tuple(c(x) for c, x in zip(parts, actions))
@@ -158,7 +144,7 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
             items = list(iterate(batched, actions))
         except Exception as exc:
             raise InvalidActionError(
-                f"{_where(path)} is not a batch of {n} actions of {space}: {exc}"
+                f"actions{path} is not a batch of {n} actions of {space}: {exc}"
             ) from None
         if len(items) != n:
             raise InvalidActionError(
@@ -167,7 +153,7 @@ def _checker(space: gym.Space, n: int, path: str) -> ActionCheck:
         for i, x in enumerate(items):
             if not space.contains(x):
                 raise InvalidActionError(
-                    f"{_where(path)}[{i}] = {x!r} (env {i}) is not in single_action_space {space}"
+                    f"actions{path}[{i}] = {x!r} (env {i}) is not in single_action_space {space}"
                 )
         return actions
 
@@ -182,7 +168,6 @@ def _elementwise(
     valid: str,
     bad_of: Callable,
 ) -> ActionCheck:
-    """The check of a MultiDiscrete or MultiBinary batch: ``bad_of(a)`` marks bad elements."""
     shape = (n, *space.shape)
 
     def check(actions: Any) -> Any:
@@ -195,16 +180,8 @@ def _elementwise(
     return check
 
 
-def action_checker(space: gym.Space, num_envs: int) -> ActionCheck:
-    """``check(actions)`` for batches of the single action space ``space``: raises
-    [`InvalidActionError`][envfactory.errors.InvalidActionError] (a ValueError and a TypeError)
-    naming the env index and the value, and returns the batch (lists as numpy arrays)."""
-    return _checker(space, num_envs, "")
-
-
 def check_seeds(seeds: Sequence[Any]) -> None:
-    """Every per-env seed is None or an int >= 0 (what ``numpy.random.SeedSequence`` and
-    gymnasium's ``env.reset(seed=...)`` take)."""
+    """Every per-env seed is None or an int >= 0."""
     for i, s in enumerate(seeds):
         if s is None:
             continue
@@ -217,8 +194,7 @@ def check_seeds(seeds: Sequence[Any]) -> None:
 
 
 def autoreset_mode(value: Any) -> AutoresetMode:
-    """gymnasium's AutoresetMode from ``next_step``/``same_step``/``disabled`` (or itself,
-    or its value)."""
+    """gymnasium's AutoresetMode from its name, its value or itself."""
     if isinstance(value, AutoresetMode):
         return value
     v = str(getattr(value, "value", value))
@@ -229,31 +205,8 @@ def autoreset_mode(value: Any) -> AutoresetMode:
     raise ConfigError(f"autoreset_mode must be one of {names}; got {value!r}")
 
 
-def count_restart(
-    times: list[float], failure: Exception, who: str, max_restarts: int, window: float
-) -> None:
-    """The restart budget shared by the vectorizers with ``restart: true``: record a
-    restart of ``who`` (``"worker 1"``, ``"actor 0"``) now in ``times``, or raise
-    ``failure``, the first line of its message extended with why (the budget is spent)
-    and the fix (raise ``vectorizer.max_restarts``), if ``who`` already had
-    ``max_restarts`` restarts in the last ``window`` seconds."""
-    now = time.monotonic()
-    recent = [t for t in times if now - t < window]
-    if len(recent) >= max_restarts:
-        first, sep, rest = str(failure.args[0]).partition("\n")
-        failure.args = (
-            f"{first}; not restarted: {who} was already restarted {len(recent)} times in "
-            f"the last {window:g} s (vectorizer.max_restarts={max_restarts}, "
-            f"vectorizer.restart_window={window:g}): its restart budget is spent; raise "
-            f"vectorizer.max_restarts to restart it more{sep}{rest}",
-        )
-        raise failure
-    times.append(now)
-
-
 def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
-    """Per-env seeds for ``reset(seed=...)`` of ``n`` envs (see
-    [`seeds_for`][envfactory.VecEnvBase.seeds_for])."""
+    """Per-env seeds for ``reset(seed=...)`` of ``n`` envs."""
     if seed is None:
         return [None] * n
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
@@ -282,8 +235,7 @@ def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
 
 
 def split_reset_mask(options: Any, n: int) -> tuple[dict | None, np.ndarray | None]:
-    """``reset(options=...)`` of ``n`` envs: the options without ``reset_mask``, and the
-    mask (None: no mask), a numpy bool array of shape ``(n,)`` selecting at least one env."""
+    """``reset(options=...)``: the options without ``reset_mask``, and the checked mask."""
     if not options or "reset_mask" not in options:
         return options, None
     options = dict(options)
@@ -301,8 +253,7 @@ def split_reset_mask(options: Any, n: int) -> tuple[dict | None, np.ndarray | No
 
 
 def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededError:
-    """Why a step needs a reset first: none yet (``ready`` False), or envs that finished
-    an episode with autoreset ``disabled``."""
+    """Why a step needs a reset first: none yet, or envs done with autoreset ``disabled``."""
     if not ready:
         return ResetNeededError(
             "step() before reset(): the envs have not been reset yet; call "
@@ -316,13 +267,8 @@ def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededEr
 
 
 def check_wait_timeout(timeout: Any, what: str) -> float | None:
-    """The ``timeout`` argument of a wait (``step_wait``, ``reset_wait``, the pool's
-    ``recv``), checked before anything is waited on: seconds ``>= 0`` as a float
-    (``inf``: no limit) or None (the vectorizer's own ``timeout``).
-
-    Raises:
-        ValueError: a negative, NaN or non-numeric timeout (``bool`` included), naming
-            the call and the value; nothing was waited on and the env stays usable.
+    """A wait's ``timeout`` argument, checked before anything is waited on: seconds ``>= 0``
+    as a float (``inf``: no limit) or None (the vectorizer's own); else a ValueError.
 
     Example:
         >>> check_wait_timeout(2, "step_wait"), check_wait_timeout(None, "recv")
@@ -344,15 +290,12 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
 
 
 def _not_seconds(timeout: Any) -> bool:
-    """Not a number of seconds >= 0 (``bool`` and NaN are not)."""
     bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
     return bad_type or math.isnan(timeout) or timeout < 0
 
 
-# -- the async pool's arguments -------------------------------------------------------
 def check_recv_timeout(timeout: Any) -> float | None:
-    """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None); a bad
-    value is a ValueError before anything is waited on."""
+    """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None)."""
     if timeout is None:
         return None
     if _not_seconds(timeout):
@@ -371,8 +314,8 @@ def show_ids(ids: Sequence[Any], limit: int = 8) -> str:
 
 
 def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
-    """``env_ids`` (ints, as ``infos["env_id"]``) as a list: each in ``[0, num_envs)``
-    at most once. ``head``: the call as errors name it, ``send(actions, env_ids``."""
+    """``env_ids`` as a list, each in ``[0, num_envs)`` at most once (``head``: the call as
+    errors name it)."""
     arr = np.asarray(env_ids)
     if arr.ndim == 0:
         arr = arr[None]
@@ -392,3 +335,48 @@ def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
             f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
         )
     return ids
+
+
+# -- what a backend answers ---------------------------------------------------------
+
+
+def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) -> list[Any]:
+    """A worker's answer to a per-env command (``set_attr``: None) as a list of ``n``, else a
+    RuntimeError naming the backend's bug."""
+    if answer is None and call != "start":
+        return [None] * n  # (set_attr)
+    if isinstance(answer, list | tuple) and len(answer) == n:
+        return list(answer)
+    got = f"{len(answer)} results" if isinstance(answer, list | tuple) else repr(answer)[:80]
+    raise RuntimeError(
+        f"{type(backend).__name__}: {worker} answered {call} for {n} envs with {got}; a worker "
+        f"handle must answer with a list of one result per env (a bug in the backend "
+        f"{type(backend).__module__})"
+    )
+
+
+def check_spaces(
+    spaces: Sequence[tuple[gym.Space, gym.Space]],
+    env_id: str = "",
+    want: tuple[gym.Space, gym.Space] | None = None,
+    start: int = 0,
+) -> tuple[gym.Space, gym.Space]:
+    """All envs share one observation and one action space (``want``: the vectorized env's,
+    for a rebuilt worker's envs ``start, start + 1, ...``), else a SpaceMismatchError."""
+    first = spaces[0] if want is None else want
+    for i, pair in enumerate(spaces):
+        for kind, a, b in zip(("observation", "action"), first, pair):
+            if a == b:
+                continue
+            if want is not None:
+                raise SpaceMismatchError(
+                    f"env {start + i} ({env_id}) was rebuilt after a worker fault with {kind} "
+                    f"space {b}, but the vectorized env has {a}; an env constructor must "
+                    "build the same spaces every time"
+                )
+            raise SpaceMismatchError(
+                f"env {i}{f' ({env_id})' if env_id else ''} has {kind} space {b}, but env 0 "
+                f"has {a}; every env of one vectorized env must have the same {kind} "
+                f"space (check per-env options and wrappers)"
+            )
+    return first[0], first[1]

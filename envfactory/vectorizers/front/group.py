@@ -1,24 +1,10 @@
-"""``WorkerGroup``: the workers of one vectorized env (``Backend``: what a backend implements).
-
-A backend is a component, not a subclass of the vectorized env: it subclasses
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] with its transport (how its workers
-start, how their answers become a batch, how one is rebuilt) and hands it to the front,
-[`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv], which keeps the call state (pending,
-interrupted, broken, the call lock) and its `Supervisor` (what a failure means). What this class
-adds is written once for every backend: one command to many workers, their answers gathered
-within one deadline (the failures reported to the supervisor, the workers it names rebuilt:
-`recover`), and ``close`` that kills every worker even if one kill raises.
-
-What a backend implements (abstract, so a group that lacks one cannot be instantiated):
-`start` and `collect`; with ``restart=true`` also `respawn` and `last_obs`. Optional hooks:
-`post_step` / `gather_all` (a hand-off of its own for the whole group), `release`, `forget` and
-`startup_budget`.
-"""
+"""``WorkerGroup``: the workers of one vectorized env behind their handles, the part every backend
+shares (``Backend``: the typed protocol a backend implements); what a failure means is the
+front's `Supervisor`'s."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -40,9 +26,9 @@ from ..transport.ctrl_c import HOLD, held_ctrl_c
 from ..transport.handle import CLOSE_TIMEOUT, STARTUP_TIMEOUT, WorkerHandle
 from ..transport.shared import concatenate_checked
 from ..worker.protocol import Cmd, EnvInfo, Restarted, RestartReset
-from .answers import check_rebuilt_spaces, check_spaces, per_env_answer
+from .checks import check_spaces, per_env_answer
 from .infos import merge_infos
-from .supervisor import Supervisor
+from .supervisor import cut, rebuild_failed, send_cut
 
 if TYPE_CHECKING:
     from .remote_env import RemoteVecEnv
@@ -55,11 +41,8 @@ Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
 
 @runtime_checkable
 class Backend(Protocol):
-    """What the front asks of a backend, typed: start the workers, post a step to all of
-    them, wait for all their answers, collect a batch, rebuild one worker, release what is
-    left. `WorkerGroup` implements it (a backend subclasses it and adds `start`, `collect`
-    and, with ``restart``, `respawn`); what a failure means is the front's
-    [`Supervisor`][envfactory.vectorizers.remote.Supervisor]'s, never a backend's."""
+    """What the front asks of a backend: start, post a step, wait for all, collect a batch,
+    rebuild one worker, release what is left (`WorkerGroup` implements it)."""
 
     num_envs: int
     env_id: str
@@ -77,22 +60,11 @@ class Backend(Protocol):
 
 
 class WorkerGroup(ABC):
-    """The workers of one vectorized env (a process each, an actor each, a thread each...),
-    behind one [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] per worker.
-
-    A subclass sets ``num_envs`` and ``env_id`` in its ``__init__`` (which starts nothing)
-    and implements:
-
-    - `start`: start the workers, hand their handles (in env order) to `set_handles`, and
-      wait for them with `wait_started`; the front calls it once it is bound (``self.env``);
-    - `collect`: the batch of a step or reset from the workers' answers (helpers:
-      `batch_obs`, `merge_answers`, `out`);
-    - with ``restart=true``: `respawn` (a new worker behind a handle) and `last_obs`.
-
-    ``self.env`` is the front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]): its
-    spaces, ``autoreset_mode``, fault options (``timeout``, ``restart``, ``copy``, ...) and
-    broken state.
-    """
+    """The workers of one vectorized env, behind one
+    [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] each. A subclass sets
+    ``num_envs`` and ``env_id`` in its ``__init__`` (which starts nothing) and implements
+    `start` and `collect` (with ``restart=true`` also `respawn` and `last_obs`); ``self.env``
+    is the front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv])."""
 
     num_envs: int = 0
     env_id: str = ""
@@ -100,18 +72,16 @@ class WorkerGroup(ABC):
     def __init__(self) -> None:
         self._env: Callable[[], RemoteVecEnv | None] = lambda: None
         self.handles: list[WorkerHandle] = []
-        #: the handles in the order they are waited for (this process's own envs first:
-        #: they run while the workers run theirs)
+        #: the handles in the order they are waited for (this process's own envs first)
         self.order: list[WorkerHandle] = []
         self._back: list[int] | None = None  # ``order``'s answers back in env order
-        #: run by the front before a per-index call with the handles it asks (the pool lets
-        #: their steps finish first)
+        #: run by the front before a per-env call with the handles it asks (the pool's)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
 
     @property
     def env(self) -> RemoteVecEnv:
-        """The front this group serves (held weakly: a vectorized env dropped without
-        ``close()`` is collected at once, its ``__del__`` ending the workers)."""
+        """The front this group serves (held weakly: a dropped env's ``__del__`` ends the
+        workers)."""
         env = self._env()
         if env is None:
             raise RuntimeError(f"{type(self).__name__} has no vectorized env (closed or dropped)")
@@ -121,25 +91,21 @@ class WorkerGroup(ABC):
     def env(self, front: RemoteVecEnv) -> None:
         self._env = weakref.ref(front)
 
-    # -- what a backend implements ------------------------------------------------------
     @abstractmethod
     def start(self) -> None:
         """Start the workers: hand their handles to `set_handles` before starting them
-        (``close`` ends only the handles it was given, also when ``start`` raises part-way),
-        then wait for them with `wait_started` (which sets the front's spaces)."""
+        (``close`` ends only those), then wait for them with `wait_started`."""
 
     @abstractmethod
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
     ) -> Batch:
-        """``(obs, rewards, terminations, truncations, infos)`` of every env from the
-        answers ``results[k]`` of ``handles[k]`` to a step or a reset (``mask``: the envs a
-        masked reset reset; the others keep their observation)."""
+        """The `Batch` of a step or reset from ``results[k]``, the answer of ``handles[k]``
+        (``mask``: the envs a masked reset reset)."""
 
     def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        """Start a new worker behind ``handle`` (the old one is killed) for its envs and
-        return their [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] (waiting at most
-        ``budget`` seconds, with `wait`). Only with ``restart=true``."""
+        """A new worker behind ``handle`` (the old one is killed): its envs'
+        [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo], within ``budget`` seconds."""
         raise NotImplementedError
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
@@ -158,33 +124,26 @@ class WorkerGroup(ABC):
     def gather_all(
         self, call: str, timeout: float | None, deadline: float | None = None
     ) -> list[Any]:
-        """Every handle's answer to ``call``, in env order (waited for in `set_handles`'s
-        order, the parent's own envs first), by ``deadline`` (``time.monotonic()``; None:
-        ``timeout`` seconds from now)."""
-        timeout = self.env.timeout if timeout is None else timeout
+        """Every handle's answer to ``call``, in env order, by ``deadline`` (as `gather`)."""
         results = self.gather(call, self.order, timeout, deadline)
         back = self._back
         return results if back is None else [results[k] for k in back]
 
     def release(self, everything: bool) -> None:  # noqa: B027 - optional
-        """Free what is left once every worker is gone (``everything`` False: another
-        thread's call may still read buffers; keep those)."""
+        """Free what is left once every worker is gone (``everything`` False: keep what
+        another thread's call may still read)."""
 
     def forget(self) -> None:  # noqa: B027 - optional
-        """In a forked child (a copy of this object, not of the workers): drop this
-        process's copies of the handles' resources, touching no worker."""
+        """In a forked child: drop this copy's resources, touching no worker."""
 
     def startup_budget(self) -> float:
         """Seconds a worker may take to start or be rebuilt (Ray's ``start_timeout``)."""
         timeout = self.env.timeout
         return STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT)
 
-    # -- helpers for a backend ----------------------------------------------------------
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
-        """The handles, in env order (the in-process ones are waited for first). Once
-        `start` returns, their slices must cover the envs ``0..num_envs`` one after another
-        (the front checks it: `check_started`); before, a backend may hand over those it
-        starts first (``close`` ends them if the rest fails)."""
+        """The handles, in env order; once `start` returns their slices cover the envs
+        ``0..num_envs`` one after another (`check_started`)."""
         self.handles = list(handles)
         self.order = [h for h in handles if h.in_process] + [h for h in handles if not h.in_process]
         back = [self.order.index(h) for h in self.handles]
@@ -193,10 +152,9 @@ class WorkerGroup(ABC):
     def wait_started(
         self, handles: Sequence[WorkerHandle], infos: Sequence[EnvInfo] = ()
     ) -> list[EnvInfo]:
-        """Wait for each worker's list of [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] (its
-        first answer, within `startup_budget`), check that every env (those and ``infos`` of
-        envs built here) has the same spaces, set up the front's spaces and metadata, and
-        return every env's EnvInfo."""
+        """Each worker's first answer (its envs' EnvInfo, within `startup_budget`) and
+        ``infos`` of envs built here, checked to share one set of spaces, which the front
+        takes; returns every env's EnvInfo."""
         answers = self.gather("start", handles, self.startup_budget())
         per_env: list[EnvInfo] = [
             e
@@ -221,14 +179,12 @@ class WorkerGroup(ABC):
         return merge_infos(rows, self.num_envs) if rows else {}
 
     def batch_obs(self, per_env: list[Any], out: Any) -> Any:
-        """Per-env observations as one batch (into ``out``), naming the env that does
-        not fit the observation space."""
+        """Per-env observations as one batch (into ``out``), naming an env that does not fit."""
         return concatenate_checked(self.env.single_observation_space, per_env, out)
 
     def wait(self, h: WorkerHandle, deadline: float | None, call: str, budget: float) -> Any:
         """``h.recv``: a worker past ``deadline`` is killed (``WorkerTimeoutError`` naming
-        ``budget``); one that ended because the env was closed from another thread
-        meanwhile is a ``ClosedError``."""
+        ``budget``); one ended by a close from another thread is a ``ClosedError``."""
         try:
             if h.own_wait:
                 return h.recv(deadline, call)
@@ -250,13 +206,11 @@ class WorkerGroup(ABC):
                 ) from None
             raise
 
-    # -- talking to the workers (what a failure means: the front's Supervisor) ----------
     def send(
         self, cmd: Cmd, handles: Sequence[WorkerHandle], data_of: Callable[[Any], Any]
     ) -> None:
-        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each), with every Ctrl-C held
-        (`held_ctrl_c`): no Ctrl-C cuts it. A send that fails part-way leaves the env
-        unusable rather than silently out of step."""
+        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each), every Ctrl-C held; one
+        that fails part-way leaves the env unusable (`send_cut`)."""
         sent = 0
         h: Any = None
         try:
@@ -266,7 +220,7 @@ class WorkerGroup(ABC):
                     sent += 1
         except BaseException as exc:
             label = h.label if h is not None else "?"
-            self.env.apply(Supervisor.send_cut(cmd, exc, sent, label, len(self.handles)))
+            self.env.apply(send_cut(cmd, exc, sent, label, len(self.handles)))
             raise
 
     def gather(
@@ -276,17 +230,14 @@ class WorkerGroup(ABC):
         timeout: float | None,
         deadline: float | None = None,
     ) -> list[Any]:
-        """The answers of ``handles`` (in order) to ``call``, all within ``timeout``
-        seconds of now (or by ``deadline``, a ``time.monotonic()`` that a wait already
-        under way set: a call never waits longer than ``timeout`` in all). Failures go to
-        `recover` (the front's `Supervisor` decides: a rebuild with ``restart=true``, an env's
-        exception in ``call``/``set_attr`` raised with the env usable, else raised and the
-        env unusable); a wait cut otherwise, to `Supervisor.cut`."""
-        if timeout == math.inf:
-            timeout = None
-        budget = timeout if timeout is not None else 0.0
-        if deadline is None and timeout is not None:
-            deadline = time.monotonic() + timeout
+        """The answers of ``handles`` (in order) to ``call`` by ``deadline``
+        (``time.monotonic()``; None: ``timeout`` seconds from now; None or ``inf``: no limit),
+        ``timeout`` the budget that messages name. Failures go to `recover`; a wait cut
+        otherwise, to `cut`."""
+        limited = timeout is not None and timeout < float("inf")
+        budget = timeout if timeout is not None and limited else 0.0
+        if deadline is None and limited:
+            deadline = time.monotonic() + budget
         results: list[Any] = [None] * len(handles)
         failures: list[tuple[WorkerHandle, WorkerError]] = []
         for k, h in enumerate(handles):
@@ -295,7 +246,7 @@ class WorkerGroup(ABC):
             except WorkerError as err:
                 failures.append((h, err))
             except BaseException as exc:  # KeyboardInterrupt: in a wait, asked again
-                error = self.env.apply(self.env.supervisor.cut(call, h, exc))
+                error = self.env.apply(cut(call, h, exc))
                 if error is None or error is exc:
                     raise
                 raise error from exc
@@ -309,14 +260,10 @@ class WorkerGroup(ABC):
         failures: Sequence[tuple[WorkerHandle, WorkerError]],
         done: list[bool] | None = None,
     ) -> list[tuple[WorkerHandle, Any]]:
-        """``failures`` (each worker with its error) in ``call``: the front's `Supervisor`
-        decides, the front applies the outcome, and each worker it names is rebuilt and
-        finishes ``call`` (``restarted``, or ``restart-reset`` redoing ``h.last_reset``;
-        ``done``: its envs' finished flags, default as the caller last saw them). Returns each
-        rebuilt worker with its answer; raises the outcome's error after the rebuilds. Every
-        wait is bounded (the start by the startup budget, the redone call by ``timeout``) and
-        no Ctrl-C cuts a rebuild (cut part-way, it could be neither finished nor redone); a
-        rebuild that fails leaves the env unusable and is raised."""
+        """``failures`` in ``call``: the `Supervisor` decides, the front applies it, and each
+        worker it names is rebuilt, no Ctrl-C cutting it, and finishes ``call`` (redoing
+        ``h.last_reset`` for a reset; ``done``: its envs' finished flags, default the front's).
+        Returns each rebuilt worker with its answer, then raises the outcome's error."""
         env = self.env
         outcome = env.supervisor.failed(call, failures, env._broken is not None)
         error = env.apply(outcome)
@@ -330,7 +277,8 @@ class WorkerGroup(ABC):
                 try:
                     spaces = (env.single_observation_space, env.single_action_space)
                     infos = self.respawn(h, self.startup_budget())
-                    check_rebuilt_spaces(infos, h.start, spaces, self.env_id)
+                    rebuilt = [(e.observation_space, e.action_space) for e in infos]
+                    check_spaces(rebuilt, self.env_id, spaces, h.start)
                     if call == "reset":
                         assert h.last_reset is not None
                         h.send(Cmd.RESTART_RESET, RestartReset(h.last_reset, last, flags))
@@ -339,16 +287,15 @@ class WorkerGroup(ABC):
                     deadline = None if env.timeout is None else time.monotonic() + env.timeout
                     answers.append((h, self.wait(h, deadline, "restart", env.timeout or 0.0)))
                 except BaseException as exc:
-                    env.apply(Supervisor.rebuild_failed(h, exc))
+                    env.apply(rebuild_failed(h, exc))
                     raise
         if error is not None:
             raise error
         return answers
 
     def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
-        """Ask every live worker (also after another one failed) to close its envs and
-        exit within ``timeout`` in all (unless ``terminate``; the answer to a pending call
-        is dropped), then kill every one, even if one kill raises, and release the rest
+        """Ask every live worker to close its envs within ``timeout`` in all (unless
+        ``terminate``), then kill every one, even if one kill raises, and `release`
         (``locked``: no other thread's call reads the buffers any more)."""
         budget = CLOSE_TIMEOUT if timeout is None else timeout
         try:
@@ -378,7 +325,7 @@ class WorkerGroup(ABC):
 
 
 def _quietly(call: Callable[[], None]) -> BaseException | None:
-    """``call()``; what it raised, if anything (``close`` kills every other worker too)."""
+    """``call()``; what it raised, if anything."""
     try:
         call()
     except Exception as exc:

@@ -1,16 +1,7 @@
-"""The merge rule: a batch's infos from its envs' info dicts, as gymnasium's vector envs
-merge them (``SyncVectorEnv``'s layout: an array and a ``_key`` mask per key, nested dicts
-alike), one rule for every backend: `merge_infos` merges ``(row, info)`` pairs (a worker's
-envs, the pool's batch), `merge_block` merges the infos a worker already merged for its rows
-(a nested vectorized env, a Ray node), `keep_rows` keeps some rows of a merged batch, and
-`plain_key` says which keys a fast merge may put in a column of its own (the info columns of
-`infocols` follow it too).
-
-`merge_infos` builds gymnasium's dict with one array per key when every value is a plain
-scalar or a dict of them (an Atari step's three scalars, an episode's statistics: 12 us
-against 16 us for ``VectorEnv._add_info`` one env at a time, 4 Atari infos), and falls back
-to gymnasium's own merge otherwise.
-"""
+"""The merge rule, one for every backend: a batch's infos in gymnasium's ``SyncVectorEnv``
+layout (an array and a ``_key`` mask per key, nested dicts alike) from ``(row, info)`` pairs
+(`merge_infos`) or from blocks of rows already merged (`merge_block`); `keep_rows`,
+`split_infos` and `plain_key` (the keys a column may hold) follow the same rule."""
 
 from __future__ import annotations
 
@@ -27,25 +18,26 @@ _PLAIN = (int, float, bool)
 
 
 def plain_key(key: Any) -> bool:
-    """Whether gymnasium's merge treats an info key like any other (then a plain scalar
-    value becomes an array of its type): a string, not a ``_key`` mask's name, and not
-    ``final_obs`` (kept in an object array, one observation per env). The one rule of
-    every fast merge (`merge_infos`, the info columns of `infocols`)."""
+    """Whether a plain scalar under ``key`` becomes an array of its type: a string, not a
+    ``_key`` mask's name, not ``final_obs`` (an object array); every fast merge follows it."""
     return type(key) is str and not key.startswith("_") and key != "final_obs"
 
 
 def merge_infos(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
-    """The infos of a batch of ``n`` rows from ``(row, info)`` pairs, in the order
-    ``VectorEnv._add_info`` would merge them; equal to merging them one by one with it
-    (`envfactory._compat.add_info`): the same keys in the same order, each array of
-    the dtype of its first value, and its ``_key`` mask."""
+    """The infos of a batch of ``n`` rows from ``(row, info)`` pairs, equal to merging them
+    one by one with gymnasium's ``VectorEnv._add_info`` (one array per key at once when every
+    value is a plain scalar or a dict of them)."""
     infos = _merge_plain(rows, n)
-    return _merge_one_by_one(rows, n) if infos is None else infos
+    if infos is None:
+        infos = {}
+        for k, info in rows:
+            infos = _compat.add_info(infos, info, k, n)
+    return infos
 
 
 def _merge_plain(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any] | None:
-    """`merge_infos` of rows in order whose values are plain scalars or dicts of them
-    (an episode's statistics), one array per key; None for anything else."""
+    """`merge_infos` of rows in order whose values are plain scalars or dicts of them; None
+    for anything else."""
     columns: dict[Any, tuple[type, list[int], list[Any]]] = {}
     last = -1
     for k, info in rows:
@@ -80,23 +72,13 @@ def _merge_plain(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str
     return infos
 
 
-def _merge_one_by_one(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
-    infos: dict[str, Any] = {}
-    for k, info in rows:
-        infos = _compat.add_info(infos, info, k, n)
-    return infos
-
-
 def _is_mask(infos: dict, key: Any) -> bool:
     return isinstance(key, str) and key.startswith("_") and key[1:] in infos
 
 
 def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
-    """Merge ``block``, the merged infos of rows ``start ..`` (a worker's envs, gymnasium's
-    layout, every key with its ``_key`` mask), into ``infos``, the infos of a batch of ``n``
-    rows, and return it: the same dict as merging each env's info in env order with
-    gymnasium's ``VectorEnv._add_info`` (an array is made with the dtype of the first block
-    that has its key, the dtype of the first env that has it).
+    """Merge ``block``, the merged infos of rows ``start ..``, into ``infos`` (of ``n`` rows)
+    and return it, as merging each env's info in env order would.
 
     Example:
         >>> import numpy as np
@@ -131,9 +113,7 @@ def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
 
 
 def keep_rows(infos: dict, keep: np.ndarray) -> dict:
-    """``infos`` (gymnasium's layout) of the rows of ``keep`` only: the other rows are
-    cleared (zero, or None in an object array, as a merge of the kept rows alone would
-    leave them) and a key no kept row has is dropped."""
+    """``infos`` of the rows of ``keep`` only, as a merge of those rows alone would be."""
     out: dict = {}
     for key, value in infos.items():
         if _is_mask(infos, key):
@@ -151,10 +131,8 @@ def keep_rows(infos: dict, keep: np.ndarray) -> dict:
 
 
 def split_infos(infos: dict, n: int) -> list[dict]:
-    """The merge rule backwards: each of ``n`` rows' own info from ``infos`` (gymnasium's
-    layout: an array and a ``_key`` mask per key, nested dicts alike), as gymnasium's
-    ``DictInfoToList`` gives them; a key of the envs' own that starts with ``_`` and masks
-    nothing is kept. For an API that wants one dict per env (SB3, the Ray pool's rows).
+    """The merge rule backwards: each of ``n`` rows' own info, as gymnasium's
+    ``DictInfoToList`` gives them (an env's own ``_`` key that masks nothing is kept).
 
     Example:
         >>> import numpy as np

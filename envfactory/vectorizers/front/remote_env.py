@@ -1,10 +1,10 @@
-"""``RemoteVecEnv``: the one front of every worker backend, a real ``gymnasium.vector.VectorEnv``
-over a [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (see
-[`remote`][envfactory.vectorizers.remote], the vectorizer-author API)."""
+"""``RemoteVecEnv``: the one front of every worker backend over a
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], and its `CallGuard`."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import threading
@@ -13,33 +13,40 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from ...errors import AlreadyPendingError, ConfigError, too_many_open_files
 from ..transport.ctrl_c import HOLD
 from ..transport.handle import CLOSE_TIMEOUT, WorkerHandle
 from ..worker.protocol import Call, Cmd, Reset, SetAttr
-from .answers import check_batch, check_started, per_env_answer
 from .base import VecEnvBase
-from .call_state import PendingCall
-from .env_calls import EnvCall
+from .checks import per_env_answer
+from .env_calls import EnvCall, PendingCall
 from .group import Batch, WorkerGroup
 from .supervisor import Outcome, Supervisor
 
-__all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "pop_faults"]
+__all__ = [
+    "FAULT_KEYS",
+    "CallGuard",
+    "RemoteVecEnv",
+    "check_batch",
+    "check_started",
+    "deadline_of",
+    "pop_faults",
+]
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
 
 
-#: this process's id, kept current in a forked child (``os.getpid`` is a system call, and
-#: the call guard asks it twice a step)
+#: this process's id, kept current in a forked child (``os.getpid`` is a system call)
 _PID = [os.getpid()]
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
 def _on_stack(frame: FrameType) -> bool:
-    """Whether ``frame`` is still running in this thread (below the caller's caller)."""
+    """Whether ``frame`` is running in this thread (below the caller's caller)."""
     f = sys._getframe(2)
     while f is not None:
         if f is frame:
@@ -49,7 +56,7 @@ def _on_stack(frame: FrameType) -> bool:
 
 
 def _recheck(env: RemoteVecEnv, what: str, call: str) -> Callable[[], None]:
-    """The front's state checked again under the call guard (`CallGuard.enter`'s check)."""
+    """The front's state checked again under the call guard."""
 
     def check() -> None:
         if env._pending is not PendingCall.NONE or env._broken is not None:
@@ -58,19 +65,95 @@ def _recheck(env: RemoteVecEnv, what: str, call: str) -> Callable[[], None]:
     return check
 
 
+def deadline_of(timeout: float | None, own: float | None) -> tuple[float, float | None]:
+    """A wait's ``timeout`` (None: the front's ``own``; None or ``inf``: no limit) resolved once:
+    ``(seconds, inf for no limit; the deadline, a time.monotonic(), None for no limit)``."""
+    seconds = own if timeout is None else timeout
+    if seconds is None or seconds == math.inf:
+        return math.inf, None
+    return seconds, time.monotonic() + seconds
+
+
 def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
-    """The front's options (`FAULT_KEYS`) taken out of a vectorizer's ``options``."""
+    """The front's options (`FAULT_KEYS`) taken out of ``options``."""
     return {k: options.pop(k) for k in FAULT_KEYS if k in options}
 
 
+_FLAGS = (
+    ("rewards", "biuf", "number"),
+    ("terminations", "b", "bool"),
+    ("truncations", "b", "bool"),
+)
+
+
+def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, call: str) -> None:
+    """A backend's first batch of a step or reset: a tuple of five, one reward and one bool
+    flag per env, an infos dict, a Box observation with ``num_envs`` rows; else a RuntimeError
+    naming the backend's bug."""
+    what = ""
+    if not isinstance(batch, tuple) or len(batch) != 5:
+        tup = isinstance(batch, tuple)
+        what = f"a tuple of {len(batch)}" if tup else f"a {type(batch).__name__} (not a tuple of 5)"
+    else:
+        obs, *flags, infos = batch
+        for (name, kinds, kind), a in zip(_FLAGS, flags):
+            if not isinstance(a, np.ndarray) or a.shape != (num_envs,) or a.dtype.kind not in kinds:
+                got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+                what = f"{name} {got} (expected a {kind} numpy array of shape ({num_envs},))"
+                break
+        else:
+            shape = (num_envs, *(obs_space.shape or ()))
+            if not isinstance(infos, dict):
+                what = f"infos of type {type(infos).__name__} (expected a dict)"
+            elif isinstance(obs_space, gym.spaces.Box) and (
+                not isinstance(obs, np.ndarray) or obs.shape != shape
+            ):
+                got = obs.shape if isinstance(obs, np.ndarray) else type(obs).__name__
+                what = (
+                    f"observations {got} (expected shape {shape}: "
+                    f"{num_envs} rows of the observation space {obs_space})"
+                )
+    if what:
+        raise RuntimeError(
+            f"{type(backend).__name__}: its {call} batch has {what}; a backend's collect must "
+            f"return (obs, rewards, terminations, truncations, infos) for every env (a bug in "
+            f"the backend {type(backend).__module__})"
+        )
+
+
+def check_started(group: Any) -> None:
+    """After a group's ``start``: its handles' slices cover the envs ``0..num_envs`` one after
+    another and the spaces are set, else a RuntimeError naming what it missed."""
+    at = 0
+    for h in group.handles:
+        if h.start != at or h.stop <= h.start:
+            break
+        at = h.stop
+    name = type(group).__name__
+    if not group.handles:
+        missed = "set_handles"
+    elif at != group.num_envs:
+        slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in group.handles)
+        raise RuntimeError(
+            f"{name}.start(): the workers' env slices ({slices}) must cover envs "
+            f"0:{group.num_envs} one after another, in env order (see split_envs; a bug in "
+            "the backend)"
+        )
+    elif not hasattr(group.env, "single_observation_space"):
+        missed = "wait_started"
+    else:
+        return
+    raise RuntimeError(
+        f"{name}.start() returned without {missed}: a group's start hands its workers to "
+        "set_handles, then waits for them with wait_started (which sets the spaces)"
+    )
+
+
 class CallGuard:
-    """One call at a time, by the process that made the env: `enter` marks a call in
-    progress (``active``: its name, thread and the frame that entered), `leave` ends it. A
-    second thread gets a clear error, a forked child is refused, and a call re-entered in
-    the same thread while the first still runs (from a signal handler or a callback: the
-    first call's frame is on the stack) is refused, never nested. The same thread may
-    otherwise always enter: its own call that a Ctrl-C cut anywhere is not running any more,
-    so no interrupt leaves the env refusing its owner."""
+    """One call at a time, by the process that made the env: `enter` marks a call in progress
+    (``active``: its name, thread and entering frame), `leave` ends it. Another thread, a
+    forked child and a call re-entered while the first one's frame is on the stack (a signal
+    handler, a callback) are refused; a call a Ctrl-C cut is not running, so never blocks."""
 
     __slots__ = ("active", "label", "lock", "owner_pid")
 
@@ -86,9 +169,8 @@ class CallGuard:
         caller: FrameType | None = None,
         check: Callable[[], None] | None = None,
     ) -> None:
-        """Mark ``what`` in progress in this thread, entered by ``caller`` (default: the
-        caller's frame; it is running until the call leaves); then run ``check`` (the
-        front's state checked again, now under the guard), leaving if it raises."""
+        """Mark ``what`` in progress, entered by ``caller`` (default: the caller's frame),
+        then run ``check`` under the guard, leaving if it raises."""
         if _PID[0] != self.owner_pid:
             raise RuntimeError(
                 f"{what}() on a {self.label} made by process {self.owner_pid}; this "
@@ -128,21 +210,18 @@ class CallGuard:
 
 class RemoteVecEnv(VecEnvBase):
     """A vectorized env whose envs live in the workers of a
-    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]. It holds the call state
-    (pending, interrupted, broken; its `CallGuard`: one call at a time, by the owner
-    process) and its `Supervisor` (the fault options: what a failure means), whose outcomes
-    it applies to its own state (`apply`); the group holds the workers; a backend is its
-    group (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``).
+    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (a backend is its group:
+    ``RemoteVecEnv(MyGroup(env_fns, ...), ...)``); it owns the call state, its `CallGuard`
+    and its `Supervisor`, whose outcomes it applies to its own state (`apply`).
 
     Args:
-        group: the workers (not started yet: this constructor starts them and closes
-            what started if that fails).
-        autoreset_mode: as every vectorizer's (``next_step``, ``same_step``, ``disabled``).
-        seeding: ``offset`` or ``spawn``, as every vectorizer's.
+        group: the workers, not started yet (started here; closed if that fails).
+        autoreset_mode: ``next_step``, ``same_step`` or ``disabled``.
+        seeding: ``offset`` or ``spawn``.
         timeout: seconds one call may take (None: forever).
-        restart: rebuild a worker that failed during ``step``/``reset`` and report its
-            episodes truncated (needs a group with ``respawn`` and ``last_obs``).
-        max_restarts: the restart budget per worker: this many per ``restart_window``.
+        restart: rebuild a worker that failed during ``step``/``reset`` (needs a group with
+            ``respawn`` and ``last_obs``).
+        max_restarts: restarts allowed per worker per ``restart_window`` seconds.
         restart_window: seconds over which ``max_restarts`` counts.
         copy: return a copy of the observation batch.
     """
@@ -161,12 +240,9 @@ class RemoteVecEnv(VecEnvBase):
         restart_window: float = 60.0,
         copy: bool = True,
     ) -> None:
-        #: the workers (see WorkerGroup)
         self.group = group
         group.env = self
         super().__init__(group.num_envs, autoreset_mode, seeding)
-        #: the failure policy: what a failure means (`Supervisor`); the front applies
-        #: its outcomes (`apply`)
         self.supervisor = sup = Supervisor(timeout, restart, max_restarts, restart_window)
         base, mine = WorkerGroup, type(group)
         if restart and (mine.respawn is base.respawn or mine.last_obs is base.last_obs):
@@ -180,8 +256,7 @@ class RemoteVecEnv(VecEnvBase):
         self._closed_by: str | None = None
         self._unchecked = {"step", "reset"}  # calls whose batch is checked once (check_batch)
         self.env_id = group.env_id
-        #: the handles of the workers (not of the envs stepped in this process), in env
-        #: order; a rebuilt worker keeps its handle
+        #: the workers' handles (not this process's envs), in env order
         self.workers: list[WorkerHandle] = []
         try:
             group.start()
@@ -200,8 +275,8 @@ class RemoteVecEnv(VecEnvBase):
         return [h.pid for h in self.workers if h.pid is not None]
 
     def apply(self, outcome: Outcome) -> BaseException | None:
-        """Apply the `Supervisor`'s ``outcome`` to this front's state (the one place its
-        broken state is set: the first reason is kept); returns the error to raise."""
+        """Apply the `Supervisor`'s ``outcome`` (the one place the broken state is set: the
+        first reason kept); returns the error to raise."""
         if outcome.broken is not None and self._broken is None:
             self._broken = outcome.broken
         return outcome.error
@@ -211,12 +286,11 @@ class RemoteVecEnv(VecEnvBase):
         """How many times each worker was restarted (``vectorizer.restart=true``)."""
         return [len(h.restarts) for h in self.workers]
 
-    # -- VecEnvBase's backend: the group --------------------------------------------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._guard.enter("reset_async", sys._getframe(), _recheck(self, "reset_async", "reset"))
         try:
             group = self.group
-            for h in group.handles:  # kept to redo the reset if a worker must be restarted
+            for h in group.handles:  # (kept to redo the reset in a rebuilt worker)
                 part = None if mask is None else mask[h.start : h.stop]
                 h.last_reset = Reset(seeds[h.start : h.stop], options, part)
             group.send(Cmd.RESET, group.handles, lambda h: h.last_reset)
@@ -243,7 +317,13 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
-            batch = group.collect(group.handles, group.gather_all(call, timeout), mask)
+            seconds = self.timeout if timeout is None else timeout  # (deadline_of, inlined:
+            if seconds is None or seconds == math.inf:  # one call fewer on a step's path)
+                seconds, deadline = math.inf, None
+            else:
+                deadline = time.monotonic() + seconds
+            answers = group.gather_all(call, seconds, deadline)
+            batch = group.collect(group.handles, answers, mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
                 self._unchecked.discard(call)
@@ -252,8 +332,7 @@ class RemoteVecEnv(VecEnvBase):
         return batch
 
     def _start_call(self, request: EnvCall) -> None:
-        """Send ``request`` to the workers of its indices (each its local indices, in the
-        group's order: this process's own envs first)."""
+        """Send ``request`` to the workers of its indices (each its local indices)."""
         r = request
         self._guard.enter(r.what, sys._getframe(), _recheck(self, r.what, r.what))
         try:
@@ -279,14 +358,13 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
 
     def _finish_call(self, timeout: float | None) -> list[Any]:
-        """Wait for the call in flight: one answer per env, in the order of its indices; a
-        Ctrl-C here leaves it pending (`call_wait()`), as a step."""
+        """Wait for the call in flight: one answer per env of its indices, in their order."""
         self._guard.enter("call_wait")
         try:
             cmd, asked, indices = self._calls
             group = self.group
-            timeout = self.timeout if timeout is None else timeout
-            results = group.gather(cmd, [h for h, _ in asked], timeout)
+            limit = deadline_of(timeout, self.timeout)
+            results = group.gather(cmd, [h for h, _ in asked], *limit)
             by_index: dict[int, Any] = {}
             for (h, loc), answer in zip(asked, results):
                 answer = per_env_answer(answer, len(loc), group, h.label, cmd)
@@ -306,9 +384,9 @@ class RemoteVecEnv(VecEnvBase):
             group.forget()  # a forked child's copy: the workers are the parent's
             return
         active, locked = guard.active, guard.active is None
-        if active is not None:  # a call in progress (another thread's, or a signal handler's
-            # own thread): end the workers so that it ends with ClosedError; another thread's
-            # leaves before the shared memory goes (else it stays until garbage collection)
+        if active is not None:  # a call in progress (another thread's, or this one's under a
+            # signal handler): end the workers so that it ends with ClosedError; another
+            # thread's leaves before the shared memory goes
             self._closed_by, terminate = threading.current_thread().name, True
             for h in group.handles:
                 with contextlib.suppress(Exception):  # (close kills it again, and says)

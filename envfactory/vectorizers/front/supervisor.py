@@ -1,42 +1,23 @@
-"""``Supervisor``: what a worker's failure means, decided in one place.
-
-The front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]) owns one, built from
-its fault options. The group (and the pool's site) report what happened: failed answers, a
-send cut part-way, a wait cut by a Ctrl-C, a rebuild that failed; the supervisor returns an
-[`Outcome`][envfactory.vectorizers.remote.Outcome] (what to raise, which workers to rebuild,
-whether the env is broken from then on) and the front applies it to its own state
-(`RemoteVecEnv.apply`, the one place its broken state is set). It talks to no worker.
-"""
+"""``Supervisor``: what a worker's failure means, decided in one place as an `Outcome` that the
+front applies to its own state (`RemoteVecEnv.apply`); it talks to no worker."""
 
 from __future__ import annotations
 
-import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import (
-    ConfigError,
-    EnvfactoryError,
-    RemoteEnvError,
-    WorkerError,
-    restart_message,
-)
+from ...errors import ConfigError, EnvfactoryError, RemoteEnvError, WorkerError, restart_message
 from ..transport.handle import WorkerHandle
-from .checks import count_restart
 
-__all__ = ["Outcome", "Supervisor"]
+__all__ = ["Outcome", "Supervisor", "count_restart", "cut", "rebuild_failed", "send_cut"]
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a failure means for the call and the env.
-
-    Attributes:
-        error: raised to the caller (None: the call goes on).
-        broken: the env is unusable from now on, since this (``VecEnvBrokenError``).
-        restart: the failed workers to rebuild, in env order (the call then goes on).
-    """
+    """What a failure means: ``error`` to raise (None: the call goes on), ``broken`` the env
+    from now on (None: usable), ``restart`` the failed workers to rebuild, in env order."""
 
     error: BaseException | None = None
     broken: BaseException | None = None
@@ -44,10 +25,10 @@ class Outcome:
 
 
 class Supervisor:
-    """The failure policy of one front: ``restart`` within its budget (``max_restarts``
-    per ``restart_window`` seconds per worker), else the broken state; an env's exception
-    in ``call``/``set_attr`` keeps the env usable. ``timeout``: seconds a call may wait
-    (None or ``inf``: forever)."""
+    """The failure policy of one front: ``restart`` within its budget (``max_restarts`` per
+    ``restart_window`` seconds per worker), else the broken state; an env's exception in
+    ``call``/``set_attr`` keeps the env usable. ``timeout``: seconds a call may wait (None or
+    ``inf``: forever; kept as None)."""
 
     def __init__(
         self,
@@ -63,22 +44,22 @@ class Supervisor:
                 "vectorizer.max_restarts must be >= 0 and vectorizer.restart_window > 0 "
                 f"seconds, got {max_restarts!r} and {restart_window!r}"
             )
-        self.timeout = None if timeout == math.inf else timeout  # inf waits forever, as null
+        self.timeout = None if timeout == float("inf") else timeout
         self.restart, self.max_restarts, self.restart_window = restart, max_restarts, restart_window
 
     def failed(
         self, call: str, failures: Sequence[tuple[WorkerHandle, WorkerError]], broken: bool
     ) -> Outcome:
-        """``failures`` (each worker with its error) in ``call`` (``broken``: the env already
-        is): rebuild the restartable workers of a ``step``/``reset`` within their budget
-        (counted here), else raise the first failure in env order and break the env, unless
-        it is an env's own exception in ``call``/``set_attr`` (the worker is still in step)."""
+        """``failures`` in ``call`` (``broken``: the env already is): rebuild the restartable
+        workers of a ``step``/``reset`` within their budget (counted here), else raise the
+        first failure in env order and break the env, unless it is an env's own exception in
+        ``call``/``set_attr``."""
         failures = sorted(failures, key=lambda f: f[0].start)
         first = failures[0][1]
         if self.restart and call in ("step", "reset") and not broken:
             left = [err for h, err in failures if not h.restartable]
-            for h, err in failures:  # each restart counted (`WorkerHandle.restarts`), its
-                if not h.restartable:  # first cause kept (`WorkerHandle.restart_cause`)
+            for h, err in failures:
+                if not h.restartable:
                     continue
                 try:
                     count_restart(h.restarts, err, h.label, self.max_restarts, self.restart_window)
@@ -92,39 +73,58 @@ class Supervisor:
             return Outcome(first)
         return Outcome(first, first)
 
-    def cut(self, call: str, h: WorkerHandle, exc: BaseException) -> Outcome:
-        """``h``'s wait in ``call`` raised ``exc``, not a worker's failure: a bug in the
-        handle breaks the env (named); a Ctrl-C leaves the call pending if the wait can be
-        asked again, else breaks the env."""
-        if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
-            bug = h.error(
-                WorkerError,
-                f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in the "
-                "backend, not an env's fault: a handle's recv raises TimeoutError or a "
-                "WorkerError)",
-                call,
-            )
-            bug.__cause__ = exc
-            return Outcome(bug, bug)
-        if h.resumable or h.own_wait:  # asked again by *_wait()
-            return Outcome(exc)
-        what = f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
-        return Outcome(exc, RuntimeError(what))
 
-    @staticmethod
-    def send_cut(cmd: Any, exc: BaseException, sent: int, label: str, of: int) -> Outcome:
-        """A send of ``cmd`` raised ``exc`` after ``sent`` workers had it: out of step."""
-        if not sent:
-            return Outcome(exc)
-        return Outcome(exc, RuntimeError(
-            f"{cmd} failed ({type(exc).__name__}) while it was being sent to the workers "
-            f"({label} of {of}): some have it and some not, so they are no longer in step"
-        ))  # fmt: skip
+def cut(call: str, h: WorkerHandle, exc: BaseException) -> Outcome:
+    """``h``'s wait in ``call`` raised ``exc``, not a worker's failure: a handle's bug breaks
+    the env (named); a Ctrl-C leaves the call pending if the wait can be asked again."""
+    if isinstance(exc, Exception) and not isinstance(exc, EnvfactoryError):
+        bug = h.error(
+            WorkerError,
+            f"{type(h).__name__}.recv raised {type(exc).__name__}: {exc} (a bug in the "
+            "backend, not an env's fault: a handle's recv raises TimeoutError or a "
+            "WorkerError)",
+            call,
+        )
+        bug.__cause__ = exc
+        return Outcome(bug, bug)
+    if h.resumable or h.own_wait:  # asked again by *_wait()
+        return Outcome(exc)
+    what = f"{call} was interrupted ({type(exc).__name__}) while waiting for {h.label}"
+    return Outcome(exc, RuntimeError(what))
 
-    @staticmethod
-    def rebuild_failed(h: WorkerHandle, exc: BaseException) -> Outcome:
-        """The rebuild of ``h`` raised ``exc``: the env is broken."""
-        if isinstance(exc, Exception):
-            return Outcome(exc, exc)
-        why = RuntimeError(f"the restart of {h.label} was interrupted ({type(exc).__name__})")
-        return Outcome(exc, why)
+
+def send_cut(cmd: Any, exc: BaseException, sent: int, label: str, of: int) -> Outcome:
+    """A send of ``cmd`` raised ``exc`` after ``sent`` workers had it: out of step."""
+    if not sent:
+        return Outcome(exc)
+    return Outcome(exc, RuntimeError(
+        f"{cmd} failed ({type(exc).__name__}) while it was being sent to the workers "
+        f"({label} of {of}): some have it and some not, so they are no longer in step"
+    ))  # fmt: skip
+
+
+def rebuild_failed(h: WorkerHandle, exc: BaseException) -> Outcome:
+    """The rebuild of ``h`` raised ``exc``: the env is broken."""
+    if isinstance(exc, Exception):
+        return Outcome(exc, exc)
+    why = RuntimeError(f"the restart of {h.label} was interrupted ({type(exc).__name__})")
+    return Outcome(exc, why)
+
+
+def count_restart(
+    times: list[float], failure: Exception, who: str, max_restarts: int, window: float
+) -> None:
+    """The restart budget: record a restart of ``who`` now in ``times``, or, if it already had
+    ``max_restarts`` in the last ``window`` seconds, raise ``failure`` with why and the fix."""
+    now = time.monotonic()
+    recent = [t for t in times if now - t < window]
+    if len(recent) >= max_restarts:
+        first, sep, rest = str(failure.args[0]).partition("\n")
+        failure.args = (
+            f"{first}; not restarted: {who} was already restarted {len(recent)} times in "
+            f"the last {window:g} s (vectorizer.max_restarts={max_restarts}, "
+            f"vectorizer.restart_window={window:g}): its restart budget is spent; raise "
+            f"vectorizer.max_restarts to restart it more{sep}{rest}",
+        )
+        raise failure
+    times.append(now)
