@@ -5,7 +5,6 @@ the board that posts a step to all of them); `SubprocVecEnv` the front over it."
 from __future__ import annotations
 
 import copy as _copy
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -282,12 +281,6 @@ class SubprocGroup(WorkerGroup):
         g = self.board
         if g is None or not g.posted or call != "step":
             return super().gather_all(call, timeout, deadline)
-        if timeout is None:
-            env = self._env()
-            assert env is not None
-            timeout = env.timeout
-        if deadline is None and timeout not in (None, math.inf):
-            deadline = time.monotonic() + timeout
         local = self._local
         mine = [] if local is None else self.gather(call, [local], timeout)  # meanwhile
         results = g.wait(deadline)
