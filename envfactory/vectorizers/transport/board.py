@@ -150,7 +150,7 @@ class Waiter:
     and a timer only wakes late): spin up to ``max_spin``, with the same back-off.
     """
 
-    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "next", "recent", "skip")
+    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "recent", "skip")
 
     def __init__(self, max_spin: float, nap: bool = True) -> None:
         self.max_spin = max_spin
@@ -159,27 +159,24 @@ class Waiter:
         self.recent = [0.0] * RECENT
         self.k = 0
         self.skip = self.backoff = 0  # waits left to sleep at once; the next such run
-        #: ``(nap, spin)`` seconds for the next wait (nothing learnt yet: spin only)
-        self.next = (0.0, max(max_spin, 0.0))
 
     def record(self, seconds: float) -> None:
-        """A wait took ``seconds``: learn it and plan the next one (`plan`)."""
+        """A wait took ``seconds``."""
         self.avg += 0.2 * (seconds - self.avg)
         self.recent[self.k] = seconds
         self.k = (self.k + 1) % RECENT
-        if self.max_spin <= 0:
-            self.next = (0.0, 0.0)
-        elif not self.nap:
-            self.next = (0.0, self.max_spin)
-        elif (low := min(self.recent)) <= MAX_NAP:
-            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
-            self.next = (nap, low - nap + self.max_spin)
-        else:
-            self.next = (0.0, (self.max_spin if self.avg < self.max_spin else 0.0))
 
     def plan(self) -> tuple[float, float]:
-        """``(nap, spin)`` seconds for the next wait."""
-        return self.next
+        """``(nap, spin)`` seconds for the next wait (made only when a wait must wait)."""
+        if self.max_spin <= 0:
+            return 0.0, 0.0
+        if not self.nap:
+            return 0.0, self.max_spin
+        low = min(self.recent)
+        if low <= MAX_NAP:
+            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
+            return nap, low - nap + self.max_spin
+        return 0.0, (self.max_spin if self.avg < self.max_spin else 0.0)
 
     def until(
         self, ready: Callable[[], bool], sleep: Callable[[], bool], spin: bool = True
@@ -187,20 +184,24 @@ class Waiter:
         """The one wait: ``ready()`` now, or by nap and spin (``spin``, see the class), or
         by ``sleep()`` (`sleep_until`; False: it gave up, and the wait is not recorded)."""
         t0 = time.perf_counter()
-        got = ready()
-        if not got and spin and self.skip:  # recent spins were wasted (the other side was
-            self.skip -= 1  # not running): sleep at once
+        if ready():  # (the common case of a steady loop: no plan, no closure called again)
+            got = True
+        elif spin and self.skip:  # recent spins were wasted (the other side was not
+            self.skip -= 1  # running): sleep at once
             got = ready()
-        elif not got and spin:
-            nap, spins = self.next
+        elif spin:
+            nap, spins = self.plan()
+            got = False
             if nap > 0:
                 left = t0 + nap - time.perf_counter()
                 if left > 0:
                     time.sleep(left)
                 got = ready()
-            if not got and spins <= 0:
+            if got:  # (caught after the nap)
+                self.backoff = 0
+            elif spins <= 0:
                 got = ready()
-            elif not got:
+            else:
                 end = t0 + nap + spins
                 while not (got := ready()):
                     if time.perf_counter() > end:
@@ -213,8 +214,8 @@ class Waiter:
                     os.sched_yield()
                 else:
                     self.backoff = 0
-            else:  # (caught after the nap)
-                self.backoff = 0
+        else:
+            got = False
         if not (got or sleep()):
             return False
         self.record(time.perf_counter() - t0)
@@ -335,6 +336,7 @@ class Board:
         self.cmd = self.control[:, CMD]
         self.done = self.control[:, DONE]
         self.msg = self.control[:, MSG]
+        self.sleeping = self.control[:, WORKER_SLEEPING]
         self.actions = actions[: self.stop] if isinstance(actions, np.ndarray) else None
         self.seqs: list[int] = [0] * n  # the step each worker was asked for
         self.posted = False  # a step was posted and not yet waited for here
@@ -356,16 +358,17 @@ class Board:
             if w.unsent:  # (the rest of a message a Ctrl-C cut: it goes first, by pipe)
                 return False
             seqs.append(w.sent + 1)
-        buf[:] = actions[: self.stop]
+        buf[:] = actions if len(actions) == self.stop else actions[: self.stop]
         self.seqs = seqs
         self.cmd[:] = seqs  # the post itself: one store
-        for w, seq in zip(workers, seqs):  # each handle books its own state
-            w.booked(seq)
+        for w, seq in zip(workers, seqs):  # (`recv` reads each answer from the slot again)
+            w.sent = w.seq = seq
+            w.via_slot = True
         self.posted = True
         with _barrier:  # (`fence`, inline: the step's hot path) the step numbers are
             pass  # visible before the sleeping words are read
-        for w in workers:
-            if w.slot[WORKER_SLEEPING]:
+        for w, sleeping in zip(workers, self.sleeping.tolist()):
+            if sleeping:
                 signal_eventfd(w.go)
         return True
 
@@ -377,12 +380,15 @@ class Board:
         a pipe woke the wait: a worker died or sent something else)."""
         self.posted = False
         done, seqs = self.done, self.seqs
+        if done.tolist() == seqs:  # (a list compare: cheaper than numpy's for a few workers)
+            self.waiter.record(0.0)
+        else:
 
-        def ready() -> bool:  # (a list compare: cheaper than numpy's for a few workers)
-            return done.tolist() == seqs
+            def ready() -> bool:
+                return done.tolist() == seqs
 
-        if not self.waiter.until(ready, lambda: self._sleep(ready, deadline)):
-            return None
+            if not self.waiter.until(ready, lambda: self._sleep(ready, deadline)):
+                return None
         with _barrier:  # (`fence`) their results were written before ``done``
             pass
         answers: list[Any] = []  # (a handle asked again reads its slot: the same answer)

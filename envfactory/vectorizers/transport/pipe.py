@@ -262,12 +262,6 @@ class PipeHandle(WorkerHandle):
         if slot[WORKER_SLEEPING]:
             signal_eventfd(self.go)
 
-    def booked(self, seq: int) -> None:
-        """Step ``seq`` was posted for it through its control slot (by the group's
-        `Board`; `recv` reads its answer from the slot, as the board did)."""
-        self.sent = self.seq = seq
-        self.via_slot, self._answer = True, None
-
     def has_answer(self, seq: int) -> bool:
         """Whether `recv` of step ``seq`` (``seq`` the last one asked) would not wait: its
         answer is kept, or its slot says done with no pipe message to follow."""
