@@ -141,9 +141,10 @@ class SharedBuffers:
         self.actions = view(layout.actions) if layout.actions is not None else None
         self.control = self.infos = None
         if layout.workers:
-            from .board import control_view
+            from .board import SLOT_WORDS
 
-            self.control = control_view(buf, layout.control, layout.workers)
+            shape = (layout.workers, SLOT_WORDS)
+            self.control = np.ndarray(shape, np.int64, buffer=buf, offset=layout.control)
             words = np.ndarray((INFO_KEYS, n), np.int64, buffer=buf, offset=layout.infos)
             self.infos = InfoColumns(words)
 
