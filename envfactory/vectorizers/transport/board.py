@@ -290,7 +290,7 @@ class Board:
         self.cmd[:] = seqs  # the post itself: one store
         for w, seq in zip(workers, seqs):  # (`recv` reads each answer from the slot again)
             w.sent = w.seq = seq
-            w.via_slot = True
+            w.via_slot, w.answer = True, None
         self.posted = True
         with _barrier:  # (`fence`, inline: the step's hot path) the step numbers are
             pass  # visible before the sleeping words are read

@@ -90,7 +90,7 @@ class PipeHandle(WorkerHandle):
         self._rgot = 0
         self._rhead = True  # _rbuf holds (part of) a length header
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
-        self._answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
+        self.answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
 
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
@@ -238,7 +238,7 @@ class PipeHandle(WorkerHandle):
 
     def has_answer(self, seq: int) -> bool:
         """Whether `recv` of step ``seq`` (the last one asked) would not wait."""
-        answer = self._answer
+        answer = self.answer
         if answer is not None and answer[0] == seq:
             return True
         slot = self.slot
@@ -248,7 +248,7 @@ class PipeHandle(WorkerHandle):
         )  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
-        answer = self._answer
+        answer = self.answer
         if answer is not None and answer[0] == self.seq:
             return answer[1]  # (asked again after an interrupt)
         if self.unsent:
@@ -257,7 +257,7 @@ class PipeHandle(WorkerHandle):
             raise TimeoutError(self._write_failed)
         if self.via_slot:
             result = self._await_step(deadline, call)
-            self._answer = (self.seq, result)
+            self.answer = (self.seq, result)
             self.via_slot = False
             return result
         return self._recv(deadline, call)
@@ -265,7 +265,7 @@ class PipeHandle(WorkerHandle):
     def _recv(self, deadline: float | None, call: str) -> Any:
         """The answer ``seq`` by pipe; TimeoutError past ``deadline``."""
         while True:
-            answer = self._answer
+            answer = self.answer
             if answer is not None and answer[0] == self.seq:
                 return answer[1]
             while self._rmsg is None:  # (what arrived of it is kept across calls)
@@ -329,7 +329,7 @@ class PipeHandle(WorkerHandle):
                     self.schema = schema
                     self.schemas += 1
                 self._learn_at = -1
-            self._answer = (seq, payload)
+            self.answer = (seq, payload)
         self._rmsg = None
 
     def _await_step(self, deadline: float | None, call: str) -> Any:
