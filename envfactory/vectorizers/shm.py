@@ -1,12 +1,9 @@
-"""The shared-memory kit: the parts ``subproc`` is built of (with
-[`remote`][envfactory.vectorizers.remote] alone; a test checks its imports), public for a
-backend of the same kind (PufferLib's and envpool's design: workers that busy-wait on shared
-memory, nothing on a pipe while stepping): one anonymous shared region over a
-[`layout_for`][envfactory.vectorizers.shm.layout_for] the spaces
-([`SharedBuffers`][envfactory.vectorizers.shm.SharedBuffers]), the
-[`Board`][envfactory.vectorizers.shm.Board] that posts a step to every worker's control slot
-and waits for them, the worker handles of a process and of the parent's own envs, the worker
-process ([`worker_main`][envfactory.vectorizers.shm.worker_main]) and the info columns.
+"""The shared-memory kit ``subproc`` is built of (with [`remote`][envfactory.vectorizers.remote]
+alone; a test checks its imports), public for a backend of the same kind (workers that
+busy-wait on shared memory): the region ([`SharedBuffers`][envfactory.vectorizers.shm.SharedBuffers]
+over a [`layout_for`][envfactory.vectorizers.shm.layout_for]), the
+[`Board`][envfactory.vectorizers.shm.Board], the handles, the worker process
+([`worker_main`][envfactory.vectorizers.shm.worker_main]) and the info columns.
 """
 
 from __future__ import annotations

@@ -1,42 +1,16 @@
-"""The board: wake-ups between the parent and its workers through the shared region, not
-pipe round trips.
+"""The board: a step handed to the workers through their control slots in the shared
+region, and the one waiting policy of the subprocess backend.
 
-Each worker has a control slot of two cache lines in the shared region (see
-`envfactory.vectorizers.transport.shared.layout_for`): the parent writes the first (the
-sequence number of the step it asks for, whether it sleeps), the worker the second (the
-sequence number of the step it finished, whether a pipe message follows, whether it
-sleeps). A step's actions are in the shared region too, so a step costs no pickling and
-no system call while both sides are running:
-
-1. the parent writes the actions, then ``cmd = seq``; the worker, spinning on ``cmd``,
-   sees it within a microsecond or two;
-2. the worker writes observations, rewards and flags, then ``done = seq`` (and
-   ``msg = 1`` if a pipe message follows: infos the info columns do not take, pickled
-   observations, an error; ``msg = IN_COLUMNS`` if the infos are in the info columns,
-   see `infocols`); the parent, spinning on ``done``, sees it.
-
-A side naps through a short wait it expects and spins at its end (`Waiter`); one
-that has waited longer than that pays sleeps in ``poll`` on
-an eventfd of its own *and* its pipe (so a worker that dies wakes the parent at once, as
-with pipes alone): it sets its ``sleeping`` word, issues a full memory barrier and checks
-the word it waits on once more; the other side writes its word, issues a barrier, and
-writes the eventfd only if the sleeping word is set (Dekker's handshake: one of the two
-always sees the other's store). Sleeping waits are also bounded (`SLEEP_SLICE_MS`),
-so even a lost wake-up would cost milliseconds, never a hang.
-
-This module is the one waiting policy of the subprocess backend: `Waiter` decides
-how long to nap and spin (`Waiter.until`: every wait, the board's, a handle's, the pool's
-and a worker's, `WorkerWake` in `worker`), `sleep_until` is the sleeping half of the
-handshake (every sleep), `Poller` waits for a pipe by the same policy.
-
-The parent's side of the slots is the group's board (`Board`, one per `SubprocGroup`),
-which hands a step to every worker at once (posting to one worker at a time cost the parent
-~10 us a worker): `Board.post` writes the actions in one copy, the step numbers in one write
-to the ``cmd`` column, one barrier, and the eventfds of sleeping workers only; `Board.wait`
-sees them done by one comparison over the ``done`` column, else sleeps in one ``poll`` over
-every eventfd and pipe. Anything else (a timeout, a dead worker, a Ctrl-C, a restart) is
-left to each worker's own wait (`PipeHandle.recv`, which reads the slot again: the same
-answer); the board books each post through the handle's own method (`PipeHandle.booked`).
+Each worker has a control slot of two cache lines: the parent writes the first (``CMD``: the
+step it asks for; ``PARENT_SLEEPING``), the worker the second (``DONE``: the step it
+finished; ``MSG``: 1 if a pipe message follows, `IN_COLUMNS` if its infos are in the info
+columns; ``WORKER_SLEEPING``; ``SCHEMAS``). A side naps and spins through a wait it expects
+to be short (`Waiter`), else sleeps in ``poll`` on its eventfd and pipe (`sleep_until`: a
+worker that dies wakes the parent at once): it raises its sleeping word, issues a barrier
+and checks again; the other side writes its word, a barrier, and the eventfd only if the
+sleeping word is set (Dekker's handshake). `Board` posts a step to every worker of a group
+at once and waits for all of them; anything else (a timeout, a dead worker, a Ctrl-C) is
+left to each worker's own wait (`PipeHandle.recv`, which reads the slot again).
 """
 
 from __future__ import annotations
@@ -57,24 +31,11 @@ from .infocols import ColumnRows
 if TYPE_CHECKING:
     from .pipe import PipeHandle
 
-__all__ = [
-    "CMD",
-    "DONE",
-    "MSG",
-    "NO_INFOS",
-    "PARENT_SLEEPING",
-    "SCHEMAS",
-    "SLOT_WORDS",
-    "WORKER_SLEEPING",
-    "Board",
-    "Poller",
-    "Waiter",
-    "drain_eventfd",
-    "fence",
-    "make_eventfd",
-    "signal_eventfd",
-    "sleep_until",
-]
+__all__ = [  # (the slot words, the board, the waiting policy, the eventfds)
+    "CMD", "DONE", "MSG", "NO_INFOS", "PARENT_SLEEPING", "SCHEMAS", "SLOT_WORDS",
+    "WORKER_SLEEPING", "Board", "Poller", "Waiter", "drain_eventfd", "fence", "make_eventfd",
+    "signal_eventfd", "sleep_until",
+]  # fmt: skip
 
 #: int64 words per worker slot: two 64-byte cache lines, one written by each side
 SLOT_WORDS = 16
@@ -83,18 +44,15 @@ CMD, PARENT_SLEEPING = 0, 1
 # written by the worker (SCHEMAS: how many info schemas it has sent, see .infocols)
 DONE, MSG, WORKER_SLEEPING, SCHEMAS = 8, 9, 10, 11
 
-#: the longest a sleeping side waits before it looks again (a parent-alive watchdog for
-#: the worker; a lost wake-up, which the barrier rules out, would cost no more than this)
+#: the longest a sleeping side waits before it looks again (the worker's parent watchdog)
 SLEEP_SLICE_MS = 200
 
 _barrier = threading.Lock()
 
 
 def fence() -> None:
-    """A full memory barrier: taking a lock is an atomic read-modify-write (``lock
-    cmpxchg`` on x86, which orders every earlier store before every later load). A
-    ``with`` block: a Ctrl-C raised as ``acquire`` returns still releases the lock (it
-    was held for good, and every later step hung in its next fence)."""
+    """A full memory barrier (taking a lock is a ``lock cmpxchg`` on x86); a ``with``
+    block, so that a Ctrl-C raised as ``acquire`` returns still releases the lock."""
     with _barrier:
         pass
 
@@ -117,40 +75,30 @@ def drain_eventfd(fd: int) -> None:
         pass
 
 
-#: a nap ends this long before the wait is expected to end (a timer wakes a sleeping
-#: thread 85-280 us late on the 2-core VM this was tuned on), then the side spins
+#: a nap ends this long before the wait's expected end (a timer wakes 85-280 us late)
 NAP_MARGIN = 300e-6
 #: the longest expected wait that is napped through; a longer one sleeps until woken
-#: (its wake-up cost is then small against the wait, and a nap delays noticing a fault)
 MAX_NAP = 4e-3
-#: how many recent waits predict the next one (the shortest of them is the prediction)
+#: how many recent waits predict the next one (the shortest of them)
 RECENT = 8
 
 
 class Waiter:
-    """How a side waits for the other, learnt from its recent waits.
+    """How a side waits for the other, learnt from its recent waits (a wake-up costs
+    25-300 us on a VM, more than a cheap env step):
 
-    Waking a sleeping process costs 25-300 us on a VM (the other side's ``eventfd`` write
-    and the scheduler), more than a cheap env step, so the expected wait decides:
+    - expected short (the shortest of the last ``RECENT``, at most ``MAX_NAP``): nap until
+      ``NAP_MARGIN`` before its expected end (a timed sleep: nobody need wake it), then spin
+      (``sched_yield``) up to ``max_spin`` past it;
+    - longer: spin up to ``max_spin`` only while the average wait is below it, else sleep
+      until woken.
 
-    - short (at most ``MAX_NAP``, predicted by the shortest of the last ``RECENT`` waits):
-      nap until ``NAP_MARGIN`` before it is expected to end (a plain timed sleep: the
-      other side need not wake this one, so that costs it nothing), then spin (a load of
-      the shared word and ``sched_yield``, so a runnable process on this core still gets
-      it) up to ``max_spin`` past the expected end. A steady step loop thus never pays a
-      wake-up, and burns only the margin of a core per wait;
-    - longer (a learner's update, a slow env): spin up to ``max_spin`` only while the
-      average wait is below it, else sleep at once until the other side wakes this one
-      (the caller's flagged sleep).
-
-    A spin that ends without the answer (the other side was not running: an
-    oversubscribed machine) makes the next 1, 3, 7, ... 63 waits sleep at once.
-    ``max_spin = 0`` never spins nor naps. ``nap=False`` (a pipe: the writer's system
-    call wakes a sleeping reader at once anyway, so a nap saves the other side nothing
-    and a timer only wakes late): spin up to ``max_spin``, with the same back-off.
+    A spin that ends without the answer (an oversubscribed machine) makes the next 1, 3,
+    7, ... 63 waits sleep at once. ``max_spin = 0``: never spin nor nap; ``nap=False`` (a
+    pipe, whose writer wakes the reader anyway): spin only.
     """
 
-    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "next", "recent", "skip")
+    __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "recent", "skip")
 
     def __init__(self, max_spin: float, nap: bool = True) -> None:
         self.max_spin = max_spin
@@ -159,62 +107,60 @@ class Waiter:
         self.recent = [0.0] * RECENT
         self.k = 0
         self.skip = self.backoff = 0  # waits left to sleep at once; the next such run
-        #: ``(nap, spin)`` seconds for the next wait (nothing learnt yet: spin only)
-        self.next = (0.0, max(max_spin, 0.0))
 
     def record(self, seconds: float) -> None:
-        """A wait took ``seconds``: learn it and plan the next one (`plan`)."""
+        """A wait took ``seconds``."""
         self.avg += 0.2 * (seconds - self.avg)
         self.recent[self.k] = seconds
         self.k = (self.k + 1) % RECENT
-        if self.max_spin <= 0:
-            self.next = (0.0, 0.0)
-        elif not self.nap:
-            self.next = (0.0, self.max_spin)
-        elif (low := min(self.recent)) <= MAX_NAP:
-            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
-            self.next = (nap, low - nap + self.max_spin)
-        else:
-            self.next = (0.0, (self.max_spin if self.avg < self.max_spin else 0.0))
 
     def plan(self) -> tuple[float, float]:
-        """``(nap, spin)`` seconds for the next wait."""
-        return self.next
+        """``(nap, spin)`` seconds for the next wait (made only when a wait must wait)."""
+        if self.max_spin <= 0:
+            return 0.0, 0.0
+        if not self.nap:
+            return 0.0, self.max_spin
+        low = min(self.recent)
+        if low <= MAX_NAP:
+            nap = low - NAP_MARGIN if low > NAP_MARGIN else 0.0
+            return nap, low - nap + self.max_spin
+        return 0.0, (self.max_spin if self.avg < self.max_spin else 0.0)
 
     def until(
         self, ready: Callable[[], bool], sleep: Callable[[], bool], spin: bool = True
     ) -> bool:
-        """The one wait: ``ready()`` now, or by nap and spin (``spin``, see the class), or
-        by ``sleep()`` (`sleep_until`; False: it gave up, and the wait is not recorded)."""
+        """The one wait: ``ready()`` now, by nap and spin (``spin``), or by ``sleep()``
+        (False: it gave up, and the wait is not recorded)."""
         t0 = time.perf_counter()
-        got = ready()
-        if not got and spin and self.skip:  # recent spins were wasted (the other side was
-            self.skip -= 1  # not running): sleep at once
+        if ready():  # (the common case of a steady loop: no plan, no closure called again)
+            got = True
+        elif spin and self.skip:  # recent spins were wasted (the other side was not
+            self.skip -= 1  # running): sleep at once
             got = ready()
-        elif not got and spin:
-            nap, spins = self.next
+        elif spin:
+            nap, spins = self.plan()
+            got = False
             if nap > 0:
                 left = t0 + nap - time.perf_counter()
                 if left > 0:
                     time.sleep(left)
                 got = ready()
-            if not got and spins <= 0:
+            if got:  # (caught after the nap)
+                self.backoff = 0
+            elif spins <= 0:
                 got = ready()
-            elif not got:
+            else:
                 end = t0 + nap + spins
                 while not (got := ready()):
                     if time.perf_counter() > end:
-                        # on an oversubscribed machine the answer does not come while we
-                        # spin and spinning only delays the side we wait for: sleep at once
-                        # for the next 1, 3, 7, ... 63 waits
                         self.backoff = min(2 * self.backoff + 1, 63)
                         self.skip = self.backoff
                         break
                     os.sched_yield()
                 else:
                     self.backoff = 0
-            else:  # (caught after the nap)
-                self.backoff = 0
+        else:
+            got = False
         if not (got or sleep()):
             return False
         self.record(time.perf_counter() - t0)
@@ -228,13 +174,10 @@ def sleep_until(
     deadline: float | None,
     woke: Callable[[list], bool],
 ) -> bool:
-    """The one sleeping half of every wait (the parent's step and per-worker waits, the
-    pool's, a worker's): raise the sleeping flag (``flag(1)``: the other side then writes
-    an eventfd), issue a barrier and check ``ready()`` once more; else sleep in ``poll`` for
-    at most `SLEEP_SLICE_MS` (the one place a Ctrl-C goes through, `ctrl_c`), lower the
-    flag, hand what woke it to ``woke`` (which drains the eventfds; False: stop waiting),
-    and check again. True once ready; False past ``deadline`` (``time.monotonic()``; None:
-    no limit) or when ``woke`` says so."""
+    """The sleeping half of every wait: raise the flag (``flag(1)``), a barrier, check
+    ``ready()`` again, else sleep in ``poll`` (the one place a Ctrl-C goes through) for at
+    most `SLEEP_SLICE_MS`; ``woke(events)`` drains the eventfds (False: stop). True once
+    ready; False past ``deadline`` (``time.monotonic()``; None: none) or when ``woke`` says so."""
     try:
         while True:
             flag(1)
@@ -261,11 +204,8 @@ _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 class Poller:
-    """Waits for one or more pipes (file descriptors) by the `Waiter` policy
-    (without the nap: a pipe's writer wakes a sleeping reader at once): spin while that
-    pays, then sleep in ``poll``. A ``select.poll`` registered once costs ~1 us per check
-    (``Connection.poll`` builds a selector per call: ~10 us).
-    """
+    """Waits for one or more pipes by the `Waiter` policy without the nap (a ``select.poll``
+    registered once: ~1 us a check, where ``Connection.poll`` builds a selector: ~10 us)."""
 
     def __init__(self, fds: list[int], spin_seconds: float) -> None:
         self.waiter = Waiter(spin_seconds, nap=False)
@@ -283,13 +223,10 @@ class Poller:
         self._poll.unregister(fd)
 
     def ready(self, timeout_ms: int = 0) -> list[tuple[int, int]]:
-        """The ``(fd, events)`` ready now (or within ``timeout_ms``; -1: no limit)."""
         return self._poll.poll(timeout_ms)
 
     def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
-        """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []
-        when it passed): at once if one is; else spin by the policy (``spin``), then
-        sleep. A wait that got something is recorded (`waits_below`)."""
+        """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []: none)."""
         poll, t0 = self._poll.poll, time.perf_counter()
         got = poll(0)
         if got:
@@ -308,14 +245,8 @@ class Poller:
         return got
 
     def waits_below(self, seconds: float) -> bool:
-        """Whether its waits (those that had to wait; a moving average) are shorter than
-        ``seconds`` (spinning through such a wait costs less than a wake-up)."""
+        """Whether its waits (a moving average) are shorter than ``seconds``."""
         return self.waiter.avg < seconds
-
-
-def control_view(buf: Any, offset: int, workers: int) -> np.ndarray:
-    """The control slots: an int64 array of shape ``(workers, SLOT_WORDS)``."""
-    return np.ndarray((workers, SLOT_WORDS), np.int64, buffer=buf, offset=offset)
 
 
 #: a step's answer with no infos and the observations in shared memory (a StepResult)
@@ -323,9 +254,8 @@ NO_INFOS: Any = ([], None)
 
 
 class Board:
-    """The board of ``workers`` (every one attached to the shared region, in env
-    order, worker ``k`` at control slot ``k``), whose envs are the first ``stop`` of the
-    action buffer ``actions``."""
+    """The board of ``workers`` (attached, in env order, worker ``k`` at slot ``k``), whose
+    envs are the first ``stop`` of the action buffer ``actions``."""
 
     def __init__(self, workers: Sequence[PipeHandle], control: np.ndarray, actions: Any) -> None:
         self.workers = list(workers)
@@ -335,6 +265,7 @@ class Board:
         self.cmd = self.control[:, CMD]
         self.done = self.control[:, DONE]
         self.msg = self.control[:, MSG]
+        self.sleeping = self.control[:, WORKER_SLEEPING]
         self.actions = actions[: self.stop] if isinstance(actions, np.ndarray) else None
         self.seqs: list[int] = [0] * n  # the step each worker was asked for
         self.posted = False  # a step was posted and not yet waited for here
@@ -344,10 +275,8 @@ class Board:
 
     def post(self, actions: Any) -> bool:
         """Ask every worker for a step: one copy, one write, one barrier, and the
-        eventfds of the sleeping workers only. False (nothing done) if the step cannot
-        be handed off here: its actions do not fit the shared buffer (another dtype: the
-        envs get the caller's dtype by pipe), or a worker has the rest of a message a
-        Ctrl-C cut to write first."""
+        eventfds of the sleeping workers only. False (nothing done): the actions do not
+        fit the shared buffer (they go by pipe), or a worker has a cut message to finish."""
         buf = self.actions
         if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
             return False
@@ -356,33 +285,35 @@ class Board:
             if w.unsent:  # (the rest of a message a Ctrl-C cut: it goes first, by pipe)
                 return False
             seqs.append(w.sent + 1)
-        buf[:] = actions[: self.stop]
+        buf[:] = actions if len(actions) == self.stop else actions[: self.stop]
         self.seqs = seqs
         self.cmd[:] = seqs  # the post itself: one store
-        for w, seq in zip(workers, seqs):  # each handle books its own state
-            w.booked(seq)
+        for w, seq in zip(workers, seqs):  # (`recv` reads each answer from the slot again)
+            w.sent = w.seq = seq
+            w.via_slot, w.answer = True, None
         self.posted = True
         with _barrier:  # (`fence`, inline: the step's hot path) the step numbers are
             pass  # visible before the sleeping words are read
-        for w in workers:
-            if w.slot[WORKER_SLEEPING]:
+        for w, sleeping in zip(workers, self.sleeping.tolist()):
+            if sleeping:
                 signal_eventfd(w.go)
         return True
 
     def wait(self, deadline: float | None) -> list[Any] | None:
-        """Wait until every worker answered the posted step: each worker's answer (a
-        StepResult), None for those whose answer follows by pipe (non-empty infos the
-        info columns do not take, pickled observations, an error: the caller reads
-        them); or None if the per-worker path must take over (the deadline passed, or
-        a pipe woke the wait: a worker died or sent something else)."""
+        """Each worker's answer (a StepResult; None: it follows by pipe, the caller reads
+        it) once all are done; or None: the per-worker path takes over (the deadline
+        passed, or a pipe woke the wait)."""
         self.posted = False
         done, seqs = self.done, self.seqs
+        if done.tolist() == seqs:  # (a list compare: cheaper than numpy's for a few workers)
+            self.waiter.record(0.0)
+        else:
 
-        def ready() -> bool:  # (a list compare: cheaper than numpy's for a few workers)
-            return done.tolist() == seqs
+            def ready() -> bool:
+                return done.tolist() == seqs
 
-        if not self.waiter.until(ready, lambda: self._sleep(ready, deadline)):
-            return None
+            if not self.waiter.until(ready, lambda: self._sleep(ready, deadline)):
+                return None
         with _barrier:  # (`fence`) their results were written before ``done``
             pass
         answers: list[Any] = []  # (a handle asked again reads its slot: the same answer)
@@ -399,8 +330,8 @@ class Board:
         return answers
 
     def _sleep(self, ready: Any, deadline: float | None) -> bool:
-        """Sleep until ``ready()`` (True), or False: past ``deadline``, or a pipe woke
-        it. `sleep_until`, for every worker at once."""
+        """`sleep_until` for every worker at once (False: past ``deadline``, or a pipe
+        of a worker not done woke it)."""
         if self._poll is None:
             poll, self._pipes = select.poll(), {w.fileno(): k for k, w in enumerate(self.workers)}
             for w in self.workers:
@@ -431,5 +362,5 @@ class Board:
                 poll.register(fd, _POLL_IN)
 
     def forget_fds(self) -> None:
-        """A worker was rebuilt (a new pipe): register the file descriptors afresh."""
+        """A worker was rebuilt (a new pipe): register the fds afresh."""
         self._poll = None

@@ -1,19 +1,12 @@
 """The interrupt rule of every vectorizer, in one place: a Ctrl-C lands only at a wait.
 
-A call of a vectorized env runs ``with HOLD:``. A Ctrl-C (SIGINT) of the main thread
-that arrives meanwhile is held, and let through only inside the one blocking wait of
-the call (`_CtrlC.waiting`: the wait for the workers' answers), which is safe to
-repeat: a call cut there is pending, and its ``*_wait()`` waits again. A Ctrl-C held
-until the call's bookkeeping ends is raised when the hold ends (`base` keeps the
-results in hand then: the next ``*_wait()`` returns them). So no bookkeeping, no pipe
-message and no shared-memory post is ever cut part-way. A worker's rebuild
-(``restart=true``) waits with every Ctrl-C held (`held_ctrl_c`): cut part-way, it
-could be neither finished nor redone (it is bounded by the start-up budget).
-
-The hold works by one SIGINT handler that forwards to the one it replaced, installed by
-each front when it is built (`use`) and put back when the last one closes (`unuse`),
-never on import. A handler the program sets after that is lent the hold for each call
-(the hold goes in front of it while the call runs, and forwards to it).
+A call runs ``with HOLD:``: a Ctrl-C (SIGINT) of the main thread meanwhile is held, let
+through only inside the call's blocking wait (`_CtrlC.waiting`), which is safe to repeat (a
+call cut there is pending, and its ``*_wait()`` waits again), else raised when the hold
+ends. So no bookkeeping, pipe message or shared-memory post is cut part-way. A worker's
+rebuild holds every Ctrl-C, also in its waits (`held_ctrl_c`). The hold is one SIGINT
+handler, installed by each front when it is built (`use`), put back by the last to close
+(`unuse`); a handler the program sets after that is lent the hold for each call.
 """
 
 from __future__ import annotations
@@ -33,8 +26,6 @@ _SIGINT = int(signal.SIGINT)
 
 
 class _CtrlC:
-    """The process's SIGINT hold (see the module docstring)."""
-
     def __init__(self) -> None:
         self.depth = 0  # nested holds of the main thread
         self.shut = 0  # nested holds whose waits let no Ctrl-C through (`held_ctrl_c`)
@@ -55,7 +46,7 @@ class _CtrlC:
         self.pending = self.lent = None
 
     def use(self) -> bool:
-        """Install the hold (main thread; where a Python handler is set); True if it is."""
+        """Install the hold (main thread, a Python handler set); True if it is."""
         if threading.current_thread() is not threading.main_thread():
             return False
         current = signal.getsignal(signal.SIGINT)
@@ -68,8 +59,7 @@ class _CtrlC:
         return True
 
     def unuse(self) -> None:
-        """A front that `use` d the hold is closed: the last one puts back the handler it
-        replaced (unless someone replaced the hold meanwhile)."""
+        """The last front to close puts back the handler the hold replaced."""
         self.users -= 1
         if self.users > 0 or threading.current_thread() is not threading.main_thread():
             return
@@ -118,8 +108,8 @@ class _CtrlC:
                     self.lent = None
 
     def waiting(self, wait: Callable[[Any], Any], limit: Any) -> Any:
-        """``wait(limit)``, the one place a held call lets a Ctrl-C through (one held
-        since the call began is raised first); inside `held_ctrl_c`, none."""
+        """``wait(limit)``, where a held call lets a Ctrl-C through (one held is raised
+        first); inside `held_ctrl_c`, none."""
         if self.depth == 0 or self.shut or get_ident() != self.main:
             return wait(limit)
         self._raise_pending()
@@ -130,10 +120,8 @@ class _CtrlC:
             self.open = was
 
     def decoding(self, decode: Callable[[Any], Any], raw: Any) -> Any:
-        """``decode(raw)``, an answer's unpickling, which may take long (an object's own
-        ``__setstate__``) and is safe to repeat: the first Ctrl-C is held (raised once the
-        answer is recorded), a second one goes through at once, and the next wait decodes
-        it again."""
+        """``decode(raw)``, an answer's unpickling (may be long; safe to repeat): the first
+        Ctrl-C is held, a second goes through at once (the next wait decodes it again)."""
         was, self.second = self.second, True
         try:
             return decode(raw)
@@ -146,10 +134,8 @@ HOLD = _CtrlC()
 
 @contextlib.contextmanager
 def held_ctrl_c() -> Iterator[None]:
-    """Hold every Ctrl-C of the main thread until the block ends, also while it waits
-    (a worker's rebuild: cut part-way it could be neither finished nor redone; it is
-    bounded by the start-up budget). One KeyboardInterrupt is raised when the block
-    ends (by the call's hold, if one is around it)."""
+    """Hold every Ctrl-C of the main thread until the block ends, also in its waits (a
+    worker's rebuild, bounded by the start-up budget); one is raised when the hold ends."""
     main = threading.current_thread() is threading.main_thread()
     with HOLD:
         if main:

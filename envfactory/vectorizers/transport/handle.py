@@ -1,7 +1,5 @@
-"""Workers of a remote backend: the worker handle (the parent's end of one worker), how
-envs are split over workers, and their start/close budgets (see
-[`remote`][envfactory.vectorizers.remote], which exports these with the rest of the
-vectorizer-author API)."""
+"""The parent's end of one worker (`WorkerHandle`), how envs are split over workers, and
+their start/close budgets (exported by [`remote`][envfactory.vectorizers.remote])."""
 
 from __future__ import annotations
 
@@ -18,18 +16,14 @@ __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "spl
 class WorkerHandle(ABC):
     """The parent's end of one worker, which hosts envs ``start:stop``: a backend implements
     the abstract ``send``, ``recv``, ``kill`` and ``pid``, and where it has them ``exitcode``,
-    ``alive``, ``join`` and ``close``. One command is in flight at a time per handle, except
-    where the backend's own scheduler (the async pool) pipelines them. The
-    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] keeps its per-worker
-    bookkeeping here (``restarts``, ``last_reset``).
+    ``alive``, ``join`` and ``close``. One command is in flight at a time, except where the
+    backend's own scheduler (the async pool) pipelines them; the group keeps ``restarts``
+    and ``last_reset`` here.
 
-    Interrupts (Ctrl-C): a call runs with Ctrl-C held (`ctrl_c`), so
-    [`send`][envfactory.vectorizers.remote.WorkerHandle.send] is never cut. ``recv`` is the
-    wait, and a Ctrl-C goes through while it runs: a handle that sets
-    [`resumable`][envfactory.vectorizers.remote.WorkerHandle.resumable] answers ``recv``
-    again with the same answer after an interrupt, so an interrupted ``step``/``reset``/``call``
-    stays pending and its ``*_wait()`` finishes it; a handle that is not resumable makes an
-    interrupted call leave the env unusable.
+    A call runs with Ctrl-C held (`ctrl_c`), so ``send`` is never cut; ``recv`` is the wait,
+    where a Ctrl-C goes through. A handle that sets ``resumable`` answers ``recv`` again with
+    the same answer after an interrupt, so the interrupted call stays pending (its
+    ``*_wait()`` finishes it); otherwise an interrupted call leaves the env unusable.
 
     Attributes:
         index: the worker's number (``WorkerError.worker``).
@@ -39,16 +33,14 @@ class WorkerHandle(ABC):
 
     #: whether ``restart=true`` may rebuild it (not the parent's own envs)
     restartable: bool = True
-    #: its commands run in this process when it is waited for: it is waited for first,
-    #: so that they run while the other workers work
+    #: its commands run in this process when it is waited for (first, while the others work)
     in_process: bool = False
     #: ``recv`` cut by a Ctrl-C can be asked again (see the class docstring)
     resumable: bool = False
-    #: ``recv`` lets a Ctrl-C through only inside its own wait (``HOLD.waiting``), which it
-    #: repeats; else the whole ``recv`` is the wait (envfactory's own handles set it)
+    #: ``recv`` lets a Ctrl-C through only in its own waits (``HOLD.waiting``); else the
+    #: whole ``recv`` is the wait
     own_wait: bool = False
-    #: the first failure that restarted it, on one line (``""``: never restarted); with
-    #: `restarts`, what [`run_record`][envfactory.VecEnvBase.run_record] reads
+    #: the first failure that restarted it, on one line (``""``: never restarted)
     restart_cause: str = ""
 
     def __init__(self, index: int, start: int, stop: int, env_id: str) -> None:
@@ -69,9 +61,7 @@ class WorkerHandle(ABC):
     @property
     def where(self) -> str:
         """Where it runs, when that is more than a local pid (a Ray actor and its node):
-        every error of [`error`][envfactory.vectorizers.remote.WorkerHandle.error] and
-        [`remote_error`][envfactory.vectorizers.remote.WorkerHandle.remote_error] says it as
-        ``[where]``."""
+        its errors say it as ``[where]``."""
         return ""
 
     @property
@@ -91,23 +81,18 @@ class WorkerHandle(ABC):
 
     @abstractmethod
     def send(self, cmd: Cmd, data: Any) -> None:
-        """Ask the worker to run ``cmd`` (a [`Cmd`][envfactory.vectorizers.remote.Cmd]) with
-        ``data`` (its record), without waiting. A worker that is gone is no error here:
-        [`recv`][envfactory.vectorizers.remote.WorkerHandle.recv] says how it ended."""
+        """Ask the worker to run ``cmd`` with ``data``, without waiting (a worker that is
+        gone is no error here: ``recv`` says how it ended)."""
 
     @abstractmethod
     def recv(self, deadline: float | None, call: str) -> Any:
-        """The answer to the last [`send`][envfactory.vectorizers.remote.WorkerHandle.send] (what
-        the worker's [`EnvHost`][envfactory.vectorizers.remote.EnvHost] returned), waiting until
-        ``deadline`` (``time.monotonic()``; None: forever).
+        """The answer to the last ``send`` (what the worker's `EnvHost` returned), waiting
+        until ``deadline`` (``time.monotonic()``; None: forever).
 
         Raises:
-            TimeoutError: the deadline passed (the caller kills it and raises
-                ``WorkerTimeoutError``).
-            WorkerError: the worker died ([`WorkerDiedError`][envfactory.errors.WorkerDiedError]),
-                or an env raised
-                ([`remote_error`][envfactory.vectorizers.remote.WorkerHandle.remote_error]), built
-                by [`error`][envfactory.vectorizers.remote.WorkerHandle.error].
+            TimeoutError: the deadline passed (the caller kills it).
+            WorkerError: the worker died, or an env raised (built by ``error`` or
+                ``remote_error``).
         """
 
     @abstractmethod
@@ -118,8 +103,7 @@ class WorkerHandle(ABC):
         """Wait up to ``timeout`` seconds for a worker that was asked to close to exit."""
 
     def close(self) -> None:  # noqa: B027 - optional
-        """Release what the handle holds (after
-        [`kill`][envfactory.vectorizers.remote.WorkerHandle.kill])."""
+        """Release what the handle holds (after ``kill``)."""
 
     def error(self, cls: type[WorkerError], what: str, call: str, tb: str = "") -> WorkerError:
         """A ``cls`` naming this worker: ``worker 1 (pid 42, envs [2, 3], env 'x') died
@@ -127,10 +111,8 @@ class WorkerHandle(ABC):
         return cls(self._placed(what), exitcode=self.exitcode, **self._names(tb, call))
 
     def remote_error(self, call: str, failure: Failure) -> RemoteEnvError:
-        """An env's exception (a [`Failure`][envfactory.vectorizers.remote.Failure]) as a
-        RemoteEnvError that is also the original's type."""
-        exitcode = self.exitcode  # (0: a worker that failed to start reported it and ended,
-        # sooner or later than this reads it: nothing to add)
+        """An env's exception (a `Failure`) as a RemoteEnvError of the original's type too."""
+        exitcode = self.exitcode  # (0: a worker that failed to start and ended: nothing to add)
         return remote_env_error(
             self._placed(f"raised {failure.exc_type}"),
             exc_type=failure.exc_type,
@@ -156,8 +138,7 @@ CLOSE_TIMEOUT = 10.0
 
 
 def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
-    """``[(start, stop), ...]`` per worker: ceil(num_envs / in_series) workers with as
-    even a share as possible, none above ``in_series``.
+    """``[(start, stop), ...]`` per worker: ceil(num_envs / in_series) even shares.
 
     Example:
         >>> split_envs(5, 2)

@@ -1,33 +1,15 @@
-"""A step's scalar infos through shared memory instead of a pickled pipe message.
+"""A step's scalar infos through the shared region's *info columns* (``INFO_KEYS`` words
+per env) instead of a pickled pipe message (64 CartPoles: 41 of the parent's 79 us a batch).
 
-Most envs report the same few scalar infos every step (an Atari step: ``lives``,
-``episode_frame_number``, ``frame_number``), and a few envs of a step end an episode and
-add its statistics (``episode_stats``: ``{"r": ..., "l": ..., "t": ...}``). A ``subproc``
-worker would pickle them and send them by pipe after each step, and the parent would wake
-for the pipe, read and unpickle them: ~40 us of the parent's time per batch of 4 Pongs, and
-at 64 CartPoles (a few episode ends in every step) 41 of its 79 us per batch, while the
-workers that wait for their next actions idle. Here they are written into *info columns*
-of the shared region (``INFO_KEYS`` words per env) and the pipe stays quiet.
-
-Which key goes in which column is the worker's *schema* (`schema_of`): in key order, each
-key's value is a plain scalar or a dict of plain scalars (its *leaves*), and it is *dense*
-(a scalar every env reported) or *sparse* (some envs report it: a presence column says
-which). A step's infos *fit* a schema (`fits`) when every env reports the dense keys and
-any of the sparse ones, in the schema's order, with the same types. Both sides learn the
-schema from the same answers by the same rule (`learn`), so it never has to be sent:
-
-- the worker: a step's infos that fit the schema go into the columns (the control slot's
-  ``msg`` word says `IN_COLUMNS`); any other infos go by pipe as before, and the schema
-  learnt from them (if any) becomes the one sent;
-- the parent: a step answer that came by pipe teaches it the same schema, and an answer
-  `IN_COLUMNS` is read back into the very same ``(env, info)`` pairs (the same keys,
-  order, values and types), so everything after it is unchanged.
-
-A new worker process (a restart) starts with no schema on both sides. Infos with a key
-that gymnasium's merge treats apart (`plain_key`: not a string, a ``_``-prefixed key,
-``final_obs``), a value that is not a plain ``int``,
-``float`` or ``bool`` or numpy scalar of at most 8 bytes (not ``uint64``) or a dict of
-them, more than one info for an env, or more columns than ``INFO_KEYS``, always go by pipe.
+Which key goes in which column is the worker's *schema* (`schema_of`): each key's value is
+a plain scalar or a dict of them (its *leaves*), *dense* (every env reports it) or *sparse*
+(a presence column says which envs do). Both sides learn the schema from the same answers
+by the same rule (`learn`), so it is never sent: the worker writes infos that `fits` it
+into the columns (the slot's ``msg`` word says `IN_COLUMNS`) and sends any other by pipe;
+the parent reads the columns back into the very same ``(env, info)`` pairs. A restarted
+worker starts with no schema on both sides. Keys gymnasium's merge treats apart
+(`plain_key`), values that are not plain scalars of at most 8 bytes (not ``uint64``) or
+dicts of them, and more columns than ``INFO_KEYS`` always go by pipe.
 """
 
 from __future__ import annotations
@@ -60,24 +42,13 @@ Leaf = tuple[str | None, type, bool]
 Schema = tuple[tuple[str, bool, tuple[Leaf, ...]], ...]
 
 _FLOAT_TYPES = (float, np.float16, np.float32, np.float64)
-_INT_TYPES = (
-    int,
-    bool,
-    np.bool_,
-    np.int8,
-    np.int16,
-    np.int32,
-    np.int64,
-    np.uint8,
-    np.uint16,
-    np.uint32,
-)
+_INT_TYPES = (int, bool, np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+              np.uint32)  # fmt: skip
 _KINDS: dict[type, bool] = {**dict.fromkeys(_FLOAT_TYPES, True), **dict.fromkeys(_INT_TYPES, False)}
 
 
 def _leaves(value: Any) -> tuple[Leaf, ...] | None:
-    """A value's leaves: a plain scalar's one, a dict of plain scalars' one per key; None
-    for anything else."""
+    """A value's leaves (a plain scalar's one, a dict's one per key), or None."""
     t = type(value)
     as_float = _KINDS.get(t)
     if as_float is not None:
@@ -106,8 +77,8 @@ def _value_fits(value: Any, leaves: tuple[Leaf, ...]) -> bool:
 
 def fits(schema: Schema, calls: list[tuple[int, dict[str, Any]]], n: int) -> bool:
     """Whether a step's ``(env, info)`` pairs (of a worker of ``n`` envs) fit ``schema``:
-    at most one non-empty info per env, in env order; every env has the dense keys (then
-    every env is there) and any of the sparse ones, in the schema's order and types."""
+    one non-empty info per env at most, in env order, the dense keys in every env and any
+    of the sparse ones, in the schema's order and types."""
     if len(calls) != n and any(not sparse for _, sparse, _ in schema):
         return False
     prev = -1
@@ -129,10 +100,8 @@ def fits(schema: Schema, calls: list[tuple[int, dict[str, Any]]], n: int) -> boo
 
 
 def schema_of(calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
-    """The schema a step's ``(env, info)`` pairs (at least one, of a worker of ``n`` envs)
-    teach, or None: the keys in the order of the env that has the most; a scalar every env
-    reports is dense, any other key sparse; the pairs must fit it and its columns
-    ``INFO_KEYS``."""
+    """The schema a step's ``(env, info)`` pairs teach (the keys in the order of the env
+    that has the most; a scalar every env reports dense, any other sparse), or None."""
     template = max((info for _, info in calls), key=len)
     counts = dict.fromkeys(template, 0)
     for _, info in calls:
@@ -153,17 +122,15 @@ def schema_of(calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
 
 
 def learn(schema: Schema | None, calls: list[tuple[int, dict[str, Any]]], n: int) -> Schema | None:
-    """The schema after a step whose infos went by pipe: ``schema`` if they fit it (they
-    went by pipe for another reason: a value too large), else the one they teach, else
-    ``schema`` (both sides run this on the same pairs)."""
+    """The schema after a step whose infos went by pipe (both sides run this on the same
+    pairs): ``schema`` if they fit it, else the one they teach, else ``schema``."""
     if schema is not None and fits(schema, calls, n):
         return schema
     return schema_of(calls, n) or schema
 
 
 class InfoColumns:
-    """The info columns of the shared region: ``INFO_KEYS`` 8-byte words per env, read
-    as int64 or float64 by the schema."""
+    """The info columns: ``INFO_KEYS`` 8-byte words per env, int64 or float64 by the schema."""
 
     def __init__(self, words: np.ndarray) -> None:
         self.ints = words  # (INFO_KEYS, num_envs) int64
@@ -172,9 +139,8 @@ class InfoColumns:
     def write(
         self, schema: Schema, calls: list[tuple[int, dict[str, Any]]], start: int, n: int
     ) -> bool:
-        """Put a step's infos that fit ``schema`` (of the worker of envs ``start:start +
-        n``) into the columns; False if a value does not fit (an int past int64: then by
-        pipe)."""
+        """Put a step's infos that fit ``schema`` into the columns of envs ``start:start +
+        n``; False if a value does not fit (an int past int64: then by pipe)."""
         c = 0
         try:
             for key, sparse, leaves in schema:
@@ -232,13 +198,10 @@ class InfoColumns:
     def merged(
         self, schema: Schema, rows: Any, have: np.ndarray | None = None
     ) -> dict[str, Any] | None:
-        """The batch's infos straight from the columns: what `merge_infos` makes of the
-        `read` pairs of the batch's ``rows`` (a slice or the env ids, in batch order), one
-        numpy operation per column instead of a dict per env (64 CartPoles, 3 episode
-        ends: 4 us against 17). ``have``: which rows the columns hold this step (None:
-        every row); the others report no infos. None for a schema with a ``np.bool_``
-        value, which gymnasium's merge keeps in an object array (not an ``np.number``):
-        merge the pairs then."""
+        """What `merge_infos` makes of the `read` pairs of the batch's ``rows`` (a slice or
+        the env ids), one numpy operation per column; ``have``: the rows the columns hold
+        this step (None: all). None for a ``np.bool_`` value (gymnasium's merge keeps it in
+        an object array): merge the pairs then."""
         ints, floats = self.ints, self.floats
         n = len(ints[0, rows])
         found, c = [], 0
@@ -282,10 +245,8 @@ class InfoColumns:
 
 
 class ColumnRows:
-    """A worker's step infos that are in the info columns, read only when asked: the
-    synchronous step merges every worker's at once (`InfoColumns.merged`); iterating it
-    reads its ``(env, info)`` pairs (`InfoColumns.read`). Valid until the worker's next
-    step is posted (the columns are the worker's to write then)."""
+    """A worker's step infos in the info columns, read only when asked (iterating it reads
+    its ``(env, info)`` pairs); valid until the worker's next step is posted."""
 
     __slots__ = ("_pairs", "columns", "n", "schema", "start")
 

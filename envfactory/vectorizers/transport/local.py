@@ -15,14 +15,9 @@ __all__ = ["LocalHandle"]
 
 
 class LocalHandle(WorkerHandle):
-    """Envs ``start:stop`` hosted in this process. `send` keeps the command;
-    `recv` runs it (the vectorized env waits for this handle first, so its envs
-    step while the workers step theirs). An env's exception is a ``RemoteEnvError``
-    naming the parent process, as a worker's; these envs can be neither timed out nor
-    rebuilt.
-
-    The command runs held (`ctrl_c`): a Ctrl-C never cuts an env part-way; it is
-    raised at the next wait."""
+    """Envs ``start:stop`` hosted in this process: `send` keeps the command, `recv` runs it
+    (held, `ctrl_c`; waited for first, while the workers step). An env's exception is a
+    ``RemoteEnvError`` naming the parent; these envs are neither timed out nor rebuilt."""
 
     restartable = False
     in_process = True
@@ -47,11 +42,9 @@ class LocalHandle(WorkerHandle):
         return bool(self.host.envs)
 
     def infos(self) -> list[EnvInfo]:
-        """What a worker reports about its envs, for the parent's own."""
         return [EnvInfo.of(e) for e in self.host.envs]
 
     def attach(self, buffers: Any, shared_obs: bool) -> None:
-        """Write results into the shared region, as the workers do."""
         self.out.attach(buffers, shared_obs)
 
     def send(self, cmd: Cmd, data: Any) -> None:
@@ -78,7 +71,7 @@ class LocalHandle(WorkerHandle):
         raise err
 
     def kill(self) -> None:
-        """Nothing to kill: the envs are closed by `close`."""
+        """Nothing to kill (`close` closes the envs)."""
 
     def close(self) -> None:
         self.host.close()

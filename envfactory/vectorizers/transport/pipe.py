@@ -1,18 +1,8 @@
 """``subproc``'s worker handle: a pipe, a control slot in the shared region and two
-eventfds to one worker process (see `board` and `protocol`).
-
-The parent's end of the pipe is non-blocking and read and written here, whole messages
-in multiprocessing's framing (a 4-byte length, then the pickle), so that every wait is
-bounded. A call runs with Ctrl-C held (`ctrl_c`): a message is written whole, and read
-whole, and the only place a Ctrl-C goes through is a wait (the poll before a read or
-before the slot says done, which `recv` repeats: what arrived of a message stays in the
-handle, and so does a decoded answer; and the async pool's wait for a busy worker to
-read a message: the handle keeps what is left of it, `unsent`, and writes it before
-anything else). A message waits for the worker to read it at most ``write_timeout``
-seconds (the vectorizer's ``timeout``); where no Ctrl-C may go through (a synchronous
-call's sends, `held_ctrl_c`) and there is no timeout, until a Ctrl-C comes. A worker
-that does not read is then killed, and `PipeHandle.recv` reports it as timed out.
-"""
+eventfds to one worker process (see `board`). Messages are read and written whole on a
+non-blocking pipe, so every wait is bounded and a Ctrl-C (held for the call, `ctrl_c`) goes
+through only in a wait, which `recv` repeats (what arrived, what is left to write and a
+decoded answer stay in the handle)."""
 
 from __future__ import annotations
 
@@ -56,15 +46,11 @@ _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 class PipeHandle(WorkerHandle):
-    """The parent's end of one ``subproc`` worker process.
-
-    A step whose actions fit the shared action buffer goes through the worker's control
-    slot (no message, no system call while both sides run); its answer follows by pipe
-    only with infos, pickled observations or an error. Everything else is one pickled
-    message on the pipe, answered in order; `seq` is the answer `recv` waits
-    for (a late answer to a call given up on is dropped). Every message gets a new
-    ``seq`` (`sent`, the last one's), also across restarts.
-    """
+    """The parent's end of one ``subproc`` worker process: a step whose actions fit the
+    shared action buffer goes through its control slot (an answer by pipe only with infos,
+    pickled observations or an error), anything else is one pickled message, answered in
+    order. Every message gets a new ``seq`` (`sent`, the last one's), also across restarts;
+    a late answer to a call given up on is dropped."""
 
     resumable = True
     own_wait = True
@@ -104,12 +90,11 @@ class PipeHandle(WorkerHandle):
         self._rgot = 0
         self._rhead = True  # _rbuf holds (part of) a length header
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
-        self._answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
+        self.answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
 
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
-        """A started worker process and the parent's end of its pipe (its first answer,
-        the envs' EnvInfo, is seq 0)."""
+        """A started worker process and its pipe (its first answer, seq 0: the EnvInfos)."""
         self.process, self._pid, self.conn, self.seq = process, process.pid, conn, 0
         self._fd = conn.fileno()
         os.set_blocking(self._fd, False)
@@ -120,8 +105,7 @@ class PipeHandle(WorkerHandle):
         self._reset_stream()
 
     def attach(self, buffers: Any, send_handle: Any) -> None:
-        """Hand the worker the shared region and its eventfds (``send_handle``:
-        multiprocessing's SCM_RIGHTS helper); steps go through its control slot then."""
+        """Hand the worker the shared region and its eventfds (``send_handle``: by SCM_RIGHTS)."""
         if self.go < 0:  # kept over restarts; closed with the env
             self.go, self.done = make_eventfd(), make_eventfd()
             self.slot = buffers.control[self.index]
@@ -149,12 +133,10 @@ class PipeHandle(WorkerHandle):
         return self.conn is not None and self.process is not None and self.process.is_alive()
 
     def fileno(self) -> int:
-        """The pipe's file descriptor (readable when an answer, or EOF, is there)."""
         return int(self.conn.fileno())
 
     def kill(self) -> None:
-        """Kill the worker and its process group (the env's own helper processes: each
-        worker leads a group of its own)."""
+        """Kill the worker and its process group (the env's helper processes)."""
         if self._pid is not None and self._pid != self.killed_group:
             self.killed_group = self._pid
             with contextlib.suppress(OSError):  # no such group: it was never made, or is gone
@@ -179,8 +161,7 @@ class PipeHandle(WorkerHandle):
         self.forget()
 
     def forget(self) -> None:
-        """Drop this process's copies of the pipe and eventfds (also in a forked child,
-        where the worker is the parent's)."""
+        """Drop this process's copies of the pipe and eventfds (also in a forked child)."""
         self.process = None
         if self.conn is not None:
             self.conn.close()
@@ -204,8 +185,15 @@ class PipeHandle(WorkerHandle):
             and type(data) is np.ndarray
             and data.dtype == actions.dtype  # else by pipe: the envs get the caller's dtype
             and data.shape == actions.shape
-        ):
-            self._post(data, actions)
+        ):  # through the control slot (see `board`)
+            actions[:] = data
+            seq = self.sent + 1
+            self.via_slot, self.seq, self.sent = True, seq, seq
+            slot = self.slot
+            slot[CMD] = seq
+            fence()  # the seq is visible before the sleeping word is read
+            if slot[WORKER_SLEEPING]:
+                signal_eventfd(self.go)
             return
         seq = self.sent + 1
         wire = cmd.value if isinstance(cmd, Cmd) else cmd  # a plain string on the pipe
@@ -219,11 +207,8 @@ class PipeHandle(WorkerHandle):
         self._flush()
 
     def _flush(self) -> None:
-        """Write what is left of the message taken (``unsent``), waiting for the worker to
-        read it for at most ``write_timeout`` seconds (a Ctrl-C goes through that wait, but
-        in `held_ctrl_c`, and the rest stays to write first). A worker that does not read
-        (stopped or hung) past it, or with no timeout, by a Ctrl-C held meanwhile, is
-        killed, and `recv` reports the timeout."""
+        """Write what is left of the message (``unsent``); a worker that does not read it
+        within ``write_timeout`` (or, with none, by a held Ctrl-C) is killed (`recv` says so)."""
         fd, poll = self._fd, None
         t = self.write_timeout
         deadline = None if t is None else time.monotonic() + t
@@ -251,27 +236,9 @@ class PipeHandle(WorkerHandle):
                 self.kill()
                 return
 
-    def _post(self, data: np.ndarray, actions: np.ndarray) -> None:
-        """Ask for a step through the control slot (see `board`)."""
-        actions[:] = data
-        seq = self.sent + 1
-        self.via_slot, self.seq, self.sent = True, seq, seq
-        slot = self.slot
-        slot[CMD] = seq
-        fence()  # the seq is visible before the sleeping word is read
-        if slot[WORKER_SLEEPING]:
-            signal_eventfd(self.go)
-
-    def booked(self, seq: int) -> None:
-        """Step ``seq`` was posted for it through its control slot (by the group's
-        `Board`; `recv` reads its answer from the slot, as the board did)."""
-        self.sent = self.seq = seq
-        self.via_slot, self._answer = True, None
-
     def has_answer(self, seq: int) -> bool:
-        """Whether `recv` of step ``seq`` (``seq`` the last one asked) would not wait: its
-        answer is kept, or its slot says done with no pipe message to follow."""
-        answer = self._answer
+        """Whether `recv` of step ``seq`` (the last one asked) would not wait."""
+        answer = self.answer
         if answer is not None and answer[0] == seq:
             return True
         slot = self.slot
@@ -281,7 +248,7 @@ class PipeHandle(WorkerHandle):
         )  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
-        answer = self._answer
+        answer = self.answer
         if answer is not None and answer[0] == self.seq:
             return answer[1]  # (asked again after an interrupt)
         if self.unsent:
@@ -290,38 +257,29 @@ class PipeHandle(WorkerHandle):
             raise TimeoutError(self._write_failed)
         if self.via_slot:
             result = self._await_step(deadline, call)
-            self._answer = (self.seq, result)
+            self.answer = (self.seq, result)
             self.via_slot = False
             return result
         return self._recv(deadline, call)
 
     def _recv(self, deadline: float | None, call: str) -> Any:
-        """The answer ``seq`` by pipe (a late answer to a call given up on is dropped)."""
+        """The answer ``seq`` by pipe; TimeoutError past ``deadline``."""
         while True:
-            answer = self._answer
+            answer = self.answer
             if answer is not None and answer[0] == self.seq:
                 return answer[1]
-            if self._rmsg is None:
-                self._read(deadline, call)
+            while self._rmsg is None:  # (what arrived of it is kept across calls)
+                wait = self.poller.wait  # type: ignore[union-attr]
+                if deadline is None or deadline == math.inf:
+                    HOLD.waiting(wait, None)  # (the one place a Ctrl-C goes through)
+                elif not HOLD.waiting(wait, deadline - time.monotonic()):
+                    raise TimeoutError
+                while self._rmsg is None and not self._read_some(call):
+                    pass
             self._take(call)
 
-    def _read(self, deadline: float | None, call: str) -> None:
-        """Read until a whole message is in ``_rmsg`` (what arrives is kept across
-        calls); TimeoutError past ``deadline``."""
-        poller = self.poller
-        assert poller is not None
-        while self._rmsg is None:
-            if deadline is None or deadline == math.inf:
-                HOLD.waiting(poller.wait, None)  # (the one place a Ctrl-C goes through)
-            elif not HOLD.waiting(poller.wait, deadline - time.monotonic()):
-                raise TimeoutError
-            while self._rmsg is None and not self._read_some(call):
-                pass
-
     def _read_some(self, call: str) -> bool:
-        """One non-blocking read into the message being read; True if nothing was there
-        yet (the caller waits). What arrived stays across calls (a Ctrl-C in the wait
-        before the next read, `ctrl_c`)."""
+        """One non-blocking read into the message being read; True if nothing was there."""
         try:
             n = os.readv(self._fd, [memoryview(self._rbuf)[self._rgot :]])
         except BlockingIOError:
@@ -346,8 +304,7 @@ class PipeHandle(WorkerHandle):
         return False
 
     def _take(self, call: str) -> None:
-        """Decode the whole message read: this seq's answer is kept for `recv`
-        (an env's exception is raised), a late one is dropped."""
+        """Decode the message read: this seq's answer is kept (an env's error raised)."""
         raw = self._rmsg
         assert raw is not None
         try:
@@ -372,22 +329,12 @@ class PipeHandle(WorkerHandle):
                     self.schema = schema
                     self.schemas += 1
                 self._learn_at = -1
-            self._answer = (seq, payload)
+            self.answer = (seq, payload)
         self._rmsg = None
 
     def _await_step(self, deadline: float | None, call: str) -> Any:
-        """Wait for the step ``seq`` asked through the control slot: nap and spin while
-        that pays, then sleep on the eventfd and the pipe (a worker that dies wakes this
-        at once; see `board`)."""
-        slot, seq = self.slot, self.seq
-        if slot[DONE] != seq:  # (the async pool asks once it is done: no wait then)
-            self._wait_done(slot, seq, deadline, call)
-        fence()  # its results were written before ``done``
-        return self.slot_answer(int(slot[MSG]), deadline, call)
-
-    def _wait_done(self, slot: Any, seq: int, deadline: float | None, call: str) -> None:
-        """Until the slot's ``done`` word is ``seq`` (TimeoutError past ``deadline``)."""
-        waiter = self.waiter
+        """Wait for the step ``seq`` asked through the control slot (see `board`)."""
+        slot, seq, waiter = self.slot, self.seq, self.waiter
         assert waiter is not None
 
         def ready() -> bool:
@@ -398,28 +345,29 @@ class PipeHandle(WorkerHandle):
 
         def woke(events: list) -> bool:
             drain_eventfd(self.done)
-            if events and not ready():  # (done: its answer by pipe is read after)
-                for fd, _ in events:
-                    if fd != self.done:  # nothing of this step comes by pipe before ``done``
-                        self._pipe_before_done(call)
+            if events and not ready() and any(fd != self.done for fd, _ in events):
+                # nothing of this step comes by pipe before ``done``: a hang-up (raises
+                # WorkerDiedError), a late answer (dropped) or this step's error (raised)
+                while self._rmsg is None:
+                    if self._read_some(call):
+                        return True  # (the rest of a message is on its way)
+                self._take(call)
             return True
 
         def sleep() -> bool:
             return sleep_until(flag, ready, self.done_poll, deadline, woke)
 
-        if not waiter.until(ready, sleep):
+        # (the async pool asks once it is done: no wait then)
+        if slot[DONE] != seq and not waiter.until(ready, sleep):
             raise TimeoutError
-
-    def slot_answer(self, msg: int, deadline: float | None, call: str) -> Any:
-        """The answer (a StepResult) of a slot step that is done, by its ``msg`` word:
-        no infos, infos in the info columns (see `infocols`), or an answer by pipe. The
-        caller keeps it (``_answer``) and then clears ``via_slot``."""
+        fence()  # its results were written before ``done``
+        msg = int(slot[MSG])
         if msg == IN_COLUMNS:
             assert self.columns is not None and self.schema is not None
-            if self.slot[SCHEMAS] != self.schemas:  # (an invariant: never seen)
+            if slot[SCHEMAS] != self.schemas:  # (an invariant: never seen)
                 raise self.error(
                     RemoteEnvError,
-                    f"is at info schema {int(self.slot[SCHEMAS])}, this process at "
+                    f"is at info schema {int(slot[SCHEMAS])}, this process at "
                     f"{self.schemas} (an envfactory bug: please report it)",
                     call,
                 )
@@ -428,12 +376,3 @@ class PipeHandle(WorkerHandle):
             self.via_slot, self._learn_at = False, self.seq  # a retry reads the pipe
             return self._recv(deadline, call)
         return NO_INFOS
-
-    def _pipe_before_done(self, call: str) -> None:
-        """The pipe woke a wait for a step's ``done``: a hang-up (the worker died: raises
-        WorkerDiedError), else a late answer to a call given up on (dropped) or this
-        step's error (raised)."""
-        while self._rmsg is None:
-            if self._read_some(call):
-                return  # (the rest of a message is on its way)
-        self._take(call)

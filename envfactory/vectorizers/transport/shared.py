@@ -1,12 +1,7 @@
-"""Shared-memory observation buffers for worker processes.
-
-One anonymous memory file (``memfd_create``: no ``/dev/shm`` entry ever exists, so nothing
-can outlive the processes, even after SIGKILL) holds the batched observations of every
-Box-like leaf of the observation space, plus the rewards and the termination/truncation
-flags. Its file descriptor is handed to each worker over its socket pipe (SCM_RIGHTS), after
-the workers have built their envs and reported their spaces: the parent never has to build
-an env just to learn the spaces.
-"""
+"""The shared region of a group's workers: the batched observations of every Box-like leaf,
+rewards, flags, actions, the control slots (`board`) and the info columns (`infocols`), in
+one anonymous memory file (``memfd_create``: nothing can outlive the processes), whose fd
+each worker gets over its pipe once it has reported its spaces."""
 
 from __future__ import annotations
 
@@ -75,9 +70,8 @@ def layout_for(
     action_space: gym.Space | None = None,
     workers: int = 0,
 ) -> Layout:
-    """Where each buffer lies: the observations of ``space`` (None: none), rewards, flags,
-    the action batch when ``action_space`` is Box-like (else actions go by pipe), and one
-    control slot per worker (with the info columns of their steps)."""
+    """Where each buffer lies (observations of ``space`` unless None; actions when
+    ``action_space`` is Box-like, else by pipe; one control slot per worker)."""
     from .board import SLOT_WORDS
 
     pos = 0
@@ -141,15 +135,12 @@ class SharedBuffers:
         self.actions = view(layout.actions) if layout.actions is not None else None
         self.control = self.infos = None
         if layout.workers:
-            from .board import control_view
+            from .board import SLOT_WORDS
 
-            self.control = control_view(buf, layout.control, layout.workers)
+            shape = (layout.workers, SLOT_WORDS)
+            self.control = np.ndarray(shape, np.int64, buffer=buf, offset=layout.control)
             words = np.ndarray((INFO_KEYS, n), np.int64, buffer=buf, offset=layout.infos)
             self.infos = InfoColumns(words)
-
-    def writer(self) -> Callable[[int, Any], None]:
-        """``write(i, obs)`` puts env i's observation into the batch buffers."""
-        return _make_writer(self.obs)
 
     def close(self) -> None:
         self.obs = self.actions = self.control = self.infos = None
@@ -166,11 +157,9 @@ class SharedBuffers:
 
 
 class ResultWriter:
-    """The ``collect`` of a subprocess worker's [`EnvHost`][envfactory.vectorizers.remote.EnvHost]
-    (and of the parent's own envs): puts the runner's latest rewards, flags and (shared-memory)
-    observations of envs ``start:stop`` where the parent reads them, and makes the
-    `StepResult` answer (pickled observations when they are not in shared
-    memory; ``None`` for the envs not in ``mask``)."""
+    """The ``collect`` of a worker's (or the parent's own envs') `EnvHost`: the runner's
+    results of envs ``start:`` into the region, and the `StepResult` answer (the
+    observations when they are not in shared memory; None for the envs not in ``mask``)."""
 
     def __init__(self, start: int) -> None:
         self.start = start
@@ -181,7 +170,7 @@ class ResultWriter:
     def attach(self, buffers: SharedBuffers, shared_obs: bool) -> None:
         self.buffers = buffers
         if shared_obs and buffers.obs is not None:
-            self.write = buffers.writer()
+            self.write = _make_writer(buffers.obs)
 
     def __call__(self, calls: list, mask: Any) -> Any:
         runner, b, start = self.runner, self.buffers, self.start
@@ -201,8 +190,8 @@ class ResultWriter:
 def _leaf_error(
     path: str, i: int, value: Any, shape: tuple[int, ...], dtype: np.dtype
 ) -> ObservationError | None:
-    """Why ``value`` cannot be env ``i``'s leaf of shape ``shape`` and dtype ``dtype``
-    (None if it can: same shape, a dtype that casts within its kind, as ``concatenate``)."""
+    """Why ``value`` cannot be env ``i``'s leaf of ``shape`` and ``dtype`` (None if it can:
+    that shape, a dtype that casts within its kind)."""
     want = f"the observation space expects shape {shape} and dtype {dtype}"
     fix = "; return observations that fit env.observation_space (or wrap the env in an "
     fix += "ObservationWrapper that reshapes or casts them)"
@@ -224,8 +213,7 @@ def _leaf_error(
 
 
 def _nesting_error(i: int, value: Any, path: str, keys: set | int) -> ObservationError:
-    """Env ``i``'s observation is not a dict with ``keys`` (a Dict space) or a tuple of
-    ``keys`` items (an int: a Tuple space)."""
+    """Env ``i``'s observation is not a dict of ``keys`` (or a tuple of ``keys`` items)."""
     if isinstance(keys, int):
         is_seq = isinstance(value, (tuple, list))
         got = f"of length {len(value)}" if is_seq else f"= {type(value).__name__}"
@@ -245,8 +233,7 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
         shape, dtype = target.shape[1:], target.dtype
 
         def write(i: int, value: Any) -> None:
-            # the common case costs three attribute checks; anything else is checked in full
-            # so nothing is silently broadcast (a scalar, a wrong shape) or cast (complex)
+            # (three checks; anything else in full: nothing silently broadcast or cast)
             if not (type(value) is np.ndarray and value.shape == shape and value.dtype == dtype):
                 err = _leaf_error(path, i, value, shape, dtype)
                 if err is not None:
@@ -277,9 +264,8 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
 
 def check_observation(space: gym.Space, i: int, value: Any, path: str = "") -> None:
-    """Raise [`ObservationError`][envfactory.errors.ObservationError] if env ``i``'s observation
-    does not fit the Box-like leaves of ``space`` (the check the shared-memory writer does; used
-    to explain a failed ``concatenate`` on the other paths)."""
+    """Raise `ObservationError` if env ``i``'s observation does not fit the Box-like leaves
+    of ``space`` (the shared-memory writer's check, to explain a failed ``concatenate``)."""
     if isinstance(space, _BOXLIKE):
         err = _leaf_error(path, i, value, tuple(space.shape or ()), np.dtype(space.dtype))
         if err is not None:
@@ -297,8 +283,7 @@ def check_observation(space: gym.Space, i: int, value: Any, path: str = "") -> N
 
 
 def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any:
-    """gymnasium's ``concatenate``; if it fails, the error names the env whose observation
-    does not fit ``space`` (its index, the expected and actual shape and dtype)."""
+    """gymnasium's ``concatenate``; if it fails, the error names the env that does not fit."""
     try:
         return concatenate(space, items, out)
     except Exception as exc:
@@ -311,11 +296,8 @@ def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any
 
 
 def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
-    """A function that copies a batch of observations of the single space ``space`` (what
-    ``concatenate`` returns for it), as ``copy.deepcopy`` would but built once per space:
-    ``ndarray.copy`` for Box-like leaves, recursion through Dict and Tuple, and
-    ``copy.deepcopy`` for every other space (Text, Graph, Sequence, OneOf, custom spaces),
-    whose batches are tuples of strings, ``GraphInstance``s, tuples or custom objects."""
+    """A copier of a batch of ``space`` 's observations, built once per space:
+    ``ndarray.copy`` for Box-like leaves, through Dict and Tuple, else ``copy.deepcopy``."""
     if isinstance(space, _BOXLIKE):
         return np.ndarray.copy
     if isinstance(space, gym.spaces.Dict):
