@@ -107,16 +107,15 @@ class NodeActor:
         self.inner: Any = None
         fns = [RecoverableFn(fn, self.mode) for fn in env_fns] if restart else list(env_fns)
         try:
-            build = envfactory.get_registry().vectorizer("subproc").build
-            in_series, own = actor_share(self.n, workers, timeout)
-            self.inner = build(
-                fns,
-                autoreset_mode=self.mode,
-                in_series=in_series,
-                in_parent=own,
-                timeout=timeout,
-                copy=False,  # (Ray copies the answer once, as it sends it)
-            )
+            registry = envfactory.get_registry()
+            if workers < 2 and timeout is None:  # one CPU: every env in the actor itself
+                self.inner = registry.vectorizer("dummy").build(fns, self.mode, copy=False)
+            else:
+                in_series, own = actor_share(self.n, workers, timeout)
+                self.inner = registry.vectorizer("subproc").build(
+                    fns, autoreset_mode=self.mode, in_series=in_series, in_parent=own,
+                    timeout=timeout, copy=False,  # (the answer is copied once, as it is sent)
+                )  # fmt: skip
             self.envs: list[EnvInfo] = list(self.inner.call(EnvInfo.of))
         except Exception as exc:  # reported by describe(): the caller raises it
             self.init_failure = self._fault(exc)
