@@ -1,7 +1,5 @@
-"""How a command reaches a node actor other than by a Ray call: the vectorized env's end of the
-actor's direct channel (`connect`), and what [`ActorHandle.ref`][envfactory_ray.actor.ActorHandle]
-holds for a command sent by the channel (`ByChannel`) or posted to the compiled graph (`ByGraph`).
-"""
+"""How a command reaches a node actor other than by a Ray call: by its direct channel or the
+compiled graph."""
 
 from __future__ import annotations
 
@@ -11,17 +9,13 @@ __all__ = ["CHANNEL_TIMEOUT", "KEPT_GRACE", "ByChannel", "ByGraph", "connect"]
 
 
 class ByChannel:
-    """The [`ActorHandle`][envfactory_ray.actor.ActorHandle]'s ``ref`` of a command sent by the
-    channel (one per command: its answer comes by the channel)."""
+    """A handle's ``ref`` of a command sent by the channel."""
 
     __slots__ = ()
 
 
 class ByGraph:
-    """The [`ActorHandle`][envfactory_ray.actor.ActorHandle]'s ``ref`` of a step posted to the
-    compiled graph: the actor's graph step ``seq`` and its actions (sent again by the channel
-    if the graph breaks before its answer is read, see
-    [`StepGraph`][envfactory_ray.graph.StepGraph])."""
+    """A handle's ``ref`` of a step posted to the compiled graph: its ``seq`` and actions."""
 
     __slots__ = ("actions", "seq")
 

@@ -111,25 +111,16 @@ class RayConfig(FaultOptions):
                 "null (start or join a local Ray) or a Ray address such as "
                 "'ray://head:10001' or 'head:6379'",
             )
-        if self.in_series is not None and (
-            isinstance(self.in_series, bool)
-            or not isinstance(self.in_series, Integral)
-            or self.in_series < 1
-        ):
+        if _bad(self.in_series, Integral, lambda v: v >= 1):
             raise OptionError("in_series", self.in_series, "an integer >= 1 or null")
-        cpus = self.num_cpus
-        if cpus is not None and (
-            isinstance(cpus, bool) or not isinstance(cpus, Real) or not 0 < cpus < math.inf
-        ):
+        if _bad(self.num_cpus, Real, lambda v: 0 < v < math.inf):
             raise OptionError(
                 "num_cpus",
                 self.num_cpus,
                 "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)",
             )
         start = self.start_timeout
-        if start is not None and (
-            isinstance(start, bool) or not isinstance(start, Real) or not start > 0
-        ):
+        if _bad(start, Real, lambda v: v > 0):
             raise OptionError(
                 "start_timeout",
                 self.start_timeout,
@@ -156,9 +147,7 @@ class RayConfig(FaultOptions):
                 hint="Set vectorizer.in_actor=subproc, or vectorizer.compiled_graph=false",
             )
         size = self.batch_size
-        if size is not None and (
-            isinstance(size, bool) or not isinstance(size, Integral) or size < 1
-        ):
+        if _bad(size, Integral, lambda v: v >= 1):
             raise OptionError("batch_size", size, "an integer >= 1 or null (a synchronous VecEnv)")
         self._check_placement()
         super().__post_init__()  # the fault options
@@ -192,9 +181,7 @@ class RayConfig(FaultOptions):
 
     def _check_placement(self) -> None:
         gpus = self.num_gpus
-        if gpus is not None and (
-            isinstance(gpus, bool) or not isinstance(gpus, Real) or not 0 <= gpus < math.inf
-        ):
+        if _bad(gpus, Real, lambda v: 0 <= v < math.inf):
             raise OptionError("num_gpus", gpus, "a number of GPUs per actor >= 0, or null")
         for key, value in (self.resources or {}).items():
             if key in _OWN_KEYWORD:
@@ -204,7 +191,7 @@ class RayConfig(FaultOptions):
                     f"custom resources only; {key} goes by its own option",
                     hint=f"Use vectorizer.{_OWN_KEYWORD[key]}={value} instead",
                 )
-            if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < math.inf:
+            if _bad(value, Real, lambda v: 0 <= v < math.inf) or value is None:
                 raise OptionError(
                     "resources",
                     dict(self.resources or {}),
@@ -224,14 +211,9 @@ class RayConfig(FaultOptions):
                 raise OptionError(key, value, "a map ({} for none)")
         env_vars = self.runtime_env.get("env_vars")
         if isinstance(env_vars, Mapping):  # (env_vars=1 on the command line means "1")
-            self.runtime_env["env_vars"] = {
-                str(k): v
-                if isinstance(v, str)
-                else str(v).lower()
-                if isinstance(v, bool)
-                else str(v)
-                for k, v in env_vars.items()
-            }
+            text = {k: str(v).lower() if v is True or v is False else str(v)
+                    for k, v in env_vars.items()}  # fmt: skip
+            self.runtime_env["env_vars"] = {str(k): v for k, v in text.items()}
         for label, want in (self.label_selector or {}).items():
             if not isinstance(want, str) or not want:
                 raise OptionError(
@@ -239,6 +221,12 @@ class RayConfig(FaultOptions):
                     dict(self.label_selector or {}),
                     f"a map of label to a value or expression (a string); {label!r} has {want!r}",
                 )
+
+
+def _bad(value: Any, kind: type, ok: Callable[[Any], bool]) -> bool:
+    """True for a value given (not None) that is not a ``kind`` (a bool is not) meeting ``ok``."""
+    return value is not None and (isinstance(value, bool) or not isinstance(value, kind) or
+                                  not ok(value))  # fmt: skip
 
 
 def _did_you_mean(value: Any, choices: Sequence[str]) -> str:
