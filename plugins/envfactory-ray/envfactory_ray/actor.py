@@ -28,7 +28,6 @@ from envfactory.vectorizers.remote import (
 )
 
 from .causes import IP, KILLED, START_CAUSES, first_line, lost_node_of, ray_cause
-from .channel import CHANNEL_TIMEOUT, KEPT_GRACE, ByChannel, ByGraph, connect
 from .graph import KEPT, GraphBroke, StepGraph
 
 __all__ = [
@@ -65,6 +64,47 @@ def pickles(obj: Any) -> bytes:
     import ray.cloudpickle
 
     return ray.cloudpickle.dumps(obj)
+
+
+class ByChannel:
+    """A handle's ``ref`` of a command sent by the channel."""
+
+    __slots__ = ()
+
+
+class ByGraph:
+    """A handle's ``ref`` of a step posted to the compiled graph: its ``seq`` and actions."""
+
+    __slots__ = ("actions", "seq")
+
+    def __init__(self, seq: int, actions: Any) -> None:
+        self.seq, self.actions = seq, actions
+
+
+#: seconds to open a node actor's channel, or to hear from Ray why it closed
+CHANNEL_TIMEOUT = 10.0
+#: seconds past a step's deadline that a node actor has to give its kept answer by its channel
+#: once the compiled graph broke (the graph reads every node at once and cannot say which is late)
+KEPT_GRACE = 0.05
+
+
+def connect(address: Any, key: bytes) -> Any:
+    """What ``multiprocessing.connection.Client(address, authkey=key)`` makes, with the TCP
+    connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would otherwise take the OS's
+    minutes): a ``Connection`` that proved ``key`` both ways."""
+    import socket
+    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+
+    sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
+    sock.settimeout(None)  # (a Connection reads a blocking descriptor)
+    conn = Connection(sock.detach())
+    try:
+        answer_challenge(conn, key)
+        deliver_challenge(conn, key)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class EnvActor:

@@ -32,59 +32,30 @@ _OWN_KEYWORD = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory"}
 
 @dataclass
 class RayConfig(FaultOptions):
-    """Schema of ``vectorizer=ray``.
+    """Schema of ``vectorizer=ray`` (the Ray guide, docs/guides/sweeps-and-ray.md, has more).
 
     Attributes:
         name: always ``ray``.
-        address: the Ray to use: null starts a local Ray, or joins the one ``ray start``
-            left running on this machine (or ``RAY_ADDRESS``); otherwise a cluster address
-            (``ray://head:10001`` through Ray Client, or ``head:6379`` from a cluster node).
-            A Ray already initialized in this process (your own ``ray.init``) is used as is.
-        in_series: envs per actor (any split of num_envs, as even as possible); null = as
-            many actors as the cluster's CPUs hold at ``num_cpus`` each.
-        num_cpus: CPUs Ray reserves for each actor for its lifetime (> 0; fractions such as
-            0.5 allowed); null = Ray's default for actors (1 CPU to place it, none held while
-            it lives, so any number of actors fit), or with ``in_actor`` every CPU of the
-            smallest node (one actor per node on a cluster of equal nodes).
-        in_actor: null = each actor steps its envs itself, one after another; ``subproc`` =
-            each actor hosts its envs in a ``subproc`` vectorized env of its own, one worker
-            process per CPU it reserves (``num_cpus``, rounded up), on its node's cores: a step
-            is then one Ray call per actor, and one actor per node is the intended set-up.
+        address: null starts a local Ray or joins the one ``ray start`` left running; else a
+            cluster address (``ray://head:10001`` or ``head:6379``).
+        in_series: envs per actor; null = as many actors as the cluster's CPUs hold.
+        num_cpus: CPUs Ray reserves for each actor (> 0); null = Ray's default, or with
+            ``in_actor`` every CPU of the smallest node (one actor per node).
+        in_actor: null = each actor steps its envs itself; ``subproc`` = in a ``subproc`` of
+            its own, one worker per CPU it reserves (one Ray call per node per step).
         compiled_graph: with ``in_actor``: each step is one ``execute`` of a Ray Compiled
-            Graph over every node actor ([`StepGraph`][envfactory_ray.graph.StepGraph]) instead
-            of one message per actor by its channel; a graph Ray cannot compile falls back to
-            the channels with a warning, and one that breaks (an actor or node lost) is
-            compiled again over the next step's actors. Off by default: on 2 cores it measured
-            slower than the channels (see the Ray guide).
-        batch_size: null: a synchronous VecEnv. An int in [1, num_envs]: the async pool
-            ([`RayPool`][envfactory_ray.pool.RayPool]), envpool's ``async_reset``/``send``/``recv``
-            over the actors: ``recv`` returns the first ``batch_size`` envs that are done while
-            the other actors step; with ``in_actor`` the first node actors done, so
-            ``batch_size`` and ``num_envs`` are multiples of ``in_series``.
-        start_timeout: seconds an actor may take to start (be placed on a node, build its
-            envs and answer), at the first start and at each rebuild with ``restart`` (all
-            its tries together: a rebuilt actor that dies before it starts, on a node that was
-            lost, is tried again elsewhere); null = 120 s, or ``timeout`` when larger.
+            Graph over the node actors instead of their channels.
+        batch_size: null: a synchronous VecEnv; an int: the async pool over the actors (with
+            ``in_actor`` a multiple of ``in_series``, as ``num_envs`` is).
+        start_timeout: seconds an actor may take to start, at each rebuild too; null = 120 s,
+            or ``timeout`` when larger.
+        num_gpus: GPUs Ray reserves for each actor; null: none.
+        resources: custom resources each actor reserves, such as ``{sim_license: 1}``.
+        scheduling_strategy: null or ``DEFAULT`` (Ray packs actors), or ``SPREAD``.
+        label_selector: node labels an actor's node must have, such as ``{region: us-west1}``.
+        runtime_env: Ray's runtime environment for the actors (``env_vars``, ``pip``, ...).
 
-    Placement, passed through to Ray's actor options for every actor (and each rebuilt one):
-
-    Attributes:
-        num_gpus: GPUs Ray reserves for each actor (fractions allowed); null: none.
-        resources: custom resources each actor reserves, such as ``{sim_license: 1}`` (a
-            node started with ``ray start --resources``); CPUs and GPUs go by ``num_cpus`` and
-            ``num_gpus``.
-        scheduling_strategy: null or ``DEFAULT`` (Ray packs actors onto nodes), or ``SPREAD``
-            (one node after another, as evenly as Ray can).
-        label_selector: node labels an actor's node must have, such as ``{region: us-west1}``
-            or ``{ray.io/accelerator-type: "in(A100, H100)"}`` (Ray's label-selector syntax).
-            A rebuilt actor is also kept off the nodes Ray said were lost (a selector on
-            ``ray.io/node-id`` of its own, which wins over one given here).
-        runtime_env: Ray's runtime environment for the actors (``env_vars``, ``pip``,
-            ``working_dir``, ...), as ``ray.remote(runtime_env=...)`` takes it.
-
-    The fault options (``timeout``, ``restart``, ``max_restarts``, ``restart_window``,
-    ``copy``) are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]' (a worker is an
-    actor; a rebuilt one is a new actor).
+    The fault options are `FaultOptions`' (a rebuilt worker is a new actor).
     """
 
     name: str = "ray"
