@@ -96,6 +96,7 @@ def connect(address: Any, key: bytes) -> Any:
     from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 
     sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (see node._no_delay)
     sock.settimeout(None)  # (a Connection reads a blocking descriptor)
     conn = Connection(sock.detach())
     try:
