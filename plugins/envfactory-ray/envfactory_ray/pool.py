@@ -150,7 +150,7 @@ class RayPool(PoolVecEnv):
         compiled_graph: bool = False,  # (with in_actor only, which the pool refuses)
         **options: Any,
     ) -> None:
-        from .plugin import RayConfig  # (the schema's checks, for a caller that did not compose)
+        from .config import RayConfig  # (the schema's checks, for a caller that did not compose)
 
         n = len(env_fns)
         RayConfig(batch_size=batch_size).check_config(SimpleNamespace(num_envs=n))

@@ -149,7 +149,7 @@ class RayGroup(WorkerGroup):
     ) -> None:
         super().__init__()
         self._owned = False  # (close() may run before Ray is joined)
-        from .plugin import RayConfig  # (its checks, for a caller that did not compose)
+        from .config import RayConfig  # (its checks, for a caller that did not compose)
 
         RayConfig(start_timeout=start_timeout, in_actor=in_actor, compiled_graph=compiled_graph)
         self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
