@@ -1,18 +1,6 @@
-"""The two ends of one Ray actor: [`EnvActor`][envfactory_ray.actor.EnvActor], the actor that hosts
-a slice of envs, and [`ActorHandle`][envfactory_ray.actor.ActorHandle], the vectorized env's
-[`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] for it.
-
-One actor holds ``in_series`` envs and answers one method call per vectorized call (one
-``step`` for all its envs, not one per env). It answers every env command with
-envfactory's [`EnvHost`][envfactory.vectorizers.remote.EnvHost] (the worker side ``subproc``
-uses: the one autoreset implementation and the recovery of episodes lost with a rebuilt
-actor), so the trajectories are ``dummy``'s by construction. Its observations leave as one
-batch per actor (numpy arrays, which Ray's serializer puts in the object store out of band
-and the caller reads without unpickling them per env).
-
-Every method answers ``(OK, payload)`` or ``(ERROR, Failure)``: an env's exception is
-caught in the actor and travels with its type name, the exception (when it pickles) and
-its traceback, so the caller raises the same ``RemoteEnvError`` as ``subproc``.
+"""The two ends of one Ray actor: `EnvActor` (hosts a slice of envs with the core's `EnvHost`)
+and `ActorHandle` (the vectorized env's `WorkerHandle` for it). Every answer is ``(OK, payload)``
+or ``(ERROR, Failure)``, so the caller raises the same ``RemoteEnvError`` as ``subproc``.
 """
 
 from __future__ import annotations
@@ -39,8 +27,7 @@ from envfactory.vectorizers.remote import (
     failure_of,
 )
 
-from .causes import IP, KILLED, START_CAUSES, lost_node_of, ray_cause
-from .channel import CHANNEL_TIMEOUT, KEPT_GRACE, ByChannel, ByGraph, connect
+from .causes import IP, KILLED, START_CAUSES, first_line, lost_node_of, ray_cause
 from .graph import KEPT, GraphBroke, StepGraph
 
 __all__ = [
@@ -60,10 +47,8 @@ OK, ERROR, INNER = "ok", "error", "inner"
 
 
 def array_batched(space: gym.Space) -> bool:
-    """True when a batch of ``space`` is numpy arrays only (Box, Discrete, MultiDiscrete,
-    MultiBinary, and Dict/Tuple of those): such a batch crosses as arrays and is copied
-    into the caller's batch slice by slice. Other spaces (Text, Graph, Sequence, OneOf)
-    cross as one list per actor."""
+    """True when a batch of ``space`` is numpy arrays only (it crosses as arrays; other spaces
+    as one list per actor)."""
     if isinstance(space, gym.spaces.Dict):
         return all(array_batched(s) for s in space.spaces.values())
     if isinstance(space, gym.spaces.Tuple):
@@ -79,6 +64,48 @@ def pickles(obj: Any) -> bytes:
     import ray.cloudpickle
 
     return ray.cloudpickle.dumps(obj)
+
+
+class ByChannel:
+    """A handle's ``ref`` of a command sent by the channel."""
+
+    __slots__ = ()
+
+
+class ByGraph:
+    """A handle's ``ref`` of a step posted to the compiled graph: its ``seq`` and actions."""
+
+    __slots__ = ("actions", "seq")
+
+    def __init__(self, seq: int, actions: Any) -> None:
+        self.seq, self.actions = seq, actions
+
+
+#: seconds to open a node actor's channel, or to hear from Ray why it closed
+CHANNEL_TIMEOUT = 10.0
+#: seconds past a step's deadline that a node actor has to give its kept answer by its channel
+#: once the compiled graph broke (the graph reads every node at once and cannot say which is late)
+KEPT_GRACE = 0.05
+
+
+def connect(address: Any, key: bytes) -> Any:
+    """What ``multiprocessing.connection.Client(address, authkey=key)`` makes, with the TCP
+    connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would otherwise take the OS's
+    minutes): a ``Connection`` that proved ``key`` both ways."""
+    import socket
+    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+
+    sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (see node._no_delay)
+    sock.settimeout(None)  # (a Connection reads a blocking descriptor)
+    conn = Connection(sock.detach())
+    try:
+        answer_challenge(conn, key)
+        deliver_challenge(conn, key)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class EnvActor:
@@ -102,10 +129,8 @@ class EnvActor:
         self._buf: Any = create_empty_array(self.space, n=len(envs)) if self.arrays else None
 
     def _answer(self, calls: list, mask: Any) -> tuple:
-        """A step's or reset's answer: ``(observations, rewards, terminations,
-        truncations, info calls)``; the observations are one batch of arrays, or a list
-        (other spaces, or observations that do not fit the space: the caller's batching
-        names the env)."""
+        """``(observations, rewards, terminations, truncations, info calls)``; observations as
+        one batch of arrays, or a list."""
         r = self.host.runner
         obs: Any = list(r.obs)
         if self.arrays:
@@ -168,11 +193,6 @@ class StepBatch:
             h.fetched = answer
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
-
-
 def _by_ray(ref: Any) -> bool:
     """True for the ObjectRef of a Ray call (not a command sent by a channel or a graph)."""
     return not isinstance(ref, (ByChannel, ByGraph))
@@ -189,21 +209,11 @@ def nodes_text(ids: Sequence[str]) -> str:
 
 
 class ActorHandle(WorkerHandle):
-    """The vectorized env's end of one [`EnvActor`][envfactory_ray.actor.EnvActor]: ``send`` is one
-    actor method call (its ObjectRef kept), ``recv`` a ``ray.get`` bounded by the deadline, ``kill``
-    ``ray.kill``; errors name the actor, its node and pid, and carry Ray's cause.
-
-    Attributes:
-        avoid: the nodes (ids) the current actor was placed away from (``spawn``).
-        lost_node: the node (id) that Ray said was lost when the current actor failed (""
-            if it said nothing of the kind), for the next actor to avoid.
-        init_failed: the current actor died of an error in its creation (an env
-            constructor that could not be unpickled there): another try would fail the same way.
-        args: what the actor class takes after ``(env_fns, start, mode)`` (a node actor's
-            workers, timeout and restart).
-        children: the processes the current actor started (a node actor's inner workers and
-            their fork server), as its ``describe`` said.
-    """
+    """The vectorized env's end of one actor: ``send`` is a Ray call (or a message by the node
+    actor's channel, or a post to the compiled graph), ``recv`` its answer by the deadline,
+    ``kill`` ``ray.kill``; errors name the actor, its node and pid, with Ray's cause.
+    ``avoid``: the nodes the current actor was placed away from; ``lost_node``: the node Ray
+    said was lost when it failed; ``args``: what a node actor takes after its envs."""
 
     resumable = True  # (recv asked again after a Ctrl-C gives the same answer)
     own_wait = True  # (a Ctrl-C goes through only in its waits: never part-way in a read)
@@ -361,7 +371,7 @@ class ActorHandle(WorkerHandle):
                 call, Failure(kind or "RayTaskError", cause, str(exc))
             ) from None
         except ray.exceptions.RayError as exc:  # object lost, node died, ...
-            what = f"failed ({type(exc).__name__}: {_first_line(exc)})"
+            what = f"failed ({type(exc).__name__}: {first_line(exc)})"
             raise self.error(WorkerDiedError, what, call) from exc
         return self._answered(status, payload, call)
 
@@ -383,12 +393,9 @@ class ActorHandle(WorkerHandle):
 
     # -- the channel ----------------------------------------------------------------------
     def _open_channel(self) -> None:
-        """Connect to the node actor directly (`NodeActor.open_channel`): every later
-        command and answer goes by this connection, a round trip of ~0.1 ms against ~1 ms for
-        a Ray actor call; Ray keeps placing, watching and killing the actor. The connection
-        proves a random key both ways (``multiprocessing.connection``'s HMAC handshake). If the
-        node cannot be reached on a port of its own (a firewall), the actor is called through
-        Ray, with a warning."""
+        """Connect to the node actor directly (`NodeActor.open_channel`; a random key proved
+        both ways); a node that cannot be reached (a firewall) is called through Ray, with a
+        warning."""
         import ray
 
         key = os.urandom(32)
@@ -401,7 +408,7 @@ class ActorHandle(WorkerHandle):
 
             warnings.warn(
                 f"vectorizer=ray: {self.label} [{self.where}]: no direct connection to the node "
-                f"actor ({type(exc).__name__}: {_first_line(exc)}); its calls go through Ray "
+                f"actor ({type(exc).__name__}: {first_line(exc)}); its calls go through Ray "
                 "(about 1 ms each)",
                 RuntimeWarning,
                 stacklevel=2,
@@ -473,11 +480,8 @@ class ActorHandle(WorkerHandle):
         self.children = list(where.get("children", ()))
 
     def _inner_fault(self, payload: tuple[str, Any, str, Any], call: str) -> Exception:
-        """A node actor's inner fault as the error ``subproc`` would raise, naming the actor,
-        its node and the inner worker (``where``): an env's exception is a ``RemoteEnvError``
-        of its own type; a dead inner worker a ``WorkerDiedError``; one that timed out is a
-        ``TimeoutError`` (the caller kills the actor and raises ``WorkerTimeoutError``). A
-        fault of its start also says where the actor runs (``placed``)."""
+        """A node actor's inner fault as the error ``subproc`` would raise, naming the actor, its
+        node and the inner worker (a timeout is a ``TimeoutError``: the caller kills it)."""
         kind, what, where, placed = payload
         if placed is not None:
             self._placed_at(placed)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CAUSE_CHARS", "KILLED", "NO_CAUSE", "START_CAUSES", "lost_node_of", "ray_cause"]
+__all__ = [
+    "CAUSE_CHARS", "KILLED", "NO_CAUSE", "START_CAUSES", "first_line", "lost_node_of", "ray_cause",
+]  # fmt: skip
 
 # the lines of Ray's actor-death message that only repeat what the error names already
 _CONTEXT = re.compile(r"^\s*(class_name|actor_id|pid|name|namespace|ip): ")
@@ -80,3 +82,9 @@ def lost_node_of(exc: BaseException, node_id: str) -> str:
     if isinstance(exc, ray.exceptions.ActorUnavailableError):
         return node_id
     return ""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type's name if it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__

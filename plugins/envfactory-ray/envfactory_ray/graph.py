@@ -1,25 +1,5 @@
-"""``vectorizer.compiled_graph=true``: the node actors' step over one compiled Ray graph.
-
-[`StepGraph`][envfactory_ray.graph.StepGraph] is one Ray Compiled Graph (``ray.dag``): an
-``InputNode`` fanned out to each node actor's ``graph_step`` and a ``MultiOutputNode`` back,
-compiled once. A synchronous step is one ``execute`` carrying every node's actions; each
-[`ActorHandle`][envfactory_ray.actor.ActorHandle] reads its own node's answer from its
-``CompiledDAGRef`` (so a timeout names the node that is late). Every other command (reset,
-calls, a rebuilt actor's recovery) goes by the actor's channel, as without the graph.
-
-What happens when the graph cannot serve a step:
-
-- it cannot be compiled (the Ray at hand refuses it): one ``RuntimeWarning``, and every step goes
-  by the actors' channels for the life of the vectorized env;
-- it cannot be compiled because an actor is gone (its node lost before the step): that step goes
-  by the channels, where the death is that actor's ``WorkerDiedError``, and a graph is compiled
-  again once the actor is rebuilt (``restart``);
-- it breaks (an actor dies, its node is lost, a step times out, a Ctrl-C cut a read): the handle
-  whose actor died raises its ``WorkerDiedError`` as without the graph (``restart`` rebuilds it);
-  every other handle reads its node's answer to that step by its channel (the actor keeps the
-  answer of its last graph step, or steps now if the graph never gave it the actions), so the
-  surviving nodes lose nothing; the graph is torn down and compiled again over the actors of the
-  next step.
+"""``vectorizer.compiled_graph=true``: the node actors' step over one compiled Ray graph
+(what happens when it cannot be compiled or breaks: the Ray guide, docs/guides/sweeps-and-ray.md).
 """
 
 from __future__ import annotations
@@ -30,6 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from envfactory.vectorizers.remote import HOLD
+
+from .causes import first_line
 
 __all__ = ["GraphBroke", "StepGraph"]
 
@@ -76,15 +58,9 @@ class StepGraph:
             self._actions = [None] * len(self.handles)
 
     def answer(self, handle: Any, remaining: float | None) -> Any:
-        """``handle``'s node's answer to the step executed last, within ``remaining`` seconds
-        (None: no limit).
-
-        Raises:
-            ray.exceptions.RayActorError: ``handle``'s own actor died.
-            GraphBroke: the graph cannot give it (read it by the channel). A graph reads every
-                node's answer at once, so a late answer is this too: the channel then says
-                which node is late.
-        """
+        """``handle``'s node's answer to the last step within ``remaining`` seconds (None: no
+        limit). Raises ``RayActorError`` if ``handle``'s own actor died, `GraphBroke` if the
+        graph cannot give it (a late node too: the channel then says which)."""
         import ray
 
         k = self._index[id(handle)]
@@ -99,10 +75,10 @@ class StepGraph:
             self.broken = True
             if getattr(exc, "actor_id", None) == handle.actor_id:
                 raise
-            raise GraphBroke(f"another actor's death ({_first_line(exc)})") from exc
+            raise GraphBroke(f"another actor's death ({first_line(exc)})") from exc
         except Exception as exc:  # a channel closed by a teardown, a ref read once already, ...
             self.broken = True
-            raise GraphBroke(f"{type(exc).__name__}: {_first_line(exc)}") from exc
+            raise GraphBroke(f"{type(exc).__name__}: {first_line(exc)}") from exc
         return pickle.loads(message)
 
     def teardown(self) -> None:
@@ -120,8 +96,3 @@ class StepGraph:
             pass
         finally:
             log.setLevel(level)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__

@@ -1,25 +1,5 @@
-"""``vectorizer.in_actor=subproc``: an actor that hosts its envs in a node-local vectorizer.
-
-[`NodeActor`][envfactory_ray.node.NodeActor] holds ``in_series`` envs in an envfactory
-``subproc`` vectorized env of its own (built through envfactory's registry, as any plugin would),
-with one worker process per CPU the actor reserves, so one Ray call steps every env of a node on
-all its cores. It answers the same methods as [`EnvActor`][envfactory_ray.actor.EnvActor]
-(``describe``, ``step``, ``handle``, ``close``), with the inner vectorized env's public calls:
-
-- a step is one ``step`` of the inner env, whose batch (observations, rewards, flags and its infos
-  as one dict of arrays) is the answer; ``RayVecEnv`` writes each actor's rows into its batch
-  (the core's [`merge_block`][envfactory.vectorizers.remote.merge_block] for the infos), so
-  the trajectories are the inner ``subproc``'s, which are ``dummy``'s in every autoreset mode;
-- a fault of the inner env is answered as ``(INNER, (kind, what, where, placed))``: ``kind``
-  ``env`` (an env raised: ``what`` is its [`Failure`][envfactory.vectorizers.remote.Failure]),
-  ``died`` or ``timeout`` (an inner worker process), ``where`` the inner worker with its pid and
-  the envs' indices in the whole vectorized env, ``placed`` (a fault of the start) where the
-  actor runs, as ``describe`` says it; [`ActorHandle`][envfactory_ray.actor.ActorHandle] raises
-  it as the same class as ``subproc`` would, naming the actor, its node and the inner worker;
-- with ``restart=true`` every env is wrapped in the core's
-  [`Recoverable`][envfactory.vectorizers.remote.Recoverable]: a rebuilt actor (a fresh inner env)
-  ends the episodes its predecessor lost through that wrapper and the inner env's own step, by the
-  core's recovery rule, as envfactory's ``EnvHost`` does for a rebuilt ``subproc`` worker.
+"""``vectorizer.in_actor=subproc``: `NodeActor`, an actor that hosts its envs in a node-local
+vectorizer (the contract: the Ray guide, docs/guides/sweeps-and-ray.md).
 """
 
 from __future__ import annotations
@@ -68,13 +48,9 @@ def inner_workers(num_envs: int, num_cpus: float) -> int:
 
 
 def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int, int]:
-    """``(in_series, in_parent)`` of the inner ``subproc``: the actor is one of the node's
-    ``workers`` processes and steps a worker's share itself, while its inner workers step
-    theirs (it would only wait for them otherwise: 64 CartPoles on 2 cores made 0.60x
-    ``subproc`` so, 0.50x with every env in an inner worker). An env that crashes the actor
-    ends the actor, as an inner worker's crash already did (the inner env is then unusable
-    and the actor is rebuilt with ``restart``); with ``timeout`` set every env is in an inner
-    worker, which the inner ``subproc`` can time out."""
+    """``(in_series, in_parent)`` of the inner ``subproc``: the actor steps a worker's share
+    itself (64 CartPoles on 2 cores: 0.60x ``subproc``, 0.50x all in inner workers); with
+    ``timeout`` every env is in an inner worker, which the inner ``subproc`` can time out."""
     in_series = math.ceil(num_envs / workers)
     if timeout is not None or workers < 2:
         return in_series, 0
@@ -82,10 +58,8 @@ def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int
 
 
 class NodeActor:
-    """Hosts envs ``start .. start + len(env_fns)`` of a vectorized env in a ``subproc``
-    vectorized env of ``workers`` processes (made a Ray actor by
-    [`RayVecEnv`][envfactory_ray.vecenv.RayVecEnv] with ``in_actor=subproc``); ``timeout`` bounds
-    each inner call, ``restart`` wraps the envs for the recovery of a rebuilt actor."""
+    """Hosts envs ``start ..`` of a vectorized env in a node-local vectorized env of
+    ``workers`` processes (``dummy`` in the actor itself for one, without ``timeout``)."""
 
     def __init__(
         self,
@@ -107,16 +81,15 @@ class NodeActor:
         self.inner: Any = None
         fns = [RecoverableFn(fn, self.mode) for fn in env_fns] if restart else list(env_fns)
         try:
-            build = envfactory.get_registry().vectorizer("subproc").build
-            in_series, own = actor_share(self.n, workers, timeout)
-            self.inner = build(
-                fns,
-                autoreset_mode=self.mode,
-                in_series=in_series,
-                in_parent=own,
-                timeout=timeout,
-                copy=False,  # (Ray copies the answer once, as it sends it)
-            )
+            registry = envfactory.get_registry()
+            if workers < 2 and timeout is None:  # one CPU: every env in the actor itself
+                self.inner = registry.vectorizer("dummy").build(fns, self.mode, copy=False)
+            else:
+                in_series, own = actor_share(self.n, workers, timeout)
+                self.inner = registry.vectorizer("subproc").build(
+                    fns, autoreset_mode=self.mode, in_series=in_series, in_parent=own,
+                    timeout=timeout, copy=False,  # (the answer is copied once, as it is sent)
+                )  # fmt: skip
             self.envs: list[EnvInfo] = list(self.inner.call(EnvInfo.of))
         except Exception as exc:  # reported by describe(): the caller raises it
             self.init_failure = self._fault(exc)
@@ -140,10 +113,8 @@ class NodeActor:
             return self._fault(exc)
 
     def graph_step(self, actions: Any) -> bytes:
-        """A step of the compiled graph ([`StepGraph`][envfactory_ray.graph.StepGraph]): `step`,
-        its answer kept until the next, for a caller whose graph broke before it read it. The
-        answer leaves pickled: Ray would hand the caller arrays that are views of the graph's
-        buffer, and a caller that keeps one (an info) would block the next step's write."""
+        """A step of the compiled graph, its answer kept for a caller whose graph broke; it leaves
+        pickled (the graph's buffer is reused at the next step)."""
         with self._graph_lock:
             answer = self.step(actions)
             self.graph_steps, self._kept_answer = self.graph_steps + 1, answer
@@ -216,6 +187,7 @@ class NodeActor:
                 conn = listener.accept()  # (one client, the vectorized env; else it ends)
         except Exception:
             return
+        _no_delay(conn)
         with conn:
             while True:
                 try:
@@ -260,9 +232,7 @@ class NodeActor:
         return self._answer(obs, infos)
 
     def _restarted(self, rs: Restarted) -> tuple:
-        """This actor replaces one that failed during a step: the core's recovery rule
-        ([`after_step`][envfactory.vectorizers.remote.after_step]) through the envs'
-        [`Recoverable`][envfactory.vectorizers.remote.Recoverable] wrapper and one inner step."""
+        """This actor replaces one that failed during a step: the core's `after_step` rule."""
         self.inner.reset()  # (a fresh inner env steps only after a reset)
         rule = after_step(rs.done, self.mode)
         armed = [(r, obs) if r is Recover.LOST else r for r, obs in zip(rule, rs.last_obs)]
@@ -270,10 +240,7 @@ class NodeActor:
         return self.inner.step(self.inner.action_space.sample())  # (actions unused)
 
     def _restart_reset(self, rr: RestartReset) -> tuple:
-        """This actor replaces one that failed during a reset: the core's recovery rule
-        ([`after_reset`][envfactory.vectorizers.remote.after_reset]): the reset is redone;
-        with a reset_mask, the other envs keep the observation the caller saw, armed as the
-        rule says for their next step."""
+        """This actor replaces one that failed during a reset: the core's `after_reset` rule."""
         r, mask = rr.reset, rr.reset.mask
         seeds = list(r.seeds) if mask is None else [s if m else None for s, m in zip(r.seeds, mask)]
         obs, infos = self.inner.reset(seed=seeds, options=r.options)  # (every env: a fresh one)
@@ -291,7 +258,10 @@ class NodeActor:
         return self._answer(per_env, infos)  # (a list: the caller batches it)
 
     def _fault(self, exc: BaseException) -> tuple[str, Any]:
-        """The answer for an exception of the inner env (see the module docstring)."""
+        """An exception of the inner env as an answer: an env's own ``(ERROR, Failure)``, or
+        ``(INNER, (kind, what, where, placed))`` for an inner worker's fault (``kind``: ``env``,
+        ``died`` or ``timeout``; ``where``: the worker, its pid and envs; ``placed``: set by
+        `describe` for a fault of the start), which `ActorHandle` raises as ``subproc`` would."""
         if not isinstance(exc, WorkerError):
             return ERROR, failure_of(exc, pickles)
         envs = [self.start + i for i in exc.env_indices]
@@ -308,6 +278,18 @@ class NodeActor:
             return INNER, ("timeout", "did not answer", where, None)
         how = exc.signal or (f"exit code {exc.exitcode}" if exc.exitcode is not None else "")
         return INNER, ("died", f"died ({how})" if how else "died", where, None)
+
+
+def _no_delay(conn: Any) -> None:
+    """No Nagle delay on the channel's socket (a message over 16 KiB is two writes)."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        with sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
 
 
 def _dumps(answer: Any) -> bytes:

@@ -1,19 +1,12 @@
 """``RayPool``: envpool's ``async_reset``/``send``/``recv`` over Ray actors
-(``vectorizer=ray vectorizer.batch_size=K``).
-
-envfactory's pool front ([`PoolVecEnv`][envfactory.vectorizers.remote.PoolVecEnv]: the scheduler,
-the argument checks, the failure policy and the Ctrl-C hold, the same as ``subproc``'s pool) over
-a [`RayGroup`][envfactory_ray.vecenv.RayGroup], with what is Ray's own here
-([`RaySite`][envfactory_ray.pool.RaySite]): an actor has an answer when ``ray.wait`` says its
-oldest call's object is ready, and an answer's rows are kept in the group's batch until
-``recv`` hands them over. While the caller learns on one batch, the actors of the others step:
-the Ray round trip of one actor is hidden behind the work on another's.
+(``vectorizer.batch_size``): the core's `PoolVecEnv` over a `RayGroup`, `RaySite` Ray's own part.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
@@ -36,11 +29,8 @@ __all__ = ["RayPool", "RaySite"]
 
 
 class RaySite(RemoteSite):
-    """The pool scheduler's view of a [`RayGroup`][envfactory_ray.vecenv.RayGroup]: a message is
-    one actor method call, its ticket a number and its object ref kept until its answer is read
-    (an actor may have several calls in flight: they run in order); readiness is ``ray.wait``
-    over each actor's oldest call; rows live in the group's batch arrays (which also give a
-    rebuilt actor the observations the caller last saw)."""
+    """The pool scheduler's view of a `RayGroup`: a message is one actor call, kept by ticket
+    until its answer is read; readiness is ``ray.wait`` over each actor's oldest call."""
 
     def __init__(self, group: RayGroup) -> None:
         super().__init__(group)
@@ -73,11 +63,8 @@ class RaySite(RemoteSite):
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
-        """The answer to the call ``ticket``. Its ref stays queued until the answer is in
-        hand, and the answer is kept by ticket: asked again after a Ctrl-C cut this (the
-        scheduler then asks it first), it is fetched again from the same ref, or given
-        again, also when the actor was sent another call meanwhile (which replaces the
-        handle's ``ref``)."""
+        """The answer to the call ``ticket``, kept by ticket: asked again after a Ctrl-C cut
+        it, it is given again from the same ref."""
         last = self._answered.get(handle.index)
         calls = self._calls.get(handle.index)
         if last is not None and last[0] == ticket:
@@ -145,13 +132,8 @@ class RaySite(RemoteSite):
 
 
 class RayPool(PoolVecEnv):
-    """An async pool of envs in Ray actors (``vectorizer.batch_size``): `recv` returns the
-    first ``batch_size`` envs whose step is done while the other actors step; a
-    ``gymnasium.vector.VectorEnv`` too (``reset``/``step`` of every env when none is in
-    flight). The options are [`RayVecEnv`][envfactory_ray.vecenv.RayVecEnv]'s. With
-    ``in_actor`` the pool's unit is the node actor, which steps its envs only all together:
-    ``batch_size`` and ``num_envs`` are multiples of its envs (``in_series``), so `recv` returns
-    the first nodes done while the others step, and `send` takes whole nodes."""
+    """An async pool of envs in Ray actors (``vectorizer.batch_size``); with ``in_actor`` its
+    unit is the node actor: ``batch_size`` and ``num_envs`` are multiples of ``in_series``."""
 
     group: RayGroup
 
@@ -168,16 +150,10 @@ class RayPool(PoolVecEnv):
         compiled_graph: bool = False,  # (with in_actor only, which the pool refuses)
         **options: Any,
     ) -> None:
+        from .config import RayConfig  # (the schema's checks, for a caller that did not compose)
+
         n = len(env_fns)
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or not 1 <= batch_size <= n
-        ):
-            raise ConfigError(
-                f"vectorizer.batch_size={batch_size!r}: expected an integer in [1, num_envs={n}] "
-                "or null (null: a synchronous VecEnv)"
-            )
+        RayConfig(batch_size=batch_size).check_config(SimpleNamespace(num_envs=n))
         placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
         group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, in_actor, placement)
         group.channels = False  # (readiness is ray.wait on each actor's oldest call)

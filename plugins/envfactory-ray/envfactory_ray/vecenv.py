@@ -1,13 +1,5 @@
-"""``RayVecEnv``: envfactory's VecEnv contract over envs hosted in Ray actors.
-
-A backend on envfactory's vectorizer-author API: [`RayGroup`][envfactory_ray.vecenv.RayGroup] is a
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] with one
-[`ActorHandle`][envfactory_ray.actor.ActorHandle] per actor, and `RayVecEnv` envfactory's front
-over it ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]: the synchronous and async
-calls, per-index calls, the call state; the group's base class applies the failure/restart
-policy). This module holds what is Ray's own: the Ray session (start, join, shut down),
-placing the actors (``num_cpus``, ``in_series`` from the cluster's CPUs) and the observation
-batch assembled from one batch per actor.
+"""``RayVecEnv``: the core's front (`RemoteVecEnv`) over a `RayGroup` (one `ActorHandle` per
+actor): the Ray session, placing the actors and the batch from one batch per actor.
 """
 
 from __future__ import annotations
@@ -43,8 +35,9 @@ from envfactory.vectorizers.remote import (
 )
 
 from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
+from .causes import first_line
 from .graph import StepGraph
-from .node import IN_ACTOR, NodeActor, inner_workers
+from .node import NodeActor, inner_workers
 
 __all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
 
@@ -88,7 +81,7 @@ def connect(address: str | None) -> bool:
             )
         except Exception as exc:
             if address is not None and "ray[client]" in str(exc):
-                raise _client_error(address, _first_line(exc)) from exc
+                raise _client_error(address, first_line(exc)) from exc
             where = "a local Ray" if address is None else f"the Ray cluster at {address!r}"
             auth = (
                 "; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
@@ -98,7 +91,7 @@ def connect(address: str | None) -> bool:
             )
             raise ConfigError(
                 f"vectorizer=ray: cannot start or join {where}: {type(exc).__name__}: "
-                f"{_first_line(exc) if str(exc).strip() else ''} (set "
+                f"{first_line(exc) if str(exc).strip() else ''} (set "
                 "vectorizer.address=null for a local Ray, or the address of a running cluster "
                 f"such as 'ray://head:10001' or 'head:6379'{auth})"
             ) from exc
@@ -125,11 +118,6 @@ def _client_error(address: str, why: str) -> ConfigError:
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _disconnect(owned: bool) -> None:
     import ray
 
@@ -145,10 +133,8 @@ def _disconnect(owned: bool) -> None:
 
 
 class RayGroup(WorkerGroup):
-    """The Ray actors (``in_series`` envs each) of one `RayVecEnv`: joining Ray, placing
-    the actors, the batch from one batch per actor, and rebuilding an actor away from lost
-    nodes. The options are [`RayConfig`][envfactory_ray.plugin.RayConfig]'s beyond the fault
-    options."""
+    """The Ray actors of one `RayVecEnv`: joining Ray, placing the actors, the batch from
+    one batch per actor, rebuilding an actor away from lost nodes."""
 
     def __init__(
         self,
@@ -163,20 +149,9 @@ class RayGroup(WorkerGroup):
     ) -> None:
         super().__init__()
         self._owned = False  # (close() may run before Ray is joined)
-        if start_timeout is not None and not start_timeout > 0:  # (nan too)
-            raise ConfigError(
-                f"vectorizer.start_timeout must be > 0 seconds or null, got {start_timeout!r}"
-            )
-        if in_actor is not None and in_actor not in IN_ACTOR:
-            raise ConfigError(
-                f"vectorizer.in_actor must be null or one of {', '.join(IN_ACTOR)}, got "
-                f"{in_actor!r}"
-            )
-        if compiled_graph and in_actor is None:
-            raise ConfigError(
-                "vectorizer.compiled_graph=true goes with vectorizer.in_actor=subproc (the graph "
-                "steps node actors); set vectorizer.in_actor=subproc or compiled_graph=false"
-            )
+        from .config import RayConfig  # (its checks, for a caller that did not compose)
+
+        RayConfig(start_timeout=start_timeout, in_actor=in_actor, compiled_graph=compiled_graph)
         self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
         self.compiled_graph = bool(compiled_graph)
         self._graph: StepGraph | None = None
@@ -296,10 +271,8 @@ class RayGroup(WorkerGroup):
             self._batch.handles = self._actor_handles
 
     def _step_graph(self) -> StepGraph | None:
-        """The compiled graph over the node actors of this step: the last one, or a new one
-        when an actor was rebuilt or the last one broke (see `envfactory_ray.graph`); None
-        while an actor is not started or was gone at the last compile (until it is rebuilt),
-        or for good once Ray could not compile one."""
+        """The graph over this step's node actors: the last one, or a new one; None while an
+        actor is not started, was gone at the last compile, or once Ray refused to compile."""
         handles = self._actor_handles
         graph = self._graph
         if graph is not None and not graph.serves(handles):
@@ -318,7 +291,7 @@ class RayGroup(WorkerGroup):
                 self._graph_refused = True
                 _warn(
                     f"vectorizer.compiled_graph: Ray could not compile the step graph "
-                    f"({type(exc).__name__}: {_first_line(exc)}); every step goes by the actors' "
+                    f"({type(exc).__name__}: {first_line(exc)}); every step goes by the actors' "
                     "channels"
                 )
         for h in handles:
@@ -347,12 +320,9 @@ class RayGroup(WorkerGroup):
         return self.start_timeout or super().startup_budget()
 
     def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        """A new actor for ``handle``'s envs (the old one was killed), started within
-        ``budget`` seconds (``start_timeout``), placed away from the nodes Ray said were lost
-        in the last `LOST_NODE_SECONDS`. Ray goes on listing a lost node as alive for 10-15 s
-        and may place the new actor there, where it dies before it starts: it is then
-        replaced again, away from that node too, after a short pause; each such try counts
-        against ``max_restarts`` (the error of the last one is raised past it)."""
+        """A new actor for ``handle``'s envs within ``budget`` seconds, placed away from the nodes
+        Ray said were lost; one that dies before it starts (on a lost node Ray still lists) is
+        tried again elsewhere, each try counted against ``max_restarts``."""
         assert isinstance(handle, ActorHandle)
         deadline = time.monotonic() + budget
         pause = 0.25
@@ -419,20 +389,8 @@ class RayGroup(WorkerGroup):
 
 
 class RayVecEnv(RemoteVecEnv):
-    """Envs in Ray actors (``in_series`` per actor); same trajectories as ``dummy``:
-    envfactory's front over a [`RayGroup`][envfactory_ray.vecenv.RayGroup].
-
-    Each ``step``/``reset`` is one Ray call per actor; its observations come back as one
-    batch of numpy arrays per actor (through Ray's object store, read without copying
-    and then written once into the returned batch). An actor steps its envs one after
-    another, or with ``in_actor="subproc"`` in a ``subproc`` of its own, one worker process
-    per CPU it reserves ([`NodeActor`][envfactory_ray.node.NodeActor]). ``close()`` kills
-    every actor; the Ray that envfactory started itself (none was initialized) is shut down
-    with the last RayVecEnv that uses it. The fault options (``timeout``, ``restart``,
-    ``max_restarts``, ``restart_window``, ``copy``) are
-    [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]'s; the others
-    [`RayGroup`][envfactory_ray.vecenv.RayGroup]'s.
-    """
+    """Envs in Ray actors (``in_series`` per actor); same trajectories as ``dummy``. The
+    fault options are `RemoteVecEnv`'s, the others `RayGroup`'s."""
 
     group: RayGroup
 

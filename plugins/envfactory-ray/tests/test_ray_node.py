@@ -426,6 +426,23 @@ def test_the_actor_steps_a_share_of_its_envs_itself_unless_a_timeout_is_set() ->
         assert not set(envs.call(worker_pid)) & set(envs.pids)  # every env in an inner worker
 
 
+def test_an_actor_of_one_cpu_steps_every_env_itself_without_an_inner_worker() -> None:
+    """One CPU and no ``timeout``: the actor hosts its envs in a ``dummy`` of its own (no inner
+    worker, one process hop less a step); an env raising is the env's own error naming the actor;
+    with ``timeout`` an inner worker steps them, which the inner subproc can time out."""
+    with node(maker(), maker(), maker(), maker("raise", at_step=2), num_cpus=1) as envs:
+        envs.reset(seed=0)
+        assert envs.call(worker_pid) == (envs.pids[0],) * 2 + (envs.pids[1],) * 2
+        assert [h.children for h in envs.group._actor_handles] == [[], []]
+        envs.step(ACTIONS)
+        with pytest.raises(ValueError, match="env broke at step 2") as info:
+            envs.step(ACTIONS)
+        assert isinstance(info.value, envfactory.RemoteEnvError) and info.value.worker == 1
+    with node(*[maker()] * 4, num_cpus=1, timeout=30) as envs:
+        envs.reset(seed=0)
+        assert not set(envs.call(worker_pid)) & set(envs.pids)  # every env in an inner worker
+
+
 def dies_once_built(flag: str) -> Any:
     """A `FaultyEnv` maker whose call ends its process (``os._exit``) once, when ``flag``
     exists (removed first, so the next build succeeds)."""
