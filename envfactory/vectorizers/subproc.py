@@ -282,7 +282,7 @@ class SubprocGroup(WorkerGroup):
         if g is None or not g.posted or call != "step":
             return super().gather_all(call, timeout, deadline)
         local = self._local
-        mine = [] if local is None else self.gather(call, [local], timeout)  # meanwhile
+        mine = [] if local is None else self.gather(call, [local], timeout, deadline)  # meanwhile
         results = g.wait(deadline)
         if results is None:  # a timeout, a dead worker: each worker's own wait says which
             return super().gather_all(call, timeout, deadline)  # (by the same deadline)
