@@ -14,9 +14,9 @@ from gymnasium.vector.utils import create_empty_array, iterate
 from ..config.checks import check_bool
 from .front.base import VecEnvBase
 from .front.checks import check_spaces
-from .front.env_calls import EnvCall, PendingCall
+from .front.env_calls import EnvCall
 from .front.infos import merge_infos
-from .transport.ctrl_c import HOLD
+from .transport.ctrl_c import HOLD, PendingCall
 from .transport.shared import concatenate_checked
 from .worker.runner import EnvRunner, call_env
 

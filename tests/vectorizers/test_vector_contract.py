@@ -1002,7 +1002,7 @@ def test_mistakes_are_caught_in_the_parent_and_leave_the_env_usable(case: str) -
 
 def test_action_check_is_vectorised(monkeypatch: pytest.MonkeyPatch) -> None:
     """Array action spaces are checked with numpy on the batch, never ``contains`` per env."""
-    from envfactory.vectorizers.front.checks import action_checker
+    from envfactory.vectorizers.front.base import action_checker
 
     def fail(*args: Any) -> None:
         raise AssertionError("contains() ran in the hot path")

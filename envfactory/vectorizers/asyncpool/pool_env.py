@@ -12,7 +12,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from ...errors import AlreadyPendingError, InvalidActionError, ResetNeededError
-from ..front.checks import action_checker, check_env_ids, check_recv_timeout, show_ids
+from ..front.base import action_checker
+from ..front.checks import check_env_ids, check_recv_timeout, show_ids
 from ..front.group import WorkerGroup
 from ..front.remote_env import RemoteVecEnv
 from ..worker.protocol import Reset

@@ -6,179 +6,33 @@ worker answers (per-env answers, the envs' spaces, a rebuilt worker's spaces).""
 from __future__ import annotations
 
 import math
-import numbers
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space, iterate
 
 from ...errors import (
     ConfigError,
-    InvalidActionError,
     InvalidSeedError,
     ResetNeededError,
     SpaceMismatchError,
 )
+from ..transport.ctrl_c import not_seconds
 
 __all__ = [
-    "ActionCheck",
-    "action_checker",
     "autoreset_mode",
     "check_env_ids",
     "check_recv_timeout",
     "check_seeds",
     "check_spaces",
-    "check_wait_timeout",
     "per_env_answer",
     "reset_needed",
     "seeds_for",
     "show_ids",
     "split_reset_mask",
 ]
-
-#: ``check(actions) -> actions`` (a list/scalar batch comes back as a numpy array).
-ActionCheck = Callable[[Any], Any]
-
-_NUMERIC = frozenset("biuf")
-
-
-def _array(
-    path: str, actions: Any, shape: tuple[int, ...], single: gym.Space, kinds: frozenset[str]
-) -> np.ndarray:
-    a = actions if type(actions) is np.ndarray else np.asarray(actions)
-    if a.shape != shape:
-        raise InvalidActionError(
-            f"actions{path} have shape {a.shape}, but this vectorized env expects {shape} "
-            f"(num_envs={shape[0]}, single_action_space={single}); pass one action per env, "
-            "e.g. envs.action_space.sample()"
-        )
-    if a.dtype.kind not in kinds:
-        need = "integers" if kinds == frozenset("iu") else "numbers"
-        raise InvalidActionError(
-            f"actions{path} must be {need} for single_action_space {single}, got dtype "
-            f"{a.dtype} (e.g. {a.reshape(-1)[:1].tolist()})"
-        )
-    return a
-
-
-def _value_error(path: str, a: np.ndarray, bad: Any, single: gym.Space, valid: str) -> None:
-    i = int(np.argwhere(bad)[0][0])
-    raise InvalidActionError(
-        f"actions{path}[{i}] = {a[i].tolist()!r} (env {i}) is not in single_action_space "
-        f"{single}: valid values are {valid}"
-    )
-
-
-def action_checker(space: gym.Space, n: int, path: str = "") -> ActionCheck:
-    """``check(actions)`` for batches of ``space``: the batch (lists as numpy arrays), or an
-    [`InvalidActionError`][envfactory.errors.InvalidActionError] naming the env and value."""
-    if isinstance(space, gym.spaces.Discrete):
-        lo, hi = int(space.start), int(space.start + space.n)
-        shape: tuple[int, ...] = (n,)
-        ints = frozenset("iu")
-
-        small = n <= 64  # a numpy reduction costs more than min/max of a short list
-
-        def check_discrete(actions: Any) -> Any:
-            a = actions  # (an int array of the right shape, the step loop's: no call)
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in ints:
-                a = _array(path, actions, shape, space, ints)
-            if small:
-                values = a.tolist()
-                bad = min(values) < lo or max(values) >= hi
-            else:
-                bad = a.min() < lo or a.max() >= hi
-            if bad:
-                _value_error(path, a, (a < lo) | (a >= hi), space, f"{lo}..{hi - 1}")
-            return a
-
-        return check_discrete
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        start, stop = space.start, space.start + space.nvec
-        valid = f"start <= x < start + nvec, start={start.tolist()}, nvec={space.nvec.tolist()}"
-        return _elementwise(
-            space, n, path, frozenset("iu"), valid, lambda a: (a < start) | (a >= stop)
-        )
-    if isinstance(space, gym.spaces.MultiBinary):
-        return _elementwise(space, n, path, _NUMERIC, "0 or 1", lambda a: (a != 0) & (a != 1))
-    if isinstance(space, gym.spaces.Box):
-        shape = (n, *space.shape)
-
-        def check_box(actions: Any) -> Any:
-            return _array(path, actions, shape, space, _NUMERIC)
-
-        return check_box
-    if isinstance(space, gym.spaces.Dict):
-        subs = {k: action_checker(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
-
-        def check_dict(actions: Any) -> Any:
-            if not isinstance(actions, Mapping) or set(actions) != set(subs):
-                got = sorted(actions) if isinstance(actions, Mapping) else type(actions).__name__
-                raise InvalidActionError(
-                    f"actions{path} must be a dict with keys {sorted(subs)} (one batch per "
-                    f"key, for single_action_space {space}), got {got}"
-                )
-            return {k: c(actions[k]) for k, c in subs.items()}
-
-        return check_dict
-    if isinstance(space, gym.spaces.Tuple):
-        parts = [action_checker(v, n, f"{path}[{k}]") for k, v in enumerate(space.spaces)]
-
-        def check_tuple(actions: Any) -> Any:
-            if not isinstance(actions, (tuple, list)) or len(actions) != len(parts):
-                got = len(actions) if isinstance(actions, (tuple, list)) else type(actions)
-                raise InvalidActionError(
-                    f"actions{path} must be a tuple of {len(parts)} batches (one per "
-                    f"subspace of {space}), got {got}"
-                )
-            return tuple(c(x) for c, x in zip(parts, actions))
-
-        return check_tuple
-    batched = batch_space(space, n)
-
-    def check_other(actions: Any) -> Any:
-        try:
-            items = list(iterate(batched, actions))
-        except Exception as exc:
-            raise InvalidActionError(
-                f"actions{path} is not a batch of {n} actions of {space}: {exc}"
-            ) from None
-        if len(items) != n:
-            raise InvalidActionError(
-                f"got {len(items)} actions for num_envs={n}; pass one action per env"
-            )
-        for i, x in enumerate(items):
-            if not space.contains(x):
-                raise InvalidActionError(
-                    f"actions{path}[{i}] = {x!r} (env {i}) is not in single_action_space {space}"
-                )
-        return actions
-
-    return check_other
-
-
-def _elementwise(
-    space: gym.spaces.MultiDiscrete | gym.spaces.MultiBinary,
-    n: int,
-    path: str,
-    kinds: frozenset[str],
-    valid: str,
-    bad_of: Callable,
-) -> ActionCheck:
-    shape = (n, *space.shape)
-
-    def check(actions: Any) -> Any:
-        a = _array(path, actions, shape, space, kinds)
-        bad = bad_of(a)
-        if bad.any():
-            _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, valid)
-        return a
-
-    return check
-
 
 def check_seeds(seeds: Sequence[Any]) -> None:
     """Every per-env seed is None or an int >= 0."""
@@ -266,39 +120,11 @@ def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededEr
     )
 
 
-def check_wait_timeout(timeout: Any, what: str) -> float | None:
-    """A wait's ``timeout`` argument, checked before anything is waited on: seconds ``>= 0``
-    as a float (``inf``: no limit) or None (the vectorizer's own); else a ValueError.
-
-    Example:
-        >>> check_wait_timeout(2, "step_wait"), check_wait_timeout(None, "recv")
-        (2.0, None)
-        >>> check_wait_timeout(-1, "step_wait")
-        Traceback (most recent call last):
-        ...
-        ValueError: step_wait(timeout=-1): timeout must be a number of seconds >= 0, or None ...
-    """
-    if timeout is None:
-        return None
-    if _not_seconds(timeout):
-        raise ValueError(
-            f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
-            "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
-            "env is still usable"
-        )
-    return float(timeout)
-
-
-def _not_seconds(timeout: Any) -> bool:
-    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
-    return bad_type or math.isnan(timeout) or timeout < 0
-
-
 def check_recv_timeout(timeout: Any) -> float | None:
     """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None)."""
     if timeout is None:
         return None
-    if _not_seconds(timeout):
+    if not_seconds(timeout):
         raise ValueError(
             f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
             "vectorizer.timeout) or a number of seconds >= 0"

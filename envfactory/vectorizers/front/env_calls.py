@@ -1,172 +1,24 @@
-"""The call state every call goes through (`PendingCall`, `CallState`) and the per-env calls:
-``call`` (a name or a function run next to each env), SB3's ``env_method``/``get_attr``/
-``set_attr`` with ``indices=``, gymnasium's ``call_async``/``call_wait``, and ``render``. Each
-per-env call is an `EnvCall` a backend starts and finishes, pending in between like a step."""
+"""The per-env calls: ``call`` (a name or a function run next to each env), SB3's
+``env_method``/``get_attr``/``set_attr`` with ``indices=``, gymnasium's ``call_async``/
+``call_wait``, and ``render``. Each per-env call is an `EnvCall` a backend starts and
+finishes, pending in between like a step."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...errors import AlreadyPendingError, ClosedError, NoPendingCallError, VecEnvBrokenError
-from ..transport.ctrl_c import HOLD
-from .checks import check_wait_timeout
+from ..transport.ctrl_c import CallState, PendingCall
 
 __all__ = [
-    "CallState",
     "EnvCall",
     "EnvCalls",
-    "PendingCall",
     "env_indices",
     "tile_images",
 ]
-
-
-class PendingCall(enum.Enum):
-    """Which async half a vectorized env waits on (gymnasium's ``AsyncState``, by call)."""
-
-    NONE = "none"
-    RESET = "reset"
-    STEP = "step"
-    CALL = "call"
-
-
-_IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
-#: what a ``*_wait()`` with none of its call pending says to call first
-_FIRST = {
-    PendingCall.RESET: "reset_async(seed=..., options=...)",
-    PendingCall.STEP: "step_async(actions)",
-    PendingCall.CALL: "call_async(name, ...)",
-}
-
-
-class CallState:
-    """The pending-call state: every call is refused (`_check_ready`), started (`_start_for`)
-    and finished (`_wait_for`) through it."""
-
-    closed: bool
-    #: the fault that left the env unusable (None: usable; set by ``RemoteVecEnv.apply``)
-    _broken: BaseException | None = None
-    _pending: PendingCall = PendingCall.NONE
-    _interrupted: bool = False  # a Ctrl-C cut the pending call: only its *_wait() runs
-    _held: Any = None  # a batch in hand not yet returned (its *_wait() returns it)
-    _pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
-    _done: np.ndarray  # each env's episode ended at its last step
-    _ready: bool = False  # a full reset() has been done
-    #: an interrupted ``step``/``reset`` can be finished by its ``*_wait()`` while usable
-    #: (a worker backend's: cut only in its wait, which it repeats; see `_can_finish`)
-    _resumes: bool = False
-
-    def _check_ready(self, what: str, call: str) -> None:
-        """Raise why ``what`` (a start of ``call``) cannot run now: closed, broken (named
-        before any other error) or a call pending (one a Ctrl-C left pending is only
-        finished by its ``*_wait()`` or abandoned by ``close()``). Called only when a cheap
-        test says one holds."""
-        if self.closed:
-            raise ClosedError(
-                f"{what}() on a closed {type(self).__name__}; make a new one with "
-                "envfactory.make_vec(...)"
-            )
-        if self._broken is not None:
-            advice = (
-                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
-                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
-                "not past this fault)"
-                if getattr(self, "restart", False)
-                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
-                "failed workers automatically"
-            )
-            raise VecEnvBrokenError(
-                f"{call}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
-                + advice
-            )
-        if self._pending is not _IDLE:
-            p = self._pending.value
-            if self._interrupted:
-                raise AlreadyPendingError(
-                    f"{what}() called while a {p}() interrupted by Ctrl-C is pending; call "
-                    f"{p}_wait() to get its results (nothing of it is lost), or close() to "
-                    "abandon it",
-                    p,
-                )
-            raise AlreadyPendingError(
-                f"{what}() called while a {p}_async() is pending; call {p}_wait() first (or, "
-                f"re-entered from a signal handler or a callback while a {p}() is in "
-                f"progress, make the call once it returned)",
-                p,
-            )
-
-    def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
-        """``start(*args)``, the backend's start of ``kind``, held (`ctrl_c`): a Ctrl-C
-        meanwhile is raised once it is sent, leaving it pending if the backend can finish it
-        (`_can_finish`); one let through by a wait of the start leaves nothing sent."""
-        try:
-            with HOLD:
-                start(*args)
-                self._pending = kind
-        except Exception:
-            raise
-        except BaseException:  # (a Ctrl-C) pending if it was sent and can be finished
-            finishable = self._pending is kind and self._can_finish()
-            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
-            raise
-
-    def _wait_for(
-        self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any, what: str = ""
-    ) -> Any:
-        """``finish(timeout)``, the backend's wait for the pending ``kind`` (``what``: a public
-        ``*_wait()``, whose state and ``timeout`` are checked first), then the batch's
-        bookkeeping (which envs are done; it may run twice). Done or failed, nothing is
-        pending after it; a Ctrl-C before the batch was in hand leaves it pending if the
-        backend can finish it, after, the batch is kept (``_held``) for the next ``*_wait()``.
-        Nothing between the end of ``finish`` and the return lets an interrupt in (no call:
-        CPython checks for signals on entering a Python function and after a C call)."""
-        if what:
-            if self.closed:
-                self._check_ready(what, kind.value)
-            if timeout is not None:
-                timeout = check_wait_timeout(timeout, what)
-            if self._pending is not kind:
-                p = self._pending.value
-                now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
-                raise NoPendingCallError(
-                    f"{what}() called but {now}; call {_FIRST[kind]} first",
-                    "" if p == "none" else p,
-                )
-        try:
-            with HOLD:  # (a Ctrl-C is let through only in the backend's wait, `ctrl_c`)
-                batch = self._held
-                if batch is None:
-                    batch = finish(timeout)
-                    self._held = batch
-                if kind is PendingCall.STEP:
-                    np.logical_or(batch[2], batch[3], out=self._done)
-                elif kind is PendingCall.CALL:
-                    pass
-                elif self._pending_mask is None:  # a reset: its envs are not done any more
-                    self._done[:] = False
-                    self._ready = True
-                else:
-                    self._done[self._pending_mask] = False
-        except Exception:
-            self._pending, self._interrupted, self._held = _IDLE, False, None
-            raise
-        except BaseException:
-            finishable = self._held is not None or self._can_finish()  # (results in hand)
-            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
-            raise
-        self._held = None
-        self._pending = _IDLE
-        self._interrupted = False
-        return batch
-
-    def _can_finish(self) -> bool:
-        """After an interrupt of ``step``/``reset``: whether its ``*_wait()`` can finish it."""
-        return self._resumes and self._broken is None
 
 
 def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:

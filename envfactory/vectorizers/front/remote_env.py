@@ -10,19 +10,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ...errors import AlreadyPendingError, ConfigError, too_many_open_files
-from ..transport.ctrl_c import HOLD
+from ...errors import ConfigError, too_many_open_files
+from ..transport.ctrl_c import HOLD, CallGuard, PendingCall
 from ..transport.handle import CLOSE_TIMEOUT, WorkerHandle
 from ..worker.protocol import Call, Cmd, Reset, SetAttr
 from .base import VecEnvBase
 from .checks import per_env_answer
-from .env_calls import EnvCall, PendingCall
+from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
 from .supervisor import Outcome, Supervisor
 
@@ -38,21 +37,6 @@ __all__ = [
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
-
-
-#: this process's id, kept current in a forked child (``os.getpid`` is a system call)
-_PID = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
-
-
-def _on_stack(frame: FrameType) -> bool:
-    """Whether ``frame`` is running in this thread (below the caller's caller)."""
-    f = sys._getframe(2)
-    while f is not None:
-        if f is frame:
-            return True
-        f = f.f_back  # type: ignore[assignment]
-    return False
 
 
 def _recheck(env: RemoteVecEnv, what: str, call: str) -> Callable[[], None]:
@@ -147,65 +131,6 @@ def check_started(group: Any) -> None:
         f"{name}.start() returned without {missed}: a group's start hands its workers to "
         "set_handles, then waits for them with wait_started (which sets the spaces)"
     )
-
-
-class CallGuard:
-    """One call at a time, by the process that made the env: `enter` marks a call in progress
-    (``active``: its name, thread and entering frame), `leave` ends it. Another thread, a
-    forked child and a call re-entered while the first one's frame is on the stack (a signal
-    handler, a callback) are refused; a call a Ctrl-C cut is not running, so never blocks."""
-
-    __slots__ = ("active", "label", "lock", "owner_pid")
-
-    def __init__(self, label: str) -> None:
-        self.label = label  # (the env's class, for the messages)
-        self.owner_pid = os.getpid()
-        self.lock = threading.Lock()  # held only to check and set ``active``
-        self.active: tuple[str, threading.Thread, FrameType] | None = None
-
-    def enter(
-        self,
-        what: str,
-        caller: FrameType | None = None,
-        check: Callable[[], None] | None = None,
-    ) -> None:
-        """Mark ``what`` in progress, entered by ``caller`` (default: the caller's frame),
-        then run ``check`` under the guard, leaving if it raises."""
-        if _PID[0] != self.owner_pid:
-            raise RuntimeError(
-                f"{what}() on a {self.label} made by process {self.owner_pid}; this "
-                f"process ({os.getpid()}) was forked from it and does not own its workers. "
-                "Make a new vectorized env in this process"
-            )
-        me = threading.current_thread()
-        with self.lock:
-            active = self.active
-            if active is not None and active[1] is not me and active[1].is_alive():
-                raise RuntimeError(
-                    f"{what}() called from thread {me.name!r} while {active[0]}() is in "
-                    f"progress in thread {active[1].name!r}: a vectorized env serves one "
-                    "call at a time. Give each thread its own env, or hold a lock around "
-                    "every call"
-                )
-            if active is not None and active[1] is me and _on_stack(active[2]):
-                raise AlreadyPendingError(
-                    f"{what}() re-entered while {active[0]}() is in progress in the same "
-                    "thread (from a signal handler or a callback): a vectorized env serves "
-                    "one call at a time; make the call after the first one returns",
-                    active[0],
-                )
-            self.active = (what, me, caller or sys._getframe(1))
-        if check is not None:
-            try:
-                check()
-            except BaseException:
-                self.leave()
-                raise
-
-    def leave(self) -> None:  # (drops the frame: the call's locals are not kept)
-        active = self.active
-        if active is not None and active[1] is threading.current_thread():
-            self.active = None
 
 
 class RemoteVecEnv(VecEnvBase):

@@ -1,26 +1,45 @@
-"""The interrupt rule of every vectorizer, in one place: a Ctrl-C lands only at a wait.
+"""The interrupt rule of every vectorizer and the call state it keeps, in one place: one call
+at a time, a Ctrl-C only at its wait, a call cut there pending.
 
 A call runs ``with HOLD:``: a Ctrl-C (SIGINT) of the main thread meanwhile is held, let
 through only inside the call's blocking wait (`_CtrlC.waiting`), which is safe to repeat (a
-call cut there is pending, and its ``*_wait()`` waits again), else raised when the hold
-ends. So no bookkeeping, pipe message or shared-memory post is cut part-way. A worker's
-rebuild holds every Ctrl-C, also in its waits (`held_ctrl_c`). The hold is one SIGINT
+call cut there is pending, `CallState`, and its ``*_wait()`` waits again), else raised when
+the hold ends. So no bookkeeping, pipe message or shared-memory post is cut part-way. A
+worker's rebuild holds every Ctrl-C, also in its waits (`held_ctrl_c`). The hold is one SIGINT
 handler, installed by each front when it is built (`use`), put back by the last to close
-(`unuse`); a handler the program sets after that is lent the hold for each call.
+(`unuse`); a handler the program sets after that is lent the hold for each call. A worker
+backend's front lets one call in at a time (`CallGuard`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import math
+import numbers
 import os
 import signal
+import sys
 import threading
 from _signal import getsignal as _getsignal
 from _thread import get_ident
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
-__all__ = ["HOLD", "held_ctrl_c"]
+import numpy as np
+
+from ...errors import AlreadyPendingError, ClosedError, NoPendingCallError, VecEnvBrokenError
+
+__all__ = [
+    "HOLD",
+    "CallGuard",
+    "CallState",
+    "PendingCall",
+    "check_wait_timeout",
+    "held_ctrl_c",
+    "not_seconds",
+]
 
 _SIGINT = int(signal.SIGINT)
 
@@ -145,3 +164,250 @@ def held_ctrl_c() -> Iterator[None]:
         finally:
             if main:
                 HOLD.shut -= 1
+
+
+class PendingCall(enum.Enum):
+    """Which async half a vectorized env waits on (gymnasium's ``AsyncState``, by call)."""
+
+    NONE = "none"
+    RESET = "reset"
+    STEP = "step"
+    CALL = "call"
+
+
+_IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
+#: what a ``*_wait()`` with none of its call pending says to call first
+_FIRST = {
+    PendingCall.RESET: "reset_async(seed=..., options=...)",
+    PendingCall.STEP: "step_async(actions)",
+    PendingCall.CALL: "call_async(name, ...)",
+}
+
+
+class CallState:
+    """The pending-call state: every call is refused (`_check_ready`), started (`_start_for`)
+    and finished (`_wait_for`) through it."""
+
+    closed: bool
+    #: the fault that left the env unusable (None: usable; set by ``RemoteVecEnv.apply``)
+    _broken: BaseException | None = None
+    _pending: PendingCall = PendingCall.NONE
+    _interrupted: bool = False  # a Ctrl-C cut the pending call: only its *_wait() runs
+    _held: Any = None  # a batch in hand not yet returned (its *_wait() returns it)
+    _pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
+    _done: np.ndarray  # each env's episode ended at its last step
+    _ready: bool = False  # a full reset() has been done
+    #: an interrupted ``step``/``reset`` can be finished by its ``*_wait()`` while usable
+    #: (a worker backend's: cut only in its wait, which it repeats; see `_can_finish`)
+    _resumes: bool = False
+
+    def _check_ready(self, what: str, call: str) -> None:
+        """Raise why ``what`` (a start of ``call``) cannot run now: closed, broken (named
+        before any other error) or a call pending (one a Ctrl-C left pending is only
+        finished by its ``*_wait()`` or abandoned by ``close()``). Called only when a cheap
+        test says one holds."""
+        if self.closed:
+            raise ClosedError(
+                f"{what}() on a closed {type(self).__name__}; make a new one with "
+                "envfactory.make_vec(...)"
+            )
+        if self._broken is not None:
+            advice = (
+                "Close it and make a new one (vectorizer.restart=true rebuilds a failed worker "
+                "process, up to vectorizer.max_restarts per vectorizer.restart_window, but "
+                "not past this fault)"
+                if getattr(self, "restart", False)
+                else "Close it and make a new one, or set vectorizer.restart=true to rebuild "
+                "failed workers automatically"
+            )
+            raise VecEnvBrokenError(
+                f"{call}() on a {type(self).__name__} that is unusable since: {self._broken}\n"
+                + advice
+            )
+        if self._pending is not _IDLE:
+            p = self._pending.value
+            if self._interrupted:
+                raise AlreadyPendingError(
+                    f"{what}() called while a {p}() interrupted by Ctrl-C is pending; call "
+                    f"{p}_wait() to get its results (nothing of it is lost), or close() to "
+                    "abandon it",
+                    p,
+                )
+            raise AlreadyPendingError(
+                f"{what}() called while a {p}_async() is pending; call {p}_wait() first (or, "
+                f"re-entered from a signal handler or a callback while a {p}() is in "
+                f"progress, make the call once it returned)",
+                p,
+            )
+
+    def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
+        """``start(*args)``, the backend's start of ``kind``, held (`ctrl_c`): a Ctrl-C
+        meanwhile is raised once it is sent, leaving it pending if the backend can finish it
+        (`_can_finish`); one let through by a wait of the start leaves nothing sent."""
+        try:
+            with HOLD:
+                start(*args)
+                self._pending = kind
+        except Exception:
+            raise
+        except BaseException:  # (a Ctrl-C) pending if it was sent and can be finished
+            finishable = self._pending is kind and self._can_finish()
+            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
+            raise
+
+    def _wait_for(
+        self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any, what: str = ""
+    ) -> Any:
+        """``finish(timeout)``, the backend's wait for the pending ``kind`` (``what``: a public
+        ``*_wait()``, whose state and ``timeout`` are checked first), then the batch's
+        bookkeeping (which envs are done; it may run twice). Done or failed, nothing is
+        pending after it; a Ctrl-C before the batch was in hand leaves it pending if the
+        backend can finish it, after, the batch is kept (``_held``) for the next ``*_wait()``.
+        Nothing between the end of ``finish`` and the return lets an interrupt in (no call:
+        CPython checks for signals on entering a Python function and after a C call)."""
+        if what:
+            if self.closed:
+                self._check_ready(what, kind.value)
+            if timeout is not None:
+                timeout = check_wait_timeout(timeout, what)
+            if self._pending is not kind:
+                p = self._pending.value
+                now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
+                raise NoPendingCallError(
+                    f"{what}() called but {now}; call {_FIRST[kind]} first",
+                    "" if p == "none" else p,
+                )
+        try:
+            with HOLD:  # (a Ctrl-C is let through only in the backend's wait, `ctrl_c`)
+                batch = self._held
+                if batch is None:
+                    batch = finish(timeout)
+                    self._held = batch
+                if kind is PendingCall.STEP:
+                    np.logical_or(batch[2], batch[3], out=self._done)
+                elif kind is PendingCall.CALL:
+                    pass
+                elif self._pending_mask is None:  # a reset: its envs are not done any more
+                    self._done[:] = False
+                    self._ready = True
+                else:
+                    self._done[self._pending_mask] = False
+        except Exception:
+            self._pending, self._interrupted, self._held = _IDLE, False, None
+            raise
+        except BaseException:
+            finishable = self._held is not None or self._can_finish()  # (results in hand)
+            self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
+            raise
+        self._held = None
+        self._pending = _IDLE
+        self._interrupted = False
+        return batch
+
+    def _can_finish(self) -> bool:
+        """After an interrupt of ``step``/``reset``: whether its ``*_wait()`` can finish it."""
+        return self._resumes and self._broken is None
+
+
+def check_wait_timeout(timeout: Any, what: str) -> float | None:
+    """A wait's ``timeout`` argument, checked before anything is waited on: seconds ``>= 0``
+    as a float (``inf``: no limit) or None (the vectorizer's own); else a ValueError.
+
+    Example:
+        >>> check_wait_timeout(2, "step_wait"), check_wait_timeout(None, "recv")
+        (2.0, None)
+        >>> check_wait_timeout(-1, "step_wait")
+        Traceback (most recent call last):
+        ...
+        ValueError: step_wait(timeout=-1): timeout must be a number of seconds >= 0, or None ...
+    """
+    if timeout is None:
+        return None
+    if not_seconds(timeout):
+        raise ValueError(
+            f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
+            "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
+            "env is still usable"
+        )
+    return float(timeout)
+
+
+def not_seconds(timeout: Any) -> bool:
+    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+    return bad_type or math.isnan(timeout) or timeout < 0
+
+
+#: this process's id, kept current in a forked child (``os.getpid`` is a system call)
+_PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
+def _on_stack(frame: FrameType) -> bool:
+    """Whether ``frame`` is running in this thread (below the caller's caller)."""
+    f = sys._getframe(2)
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back  # type: ignore[assignment]
+    return False
+
+
+class CallGuard:
+    """One call at a time, by the process that made the env: `enter` marks a call in progress
+    (``active``: its name, thread and entering frame), `leave` ends it. Another thread, a
+    forked child and a call re-entered while the first one's frame is on the stack (a signal
+    handler, a callback) are refused; a call a Ctrl-C cut is not running, so never blocks."""
+
+    __slots__ = ("active", "label", "lock", "owner_pid")
+
+    def __init__(self, label: str) -> None:
+        self.label = label  # (the env's class, for the messages)
+        self.owner_pid = os.getpid()
+        self.lock = threading.Lock()  # held only to check and set ``active``
+        self.active: tuple[str, threading.Thread, FrameType] | None = None
+
+    def enter(
+        self,
+        what: str,
+        caller: FrameType | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        """Mark ``what`` in progress, entered by ``caller`` (default: the caller's frame),
+        then run ``check`` under the guard, leaving if it raises."""
+        if _PID[0] != self.owner_pid:
+            raise RuntimeError(
+                f"{what}() on a {self.label} made by process {self.owner_pid}; this "
+                f"process ({os.getpid()}) was forked from it and does not own its workers. "
+                "Make a new vectorized env in this process"
+            )
+        me = threading.current_thread()
+        with self.lock:
+            active = self.active
+            if active is not None and active[1] is not me and active[1].is_alive():
+                raise RuntimeError(
+                    f"{what}() called from thread {me.name!r} while {active[0]}() is in "
+                    f"progress in thread {active[1].name!r}: a vectorized env serves one "
+                    "call at a time. Give each thread its own env, or hold a lock around "
+                    "every call"
+                )
+            if active is not None and active[1] is me and _on_stack(active[2]):
+                raise AlreadyPendingError(
+                    f"{what}() re-entered while {active[0]}() is in progress in the same "
+                    "thread (from a signal handler or a callback): a vectorized env serves "
+                    "one call at a time; make the call after the first one returns",
+                    active[0],
+                )
+            self.active = (what, me, caller or sys._getframe(1))
+        if check is not None:
+            try:
+                check()
+            except BaseException:
+                self.leave()
+                raise
+
+    def leave(self) -> None:  # (drops the frame: the call's locals are not kept)
+        active = self.active
+        if active is not None and active[1] is threading.current_thread():
+            self.active = None
+
+
