@@ -1,25 +1,30 @@
 """``VecEnvBase``: a real ``gymnasium.vector.VectorEnv`` with envfactory's contract (checked
-arguments, seeding, ``reset_mask``, the async halves, idempotent close); a backend fills in
-the ``_start_*``/``_finish_*`` halves and ``_do_close``."""
+arguments and actions, seeding, ``reset_mask``, the async halves, idempotent close)."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, iterate
+from gymnasium.vector.utils import batch_space
 
 from ...errors import ConfigError, InvalidActionError, ResetNeededError
 from ..record import RunRecord, Split, run_record_of
 from ..transport.ctrl_c import PendingCall
 from ..transport.shared import obs_copier
-from .checks import autoreset_mode, reset_needed, seeds_for, split_reset_mask
-from .env_calls import EnvCalls
+from .checks import (
+    autoreset_mode,
+    composite_checker,
+    reset_needed,
+    seeds_for,
+    split_reset_mask,
+)
+from .env_calls import EnvCalls, PoolOnly
 
 __all__ = ["ActionCheck", "VecEnvBase", "action_checker"]
 
@@ -80,121 +85,34 @@ def action_checker(space: gym.Space, n: int, path: str = "") -> ActionCheck:
             return a
 
         return check_discrete
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        start, stop = space.start, space.start + space.nvec
-        valid = f"start <= x < start + nvec, start={start.tolist()}, nvec={space.nvec.tolist()}"
-        return _elementwise(
-            space, n, path, frozenset("iu"), valid, lambda a: (a < start) | (a >= stop)
-        )
-    if isinstance(space, gym.spaces.MultiBinary):
-        return _elementwise(space, n, path, _NUMERIC, "0 or 1", lambda a: (a != 0) & (a != 1))
-    if isinstance(space, gym.spaces.Box):
-        shape = (n, *space.shape)
+    if isinstance(space, gym.spaces.MultiDiscrete | gym.spaces.MultiBinary | gym.spaces.Box):
+        shape, kinds, valid, bad_of = (n, *space.shape), _NUMERIC, "", None
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            start, stop = space.start, space.start + space.nvec
+            kinds = frozenset("iu")
+            valid = f"start <= x < start + nvec, start={start.tolist()}, nvec={space.nvec.tolist()}"
+            bad_of = lambda a: (a < start) | (a >= stop)  # noqa: E731
+        elif isinstance(space, gym.spaces.MultiBinary):
+            valid, bad_of = "0 or 1", lambda a: (a != 0) & (a != 1)
 
-        def check_box(actions: Any) -> Any:
-            return _array(path, actions, shape, space, _NUMERIC)
+        def check_array(actions: Any) -> Any:  # (Box actions are not bounds-checked)
+            a = _array(path, actions, shape, space, kinds)
+            bad = None if bad_of is None else bad_of(a)
+            if bad is not None and bad.any():
+                _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, valid)
+            return a
 
-        return check_box
-    if isinstance(space, gym.spaces.Dict):
-        subs = {k: action_checker(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
-
-        def check_dict(actions: Any) -> Any:
-            if not isinstance(actions, Mapping) or set(actions) != set(subs):
-                got = sorted(actions) if isinstance(actions, Mapping) else type(actions).__name__
-                raise InvalidActionError(
-                    f"actions{path} must be a dict with keys {sorted(subs)} (one batch per "
-                    f"key, for single_action_space {space}), got {got}"
-                )
-            return {k: c(actions[k]) for k, c in subs.items()}
-
-        return check_dict
-    if isinstance(space, gym.spaces.Tuple):
-        parts = [action_checker(v, n, f"{path}[{k}]") for k, v in enumerate(space.spaces)]
-
-        def check_tuple(actions: Any) -> Any:
-            if not isinstance(actions, (tuple, list)) or len(actions) != len(parts):
-                got = len(actions) if isinstance(actions, (tuple, list)) else type(actions)
-                raise InvalidActionError(
-                    f"actions{path} must be a tuple of {len(parts)} batches (one per "
-                    f"subspace of {space}), got {got}"
-                )
-            return tuple(c(x) for c, x in zip(parts, actions))
-
-        return check_tuple
-    batched = batch_space(space, n)
-
-    def check_other(actions: Any) -> Any:
-        try:
-            items = list(iterate(batched, actions))
-        except Exception as exc:
-            raise InvalidActionError(
-                f"actions{path} is not a batch of {n} actions of {space}: {exc}"
-            ) from None
-        if len(items) != n:
-            raise InvalidActionError(
-                f"got {len(items)} actions for num_envs={n}; pass one action per env"
-            )
-        for i, x in enumerate(items):
-            if not space.contains(x):
-                raise InvalidActionError(
-                    f"actions{path}[{i}] = {x!r} (env {i}) is not in single_action_space {space}"
-                )
-        return actions
-
-    return check_other
-
-
-def _elementwise(
-    space: gym.spaces.MultiDiscrete | gym.spaces.MultiBinary,
-    n: int,
-    path: str,
-    kinds: frozenset[str],
-    valid: str,
-    bad_of: Callable,
-) -> ActionCheck:
-    shape = (n, *space.shape)
-
-    def check(actions: Any) -> Any:
-        a = _array(path, actions, shape, space, kinds)
-        bad = bad_of(a)
-        if bad.any():
-            _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, valid)
-        return a
-
-    return check
-
+        return check_array
+    return composite_checker(space, n, path, action_checker)
 
 
 _IDLE = PendingCall.NONE  # (a module global: read without any call)
 
 
-class _PoolOnly:
-    """``async_reset``/``recv``/``send`` of a VectorEnv that is no async pool: an
-    ``AttributeError`` saying where they are (``hasattr`` stays False)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:  # (it always raises)
-        cls = type(obj) if obj is not None else objtype
-        raise AttributeError(
-            f"{getattr(cls, '__name__', 'this VectorEnv')} has no {self.name}(): "
-            "async_reset/recv/send belong to the async pool, which vectorizer=subproc (or "
-            "subproc-atari) builds with vectorizer.batch_size=N (recv returns the first N envs "
-            "ready); this VectorEnv steps every env at once with reset()/step()",
-            name=self.name,
-            obj=obj,
-        )
-
-
 class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
-    """Shared front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``
-    (`reset`, `reset_async`, `reset_wait`, `step`, `step_async`, `step_wait`, `call`,
-    `env_method`, `get_attr`, `set_attr`, `render`, `close`) that checks every argument
-    (actions, seeds, ``reset_mask``, call order, use after close) before anything reaches an
-    env. A backend calls `_init_spaces` once its spaces are known and
-    implements the ``_start_*``/``_finish_*`` halves (``_finish_*`` waits at most ``timeout``
-    seconds) and ``_do_close``.
+    """The front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv`` that checks
+    every argument before anything reaches an env. A backend calls `_init_spaces` once its
+    spaces are known and fills in the ``_start_*``/``_finish_*`` halves and ``_do_close``.
 
     Example:
         >>> import envfactory, gymnasium
@@ -206,12 +124,10 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     env_id: str = ""
 
-    #: how the envs were placed and why ([`Split`][envfactory.vectorizers.record.Split]; None:
-    #: nothing decided at build time)
+    #: how the envs were placed and why ([`Split`][envfactory.vectorizers.record.Split])
     split: Split | None = None
-    #: ``check_actions(actions)``: reject a wrong action batch before anything is stepped
-    #: (an `InvalidActionError` naming the env and value); returns the batch, a list or
-    #: scalar batch as a numpy array
+    #: ``check_actions(actions)``: the batch (a list as a numpy array), or an
+    #: `InvalidActionError` naming the env and value
     check_actions: Callable[[Any], Any]
     # a backend's halves (`RemoteVecEnv`'s, `DummyVecEnv`'s)
     _start_reset: Callable[[list, dict | None, np.ndarray | None], None]
@@ -234,7 +150,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         self.closed = False
 
     # the pool's own (PoolVecEnv): here, a clear error
-    async_reset, recv, send = _PoolOnly(), _PoolOnly(), _PoolOnly()
+    async_reset, recv, send = PoolOnly(), PoolOnly(), PoolOnly()
 
     def _init_spaces(self, obs_space: gym.Space, act_space: gym.Space, metadata: dict) -> None:
         self.single_observation_space = obs_space
@@ -247,9 +163,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         self.check_actions = self._check_actions = action_checker(act_space, self.num_envs)
 
     def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        """Per-env seeds: int -> ``seed + i`` (or ``SeedSequence.spawn`` streams with
-        ``seeding='spawn'``); a list must have ``num_envs`` entries, each an int >= 0 or
-        None.
+        """Per-env seeds (as `reset`'s ``seed``).
 
         Raises:
             InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
@@ -384,8 +298,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     def step_async(self, actions: Any) -> None:
         """Start a [`step`][envfactory.VecEnvBase.step] (same argument, checked now);
-        [`step_wait`][envfactory.VecEnvBase.step_wait] returns its result. Worker processes step
-        while the caller does other work.
+        [`step_wait`][envfactory.VecEnvBase.step_wait] returns its result.
 
         Raises:
             AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
@@ -445,18 +358,14 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     @property
     def run_record(self) -> RunRecord:
-        """What this env did and how it was built, read-only: the class built, its
-        [`split`][envfactory.vectorizers.record.Split] (how many envs in each worker and in
-        this process, and why) and each worker's restarts (how many, the first cause). The
-        ``envfactory`` command prints it in the summary; see
+        """What this env did and how it was built (the summary prints it): see
         [`RunRecord`][envfactory.vectorizers.record.RunRecord]."""
         return run_record_of(self)
 
     @property
     def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]
-        """Each env's ``np_random_seed``, as gymnasium's Sync/AsyncVectorEnv: after
-        ``reset(seed=42)`` on 3 envs ``(42, 43, 44)`` (with ``seeding=spawn``, the spawned
-        seeds); before any seeded reset, the random seed each env drew for itself."""
+        """Each env's ``np_random_seed``, as gymnasium's Sync/AsyncVectorEnv (before any seeded
+        reset, the random seed each env drew for itself)."""
         return self.get_attr("np_random_seed")
 
     @property  # type: ignore[misc]

@@ -6,15 +6,17 @@ worker answers (per-env answers, the envs' spaces, a rebuilt worker's spaces).""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space, iterate
 
 from ...errors import (
     ConfigError,
+    InvalidActionError,
     InvalidSeedError,
     ResetNeededError,
     SpaceMismatchError,
@@ -27,12 +29,68 @@ __all__ = [
     "check_recv_timeout",
     "check_seeds",
     "check_spaces",
+    "composite_checker",
     "per_env_answer",
     "reset_needed",
     "seeds_for",
     "show_ids",
     "split_reset_mask",
 ]
+
+
+def composite_checker(
+    space: gym.Space, n: int, path: str, leaf: Callable[[gym.Space, int, str], Callable]
+) -> Callable[[Any], Any]:
+    """``check(actions)`` for a Dict, Tuple or other space of ``n`` envs (``leaf``: the
+    checker of a subspace, `action_checker`)."""
+    if isinstance(space, gym.spaces.Dict):
+        subs = {k: leaf(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
+
+        def check_dict(actions: Any) -> Any:
+            if not isinstance(actions, Mapping) or set(actions) != set(subs):
+                got = sorted(actions) if isinstance(actions, Mapping) else type(actions).__name__
+                raise InvalidActionError(
+                    f"actions{path} must be a dict with keys {sorted(subs)} (one batch per "
+                    f"key, for single_action_space {space}), got {got}"
+                )
+            return {k: c(actions[k]) for k, c in subs.items()}
+
+        return check_dict
+    if isinstance(space, gym.spaces.Tuple):
+        parts = [leaf(v, n, f"{path}[{k}]") for k, v in enumerate(space.spaces)]
+
+        def check_tuple(actions: Any) -> Any:
+            if not isinstance(actions, (tuple, list)) or len(actions) != len(parts):
+                got = len(actions) if isinstance(actions, (tuple, list)) else type(actions)
+                raise InvalidActionError(
+                    f"actions{path} must be a tuple of {len(parts)} batches (one per "
+                    f"subspace of {space}), got {got}"
+                )
+            return tuple(c(x) for c, x in zip(parts, actions))
+
+        return check_tuple
+    batched = batch_space(space, n)
+
+    def check_other(actions: Any) -> Any:
+        try:
+            items = list(iterate(batched, actions))
+        except Exception as exc:
+            raise InvalidActionError(
+                f"actions{path} is not a batch of {n} actions of {space}: {exc}"
+            ) from None
+        if len(items) != n:
+            raise InvalidActionError(
+                f"got {len(items)} actions for num_envs={n}; pass one action per env"
+            )
+        for i, x in enumerate(items):
+            if not space.contains(x):
+                raise InvalidActionError(
+                    f"actions{path}[{i}] = {x!r} (env {i}) is not in single_action_space {space}"
+                )
+        return actions
+
+    return check_other
+
 
 def check_seeds(seeds: Sequence[Any]) -> None:
     """Every per-env seed is None or an int >= 0."""

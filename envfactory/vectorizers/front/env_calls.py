@@ -16,6 +16,7 @@ from ..transport.ctrl_c import CallState, PendingCall
 __all__ = [
     "EnvCall",
     "EnvCalls",
+    "PoolOnly",
     "env_indices",
     "tile_images",
 ]
@@ -70,6 +71,25 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
         r, c = divmod(k, ncols)
         out[r * h : (r + 1) * h, c * w : (c + 1) * w] = a
     return out
+
+
+class PoolOnly:
+    """``async_reset``/``recv``/``send`` of a VectorEnv that is no async pool: an
+    ``AttributeError`` saying where they are (``hasattr`` stays False)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:  # (it always raises)
+        cls = type(obj) if obj is not None else objtype
+        raise AttributeError(
+            f"{getattr(cls, '__name__', 'this VectorEnv')} has no {self.name}(): "
+            "async_reset/recv/send belong to the async pool, which vectorizer=subproc (or "
+            "subproc-atari) builds with vectorizer.batch_size=N (recv returns the first N envs "
+            "ready); this VectorEnv steps every env at once with reset()/step()",
+            name=self.name,
+            obj=obj,
+        )
 
 
 class EnvCalls(CallState):

@@ -409,5 +409,3 @@ class CallGuard:
         active = self.active
         if active is not None and active[1] is threading.current_thread():
             self.active = None
-
-
