@@ -67,25 +67,20 @@ class DummyVecEnv(VecEnvBase):
         )
         # a Ctrl-C during a step or reset is held until every env is done (see _stepped)
         self._holds = HOLD.use()
-        self._reset_done = False  # the pending reset ran (reset_wait() returns it)
 
     def _out(self) -> Any:
         self._obs = concatenate_checked(self.single_observation_space, self._runner.obs, self._obs)
         return self._copy_obs(self._obs) if self.copy else self._obs
 
     def _start_reset(self, seeds: list, options: dict | None, mask: Any) -> None:
-        self._reset_done = False
-        with HOLD:
+        self._resumes = False  # (True once the reset ran: a Ctrl-C held until it was done
+        with HOLD:  # leaves it to reset_wait())
             self._pending_result = self._runner.reset(seeds, options, mask)
-            self._reset_done = True
-
-    def _can_finish(self) -> bool:
-        """A reset that ran (a Ctrl-C held until it was done): ``reset_wait()`` returns it."""
-        return self._reset_done
+            self._resumes = True
 
     def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
         batch = self._out(), merge_infos(self._pending_result, self.num_envs)
-        self._reset_done = False  # (a later interrupted step cannot be finished so)
+        self._resumes = False  # (a later interrupted step cannot be finished so)
         return batch
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:

@@ -13,7 +13,7 @@ from gymnasium.vector.utils import batch_space, iterate
 
 from ...errors import AlreadyPendingError, InvalidActionError, ResetNeededError
 from ..front.base import action_checker
-from ..front.checks import check_env_ids, check_recv_timeout, show_ids
+from ..front.checks import check_env_ids, check_recv_timeout, seeds_for, show_ids
 from ..front.group import WorkerGroup
 from ..front.remote_env import RemoteVecEnv
 from ..worker.protocol import Reset
@@ -72,7 +72,7 @@ class PoolVecEnv(RemoteVecEnv):
         """Start resetting every env (seeds as `reset`); `recv` returns them ``batch_size``
         at a time. Raises ``AlreadyPendingError`` while envs are in flight or not received."""
         self._check_ready("async_reset", "async_reset")
-        seeds = self.seeds_for(seed)
+        seeds = seeds_for(seed, self.num_envs, self.seeding)
         if options and "reset_mask" in options:
             raise ValueError(
                 "async_reset() resets every env; for a reset_mask use reset(options=...) "

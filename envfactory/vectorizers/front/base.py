@@ -4,7 +4,7 @@ arguments and actions, seeding, ``reset_mask``, the async halves, idempotent clo
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -162,14 +162,6 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         self._copy_obs = obs_copier(obs_space)
         self.check_actions = self._check_actions = action_checker(act_space, self.num_envs)
 
-    def seeds_for(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        """Per-env seeds (as `reset`'s ``seed``).
-
-        Raises:
-            InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
-        """
-        return seeds_for(seed, self.num_envs, self.seeding)
-
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset every env (or those of ``options["reset_mask"]``) and return the batch.
 
@@ -221,7 +213,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         """
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("reset_async", "reset")
-        seeds = self.seeds_for(seed)
+        seeds = seeds_for(seed, self.num_envs, self.seeding)
         options, mask = split_reset_mask(options, self.num_envs)
         if mask is not None and not self._ready:
             raise ResetNeededError(

@@ -68,6 +68,9 @@ class WorkerGroup(ABC):
 
     num_envs: int = 0
     env_id: str = ""
+    #: with ``restart=true`` (and `respawn`): ``last_obs(handle)``, copies of the observations
+    #: the caller last saw of ``handle``'s envs
+    last_obs: Callable[[WorkerHandle], list[Any]]
 
     def __init__(self) -> None:
         self._env: Callable[[], RemoteVecEnv | None] = lambda: None
@@ -96,6 +99,11 @@ class WorkerGroup(ABC):
         """Start the workers: hand their handles to `set_handles` before starting them
         (``close`` ends only those), then wait for them with `wait_started`."""
 
+    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
+        """A new worker behind ``handle`` (the old one is killed): its envs'
+        [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo], within ``budget`` seconds."""
+        raise NotImplementedError
+
     @abstractmethod
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
@@ -103,14 +111,6 @@ class WorkerGroup(ABC):
         """The `Batch` of a step or reset from ``results[k]``, the answer of ``handles[k]``
         (``mask``: the envs a masked reset reset)."""
 
-    def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        """A new worker behind ``handle`` (the old one is killed): its envs'
-        [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo], within ``budget`` seconds."""
-        raise NotImplementedError
-
-    def last_obs(self, handle: WorkerHandle) -> list[Any]:
-        """Copies of the observations the caller last saw of ``handle``'s envs."""
-        raise NotImplementedError
 
     def post_step(self, actions: Any) -> None:
         """Send each worker its rows of the (checked) action batch."""

@@ -169,8 +169,8 @@ class RemoteVecEnv(VecEnvBase):
         group.env = self
         super().__init__(group.num_envs, autoreset_mode, seeding)
         self.supervisor = sup = Supervisor(timeout, restart, max_restarts, restart_window)
-        base, mine = WorkerGroup, type(group)
-        if restart and (mine.respawn is base.respawn or mine.last_obs is base.last_obs):
+        rebuilds = type(group).respawn is not WorkerGroup.respawn and hasattr(group, "last_obs")
+        if restart and not rebuilds:
             raise ConfigError(
                 f"vectorizer.restart=true: {type(group).__name__} cannot rebuild a worker (it "
                 "implements no respawn/last_obs); set vectorizer.restart=false"

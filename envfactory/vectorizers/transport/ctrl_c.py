@@ -197,8 +197,8 @@ class CallState:
     _pending_mask: np.ndarray | None = None  # the reset_mask of a pending reset
     _done: np.ndarray  # each env's episode ended at its last step
     _ready: bool = False  # a full reset() has been done
-    #: an interrupted ``step``/``reset`` can be finished by its ``*_wait()`` while usable
-    #: (a worker backend's: cut only in its wait, which it repeats; see `_can_finish`)
+    #: an interrupted ``step``/``reset`` can be finished by its ``*_wait()`` while usable (a
+    #: worker backend's: cut only in its wait, which it repeats; ``dummy``'s: a reset that ran)
     _resumes: bool = False
 
     def _check_ready(self, what: str, call: str) -> None:
@@ -243,7 +243,7 @@ class CallState:
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
         """``start(*args)``, the backend's start of ``kind``, held (`ctrl_c`): a Ctrl-C
         meanwhile is raised once it is sent, leaving it pending if the backend can finish it
-        (`_can_finish`); one let through by a wait of the start leaves nothing sent."""
+        (``_resumes``); one let through by a wait of the start leaves nothing sent."""
         try:
             with HOLD:
                 start(*args)
@@ -251,7 +251,7 @@ class CallState:
         except Exception:
             raise
         except BaseException:  # (a Ctrl-C) pending if it was sent and can be finished
-            finishable = self._pending is kind and self._can_finish()
+            finishable = self._pending is kind and self._resumes and self._broken is None
             self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
             raise
 
@@ -296,17 +296,13 @@ class CallState:
             self._pending, self._interrupted, self._held = _IDLE, False, None
             raise
         except BaseException:
-            finishable = self._held is not None or self._can_finish()  # (results in hand)
+            finishable = self._held is not None or (self._resumes and self._broken is None)
             self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
             raise
         self._held = None
         self._pending = _IDLE
         self._interrupted = False
         return batch
-
-    def _can_finish(self) -> bool:
-        """After an interrupt of ``step``/``reset``: whether its ``*_wait()`` can finish it."""
-        return self._resumes and self._broken is None
 
 
 def check_wait_timeout(timeout: Any, what: str) -> float | None:
