@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -37,16 +35,6 @@ __all__ = [
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
-
-
-def _recheck(env: RemoteVecEnv, what: str, call: str) -> Callable[[], None]:
-    """The front's state checked again under the call guard."""
-
-    def check() -> None:
-        if env._pending is not PendingCall.NONE or env._broken is not None:
-            env._check_ready(what, call)
-
-    return check
 
 
 def deadline_of(timeout: float | None, own: float | None) -> tuple[float, float | None]:
@@ -212,8 +200,10 @@ class RemoteVecEnv(VecEnvBase):
         return [len(h.restarts) for h in self.workers]
 
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        self._guard.enter("reset_async", sys._getframe(), _recheck(self, "reset_async", "reset"))
+        self._guard.enter("reset_async")
         try:
+            if self._pending is not PendingCall.NONE or self._broken is not None:
+                self._check_ready("reset_async", "reset")  # again, now under the call guard
             group = self.group
             for h in group.handles:  # (kept to redo the reset in a rebuilt worker)
                 part = None if mask is None else mask[h.start : h.stop]
@@ -259,8 +249,10 @@ class RemoteVecEnv(VecEnvBase):
     def _start_call(self, request: EnvCall) -> None:
         """Send ``request`` to the workers of its indices (each its local indices)."""
         r = request
-        self._guard.enter(r.what, sys._getframe(), _recheck(self, r.what, r.what))
+        self._guard.enter(r.what)
         try:
+            if self._pending is not PendingCall.NONE or self._broken is not None:
+                self._check_ready(r.what, r.what)  # again, now under the call guard
             group = self.group
             asked = [
                 (h, [i - h.start for i in r.indices if h.start <= i < h.stop]) for h in group.order

@@ -362,14 +362,8 @@ class CallGuard:
         self.lock = threading.Lock()  # held only to check and set ``active``
         self.active: tuple[str, threading.Thread, FrameType] | None = None
 
-    def enter(
-        self,
-        what: str,
-        caller: FrameType | None = None,
-        check: Callable[[], None] | None = None,
-    ) -> None:
-        """Mark ``what`` in progress, entered by ``caller`` (default: the caller's frame),
-        then run ``check`` under the guard, leaving if it raises."""
+    def enter(self, what: str) -> None:
+        """Mark ``what`` in progress, entered by the caller's frame."""
         if _PID[0] != self.owner_pid:
             raise RuntimeError(
                 f"{what}() on a {self.label} made by process {self.owner_pid}; this "
@@ -393,13 +387,7 @@ class CallGuard:
                     "one call at a time; make the call after the first one returns",
                     active[0],
                 )
-            self.active = (what, me, caller or sys._getframe(1))
-        if check is not None:
-            try:
-                check()
-            except BaseException:
-                self.leave()
-                raise
+            self.active = (what, me, sys._getframe(1))
 
     def leave(self) -> None:  # (drops the frame: the call's locals are not kept)
         active = self.active
