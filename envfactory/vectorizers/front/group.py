@@ -71,6 +71,8 @@ class WorkerGroup(ABC):
     #: with ``restart=true`` (and `respawn`): ``last_obs(handle)``, copies of the observations
     #: the caller last saw of ``handle``'s envs
     last_obs: Callable[[WorkerHandle], list[Any]]
+    #: optional, ``forget()``: in a forked child, drop this copy's resources, touching no worker
+    forget: Callable[[], None]
 
     def __init__(self) -> None:
         self._env: Callable[[], RemoteVecEnv | None] = lambda: None
@@ -111,7 +113,6 @@ class WorkerGroup(ABC):
         """The `Batch` of a step or reset from ``results[k]``, the answer of ``handles[k]``
         (``mask``: the envs a masked reset reset)."""
 
-
     def post_step(self, actions: Any) -> None:
         """Send each worker its rows of the (checked) action batch."""
         batch = (
@@ -132,9 +133,6 @@ class WorkerGroup(ABC):
     def release(self, everything: bool) -> None:  # noqa: B027 - optional
         """Free what is left once every worker is gone (``everything`` False: keep what
         another thread's call may still read)."""
-
-    def forget(self) -> None:  # noqa: B027 - optional
-        """In a forked child: drop this copy's resources, touching no worker."""
 
     def startup_budget(self) -> float:
         """Seconds a worker may take to start or be rebuilt (Ray's ``start_timeout``)."""

@@ -298,7 +298,8 @@ class RemoteVecEnv(VecEnvBase):
         group.env = self  # (again: the garbage collector clears weak references before __del__)
         guard = self._guard
         if os.getpid() != guard.owner_pid:
-            group.forget()  # a forked child's copy: the workers are the parent's
+            if hasattr(group, "forget"):  # a forked child's copy: the workers are the parent's
+                group.forget()
             return
         active, locked = guard.active, guard.active is None
         if active is not None:  # a call in progress (another thread's, or this one's under a
