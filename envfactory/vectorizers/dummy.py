@@ -78,10 +78,6 @@ class DummyVecEnv(VecEnvBase):
             self._pending_result = self._runner.reset(seeds, options, mask)
             self._resumes = True
 
-    def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        batch = self._out(), merge_infos(self._pending_result, self.num_envs)
-        self._resumes = False  # (a later interrupted step cannot be finished so)
-        return batch
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         """Same as ``step_async`` + ``step_wait``, minus their bookkeeping (the hot path)."""
@@ -123,6 +119,9 @@ class DummyVecEnv(VecEnvBase):
         self._pending_actions = self._per_env(actions)
 
     def _finish_step(self, timeout: float | None) -> tuple[Any, Any, Any, Any, dict]:
+        if self._pending is PendingCall.RESET:
+            self._resumes = False  # (a later interrupted step cannot be finished so)
+            return self._out(), None, None, None, merge_infos(self._pending_result, self.num_envs)
         with HOLD:
             return self._stepped(self._pending_actions)
 

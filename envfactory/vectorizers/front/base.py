@@ -129,9 +129,9 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     #: ``check_actions(actions)``: the batch (a list as a numpy array), or an
     #: `InvalidActionError` naming the env and value
     check_actions: Callable[[Any], Any]
-    # a backend's halves (`RemoteVecEnv`'s, `DummyVecEnv`'s)
+    # a backend's halves (`RemoteVecEnv`'s, `DummyVecEnv`'s; `_finish_step` finishes a reset
+    # too, while ``_pending`` is `PendingCall.RESET`)
     _start_reset: Callable[[list, dict | None, np.ndarray | None], None]
-    _finish_reset: Callable[[float | None], tuple[Any, dict]]
     _start_step: Callable[[Any], None]
     _finish_step: Callable[[float | None], tuple[Any, Any, Any, Any, dict]]
     _do_close: Callable[[float | None, bool], None]
@@ -246,7 +246,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
             envfactory.errors.NoPendingCallError: reset_wait() called but nothing is pending; ...
             >>> envs.close()
         """
-        return self._wait_for(PendingCall.RESET, self._finish_reset, timeout, "reset_wait")
+        batch = self._wait_for(PendingCall.RESET, self._finish_step, timeout, "reset_wait")
+        return batch[0], batch[4]  # (a reset's batch: rewards and flags are None)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every env with its action; finished envs autoreset per

@@ -213,10 +213,6 @@ class RemoteVecEnv(VecEnvBase):
         finally:
             self._guard.leave()
 
-    def _finish_reset(self, timeout: float | None) -> tuple[Any, dict]:
-        batch = self._finish_step(timeout, "reset", self._pending_mask)
-        return batch[0], batch[4]
-
     def _start_step(self, actions: Any) -> None:
         self._guard.enter("step_async")
         try:
@@ -227,8 +223,11 @@ class RemoteVecEnv(VecEnvBase):
         finally:
             self._guard.leave()
 
-    def _finish_step(self, timeout: float | None, call: str = "step", mask: Any = None) -> Batch:
-        """Wait for the ``call`` (step or reset) in flight and collect its batch."""
+    def _finish_step(self, timeout: float | None) -> Batch:
+        """Wait for the step or reset in flight and collect its batch."""
+        call, mask = "step", None
+        if self._pending is PendingCall.RESET:
+            call, mask = "reset", self._pending_mask
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
