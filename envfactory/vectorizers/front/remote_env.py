@@ -1,5 +1,6 @@
 """``RemoteVecEnv``: the one front of every worker backend over a
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], and its `CallGuard`."""
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], and the checks of what a group
+starts and answers (`check_started`, `check_batch`)."""
 
 from __future__ import annotations
 
