@@ -270,7 +270,7 @@ class Board:
         self.seqs: list[int] = [0] * n  # the step each worker was asked for
         self.posted = False  # a step was posted and not yet waited for here
         self.waiter = Waiter(max((w.spin_us for w in self.workers), default=0) * 1e-6)
-        self.waiter_ready = Waiter(self.waiter.max_spin)  # (the pool's: its own waits)
+        self.waiter_ready = Waiter(self.waiter.max_spin, nap=False)  # (the pool's: no nap)
         self._poll: Any = None
         self._pipes: dict[int, int] = {}  # pipe -> worker (the rest are eventfds)
 
