@@ -97,7 +97,7 @@ class _PipeSite(RemoteSite):
 
     def unwatch(self, handle: WorkerHandle) -> None:
         if handle in self._owing:
-            self._owing.remove(handle)  # type: ignore[arg-type]
+            self._owing.remove(handle)
 
     @property
     def waiter(self) -> Waiter:
