@@ -135,7 +135,7 @@ def test_a_failed_worker_is_recovered_by_the_backend_and_its_envs_come_back() ->
     assert len(set(rest)) == 2 and pool.in_flight() == []
 
 
-def test_a_batch_of_whole_workers_is_the_first_workers_ready_else_the_rest_comes_first_next() -> None:
+def test_a_batch_of_whole_workers_is_the_first_workers_ready_else_the_rest_opens_the_next() -> None:
     """``batch_size`` a multiple of the envs per worker (2 here): a batch is the first workers
     ready, each worker's envs one run in env order. Otherwise the envs of the last worker that
     do not fit stay ready and open the next batch (docs/concepts/async-pool.md)."""
