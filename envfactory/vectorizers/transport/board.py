@@ -214,14 +214,6 @@ class Poller:
         for fd in self.fds:
             self._poll.register(fd, _POLL_IN)
 
-    def register(self, fd: int) -> None:
-        self.fds.append(fd)
-        self._poll.register(fd, _POLL_IN)
-
-    def unregister(self, fd: int) -> None:
-        self.fds.remove(fd)
-        self._poll.unregister(fd)
-
     def ready(self, timeout_ms: int = 0) -> list[tuple[int, int]]:
         return self._poll.poll(timeout_ms)
 
@@ -243,10 +235,6 @@ class Poller:
 
         self.waiter.until(check, sleep, spin)
         return got
-
-    def waits_below(self, seconds: float) -> bool:
-        """Whether its waits (a moving average) are shorter than ``seconds``."""
-        return self.waiter.avg < seconds
 
 
 #: a step's answer with no infos and the observations in shared memory (a StepResult)
