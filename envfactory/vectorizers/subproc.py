@@ -150,11 +150,7 @@ class SubprocGroup(WorkerGroup):
             self._env_obs: list[Any] = [None] * self.num_envs
             self._obs = create_empty_array(obs_space, n=self.num_envs)
         self.env_fns = []  # (the workers have them)
-        if (
-            self.use_handoff
-            and isinstance(shared.actions, np.ndarray)
-            and shared.control is not None
-        ):
+        if shared.control is not None:  # (the pool waits on it; ``handoff``: steps go by it)
             self.board = Board(self.workers, shared.control, shared.actions)
 
     def _spawn(self, w: PipeHandle) -> None:
@@ -268,7 +264,7 @@ class SubprocGroup(WorkerGroup):
     # -- one post and one wait per step for the workers (see .board) --------------------
     def post_step(self, actions: Any) -> None:
         g = self.board
-        if g is None or not g.post(actions):
+        if g is None or not self.use_handoff or not g.post(actions):
             return super().post_step(actions)
         local = self._local
         if local is not None:  # (the last envs: the rows past the workers')

@@ -729,7 +729,7 @@ def test_parent_spins_only_with_a_core_left_or_short_waits(no_leaks: None) -> No
         # at least a worker per core in flight (one whose answer came before recv() looked
         # is read into the queue by it, so "every env" depended on timing)
         assert len(envs.pool.in_flight()) >= cpus
-        assert site._poller.waiter.avg > SPIN_WAIT
+        assert site.waiter.avg > SPIN_WAIT
         assert not site._spins()  # every core has a worker in flight: sleep
         envs.recv()  # (the others stay in flight)
     if cpus >= 2:
@@ -744,7 +744,7 @@ def test_parent_spins_only_with_a_core_left_or_short_waits(no_leaks: None) -> No
         acts = np.zeros(cpus, np.int64)
         for _ in range(200):
             envs.send(acts, envs.recv()[4]["env_id"])
-        waits = envs.pool.backend._poller.waiter.avg
+        waits = envs.pool.backend.waiter.avg
         assert envs.pool.backend._spins() == (waits < SPIN_WAIT)
 
 
@@ -846,49 +846,49 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _bare_site() -> Any:
-    """A `_PipeSite`'s registration state alone (the unit under test), no group."""
-    import select
+def _bare_board(handles: list) -> Any:
+    """A `Board` over fake workers (the unit under test): no process, no shared region."""
+    from envfactory.vectorizers.transport.board import SLOT_WORDS, Board
 
-    from envfactory.vectorizers.asyncpool.pool import _PipeSite
-    from envfactory.vectorizers.transport.board import Poller
-
-    site = object.__new__(_PipeSite)
-    site._by_fd, site._fd_of, site._registered, site._owner = {}, {}, {}, {}
-    site._eventfds = set()
-    site._poller, site._sleep, site._cpus = Poller([], 0.0), select.poll(), 1
-    return site
+    control = np.zeros((len(handles), SLOT_WORDS), np.int64)
+    for k, h in enumerate(handles):
+        h.slot = control[k]
+    return Board(handles, control, None)
 
 
 def _fake_handle(index: int, fd: int) -> Any:
     from types import SimpleNamespace
 
-    return SimpleNamespace(index=index, _fd=fd, done=os.eventfd(0), via_slot=False)
+    h = SimpleNamespace(index=index, _fd=fd, done=os.eventfd(0), via_slot=False, seq=1)
+    h.spin_us, h.stop = 0, index + 1
+    h.fileno = lambda: h._fd
+    return h
 
 
 def test_a_pipe_number_reused_by_another_rebuilt_worker_stays_polled() -> None:
-    """Pipes stay registered between messages, and a closed pipe's number can be reused
-    by another worker's new pipe: worker B idle, rebuilt (its number Y closed), worker C
-    rebuilt onto Y, then B's next message must not unregister Y under C (found by a
+    """The pool waits on the group's board, which polls every worker's pipe, registered
+    afresh when a worker is rebuilt (`Board.forget_fds`), and a closed pipe's number can be
+    reused by another worker's new pipe: worker B idle, rebuilt (its number Y closed),
+    worker C rebuilt onto Y, then B's next message must not hide Y from C (found by a
     review: C's answers were then never seen, and a later unregister raised KeyError)."""
-    site = _bare_site()
+    a_r, _a_w = os.pipe()
     rb, _wb = os.pipe()
     b = _fake_handle(1, rb)
-    site.watch(b)
-    site.unwatch(b)  # idle, still registered
-    os.close(rb)
+    board = _bare_board([_fake_handle(0, a_r), b, _fake_handle(2, os.pipe()[0])])
+    c = board.workers[2]
+    assert board.ready([b], 0, False) == []
+    os.close(rb)  # B rebuilt: its number closed, C's new pipe takes it
     rc, wc = os.pipe()
-    assert rc == b._fd  # (the lowest free number: B's old one)
-    c = _fake_handle(2, rc)
-    site.watch(c)
+    assert rc == rb  # (the lowest free number: B's old one)
+    c._fd = rc
     b._fd, _ = os.pipe()  # B's new pipe
-    site.watch(b)
+    board.forget_fds()  # (what `SubprocGroup.respawn` does)
     os.write(wc, b"x")  # C answers by pipe
-    assert c in site._ready_now()
-    site.unwatch(c)
+    assert c in board.ready([b, c], 0, False)
+    assert board.ready([b, c], 0.01, False) == [c]  # (the wait, too)
     c._fd, _ = os.pipe()  # C rebuilt again
-    site.watch(c)  # (raised KeyError before)
-    assert set(site._owner.values()) == {1, 2} and len(site._poller.fds) == 2
+    board.forget_fds()  # (raised KeyError before)
+    assert board.ready([b, c], 0, False) == [] and sorted(board._pipes.values()) == [0, 1, 2]
 
 
 def test_recv_ready_returns_every_env_done_once_at_least_are_or_wait_passed(

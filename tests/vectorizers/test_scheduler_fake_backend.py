@@ -133,3 +133,17 @@ def test_a_failed_worker_is_recovered_by_the_backend_and_its_envs_come_back() ->
     assert not backend.owed[1]  # nothing left owed by the rebuilt worker
     rest = pool.recv(2, None)[4]["env_id"].tolist()
     assert len(set(rest)) == 2 and pool.in_flight() == []
+
+
+def test_a_batch_of_whole_workers_is_the_first_workers_ready_else_the_rest_opens_the_next() -> None:
+    """``batch_size`` a multiple of the envs per worker (2 here): a batch is the first workers
+    ready, each worker's envs one run in env order. Otherwise the envs of the last worker that
+    do not fit stay ready and open the next batch (docs/concepts/async-pool.md)."""
+    pool, backend = _pool()  # 3 workers of 2
+    backend.stalled = {1}
+    assert pool.recv(4, None)[4]["env_id"].tolist() == [0, 1, 4, 5]  # workers 0 and 2
+    pool.send([0, 1, 4, 5], [0, 0, 0, 0])
+    backend.stalled = set()
+    assert pool.recv(3, None)[4]["env_id"].tolist() == [2, 3, 0]  # worker 1, then 0's first
+    assert pool.in_flight() == []  # (every answer is read: env 1 and worker 2's are queued)
+    assert pool.recv(3, None)[4]["env_id"].tolist() == [1, 4, 5]

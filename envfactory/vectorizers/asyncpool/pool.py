@@ -1,12 +1,10 @@
 """The async env pool: ``subproc``/``subproc-atari`` with ``batch_size`` set (envpool's
 ``async_reset``/``send``/``recv``; see docs/concepts/async-pool.md): `SubprocPool`, `PoolVecEnv`
-over a `SubprocGroup`, and `_PipeSite`, its readiness and rows."""
+over a `SubprocGroup`, and `_PipeSite`, its messages and rows (its readiness: the `Board`)."""
 
 from __future__ import annotations
 
 import os
-import select
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,15 +16,13 @@ from ...errors import ConfigError
 from ..front.remote_env import pop_faults
 from ..record import Split
 from ..subproc import SubprocGroup, plan_for
-from ..transport.board import DONE, PARENT_SLEEPING, Poller, drain_eventfd, sleep_until
+from ..transport.board import Waiter
 from ..transport.handle import WorkerHandle
 from ..transport.pipe import PipeHandle
 from ..worker.protocol import Cmd
 from ..worker.runner import InfoCalls
 from .pool_env import PoolVecEnv, take_rows
 from .scheduler import RemoteSite
-
-_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 __all__ = ["SPIN_WAIT", "PoolVecEnv", "SubprocPool", "take_rows"]
 
@@ -63,21 +59,13 @@ class SubprocPool(PoolVecEnv):
 
 class _PipeSite(RemoteSite):
     """The scheduler's view of a `SubprocPool` (a `PoolBackend`): a ticket is its handle's seq;
-    a step of all of a worker's envs goes through its control slot, anything else by pipe; one
-    check covers both, and one ``poll`` over the pipes and eventfds sleeps."""
+    a step of all of a worker's envs goes through its control slot, anything else by pipe;
+    which workers are ready is the group's `Board`'s "first ready" wait (`Board.ready`)."""
 
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
         self.subproc = group
-        self._by_fd: dict[int, PipeHandle] = {}  # the pipes of the workers that owe
-        self._fd_of: dict[int, int] = {}  # id(handle) -> its pipe while it owes
-        # a worker's pipe and eventfd stay registered from its first message on: index ->
-        # fds, and the worker that holds each registered pipe number (numbers are reused)
-        self._registered: dict[int, tuple[int, int]] = {}
-        self._owner: dict[int, int] = {}
-        self._eventfds: set[int] = set()
-        self._poller = Poller([], group.spin_us * 1e-6)
-        self._sleep = select.poll()  # the pipes and their eventfds
+        self._owing: list[PipeHandle] = []  # the workers that owe an answer
         self._cpus = os.cpu_count() or 1
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
@@ -105,86 +93,25 @@ class _PipeSite(RemoteSite):
         return self.group.wait(handle, deadline, call, budget)
 
     def watch(self, handle: WorkerHandle) -> None:
-        h: PipeHandle = handle  # type: ignore[assignment]
-        fd = h._fd
-        self._by_fd[fd], self._fd_of[id(h)] = h, fd
-        if self._registered.get(h.index) != (fd, h.done):  # first, or a rebuilt worker
-            self._unregister(h.index)
-            stale = self._owner.get(fd)  # a closed pipe of another worker had this number
-            if stale is not None:
-                self._registered.pop(stale, None)  # (the number is this worker's now)
-            else:
-                self._poller.register(fd)
-                self._sleep.register(fd, _POLL_IN)
-            self._sleep.register(h.done, select.POLLIN)
-            self._owner[fd] = h.index
-            self._registered[h.index] = (fd, h.done)
-            self._eventfds.add(h.done)
+        self._owing.append(handle)  # type: ignore[arg-type]
 
     def unwatch(self, handle: WorkerHandle) -> None:
-        fd = self._fd_of.pop(id(handle), None)
-        if fd is not None:
-            del self._by_fd[fd]
+        if handle in self._owing:
+            self._owing.remove(handle)
 
-    def _unregister(self, index: int) -> None:
-        """Stop polling worker ``index``'s pipe and eventfd."""
-        fds = self._registered.pop(index, None)
-        if fds is not None:
-            fd, done = fds
-            if self._owner.get(fd) == index:  # (else another worker's pipe has the number)
-                del self._owner[fd]
-                self._poller.unregister(fd)
-                self._sleep.unregister(fd)
-            self._sleep.unregister(done)
-            self._eventfds.discard(done)
+    @property
+    def waiter(self) -> Waiter:
+        """The pool's waiting policy (the board's, learnt from the pool's waits)."""
+        assert self.subproc.board is not None
+        return self.subproc.board.waiter_ready
 
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        got = self._ready_now()
-        if got or timeout == 0:
-            return got
-        box: list[WorkerHandle] = []
-
-        def check() -> bool:
-            box[:] = self._ready_now()
-            return bool(box)
-
-        sleep = lambda: self._sleep_until(check, timeout)  # noqa: E731
-        return box if self._poller.waiter.until(check, sleep, self._spins()) else []
-
-    def _ready_now(self) -> list[WorkerHandle]:
-        """The workers whose answer (or end) is there: a slot step done or a readable pipe."""
-        by_fd = self._by_fd
-        out: list[WorkerHandle] = [
-            h for h in by_fd.values() if h.via_slot and h.slot[DONE] == h.seq
-        ]
-        for fd, _ in self._poller.ready(0):
-            h = by_fd.get(fd)  # (None: a worker that owes nothing, see _unregister)
-            if h is not None and h not in out:
-                out.append(h)
-        return out
-
-    def _sleep_until(self, check: Callable[[], bool], timeout: float | None) -> bool:
-        """Sleep until ``check()`` or ``timeout`` (False), flagged in the slots in flight."""
-        slots = [h.slot for h in self._by_fd.values() if h.via_slot]
-        deadline = None if timeout is None else time.monotonic() + timeout
-
-        def flag(value: int) -> None:
-            for slot in slots:
-                slot[PARENT_SLEEPING] = value
-
-        def woke(events: list) -> bool:
-            for fd, _ in events:
-                if fd in self._eventfds:
-                    drain_eventfd(fd)
-                elif fd not in self._by_fd:  # it owes nothing: no busy loop on it
-                    self._unregister(self._owner[fd])
-            return True
-
-        return sleep_until(flag, check, self._sleep, deadline, woke)
+        assert self.subproc.board is not None
+        return self.subproc.board.ready(self._owing, timeout, self._spins())
 
     def _spins(self) -> bool:
         """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
-        return len(self._by_fd) < self._cpus or self._poller.waits_below(SPIN_WAIT)
+        return len(self._owing) < self._cpus or self.waiter.avg < SPIN_WAIT
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory

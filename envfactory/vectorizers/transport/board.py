@@ -214,14 +214,6 @@ class Poller:
         for fd in self.fds:
             self._poll.register(fd, _POLL_IN)
 
-    def register(self, fd: int) -> None:
-        self.fds.append(fd)
-        self._poll.register(fd, _POLL_IN)
-
-    def unregister(self, fd: int) -> None:
-        self.fds.remove(fd)
-        self._poll.unregister(fd)
-
     def ready(self, timeout_ms: int = 0) -> list[tuple[int, int]]:
         return self._poll.poll(timeout_ms)
 
@@ -243,10 +235,6 @@ class Poller:
 
         self.waiter.until(check, sleep, spin)
         return got
-
-    def waits_below(self, seconds: float) -> bool:
-        """Whether its waits (a moving average) are shorter than ``seconds``."""
-        return self.waiter.avg < seconds
 
 
 #: a step's answer with no infos and the observations in shared memory (a StepResult)
@@ -270,6 +258,7 @@ class Board:
         self.seqs: list[int] = [0] * n  # the step each worker was asked for
         self.posted = False  # a step was posted and not yet waited for here
         self.waiter = Waiter(max((w.spin_us for w in self.workers), default=0) * 1e-6)
+        self.waiter_ready = Waiter(self.waiter.max_spin, nap=False)  # (the pool's: no nap)
         self._poll: Any = None
         self._pipes: dict[int, int] = {}  # pipe -> worker (the rest are eventfds)
 
@@ -312,7 +301,10 @@ class Board:
             def ready() -> bool:
                 return done.tolist() == seqs
 
-            if not self.waiter.until(ready, lambda: self._sleep(ready, deadline)):
+            def wake(k: int) -> bool:  # a pipe first: that worker's own wait reads it
+                return bool(self.done[k] == self.seqs[k])  # (its infos, once all are done)
+
+            if not self.waiter.until(ready, lambda: self._sleep(ready, deadline, wake)):
                 return None
         with _barrier:  # (`fence`) their results were written before ``done``
             pass
@@ -329,16 +321,23 @@ class Board:
                 answers.append((ColumnRows(w.columns, w.schema, w.start, w.stop - w.start), None))
         return answers
 
-    def _sleep(self, ready: Any, deadline: float | None) -> bool:
-        """`sleep_until` for every worker at once (False: past ``deadline``, or a pipe
-        of a worker not done woke it)."""
+    def _fds(self) -> Any:
+        """One ``select.poll`` over every worker's eventfd and pipe (made again after a
+        worker is rebuilt: `forget_fds`)."""
         if self._poll is None:
             poll, self._pipes = select.poll(), {w.fileno(): k for k, w in enumerate(self.workers)}
             for w in self.workers:
                 poll.register(w.done, select.POLLIN)
                 poll.register(w.fileno(), _POLL_IN)
             self._poll = poll
-        control, quiet, poll = self.control, [], self._poll
+        return self._poll
+
+    def _sleep(self, ready: Any, deadline: float | None, wake: Callable[[int], bool]) -> bool:
+        """`sleep_until` for every worker at once (False: past ``deadline``, or ``wake(k)``
+        said a pipe event of worker ``k`` ends the wait). A pipe ``wake`` lets be (False is
+        not returned for it: a worker whose answer is there, or one that owes nothing) is
+        left out of the poll until the wait ends: no busy loop on a hang-up."""
+        control, quiet, poll = self.control, [], self._fds()
 
         def flag(value: int) -> None:
             control[:, PARENT_SLEEPING] = value
@@ -349,10 +348,10 @@ class Board:
                 if k is None:  # an eventfd
                     drain_eventfd(fd)
                     continue
-                if self.done[k] != self.seqs[k]:  # (not done yet)
-                    return False  # a pipe first: let that worker's own wait read it
+                if not wake(k):
+                    return False
                 quiet.append(fd)
-                poll.unregister(fd)  # its infos, read once every worker is done
+                poll.unregister(fd)
             return True
 
         try:
@@ -360,6 +359,40 @@ class Board:
         finally:
             for fd in quiet:
                 poll.register(fd, _POLL_IN)
+
+    def ready(self, owing: Sequence[PipeHandle], timeout: float | None, spin: bool) -> list:
+        """The pool's wait, "the first ready" beside `wait`'s "all": the workers of ``owing``
+        whose answer (or end) is there, waiting up to ``timeout`` seconds (0: look only;
+        None: no limit) for the first, by ``waiter``'s policy (``spin``: may spin) and the
+        same sleep as `wait`. A slot step is looked for in its slot; pipes are polled only
+        when a step went by pipe, and always by the sleep (a dead worker wakes it)."""
+        piped = [w for w in owing if not w.via_slot]
+        poll, pipes, workers = self._fds() if piped else None, self._pipes, self.workers
+        woken: list = []  # workers whose pipe woke the sleep
+        got: list = []
+
+        def check() -> bool:
+            got[:] = [w for w in owing if w.via_slot and w.slot[DONE] == w.seq]
+            if woken:
+                got.extend(w for w in woken if w not in got)
+            if poll is not None:
+                for fd, _ in poll.poll(0):
+                    k = pipes.get(fd)
+                    if k is not None and workers[k] in piped and workers[k] not in got:
+                        got.append(workers[k])
+            return bool(got)
+
+        if check() or timeout == 0:
+            return got
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def wake(k: int) -> bool:
+            if workers[k] in owing and workers[k] not in woken:
+                woken.append(workers[k])
+            return True
+
+        sleep = lambda: self._sleep(check, deadline, wake)  # noqa: E731
+        return got if self.waiter_ready.until(check, sleep, spin) else []
 
     def forget_fds(self) -> None:
         """A worker was rebuilt (a new pipe): register the fds afresh."""
