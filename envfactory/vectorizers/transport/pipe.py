@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import RemoteEnvError, WorkerDiedError
-from ..worker.protocol import ERROR, HEADER, LONG, Attach, Cmd, Failure, Sender, unwritten
+from ..worker.protocol import ERROR, HEADER, LONG, Attach, Cmd, Failure, Sender
 from .board import (
     CMD,
     DONE,
@@ -84,7 +84,7 @@ class PipeHandle(WorkerHandle):
         self._reset_stream()
 
     def _reset_stream(self) -> None:
-        self.unsent: list[memoryview] = []  # what is left of a message taken: written first
+        self.unsent = memoryview(b"")  # what is left of a message taken: written first
         self._write_failed = ""  # why the last message could not be written
         self._rbuf = bytearray(4)  # what arrived of the message being read
         self._rgot = 0
@@ -214,12 +214,12 @@ class PipeHandle(WorkerHandle):
         deadline = None if t is None else time.monotonic() + t
         while self.unsent:
             try:
-                self.unsent = unwritten(self.unsent, os.writev(fd, self.unsent))
+                self.unsent = self.unsent[os.write(fd, self.unsent) :]
                 continue
             except BlockingIOError:
                 pass
             except OSError:  # the worker is gone: recv says how it ended
-                self.unsent = []
+                self.unsent = memoryview(b"")
                 return
             if poll is None:
                 poll = select.poll()
@@ -230,8 +230,7 @@ class PipeHandle(WorkerHandle):
             if not HOLD.waiting(poll.poll, ms) and (
                 HOLD.pending is not None or (deadline is not None and time.monotonic() >= deadline)
             ):
-                size = sum(len(v) for v in self.unsent)
-                self.unsent = []
+                size, self.unsent = len(self.unsent), memoryview(b"")
                 self._write_failed = f"did not read a {size}-byte message it was sent"
                 self.kill()
                 return
@@ -248,9 +247,6 @@ class PipeHandle(WorkerHandle):
         )  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
-        answer = self.answer
-        if answer is not None and answer[0] == self.seq:
-            return answer[1]  # (asked again after an interrupt)
         if self.unsent:
             self._flush()
         if self._write_failed:
@@ -267,7 +263,7 @@ class PipeHandle(WorkerHandle):
         while True:
             answer = self.answer
             if answer is not None and answer[0] == self.seq:
-                return answer[1]
+                return answer[1]  # (also asked again after an interrupt)
             while self._rmsg is None:  # (what arrived of it is kept across calls)
                 wait = self.poller.wait  # type: ignore[union-attr]
                 if deadline is None or deadline == math.inf:

@@ -36,7 +36,6 @@ __all__ = [
     "WorkerSpec",
     "dumps",
     "failure_of",
-    "unwritten",
 ]
 
 OK, ERROR = "ok", "error"
@@ -173,14 +172,7 @@ def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) 
 def dumps(obj: Any, by_value: bool = False) -> Any:
     """Pickle ``obj`` for a connection: multiprocessing's pickler, else (or ``by_value``)
     cloudpickle."""
-    if not by_value:
-        try:
-            return ForkingPickler.dumps(obj)
-        except Exception:
-            pass
-    import cloudpickle
-
-    return cloudpickle.dumps(obj)
+    return Sender(None, by_value).dumps(obj)
 
 
 HEADER = struct.Struct("!i")  # multiprocessing.connection's framing: a message's length
@@ -203,10 +195,12 @@ class Sender:
             except Exception:
                 if not plain:
                     self.by_value = True
-        return dumps(obj, by_value=True)
+        import cloudpickle
 
-    def frame(self, obj: Any, plain: bool = False) -> list[memoryview]:
-        """``obj`` as the views to write on a non-blocking pipe, in multiprocessing's framing."""
+        return cloudpickle.dumps(obj)
+
+    def frame(self, obj: Any, plain: bool = False) -> memoryview:
+        """``obj`` as the bytes to write on a non-blocking pipe, in multiprocessing's framing."""
         message = None
         if plain:
             with contextlib.suppress(Exception):
@@ -215,19 +209,7 @@ class Sender:
             message = self.dumps(obj, plain)
         n = len(message)
         header = HEADER.pack(n) if n <= 0x7FFFFFFF else HEADER.pack(-1) + LONG.pack(n)
-        return [memoryview(header), memoryview(message)]
+        return memoryview(header + message)
 
     def send(self, obj: Any, plain: bool = False) -> None:
         self.conn.send_bytes(self.dumps(obj, plain))
-
-
-def unwritten(views: list[memoryview], written: int) -> list[memoryview]:
-    """What is left of `Sender.frame`'s ``views`` once ``written`` bytes of them were written."""
-    out = []
-    for v in views:
-        if written >= len(v):
-            written -= len(v)
-        else:
-            out.append(v[written:])
-            written = 0
-    return out

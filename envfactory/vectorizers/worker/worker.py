@@ -35,7 +35,6 @@ from .protocol import (
     Attach,
     Cmd,
     EnvInfo,
-    Failure,
     Sender,
     WorkerSpec,
     dumps,
@@ -134,10 +133,6 @@ def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _failure(exc: BaseException) -> Failure:
-    return failure_of(exc, dumps)
-
-
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
     try:  # SIGKILL when the parent dies (prctl PDEATHSIG; elsewhere the watchdog still works)
@@ -164,7 +159,7 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         envs = [fn() for fn in env_fns]
         info = [EnvInfo.of(e) for e in envs]
     except BaseException as exc:
-        conn.send_bytes(dumps((0, ERROR, _failure(exc))))
+        conn.send_bytes(dumps((0, ERROR, failure_of(exc, dumps))))
         return
     sender = Sender(conn)
     worker = _Worker(sender, envs, spec)
@@ -247,7 +242,7 @@ class _Worker:
                         self.schemas += 1
                         wake.slot[SCHEMAS] = self.schemas
         except Exception as exc:
-            answer = self.sender.dumps((seq, ERROR, _failure(exc)))
+            answer = self.sender.dumps((seq, ERROR, failure_of(exc, dumps)))
         wake.finish(seq, 1 if answer is not None else msg)
         if answer is not None:
             self.conn.send_bytes(answer)
@@ -274,6 +269,6 @@ class _Worker:
             try:  # (the parent sends only the table's commands)
                 answer = self.sender.dumps((seq, OK, table[cmd](data)))  # an unpicklable result
             except Exception as exc:  # (get_attr of a lock, say) is an error, not a dead worker
-                self.sender.send((seq, ERROR, _failure(exc)))
+                self.sender.send((seq, ERROR, failure_of(exc, dumps)))
                 continue
             conn.send_bytes(answer)
