@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import RemoteEnvError, WorkerDiedError
-from ..worker.protocol import ERROR, HEADER, LONG, Attach, Cmd, Failure, Sender
+from ..worker.protocol import ERROR, HEADER, LONG, Cmd, Failure, Sender
 from .board import (
     CMD,
     DONE,
@@ -116,7 +116,7 @@ class PipeHandle(WorkerHandle):
         self.done_poll = select.poll()
         self.done_poll.register(self.done, select.POLLIN)
         self.done_poll.register(self._fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        self.send(Cmd.ATTACH, Attach(buffers.layout, self.index))
+        self.send(Cmd.ATTACH, (buffers.layout, self.index))
         for fd in (buffers.fd, self.go, self.done):
             send_handle(self.conn, fd, self.process.pid)
 

@@ -22,7 +22,6 @@ __all__ = [
     "HEADER",
     "LONG",
     "OK",
-    "Attach",
     "Call",
     "Cmd",
     "EnvInfo",
@@ -57,7 +56,9 @@ class Cmd(str, Enum):
     #: the async pool: data: (local env indices, their actions); answer: StepResult
     STEP_ENVS = "step-envs"
     RESET = "reset"  #: data: Reset; answer: StepResult
-    ATTACH = "attach"  #: data: Attach, then the region's fd (and two eventfds); answer: None
+    #: data: (the region's `Layout`, the worker's index), then by SCM_RIGHTS the region's fd
+    #: and two eventfds; answer: None
+    ATTACH = "attach"
     CALL = "call"  #: data: Call; answer: one result per env
     SET_ATTR = "set_attr"  #: data: SetAttr; answer: None
     RESTARTED = "restarted"  #: data: Restarted; answer: StepResult
@@ -76,14 +77,6 @@ class WorkerSpec:
     main_pid: int
     close_fds: list[Any] | None
     spin_seconds: float
-
-
-@dataclass(frozen=True)
-class Attach:
-    """Map the shared region (its fd and two eventfds follow by SCM_RIGHTS)."""
-
-    layout: Any
-    worker: int
 
 
 @dataclass(frozen=True)
