@@ -24,7 +24,6 @@ __all__ = [
     "Layout",
     "ResultWriter",
     "SharedBuffers",
-    "check_observation",
     "concatenate_checked",
     "layout_for",
     "obs_copier",
@@ -272,19 +271,14 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
     return write
 
 
-def check_observation(space: gym.Space, i: int, value: Any) -> None:
-    """Raise `ObservationError` if env ``i``'s observation does not fit the Box-like leaves
-    of ``space`` (the shared-memory writer's check, to explain a failed ``concatenate``)."""
-    _make_writer(space)(i, value)
-
-
 def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any:
     """gymnasium's ``concatenate``; if it fails, the error names the env that does not fit."""
     try:
         return concatenate(space, items, out)
     except Exception as exc:
+        check = _make_writer(space)  # (the shared-memory writer's check, without the write)
         for i, value in enumerate(items):
-            check_observation(space, i, value)
+            check(i, value)
         raise ObservationError(
             f"the envs' observations cannot be batched for observation space {space}: "
             f"{type(exc).__name__}: {exc}"
@@ -292,12 +286,16 @@ def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any
 
 
 def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
-    """A copier of a batch of ``space`` 's observations: ``ndarray.copy`` of each leaf of a
-    Box-like space through Dict and Tuple, else ``copy.deepcopy``."""
+    """A copier of a batch of ``space`` 's observations: ``ndarray.copy`` for Box-like
+    leaves, through Dict and Tuple, else ``copy.deepcopy``."""
     if isinstance(space, _BOXLIKE):
         return np.ndarray.copy
-    if supports_shared_memory(space):
-        return lambda batch: _walk(batch, lambda leaf, _: leaf.copy())
+    if isinstance(space, gym.spaces.Dict):  # (built once: a step's copy walks nothing)
+        subs = {k: obs_copier(v) for k, v in space.spaces.items()}
+        return lambda batch: {k: c(batch[k]) for k, c in subs.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        parts = [obs_copier(v) for v in space.spaces]
+        return lambda batch: tuple(c(b) for c, b in zip(parts, batch))
     return copy.deepcopy
 
 
