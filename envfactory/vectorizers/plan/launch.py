@@ -48,23 +48,25 @@ def check_descriptors(workers: int) -> None:
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
 
-# A child the user's program forks forgets the parent's fork server and workers (it inherits
-# multiprocessing's list of children: they are not its to end at its exit).
-_started: weakref.WeakSet = weakref.WeakSet()
-_hooked: list[bool] = [False]
+_fork_hook: list[bool] = [False]
 
 
 def install_fork_hook() -> None:
-    """Install `_after_fork_in_child` (once, at the first fork server or worker)."""
-    if not _hooked[0] and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
-        _hooked[0] = True
+    """Make a forked child forget the parent's forkserver (installed once one is started)."""
+    if not _fork_hook[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_compat.forget_inherited_forkserver)
+        _fork_hook[0] = True
+
+
+# A child the user's program forks must not terminate the parent's workers at its exit (it
+# inherits multiprocessing's list of children): installed at the first worker's start.
+_started: weakref.WeakSet = weakref.WeakSet()
+_child_hook: list[bool] = [False]
 
 
 def _after_fork_in_child() -> None:
     global _launcher_lock
     _launcher_lock = threading.Lock()  # another thread may have held it at the fork
-    _compat.forget_inherited_forkserver()
     _compat.forget_children(list(_started))
     _started.clear()
 
@@ -111,10 +113,12 @@ def _servers_up(method: str | None) -> None:
 
 
 def _start(proc: Any) -> None:
-    install_fork_hook()
+    # a daemonic process (some Hydra launchers) may start ours: they die with their parent
+    if not _child_hook[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _child_hook[0] = True
     _servers_up(getattr(proc, "_start_method", None))
-    with _compat.without_main(), _compat.non_daemonic():  # (a daemonic process, as some
-        # Hydra launchers are, may start ours: they would die with their parent)
+    with _compat.without_main(), _compat.non_daemonic():
         proc.start()
     _started.add(proc)
 
