@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
@@ -123,19 +124,6 @@ def _no_attribute(env: Any, name: str) -> str:
     )
 
 
-class _Armed:
-    """A rebuilt worker's env for one step: the step the rule arms it with (`recovered_step`)."""
-
-    def __init__(self, env: Any, armed: Any) -> None:
-        self.env, self.armed = env, armed
-
-    def step(self, action: Any) -> tuple:
-        return recovered_step(self.env, self.armed)
-
-    def reset(self, **kwargs: Any) -> Any:
-        return self.env.reset(**kwargs)
-
-
 #: a step's or reset's answer, made by a backend's ``collect(calls, mask)``
 Collect = Callable[[InfoCalls, Any], Any]
 
@@ -227,7 +215,11 @@ class EnvHost:
         """``runner.step`` with the lost envs ending their lost episode instead."""
         runner, lost = self.runner, self.lost
         real = runner.envs
-        runner.envs = [_Armed(e, lost[i]) if i in lost else e for i, e in enumerate(real)]
+        runner.envs = [  # (an armed env's step is the one the rule arms it with)
+            SimpleNamespace(step=lambda _, e=e, a=lost[i]: recovered_step(e, a), reset=e.reset)
+            if i in lost else e
+            for i, e in enumerate(real)
+        ]  # fmt: skip
         try:
             calls = runner.step(actions, only)
         finally:
