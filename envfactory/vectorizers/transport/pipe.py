@@ -247,6 +247,9 @@ class PipeHandle(WorkerHandle):
         )  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
+        answer = self.answer
+        if answer is not None and answer[0] == self.seq:
+            return answer[1]  # (asked again after an interrupt, or by the pool for an older seq)
         if self.unsent:
             self._flush()
         if self._write_failed:
@@ -263,7 +266,7 @@ class PipeHandle(WorkerHandle):
         while True:
             answer = self.answer
             if answer is not None and answer[0] == self.seq:
-                return answer[1]  # (also asked again after an interrupt)
+                return answer[1]
             while self._rmsg is None:  # (what arrived of it is kept across calls)
                 wait = self.poller.wait  # type: ignore[union-attr]
                 if deadline is None or deadline == math.inf:
