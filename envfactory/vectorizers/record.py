@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = [
@@ -45,11 +46,8 @@ class Split:
 
     def slices(self) -> list[tuple[int, int]]:
         """``[(start, stop), ...]``: each worker's envs (this process's are after the last)."""
-        out, start = [], 0
-        for n in self.workers:
-            out.append((start, start + n))
-            start += n
-        return out
+        stops = list(itertools.accumulate(self.workers))
+        return list(zip([0, *stops], stops))
 
 
 @dataclass(frozen=True)
@@ -90,16 +88,9 @@ class RunRecord:
         """The summary's fields (``summary.json``)."""
         out: dict[str, Any] = {"built": self.built, "restarts": self.restart_count}
         if self.split is not None:
-            out["split"] = {
-                "workers": list(self.split.workers),
-                "in_parent": self.split.in_parent,
-                "reason": self.split.reason,
-            }
+            out["split"] = {**asdict(self.split), "workers": list(self.split.workers)}
         if self.restarts:
-            out["restarts_by_worker"] = [
-                {"worker": r.worker, "count": r.count, "first_cause": r.first_cause}
-                for r in self.restarts
-            ]
+            out["restarts_by_worker"] = [asdict(r) for r in self.restarts]
         return out
 
 

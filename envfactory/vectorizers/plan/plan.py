@@ -17,7 +17,6 @@ __all__ = [
     "CHEAP_STEP_SECONDS",
     "default_in_series",
     "image_split",
-    "no_core_for_a_worker",
     "others_running",
     "parent_share",
     "plan_split",
@@ -69,7 +68,8 @@ def plan_split(
     if load is None and (in_series is None or in_parent is None):
         load = others_running()
     needs_worker = in_series or timeout is not None or restart
-    if fallback and in_parent is None and not needs_worker and no_core_for_a_worker(load, cpus):
+    # (auto: a worker needs two free cores, one for it and one for this process)
+    if fallback and in_parent is None and not needs_worker and cpus - (load or 0.0) < 1.5:
         return Split(
             (),
             num_envs,
@@ -83,18 +83,16 @@ def plan_split(
         share = parent_share(num_envs, in_parent, in_series, timeout, restart, images, load, cpus)
     if in_series is None:  # one worker per core free, a core left to this process's share
         in_series = default_in_series(num_envs - share, share > 0, None if share else load, cpus)
-        if probe is not None and not share and not images:
-            in_series = cheap_in_series(num_envs, in_series, probe, cpus)
+        fewer = math.ceil(num_envs / max(1, cpus // 2))  # one worker per two cpus
+        if probe is not None and not share and not images and cpus >= 8 and fewer > in_series:
+            seconds = probe()  # (on 8+ cpus, for a step under `CHEAP_STEP_SECONDS`)
+            if seconds is not None and seconds < CHEAP_STEP_SECONDS:
+                in_series = fewer
     return explain_split(asked, split_envs(num_envs - share, in_series), share, load, cpus)
 
 
 def _cpus(cpus: int | None) -> int:
     return cpus or os.cpu_count() or 1
-
-
-def no_core_for_a_worker(load: float | None = None, cpus: int | None = None) -> bool:
-    """Whether fewer than two cores are free (one for the parent, one for a worker)."""
-    return _cpus(cpus) - (others_running() if load is None else load) < 1.5
 
 
 def default_in_series(
@@ -189,18 +187,6 @@ def image_split(
 
 #: on 8 or more cpus, an env whose step takes less than this goes two or more to a worker
 CHEAP_STEP_SECONDS = 50e-6
-
-
-def cheap_in_series(
-    num_envs: int, in_series: int, probe: Callable[[], float | None], cpus: int | None = None
-) -> int:
-    """On 8+ cpus, one worker per two cpus for a step under `CHEAP_STEP_SECONDS`."""
-    cpus = _cpus(cpus)
-    fewer = math.ceil(num_envs / max(1, cpus // 2))
-    if cpus < 8 or fewer <= in_series:
-        return in_series
-    seconds = probe()
-    return fewer if seconds is not None and seconds < CHEAP_STEP_SECONDS else in_series
 
 
 def _load_words(load: float | None, cpus: int | None = None) -> str:

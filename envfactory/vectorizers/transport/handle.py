@@ -16,14 +16,8 @@ __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "spl
 class WorkerHandle(ABC):
     """The parent's end of one worker, which hosts envs ``start:stop``: a backend implements
     the abstract ``send``, ``recv``, ``kill`` and ``pid``, and where it has them ``exitcode``,
-    ``alive``, ``join`` and ``close``. One command is in flight at a time, except where the
-    backend's own scheduler (the async pool) pipelines them; the group keeps ``restarts``
-    and ``last_reset`` here.
-
-    A call runs with Ctrl-C held (`ctrl_c`), so ``send`` is never cut; ``recv`` is the wait,
-    where a Ctrl-C goes through. A handle that sets ``resumable`` answers ``recv`` again with
-    the same answer after an interrupt, so the interrupted call stays pending (its
-    ``*_wait()`` finishes it); otherwise an interrupted call leaves the env unusable.
+    ``alive``, ``join`` and ``close``. A call runs with Ctrl-C held (`ctrl_c`): ``send`` is
+    never cut, ``recv`` is the wait, where a Ctrl-C goes through.
 
     Attributes:
         index: the worker's number (``WorkerError.worker``).
@@ -35,7 +29,8 @@ class WorkerHandle(ABC):
     restartable: bool = True
     #: its commands run in this process when it is waited for (first, while the others work)
     in_process: bool = False
-    #: ``recv`` cut by a Ctrl-C can be asked again (see the class docstring)
+    #: ``recv`` cut by a Ctrl-C answers again alike, so the call stays pending (its
+    #: ``*_wait()`` finishes it); else an interrupted call leaves the env unusable
     resumable: bool = False
     #: ``recv`` lets a Ctrl-C through only in its own waits (``HOLD.waiting``); else the
     #: whole ``recv`` is the wait
@@ -50,7 +45,6 @@ class WorkerHandle(ABC):
 
     @property
     def indices(self) -> list[int]:
-        """Its envs' indices in the vectorized env."""
         return list(range(self.start, self.stop))
 
     @property
@@ -60,8 +54,7 @@ class WorkerHandle(ABC):
 
     @property
     def where(self) -> str:
-        """Where it runs, when that is more than a local pid (a Ray actor and its node):
-        its errors say it as ``[where]``."""
+        """Where it runs, when more than a local pid (a Ray node): errors say ``[where]``."""
         return ""
 
     @property

@@ -14,7 +14,7 @@ dicts of them, and more columns than ``INFO_KEYS`` always go by pipe.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -237,33 +237,22 @@ class InfoColumns:
                 else:
                     value[sub], value[f"_{sub}"] = array, present.copy()
             found.append((int(hits[0]), pos, key, value, present))
-        found.sort(key=lambda e: e[:2])  # (gymnasium's merge adds a key at its first row)
+        found.sort()  # (by first row, then schema order: gymnasium's merge adds a key at its
+        # first row; no two entries share a position, so the values are never compared)
         infos: dict[str, Any] = {}
         for _, _, key, value, present in found:
             infos[key], infos[f"_{key}"] = value, present
         return infos
 
 
-class ColumnRows:
-    """A worker's step infos in the info columns, read only when asked (iterating it reads
-    its ``(env, info)`` pairs); valid until the worker's next step is posted."""
+class ColumnRows(NamedTuple):
+    """A worker's step infos in the info columns (envs ``start:start + n``), read as its
+    ``(env, info)`` pairs when iterated; valid until the worker's next step is posted."""
 
-    __slots__ = ("_pairs", "columns", "n", "schema", "start")
-
-    def __init__(self, columns: InfoColumns, schema: Schema, start: int, n: int) -> None:
-        self.columns, self.schema, self.start, self.n = columns, schema, start, n
-        self._pairs: list[tuple[int, dict[str, Any]]] | None = None
-
-    def pairs(self) -> list[tuple[int, dict[str, Any]]]:
-        if self._pairs is None:
-            self._pairs = self.columns.read(self.schema, self.start, self.n)
-        return self._pairs
+    columns: InfoColumns
+    schema: Schema
+    start: int
+    n: int
 
     def __iter__(self) -> Any:
-        return iter(self.pairs())
-
-    def __len__(self) -> int:
-        return len(self.pairs())
-
-    def __bool__(self) -> bool:
-        return True  # (a worker uses the columns only for a step with infos)
+        return iter(self.columns.read(self.schema, self.start, self.n))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import RemoteEnvError, WorkerDiedError
-from ..worker.protocol import ERROR, HEADER, LONG, Attach, Cmd, Failure, Sender, unwritten
+from ..worker.protocol import ERROR, HEADER, LONG, Cmd, Failure, Sender
 from .board import (
     CMD,
     DONE,
@@ -84,7 +84,7 @@ class PipeHandle(WorkerHandle):
         self._reset_stream()
 
     def _reset_stream(self) -> None:
-        self.unsent: list[memoryview] = []  # what is left of a message taken: written first
+        self.unsent = memoryview(b"")  # what is left of a message taken: written first
         self._write_failed = ""  # why the last message could not be written
         self._rbuf = bytearray(4)  # what arrived of the message being read
         self._rgot = 0
@@ -116,7 +116,7 @@ class PipeHandle(WorkerHandle):
         self.done_poll = select.poll()
         self.done_poll.register(self.done, select.POLLIN)
         self.done_poll.register(self._fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        self.send(Cmd.ATTACH, Attach(buffers.layout, self.index))
+        self.send(Cmd.ATTACH, (buffers.layout, self.index))
         for fd in (buffers.fd, self.go, self.done):
             send_handle(self.conn, fd, self.process.pid)
 
@@ -214,12 +214,12 @@ class PipeHandle(WorkerHandle):
         deadline = None if t is None else time.monotonic() + t
         while self.unsent:
             try:
-                self.unsent = unwritten(self.unsent, os.writev(fd, self.unsent))
+                self.unsent = self.unsent[os.write(fd, self.unsent) :]
                 continue
             except BlockingIOError:
                 pass
             except OSError:  # the worker is gone: recv says how it ended
-                self.unsent = []
+                self.unsent = memoryview(b"")
                 return
             if poll is None:
                 poll = select.poll()
@@ -230,8 +230,7 @@ class PipeHandle(WorkerHandle):
             if not HOLD.waiting(poll.poll, ms) and (
                 HOLD.pending is not None or (deadline is not None and time.monotonic() >= deadline)
             ):
-                size = sum(len(v) for v in self.unsent)
-                self.unsent = []
+                size, self.unsent = len(self.unsent), memoryview(b"")
                 self._write_failed = f"did not read a {size}-byte message it was sent"
                 self.kill()
                 return
@@ -250,7 +249,7 @@ class PipeHandle(WorkerHandle):
     def recv(self, deadline: float | None, call: str) -> Any:
         answer = self.answer
         if answer is not None and answer[0] == self.seq:
-            return answer[1]  # (asked again after an interrupt)
+            return answer[1]  # (asked again after an interrupt, or by the pool for an older seq)
         if self.unsent:
             self._flush()
         if self._write_failed:

@@ -24,7 +24,6 @@ __all__ = [
     "Layout",
     "ResultWriter",
     "SharedBuffers",
-    "check_observation",
     "concatenate_checked",
     "layout_for",
     "obs_copier",
@@ -34,15 +33,23 @@ __all__ = [
 _BOXLIKE = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
 
+def _walk(tree: Any, leaf: Callable[[Any, str], Any], path: str = "") -> Any:
+    """``leaf(x, path)`` of each leaf of a Dict/Tuple space, or of a nest of dicts and tuples
+    (a layout's entries, a batch), in the same nesting."""
+    if isinstance(tree, gym.spaces.Dict | gym.spaces.Tuple):
+        tree = tree.spaces
+    if isinstance(tree, dict):
+        return {k: _walk(v, leaf, f"{path}[{k!r}]") for k, v in tree.items()}
+    if isinstance(tree, tuple) and not (tree and isinstance(tree[0], int)):  # (not an entry)
+        return tuple(_walk(v, leaf, f"{path}[{j}]") for j, v in enumerate(tree))
+    return leaf(tree, path)
+
+
 def supports_shared_memory(space: gym.Space) -> bool:
     """Box-like leaves inside any nesting of Dict/Tuple."""
-    if isinstance(space, _BOXLIKE):
-        return True
-    if isinstance(space, gym.spaces.Dict):
-        return all(supports_shared_memory(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return all(supports_shared_memory(s) for s in space.spaces)
-    return False
+    boxlike: list[bool] = []
+    _walk(space, lambda s, _: boxlike.append(isinstance(s, _BOXLIKE)))
+    return all(boxlike)
 
 
 @dataclass(frozen=True)
@@ -76,26 +83,21 @@ def layout_for(
 
     pos = 0
 
-    def leaves(s: gym.Space) -> Any:
+    def entry(s: gym.Space, _: str) -> tuple[int, str, tuple[int, ...]]:
         nonlocal pos
-        if isinstance(s, gym.spaces.Dict):
-            return {k: leaves(v) for k, v in s.spaces.items()}
-        if isinstance(s, gym.spaces.Tuple):
-            return tuple(leaves(v) for v in s.spaces)
         dtype = np.dtype(s.dtype)
         shape = (num_envs, *(s.shape or ()))
-        entry = (pos, dtype.str, shape)
-        pos = _align(pos + int(np.prod(shape)) * dtype.itemsize)
-        return entry
+        at, pos = pos, _align(pos + int(np.prod(shape)) * dtype.itemsize)
+        return at, dtype.str, shape
 
-    obs = leaves(space) if space is not None else None
+    obs = _walk(space, entry) if space is not None else None
     rewards = pos
     pos = _align(pos + 8 * num_envs)
     flags = pos
     pos = _align(pos + 2 * num_envs)
     actions = None
     if action_space is not None and isinstance(action_space, _BOXLIKE):
-        actions = leaves(action_space)
+        actions = _walk(action_space, entry)
     control = pos
     pos = _align(pos + 8 * SLOT_WORDS * workers)
     infos = -1
@@ -119,20 +121,15 @@ class SharedBuffers:
             os.close(fd)
         buf = self._mm
 
-        def view(entry: Any) -> Any:
-            if isinstance(entry, dict):
-                return {k: view(v) for k, v in entry.items()}
-            if isinstance(entry, tuple) and entry and isinstance(entry[0], tuple | dict):
-                return tuple(view(v) for v in entry)
-            off, dtype, shape = entry
-            return np.ndarray(shape, dtype=np.dtype(dtype), buffer=buf, offset=off)
+        def view(e: Any, _: str) -> np.ndarray:
+            return np.ndarray(e[2], dtype=np.dtype(e[1]), buffer=buf, offset=e[0])
 
         n = layout.num_envs
-        self.obs = view(layout.obs) if layout.obs is not None else None
+        self.obs = _walk(layout.obs, view) if layout.obs is not None else None
         self.rewards = np.ndarray((n,), np.float64, buffer=buf, offset=layout.rewards)
         flags = np.ndarray((2, n), np.bool_, buffer=buf, offset=layout.flags)
         self.terminations, self.truncations = flags[0], flags[1]
-        self.actions = view(layout.actions) if layout.actions is not None else None
+        self.actions = _walk(layout.actions, view) if layout.actions is not None else None
         self.control = self.infos = None
         if layout.workers:
             from .board import SLOT_WORDS
@@ -229,18 +226,10 @@ def _nesting_error(i: int, value: Any, path: str, keys: set | int) -> Observatio
 
 
 def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
-    if isinstance(target, np.ndarray):
-        shape, dtype = target.shape[1:], target.dtype
-
-        def write(i: int, value: Any) -> None:
-            # (three checks; anything else in full: nothing silently broadcast or cast)
-            if not (type(value) is np.ndarray and value.shape == shape and value.dtype == dtype):
-                err = _leaf_error(path, i, value, shape, dtype)
-                if err is not None:
-                    raise err
-            target[i] = value
-
-        return write
+    """A writer of env ``i``'s observation into ``target`` (a nest of batch arrays) that
+    checks it first; of a Dict/Tuple space, a check alone."""
+    if isinstance(target, gym.spaces.Dict | gym.spaces.Tuple):
+        target = target.spaces
     if isinstance(target, dict):
         subs = {k: _make_writer(v, f"{path}[{k!r}]") for k, v in target.items()}
         keys = set(subs)
@@ -252,34 +241,34 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
                 w(i, value[k])
 
         return write_dict
-    parts = [_make_writer(v, f"{path}[{k}]") for k, v in enumerate(target)]
+    if isinstance(target, tuple):
+        parts = [_make_writer(v, f"{path}[{k}]") for k, v in enumerate(target)]
 
-    def write_tuple(i: int, value: Any) -> None:
-        if not isinstance(value, (tuple, list)) or len(value) != len(parts):
-            raise _nesting_error(i, value, path, len(parts))
-        for w, v in zip(parts, value):
-            w(i, v)
+        def write_tuple(i: int, value: Any) -> None:
+            if not isinstance(value, (tuple, list)) or len(value) != len(parts):
+                raise _nesting_error(i, value, path, len(parts))
+            for w, v in zip(parts, value):
+                w(i, v)
 
-    return write_tuple
+        return write_tuple
+    array = target if isinstance(target, np.ndarray) else None
+    if array is not None:
+        shape, dtype = array.shape[1:], array.dtype
+    elif isinstance(target, _BOXLIKE):
+        shape, dtype = tuple(target.shape or ()), np.dtype(target.dtype)
+    else:  # (a space of another kind: nothing to check)
+        return lambda i, value: None
 
+    def write(i: int, value: Any) -> None:
+        # (three checks; anything else in full: nothing silently broadcast or cast)
+        if not (type(value) is np.ndarray and value.shape == shape and value.dtype == dtype):
+            err = _leaf_error(path, i, value, shape, dtype)
+            if err is not None:
+                raise err
+        if array is not None:
+            array[i] = value
 
-def check_observation(space: gym.Space, i: int, value: Any, path: str = "") -> None:
-    """Raise `ObservationError` if env ``i``'s observation does not fit the Box-like leaves
-    of ``space`` (the shared-memory writer's check, to explain a failed ``concatenate``)."""
-    if isinstance(space, _BOXLIKE):
-        err = _leaf_error(path, i, value, tuple(space.shape or ()), np.dtype(space.dtype))
-        if err is not None:
-            raise err
-    elif isinstance(space, gym.spaces.Dict):
-        if not isinstance(value, Mapping) or value.keys() != space.spaces.keys():
-            raise _nesting_error(i, value, path, set(space.spaces))
-        for k, sub in space.spaces.items():
-            check_observation(sub, i, value[k], f"{path}[{k!r}]")
-    elif isinstance(space, gym.spaces.Tuple):
-        if not isinstance(value, (tuple, list)) or len(value) != len(space.spaces):
-            raise _nesting_error(i, value, path, len(space.spaces))
-        for j, (sub, v) in enumerate(zip(space.spaces, value)):
-            check_observation(sub, i, v, f"{path}[{j}]")
+    return write
 
 
 def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any:
@@ -287,8 +276,9 @@ def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any
     try:
         return concatenate(space, items, out)
     except Exception as exc:
+        check = _make_writer(space)  # (the shared-memory writer's check, without the write)
         for i, value in enumerate(items):
-            check_observation(space, i, value)
+            check(i, value)
         raise ObservationError(
             f"the envs' observations cannot be batched for observation space {space}: "
             f"{type(exc).__name__}: {exc}"
@@ -296,11 +286,11 @@ def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any
 
 
 def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
-    """A copier of a batch of ``space`` 's observations, built once per space:
-    ``ndarray.copy`` for Box-like leaves, through Dict and Tuple, else ``copy.deepcopy``."""
+    """A copier of a batch of ``space`` 's observations: ``ndarray.copy`` for Box-like
+    leaves, through Dict and Tuple, else ``copy.deepcopy``."""
     if isinstance(space, _BOXLIKE):
         return np.ndarray.copy
-    if isinstance(space, gym.spaces.Dict):
+    if isinstance(space, gym.spaces.Dict):  # (built once: a step's copy walks nothing)
         subs = {k: obs_copier(v) for k, v in space.spaces.items()}
         return lambda batch: {k: c(batch[k]) for k, c in subs.items()}
     if isinstance(space, gym.spaces.Tuple):

@@ -22,7 +22,6 @@ __all__ = [
     "HEADER",
     "LONG",
     "OK",
-    "Attach",
     "Call",
     "Cmd",
     "EnvInfo",
@@ -36,7 +35,6 @@ __all__ = [
     "WorkerSpec",
     "dumps",
     "failure_of",
-    "unwritten",
 ]
 
 OK, ERROR = "ok", "error"
@@ -58,7 +56,9 @@ class Cmd(str, Enum):
     #: the async pool: data: (local env indices, their actions); answer: StepResult
     STEP_ENVS = "step-envs"
     RESET = "reset"  #: data: Reset; answer: StepResult
-    ATTACH = "attach"  #: data: Attach, then the region's fd (and two eventfds); answer: None
+    #: data: (the region's `Layout`, the worker's index), then by SCM_RIGHTS the region's fd
+    #: and two eventfds; answer: None
+    ATTACH = "attach"
     CALL = "call"  #: data: Call; answer: one result per env
     SET_ATTR = "set_attr"  #: data: SetAttr; answer: None
     RESTARTED = "restarted"  #: data: Restarted; answer: StepResult
@@ -77,14 +77,6 @@ class WorkerSpec:
     main_pid: int
     close_fds: list[Any] | None
     spin_seconds: float
-
-
-@dataclass(frozen=True)
-class Attach:
-    """Map the shared region (its fd and two eventfds follow by SCM_RIGHTS)."""
-
-    layout: Any
-    worker: int
 
 
 @dataclass(frozen=True)
@@ -173,14 +165,7 @@ def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) 
 def dumps(obj: Any, by_value: bool = False) -> Any:
     """Pickle ``obj`` for a connection: multiprocessing's pickler, else (or ``by_value``)
     cloudpickle."""
-    if not by_value:
-        try:
-            return ForkingPickler.dumps(obj)
-        except Exception:
-            pass
-    import cloudpickle
-
-    return cloudpickle.dumps(obj)
+    return Sender(None, by_value).dumps(obj)
 
 
 HEADER = struct.Struct("!i")  # multiprocessing.connection's framing: a message's length
@@ -203,10 +188,12 @@ class Sender:
             except Exception:
                 if not plain:
                     self.by_value = True
-        return dumps(obj, by_value=True)
+        import cloudpickle
 
-    def frame(self, obj: Any, plain: bool = False) -> list[memoryview]:
-        """``obj`` as the views to write on a non-blocking pipe, in multiprocessing's framing."""
+        return cloudpickle.dumps(obj)
+
+    def frame(self, obj: Any, plain: bool = False) -> memoryview:
+        """``obj`` as the bytes to write on a non-blocking pipe, in multiprocessing's framing."""
         message = None
         if plain:
             with contextlib.suppress(Exception):
@@ -215,19 +202,7 @@ class Sender:
             message = self.dumps(obj, plain)
         n = len(message)
         header = HEADER.pack(n) if n <= 0x7FFFFFFF else HEADER.pack(-1) + LONG.pack(n)
-        return [memoryview(header), memoryview(message)]
+        return memoryview(header + message)
 
     def send(self, obj: Any, plain: bool = False) -> None:
         self.conn.send_bytes(self.dumps(obj, plain))
-
-
-def unwritten(views: list[memoryview], written: int) -> list[memoryview]:
-    """What is left of `Sender.frame`'s ``views`` once ``written`` bytes of them were written."""
-    out = []
-    for v in views:
-        if written >= len(v):
-            written -= len(v)
-        else:
-            out.append(v[written:])
-            written = 0
-    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
@@ -72,28 +73,20 @@ class EnvRunner:
         calls: InfoCalls = []
         mode, obs, rewards = self.mode, self.obs, self.rewards
         terms, truncs, autoreset = self.terminations, self.truncations, self.autoreset
-        if only is not None:
-            envs = self.envs
-            actions = _Scatter(only, actions)  # type: ignore[assignment]
-            pairs: Any = ((i, envs[i]) for i in only)
-        else:
-            pairs = enumerate(self.envs)
-        for i, env in pairs:
-            if mode == NEXT_STEP:
-                if autoreset[i]:
-                    obs[i], info = env.reset()
-                    rewards[i] = 0.0
-                    terms[i] = False
-                    truncs[i] = False
-                else:
-                    obs[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
-            elif mode == SAME_STEP:
-                obs[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
-                if terms[i] or truncs[i]:
+        envs = self.envs
+        which = range(len(envs)) if only is None else only
+        for i, action in zip(which, actions):
+            env = envs[i]
+            if mode == NEXT_STEP and autoreset[i]:
+                obs[i], info = env.reset()
+                rewards[i] = 0.0
+                terms[i] = False
+                truncs[i] = False
+            else:
+                obs[i], rewards[i], terms[i], truncs[i], info = env.step(action)
+                if mode == SAME_STEP and (terms[i] or truncs[i]):
                     calls.append((i, {"final_obs": obs[i], "final_info": info}))
                     obs[i], info = env.reset()
-            else:
-                obs[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
             if info:
                 calls.append((i, info))
         np.logical_or(terms, truncs, out=autoreset)
@@ -102,17 +95,6 @@ class EnvRunner:
     def close(self) -> None:
         for env in self.envs:
             env.close()
-
-
-class _Scatter:
-    """``actions[k]`` of env ``only[k]``, indexed by env (what `EnvRunner.step` reads)."""
-
-    def __init__(self, only: Sequence[int], actions: Sequence[Any]) -> None:
-        self.pos = dict(zip(only, range(len(only))))
-        self.actions = actions
-
-    def __getitem__(self, i: int) -> Any:
-        return self.actions[self.pos[i]]
 
 
 def call_env(env: Any, name: str | Callable[..., Any], args: Any, kwargs: Any) -> Any:
@@ -142,19 +124,6 @@ def _no_attribute(env: Any, name: str) -> str:
     )
 
 
-class _Armed:
-    """A rebuilt worker's env for one step: the step the rule arms it with (`recovered_step`)."""
-
-    def __init__(self, env: Any, armed: Any) -> None:
-        self.env, self.armed = env, armed
-
-    def step(self, action: Any) -> tuple:
-        return recovered_step(self.env, self.armed)
-
-    def reset(self, **kwargs: Any) -> Any:
-        return self.env.reset(**kwargs)
-
-
 #: a step's or reset's answer, made by a backend's ``collect(calls, mask)``
 Collect = Callable[[InfoCalls, Any], Any]
 
@@ -170,8 +139,6 @@ class EnvHost:
         self.mode = mode
         self.collect = collect
         self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end
-        #: the last command's info calls and mask, before ``collect`` (redone after a Ctrl-C)
-        self.ran: tuple[InfoCalls, Any] | None = None
 
     def handle(self, cmd: Cmd | str, data: Any) -> Any:
         """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
@@ -181,17 +148,12 @@ class EnvHost:
             raise ValueError(
                 f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}"
             ) from None
-        self.ran = None
         return run(self, data)
-
-    def _collect(self, calls: InfoCalls, mask: Any) -> Any:
-        self.ran = (calls, mask)
-        return self.collect(calls, mask)
 
     def step(self, actions: Any) -> Any:
         """``Cmd.STEP``: step every env (``actions[i]`` for env ``i``)."""
         calls = self.runner.step(actions) if not self.lost else self._step_lost(actions)
-        return self._collect(calls, None)
+        return self.collect(calls, None)
 
     def step_envs(self, data: tuple[list[int], Any]) -> Any:
         """``Cmd.STEP_ENVS``: step only the envs ``local`` (the async pool)."""
@@ -200,7 +162,7 @@ class EnvHost:
         calls = step(actions, local)
         stepped = np.zeros(len(self.envs), dtype=np.bool_)
         stepped[local] = True
-        return self._collect(calls, stepped)
+        return self.collect(calls, stepped)
 
     def reset(self, r: Any) -> Any:
         """``Cmd.RESET`` (a [`Reset`][envfactory.vectorizers.remote.Reset])."""
@@ -209,13 +171,13 @@ class EnvHost:
         else:
             for j in np.flatnonzero(r.mask).tolist():
                 self.lost.pop(j, None)
-        return self._collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
+        return self.collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
 
     def restarted(self, rs: Any) -> Any:
         """``Cmd.RESTARTED``: the recovery rule after a lost step (`after_step`)."""
         for i, what in enumerate(after_step(rs.done, self.mode)):
             self.lost[i] = what if what == RESET_FLAGGED else (LOST, rs.last_obs[i])
-        return self._collect(self._step_lost([None] * len(rs.done)), None)
+        return self.collect(self._step_lost([None] * len(rs.done)), None)
 
     def restart_reset(self, rr: Any) -> Any:
         """``Cmd.RESTART_RESET``: the recovery rule after a lost reset (`after_reset`)."""
@@ -231,7 +193,7 @@ class EnvHost:
                 runner.autoreset[i] = True  # its next step is the autoreset
             elif what == LOST:
                 self.lost[i] = (LOST, rr.last_obs[i])
-        return self._collect(calls, None)
+        return self.collect(calls, None)
 
     def call(self, c: Any) -> list[Any]:
         """``Cmd.CALL``: one result per env of ``c.local``."""
@@ -253,7 +215,11 @@ class EnvHost:
         """``runner.step`` with the lost envs ending their lost episode instead."""
         runner, lost = self.runner, self.lost
         real = runner.envs
-        runner.envs = [_Armed(e, lost[i]) if i in lost else e for i, e in enumerate(real)]
+        runner.envs = [  # (an armed env's step is the one the rule arms it with)
+            SimpleNamespace(step=lambda _, e=e, a=lost[i]: recovered_step(e, a), reset=e.reset)
+            if i in lost else e
+            for i, e in enumerate(real)
+        ]  # fmt: skip
         try:
             calls = runner.step(actions, only)
         finally:

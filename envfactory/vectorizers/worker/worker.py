@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import os
 import select
 import signal
@@ -32,16 +31,14 @@ from ..transport.shared import ResultWriter, SharedBuffers
 from .protocol import (
     ERROR,
     OK,
-    Attach,
     Cmd,
     EnvInfo,
-    Failure,
     Sender,
     WorkerSpec,
     dumps,
     failure_of,
 )
-from .runner import COMMANDS, EnvHost
+from .runner import EnvHost
 
 __all__ = ["worker_main"]
 
@@ -134,10 +131,6 @@ def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _failure(exc: BaseException) -> Failure:
-    return failure_of(exc, dumps)
-
-
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
     try:  # SIGKILL when the parent dies (prctl PDEATHSIG; elsewhere the watchdog still works)
@@ -164,7 +157,7 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         envs = [fn() for fn in env_fns]
         info = [EnvInfo.of(e) for e in envs]
     except BaseException as exc:
-        conn.send_bytes(dumps((0, ERROR, _failure(exc))))
+        conn.send_bytes(dumps((0, ERROR, failure_of(exc, dumps))))
         return
     sender = Sender(conn)
     worker = _Worker(sender, envs, spec)
@@ -200,21 +193,17 @@ class _Worker:
         self.columns: InfoColumns | None = None  # the info columns (after ATTACH)
         self.schema: Schema | None = None  # the last info schema sent by pipe
         self.schemas = 0  # how many there were (the control slot's SCHEMAS word)
-        self.table: dict[str, Callable[[Any], Any]] = {
-            cmd: functools.partial(run, self.host) for cmd, run in COMMANDS.items()
-        }
-        self.table[Cmd.ATTACH] = self.attach
 
-    def attach(self, att: Attach) -> None:
+    def attach(self, layout: Any, worker: int) -> Any:
         from multiprocessing.reduction import recv_handle
 
-        buffers = SharedBuffers(att.layout, recv_handle(self.conn))
+        buffers = SharedBuffers(layout, recv_handle(self.conn))
         self.out.attach(buffers, self.spec.shared_memory)
         go, done = recv_handle(self.conn), recv_handle(self.conn)
         start, acts = self.spec.start, buffers.actions
         if acts is not None:  # else steps come by pipe
             self.actions = acts[start : start + len(self.host.envs)]
-        self.wake = WorkerWake(buffers.control, att.worker, self.spec.spin_seconds, go, done)
+        self.wake = WorkerWake(buffers.control, worker, self.spec.spin_seconds, go, done)
         self.columns = buffers.infos
 
     def close(self, seq: int) -> None:
@@ -247,13 +236,13 @@ class _Worker:
                         self.schemas += 1
                         wake.slot[SCHEMAS] = self.schemas
         except Exception as exc:
-            answer = self.sender.dumps((seq, ERROR, _failure(exc)))
+            answer = self.sender.dumps((seq, ERROR, failure_of(exc, dumps)))
         wake.finish(seq, 1 if answer is not None else msg)
         if answer is not None:
             self.conn.send_bytes(answer)
 
     def serve(self) -> None:
-        conn, main_pid, table = self.conn, self.spec.main_pid, self.table
+        conn, main_pid, handle = self.conn, self.spec.main_pid, self.host.handle
         poller = Poller([conn.fileno()], self.spec.spin_seconds)
         while True:
             if self.wake is not None:
@@ -271,9 +260,10 @@ class _Worker:
             if cmd == Cmd.CLOSE:
                 self.close(seq)
                 return
-            try:  # (the parent sends only the table's commands)
-                answer = self.sender.dumps((seq, OK, table[cmd](data)))  # an unpicklable result
-            except Exception as exc:  # (get_attr of a lock, say) is an error, not a dead worker
-                self.sender.send((seq, ERROR, _failure(exc)))
+            try:  # (an unpicklable result, a get_attr of a lock, say, is an error)
+                result = self.attach(*data) if cmd == Cmd.ATTACH else handle(cmd, data)
+                answer = self.sender.dumps((seq, OK, result))
+            except Exception as exc:  # (not a dead worker)
+                self.sender.send((seq, ERROR, failure_of(exc, dumps)))
                 continue
             conn.send_bytes(answer)
