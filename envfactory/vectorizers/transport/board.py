@@ -318,7 +318,7 @@ class Board:
                 if w.slot[SCHEMAS] != w.schemas:  # (an invariant) the per-worker path
                     return None  # raises it, with the failure policy
                 assert w.columns is not None and w.schema is not None
-                answers.append((ColumnRows(w.columns, w.schema, w.start, w.stop - w.start), None))
+                answers.append((ColumnRows((w.columns, w.schema, w.start, w.stop - w.start)), None))
         return answers
 
     def _fds(self) -> Any:

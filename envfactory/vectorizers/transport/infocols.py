@@ -14,7 +14,8 @@ dicts of them, and more columns than ``INFO_KEYS`` always go by pipe.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -245,14 +246,20 @@ class InfoColumns:
         return infos
 
 
-class ColumnRows(NamedTuple):
-    """A worker's step infos in the info columns (envs ``start:start + n``), read as its
-    ``(env, info)`` pairs when iterated; valid until the worker's next step is posted."""
+class ColumnRows(tuple):
+    """A worker's step infos in the info columns, ``(columns, schema, start, n)`` for envs
+    ``start:start + n``, read as its ``(env, info)`` pairs when iterated; valid until the
+    worker's next step is posted. (A tuple, made by ``tuple.__new__``: no Python call on
+    the step's path.)"""
 
-    columns: InfoColumns
-    schema: Schema
-    start: int
-    n: int
+    __slots__ = ()
+    columns: InfoColumns = property(itemgetter(0))  # type: ignore[assignment]
+    schema: Schema = property(itemgetter(1))  # type: ignore[assignment]
+    start: int = property(itemgetter(2))  # type: ignore[assignment]
+    n: int = property(itemgetter(3))  # type: ignore[assignment]
 
     def __iter__(self) -> Any:
         return iter(self.columns.read(self.schema, self.start, self.n))
+
+    def __reduce__(self) -> Any:  # (copy/pickle: its fields, not its pairs)
+        return ColumnRows, (self[:],)
