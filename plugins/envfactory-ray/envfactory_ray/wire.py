@@ -42,7 +42,7 @@ def _layout(obj: Any, arrays: list) -> Any:
         return "t", tuple(_layout(v, arrays) for v in obj)
     if t is dict and all(type(k) is str for k in obj):
         return "d", tuple((k, _layout(v, arrays)) for k, v in obj.items())
-    if t is str or obj is None:
+    if isinstance(obj, str) or obj is None:
         return "s", obj
     raise _Unfit
 
