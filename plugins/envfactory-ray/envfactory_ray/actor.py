@@ -6,13 +6,11 @@ or ``(ERROR, Failure)``, so the caller raises the same ``RemoteEnvError`` as ``s
 from __future__ import annotations
 
 import os
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array
 
@@ -29,6 +27,7 @@ from envfactory.vectorizers.remote import (
 
 from .causes import IP, KILLED, START_CAUSES, first_line, lost_node_of, ray_cause
 from .graph import KEPT, GraphBroke, StepGraph
+from .wire import Wire
 
 __all__ = [
     "ERROR",
@@ -247,6 +246,7 @@ class ActorHandle(WorkerHandle):
         self.killed = False
         #: the direct connection to a node actor (`channel`), once open; None: by Ray calls
         self.channel: Any = None
+        self.wire = Wire(pickles)
         self.batch: StepBatch | None = None  # the step answers fetched together
         #: the compiled graph that steps this actor (`StepGraph`), if any
         self.graph: StepGraph | None = None
@@ -322,8 +322,8 @@ class ActorHandle(WorkerHandle):
             graph.post(self, data)
             return
         if self.channel is not None:
-            plain = cmd == Cmd.STEP and type(data) is np.ndarray  # (the hot path)
-            message = pickle.dumps((cmd, data), protocol=5) if plain else pickles((cmd, data))
+            # (the hot path's arrays raw, else as Ray pickles: what was registered by value)
+            message = self.wire.dumps((cmd, data)) if cmd == Cmd.STEP else pickles((cmd, data))
             try:
                 self.channel.send_bytes(message)
             except OSError:  # the actor is gone: recv says how
@@ -402,6 +402,7 @@ class ActorHandle(WorkerHandle):
         try:
             address = ray.get(self.actor.open_channel.remote(key), timeout=CHANNEL_TIMEOUT)
             self.channel = connect(address, key)
+            self.wire = Wire(pickles)  # (a new stream, new layouts)
         except Exception as exc:  # (its own death shows at the next call, through Ray)
             self.channel = None
             import warnings
@@ -422,7 +423,7 @@ class ActorHandle(WorkerHandle):
         channel = self.channel
         try:
             if HOLD.waiting(channel.poll, remaining):  # (a read is never cut: Ctrl-C held)
-                return pickle.loads(channel.recv_bytes())
+                return self.wire.loads(channel.recv_bytes())
         except (EOFError, OSError) as exc:  # the actor (or its node) went
             raise self._gone(call) from exc
         raise TimeoutError  # (the caller kills the actor: WorkerTimeoutError)

@@ -34,6 +34,7 @@ from envfactory.vectorizers.remote import (
 
 from .actor import ERROR, INNER, OK, pickles
 from .graph import KEPT
+from .wire import Wire, dumps
 
 #: what ``vectorizer.in_actor`` may name: the vectorizer an actor hosts its envs in
 IN_ACTOR = ("subproc",)
@@ -118,7 +119,7 @@ class NodeActor:
         with self._graph_lock:
             answer = self.step(actions)
             self.graph_steps, self._kept_answer = self.graph_steps + 1, answer
-        return _dumps(answer)
+        return dumps(answer)
 
     def kept(self, seq: int, actions: Any) -> tuple[str, Any]:
         """The answer to graph step ``seq`` (`KEPT`, by the channel once the graph broke): the
@@ -177,21 +178,19 @@ class NodeActor:
         return listener.address
 
     def _serve(self, listener: Any) -> None:
-        """Answer each ``(cmd, data)`` of the channel as `handle` (``close`` last). Both ways
-        pickle as Ray's own calls do (cloudpickle where plain pickle cannot: what the caller
-        registered by value arrives); an answer that cannot be pickled is the env's error."""
-        import pickle
-
+        """Answer each ``(cmd, data)`` of the channel as `handle` (``close`` last), both ways
+        by `Wire`; an answer that cannot be pickled is the env's error."""
         try:
             with listener:
                 conn = listener.accept()  # (one client, the vectorized env; else it ends)
         except Exception:
             return
         _no_delay(conn)
+        wire = Wire()
         with conn:
             while True:
                 try:
-                    cmd, data = pickle.loads(conn.recv_bytes())
+                    cmd, data = wire.loads(conn.recv_bytes())
                 except (EOFError, OSError):
                     return  # the vectorized env went: Ray kills this actor
                 try:
@@ -199,7 +198,7 @@ class NodeActor:
                         answer = self.close()
                     else:
                         answer = self.step(data) if cmd == Cmd.STEP else self.handle(cmd, data)
-                    message = _dumps(answer)
+                    message = wire.dumps(answer)
                 except Exception as exc:
                     message = pickles((ERROR, failure_of(exc, pickles)))
                 try:
@@ -290,17 +289,6 @@ def _no_delay(conn: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:
         pass
-
-
-def _dumps(answer: Any) -> bytes:
-    """An answer for the channel: plain pickle (a batch of arrays: 3-5x faster than
-    cloudpickle), else cloudpickle."""
-    import pickle
-
-    try:
-        return pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        return pickles(answer)
 
 
 def _placed() -> dict[str, Any]:

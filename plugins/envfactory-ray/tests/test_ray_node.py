@@ -235,6 +235,35 @@ def test_num_cpus_null_is_the_whole_node_and_one_message_per_actor_per_step() ->
         assert len(set(envs.call(worker_pid))) == 4  # two inner workers per actor
 
 
+def test_a_step_crosses_the_channel_as_raw_arrays_both_ways() -> None:
+    """A step's actions and its batch are raw bytes after a small header (its layout once:
+    `envfactory_ray.wire`), not pickles, and the batch is the same."""
+    with node(*[maker()] * 4) as envs:
+        envs.reset(seed=0)
+        marks: list[bytes] = []
+        for h in envs.group._actor_handles:
+            send, recv = h.channel.send_bytes, h.channel.recv_bytes
+
+            def sent(data: bytes, send: Any = send) -> None:
+                marks.append(b"send " + bytes(data[:1]))
+                send(data)
+
+            def read(recv: Any = recv) -> bytes:
+                data = recv()
+                marks.append(b"read " + data[:1])
+                return data  # type: ignore[no-any-return]
+
+            h.channel.send_bytes, h.channel.recv_bytes = sent, read
+        for _ in range(3):
+            obs, rewards, _, _, _ = envs.step(ACTIONS)
+        assert marks[:2] == [b"send N", b"send N"]  # (the answers' layout came with the reset)
+        step = [b"send K", b"send K", b"read K", b"read K"]
+        assert marks[2:] == [b"read K", b"read K", *step, *step]
+        np.testing.assert_allclose(obs, np.full((4, 4), 0.003, np.float32))
+        assert rewards.tolist() == [1.0] * 4
+        obs[0, 0] = 1.0  # (writable, as a pickled batch was)
+
+
 def test_async_halves_and_calls() -> None:
     with node(*[maker()] * 4) as envs:
         envs.reset_async(seed=1)
