@@ -8,6 +8,7 @@ it: ``faulty_envs:Faulty-v0`` works as a gymnasium id everywhere.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -403,6 +404,11 @@ class CtrlCStorm:
             raise KeyboardInterrupt
 
     def __enter__(self) -> CtrlCStorm:
+        # the garbage of earlier tests (an old storm and its thread are a cycle) is freed
+        # now, not by a collection under the storm: a KeyboardInterrupt in a weakref
+        # callback there (threading's WeakSet of threads) is only "ignored", and pytest
+        # fails the test that was running
+        gc.collect()
         self._old = signal.signal(signal.SIGINT, self._handler)
         self._thread.start()
         return self
