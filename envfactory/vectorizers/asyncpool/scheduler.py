@@ -53,6 +53,7 @@ class PoolScheduler:
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
         self._by_index = {h.index: h for h in self.handles}
+        self._span = {h.index: h.indices for h in self.handles}  # a worker's envs, in order
         self._flights = Flights(self._by_index, backend)  # each worker's messages out
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], Batch] | None = None
@@ -106,6 +107,12 @@ class PoolScheduler:
     def send(self, ids: list[int], actions: Sequence[Any]) -> None:
         """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker."""
         state = self._state
+        whole = self._whole(ids)
+        if whole is not None:  # (every env idle: a message per worker, rows as slices)
+            with HOLD:
+                for h, k in whole:
+                    self._dispatch(h, self._span[h.index], slice(k, k + h.stop - h.start), actions)
+            return
         busy = [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
         if busy:
             raise ValueError(
@@ -218,6 +225,18 @@ class PoolScheduler:
                     self._complete(h, limit)
 
     # -- helpers --------------------------------------------------------------------------
+    def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, int]] | None:
+        """``ids`` as whole idle workers, each in order: (worker, its first position); else None."""
+        whole, k, n, owner, state, span = [], 0, len(ids), self._owner, self._state, self._span
+        while k < n:
+            h = owner[ids[k]]
+            size = h.stop - h.start
+            if ids[k : k + size] != span[h.index] or state[h.start : h.stop].count(IDLE) != size:
+                return None
+            whole.append((h, k))
+            k += size
+        return whole
+
     def _not_ready(self, want: int | list[int]) -> None:
         if isinstance(want, list):
             late = [i for i in want if self._state[i] != READY]
@@ -240,24 +259,34 @@ class PoolScheduler:
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
         self._flights.sent(h, ticket, envs, kind)
-        state = self._state
-        for i in envs:
-            state[i] = IN_FLIGHT
+        self._mark(h, envs, IN_FLIGHT)
         if self._unsent:
             for i in envs:
                 self._unsent.pop(i, None)
 
-    def _dispatch(self, h: WorkerHandle, envs: list[int], ks: list[int], actions: Any) -> None:
-        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``) as one message now."""
-        if len(envs) > 1 and envs != sorted(envs):
+    def _mark(self, h: WorkerHandle, envs: list[int], value: int) -> None:
+        """``envs`` of ``h`` (all of them: one slice) are ``value`` now."""
+        state = self._state
+        if len(envs) == h.stop - h.start:
+            state[h.start : h.stop] = [value] * len(envs)
+        else:
+            for i in envs:
+                state[i] = value
+
+    def _dispatch(
+        self, h: WorkerHandle, envs: list[int], ks: list[int] | slice, actions: Any
+    ) -> None:
+        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
+        order) as one message now."""
+        if not isinstance(ks, slice) and len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
             envs, ks = [envs[j] for j in order], [ks[j] for j in order]
         start = h.start
         local = [i - start for i in envs]
         if isinstance(actions, np.ndarray) and actions.dtype != object:  # one copy
-            batch: Any = actions[ks]
+            batch: Any = actions[ks].copy() if isinstance(ks, slice) else actions[ks]
         else:
-            rows = [actions[k] for k in ks]
+            rows = list(actions[ks]) if isinstance(ks, slice) else [actions[k] for k in ks]
             plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
             batch = np.stack(rows) if plain else rows
         try:
@@ -294,11 +323,12 @@ class PoolScheduler:
         with HOLD:
             self._flights.answered(h)
             calls = self.backend.keep(h, msg.envs, answer)
-            state, queue, infos = self._state, self._queue, self._infos
-            for i in msg.envs:
-                state[i] = READY
-                queue.append(i)
-                infos.pop(i, None)
+            infos = self._infos
+            self._mark(h, msg.envs, READY)
+            self._queue.extend(msg.envs)
+            if infos:
+                for i in msg.envs:
+                    infos.pop(i, None)
             for local, info in calls:
                 infos.setdefault(h.start + local, []).append(info)
 
@@ -342,7 +372,7 @@ class PoolScheduler:
         obs, rewards, terms, truncs = self.backend.rows(idx)
         kept = self._infos if kept is None else kept
         rows = [(k, info) for k, i in enumerate(ids) if i in kept for info in kept[i]]
-        infos = merge_infos(rows, len(ids))
+        infos = merge_infos(rows, len(ids)) if rows else {}
         infos["env_id"] = idx.astype(np.int32)
         return obs, rewards, terms, truncs, infos
 
@@ -350,14 +380,19 @@ class PoolScheduler:
         """``batch`` goes to the caller: its envs leave the queue and become IDLE, unsent."""
         with HOLD:
             queue, infos, unsent = self._queue, self._infos, self._unsent
-            if head:
+            if head and len(ids) == len(queue):
+                queue.clear()
+            elif head:
                 for _ in ids:
                     queue.popleft()
             else:
                 taken = set(ids)
                 self._queue = deque(i for i in queue if i not in taken)
-            for i in ids:
-                unsent[i] = infos.pop(i, [])
+            if infos:
+                for i in ids:
+                    unsent[i] = infos.pop(i, [])
+            else:  # (no infos: one empty list, never changed, for all)
+                unsent.update(dict.fromkeys(ids, []))
             state = self._state
             for i in ids:
                 state[i] = IDLE
