@@ -14,12 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import (
-    AlreadyPendingError,
-    NoPendingCallError,
-    NotReadyError,
-    WorkerError,
-)
+from ...errors import AlreadyPendingError, NoPendingCallError, NotReadyError, WorkerError
 from ..front.checks import show_ids
 from ..front.infos import merge_infos
 from ..transport.ctrl_c import HOLD
@@ -28,15 +23,7 @@ from ..worker.protocol import Cmd
 from .flights import Flights, Message
 from .pool_backend import Batch, PoolBackend, RemoteSite
 
-__all__ = [
-    "IDLE",
-    "IN_FLIGHT",
-    "LOST",
-    "READY",
-    "PoolBackend",
-    "PoolScheduler",
-    "RemoteSite",
-]
+__all__ = ["IDLE", "IN_FLIGHT", "LOST", "READY", "PoolBackend", "PoolScheduler", "RemoteSite"]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
 
@@ -106,31 +93,26 @@ class PoolScheduler:
 
     def send(self, ids: list[int], actions: Sequence[Any]) -> None:
         """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker."""
-        state = self._state
-        whole = self._whole(ids)
-        if whole is not None:  # (every env idle: a message per worker, rows as slices)
-            with HOLD:
-                for h, k in whole:
-                    self._dispatch(h, self._span[h.index], slice(k, k + h.stop - h.start), actions)
-            return
-        busy = [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
+        state, whole = self._state, self._whole(ids)
+        busy = [] if whole else [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
         if busy:
             raise ValueError(
                 f"send() for envs {show_ids(busy)} whose last step is not received yet: call "
                 "recv() until infos['env_id'] returns them, then send() their actions"
             )
         groups: dict[int, list[int]] = {}  # worker index -> positions k in ids
-        owner = self._owner
         with HOLD:  # (no Ctrl-C cuts it: `ctrl_c`)
-            for k, i in enumerate(ids):
+            for k, i in enumerate([] if whole else ids):
                 if state[i] == LOST:  # its worker was rebuilt: this step is the loss
                     state[i] = READY
                     self._queue.append(i)
                     self._unsent.pop(i, None)
                     continue
-                groups.setdefault(owner[i].index, []).append(k)
+                groups.setdefault(self._owner[i].index, []).append(k)
             for index, ks in groups.items():
-                self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
+                whole.append((self._by_index[index], [ids[k] for k in ks], ks))
+            for h, envs, ks in whole:
+                self._dispatch(h, envs, ks, actions)
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
         """The next ``want`` ready envs in the order they finished, or (a list) exactly those,
@@ -225,16 +207,16 @@ class PoolScheduler:
                     self._complete(h, limit)
 
     # -- helpers --------------------------------------------------------------------------
-    def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, int]] | None:
-        """``ids`` as whole idle workers, each in order: (worker, its first position); else None."""
-        whole, k, n, owner, state, span = [], 0, len(ids), self._owner, self._state, self._span
-        while k < n:
+    def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, list[int], Any]]:
+        """``ids`` as whole idle workers in order, each (worker, its envs, their slice of ids)."""
+        whole, k, owner, state, span = [], 0, self._owner, self._state, self._span
+        while k < len(ids):
             h = owner[ids[k]]
-            size = h.stop - h.start
-            if ids[k : k + size] != span[h.index] or state[h.start : h.stop].count(IDLE) != size:
-                return None
-            whole.append((h, k))
-            k += size
+            envs, stop = span[h.index], k + h.stop - h.start
+            if ids[k:stop] != envs or any(state[h.start : h.stop]):  # (IDLE is 0)
+                return []
+            whole.append((h, envs, slice(k, stop)))
+            k = stop
         return whole
 
     def _not_ready(self, want: int | list[int]) -> None:
@@ -266,16 +248,13 @@ class PoolScheduler:
 
     def _mark(self, h: WorkerHandle, envs: list[int], value: int) -> None:
         """``envs`` of ``h`` (all of them: one slice) are ``value`` now."""
-        state = self._state
         if len(envs) == h.stop - h.start:
-            state[h.start : h.stop] = [value] * len(envs)
+            self._state[h.start : h.stop] = [value] * len(envs)
         else:
             for i in envs:
-                state[i] = value
+                self._state[i] = value
 
-    def _dispatch(
-        self, h: WorkerHandle, envs: list[int], ks: list[int] | slice, actions: Any
-    ) -> None:
+    def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
         """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
         order) as one message now."""
         if not isinstance(ks, slice) and len(envs) > 1 and envs != sorted(envs):
@@ -326,25 +305,20 @@ class PoolScheduler:
             infos = self._infos
             self._mark(h, msg.envs, READY)
             self._queue.extend(msg.envs)
-            if infos:
-                for i in msg.envs:
-                    infos.pop(i, None)
+            for i in msg.envs:
+                infos.pop(i, None)
             for local, info in calls:
                 infos.setdefault(h.start + local, []).append(info)
 
     def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer or rebuild: the env is unusable."""
+        why = f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
         if not isinstance(exc, WorkerError):
-            self.backend.interrupted(
-                RuntimeError(
-                    f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
-                )
-            )
+            self.backend.interrupted(RuntimeError(why))
 
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
         """``h`` failed: its unreturned envs get the lost-episode result, the others LOST."""
-        mine = h.indices
-        state = self._state
+        mine, state = h.indices, self._state
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
         superseded = [i for i in mine if state[i] == READY]
         answer = self.backend.recover(h, failure, kind, superseded)
@@ -379,22 +353,15 @@ class PoolScheduler:
     def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
         """``batch`` goes to the caller: its envs leave the queue and become IDLE, unsent."""
         with HOLD:
-            queue, infos, unsent = self._queue, self._infos, self._unsent
-            if head and len(ids) == len(queue):
-                queue.clear()
-            elif head:
+            queue, infos, unsent, state = self._queue, self._infos, self._unsent, self._state
+            if head:
                 for _ in ids:
                     queue.popleft()
             else:
                 taken = set(ids)
                 self._queue = deque(i for i in queue if i not in taken)
-            if infos:
-                for i in ids:
-                    unsent[i] = infos.pop(i, [])
-            else:  # (no infos: one empty list, never changed, for all)
-                unsent.update(dict.fromkeys(ids, []))
-            state = self._state
             for i in ids:
+                unsent[i] = infos.pop(i, [])
                 state[i] = IDLE
             self.backend.returned(ids, batch[2] | batch[3])
             self._stash = None
