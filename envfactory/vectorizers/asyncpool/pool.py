@@ -79,12 +79,10 @@ class _PipeSite(RemoteSite):
     resumes_reads = True  # (PipeHandle keeps what a read took, and its answer, by seq)
 
     def answered(self, handle: WorkerHandle, ticket: int) -> bool:
-        h: PipeHandle = handle  # type: ignore[assignment]
-        return h.has_answer(ticket)
+        return handle.has_answer(ticket)  # type: ignore[attr-defined]
 
     def taken(self, handle: WorkerHandle) -> int | None:
-        h: PipeHandle = handle  # type: ignore[assignment]
-        return h.seq if h.unsent else None  # (a message it holds to write first)
+        return handle.seq if handle.unsent else None  # type: ignore[attr-defined]
 
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float

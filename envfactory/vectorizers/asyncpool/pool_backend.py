@@ -91,8 +91,7 @@ class RemoteSite(PoolBackend):
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group
         self._tickets = 0
-        #: the front's episode-ended flags, lent by `PoolVecEnv`
-        self.done: np.ndarray = np.zeros(group.num_envs, np.bool_)
+        self.done: np.ndarray = np.zeros(group.num_envs, np.bool_)  # (lent by `PoolVecEnv`)
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         self.group.send(cmd, [handle], lambda _: data)

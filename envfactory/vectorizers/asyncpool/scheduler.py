@@ -14,12 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import (
-    AlreadyPendingError,
-    NoPendingCallError,
-    NotReadyError,
-    WorkerError,
-)
+from ...errors import AlreadyPendingError, NoPendingCallError, NotReadyError, WorkerError
 from ..front.checks import show_ids
 from ..front.infos import merge_infos
 from ..transport.ctrl_c import HOLD
@@ -28,15 +23,7 @@ from ..worker.protocol import Cmd
 from .flights import Flights, Message
 from .pool_backend import Batch, PoolBackend, RemoteSite
 
-__all__ = [
-    "IDLE",
-    "IN_FLIGHT",
-    "LOST",
-    "READY",
-    "PoolBackend",
-    "PoolScheduler",
-    "RemoteSite",
-]
+__all__ = ["IDLE", "IN_FLIGHT", "LOST", "READY", "PoolBackend", "PoolScheduler", "RemoteSite"]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
 
@@ -53,6 +40,7 @@ class PoolScheduler:
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
         self._by_index = {h.index: h for h in self.handles}
+        self._span = {h.index: h.indices for h in self.handles}  # a worker's envs, in order
         self._flights = Flights(self._by_index, backend)  # each worker's messages out
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], Batch] | None = None
@@ -105,25 +93,26 @@ class PoolScheduler:
 
     def send(self, ids: list[int], actions: Sequence[Any]) -> None:
         """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker."""
-        state = self._state
-        busy = [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
+        state, whole = self._state, self._whole(ids)
+        busy = [] if whole else [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
         if busy:
             raise ValueError(
                 f"send() for envs {show_ids(busy)} whose last step is not received yet: call "
                 "recv() until infos['env_id'] returns them, then send() their actions"
             )
         groups: dict[int, list[int]] = {}  # worker index -> positions k in ids
-        owner = self._owner
         with HOLD:  # (no Ctrl-C cuts it: `ctrl_c`)
-            for k, i in enumerate(ids):
+            for k, i in enumerate([] if whole else ids):
                 if state[i] == LOST:  # its worker was rebuilt: this step is the loss
                     state[i] = READY
                     self._queue.append(i)
                     self._unsent.pop(i, None)
                     continue
-                groups.setdefault(owner[i].index, []).append(k)
+                groups.setdefault(self._owner[i].index, []).append(k)
             for index, ks in groups.items():
-                self._dispatch(self._by_index[index], [ids[k] for k in ks], ks, actions)
+                whole.append((self._by_index[index], [ids[k] for k in ks], ks))
+            for h, envs, ks in whole:
+                self._dispatch(h, envs, ks, actions)
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
         """The next ``want`` ready envs in the order they finished, or (a list) exactly those,
@@ -218,6 +207,18 @@ class PoolScheduler:
                     self._complete(h, limit)
 
     # -- helpers --------------------------------------------------------------------------
+    def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, list[int], Any]]:
+        """``ids`` as whole idle workers in order, each (worker, its envs, their slice of ids)."""
+        whole, k, owner, state, span = [], 0, self._owner, self._state, self._span
+        while k < len(ids):
+            h = owner[ids[k]]
+            envs, stop = span[h.index], k + h.stop - h.start
+            if ids[k:stop] != envs or any(state[h.start : h.stop]):  # (IDLE is 0)
+                return []
+            whole.append((h, envs, slice(k, stop)))
+            k = stop
+        return whole
+
     def _not_ready(self, want: int | list[int]) -> None:
         if isinstance(want, list):
             late = [i for i in want if self._state[i] != READY]
@@ -240,24 +241,31 @@ class PoolScheduler:
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
         self._flights.sent(h, ticket, envs, kind)
-        state = self._state
-        for i in envs:
-            state[i] = IN_FLIGHT
+        self._mark(h, envs, IN_FLIGHT)
         if self._unsent:
             for i in envs:
                 self._unsent.pop(i, None)
 
-    def _dispatch(self, h: WorkerHandle, envs: list[int], ks: list[int], actions: Any) -> None:
-        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``) as one message now."""
-        if len(envs) > 1 and envs != sorted(envs):
+    def _mark(self, h: WorkerHandle, envs: list[int], value: int) -> None:
+        """``envs`` of ``h`` (all of them: one slice) are ``value`` now."""
+        if len(envs) == h.stop - h.start:
+            self._state[h.start : h.stop] = [value] * len(envs)
+        else:
+            for i in envs:
+                self._state[i] = value
+
+    def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
+        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
+        order) as one message now."""
+        if not isinstance(ks, slice) and len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
             envs, ks = [envs[j] for j in order], [ks[j] for j in order]
         start = h.start
         local = [i - start for i in envs]
         if isinstance(actions, np.ndarray) and actions.dtype != object:  # one copy
-            batch: Any = actions[ks]
+            batch: Any = actions[ks].copy() if isinstance(ks, slice) else actions[ks]
         else:
-            rows = [actions[k] for k in ks]
+            rows = list(actions[ks]) if isinstance(ks, slice) else [actions[k] for k in ks]
             plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
             batch = np.stack(rows) if plain else rows
         try:
@@ -294,27 +302,23 @@ class PoolScheduler:
         with HOLD:
             self._flights.answered(h)
             calls = self.backend.keep(h, msg.envs, answer)
-            state, queue, infos = self._state, self._queue, self._infos
+            infos = self._infos
+            self._mark(h, msg.envs, READY)
+            self._queue.extend(msg.envs)
             for i in msg.envs:
-                state[i] = READY
-                queue.append(i)
                 infos.pop(i, None)
             for local, info in calls:
                 infos.setdefault(h.start + local, []).append(info)
 
     def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer or rebuild: the env is unusable."""
+        why = f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
         if not isinstance(exc, WorkerError):
-            self.backend.interrupted(
-                RuntimeError(
-                    f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
-                )
-            )
+            self.backend.interrupted(RuntimeError(why))
 
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
         """``h`` failed: its unreturned envs get the lost-episode result, the others LOST."""
-        mine = h.indices
-        state = self._state
+        mine, state = h.indices, self._state
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
         superseded = [i for i in mine if state[i] == READY]
         answer = self.backend.recover(h, failure, kind, superseded)
@@ -342,14 +346,14 @@ class PoolScheduler:
         obs, rewards, terms, truncs = self.backend.rows(idx)
         kept = self._infos if kept is None else kept
         rows = [(k, info) for k, i in enumerate(ids) if i in kept for info in kept[i]]
-        infos = merge_infos(rows, len(ids))
+        infos = merge_infos(rows, len(ids)) if rows else {}
         infos["env_id"] = idx.astype(np.int32)
         return obs, rewards, terms, truncs, infos
 
     def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
         """``batch`` goes to the caller: its envs leave the queue and become IDLE, unsent."""
         with HOLD:
-            queue, infos, unsent = self._queue, self._infos, self._unsent
+            queue, infos, unsent, state = self._queue, self._infos, self._unsent, self._state
             if head:
                 for _ in ids:
                     queue.popleft()
@@ -358,8 +362,6 @@ class PoolScheduler:
                 self._queue = deque(i for i in queue if i not in taken)
             for i in ids:
                 unsent[i] = infos.pop(i, [])
-            state = self._state
-            for i in ids:
                 state[i] = IDLE
             self.backend.returned(ids, batch[2] | batch[3])
             self._stash = None
