@@ -203,7 +203,7 @@ def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
     arr = np.asarray(env_ids)
     if arr.ndim == 0:
         arr = arr[None]
-    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+    if arr.ndim != 1 or not (arr.size == 0 or arr.dtype.kind in "iu"):
         raise ValueError(
             f"{head}): env_ids must be a 1-D array of ints (as infos['env_id']), got {env_ids!r}"
         )
