@@ -114,7 +114,7 @@ class SubprocGroup(WorkerGroup):
         self.set_handles(self.workers)
         check_descriptors(len(self.workers))
         for w in self.workers:
-            self._spawn(w)
+            _spawn(self, w)
         if in_parent:  # built while the workers build theirs
             try:
                 envs = [fn() for fn in env_fns[split:]]
@@ -153,34 +153,6 @@ class SubprocGroup(WorkerGroup):
         if shared.control is not None:  # (the pool waits on it; ``handoff``: steps go by it)
             self.board = Board(self.workers, shared.control, shared.actions)
 
-    def _spawn(self, w: PipeHandle) -> None:
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        close_fds = None
-        if self.context == "fork":
-            close_fds = [x.conn for x in self.workers if x.conn is not None and x is not w]
-            close_fds.append(parent_conn)
-        spec = WorkerSpec(
-            env_fns=w.payload,
-            start=w.start,
-            autoreset_mode=self.env.autoreset_mode,
-            shared_memory=self.shared_memory,
-            main_pid=os.getpid(),
-            close_fds=close_fds,
-            spin_seconds=self._spin_s,
-        )
-        proc = self._ctx.Process(
-            target=worker_main,
-            args=(child_conn, spec),
-            name=f"envfactory-worker-{w.index}",
-            daemon=True,
-        )
-        w.process, w.conn = proc, parent_conn  # (closed if interrupted)
-        try:
-            start_process(proc)
-        finally:
-            child_conn.close()
-        w.connect(proc, parent_conn, by_value=self.context != "fork")
-
     # -- WorkerGroup's hooks ------------------------------------------------------------
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
@@ -195,8 +167,6 @@ class SubprocGroup(WorkerGroup):
                     if o is not None or (mask is None or mask[h.start + i]):
                         self._env_obs[h.start + i] = o
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
-        env = self._env()  # (the property's check, without a call on the hot path)
-        assert env is not None
         infos: dict = {}
         columns: list | None = []  # the workers' infos in the info columns (None: by pipe)
         for calls, _ in results:  # (loops, no comprehension: no call on the hot path)
@@ -225,8 +195,7 @@ class SubprocGroup(WorkerGroup):
                 (h.start + i, info) for h, (c, _) in zip(handles, results) if c for i, info in c
             ]
             infos = merge_infos(pairs, self.num_envs)
-        out = env._copy_obs(obs) if env.copy else obs
-        return out, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+        return self.out(obs), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
         """The observation the caller last saw from each env of ``handle`` (copies)."""
@@ -241,7 +210,7 @@ class SubprocGroup(WorkerGroup):
         w = self.workers[handle.index]
         if w.conn is not None:
             w.conn.close()
-        self._spawn(w)
+        _spawn(self, w)
         info = self.wait(w, time.monotonic() + budget, "restart", budget)
         w.attach(self._buffers, send_handle)
         self.wait(w, time.monotonic() + budget, "restart", budget)
@@ -271,20 +240,24 @@ class SubprocGroup(WorkerGroup):
             local.send(Cmd.STEP, actions[local.start :])
         return None
 
-    def gather_all(
-        self, call: str, timeout: float | None, deadline: float | None = None
+    def gather(
+        self,
+        call: str,
+        handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
     ) -> list[Any]:
         g = self.board
-        if g is None or not g.posted or call != "step":
-            return super().gather_all(call, timeout, deadline)
+        if handles is not None or g is None or not g.posted or call != "step":
+            return super().gather(call, handles, timeout, deadline)
         local = self._local
-        mine = [] if local is None else self.gather(call, [local], timeout, deadline)  # meanwhile
+        mine = [] if local is None else super().gather(call, [local], timeout, deadline)
         results = g.wait(deadline)
         if results is None:  # a timeout, a dead worker: each worker's own wait says which
-            return super().gather_all(call, timeout, deadline)  # (by the same deadline)
+            return super().gather(call, None, timeout, deadline)  # (by the same deadline)
         if None in results:  # (the answers by pipe)
             piped = [k for k, r in enumerate(results) if r is None]
-            answers = self.gather(call, [self.workers[k] for k in piped], timeout, deadline)
+            answers = super().gather(call, [self.workers[k] for k in piped], timeout, deadline)
             for k, answer in zip(piped, answers):
                 results[k] = answer
         return results + mine
@@ -340,3 +313,33 @@ def plan_for(
             context_of(method), payload(method, list(env_fns[:1]), 0), start_process
         ),
     )
+
+
+def _spawn(group: SubprocGroup, w: PipeHandle) -> None:
+    """Start ``w``'s worker process and connect it."""
+    parent_conn, child_conn = group._ctx.Pipe(duplex=True)
+    close_fds = None
+    if group.context == "fork":
+        close_fds = [x.conn for x in group.workers if x.conn is not None and x is not w]
+        close_fds.append(parent_conn)
+    spec = WorkerSpec(
+        env_fns=w.payload,
+        start=w.start,
+        autoreset_mode=group.env.autoreset_mode,
+        shared_memory=group.shared_memory,
+        main_pid=os.getpid(),
+        close_fds=close_fds,
+        spin_seconds=group._spin_s,
+    )
+    proc = group._ctx.Process(
+        target=worker_main,
+        args=(child_conn, spec),
+        name=f"envfactory-worker-{w.index}",
+        daemon=True,
+    )
+    w.process, w.conn = proc, parent_conn  # (closed if interrupted)
+    try:
+        start_process(proc)
+    finally:
+        child_conn.close()
+    w.connect(proc, parent_conn, by_value=group.context != "fork")

@@ -5,9 +5,8 @@ front's `Supervisor`'s."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-import weakref
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -49,8 +48,12 @@ class Backend(Protocol):
 
     def start(self) -> None: ...
     def post_step(self, actions: Any) -> None: ...
-    def gather_all(
-        self, call: str, timeout: float | None, deadline: float | None = None
+    def gather(
+        self,
+        call: str,
+        handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
     ) -> list[Any]: ...
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
@@ -59,23 +62,37 @@ class Backend(Protocol):
     def release(self, everything: bool) -> None: ...
 
 
-class WorkerGroup(ABC):
+class WorkerGroup:
     """The workers of one vectorized env, behind one
     [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] each. A subclass sets
     ``num_envs`` and ``env_id`` in its ``__init__`` (which starts nothing) and implements
-    `start` and `collect` (with ``restart=true`` also `respawn` and `last_obs`); ``self.env``
-    is the front ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv])."""
+    ``start`` (hand the handles to `set_handles` before starting them, as ``close`` ends only
+    those, then wait for them with `wait_started`) and ``collect`` (the `Batch` of a step or
+    reset from ``results[k]``, the answer of ``handles[k]``; ``mask``: the envs a masked reset
+    reset), with ``restart=true`` also `respawn` and ``last_obs``. ``self.env`` is the front
+    ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]), held weakly (a dropped
+    env's ``__del__`` ends the workers)."""
 
     num_envs: int = 0
     env_id: str = ""
+    env: RemoteVecEnv
+    start: Callable[[], None]
+    collect: Callable[[Sequence[WorkerHandle], list[Any], np.ndarray | None], Batch]
     #: with ``restart=true`` (and `respawn`): ``last_obs(handle)``, copies of the observations
     #: the caller last saw of ``handle``'s envs
     last_obs: Callable[[WorkerHandle], list[Any]]
     #: optional, ``forget()``: in a forked child, drop this copy's resources, touching no worker
     forget: Callable[[], None]
+    #: set by `wait_started`: ``out(obs)``, the batch the caller gets (a copy unless
+    #: ``copy=False``), and ``batch_obs(per_env, out)``, per-env observations as one batch
+    #: (into ``out``) naming an env that does not fit
+    out: Callable[[Any], Any]
+    batch_obs: Callable[[list[Any], Any], Any]
 
     def __init__(self) -> None:
-        self._env: Callable[[], RemoteVecEnv | None] = lambda: None
+        missing = [name for name in ("start", "collect") if not hasattr(self, name)]
+        if missing:
+            raise TypeError(f"{type(self).__name__} does not implement {', '.join(missing)}")
         self.handles: list[WorkerHandle] = []
         #: the handles in the order they are waited for (this process's own envs first)
         self.order: list[WorkerHandle] = []
@@ -83,35 +100,10 @@ class WorkerGroup(ABC):
         #: run by the front before a per-env call with the handles it asks (the pool's)
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
 
-    @property
-    def env(self) -> RemoteVecEnv:
-        """The front this group serves (held weakly: a dropped env's ``__del__`` ends the
-        workers)."""
-        env = self._env()
-        if env is None:
-            raise RuntimeError(f"{type(self).__name__} has no vectorized env (closed or dropped)")
-        return env
-
-    @env.setter
-    def env(self, front: RemoteVecEnv) -> None:
-        self._env = weakref.ref(front)
-
-    @abstractmethod
-    def start(self) -> None:
-        """Start the workers: hand their handles to `set_handles` before starting them
-        (``close`` ends only those), then wait for them with `wait_started`."""
-
     def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
         """A new worker behind ``handle`` (the old one is killed): its envs'
         [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo], within ``budget`` seconds."""
         raise NotImplementedError
-
-    @abstractmethod
-    def collect(
-        self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
-    ) -> Batch:
-        """The `Batch` of a step or reset from ``results[k]``, the answer of ``handles[k]``
-        (``mask``: the envs a masked reset reset)."""
 
     def post_step(self, actions: Any) -> None:
         """Send each worker its rows of the (checked) action batch."""
@@ -122,15 +114,7 @@ class WorkerGroup(ABC):
         )
         self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop])
 
-    def gather_all(
-        self, call: str, timeout: float | None, deadline: float | None = None
-    ) -> list[Any]:
-        """Every handle's answer to ``call``, in env order, by ``deadline`` (as `gather`)."""
-        results = self.gather(call, self.order, timeout, deadline)
-        back = self._back
-        return results if back is None else [results[k] for k in back]
-
-    def release(self, everything: bool) -> None:  # noqa: B027 - optional
+    def release(self, everything: bool) -> None:
         """Free what is left once every worker is gone (``everything`` False: keep what
         another thread's call may still read)."""
 
@@ -165,20 +149,14 @@ class WorkerGroup(ABC):
         env = self.env
         env._init_spaces(obs, act, per_env[0].metadata)
         env.render_mode = per_env[0].render_mode
+        self.out = env._copy_obs if env.copy else _same
+        self.batch_obs = functools.partial(concatenate_checked, obs)
         return per_env
-
-    def out(self, obs: Any) -> Any:
-        """The batch the caller gets (a copy unless ``copy=False``)."""
-        return self.env._copy_obs(obs) if self.env.copy else obs
 
     def merge_answers(self, handles: Sequence[WorkerHandle], calls: Sequence[Any]) -> dict:
         """The infos dict from each handle's info calls (``(local index, info)``)."""
         rows = [(h.start + i, info) for h, c in zip(handles, calls) if c for i, info in c]
         return merge_infos(rows, self.num_envs) if rows else {}
-
-    def batch_obs(self, per_env: list[Any], out: Any) -> Any:
-        """Per-env observations as one batch (into ``out``), naming an env that does not fit."""
-        return concatenate_checked(self.env.single_observation_space, per_env, out)
 
     def wait(self, h: WorkerHandle, deadline: float | None, call: str, budget: float) -> Any:
         """``h.recv``: a worker past ``deadline`` is killed (``WorkerTimeoutError`` naming
@@ -199,7 +177,7 @@ class WorkerGroup(ABC):
             closed_by = self.env._closed_by
             if closed_by is not None:
                 raise ClosedError(
-                    f"{call}() did not finish: the {type(self.env).__name__} was closed from "
+                    f"{call}() did not finish: the {self.env.__class__.__name__} was closed from "
                     f"thread {closed_by!r} meanwhile"
                 ) from None
             raise
@@ -224,14 +202,18 @@ class WorkerGroup(ABC):
     def gather(
         self,
         call: str,
-        handles: Sequence[WorkerHandle],
-        timeout: float | None,
+        handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None,
         deadline: float | None = None,
     ) -> list[Any]:
-        """The answers of ``handles`` (in order) to ``call`` by ``deadline``
-        (``time.monotonic()``; None: ``timeout`` seconds from now; None or ``inf``: no limit),
-        ``timeout`` the budget that messages name. Failures go to `recover`; a wait cut
-        otherwise, to `cut`."""
+        """The answers of ``handles`` (in order; None: every handle's, in env order) to
+        ``call`` by ``deadline`` (``time.monotonic()``; None: ``timeout`` seconds from now; None
+        or ``inf``: no limit), ``timeout`` the budget that messages name. Failures go to
+        `recover`; a wait cut otherwise, to `cut`."""
+        if handles is None:
+            answers = self.gather(call, self.order, timeout, deadline)
+            back = self._back
+            return answers if back is None else [answers[k] for k in back]
         limited = timeout is not None and timeout < float("inf")
         budget = timeout if timeout is not None and limited else 0.0
         if deadline is None and limited:
@@ -320,6 +302,10 @@ class WorkerGroup(ABC):
             self.release(everything=locked)
             if errors:
                 raise errors[0]
+
+
+def _same(obs: Any) -> Any:
+    return obs
 
 
 def _quietly(call: Callable[[], None]) -> BaseException | None:

@@ -9,6 +9,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from typing import Any
 
 import gymnasium as gym
@@ -155,7 +156,7 @@ class RemoteVecEnv(VecEnvBase):
         copy: bool = True,
     ) -> None:
         self.group = group
-        group.env = self
+        group.env = weakref.proxy(self)
         super().__init__(group.num_envs, autoreset_mode, seeding)
         self.supervisor = sup = Supervisor(timeout, restart, max_restarts, restart_window)
         rebuilds = type(group).respawn is not WorkerGroup.respawn and hasattr(group, "last_obs")
@@ -237,7 +238,7 @@ class RemoteVecEnv(VecEnvBase):
                 seconds, deadline = math.inf, None
             else:
                 deadline = time.monotonic() + seconds
-            answers = group.gather_all(call, seconds, deadline)
+            answers = group.gather(call, None, seconds, deadline)
             batch = group.collect(group.handles, answers, mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
@@ -295,7 +296,7 @@ class RemoteVecEnv(VecEnvBase):
             self._holds = False
             HOLD.unuse()
         group = self.group
-        group.env = self  # (again: the garbage collector clears weak references before __del__)
+        group.env = weakref.proxy(self)  # (again: the garbage collector clears them before __del__)
         guard = self._guard
         if os.getpid() != guard.owner_pid:
             if hasattr(group, "forget"):  # a forked child's copy: the workers are the parent's
