@@ -1,15 +1,12 @@
-"""The vectorizer-author API: what an out-of-process backend builds on, and all it needs from
-envfactory besides the public ``envfactory`` names (errors, ``VecEnvBase``).
-
-A backend writes a [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] per worker and a
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] subclass, and hands the group to the
-front, [`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv], which gives it the rest of
-the VecEnv contract and the failure policy, written once; its workers answer with
-[`EnvHost`][envfactory.vectorizers.remote.EnvHost], envfactory's one autoreset implementation.
-The plugin guide's "Write a vectorizer backend" says how the pieces fit and has a whole
-example; the ``threads`` plugin is a published one. A handle whose ``recv`` reads a stream that a
-Ctrl-C must not cut part-way sets ``own_wait`` and wraps only its blocking waits in
-``HOLD.waiting(wait, limit)``, the one place a held Ctrl-C goes through.
+"""The vectorizer-author API: what an out-of-process backend builds on besides the public
+``envfactory`` names. A backend writes a
+[`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] per worker and a
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], and hands the group to the front,
+[`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv] (the rest of the VecEnv contract
+and the failure policy); its workers answer with
+[`EnvHost`][envfactory.vectorizers.remote.EnvHost]. The plugin guide's "Write a vectorizer
+backend" has a whole example. A handle whose ``recv`` reads a stream a Ctrl-C must not cut
+part-way sets ``own_wait`` and wraps only its blocking waits in ``HOLD.waiting(wait, limit)``.
 """
 
 from __future__ import annotations

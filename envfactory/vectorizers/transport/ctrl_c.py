@@ -1,15 +1,8 @@
-"""The interrupt rule of every vectorizer and the call state it keeps, in one place: one call
-at a time, a Ctrl-C only at its wait, a call cut there pending.
-
-A call runs ``with HOLD:``: a Ctrl-C (SIGINT) of the main thread meanwhile is held, let
-through only inside the call's blocking wait (`_CtrlC.waiting`), which is safe to repeat (a
-call cut there is pending, `CallState`, and its ``*_wait()`` waits again), else raised when
-the hold ends. So no bookkeeping, pipe message or shared-memory post is cut part-way. A
-worker's rebuild holds every Ctrl-C, also in its waits (`held_ctrl_c`). The hold is one SIGINT
-handler, installed by each front when it is built (`use`), put back by the last to close
-(`unuse`); a handler the program sets after that is lent the hold for each call. A worker
-backend's front lets one call in at a time (`CallGuard`).
-"""
+"""The interrupt rule and the call state it keeps, in one place (docs/concepts/faults.md): one
+call at a time (`CallGuard`), a Ctrl-C held over a call's bookkeeping (``with HOLD:``, one
+SIGINT handler installed by each front, `use`/`unuse`) and let through only in its blocking
+wait (`_CtrlC.waiting`), which is safe to repeat: a call cut there is pending (`CallState`)
+and its ``*_wait()`` waits again. A worker's rebuild holds every Ctrl-C (`held_ctrl_c`)."""
 
 from __future__ import annotations
 
@@ -38,7 +31,6 @@ __all__ = [
     "PendingCall",
     "check_wait_timeout",
     "held_ctrl_c",
-    "not_seconds",
 ]
 
 _SIGINT = int(signal.SIGINT)
@@ -307,30 +299,17 @@ class CallState:
 
 def check_wait_timeout(timeout: Any, what: str) -> float | None:
     """A wait's ``timeout`` argument, checked before anything is waited on: seconds ``>= 0``
-    as a float (``inf``: no limit) or None (the vectorizer's own); else a ValueError.
-
-    Example:
-        >>> check_wait_timeout(2, "step_wait"), check_wait_timeout(None, "recv")
-        (2.0, None)
-        >>> check_wait_timeout(-1, "step_wait")
-        Traceback (most recent call last):
-        ...
-        ValueError: step_wait(timeout=-1): timeout must be a number of seconds >= 0, or None ...
-    """
+    as a float (``inf``: no limit) or None (the vectorizer's own); else a ValueError."""
     if timeout is None:
         return None
-    if not_seconds(timeout):
+    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+    if bad_type or math.isnan(timeout) or timeout < 0:
         raise ValueError(
             f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
             "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
             "env is still usable"
         )
     return float(timeout)
-
-
-def not_seconds(timeout: Any) -> bool:
-    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
-    return bad_type or math.isnan(timeout) or timeout < 0
 
 
 #: this process's id, kept current in a forked child (``os.getpid`` is a system call)
