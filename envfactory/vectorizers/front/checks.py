@@ -21,7 +21,7 @@ from ...errors import (
     ResetNeededError,
     SpaceMismatchError,
 )
-from ..transport.ctrl_c import check_wait_timeout
+from ..transport.ctrl_c import not_seconds
 
 __all__ = [
     "autoreset_mode",
@@ -179,9 +179,15 @@ def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededEr
 
 
 def check_recv_timeout(timeout: Any) -> float | None:
-    """``recv(timeout=...)``: as `check_wait_timeout`, ``inf`` (no limit) as None."""
-    limit = check_wait_timeout(timeout, "recv")
-    return None if limit == math.inf else limit
+    """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None)."""
+    if timeout is None:
+        return None
+    if not_seconds(timeout):
+        raise ValueError(
+            f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
+            "vectorizer.timeout) or a number of seconds >= 0"
+        )
+    return None if timeout == math.inf else float(timeout)
 
 
 def show_ids(ids: Sequence[Any], limit: int = 8) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "PendingCall",
     "check_wait_timeout",
     "held_ctrl_c",
+    "not_seconds",
 ]
 
 _SIGINT = int(signal.SIGINT)
@@ -302,14 +303,18 @@ def check_wait_timeout(timeout: Any, what: str) -> float | None:
     as a float (``inf``: no limit) or None (the vectorizer's own); else a ValueError."""
     if timeout is None:
         return None
-    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
-    if bad_type or math.isnan(timeout) or timeout < 0:
+    if not_seconds(timeout):
         raise ValueError(
             f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
             "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
             "env is still usable"
         )
     return float(timeout)
+
+
+def not_seconds(timeout: Any) -> bool:
+    bad_type = isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+    return bad_type or math.isnan(timeout) or timeout < 0
 
 
 #: this process's id, kept current in a forked child (``os.getpid`` is a system call)
