@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -156,7 +157,7 @@ class PoolScheduler:
                 for h in HOLD.waiting(self._flights.due, limit):
                     self._complete(h, limit)
             head = not isinstance(want, list)
-            ids = [self._queue[k] for k in range(need)] if head else want  # type: ignore[assignment]
+            ids = list(islice(self._queue, need)) if head else want  # type: ignore[assignment]
             batch = self._build(ids)
             self._stash = (ids, batch)
         return self._hand_over(ids, batch, head)
@@ -257,15 +258,15 @@ class PoolScheduler:
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
         """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
         order) as one message now."""
-        if not isinstance(ks, slice) and len(envs) > 1 and envs != sorted(envs):
+        whole = isinstance(ks, slice)
+        if not whole and len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
             envs, ks = [envs[j] for j in order], [ks[j] for j in order]
-        start = h.start
-        local = [i - start for i in envs]
+        local = list(range(h.stop - h.start)) if whole else [i - h.start for i in envs]
         if isinstance(actions, np.ndarray) and actions.dtype != object:  # one copy
-            batch: Any = actions[ks].copy() if isinstance(ks, slice) else actions[ks]
+            batch: Any = actions[ks].copy() if whole else actions[ks]
         else:
-            rows = list(actions[ks]) if isinstance(ks, slice) else [actions[k] for k in ks]
+            rows = list(actions[ks]) if whole else [actions[k] for k in ks]
             plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
             batch = np.stack(rows) if plain else rows
         try:
@@ -279,7 +280,8 @@ class PoolScheduler:
         self._sent(h, ticket, envs, "step")
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
-        """Read ``h``'s oldest answer (its envs become READY); see the module's Ctrl-C rules."""
+        """Read ``h``'s oldest answer (its envs become READY); see the module's Ctrl-C rules.
+        Called under the hold (`recv`, `recv_ready`, `settle`)."""
         msg, deadline = self._flights.oldest(h, limit)
         resumes = h.resumable and self.backend.resumes_reads
         if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
@@ -287,28 +289,25 @@ class PoolScheduler:
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
-            with HOLD:
-                try:
-                    self._flights.failed(h)
-                    self._recover(h, failure, msg.kind)
-                except BaseException as exc:
-                    self._cut(h, msg, exc)
-                    raise
+            try:
+                self._flights.failed(h)
+                self._recover(h, failure, msg.kind)
+            except BaseException as exc:
+                self._cut(h, msg, exc)
+                raise
             return
         except BaseException as exc:  # a second Ctrl-C part-way through the read
             if not resumes:
                 self._cut(h, msg, exc)
             raise
-        with HOLD:
-            self._flights.answered(h)
-            calls = self.backend.keep(h, msg.envs, answer)
-            infos = self._infos
-            self._mark(h, msg.envs, READY)
-            self._queue.extend(msg.envs)
-            for i in msg.envs:
-                infos.pop(i, None)
-            for local, info in calls:
-                infos.setdefault(h.start + local, []).append(info)
+        self._flights.answered(h)
+        calls, infos = self.backend.keep(h, msg.envs, answer), self._infos
+        self._mark(h, msg.envs, READY)
+        self._queue.extend(msg.envs)
+        for i in msg.envs if infos else ():
+            infos.pop(i, None)
+        for local, info in calls:
+            infos.setdefault(h.start + local, []).append(info)
 
     def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer or rebuild: the env is unusable."""
