@@ -44,7 +44,7 @@ class PoolScheduler:
         self._span = {h.index: h.indices for h in self.handles}  # a worker's envs, in order
         self._flights = Flights(self._by_index, backend)  # each worker's messages out
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
-        self._stash: tuple[list[int], Batch] | None = None
+        self._stash: tuple[list[int], np.ndarray, Batch] | None = None
         # env -> its infos as handed over, for `unsent` (None: LOST, its result in _infos)
         self._unsent: dict[int, list[dict] | None] = {}
 
@@ -120,9 +120,9 @@ class PoolScheduler:
         each worker call within ``limit`` seconds of its send (0: a poll). Raises
         ``NoPendingCallError``, ``NotReadyError`` (a poll), ``ValueError`` (an env not sent)."""
         if self._stash is not None:
-            ids, batch = self._stash
+            ids, idx, batch = self._stash
             if not isinstance(want, list) or want == ids:
-                return self._hand_over(ids, batch, False)
+                return self._hand_over(ids, idx, batch, False)
             self._stash = None  # (its envs are still READY in the queue)
         state = self._state
         if isinstance(want, list):
@@ -158,9 +158,8 @@ class PoolScheduler:
                     self._complete(h, limit)
             head = not isinstance(want, list)
             ids = list(islice(self._queue, need)) if head else want  # type: ignore[assignment]
-            batch = self._build(ids)
-            self._stash = (ids, batch)
-        return self._hand_over(ids, batch, head)
+            self._stash = (ids, *self._build(ids))
+        return self._hand_over(*self._stash, head)
 
     def unsent(self) -> Batch | None:
         """The envs handed over that no `send` took since, as a batch again (None: none)."""
@@ -170,11 +169,11 @@ class PoolScheduler:
             state, unsent = self._state, self._unsent
             kept = {i: self._infos.pop(i, []) if v is None else v for i, v in unsent.items()}
             ids = list(kept)
-            batch = self._build(ids, kept)
+            idx, batch = self._build(ids, kept)
             for i in ids:
                 state[i] = IDLE  # (LOST: its result is handed over now)
                 unsent[i] = kept[i]
-            self.backend.returned(ids, batch[2] | batch[3])
+            self.backend.returned(idx, batch[2] | batch[3])
         return batch
 
     def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
@@ -196,9 +195,8 @@ class PoolScheduler:
             for h in self._flights.due(None, block=False):  # and what else is there already
                 self._complete(h, limit)
             ids = list(self._queue)
-            batch = self._build(ids)
-            self._stash = (ids, batch)
-        return self._hand_over(ids, batch, True)
+            self._stash = (ids, *self._build(ids))
+        return self._hand_over(*self._stash, True)
 
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
         """Wait for every answer ``handles`` owe, so that a call can use their channels."""
@@ -338,18 +336,20 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
                 self._unsent[i] = None
 
-    def _build(self, ids: list[int], kept: dict[int, list[dict]] | None = None) -> Batch:
-        """The batch of ``ids`` with the infos ``kept`` (default: the ready envs'); changes
-        nothing."""
+    def _build(
+        self, ids: list[int], kept: dict[int, list[dict]] | None = None
+    ) -> tuple[np.ndarray, Batch]:
+        """``ids`` as an index array and their batch with the infos ``kept`` (default: the
+        ready envs'); changes nothing."""
         idx = np.asarray(ids, dtype=np.intp)
         obs, rewards, terms, truncs = self.backend.rows(idx)
         kept = self._infos if kept is None else kept
         rows = [(k, info) for k, i in enumerate(ids) if i in kept for info in kept[i]]
         infos = merge_infos(rows, len(ids)) if rows else {}
         infos["env_id"] = idx.astype(np.int32)
-        return obs, rewards, terms, truncs, infos
+        return idx, (obs, rewards, terms, truncs, infos)
 
-    def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
+    def _hand_over(self, ids: list[int], idx: np.ndarray, batch: Batch, head: bool) -> Batch:
         """``batch`` goes to the caller: its envs leave the queue and become IDLE, unsent."""
         with HOLD:
             queue, infos, unsent, state = self._queue, self._infos, self._unsent, self._state
@@ -362,6 +362,6 @@ class PoolScheduler:
             for i in ids:
                 unsent[i] = infos.pop(i, [])
                 state[i] = IDLE
-            self.backend.returned(ids, batch[2] | batch[3])
+            self.backend.returned(idx, batch[2] | batch[3])
             self._stash = None
         return batch
