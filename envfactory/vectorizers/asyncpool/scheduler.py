@@ -56,9 +56,6 @@ class PoolScheduler:
         """Envs of a rebuilt worker whose lost episode is reported at their next send."""
         return [i for i, s in enumerate(self._state) if s == LOST]
 
-    def is_lost(self, i: int) -> bool:
-        return self._state[i] == LOST
-
     def expect_drained(self, what: str) -> None:
         """Raise AlreadyPendingError if an env is in flight or ready but not returned."""
         flight, ready = self.in_flight(), list(self._queue)
@@ -240,18 +237,16 @@ class PoolScheduler:
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
         self._flights.sent(h, ticket, envs, kind)
-        self._mark(h, envs, IN_FLIGHT)
+        self._mark(envs, IN_FLIGHT)
         if self._unsent:
             for i in envs:
                 self._unsent.pop(i, None)
 
-    def _mark(self, h: WorkerHandle, envs: list[int], value: int) -> None:
-        """``envs`` of ``h`` (all of them: one slice) are ``value`` now."""
-        if len(envs) == h.stop - h.start:
-            self._state[h.start : h.stop] = [value] * len(envs)
-        else:
-            for i in envs:
-                self._state[i] = value
+    def _mark(self, envs: list[int], value: int) -> None:
+        """``envs`` are ``value`` now."""
+        state = self._state
+        for i in envs:
+            state[i] = value
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
         """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
@@ -280,10 +275,8 @@ class PoolScheduler:
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
         """Read ``h``'s oldest answer (its envs become READY); see the module's Ctrl-C rules.
         Called under the hold (`recv`, `recv_ready`, `settle`)."""
-        msg, deadline = self._flights.oldest(h, limit)
-        resumes = h.resumable and self.backend.resumes_reads
-        if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
-            self._flights.reading(h)
+        resumes = h.resumable and self.backend.resumes_reads  # (until its answer is recorded:
+        msg, deadline = self._flights.reading(h, limit, resumes)  # a Ctrl-C lands anywhere)
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
@@ -300,7 +293,7 @@ class PoolScheduler:
             raise
         self._flights.answered(h)
         calls, infos = self.backend.keep(h, msg.envs, answer), self._infos
-        self._mark(h, msg.envs, READY)
+        self._mark(msg.envs, READY)
         self._queue.extend(msg.envs)
         for i in msg.envs if infos else ():
             infos.pop(i, None)
@@ -336,9 +329,7 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
                 self._unsent[i] = None
 
-    def _build(
-        self, ids: list[int], kept: dict[int, list[dict]] | None = None
-    ) -> tuple[np.ndarray, Batch]:
+    def _build(self, ids: list[int], kept: dict | None = None) -> tuple[np.ndarray, Batch]:
         """``ids`` as an index array and their batch with the infos ``kept`` (default: the
         ready envs'); changes nothing."""
         idx = np.asarray(ids, dtype=np.intp)
