@@ -115,7 +115,7 @@ class _PipeSite(RemoteSite):
 
     def _spins(self) -> bool:
         """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
-        return len(self._owing) < self._cpus or self.waiter.avg < SPIN_WAIT
+        return len(self._owing) < self._cpus or self.subproc.board.waiter_ready.avg < SPIN_WAIT  # type: ignore[union-attr]
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory

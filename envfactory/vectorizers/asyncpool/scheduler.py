@@ -237,16 +237,11 @@ class PoolScheduler:
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
         self._flights.sent(h, ticket, envs, kind)
-        self._mark(envs, IN_FLIGHT)
+        for i in envs:
+            self._state[i] = IN_FLIGHT
         if self._unsent:
             for i in envs:
                 self._unsent.pop(i, None)
-
-    def _mark(self, envs: list[int], value: int) -> None:
-        """``envs`` are ``value`` now."""
-        state = self._state
-        for i in envs:
-            state[i] = value
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
         """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
@@ -292,10 +287,10 @@ class PoolScheduler:
                 self._cut(h, msg, exc)
             raise
         self._flights.answered(h)
-        calls, infos = self.backend.keep(h, msg.envs, answer), self._infos
-        self._mark(msg.envs, READY)
+        calls, infos, state = self.backend.keep(h, msg.envs, answer), self._infos, self._state
         self._queue.extend(msg.envs)
-        for i in msg.envs if infos else ():
+        for i in msg.envs:
+            state[i] = READY
             infos.pop(i, None)
         for local, info in calls:
             infos.setdefault(h.start + local, []).append(info)
