@@ -50,14 +50,15 @@ class Flights:
             self.backend.watch(h)
         flight.append(Message(ticket, envs, kind))
 
-    def oldest(self, h: WorkerHandle, limit: float | None) -> tuple[Message, float | None]:
-        """``h``'s oldest message and the deadline of its answer (None: none)."""
+    def reading(
+        self, h: WorkerHandle, limit: float | None, resumes: bool
+    ) -> tuple[Message, float | None]:
+        """``h``'s oldest message and the deadline of its answer (None: none), about to be
+        read; ``resumes``: resumably, so `due` names ``h`` first until `answered`."""
+        if resumes:
+            self._resume[h.index] = h
         deadline = None if limit is None else self._since[h.index] + limit
         return self._flight[h.index][0], deadline
-
-    def reading(self, h: WorkerHandle) -> None:
-        """``h``'s answer is being read resumably: `due` names ``h`` first until `answered`."""
-        self._resume[h.index] = h
 
     def answered(self, h: WorkerHandle) -> None:
         """``h``'s answer to its oldest message was read: the next one is the oldest."""

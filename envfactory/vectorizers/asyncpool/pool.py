@@ -16,7 +16,7 @@ from ...errors import ConfigError
 from ..front.remote_env import pop_faults
 from ..record import Split
 from ..subproc import SubprocGroup, plan_for
-from ..transport.board import Waiter
+from ..transport.board import DONE, MSG, NO_INFOS, Waiter, fence
 from ..transport.handle import WorkerHandle
 from ..transport.pipe import PipeHandle
 from ..worker.protocol import Cmd
@@ -87,8 +87,14 @@ class _PipeSite(RemoteSite):
     def answer(
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
-        handle.seq = ticket  # type: ignore[attr-defined]  # (a later post moved it on)
-        return self.group.wait(handle, deadline, call, budget)
+        h: PipeHandle = handle  # type: ignore[assignment]
+        slot = h.slot if type(h) is PipeHandle and h.via_slot and ticket == h.sent else None
+        if slot is not None and slot[DONE] == ticket and not slot[MSG]:
+            fence()  # (a slot step done without infos, as `Board.wait` reads it: no wait)
+            h.seq, h.via_slot, h.answer = ticket, False, (ticket, NO_INFOS)
+            return NO_INFOS
+        h.seq = ticket  # (a later post moved it on)
+        return self.group.wait(h, deadline, call, budget)
 
     def watch(self, handle: WorkerHandle) -> None:
         self._owing.append(handle)  # type: ignore[arg-type]
@@ -109,7 +115,7 @@ class _PipeSite(RemoteSite):
 
     def _spins(self) -> bool:
         """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
-        return len(self._owing) < self._cpus or self.waiter.avg < SPIN_WAIT
+        return len(self._owing) < self._cpus or self.subproc.board.waiter_ready.avg < SPIN_WAIT  # type: ignore[union-attr]
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory

@@ -70,8 +70,9 @@ class PoolBackend(ABC):
         """``(obs, rewards, terminations, truncations)`` of the envs ``ids``, in order."""
 
     @abstractmethod
-    def returned(self, ids: list[int], ended: np.ndarray) -> None:
-        """The caller now has these envs' results; ``ended``: their episode ended."""
+    def returned(self, ids: np.ndarray, ended: np.ndarray) -> None:
+        """The caller now has the results of the envs ``ids`` (an index array); ``ended``:
+        their episode ended."""
 
     # -- faults -------------------------------------------------------------------------
     @abstractmethod
@@ -103,7 +104,7 @@ class RemoteSite(PoolBackend):
     ) -> Any:
         return self.group.wait(handle, deadline, call, budget)
 
-    def returned(self, ids: list[int], ended: np.ndarray) -> None:
+    def returned(self, ids: np.ndarray, ended: np.ndarray) -> None:
         self.done[ids] = ended
 
     def recover(

@@ -127,7 +127,7 @@ class PoolVecEnv(RemoteVecEnv):
                 "send() before any reset: call envs.async_reset(seed=...) (or envs.reset()) first"
             )
         if self.autoreset_mode is AutoresetMode.DISABLED:
-            done = [i for i in ids if self._done[i] and not self.pool.is_lost(i)]
+            done = [i for i in ids if self._done[i] and i not in self.pool.lost()]
             if done:
                 raise ResetNeededError(
                     f"envs {done} finished an episode and autoreset_mode is 'disabled': "

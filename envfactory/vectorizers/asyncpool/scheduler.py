@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ class PoolScheduler:
         self._span = {h.index: h.indices for h in self.handles}  # a worker's envs, in order
         self._flights = Flights(self._by_index, backend)  # each worker's messages out
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
-        self._stash: tuple[list[int], Batch] | None = None
+        self._stash: tuple[list[int], np.ndarray, Batch] | None = None
         # env -> its infos as handed over, for `unsent` (None: LOST, its result in _infos)
         self._unsent: dict[int, list[dict] | None] = {}
 
@@ -54,9 +55,6 @@ class PoolScheduler:
     def lost(self) -> list[int]:
         """Envs of a rebuilt worker whose lost episode is reported at their next send."""
         return [i for i, s in enumerate(self._state) if s == LOST]
-
-    def is_lost(self, i: int) -> bool:
-        return self._state[i] == LOST
 
     def expect_drained(self, what: str) -> None:
         """Raise AlreadyPendingError if an env is in flight or ready but not returned."""
@@ -119,9 +117,9 @@ class PoolScheduler:
         each worker call within ``limit`` seconds of its send (0: a poll). Raises
         ``NoPendingCallError``, ``NotReadyError`` (a poll), ``ValueError`` (an env not sent)."""
         if self._stash is not None:
-            ids, batch = self._stash
+            ids, idx, batch = self._stash
             if not isinstance(want, list) or want == ids:
-                return self._hand_over(ids, batch, False)
+                return self._hand_over(ids, idx, batch, False)
             self._stash = None  # (its envs are still READY in the queue)
         state = self._state
         if isinstance(want, list):
@@ -156,10 +154,9 @@ class PoolScheduler:
                 for h in HOLD.waiting(self._flights.due, limit):
                     self._complete(h, limit)
             head = not isinstance(want, list)
-            ids = [self._queue[k] for k in range(need)] if head else want  # type: ignore[assignment]
-            batch = self._build(ids)
-            self._stash = (ids, batch)
-        return self._hand_over(ids, batch, head)
+            ids = list(islice(self._queue, need)) if head else want  # type: ignore[assignment]
+            self._stash = (ids, *self._build(ids))
+        return self._hand_over(*self._stash, head)
 
     def unsent(self) -> Batch | None:
         """The envs handed over that no `send` took since, as a batch again (None: none)."""
@@ -169,11 +166,11 @@ class PoolScheduler:
             state, unsent = self._state, self._unsent
             kept = {i: self._infos.pop(i, []) if v is None else v for i, v in unsent.items()}
             ids = list(kept)
-            batch = self._build(ids, kept)
+            idx, batch = self._build(ids, kept)
             for i in ids:
                 state[i] = IDLE  # (LOST: its result is handed over now)
                 unsent[i] = kept[i]
-            self.backend.returned(ids, batch[2] | batch[3])
+            self.backend.returned(idx, batch[2] | batch[3])
         return batch
 
     def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
@@ -195,9 +192,8 @@ class PoolScheduler:
             for h in self._flights.due(None, block=False):  # and what else is there already
                 self._complete(h, limit)
             ids = list(self._queue)
-            batch = self._build(ids)
-            self._stash = (ids, batch)
-        return self._hand_over(ids, batch, True)
+            self._stash = (ids, *self._build(ids))
+        return self._hand_over(*self._stash, True)
 
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
         """Wait for every answer ``handles`` owe, so that a call can use their channels."""
@@ -241,31 +237,24 @@ class PoolScheduler:
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
         self._flights.sent(h, ticket, envs, kind)
-        self._mark(h, envs, IN_FLIGHT)
+        for i in envs:
+            self._state[i] = IN_FLIGHT
         if self._unsent:
             for i in envs:
                 self._unsent.pop(i, None)
 
-    def _mark(self, h: WorkerHandle, envs: list[int], value: int) -> None:
-        """``envs`` of ``h`` (all of them: one slice) are ``value`` now."""
-        if len(envs) == h.stop - h.start:
-            self._state[h.start : h.stop] = [value] * len(envs)
-        else:
-            for i in envs:
-                self._state[i] = value
-
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
         """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
         order) as one message now."""
-        if not isinstance(ks, slice) and len(envs) > 1 and envs != sorted(envs):
+        whole = isinstance(ks, slice)
+        if not whole and len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
             envs, ks = [envs[j] for j in order], [ks[j] for j in order]
-        start = h.start
-        local = [i - start for i in envs]
+        local = list(range(h.stop - h.start)) if whole else [i - h.start for i in envs]
         if isinstance(actions, np.ndarray) and actions.dtype != object:  # one copy
-            batch: Any = actions[ks].copy() if isinstance(ks, slice) else actions[ks]
+            batch: Any = actions[ks].copy() if whole else actions[ks]
         else:
-            rows = list(actions[ks]) if isinstance(ks, slice) else [actions[k] for k in ks]
+            rows = list(actions[ks]) if whole else [actions[k] for k in ks]
             plain = all(isinstance(a, np.ndarray | np.generic) for a in rows)
             batch = np.stack(rows) if plain else rows
         try:
@@ -279,36 +268,32 @@ class PoolScheduler:
         self._sent(h, ticket, envs, "step")
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
-        """Read ``h``'s oldest answer (its envs become READY); see the module's Ctrl-C rules."""
-        msg, deadline = self._flights.oldest(h, limit)
-        resumes = h.resumable and self.backend.resumes_reads
-        if resumes:  # until its answer is recorded (an interrupt may land anywhere in it)
-            self._flights.reading(h)
+        """Read ``h``'s oldest answer (its envs become READY); see the module's Ctrl-C rules.
+        Called under the hold (`recv`, `recv_ready`, `settle`)."""
+        resumes = h.resumable and self.backend.resumes_reads  # (until its answer is recorded:
+        msg, deadline = self._flights.reading(h, limit, resumes)  # a Ctrl-C lands anywhere)
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
-            with HOLD:
-                try:
-                    self._flights.failed(h)
-                    self._recover(h, failure, msg.kind)
-                except BaseException as exc:
-                    self._cut(h, msg, exc)
-                    raise
+            try:
+                self._flights.failed(h)
+                self._recover(h, failure, msg.kind)
+            except BaseException as exc:
+                self._cut(h, msg, exc)
+                raise
             return
         except BaseException as exc:  # a second Ctrl-C part-way through the read
             if not resumes:
                 self._cut(h, msg, exc)
             raise
-        with HOLD:
-            self._flights.answered(h)
-            calls = self.backend.keep(h, msg.envs, answer)
-            infos = self._infos
-            self._mark(h, msg.envs, READY)
-            self._queue.extend(msg.envs)
-            for i in msg.envs:
-                infos.pop(i, None)
-            for local, info in calls:
-                infos.setdefault(h.start + local, []).append(info)
+        self._flights.answered(h)
+        calls, infos, state = self.backend.keep(h, msg.envs, answer), self._infos, self._state
+        self._queue.extend(msg.envs)
+        for i in msg.envs:
+            state[i] = READY
+            infos.pop(i, None)
+        for local, info in calls:
+            infos.setdefault(h.start + local, []).append(info)
 
     def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
         """An interrupt cut ``h``'s answer or rebuild: the env is unusable."""
@@ -339,18 +324,18 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
                 self._unsent[i] = None
 
-    def _build(self, ids: list[int], kept: dict[int, list[dict]] | None = None) -> Batch:
-        """The batch of ``ids`` with the infos ``kept`` (default: the ready envs'); changes
-        nothing."""
+    def _build(self, ids: list[int], kept: dict | None = None) -> tuple[np.ndarray, Batch]:
+        """``ids`` as an index array and their batch with the infos ``kept`` (default: the
+        ready envs'); changes nothing."""
         idx = np.asarray(ids, dtype=np.intp)
         obs, rewards, terms, truncs = self.backend.rows(idx)
         kept = self._infos if kept is None else kept
         rows = [(k, info) for k, i in enumerate(ids) if i in kept for info in kept[i]]
         infos = merge_infos(rows, len(ids)) if rows else {}
         infos["env_id"] = idx.astype(np.int32)
-        return obs, rewards, terms, truncs, infos
+        return idx, (obs, rewards, terms, truncs, infos)
 
-    def _hand_over(self, ids: list[int], batch: Batch, head: bool) -> Batch:
+    def _hand_over(self, ids: list[int], idx: np.ndarray, batch: Batch, head: bool) -> Batch:
         """``batch`` goes to the caller: its envs leave the queue and become IDLE, unsent."""
         with HOLD:
             queue, infos, unsent, state = self._queue, self._infos, self._unsent, self._state
@@ -363,6 +348,6 @@ class PoolScheduler:
             for i in ids:
                 unsent[i] = infos.pop(i, [])
                 state[i] = IDLE
-            self.backend.returned(ids, batch[2] | batch[3])
+            self.backend.returned(idx, batch[2] | batch[3])
             self._stash = None
         return batch
