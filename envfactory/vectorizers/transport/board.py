@@ -168,19 +168,20 @@ class Waiter:
 
 
 def sleep_until(
-    flag: Callable[[int], None],
+    flag: tuple[np.ndarray, Any],
     ready: Callable[[], bool],
     poll: Any,
     deadline: float | None,
     woke: Callable[[list], bool],
 ) -> bool:
-    """The sleeping half of every wait: raise the flag (``flag(1)``), a barrier, check
-    ``ready()`` again, else sleep in ``poll`` (the one place a Ctrl-C goes through) for at
-    most `SLEEP_SLICE_MS`; ``woke(events)`` drains the eventfds (False: stop). True once
-    ready; False past ``deadline`` (``time.monotonic()``; None: none) or when ``woke`` says so."""
+    """The sleeping half of every wait: raise the sleeping word(s) ``words[key]`` (``flag``), a
+    barrier, check ``ready()`` again, else sleep in ``poll`` (the one place a Ctrl-C goes
+    through) for at most `SLEEP_SLICE_MS`; ``woke(events)`` drains the eventfds (False: stop).
+    True once ready; False past ``deadline`` (``time.monotonic()``; None) or if ``woke`` says."""
+    words, key = flag
     try:
         while True:
-            flag(1)
+            words[key] = 1
             fence()  # the flag is visible before the words are read again
             if ready():
                 return True
@@ -191,16 +192,17 @@ def sleep_until(
                     return False
                 ms = min(ms, math.ceil(left * 1000))
             events = HOLD.waiting(poll.poll, ms)
-            flag(0)
+            words[key] = 0
             if not woke(events):
                 return False
             if ready():
                 return True
     finally:
-        flag(0)
+        words[key] = 0
 
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+_PARENTS = (slice(None), PARENT_SLEEPING)  # (every worker's PARENT_SLEEPING word)
 
 
 class Poller:
@@ -337,10 +339,7 @@ class Board:
         said a pipe event of worker ``k`` ends the wait). A pipe ``wake`` lets be (False is
         not returned for it: a worker whose answer is there, or one that owes nothing) is
         left out of the poll until the wait ends: no busy loop on a hang-up."""
-        control, quiet, poll = self.control, [], self._fds()
-
-        def flag(value: int) -> None:
-            control[:, PARENT_SLEEPING] = value
+        quiet, poll = [], self._fds()
 
         def woke(events: list) -> bool:
             for fd, _ in events:
@@ -355,7 +354,7 @@ class Board:
             return True
 
         try:
-            return sleep_until(flag, ready, poll, deadline, woke)
+            return sleep_until((self.control, _PARENTS), ready, poll, deadline, woke)
         finally:
             for fd in quiet:
                 poll.register(fd, _POLL_IN)

@@ -339,9 +339,6 @@ class PipeHandle(WorkerHandle):
         def ready() -> bool:
             return bool(slot[DONE] == seq)
 
-        def flag(value: int) -> None:
-            slot[PARENT_SLEEPING] = value
-
         def woke(events: list) -> bool:
             drain_eventfd(self.done)
             if events and not ready() and any(fd != self.done for fd, _ in events):
@@ -354,7 +351,7 @@ class PipeHandle(WorkerHandle):
             return True
 
         def sleep() -> bool:
-            return sleep_until(flag, ready, self.done_poll, deadline, woke)
+            return sleep_until((slot, PARENT_SLEEPING), ready, self.done_poll, deadline, woke)
 
         # (the async pool asks once it is done: no wait then)
         if slot[DONE] != seq and not waiter.until(ready, sleep):

@@ -63,20 +63,16 @@ class WorkerWake:
         def ready() -> bool:
             return bool(slot[CMD] != last or pipe(0))
 
-        def flag(value: int) -> None:
-            slot[WORKER_SLEEPING] = value
-
         def woke(events: list) -> bool:
             drain_eventfd(go)
             return bool(events) or ready() or parent_alive()
 
         def sleep() -> bool:
-            if self.sleep_poll is None:
+            if self.sleep_poll is None:  # (its eventfd and its pipe, as the parent's)
                 self.sleep_poll = select.poll()
                 self.sleep_poll.register(go, select.POLLIN)
-                pipe_in = select.POLLIN | select.POLLHUP | select.POLLERR
-                self.sleep_poll.register(poller.fds[0], pipe_in)
-            return sleep_until(flag, ready, self.sleep_poll, None, woke)
+                self.sleep_poll.register(poller.fds[0], select.POLLIN | select.POLLHUP)
+            return sleep_until((slot, WORKER_SLEEPING), ready, self.sleep_poll, None, woke)
 
         if not self.waiter.until(ready, sleep):
             return -1  # the main process is gone
