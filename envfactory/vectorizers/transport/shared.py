@@ -209,22 +209,6 @@ def _leaf_error(
     return None
 
 
-def _nesting_error(i: int, value: Any, path: str, keys: set | int) -> ObservationError:
-    """Env ``i``'s observation is not a dict of ``keys`` (or a tuple of ``keys`` items)."""
-    if isinstance(keys, int):
-        is_seq = isinstance(value, (tuple, list))
-        got = f"of length {len(value)}" if is_seq else f"= {type(value).__name__}"
-        return ObservationError(
-            f"env {i} returned observation{path} {got}, but the observation space is a Tuple "
-            f"of {keys}"
-        )
-    keys_got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
-    return ObservationError(
-        f"env {i} returned observation{path} = {keys_got}, but the observation space is a Dict "
-        f"with keys {sorted(keys)}"
-    )
-
-
 def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
     """A writer of env ``i``'s observation into ``target`` (a nest of batch arrays) that
     checks it first; of a Dict/Tuple space, a check alone."""
@@ -236,7 +220,11 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
         def write_dict(i: int, value: Any) -> None:
             if not isinstance(value, Mapping) or value.keys() != keys:
-                raise _nesting_error(i, value, path, keys)
+                got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+                raise ObservationError(
+                    f"env {i} returned observation{path} = {got}, but the observation space "
+                    f"is a Dict with keys {sorted(keys)}"
+                )
             for k, w in subs.items():
                 w(i, value[k])
 
@@ -246,7 +234,12 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
         def write_tuple(i: int, value: Any) -> None:
             if not isinstance(value, (tuple, list)) or len(value) != len(parts):
-                raise _nesting_error(i, value, path, len(parts))
+                seq = isinstance(value, (tuple, list))
+                got = f"of length {len(value)}" if seq else f"= {type(value).__name__}"
+                raise ObservationError(
+                    f"env {i} returned observation{path} {got}, but the observation space is "
+                    f"a Tuple of {len(parts)}"
+                )
             for w, v in zip(parts, value):
                 w(i, v)
 
