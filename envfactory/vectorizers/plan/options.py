@@ -157,7 +157,7 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
 
 
 def _int_in(value: Any, low: int, high: int) -> bool:
-    return not isinstance(value, bool) and isinstance(value, Integral) and low <= value <= high
+    return not isinstance(value, bool) and isinstance(value, Integral) and low <= int(value) <= high
 
 
 @dataclass

@@ -255,14 +255,12 @@ class PipeHandle(WorkerHandle):
         if self._write_failed:
             raise TimeoutError(self._write_failed)
         if self.via_slot:
-            result = self._await_step(deadline, call)
-            self.answer = (self.seq, result)
+            self.answer = (self.seq, self._await_step(deadline, call))
             self.via_slot = False
-            return result
         return self._recv(deadline, call)
 
     def _recv(self, deadline: float | None, call: str) -> Any:
-        """The answer ``seq`` by pipe; TimeoutError past ``deadline``."""
+        """The answer ``seq`` (kept, or by pipe); TimeoutError past ``deadline``."""
         while True:
             answer = self.answer
             if answer is not None and answer[0] == self.seq:

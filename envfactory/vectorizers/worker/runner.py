@@ -205,7 +205,7 @@ class EnvHost:
             self.envs[i].set_wrapper_attr(sa.name, v)
 
     def close(self) -> None:
-        """Close every env (errors ignored: the envs are being thrown away)."""
+        """``Cmd.CLOSE``: close every env (errors ignored: the envs are being thrown away)."""
         for env in self.envs:
             with contextlib.suppress(Exception):
                 env.close()
@@ -240,4 +240,5 @@ COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
     Cmd.RESTART_RESET: EnvHost.restart_reset,
     Cmd.CALL: EnvHost.call,
     Cmd.SET_ATTR: EnvHost.set_attr,
+    Cmd.CLOSE: lambda host, _: host.close(),
 }
