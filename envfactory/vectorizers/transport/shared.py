@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import mmap
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 from gymnasium.vector.utils import concatenate
 
 from ...errors import ObservationError
+from .board import SLOT_WORDS
 from .infocols import INFO_KEYS, InfoColumns
 
 __all__ = [
@@ -79,8 +79,6 @@ def layout_for(
 ) -> Layout:
     """Where each buffer lies (observations of ``space`` unless None; actions when
     ``action_space`` is Box-like, else by pipe; one control slot per worker)."""
-    from .board import SLOT_WORDS
-
     pos = 0
 
     def entry(s: gym.Space, _: str) -> tuple[int, str, tuple[int, ...]]:
@@ -113,8 +111,9 @@ class SharedBuffers:
     def __init__(self, layout: Layout, fd: int | None = None) -> None:
         self.layout = layout
         owner = fd is None
-        if fd is None:
-            fd = _anonymous_fd(layout.size)
+        if fd is None:  # (Linux only, as the eventfds: nothing outlives the processes)
+            fd = os.memfd_create("envfactory-vecenv", os.MFD_CLOEXEC)
+            os.ftruncate(fd, layout.size)
         self._mm: mmap.mmap | None = mmap.mmap(fd, layout.size)
         self.fd: int | None = fd if owner else None
         if not owner:
@@ -132,8 +131,6 @@ class SharedBuffers:
         self.actions = _walk(layout.actions, view) if layout.actions is not None else None
         self.control = self.infos = None
         if layout.workers:
-            from .board import SLOT_WORDS
-
             shape = (layout.workers, SLOT_WORDS)
             self.control = np.ndarray(shape, np.int64, buffer=buf, offset=layout.control)
             words = np.ndarray((INFO_KEYS, n), np.int64, buffer=buf, offset=layout.infos)
@@ -290,14 +287,3 @@ def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
         parts = [obs_copier(v) for v in space.spaces]
         return lambda batch: tuple(c(b) for c, b in zip(parts, batch))
     return copy.deepcopy
-
-
-def _anonymous_fd(size: int) -> int:
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("envfactory-vecenv", os.MFD_CLOEXEC)
-    else:  # pragma: no cover - non-Linux: an unlinked temp file
-        f = tempfile.TemporaryFile(prefix="envfactory-")  # noqa: SIM115 - only its fd is kept
-        fd = os.dup(f.fileno())
-        f.close()
-    os.ftruncate(fd, size)
-    return fd
