@@ -155,7 +155,6 @@ class PipeHandle(WorkerHandle):
         if self.process is not None:
             try:  # release its sentinel fds now, not when this object is collected
                 self.process.close()
-                self.process = None
             except ValueError:  # pragma: no cover - unkillable (D state)
                 pass
         self.forget()
