@@ -166,12 +166,8 @@ class InfoColumns:
                 values.append((sub, t, column[c, start : start + n].tolist()))
                 c += 1
             keys.append((key, present, values))
-        marks = [present for _, present, _ in keys]
-        envs: Any = range(n)
-        if all(present is not None for present in marks):  # only the envs that report
-            envs = sorted({i for present in marks for i, p in enumerate(present or ()) if p})
         pairs = []
-        for i in envs:
+        for i in range(n):
             info: dict[str, Any] = {}
             for key, present, values in keys:
                 if present is not None and not present[i]:

@@ -46,11 +46,10 @@ _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 class PipeHandle(WorkerHandle):
-    """The parent's end of one ``subproc`` worker process: a step whose actions fit the
-    shared action buffer goes through its control slot (an answer by pipe only with infos,
-    pickled observations or an error), anything else is one pickled message, answered in
-    order. Every message gets a new ``seq`` (`sent`, the last one's), also across restarts;
-    a late answer to a call given up on is dropped."""
+    """A step whose actions fit the shared action buffer goes through the control slot (an
+    answer by pipe only with infos, pickled observations or an error), anything else is one
+    pickled message. Every message gets a new ``seq`` (`sent`), also across restarts; a late
+    answer to a call given up on is dropped."""
 
     resumable = True
     own_wait = True
