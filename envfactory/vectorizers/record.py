@@ -36,10 +36,10 @@ class Split:
         if not n:
             where = f"every env ({self.in_parent}) in this process"
         else:
-            sizes = sorted(set(self.workers))
-            each = str(sizes[0]) if len(sizes) == 1 else "-".join(map(str, (sizes[0], sizes[-1])))
+            most = max(self.workers)
+            each = "-".join(map(str, sorted({min(self.workers), most})))
             where = (
-                f"{n} worker{'s' if n != 1 else ''} x {each} env{'s' if sizes[-1] != 1 else ''}, "
+                f"{n} worker{'s' if n != 1 else ''} x {each} env{'s' if most != 1 else ''}, "
                 f"{self.in_parent} in this process"
             )
         return f"{where}: {self.reason}" if self.reason else where

@@ -16,9 +16,8 @@ import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..errors import ConfigError
-from .plan.launch import check_descriptors, context_of, payload, start_process
+from .plan.launch import check_descriptors, context_of, payload, start_process, step_seconds
 from .plan.options import START_METHODS, SubprocAtariConfig, SubprocConfig
-from .plan.probe import step_seconds
 from .remote import (
     STARTUP_TIMEOUT,
     Cmd,

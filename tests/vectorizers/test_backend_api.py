@@ -128,7 +128,7 @@ def test_subproc_is_built_from_the_public_backend_interface_alone() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
     }
-    assert relative == {"remote", "shm", "plan.options", "plan.launch", "plan.probe"}, relative
+    assert relative == {"remote", "shm", "plan.options", "plan.launch"}, relative
     from envfactory.vectorizers import remote, shm
 
     for name in ("WorkerGroup", "WorkerHandle", "RemoteVecEnv", "EnvHost", "Cmd"):

@@ -205,8 +205,7 @@ def test_a_probe_that_cannot_build_the_env_leaves_the_default_and_the_error_to_t
 
     import envfactory.vectorizers.plan.plan as options
     import envfactory.vectorizers.subproc as subproc
-    from envfactory.vectorizers.plan.launch import start_process
-    from envfactory.vectorizers.plan.probe import step_seconds
+    from envfactory.vectorizers.plan.launch import start_process, step_seconds
 
     ctx = __import__("multiprocessing").get_context("fork")
     assert step_seconds(ctx, [Maker(fault="bogus")], start_process) is None

@@ -1,13 +1,15 @@
-"""Starting worker processes: the launcher thread, the fork server, the descriptor check, the
-hooks."""
+"""Starting processes: workers (the launcher thread, the fork server, the descriptor check,
+the hooks) and the plan's probe (one env's step timed in a throwaway process)."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
 import signal
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,14 +19,16 @@ from ...errors import UnpicklableEnvError
 from ..transport.handle import env_label
 
 __all__ = [
+    "PROBE_SECONDS",
+    "PROBE_STEPS",
     "WORKER_PRELOAD",
-    "boot_forkserver",
     "check_descriptors",
     "context_of",
     "install_fork_hook",
     "payload",
     "prestart",
     "start_process",
+    "step_seconds",
 ]
 
 #: file descriptors each worker holds in this process (measured: 5.25 at 8 workers, 5.5 at 4)
@@ -127,18 +131,13 @@ def _start(proc: Any) -> None:
 WORKER_PRELOAD = ("envfactory.vectorizers.worker.worker", "gymnasium", "envfactory.factory")
 
 
-def boot_forkserver(modules: Sequence[str] = ()) -> None:
-    """Boot the fork server now in the background (nothing if one runs)."""
-    _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
-    install_fork_hook()
-    _launcher_queue().put((lambda: _servers_up("forkserver"), {}, threading.Event()))
-
-
 def prestart(options: Mapping[str, str], modules: Sequence[str]) -> None:
-    """``subproc``'s `VectorizerPlugin.prestart`: boots the fork server while the config
-    composes."""
+    """``subproc``'s `VectorizerPlugin.prestart`: boots the fork server in the background while
+    the config composes (nothing if one runs)."""
     if options.get("context", "forkserver") == "forkserver":
-        boot_forkserver(modules)
+        _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
+        install_fork_hook()
+        _launcher_queue().put((lambda: _servers_up("forkserver"), {}, threading.Event()))
 
 
 def start_process(proc: Any) -> None:
@@ -185,3 +184,65 @@ def payload(method: str, fns: list, start: int) -> Any:
                     "vectorizer.context=fork"
                 ) from inner
         raise UnpicklableEnvError(f"env constructors cannot be pickled: {exc}") from exc
+
+
+#: the probe's steps: at most this many, and no more once they took this long in all
+PROBE_STEPS, PROBE_SECONDS = 30, 0.2
+#: the longest the parent waits for the probe (build included) before it gives up on it
+PROBE_TIMEOUT = 2.0
+
+
+def step_seconds(ctx: Any, payload: Any, start: Any) -> float | None:
+    """The median step time of ``payload``'s first env in a new process (None: it failed)."""
+    parent_conn, child_conn = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_probe_main, args=(child_conn, payload), name="envfactory-probe", daemon=True
+    )
+    try:
+        start(proc)
+        child_conn.close()
+        if not parent_conn.poll(PROBE_TIMEOUT):
+            return None
+        answer = parent_conn.recv()
+        return float(answer) if isinstance(answer, float) else None
+    except (EOFError, OSError):
+        return None
+    finally:
+        parent_conn.close()
+        if proc.pid is not None:
+            proc.join(1.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def _probe_main(conn: Any, payload: Any) -> None:
+    """The probe process: build the env, time up to `PROBE_STEPS` steps, send the median."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (as a worker)
+    answer: float | None = None
+    try:
+        if isinstance(payload, bytes):
+            import cloudpickle
+
+            payload = cloudpickle.loads(payload)
+        env = payload[0]()
+        try:
+            env.reset(seed=0)
+            env.action_space.seed(0)
+            times: list[float] = []
+            while len(times) < PROBE_STEPS and sum(times) < PROBE_SECONDS:
+                action = env.action_space.sample()
+                t0 = time.perf_counter()
+                _, _, terminated, truncated, _ = env.step(action)
+                times.append(time.perf_counter() - t0)
+                if terminated or truncated:
+                    env.reset()
+            answer = sorted(times)[len(times) // 2]
+        finally:
+            with contextlib.suppress(Exception):
+                env.close()
+    except Exception:
+        answer = None
+    with contextlib.suppress(OSError):
+        conn.send(answer)
+        conn.close()

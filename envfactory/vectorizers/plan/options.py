@@ -127,11 +127,7 @@ class SubprocConfig(FaultOptions):
 
 def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") -> None:
     """``batch_size`` and ``in_parent`` against ``num_envs``: the one check of both."""
-    if batch_size is not None and (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, Integral)
-        or not 1 <= int(batch_size) <= num_envs
-    ):
+    if batch_size is not None and not _int_in(batch_size, 1, num_envs):
         raise OptionError(
             "batch_size",
             batch_size,
@@ -139,23 +135,7 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
             hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})",
             path=path,
         )
-    if in_parent is None:
-        return
-    ok = (
-        not isinstance(in_parent, bool)
-        and isinstance(in_parent, Integral)
-        and 0 <= int(in_parent) < num_envs
-    )
-    if ok and batch_size is not None and in_parent:
-        raise OptionError(
-            "in_parent",
-            in_parent,
-            f"0 or null with vectorizer.batch_size={batch_size} (the async pool steps every env "
-            "in a worker)",
-            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
-            path=path,
-        )
-    if not ok:
+    if in_parent is not None and not _int_in(in_parent, 0, num_envs - 1):
         raise OptionError(
             "in_parent",
             in_parent,
@@ -165,6 +145,19 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
             "every env in this process, use vectorizer=dummy",
             path=path,
         )
+    if batch_size is not None and in_parent:
+        raise OptionError(
+            "in_parent",
+            in_parent,
+            f"0 or null with vectorizer.batch_size={batch_size} (the async pool steps every env "
+            "in a worker)",
+            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
+            path=path,
+        )
+
+
+def _int_in(value: Any, low: int, high: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Integral) and low <= int(value) <= high
 
 
 @dataclass

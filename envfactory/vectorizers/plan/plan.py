@@ -54,17 +54,14 @@ def plan_split(
     """
     check_split(num_envs, batch_size, in_parent, "vectorizer")
     cpus = _cpus(cpus)
-    asked = {
-        "in_series": in_series,
-        "in_parent": in_parent,
-        "timeout": timeout,
-        "restart": restart,
-        "batch_size": batch_size,
-    }
     if batch_size is not None:  # one worker per core, none with more envs than a batch
+        reason = f"the async pool (batch_size={batch_size}), every env in a worker"
         if in_series is None:
             in_series = max(1, min(default_in_series(num_envs, False, None, cpus), batch_size))
-        return explain_split(asked, split_envs(num_envs, in_series), 0, None, cpus)
+        else:
+            reason += f"; in_series={in_series} as configured"
+        return Split(tuple(b - a for a, b in split_envs(num_envs, in_series)), 0, reason)
+    asked = dict(in_series=in_series, in_parent=in_parent, timeout=timeout, restart=restart)
     if load is None and (in_series is None or in_parent is None):
         load = others_running()
     needs_worker = in_series or timeout is not None or restart
@@ -77,12 +74,11 @@ def plan_split(
             f"time ({_load_words(load, cpus)}; a worker needs two free cores, one for it and one "
             "for this process)",
         )
-    if images and in_series is None:
-        share, in_series = image_split(num_envs, in_parent, timeout, restart, load, cpus)
-    else:
-        share = parent_share(num_envs, in_parent, in_series, timeout, restart, images, load, cpus)
+    # (subproc-atari: a parent share as subproc's, its workers one per core, the load unread)
+    share = parent_share(num_envs, in_parent, in_series, timeout, restart, False, load, cpus)
     if in_series is None:  # one worker per core free, a core left to this process's share
-        in_series = default_in_series(num_envs - share, share > 0, None if share else load, cpus)
+        seen = None if share or images else load
+        in_series = default_in_series(num_envs - share, share > 0, seen, cpus)
         fewer = math.ceil(num_envs / max(1, cpus // 2))  # one worker per two cpus
         if probe is not None and not share and not images and cpus >= 8 and fewer > in_series:
             seconds = probe()  # (on 8+ cpus, for a step under `CHEAP_STEP_SECONDS`)
@@ -204,23 +200,16 @@ def explain_split(
 ) -> Split:
     """The `Split` a build decided, with its reason in words (``requested``: the options)."""
     workers = [b - a for a, b in slices]
-    parts: list[str] = []
     cpus = _cpus(cpus)
-    batch = requested.get("batch_size")
-    series = requested.get("in_series")
-    if batch is not None:
-        parts.append(f"the async pool (batch_size={batch}), every env in a worker")
+    series, asked = requested.get("in_series"), requested.get("in_parent", 0)
     if series is not None:
-        parts.append(f"in_series={series} as configured")
-    elif batch is None:
+        parts = [f"in_series={series} as configured"]
+    else:
         share = " but the one left to this process" if in_parent else ""
         if not in_parent and cpus >= 8:
             share = " (on 8+ cpus a cheap env's step, under 50 us, puts two or more per worker)"
-        parts.append(f"in_series null: one worker per core free at build time{share}")
-    asked = requested.get("in_parent", 0)
-    if batch is not None:
-        pass
-    elif asked is not None:
+        parts = [f"in_series null: one worker per core free at build time{share}"]
+    if asked is not None:
         why = "every env isolated in a worker" if asked == 0 else "as configured"
         parts.append(f"in_parent={asked} ({why})")
     elif in_parent:
@@ -235,6 +224,6 @@ def explain_split(
         else:
             why = "no core idle for this process"
         parts.append(f"in_parent null: none in this process: {why}")
-    if load is not None or (series is None and batch is None):
+    if load is not None or series is None:
         parts.append(_load_words(load, cpus))
     return Split(tuple(workers), in_parent, "; ".join(parts))

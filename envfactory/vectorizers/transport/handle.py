@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ...errors import ConfigError, RemoteEnvError, WorkerError, remote_env_error
+from ..record import Split
 from ..worker.protocol import Cmd, Failure, Reset
 
 __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "split_envs"]
@@ -145,12 +146,7 @@ def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
         )
     workers = math.ceil(num_envs / in_series)
     base, extra = divmod(num_envs, workers)
-    out, start = [], 0
-    for k in range(workers):
-        size = base + (1 if k < extra else 0)
-        out.append((start, start + size))
-        start += size
-    return out
+    return Split(tuple(base + (k < extra) for k in range(workers)), 0, "").slices()
 
 
 def env_label(fn: Any) -> str:

@@ -65,17 +65,6 @@ def _leaves(value: Any) -> tuple[Leaf, ...] | None:
     return tuple(leaves)
 
 
-def _value_fits(value: Any, leaves: tuple[Leaf, ...]) -> bool:
-    if leaves[0][0] is None:
-        return type(value) is leaves[0][1]
-    return (
-        type(value) is dict
-        and len(value) == len(leaves)
-        and all(type(value.get(sub)) is t for sub, t, _ in leaves)
-        and list(value) == [sub for sub, _, _ in leaves]
-    )
-
-
 def fits(schema: Schema, calls: list[tuple[int, dict[str, Any]]], n: int) -> bool:
     """Whether a step's ``(env, info)`` pairs (of a worker of ``n`` envs) fit ``schema``:
     one non-empty info per env at most, in env order, the dense keys in every env and any
@@ -90,7 +79,7 @@ def fits(schema: Schema, calls: list[tuple[int, dict[str, Any]]], n: int) -> boo
         keys, j = list(info), 0
         for key, sparse, leaves in schema:
             if j < len(keys) and keys[j] == key:
-                if not _value_fits(info[key], leaves):
+                if _leaves(info[key]) != leaves:
                     return False
                 j += 1
             elif not sparse:
@@ -177,12 +166,8 @@ class InfoColumns:
                 values.append((sub, t, column[c, start : start + n].tolist()))
                 c += 1
             keys.append((key, present, values))
-        marks = [present for _, present, _ in keys]
-        envs: Any = range(n)
-        if all(present is not None for present in marks):  # only the envs that report
-            envs = sorted({i for present in marks for i, p in enumerate(present or ()) if p})
         pairs = []
-        for i in envs:
+        for i in range(n):
             info: dict[str, Any] = {}
             for key, present, values in keys:
                 if present is not None and not present[i]:

@@ -56,9 +56,6 @@ class LocalHandle(WorkerHandle):
         if self._pending is None:
             return None
         (cmd, data), self._pending = self._pending, None
-        if cmd == Cmd.CLOSE:
-            self.host.close()
-            return None
         try:
             result = self.host.handle(cmd, data)
         except KeyboardInterrupt:

@@ -46,11 +46,10 @@ _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 class PipeHandle(WorkerHandle):
-    """The parent's end of one ``subproc`` worker process: a step whose actions fit the
-    shared action buffer goes through its control slot (an answer by pipe only with infos,
-    pickled observations or an error), anything else is one pickled message, answered in
-    order. Every message gets a new ``seq`` (`sent`, the last one's), also across restarts;
-    a late answer to a call given up on is dropped."""
+    """A step whose actions fit the shared action buffer goes through the control slot (an
+    answer by pipe only with infos, pickled observations or an error), anything else is one
+    pickled message. Every message gets a new ``seq`` (`sent`), also across restarts; a late
+    answer to a call given up on is dropped."""
 
     resumable = True
     own_wait = True
@@ -155,7 +154,6 @@ class PipeHandle(WorkerHandle):
         if self.process is not None:
             try:  # release its sentinel fds now, not when this object is collected
                 self.process.close()
-                self.process = None
             except ValueError:  # pragma: no cover - unkillable (D state)
                 pass
         self.forget()
@@ -255,14 +253,12 @@ class PipeHandle(WorkerHandle):
         if self._write_failed:
             raise TimeoutError(self._write_failed)
         if self.via_slot:
-            result = self._await_step(deadline, call)
-            self.answer = (self.seq, result)
+            self.answer = (self.seq, self._await_step(deadline, call))
             self.via_slot = False
-            return result
         return self._recv(deadline, call)
 
     def _recv(self, deadline: float | None, call: str) -> Any:
-        """The answer ``seq`` by pipe; TimeoutError past ``deadline``."""
+        """The answer ``seq`` (kept, or by pipe); TimeoutError past ``deadline``."""
         while True:
             answer = self.answer
             if answer is not None and answer[0] == self.seq:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import mmap
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 from gymnasium.vector.utils import concatenate
 
 from ...errors import ObservationError
+from .board import SLOT_WORDS
 from .infocols import INFO_KEYS, InfoColumns
 
 __all__ = [
@@ -79,8 +79,6 @@ def layout_for(
 ) -> Layout:
     """Where each buffer lies (observations of ``space`` unless None; actions when
     ``action_space`` is Box-like, else by pipe; one control slot per worker)."""
-    from .board import SLOT_WORDS
-
     pos = 0
 
     def entry(s: gym.Space, _: str) -> tuple[int, str, tuple[int, ...]]:
@@ -113,8 +111,9 @@ class SharedBuffers:
     def __init__(self, layout: Layout, fd: int | None = None) -> None:
         self.layout = layout
         owner = fd is None
-        if fd is None:
-            fd = _anonymous_fd(layout.size)
+        if fd is None:  # (Linux only, as the eventfds: nothing outlives the processes)
+            fd = os.memfd_create("envfactory-vecenv", os.MFD_CLOEXEC)
+            os.ftruncate(fd, layout.size)
         self._mm: mmap.mmap | None = mmap.mmap(fd, layout.size)
         self.fd: int | None = fd if owner else None
         if not owner:
@@ -132,8 +131,6 @@ class SharedBuffers:
         self.actions = _walk(layout.actions, view) if layout.actions is not None else None
         self.control = self.infos = None
         if layout.workers:
-            from .board import SLOT_WORDS
-
             shape = (layout.workers, SLOT_WORDS)
             self.control = np.ndarray(shape, np.int64, buffer=buf, offset=layout.control)
             words = np.ndarray((INFO_KEYS, n), np.int64, buffer=buf, offset=layout.infos)
@@ -209,22 +206,6 @@ def _leaf_error(
     return None
 
 
-def _nesting_error(i: int, value: Any, path: str, keys: set | int) -> ObservationError:
-    """Env ``i``'s observation is not a dict of ``keys`` (or a tuple of ``keys`` items)."""
-    if isinstance(keys, int):
-        is_seq = isinstance(value, (tuple, list))
-        got = f"of length {len(value)}" if is_seq else f"= {type(value).__name__}"
-        return ObservationError(
-            f"env {i} returned observation{path} {got}, but the observation space is a Tuple "
-            f"of {keys}"
-        )
-    keys_got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
-    return ObservationError(
-        f"env {i} returned observation{path} = {keys_got}, but the observation space is a Dict "
-        f"with keys {sorted(keys)}"
-    )
-
-
 def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
     """A writer of env ``i``'s observation into ``target`` (a nest of batch arrays) that
     checks it first; of a Dict/Tuple space, a check alone."""
@@ -236,7 +217,11 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
         def write_dict(i: int, value: Any) -> None:
             if not isinstance(value, Mapping) or value.keys() != keys:
-                raise _nesting_error(i, value, path, keys)
+                got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+                raise ObservationError(
+                    f"env {i} returned observation{path} = {got}, but the observation space "
+                    f"is a Dict with keys {sorted(keys)}"
+                )
             for k, w in subs.items():
                 w(i, value[k])
 
@@ -246,7 +231,12 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
 
         def write_tuple(i: int, value: Any) -> None:
             if not isinstance(value, (tuple, list)) or len(value) != len(parts):
-                raise _nesting_error(i, value, path, len(parts))
+                seq = isinstance(value, (tuple, list))
+                got = f"of length {len(value)}" if seq else f"= {type(value).__name__}"
+                raise ObservationError(
+                    f"env {i} returned observation{path} {got}, but the observation space is "
+                    f"a Tuple of {len(parts)}"
+                )
             for w, v in zip(parts, value):
                 w(i, v)
 
@@ -297,14 +287,3 @@ def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
         parts = [obs_copier(v) for v in space.spaces]
         return lambda batch: tuple(c(b) for c, b in zip(parts, batch))
     return copy.deepcopy
-
-
-def _anonymous_fd(size: int) -> int:
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("envfactory-vecenv", os.MFD_CLOEXEC)
-    else:  # pragma: no cover - non-Linux: an unlinked temp file
-        f = tempfile.TemporaryFile(prefix="envfactory-")  # noqa: SIM115 - only its fd is kept
-        fd = os.dup(f.fileno())
-        f.close()
-    os.ftruncate(fd, size)
-    return fd

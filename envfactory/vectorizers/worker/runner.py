@@ -67,13 +67,15 @@ class EnvRunner:
                 calls.append((i, info))
         return calls
 
-    def step(self, actions: Sequence[Any], only: Sequence[int] | None = None) -> InfoCalls:
+    def step(
+        self, actions: Sequence[Any], only: Sequence[int] | None = None, envs: Any = None
+    ) -> InfoCalls:
         """Step every env (``actions[i]``), or the envs ``only`` (``actions[k]`` for
-        ``only[k]``)."""
+        ``only[k]``); ``envs``: stand-ins for the envs, this step only."""
         calls: InfoCalls = []
         mode, obs, rewards = self.mode, self.obs, self.rewards
         terms, truncs, autoreset = self.terminations, self.truncations, self.autoreset
-        envs = self.envs
+        envs = self.envs if envs is None else envs
         which = range(len(envs)) if only is None else only
         for i, action in zip(which, actions):
             env = envs[i]
@@ -205,7 +207,7 @@ class EnvHost:
             self.envs[i].set_wrapper_attr(sa.name, v)
 
     def close(self) -> None:
-        """Close every env (errors ignored: the envs are being thrown away)."""
+        """``Cmd.CLOSE``: close every env (errors ignored: the envs are being thrown away)."""
         for env in self.envs:
             with contextlib.suppress(Exception):
                 env.close()
@@ -213,17 +215,13 @@ class EnvHost:
 
     def _step_lost(self, actions: Any, only: Any = None) -> InfoCalls:
         """``runner.step`` with the lost envs ending their lost episode instead."""
-        runner, lost = self.runner, self.lost
-        real = runner.envs
-        runner.envs = [  # (an armed env's step is the one the rule arms it with)
+        lost = self.lost
+        envs = [  # (an armed env's step is the one the rule arms it with)
             SimpleNamespace(step=lambda _, e=e, a=lost[i]: recovered_step(e, a), reset=e.reset)
             if i in lost else e
-            for i, e in enumerate(real)
+            for i, e in enumerate(self.envs)
         ]  # fmt: skip
-        try:
-            calls = runner.step(actions, only)
-        finally:
-            runner.envs = real
+        calls = self.runner.step(actions, only, envs)
         ended = sorted(lost) if only is None else sorted(i for i in only if i in lost)
         for i in ended:  # also top level in same_step
             if lost.pop(i) != RESET_FLAGGED:
@@ -240,4 +238,5 @@ COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
     Cmd.RESTART_RESET: EnvHost.restart_reset,
     Cmd.CALL: EnvHost.call,
     Cmd.SET_ATTR: EnvHost.set_attr,
+    Cmd.CLOSE: lambda host, _: host.close(),
 }
