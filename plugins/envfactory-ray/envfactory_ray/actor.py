@@ -6,8 +6,10 @@ or ``(ERROR, Failure)``, so the caller raises the same ``RemoteEnvError`` as ``s
 from __future__ import annotations
 
 import os
+import select
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
 from typing import Any
 
 import gymnasium as gym
@@ -87,17 +89,30 @@ CHANNEL_TIMEOUT = 10.0
 KEPT_GRACE = 0.05
 
 
+class Channel(Connection):
+    """A ``Connection`` whose waits poll one ``select.poll`` registered once (``Connection.poll``
+    builds a selector at every wait)."""
+
+    def __init__(self, handle: int) -> None:
+        super().__init__(handle)
+        self._poller = select.poll()
+        self._poller.register(handle, select.POLLIN)
+
+    def _poll(self, timeout: float | None) -> bool:
+        return bool(self._poller.poll(None if timeout is None else max(0.0, timeout) * 1000))
+
+
 def connect(address: Any, key: bytes) -> Any:
     """What ``multiprocessing.connection.Client(address, authkey=key)`` makes, with the TCP
     connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would otherwise take the OS's
-    minutes): a ``Connection`` that proved ``key`` both ways."""
+    minutes): a `Channel` that proved ``key`` both ways."""
     import socket
-    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+    from multiprocessing.connection import answer_challenge, deliver_challenge
 
     sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (see node._no_delay)
     sock.settimeout(None)  # (a Connection reads a blocking descriptor)
-    conn = Connection(sock.detach())
+    conn = Channel(sock.detach())
     try:
         answer_challenge(conn, key)
         deliver_challenge(conn, key)
