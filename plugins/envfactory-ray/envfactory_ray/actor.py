@@ -122,6 +122,19 @@ def connect(address: Any, key: bytes) -> Any:
     return conn
 
 
+def placed() -> dict[str, Any]:
+    """Where this actor runs: ``{"pid", "actor_id", "node_id", "node_ip"}``."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {
+        "pid": os.getpid(),
+        "actor_id": ctx.get_actor_id(),
+        "node_id": ctx.get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
+    }
+
+
 class EnvActor:
     """Hosts envs ``start .. start + len(env_fns)`` of a vectorized env (made a Ray actor
     with ``ray.remote(EnvActor)`` by
@@ -159,12 +172,7 @@ class EnvActor:
         "actor_id", "envs": [EnvInfo, ...]}``."""
         if self.init_failure is not None:
             return ERROR, self.init_failure
-        import ray
-
-        ctx = ray.get_runtime_context()
-        envs = [EnvInfo.of(e) for e in self.host.envs]
-        where = {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address()}
-        return OK, {"pid": os.getpid(), "actor_id": ctx.get_actor_id(), "envs": envs, **where}
+        return OK, {**placed(), "envs": [EnvInfo.of(e) for e in self.host.envs]}
 
     def step(self, actions: Any) -> tuple[str, Any]:
         """``Cmd.STEP`` (the hot path has a method of its own)."""
