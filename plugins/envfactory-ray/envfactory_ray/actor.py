@@ -204,7 +204,8 @@ class StepBatch:
     def fetch(self, deadline: float | None) -> None:
         import ray
 
-        handles, self.handles = [h for h in self.handles if _by_ray(h.ref)], []
+        by_ray = [h for h in self.handles if not isinstance(h.ref, (ByChannel, ByGraph))]
+        handles, self.handles = by_ray, []
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
             refs = [h.ref for h in handles]
@@ -213,11 +214,6 @@ class StepBatch:
             return
         for h, answer in zip(handles, answers):
             h.fetched = answer
-
-
-def _by_ray(ref: Any) -> bool:
-    """True for the ObjectRef of a Ray call (not a command sent by a channel or a graph)."""
-    return not isinstance(ref, (ByChannel, ByGraph))
 
 
 #: the label Ray gives every node: its id (what ``label_selector`` places an actor by)
