@@ -6,8 +6,10 @@ or ``(ERROR, Failure)``, so the caller raises the same ``RemoteEnvError`` as ``s
 from __future__ import annotations
 
 import os
+import select
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
 from typing import Any
 
 import gymnasium as gym
@@ -87,17 +89,30 @@ CHANNEL_TIMEOUT = 10.0
 KEPT_GRACE = 0.05
 
 
+class Channel(Connection):
+    """A ``Connection`` whose waits poll one ``select.poll`` registered once (``Connection.poll``
+    builds a selector at every wait)."""
+
+    def __init__(self, handle: int) -> None:
+        super().__init__(handle)
+        self._poller = select.poll()
+        self._poller.register(handle, select.POLLIN)
+
+    def _poll(self, timeout: float | None) -> bool:
+        return bool(self._poller.poll(None if timeout is None else max(0.0, timeout) * 1000))
+
+
 def connect(address: Any, key: bytes) -> Any:
     """What ``multiprocessing.connection.Client(address, authkey=key)`` makes, with the TCP
     connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would otherwise take the OS's
-    minutes): a ``Connection`` that proved ``key`` both ways."""
+    minutes): a `Channel` that proved ``key`` both ways."""
     import socket
-    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+    from multiprocessing.connection import answer_challenge, deliver_challenge
 
     sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (see node._no_delay)
     sock.settimeout(None)  # (a Connection reads a blocking descriptor)
-    conn = Connection(sock.detach())
+    conn = Channel(sock.detach())
     try:
         answer_challenge(conn, key)
         deliver_challenge(conn, key)
@@ -105,6 +120,19 @@ def connect(address: Any, key: bytes) -> Any:
         conn.close()
         raise
     return conn
+
+
+def placed() -> dict[str, Any]:
+    """Where this actor runs: ``{"pid", "actor_id", "node_id", "node_ip"}``."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {
+        "pid": os.getpid(),
+        "actor_id": ctx.get_actor_id(),
+        "node_id": ctx.get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
+    }
 
 
 class EnvActor:
@@ -144,12 +172,7 @@ class EnvActor:
         "actor_id", "envs": [EnvInfo, ...]}``."""
         if self.init_failure is not None:
             return ERROR, self.init_failure
-        import ray
-
-        ctx = ray.get_runtime_context()
-        envs = [EnvInfo.of(e) for e in self.host.envs]
-        where = {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address()}
-        return OK, {"pid": os.getpid(), "actor_id": ctx.get_actor_id(), "envs": envs, **where}
+        return OK, {**placed(), "envs": [EnvInfo.of(e) for e in self.host.envs]}
 
     def step(self, actions: Any) -> tuple[str, Any]:
         """``Cmd.STEP`` (the hot path has a method of its own)."""
@@ -181,7 +204,8 @@ class StepBatch:
     def fetch(self, deadline: float | None) -> None:
         import ray
 
-        handles, self.handles = [h for h in self.handles if _by_ray(h.ref)], []
+        by_ray = [h for h in self.handles if not isinstance(h.ref, (ByChannel, ByGraph))]
+        handles, self.handles = by_ray, []
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
             refs = [h.ref for h in handles]
@@ -190,11 +214,6 @@ class StepBatch:
             return
         for h, answer in zip(handles, answers):
             h.fetched = answer
-
-
-def _by_ray(ref: Any) -> bool:
-    """True for the ObjectRef of a Ray call (not a command sent by a channel or a graph)."""
-    return not isinstance(ref, (ByChannel, ByGraph))
 
 
 #: the label Ray gives every node: its id (what ``label_selector`` places an actor by)

@@ -43,10 +43,6 @@ class StepGraph:
         #: set once a read failed: the next step tears it down and compiles a new one
         self.broken = False
 
-    def serves(self, handles: Sequence[Any]) -> bool:
-        """True if it still steps exactly these actors."""
-        return not self.broken and [h.actor_id for h in handles] == self.actor_ids
-
     def post(self, handle: Any, actions: Any) -> None:
         """``handle``'s actions for the next step; the last of them executes the graph."""
         k = self._index[id(handle)]

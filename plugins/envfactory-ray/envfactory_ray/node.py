@@ -32,7 +32,7 @@ from envfactory.vectorizers.remote import (
     keep_rows,
 )
 
-from .actor import ERROR, INNER, OK, pickles
+from .actor import ERROR, INNER, OK, pickles, placed
 from .graph import KEPT
 from .wire import Wire, dumps
 
@@ -102,9 +102,9 @@ class NodeActor:
         if self.init_failure is not None:
             status, payload = self.init_failure
             if status == INNER:  # (says where it runs: the error names the node)
-                return status, (*payload[:3], _placed())
+                return status, (*payload[:3], placed())
             return status, payload
-        return OK, {**_placed(), "envs": self.envs, "children": descendants(os.getpid())}
+        return OK, {**placed(), "envs": self.envs, "children": descendants(os.getpid())}
 
     def step(self, actions: Any) -> tuple[str, Any]:
         """``Cmd.STEP``: one step of the inner env; its batch is the answer."""
@@ -289,19 +289,6 @@ def _no_delay(conn: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:
         pass
-
-
-def _placed() -> dict[str, Any]:
-    """Where this actor runs: ``{"pid", "actor_id", "node_id", "node_ip"}``."""
-    import ray
-
-    ctx = ray.get_runtime_context()
-    return {
-        "pid": os.getpid(),
-        "actor_id": ctx.get_actor_id(),
-        "node_id": ctx.get_node_id(),
-        "node_ip": ray.util.get_node_ip_address(),
-    }
 
 
 def descendants(pid: int) -> list[int]:

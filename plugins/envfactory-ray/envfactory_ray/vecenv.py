@@ -274,12 +274,11 @@ class RayGroup(WorkerGroup):
         """The graph over this step's node actors: the last one, or a new one; None while an
         actor is not started, was gone at the last compile, or once Ray refused to compile."""
         handles = self._actor_handles
-        graph = self._graph
-        if graph is not None and not graph.serves(handles):
+        graph, ids = self._graph, [h.actor_id for h in handles]
+        if graph is not None and (graph.broken or ids != graph.actor_ids):  # (other actors now)
             graph.teardown()
             graph = self._graph = None
         ready = all(h.alive and not h.describing for h in handles)
-        ids = [h.actor_id for h in handles]
         if graph is None and ready and not self._graph_refused and ids != self._graph_lost_over:
             import ray
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pytest
 from envfactory_ray.wire import Wire
 
 
@@ -49,3 +50,30 @@ def test_what_does_not_cross_raw_is_pickled_by_the_fallback() -> None:
     assert len(pickled) == 3
     view = np.arange(6.0)[::2]  # (not contiguous: crosses as a copy)
     assert same(reader.loads(sender.dumps(("step", view))), ("step", view))
+
+
+def test_a_channel_waits_on_one_poll_registered_once_not_a_selector_a_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`actor.Channel`'s wait polls the ``select.poll`` it registered when it opened:
+    ``Connection.poll`` built a selector at every wait (~20 us); still no answer, an answer, and
+    a closed peer (EOF at the read) as before."""
+    import multiprocessing.connection as mpc
+    import socket
+
+    from envfactory_ray.actor import Channel
+
+    def no_selector() -> None:
+        raise AssertionError("a selector built for a wait")
+
+    monkeypatch.setattr(mpc, "_WaitSelector", no_selector)
+    a, b = socket.socketpair()
+    ours, theirs = Channel(a.detach()), mpc.Connection(b.detach())
+    assert not ours.poll(0) and not ours.poll(0.01)
+    theirs.send_bytes(b"answer")
+    assert ours.poll(None) and ours.poll(1.0) and ours.recv_bytes() == b"answer"
+    theirs.close()
+    assert ours.poll(1.0)
+    with pytest.raises(EOFError):
+        ours.recv_bytes()
+    ours.close()
