@@ -16,7 +16,7 @@ from ...errors import ConfigError
 from ..front.remote_env import pop_faults
 from ..record import Split
 from ..subproc import SubprocGroup, plan_for
-from ..transport.board import DONE, MSG, NO_INFOS, Waiter, fence
+from ..transport.board import Waiter
 from ..transport.handle import WorkerHandle
 from ..transport.pipe import PipeHandle
 from ..worker.protocol import Cmd
@@ -88,12 +88,9 @@ class _PipeSite(RemoteSite):
         self, handle: WorkerHandle, ticket: int, deadline: float | None, call: str, budget: float
     ) -> Any:
         h: PipeHandle = handle  # type: ignore[assignment]
-        slot = h.slot if type(h) is PipeHandle and h.via_slot and ticket == h.sent else None
-        if slot is not None and slot[DONE] == ticket and not slot[MSG]:
-            fence()  # (a slot step done without infos, as `Board.wait` reads it: no wait)
-            h.seq, h.via_slot, h.answer = ticket, False, (ticket, NO_INFOS)
-            return NO_INFOS
         h.seq = ticket  # (a later post moved it on)
+        if type(h) is PipeHandle and h.has_answer(ticket):  # there: no wait, nothing to time
+            return h.recv(deadline, call)  # out (the failure policy is `group.wait`'s)
         return self.group.wait(h, deadline, call, budget)
 
     def watch(self, handle: WorkerHandle) -> None:
