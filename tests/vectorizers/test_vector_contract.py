@@ -1067,15 +1067,19 @@ PUBLIC_METHODS = ("reset", "reset_async", "reset_wait", "step", "step_async", "s
 
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_public_methods_have_google_docstrings_with_running_examples() -> None:
+    """Every public method is documented and shown running: the contract page's script (run
+    by tests/project/test_docs.py) calls each one, the class docstring's example runs."""
     import doctest
-    import inspect
+    from pathlib import Path
 
     from envfactory import errors
     from envfactory.vectorizers.front import base
 
+    page = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "vecenv-contract.md"
+    script = page.read_text().split("Every public method, in one script")[1]
     for name in PUBLIC_METHODS:
-        doc = inspect.getdoc(getattr(base.VecEnvBase, name)) or ""
-        assert "Example:" in doc and ">>> " in doc, f"VecEnvBase.{name} has no example"
+        assert f"envs.{name}" in script, f"the contract page's script does not call {name}"
+        assert (base.VecEnvBase.__dict__.get(name) or getattr(base.VecEnvBase, name)).__doc__
         assert f"`{name}`" in (base.VecEnvBase.__doc__ or ""), f"class doc omits {name}"
     for module in (base, errors):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -180,17 +180,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         Raises:
             InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
             ResetNeededError: a ``reset_mask`` before the first full reset.
-            ClosedError: after [`close`][envfactory.VecEnvBase.close].
-
-        Example:
-            >>> import envfactory, numpy as np
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> obs, infos = envs.reset(seed=42)
-            >>> obs.shape, envs.np_random_seed
-            ((2, 4), (42, 43))
-            >>> obs, infos = envs.reset(options={"reset_mask": np.array([False, True])})
-            >>> envs.close()
-        """
+            ClosedError: after [`close`][envfactory.VecEnvBase.close]."""
         if self.closed:
             self._check_ready("reset", "reset")
         self.reset_async(seed=seed, options=options)
@@ -202,17 +192,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
         Raises:
             AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
-                pending.
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> envs.reset_async(seed=0)
-            >>> obs, infos = envs.reset_wait()
-            >>> obs.shape
-            (2, 4)
-            >>> envs.close()
-        """
+                pending."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("reset_async", "reset")
         seeds = seeds_for(seed, self.num_envs, self.seeding)
@@ -237,17 +217,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no reset is pending.
             WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
-            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> envs.reset_wait()
-            Traceback (most recent call last):
-            ...
-            envfactory.errors.NoPendingCallError: reset_wait() called but nothing is pending; ...
-            >>> envs.close()
-        """
+            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on)."""
         batch = self._wait_for(PendingCall.RESET, self._finish_step, timeout, "reset_wait")
         return batch[0], batch[4]  # (a reset's batch: rewards and flags are None)
 
@@ -268,21 +238,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
             InvalidActionError: (a TypeError and a ValueError) a wrong batch or an action
                 outside the space, naming the env and value; the env stays usable.
             ResetNeededError: (gymnasium's ``ResetNeeded``) before the first reset, or a
-                finished env in ``disabled`` mode.
-
-        Example:
-            >>> import envfactory, numpy as np
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> _ = envs.reset(seed=0)
-            >>> obs, rewards, terminations, truncations, infos = envs.step(np.array([0, 1]))
-            >>> obs.shape, rewards.tolist(), terminations.tolist()
-            ((2, 4), [1.0, 1.0], [False, False])
-            >>> envs.step(np.array([0, 2]))
-            Traceback (most recent call last):
-            ...
-            envfactory.errors.InvalidActionError: actions[1] = 2 (env 1) is not in ...
-            >>> envs.close()
-        """
+                finished env in ``disabled`` mode."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step" if self.closed else "step_async", "step")
         actions = self._check_actions(actions)  # (step_async's, inlined: one call fewer)
@@ -297,20 +253,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
         Raises:
             AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
-                pending.
-
-        Example:
-            >>> import envfactory, numpy as np
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> _ = envs.reset(seed=0)
-            >>> envs.step_async(np.array([1, 0]))
-            >>> envs.step_async(np.array([1, 0]))
-            Traceback (most recent call last):
-            ...
-            envfactory.errors.AlreadyPendingError: step_async() called while a step_async() ...
-            >>> obs, rewards, terminations, truncations, infos = envs.step_wait()
-            >>> envs.close()
-        """
+                pending."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step_async", "step")
         actions = self._check_actions(actions)
@@ -337,18 +280,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         A ``KeyboardInterrupt`` (Ctrl-C) in a worker-process vectorizer leaves the step
         pending: ``step_wait()`` returns it (nothing of it is lost), every other call
         raises ``AlreadyPendingError`` at once, and ``close()`` abandons it (see the fault
-        model, ``docs/concepts/faults.md``).
-
-        Example:
-            >>> import envfactory, numpy as np
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> _ = envs.reset(seed=0)
-            >>> envs.step_async(np.array([1, 0]))
-            >>> obs, rewards, terminations, truncations, infos = envs.step_wait(timeout=10)
-            >>> rewards.dtype, terminations.shape
-            (dtype('float64'), (2,))
-            >>> envs.close()
-        """
+        model, ``docs/concepts/faults.md``)."""
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout, "step_wait")
 
     @property
@@ -376,19 +308,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
         Args:
             timeout: seconds the workers get to close their envs before they are killed.
-            terminate: kill the workers at once.
-
-        Example:
-            >>> import envfactory
-            >>> with envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"]) as envs:
-            ...     _ = envs.reset(seed=0)
-            >>> envs.closed
-            True
-            >>> envs.step([0, 0])
-            Traceback (most recent call last):
-            ...
-            envfactory.errors.ClosedError: step() on a closed DummyVecEnv; ...
-        """
+            terminate: kill the workers at once."""
         if self.closed:
             return
         if self._pending is not PendingCall.NONE and not self._interrupted:

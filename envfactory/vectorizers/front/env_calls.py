@@ -51,13 +51,7 @@ class EnvCall:
 
 
 def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.ndarray:
-    """Tile ``N`` frames of shape (H, W[, C]) into one image, row-major, padding with black.
-
-    Example:
-        >>> import numpy as np
-        >>> tile_images([np.zeros((2, 3, 3), np.uint8)] * 3).shape
-        (4, 6, 3)
-    """
+    """Tile ``N`` frames of shape (H, W[, C]) into one image, row-major, padding with black."""
     if len(frames) == 0:
         raise ValueError("tile_images needs at least one frame")
     arrs = [np.asarray(f) for f in frames]
@@ -107,15 +101,7 @@ class EnvCalls(CallState):
         ``envs.call(stable_baselines3.common.env_util.is_wrapped, Monitor)``.
 
         Returns:
-            One result per env, as a tuple.
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> [spec.id for spec in envs.call("get_wrapper_attr", "spec")]
-            ['CartPole-v1', 'CartPole-v1']
-            >>> envs.close()
-        """
+            One result per env, as a tuple."""
         self._check_ready("call", "call")
         return _run(self, EnvCall("call", name, args, kwargs, list(range(self.num_envs))))
 
@@ -123,16 +109,7 @@ class EnvCalls(CallState):
         self, name: str | Callable[..., Any], *args: Any, indices: Any = None, **kwargs: Any
     ) -> list[Any]:
         """Stable-Baselines3 spelling of `call`: only the envs of ``indices`` (an
-        int, a list, or None for all), results as a list.
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=3"])
-            >>> _ = envs.reset(seed=5)
-            >>> envs.env_method("get_wrapper_attr", "np_random_seed", indices=[0, 2])
-            [5, 7]
-            >>> envs.close()
-        """
+        int, a list, or None for all), results as a list."""
         self._check_ready("env_method", "env_method")
         idx = env_indices(indices, self.num_envs)
         return list(_run(self, EnvCall("env_method", name, args, kwargs, idx)))
@@ -140,16 +117,7 @@ class EnvCalls(CallState):
     def call_async(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Start `call` on every env and return at once (gymnasium's ``AsyncVectorEnv``
         spelling); ``call_wait`` returns its results. Worker processes run it while the
-        caller does other work.
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> envs.call_async("get_wrapper_attr", "spec")
-            >>> [spec.id for spec in envs.call_wait()]
-            ['CartPole-v1', 'CartPole-v1']
-            >>> envs.close()
-        """
+        caller does other work."""
         self._check_ready("call_async", "call")
         request = EnvCall("call", name, args, kwargs, list(range(self.num_envs)))
         self._start_for(PendingCall.CALL, self._start_call, request)
@@ -164,22 +132,11 @@ class EnvCalls(CallState):
                 ``timeout``).
 
         Raises:
-            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no call is pending.
-        """
+            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no call is pending."""
         return tuple(self._wait_for(PendingCall.CALL, self._finish_call, timeout, "call_wait"))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
-        """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``.
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> envs.get_attr("gravity")
-            (9.8, 9.8)
-            >>> envs.get_attr("gravity", indices=1)
-            (9.8,)
-            >>> envs.close()
-        """
+        """Attribute ``name`` of every env (or of ``indices``), via ``get_wrapper_attr``."""
         self._check_ready("get_attr", "get_attr")
         if not isinstance(name, str):
             raise TypeError(
@@ -194,16 +151,7 @@ class EnvCalls(CallState):
         ``indices``: one value for all, or a list or tuple with one value per env.
 
         Raises:
-            ValueError: a list of values of the wrong length.
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> envs.set_attr("gravity", [9.8, 1.6])
-            >>> envs.get_attr("gravity")
-            (9.8, 1.6)
-            >>> envs.close()
-        """
+            ValueError: a list of values of the wrong length."""
         self._check_ready("set_attr", "set_attr")
         idx = env_indices(indices, self.num_envs)
         if not isinstance(values, (list, tuple)):
@@ -218,16 +166,7 @@ class EnvCalls(CallState):
     def render(self) -> tuple[Any, ...]:
         """One frame per env (as gymnasium's vector envs), from each env's ``render()``;
         [`tile_images`][envfactory.tile_images] tiles them into one image. Needs
-        ``env.render_mode``.
-
-        Example:
-            >>> import envfactory
-            >>> envs = envfactory.make_vec(overrides=["vectorizer=dummy", "num_envs=2"])
-            >>> _ = envs.reset(seed=0)
-            >>> envs.render()  # no render_mode: one None per env, as gymnasium
-            (None, None)
-            >>> envs.close()
-        """
+        ``env.render_mode``."""
         if self.closed:
             self._check_ready("render", "render")
         return self.call("render")
