@@ -26,6 +26,7 @@ from envfactory.vectorizers.remote import (
     merge_block,
     merge_infos,
     plan_split,
+    split_infos,
 )
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
@@ -122,6 +123,12 @@ def test_blocks_merged_equal_the_envs_merged_one_by_one(cut: int) -> None:
     _assert_same(merge_block(merge_block({}, first, 0, 6), second, cut, 6), want)
     kept = keep_rows(want, np.array([k < cut for k in range(6)]))
     _assert_same(kept, merge_block({}, first, 0, 6))
+    a = {"x": np.array([1, 0]), "_x": np.array([True, False])}  # (the docstrings' examples)
+    assert merge_block({}, a, 2, 4)["x"].tolist() == [0, 0, 1, 0]
+    assert split_infos({"k": np.array([0.0, 0.5]), "_k": np.array([False, True])}, 2) == [
+        {},
+        {"k": 0.5},
+    ]
 
 
 class _ScalarFinalObs(gym.Env):

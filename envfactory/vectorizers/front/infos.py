@@ -78,14 +78,7 @@ def _is_mask(infos: dict, key: Any) -> bool:
 
 def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
     """Merge ``block``, the merged infos of rows ``start ..``, into ``infos`` (of ``n`` rows)
-    and return it, as merging each env's info in env order would.
-
-    Example:
-        >>> import numpy as np
-        >>> a = {"x": np.array([1, 0]), "_x": np.array([True, False])}
-        >>> merge_block({}, a, 2, 4)["x"]
-        array([0, 0, 1, 0])
-    """
+    and return it, as merging each env's info in env order would."""
     for key, value in block.items():
         if _is_mask(block, key):
             continue
@@ -132,13 +125,7 @@ def keep_rows(infos: dict, keep: np.ndarray) -> dict:
 
 def split_infos(infos: dict, n: int) -> list[dict]:
     """The merge rule backwards: each of ``n`` rows' own info, as gymnasium's
-    ``DictInfoToList`` gives them (an env's own ``_`` key that masks nothing is kept).
-
-    Example:
-        >>> import numpy as np
-        >>> split_infos({"k": np.array([0.0, 0.5]), "_k": np.array([False, True])}, 2)
-        [{}, {'k': np.float64(0.5)}]
-    """
+    ``DictInfoToList`` gives them (an env's own ``_`` key that masks nothing is kept)."""
     out: list[dict] = [{} for _ in range(n)]
     for key, value in infos.items():
         if _is_mask(infos, key):
