@@ -78,7 +78,6 @@ class DummyVecEnv(VecEnvBase):
             self._pending_result = self._runner.reset(seeds, options, mask)
             self._resumes = True
 
-
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         """Same as ``step_async`` + ``step_wait``, minus their bookkeeping (the hot path)."""
         if (

@@ -28,7 +28,6 @@ from .remote import (
     WorkerHandle,
     env_label,
     failure_of,
-    merge_infos,
     plan_split,
     pop_faults,
 )
@@ -190,10 +189,7 @@ class SubprocGroup(WorkerGroup):
                         have[c.start : c.start + c.n] = True
                 infos = first.columns.merged(first.schema, slice(0, n), have)
         if columns is None or infos is None:
-            pairs = [
-                (h.start + i, info) for h, (c, _) in zip(handles, results) if c for i, info in c
-            ]
-            infos = merge_infos(pairs, self.num_envs)
+            infos = self.merge_answers(handles, [c for c, _ in results])
         return self.out(obs), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:

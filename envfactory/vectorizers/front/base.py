@@ -131,8 +131,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     #: ``check_actions(actions)``: the batch (a list as a numpy array), or an
     #: `InvalidActionError` naming the env and value
     check_actions: Callable[[Any], Any]
-    # a backend's halves (`RemoteVecEnv`'s, `DummyVecEnv`'s; `_finish_step` finishes a reset
-    # too, while ``_pending`` is `PendingCall.RESET`)
+    # a backend's halves (`_finish_step` finishes a reset too, while ``_pending`` is RESET)
     _start_reset: Callable[[list, dict | None, np.ndarray | None], None]
     _start_step: Callable[[Any], None]
     _finish_step: Callable[[float | None], tuple[Any, Any, Any, Any, dict]]
@@ -191,8 +190,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         [`reset_wait`][envfactory.VecEnvBase.reset_wait] returns its result.
 
         Raises:
-            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
-                pending."""
+            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is pending."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("reset_async", "reset")
         seeds = seeds_for(seed, self.num_envs, self.seeding)
@@ -252,8 +250,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         [`step_wait`][envfactory.VecEnvBase.step_wait] returns its result.
 
         Raises:
-            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is
-                pending."""
+            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is pending."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step_async", "step")
         actions = self._check_actions(actions)
@@ -285,20 +282,17 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     @property
     def run_record(self) -> RunRecord:
-        """What this env did and how it was built (the summary prints it): see
-        [`RunRecord`][envfactory.vectorizers.record.RunRecord]."""
+        """What this env did and how it was built (the summary prints it)."""
         return run_record_of(self)
 
     @property
     def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]
-        """Each env's ``np_random_seed``, as gymnasium's Sync/AsyncVectorEnv (before any seeded
-        reset, the random seed each env drew for itself)."""
+        """Each env's ``np_random_seed``, as gymnasium's Sync/AsyncVectorEnv."""
         return self.get_attr("np_random_seed")
 
     @property  # type: ignore[misc]
     def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
-        """Each env's random generator ``np_random`` (copies, under worker processes), as
-        gymnasium's Sync/AsyncVectorEnv."""
+        """Each env's ``np_random`` (copies, under worker processes)."""
         return self.get_attr("np_random")
 
     def close(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:

@@ -63,29 +63,24 @@ class Backend(Protocol):
 
 
 class WorkerGroup:
-    """The workers of one vectorized env, behind one
+    """The workers of one vectorized env, one
     [`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] each. A subclass sets
-    ``num_envs`` and ``env_id`` in its ``__init__`` (which starts nothing) and implements
-    ``start`` (hand the handles to `set_handles` before starting them, as ``close`` ends only
-    those, then wait for them with `wait_started`) and ``collect`` (the `Batch` of a step or
-    reset from ``results[k]``, the answer of ``handles[k]``; ``mask``: the envs a masked reset
-    reset), with ``restart=true`` also `respawn` and ``last_obs``. ``self.env`` is the front
-    ([`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv]), held weakly (a dropped
-    env's ``__del__`` ends the workers)."""
+    ``num_envs`` and ``env_id`` in an ``__init__`` that starts nothing, and implements ``start``
+    (`set_handles` before starting them, then `wait_started`) and ``collect`` (the `Batch` from
+    ``results[k]``, ``handles[k]``'s answer; ``mask``: the envs a masked reset reset); with
+    ``restart=true`` also `respawn` and ``last_obs``. ``self.env``: the front, held weakly."""
 
     num_envs: int = 0
     env_id: str = ""
     env: RemoteVecEnv
     start: Callable[[], None]
     collect: Callable[[Sequence[WorkerHandle], list[Any], np.ndarray | None], Batch]
-    #: with ``restart=true`` (and `respawn`): ``last_obs(handle)``, copies of the observations
-    #: the caller last saw of ``handle``'s envs
+    #: with ``restart=true``: copies of the observations the caller last saw of a handle's envs
     last_obs: Callable[[WorkerHandle], list[Any]]
-    #: optional, ``forget()``: in a forked child, drop this copy's resources, touching no worker
+    #: optional: in a forked child, drop this copy's resources, touching no worker
     forget: Callable[[], None]
-    #: set by `wait_started`: ``out(obs)``, the batch the caller gets (a copy unless
-    #: ``copy=False``), and ``batch_obs(per_env, out)``, per-env observations as one batch
-    #: (into ``out``) naming an env that does not fit
+    #: set by `wait_started`: the batch the caller gets (a copy unless ``copy=False``), and
+    #: per-env observations as one batch (into ``out``), naming an env that does not fit
     out: Callable[[Any], Any]
     batch_obs: Callable[[list[Any], Any], Any]
 
@@ -101,8 +96,7 @@ class WorkerGroup:
         self.before_calls: Callable[[list[WorkerHandle]], None] | None = None
 
     def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        """A new worker behind ``handle`` (the old one is killed): its envs'
-        [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo], within ``budget`` seconds."""
+        """A new worker behind ``handle`` (the old one killed): its envs' `EnvInfo`."""
         raise NotImplementedError
 
     def post_step(self, actions: Any) -> None:
@@ -115,11 +109,11 @@ class WorkerGroup:
         self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop])
 
     def release(self, everything: bool) -> None:
-        """Free what is left once every worker is gone (``everything`` False: keep what
+        """Free what is left once the workers are gone (``everything`` False: keep what
         another thread's call may still read)."""
 
     def startup_budget(self) -> float:
-        """Seconds a worker may take to start or be rebuilt (Ray's ``start_timeout``)."""
+        """Seconds a worker may take to start or be rebuilt."""
         timeout = self.env.timeout
         return STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT)
 
@@ -134,9 +128,8 @@ class WorkerGroup:
     def wait_started(
         self, handles: Sequence[WorkerHandle], infos: Sequence[EnvInfo] = ()
     ) -> list[EnvInfo]:
-        """Each worker's first answer (its envs' EnvInfo, within `startup_budget`) and
-        ``infos`` of envs built here, checked to share one set of spaces, which the front
-        takes; returns every env's EnvInfo."""
+        """Every env's EnvInfo: each worker's first answer and ``infos`` of envs built here,
+        checked to share one set of spaces, which the front takes."""
         answers = self.gather("start", handles, self.startup_budget())
         per_env: list[EnvInfo] = [
             e
@@ -185,8 +178,7 @@ class WorkerGroup:
     def send(
         self, cmd: Cmd, handles: Sequence[WorkerHandle], data_of: Callable[[Any], Any]
     ) -> None:
-        """Send ``cmd`` to ``handles`` (``data_of(handle)`` each), every Ctrl-C held; one
-        that fails part-way leaves the env unusable (`send_cut`)."""
+        """Send ``cmd`` with ``data_of(handle)`` to each handle, Ctrl-C held (`send_cut`)."""
         sent = 0
         h: Any = None
         try:
@@ -206,10 +198,9 @@ class WorkerGroup:
         timeout: float | None = None,
         deadline: float | None = None,
     ) -> list[Any]:
-        """The answers of ``handles`` (in order; None: every handle's, in env order) to
-        ``call`` by ``deadline`` (``time.monotonic()``; None: ``timeout`` seconds from now; None
-        or ``inf``: no limit), ``timeout`` the budget that messages name. Failures go to
-        `recover`; a wait cut otherwise, to `cut`."""
+        """The answers of ``handles`` (None: all, in env order) to ``call`` by ``deadline``
+        (None: ``timeout`` seconds from now; None or ``inf``: no limit). Failures go to
+        `recover`, a wait cut otherwise to `cut`."""
         if handles is None:
             answers = self.gather(call, self.order, timeout, deadline)
             back = self._back
@@ -241,9 +232,9 @@ class WorkerGroup:
         done: list[bool] | None = None,
     ) -> list[tuple[WorkerHandle, Any]]:
         """``failures`` in ``call``: the `Supervisor` decides, the front applies it, and each
-        worker it names is rebuilt, no Ctrl-C cutting it, and finishes ``call`` (redoing
-        ``h.last_reset`` for a reset; ``done``: its envs' finished flags, default the front's).
-        Returns each rebuilt worker with its answer, then raises the outcome's error."""
+        worker to restart is rebuilt (Ctrl-C held) and finishes ``call`` (``done``: its envs'
+        finished flags, default the front's). Returns each rebuilt worker with its answer, or
+        raises the outcome's error."""
         env = self.env
         outcome = env.supervisor.failed(call, failures, env._broken is not None)
         error = env.apply(outcome)
@@ -274,9 +265,8 @@ class WorkerGroup:
         return answers
 
     def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
-        """Ask every live worker to close its envs within ``timeout`` in all (unless
-        ``terminate``), then kill every one, even if one kill raises, and `release`
-        (``locked``: no other thread's call reads the buffers any more)."""
+        """Ask every live worker to close its envs within ``timeout`` (unless ``terminate``),
+        then kill every one and `release` (``locked``: no other thread reads the buffers)."""
         budget = CLOSE_TIMEOUT if timeout is None else timeout
         try:
             asked = []
@@ -309,7 +299,6 @@ def _same(obs: Any) -> Any:
 
 
 def _quietly(call: Callable[[], None]) -> BaseException | None:
-    """``call()``; what it raised, if anything."""
     try:
         call()
     except Exception as exc:

@@ -1,6 +1,5 @@
-"""``RemoteVecEnv``: the one front of every worker backend over a
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], and the checks of what a group
-starts and answers (`check_started`, `check_batch`)."""
+"""``RemoteVecEnv``: the one front of every worker backend over a `WorkerGroup`, and the
+checks of what a group starts and answers (`check_started`, `check_batch`)."""
 
 from __future__ import annotations
 
@@ -125,8 +124,8 @@ def check_started(group: Any) -> None:
 
 class RemoteVecEnv(VecEnvBase):
     """A vectorized env whose envs live in the workers of a
-    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] (a backend is its group:
-    ``RemoteVecEnv(MyGroup(env_fns, ...), ...)``); it owns the call state, its `CallGuard`
+    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]
+    (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``); it owns the call state, its `CallGuard`
     and its `Supervisor`, whose outcomes it applies to its own state (`apply`).
 
     Args:
@@ -190,8 +189,8 @@ class RemoteVecEnv(VecEnvBase):
         return [h.pid for h in self.workers if h.pid is not None]
 
     def apply(self, outcome: Outcome) -> BaseException | None:
-        """Apply the `Supervisor`'s ``outcome`` (the one place the broken state is set: the
-        first reason kept); returns the error to raise."""
+        """Apply the `Supervisor`'s ``outcome`` (the one place the broken state is set, first
+        reason kept); returns the error to raise."""
         if outcome.broken is not None and self._broken is None:
             self._broken = outcome.broken
         return outcome.error
@@ -226,7 +225,6 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
 
     def _finish_step(self, timeout: float | None) -> Batch:
-        """Wait for the step or reset in flight and collect its batch."""
         call, mask = "step", None
         if self._pending is PendingCall.RESET:
             call, mask = "reset", self._pending_mask
@@ -248,7 +246,6 @@ class RemoteVecEnv(VecEnvBase):
         return batch
 
     def _start_call(self, request: EnvCall) -> None:
-        """Send ``request`` to the workers of its indices (each its local indices)."""
         r = request
         self._guard.enter(r.what)
         try:
@@ -276,7 +273,6 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
 
     def _finish_call(self, timeout: float | None) -> list[Any]:
-        """Wait for the call in flight: one answer per env of its indices, in their order."""
         self._guard.enter("call_wait")
         try:
             cmd, asked, indices = self._calls
