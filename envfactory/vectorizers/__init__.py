@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "DummyVecEnv": ".dummy",
-    "VecEnvBase": ".base",
+    "VecEnvBase": ".front.base",
     "envfactory_vectorizers": ".builtin",
-    "tile_images": ".env_calls",
+    "tile_images": ".front.env_calls",
 }
 
 __all__ = ["DummyVecEnv", "VecEnvBase", "envfactory_vectorizers", "tile_images"]

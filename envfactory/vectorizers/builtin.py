@@ -10,20 +10,9 @@ import gymnasium as gym
 
 from ..plugin.spec import hookimpl
 from ..plugin.types import VectorizerPlugin
-from .dummy import DummyConfig, DummyVecEnv, build_dummy
-from .front.base import VecEnvBase
-from .front.env_calls import tile_images
+from .dummy import DummyConfig, build_dummy
 
-__all__ = [
-    "DummyVecEnv",
-    "VecEnvBase",
-    "build_auto",
-    "build_subproc",
-    "build_subproc_atari",
-    "envfactory_vectorizers",
-    "log_split",
-    "tile_images",
-]
+__all__ = ["build_auto", "build_subproc", "build_subproc_atari", "envfactory_vectorizers"]
 
 
 @hookimpl
@@ -81,7 +70,7 @@ def build_auto(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.
 def _build(
     env_fns: Sequence[Callable[[], gym.Env]], level: int, fallback: bool, options: dict
 ) -> gym.vector.VectorEnv:
-    """The plan, then the vec env it says, its split logged at ``level``."""
+    """The plan, then the vec env it says, its split logged at ``level`` (INFO for ``auto``)."""
     from .subproc import plan_for
 
     split = plan_for(env_fns, options, fallback)
@@ -103,13 +92,7 @@ def _build(
 
         options.pop("batch_size", None)
         envs = SubprocVecEnv(env_fns, split=split, **options)
-    log_split(envs, level)
-    return envs
-
-
-def log_split(envs: Any, level: int) -> None:
-    """Log how a build placed the envs and why: INFO for ``auto``, DEBUG for ``subproc``."""
-    split = envs.split
     logging.getLogger("envfactory").log(
-        level, "built %s: %s", type(envs).__name__, split.describe()
+        level, "built %s: %s", type(envs).__name__, envs.split.describe()
     )
+    return envs

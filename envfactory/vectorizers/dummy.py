@@ -8,7 +8,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
@@ -61,7 +60,6 @@ class DummyVecEnv(VecEnvBase):
         self.render_mode = envs[0].render_mode
         self._runner = EnvRunner(envs, self.autoreset_mode)
         self._obs = create_empty_array(obs_space, n=self.num_envs)
-        self._disabled = self.autoreset_mode is AutoresetMode.DISABLED
         self._array_actions = isinstance(
             self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
         )

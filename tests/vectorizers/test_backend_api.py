@@ -251,3 +251,12 @@ def test_a_backend_that_skips_a_step_of_start_or_misreports_is_named() -> None:
             envs.reset(seed=0)
     finally:
         envs.close()
+
+
+def test_the_package_names_resolve() -> None:
+    """``envfactory.vectorizers``' lazy names import (two pointed at modules gone since the
+    front moved into ``front/``)."""
+    import envfactory.vectorizers as package
+
+    for name in package.__all__:
+        assert getattr(package, name).__name__ == name

@@ -1,5 +1,4 @@
-"""``VecEnvBase``: a real ``gymnasium.vector.VectorEnv`` with envfactory's contract (checked
-arguments and actions, seeding, ``reset_mask``, the async halves, idempotent close)."""
+"""``VecEnvBase``: a ``gymnasium.vector.VectorEnv`` with envfactory's contract."""
 
 from __future__ import annotations
 
@@ -296,9 +295,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         return self.get_attr("np_random")
 
     def close(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
-        """Close every env and release every resource (worker processes, shared memory);
-        safe to call twice; leaving a ``with`` block calls it. A call still pending is
-        dropped with a warning, as gymnasium does.
+        """Close every env and release every resource; safe to call twice. A call still
+        pending is dropped with a warning, as gymnasium does.
 
         Args:
             timeout: seconds the workers get to close their envs before they are killed.

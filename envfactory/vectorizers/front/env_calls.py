@@ -1,7 +1,6 @@
-"""The per-env calls: ``call`` (a name or a function run next to each env), SB3's
-``env_method``/``get_attr``/``set_attr`` with ``indices=``, gymnasium's ``call_async``/
-``call_wait``, and ``render``. Each per-env call is an `EnvCall` a backend starts and
-finishes, pending in between like a step."""
+"""The per-env calls (``call``, ``env_method``, ``get_attr``, ``set_attr``, ``call_async``/
+``call_wait``, ``render``): each an `EnvCall` a backend starts and finishes, pending in between
+like a step."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ __all__ = [
 
 
 def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:
-    """The env indices a call names: None (every env), an int, or a sequence (negative ones
-    count from the end); an index out of range is an IndexError naming it."""
+    """The env indices of ``indices`` (None: all; negative ones count from the end), else an
+    IndexError naming it."""
     if indices is None:
         return list(range(num_envs))
     if isinstance(indices, (int, np.integer)):
@@ -38,9 +37,8 @@ def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]
 
 @dataclass(frozen=True)
 class EnvCall:
-    """One per-env call, checked: ``what`` its name in messages, the method or attribute
-    ``name`` (or a function), ``args``/``kwargs``, the env ``indices``, and ``values`` (one
-    per index: a ``set_attr``; else None)."""
+    """One per-env call, checked (``what``: its name in messages; ``values``: a ``set_attr``'s,
+    one per index)."""
 
     what: str
     name: Any
@@ -68,8 +66,8 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
 
 
 class PoolOnly:
-    """``async_reset``/``recv``/``send`` of a VectorEnv that is no async pool: an
-    ``AttributeError`` saying where they are (``hasattr`` stays False)."""
+    """The pool's ``async_reset``/``recv``/``send`` elsewhere: an ``AttributeError`` saying where
+    they are (``hasattr`` stays False)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -87,21 +85,16 @@ class PoolOnly:
 
 
 class EnvCalls(CallState):
-    """The per-env calls over a backend's ``_start_call``/``_finish_call``: start the
-    checked `EnvCall`; finish it within ``timeout`` seconds, one result per index."""
+    """The per-env calls over a backend's ``_start_call``/``_finish_call``."""
 
     num_envs: int
     _start_call: Callable[[EnvCall], None]
     _finish_call: Callable[[float | None], list[Any]]
 
     def call(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call method ``name`` of every env with ``args``/``kwargs`` (as gymnasium), or get
-        attribute ``name`` if it is not callable. A function runs as ``name(env, *args,
-        **kwargs)`` where the env lives, so it can inspect the env without pickling it:
-        ``envs.call(stable_baselines3.common.env_util.is_wrapped, Monitor)``.
-
-        Returns:
-            One result per env, as a tuple."""
+        """Each env's method ``name`` called with ``args``/``kwargs`` (its attribute if not
+        callable), as a tuple. A function runs as ``name(env, *args, **kwargs)`` where the env
+        lives: ``envs.call(stable_baselines3.common.env_util.is_wrapped, Monitor)``."""
         self._check_ready("call", "call")
         return _run(self, EnvCall("call", name, args, kwargs, list(range(self.num_envs))))
 
@@ -115,9 +108,7 @@ class EnvCalls(CallState):
         return list(_run(self, EnvCall("env_method", name, args, kwargs, idx)))
 
     def call_async(self, name: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Start `call` on every env and return at once (gymnasium's ``AsyncVectorEnv``
-        spelling); ``call_wait`` returns its results. Worker processes run it while the
-        caller does other work."""
+        """Start `call` on every env and return at once; ``call_wait`` returns its results."""
         self._check_ready("call_async", "call")
         request = EnvCall("call", name, args, kwargs, list(range(self.num_envs)))
         self._start_for(PendingCall.CALL, self._start_call, request)
@@ -147,8 +138,8 @@ class EnvCalls(CallState):
         return _run(self, EnvCall("get_attr", name, None, None, idx))
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
-        """Set attribute ``name`` (via ``set_wrapper_attr``) of every env or of
-        ``indices``: one value for all, or a list or tuple with one value per env.
+        """Set attribute ``name`` (``set_wrapper_attr``) of every env or of ``indices``: one
+        value for all, or a list or tuple of one per env.
 
         Raises:
             ValueError: a list of values of the wrong length."""
@@ -164,16 +155,13 @@ class EnvCalls(CallState):
         _run(self, EnvCall("set_attr", name, None, None, idx, list(values)))
 
     def render(self) -> tuple[Any, ...]:
-        """One frame per env (as gymnasium's vector envs), from each env's ``render()``;
-        [`tile_images`][envfactory.tile_images] tiles them into one image. Needs
-        ``env.render_mode``."""
+        """One frame per env, from each env's ``render()`` (``tile_images`` tiles them)."""
         if self.closed:
             self._check_ready("render", "render")
         return self.call("render")
 
 
 def _run(env: EnvCalls, request: EnvCall) -> tuple:
-    """Start ``request`` and wait for it, pending in between (a Ctrl-C while it waits leaves
-    it to ``call_wait()``)."""
+    """Start ``request`` and wait for it (a Ctrl-C in the wait leaves it to ``call_wait()``)."""
     env._start_for(PendingCall.CALL, env._start_call, request)
     return tuple(env._wait_for(PendingCall.CALL, env._finish_call, None))
