@@ -1,6 +1,5 @@
-"""``subproc`` and ``subproc-atari``: envs in worker processes, their observations, actions and
-scalar infos through one shared region. `SubprocGroup` is the backend (the workers, the region,
-the board that posts a step to all of them); `SubprocVecEnv` the front over it."""
+"""``subproc`` and ``subproc-atari``: envs in worker processes, observations, actions and scalar
+infos through one shared region: `SubprocGroup` the backend, `SubprocVecEnv` the front."""
 
 from __future__ import annotations
 
@@ -56,9 +55,9 @@ PARENT_SHARE_SPIN_US = 1000
 
 
 class SubprocGroup(WorkerGroup):
-    """Envs in worker processes (``in_series`` each, the last ``in_parent`` in this process) and
-    one shared region, a step posted to all at once by its `Board` (``handoff``); `WorkerGroup`'s
-    hooks. Options: `SubprocConfig`'s; ``split``: the plan (None: planned here)."""
+    """Envs in worker processes (the last ``in_parent`` in this process) and one shared region,
+    a step posted to all at once by its `Board`. Options: `SubprocConfig`'s; ``split``: the
+    plan (None: planned here)."""
 
     def __init__(
         self,
@@ -193,7 +192,6 @@ class SubprocGroup(WorkerGroup):
         return self.out(obs), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
-        """The observation the caller last saw from each env of ``handle`` (copies)."""
         if not self._shm_obs:
             return list(self._env_obs[handle.start : handle.stop])
         assert self._buffers is not None
@@ -201,7 +199,6 @@ class SubprocGroup(WorkerGroup):
         return [_copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
 
     def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
-        """A new process for ``handle``'s envs, attached to the shared region."""
         w = self.workers[handle.index]
         if w.conn is not None:
             w.conn.close()
@@ -260,9 +257,7 @@ class SubprocGroup(WorkerGroup):
 
 class SubprocVecEnv(RemoteVecEnv):
     """Envs in worker processes, same trajectories as ``dummy``: the front over a
-    `SubprocGroup`; every ``step`` steps every env (this process the last ``in_parent``). The
-    options are `SubprocConfig`'s; ``split``: the plan (None: planned here, ``load`` as there).
-    """
+    `SubprocGroup` (options `SubprocConfig`'s; ``split``: the plan, None: planned here)."""
 
     group: SubprocGroup
 

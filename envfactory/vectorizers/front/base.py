@@ -205,16 +205,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict]:
         """Wait for the [`reset_async`][envfactory.VecEnvBase.reset_async] in flight and return
-        ``(observations, infos)``.
-
-        Args:
-            timeout: seconds to wait for worker processes (None: the vectorizer's own
-                ``timeout``); ignored in-process.
-
-        Raises:
-            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no reset is pending.
-            WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
-            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on)."""
+        ``(observations, infos)``; ``timeout`` and errors as
+        [`step_wait`][envfactory.VecEnvBase.step_wait]'s (no reset pending: NoPendingCallError)."""
         batch = self._wait_for(PendingCall.RESET, self._finish_step, timeout, "reset_wait")
         return batch[0], batch[4]  # (a reset's batch: rewards and flags are None)
 
@@ -265,18 +257,15 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
         Args:
             timeout: seconds to wait for worker processes (None: the vectorizer's own
-                ``timeout``); a worker that misses it is killed, and no stale data is
-                ever returned.
+                ``timeout``; ignored in-process); a worker that misses it is killed.
 
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no step is pending.
             WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
             ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
 
-        A ``KeyboardInterrupt`` (Ctrl-C) in a worker-process vectorizer leaves the step
-        pending: ``step_wait()`` returns it (nothing of it is lost), every other call
-        raises ``AlreadyPendingError`` at once, and ``close()`` abandons it (see the fault
-        model, ``docs/concepts/faults.md``)."""
+        A Ctrl-C in a worker-process vectorizer leaves the step pending: ``step_wait()``
+        returns it, every other call raises ``AlreadyPendingError``, ``close()`` abandons it."""
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout, "step_wait")
 
     @property

@@ -1,7 +1,5 @@
-"""Checks at the front's two boundaries, so a mistake is one clear error: what a caller hands a
-vectorized env, in the parent before anything reaches an env (actions, seeds, timeouts, env ids,
-reset masks; Box actions are not bounds-checked, as gymnasium's vector envs allow), and what a
-worker answers (per-env answers, the envs' spaces, a rebuilt worker's spaces)."""
+"""Checks at the front's two boundaries, each mistake one clear error: what a caller hands a
+vectorized env (checked before anything reaches an env) and what a worker answers."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ __all__ = [
 def composite_checker(
     space: gym.Space, n: int, path: str, leaf: Callable[[gym.Space, int, str], Callable]
 ) -> Callable[[Any], Any]:
-    """``check(actions)`` for a Dict, Tuple or other space of ``n`` envs (``leaf``: the
-    checker of a subspace, `action_checker`)."""
+    """``check(actions)`` for a Dict, Tuple or other space (``leaf``: a subspace's checker)."""
     if isinstance(space, gym.spaces.Dict):
         subs = {k: leaf(v, n, f"{path}[{k!r}]") for k, v in space.spaces.items()}
 
@@ -198,8 +195,7 @@ def show_ids(ids: Sequence[Any], limit: int = 8) -> str:
 
 
 def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
-    """``env_ids`` as a list, each in ``[0, num_envs)`` at most once (``head``: the call as
-    errors name it)."""
+    """``env_ids`` as a list, each in ``[0, num_envs)`` at most once."""
     arr = np.asarray(env_ids)
     if arr.ndim == 0:
         arr = arr[None]

@@ -114,13 +114,8 @@ class EnvCalls(CallState):
         self._start_for(PendingCall.CALL, self._start_call, request)
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
-        """The results of the pending `call_async`, or of a `call` / `env_method` /
-        `get_attr` / `set_attr` that a Ctrl-C cut while it waited (one per env of its
-        indices; ``set_attr``: None each).
-
-        Args:
-            timeout: seconds to wait for worker processes (None: the vectorizer's own
-                ``timeout``).
+        """The results of the pending `call_async`, or of a per-env call a Ctrl-C cut in its
+        wait (``set_attr``: None each); ``timeout`` as ``step_wait``'s.
 
         Raises:
             NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no call is pending."""

@@ -25,10 +25,9 @@ class Outcome:
 
 
 class Supervisor:
-    """The failure policy of one front: ``restart`` within its budget (``max_restarts`` per
-    ``restart_window`` seconds per worker), else the broken state; an env's exception in
-    ``call``/``set_attr`` keeps the env usable. ``timeout``: seconds a call may wait (None or
-    ``inf``: forever; kept as None)."""
+    """The failure policy of one front: ``restart`` within its budget, else the broken state;
+    an env's exception in ``call``/``set_attr`` keeps the env usable. ``timeout``: None or
+    ``inf`` (forever) kept as None."""
 
     def __init__(
         self,
@@ -51,9 +50,8 @@ class Supervisor:
         self, call: str, failures: Sequence[tuple[WorkerHandle, WorkerError]], broken: bool
     ) -> Outcome:
         """``failures`` in ``call`` (``broken``: the env already is): rebuild the restartable
-        workers of a ``step``/``reset`` within their budget (counted here), else raise the
-        first failure in env order and break the env, unless it is an env's own exception in
-        ``call``/``set_attr``."""
+        workers of a ``step``/``reset`` within their budget, else the first failure in env
+        order, breaking the env unless it is an env's own exception in ``call``/``set_attr``."""
         failures = sorted(failures, key=lambda f: f[0].start)
         first = failures[0][1]
         if self.restart and call in ("step", "reset") and not broken:
@@ -114,8 +112,8 @@ def rebuild_failed(h: WorkerHandle, exc: BaseException) -> Outcome:
 def count_restart(
     times: list[float], failure: Exception, who: str, max_restarts: int, window: float
 ) -> None:
-    """The restart budget: record a restart of ``who`` now in ``times``, or, if it already had
-    ``max_restarts`` in the last ``window`` seconds, raise ``failure`` with why and the fix."""
+    """Record a restart of ``who`` now in ``times``, or raise ``failure`` (why, the fix) if it
+    had ``max_restarts`` in the last ``window`` seconds."""
     now = time.monotonic()
     recent = [t for t in times if now - t < window]
     if len(recent) >= max_restarts:
