@@ -42,12 +42,7 @@ from .shm import (
     worker_main,
 )
 
-__all__ = [
-    "SubprocAtariConfig",
-    "SubprocConfig",
-    "SubprocGroup",
-    "SubprocVecEnv",
-]
+__all__ = ["SubprocAtariConfig", "SubprocConfig", "SubprocGroup", "SubprocVecEnv"]
 
 #: the least a worker spins when the parent steps a share of the envs (16 CartPoles,
 #: in_parent=8, 2 cores: 1.24x dummy with 1000 us, 0.92-1.34x with 200 us)

@@ -12,13 +12,7 @@ import numpy as np
 
 from ..transport.ctrl_c import CallState, PendingCall
 
-__all__ = [
-    "EnvCall",
-    "EnvCalls",
-    "PoolOnly",
-    "env_indices",
-    "tile_images",
-]
+__all__ = ["EnvCall", "EnvCalls", "PoolOnly", "env_indices", "tile_images"]
 
 
 def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:

@@ -24,15 +24,7 @@ from .env_calls import EnvCall
 from .group import Batch, WorkerGroup
 from .supervisor import Outcome, Supervisor
 
-__all__ = [
-    "FAULT_KEYS",
-    "CallGuard",
-    "RemoteVecEnv",
-    "check_batch",
-    "check_started",
-    "deadline_of",
-    "pop_faults",
-]
+__all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "check_batch", "check_started", "pop_faults"]
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
