@@ -25,10 +25,7 @@ from .checks import (
 )
 from .env_calls import EnvCalls, PoolOnly
 
-__all__ = ["ActionCheck", "VecEnvBase", "action_checker"]
-
-#: ``check(actions) -> actions`` (a list/scalar batch comes back as a numpy array).
-ActionCheck = Callable[[Any], Any]
+__all__ = ["VecEnvBase", "action_checker"]
 
 _NUMERIC = frozenset("biuf")
 
@@ -60,7 +57,7 @@ def _value_error(path: str, a: np.ndarray, bad: Any, single: gym.Space, valid: s
     )
 
 
-def action_checker(space: gym.Space, n: int, path: str = "") -> ActionCheck:
+def action_checker(space: gym.Space, n: int, path: str = "") -> Callable[[Any], Any]:
     """``check(actions)`` for batches of ``space``: the batch (lists as numpy arrays), or an
     [`InvalidActionError`][envfactory.errors.InvalidActionError] naming the env and value."""
     if isinstance(space, gym.spaces.Discrete):
