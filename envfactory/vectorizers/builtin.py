@@ -93,6 +93,6 @@ def _build(
         options.pop("batch_size", None)
         envs = SubprocVecEnv(env_fns, split=split, **options)
     logging.getLogger("envfactory").log(
-        level, "built %s: %s", type(envs).__name__, envs.split.describe()
+        level, "built %s: %s", type(envs).__name__, split.describe()
     )
     return envs
