@@ -81,6 +81,9 @@ NAP_MARGIN = 300e-6
 MAX_NAP = 4e-3
 #: how many recent waits predict the next one (the shortest of them)
 RECENT = 8
+#: a yield that returns this late gave the core to another process (one that returns at
+#: once cost nobody)
+GAVE_AWAY = 30e-6
 
 
 class Waiter:
@@ -93,8 +96,11 @@ class Waiter:
     - longer: spin up to ``max_spin`` only while the average wait is below it, else sleep
       until woken.
 
-    A spin that ends without the answer (an oversubscribed machine) makes the next 1, 3,
-    7, ... 63 waits sleep at once. ``max_spin = 0``: never spin nor nap; ``nap=False`` (a
+    A spin that ends without the answer while its yields gave the core to another process
+    for most of it (an oversubscribed machine: spinning takes a core someone wants) makes
+    the next 1, 3, 7, ... 63 waits sleep at once. One that had the core to itself cost
+    nobody: the next wait spins again (a back-off there held two idle cores in a slow
+    regime: a side that sleeps at once makes the other's wait outlast its spin). ``max_spin = 0``: never spin nor nap; ``nap=False`` (a
     pipe, whose writer wakes the reader anyway): spin only.
     """
 
@@ -139,26 +145,21 @@ class Waiter:
             got = ready()
         elif spin:
             nap, spins = self.plan()
-            got = False
-            if nap > 0:
-                left = t0 + nap - time.perf_counter()
-                if left > 0:
-                    time.sleep(left)
-                got = ready()
-            if got:  # (caught after the nap)
-                self.backoff = 0
-            elif spins <= 0:
-                got = ready()
-            else:
-                end = t0 + nap + spins
-                while not (got := ready()):
-                    if time.perf_counter() > end:
+            if nap > 0 and (left := t0 + nap - time.perf_counter()) > 0:
+                time.sleep(left)
+            end, now, away = t0 + nap + spins, time.perf_counter(), 0.0
+            while not (got := ready()):
+                if now > end:
+                    if away > spins / 2:  # its yields gave the core away: back off
                         self.backoff = min(2 * self.backoff + 1, 63)
                         self.skip = self.backoff
-                        break
-                    os.sched_yield()
-                else:
-                    self.backoff = 0
+                    break
+                os.sched_yield()
+                last, now = now, time.perf_counter()
+                if now - last > GAVE_AWAY:  # another process ran on this core
+                    away += now - last
+            else:  # (caught after the nap or spinning)
+                self.backoff = 0
         else:
             got = False
         if not (got or sleep()):
