@@ -81,9 +81,6 @@ NAP_MARGIN = 300e-6
 MAX_NAP = 4e-3
 #: how many recent waits predict the next one (the shortest of them)
 RECENT = 8
-#: a yield that returns this late gave the core to another process (one that returns at
-#: once cost nobody)
-GAVE_AWAY = 30e-6
 
 
 class Waiter:
@@ -96,10 +93,8 @@ class Waiter:
     - longer: spin up to ``max_spin`` only while the average wait is below it, else sleep
       until woken.
 
-    A spin that ends without the answer after its yields gave the core to another process
-    for most of it (a core someone wants) makes the next 1, 3, 7, ... 63 waits sleep at
-    once; one that kept its core cost nobody (sleeping at once there makes the other side's
-    wait outlast its spin in turn). ``max_spin = 0``: never spin nor nap; ``nap=False`` (a
+    A spin that ends without the answer (an oversubscribed machine) makes the next 1, 3,
+    7, ... 63 waits sleep at once. ``max_spin = 0``: never spin nor nap; ``nap=False`` (a
     pipe, whose writer wakes the reader anyway): spin only.
     """
 
@@ -139,22 +134,20 @@ class Waiter:
         t0 = time.perf_counter()
         if ready():  # (the common case of a steady loop: no plan, no closure called again)
             got = True
-        elif spin and self.skip:  # recent spins gave the core away: sleep at once
-            self.skip -= 1
+        elif spin and self.skip:  # recent spins were wasted (the other side was not
+            self.skip -= 1  # running): sleep at once
             got = ready()
         elif spin:
             nap, spins = self.plan()
             if nap > 0 and (left := t0 + nap - time.perf_counter()) > 0:
                 time.sleep(left)
-            end, now, away = t0 + nap + spins, time.perf_counter(), 0.0
+            end, now = t0 + nap + spins, time.perf_counter()
             while not (got := ready()) and now <= end:
                 os.sched_yield()
-                last, now = now, time.perf_counter()
-                if now - last > GAVE_AWAY:  # another process ran on this core
-                    away += now - last
+                now = time.perf_counter()
             if got:  # (caught after the nap or spinning)
                 self.backoff = 0
-            elif away > spins / 2:  # its yields gave the core away: back off
+            elif spins > 0:  # a wasted spin: the next waits sleep at once
                 self.backoff = min(2 * self.backoff + 1, 63)
                 self.skip = self.backoff
         else:
