@@ -139,26 +139,17 @@ class Waiter:
             got = ready()
         elif spin:
             nap, spins = self.plan()
-            got = False
-            if nap > 0:
-                left = t0 + nap - time.perf_counter()
-                if left > 0:
-                    time.sleep(left)
-                got = ready()
-            if got:  # (caught after the nap)
+            if nap > 0 and (left := t0 + nap - time.perf_counter()) > 0:
+                time.sleep(left)
+            end, now = t0 + nap + spins, time.perf_counter()
+            while not (got := ready()) and now <= end:
+                os.sched_yield()
+                now = time.perf_counter()
+            if got:  # (caught after the nap or spinning)
                 self.backoff = 0
-            elif spins <= 0:
-                got = ready()
-            else:
-                end = t0 + nap + spins
-                while not (got := ready()):
-                    if time.perf_counter() > end:
-                        self.backoff = min(2 * self.backoff + 1, 63)
-                        self.skip = self.backoff
-                        break
-                    os.sched_yield()
-                else:
-                    self.backoff = 0
+            elif spins > 0:  # a wasted spin: the next waits sleep at once
+                self.backoff = min(2 * self.backoff + 1, 63)
+                self.skip = self.backoff
         else:
             got = False
         if not (got or sleep()):
