@@ -287,17 +287,19 @@ class PipeHandle(WorkerHandle):
     def _read(self, n: int, call: str, first: bool = False) -> Any:
         """``n`` bytes of the pipe (``first``: None if none is there)."""
         buf = bytearray(n)
-        view, got = memoryview(buf), 0
+        view, got, poll = memoryview(buf), 0, None
         while got < n:
             try:
                 k = os.readv(self._fd, [view[got:]])
             except BlockingIOError:
                 if first and not got:
                     return None
+                if poll is None:
+                    poll = select.poll()
+                    poll.register(self._fd, select.POLLIN | select.POLLHUP | select.POLLERR)
                 t = self._deadline
-                if t is None or t == math.inf:
-                    select.select([self._fd], [], [])
-                elif not select.select([self._fd], [], [], max(0.0, t - time.monotonic()))[0]:
+                ms = None if t is None or t == math.inf else math.ceil((t - time.monotonic()) * 1e3)
+                if not poll.poll(None if ms is None else max(0, ms)) and ms is not None:
                     raise TimeoutError from None
                 continue
             except OSError:  # (gone: as end of file)
