@@ -46,10 +46,9 @@ _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 class PipeHandle(WorkerHandle):
-    """A step whose actions fit the shared action buffer goes through the control slot (an
-    answer by pipe only with infos, pickled observations or an error), anything else is one
-    pickled message. Every message gets a new ``seq`` (`sent`), also across restarts; a late
-    answer to a call given up on is dropped."""
+    """A step whose actions fit the shared buffer goes through the control slot (its answer by
+    pipe only with infos, pickled observations or an error), anything else is one pickled
+    message. Each message gets a new ``seq`` (`sent`); a late answer is dropped."""
 
     resumable = True
     own_wait = True
