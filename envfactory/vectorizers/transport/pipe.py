@@ -271,9 +271,8 @@ class PipeHandle(WorkerHandle):
             self._take(call)
 
     def _read_some(self, call: str) -> bool:
-        """Read one whole message into ``_rmsg``; True if none has begun. A begun message is
-        read to its end with Ctrl-C held (the worker is writing it), so no part of one is
-        ever kept; TimeoutError past the wait's deadline."""
+        """Read one whole message into ``_rmsg`` (True: none has begun); a begun one is read
+        to its end with Ctrl-C held, so no part of one is kept (TimeoutError past deadline)."""
         head = self._read(4, call, first=True)
         if head is None:
             return True
@@ -284,21 +283,17 @@ class PipeHandle(WorkerHandle):
         return False
 
     def _read(self, n: int, call: str, first: bool = False) -> Any:
-        """``n`` bytes of the pipe (``first``: None if none is there)."""
-        buf = bytearray(n)
-        view, got, poll = memoryview(buf), 0, None
+        buf = bytearray(n)  # (``first``: None if nothing is there)
+        view, got = memoryview(buf), 0
         while got < n:
             try:
                 k = os.readv(self._fd, [view[got:]])
             except BlockingIOError:
                 if first and not got:
                     return None
-                if poll is None:
-                    poll = select.poll()
-                    poll.register(self._fd, select.POLLIN | select.POLLHUP | select.POLLERR)
                 t = self._deadline
-                ms = None if t is None or t == math.inf else math.ceil((t - time.monotonic()) * 1e3)
-                if not poll.poll(None if ms is None else max(0, ms)) and ms is not None:
+                left = None if t is None or t == math.inf else t - time.monotonic()
+                if not self.poller.wait(left, False):  # type: ignore[union-attr]
                     raise TimeoutError from None
                 continue
             except OSError:  # (gone: as end of file)
