@@ -1,10 +1,6 @@
 """The shared-memory kit ``subproc`` is built of (with [`remote`][envfactory.vectorizers.remote]
-alone; a test checks its imports), public for a backend of the same kind (workers that
-busy-wait on shared memory): the region ([`SharedBuffers`][envfactory.vectorizers.shm.SharedBuffers]
-over a [`layout_for`][envfactory.vectorizers.shm.layout_for]), the
-[`Board`][envfactory.vectorizers.shm.Board], the handles, the worker process
-([`worker_main`][envfactory.vectorizers.shm.worker_main]) and the info columns.
-"""
+alone), for a backend whose workers busy-wait on shared memory: the region, the board, the
+handles, the worker process and the info columns."""
 
 from __future__ import annotations
 

@@ -37,14 +37,11 @@ def plan_split(
     probe: Callable[[], float | None] | None = None,
     cpus: int | None = None,
 ) -> Split:
-    """The split of ``num_envs`` envs, decided once before any is built (see
-    docs/concepts/architecture.md): envs per worker, the last envs this process steps, and why.
-
-    ``in_series``/``in_parent``/``batch_size``/``timeout``/``restart`` as configured
-    (``timeout`` ``inf`` is None); ``images``: ``subproc-atari``; ``fallback``: ``auto``;
-    ``load``: other programs' running threads (None: sampled if needed); ``probe``: one env
-    step's seconds; ``cpus``: the workers' cores (None: this machine's). Raises
-    ``OptionError``/``ConfigError``.
+    """The split of ``num_envs`` envs, decided once before any is built: envs per worker,
+    the last envs this process steps, and why. The options as configured (``timeout`` ``inf``
+    is None); ``images``: ``subproc-atari``; ``fallback``: ``auto``; ``load``: other programs'
+    running threads (None: sampled if needed); ``probe``: one env step's seconds; ``cpus``:
+    the workers' cores (None: this machine's). Raises ``OptionError``/``ConfigError``.
 
     Example:
         >>> plan_split(5, in_series=2).workers

@@ -39,26 +39,22 @@ _SIGINT = int(signal.SIGINT)
 
 class _CtrlC:
     def __init__(self) -> None:
+        self.prev: Any = None  # the handler it replaced
+        self.users = 0
+        self.handler = self._on_sigint  # (one bound method: compared by identity)
+        self._forked()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self.main = threading.main_thread().ident  # (the forking thread is the child's main)
         self.depth = 0  # nested holds of the main thread
         self.shut = 0  # nested holds whose waits let no Ctrl-C through (`held_ctrl_c`)
         self.open = False  # the main thread is in a wait: a Ctrl-C goes through at once
         self.second = False  # decoding an answer: a second Ctrl-C goes through (`decoding`)
         self.pending: tuple[int, Any] | None = None
-        self.prev: Any = None  # the handler it replaced
         self.lent: Any = None  # a handler set after it, which it stands in front of for a call
-        self.users = 0
-        self.handler = self._on_sigint  # (one bound method: compared by identity)
-        self.main = threading.main_thread().ident  # (a C compare per call, not a lookup)
-        os.register_at_fork(after_in_child=self._forked)
 
-    def _forked(self) -> None:
-        self.main = threading.main_thread().ident  # (the forking thread is the child's main)
-        self.depth = self.shut = 0
-        self.open = self.second = False
-        self.pending = self.lent = None
-
-    def use(self) -> bool:
-        """Install the hold (main thread, a Python handler set); True if it is."""
+    def use(self) -> bool:  # install the hold (main thread, a Python handler set): True if so
         if threading.current_thread() is not threading.main_thread():
             return False
         current = signal.getsignal(signal.SIGINT)
@@ -70,8 +66,7 @@ class _CtrlC:
         self.users += 1
         return True
 
-    def unuse(self) -> None:
-        """The last front to close puts back the handler the hold replaced."""
+    def unuse(self) -> None:  # the last front to close puts back the handler it replaced
         self.users -= 1
         if self.users > 0 or threading.current_thread() is not threading.main_thread():
             return
@@ -120,8 +115,8 @@ class _CtrlC:
                     self.lent = None
 
     def waiting(self, wait: Callable[[Any], Any], limit: Any) -> Any:
-        """``wait(limit)``, where a held call lets a Ctrl-C through (one held is raised
-        first); inside `held_ctrl_c`, none."""
+        """``wait(limit)``, letting a held call's Ctrl-C through (one held is raised first;
+        inside `held_ctrl_c`, none)."""
         if self.depth == 0 or self.shut or get_ident() != self.main:
             return wait(limit)
         self._raise_pending()
@@ -132,8 +127,8 @@ class _CtrlC:
             self.open = was
 
     def decoding(self, decode: Callable[[Any], Any], raw: Any) -> Any:
-        """``decode(raw)``, an answer's unpickling (may be long; safe to repeat): the first
-        Ctrl-C is held, a second goes through at once (the next wait decodes it again)."""
+        """``decode(raw)`` (an answer's unpickling, safe to repeat): a second Ctrl-C goes
+        through at once."""
         was, self.second = self.second, True
         try:
             return decode(raw)
@@ -146,8 +141,7 @@ HOLD = _CtrlC()
 
 @contextlib.contextmanager
 def held_ctrl_c() -> Iterator[None]:
-    """Hold every Ctrl-C of the main thread until the block ends, also in its waits (a
-    worker's rebuild, bounded by the start-up budget); one is raised when the hold ends."""
+    """Hold every Ctrl-C until the block ends, its waits too (a worker's rebuild)."""
     main = threading.current_thread() is threading.main_thread()
     with HOLD:
         if main:
@@ -169,7 +163,6 @@ class PendingCall(enum.Enum):
 
 
 _IDLE = PendingCall.NONE  # (a module global: read without any call, see _wait_for)
-#: what a ``*_wait()`` with none of its call pending says to call first
 _FIRST = {
     PendingCall.RESET: "reset_async(seed=..., options=...)",
     PendingCall.STEP: "step_async(actions)",
@@ -178,7 +171,7 @@ _FIRST = {
 
 
 class CallState:
-    """The pending-call state: every call is refused (`_check_ready`), started (`_start_for`)
+    """The pending-call state: a call is refused (`_check_ready`), started (`_start_for`)
     and finished (`_wait_for`) through it."""
 
     closed: bool
@@ -195,10 +188,8 @@ class CallState:
     _resumes: bool = False
 
     def _check_ready(self, what: str, call: str) -> None:
-        """Raise why ``what`` (a start of ``call``) cannot run now: closed, broken (named
-        before any other error) or a call pending (one a Ctrl-C left pending is only
-        finished by its ``*_wait()`` or abandoned by ``close()``). Called only when a cheap
-        test says one holds."""
+        """Raise why ``what`` (a start of ``call``) cannot run: closed, broken (named first)
+        or a call pending. Called only when a cheap test says one holds."""
         if self.closed:
             raise ClosedError(
                 f"{what}() on a closed {type(self).__name__}; make a new one with "
@@ -234,9 +225,8 @@ class CallState:
             )
 
     def _start_for(self, kind: PendingCall, start: Callable[..., None], *args: Any) -> None:
-        """``start(*args)``, the backend's start of ``kind``, held (`ctrl_c`): a Ctrl-C
-        meanwhile is raised once it is sent, leaving it pending if the backend can finish it
-        (``_resumes``); one let through by a wait of the start leaves nothing sent."""
+        """``start(*args)``, held: a Ctrl-C meanwhile is raised once it is sent, leaving it
+        pending if the backend can finish it (``_resumes``)."""
         try:
             with HOLD:
                 start(*args)
@@ -251,13 +241,11 @@ class CallState:
     def _wait_for(
         self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any, what: str = ""
     ) -> Any:
-        """``finish(timeout)``, the backend's wait for the pending ``kind`` (``what``: a public
-        ``*_wait()``, whose state and ``timeout`` are checked first), then the batch's
-        bookkeeping (which envs are done; it may run twice). Done or failed, nothing is
-        pending after it; a Ctrl-C before the batch was in hand leaves it pending if the
-        backend can finish it, after, the batch is kept (``_held``) for the next ``*_wait()``.
-        Nothing between the end of ``finish`` and the return lets an interrupt in (no call:
-        CPython checks for signals on entering a Python function and after a C call)."""
+        """``finish(timeout)``, the backend's wait for ``kind`` (``what``: a public
+        ``*_wait()``, its state and ``timeout`` checked first), then which envs are done (may
+        run twice). Nothing is pending after it, but a Ctrl-C: before the batch was in hand
+        it stays pending if the backend can finish it, after, the batch is kept (``_held``).
+        No call between ``finish``'s end and the return lets an interrupt in."""
         if what:
             if self.closed:
                 self._check_ready(what, kind.value)
@@ -299,8 +287,8 @@ class CallState:
 
 
 def check_wait_timeout(timeout: Any, what: str) -> float | None:
-    """A wait's ``timeout`` argument, checked before anything is waited on: seconds ``>= 0``
-    as a float (``inf``: no limit) or None (the vectorizer's own); else a ValueError."""
+    """A wait's ``timeout``: seconds ``>= 0`` as a float (``inf``: no limit) or None (the
+    vectorizer's own); else a ValueError, before anything is waited on."""
     if timeout is None:
         return None
     if not_seconds(timeout):
@@ -322,8 +310,7 @@ _PID = [os.getpid()]
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
-def _on_stack(frame: FrameType) -> bool:
-    """Whether ``frame`` is running in this thread (below the caller's caller)."""
+def _on_stack(frame: FrameType) -> bool:  # (below the caller's caller, in this thread)
     f = sys._getframe(2)
     while f is not None:
         if f is frame:
@@ -333,10 +320,9 @@ def _on_stack(frame: FrameType) -> bool:
 
 
 class CallGuard:
-    """One call at a time, by the process that made the env: `enter` marks a call in progress
-    (``active``: its name, thread and entering frame), `leave` ends it. Another thread, a
-    forked child and a call re-entered while the first one's frame is on the stack (a signal
-    handler, a callback) are refused; a call a Ctrl-C cut is not running, so never blocks."""
+    """One call at a time, by the process that made the env: `enter` marks one in progress
+    (``active``: name, thread, entering frame), `leave` ends it. Another thread, a forked
+    child and a call re-entered while the first one's frame is on the stack are refused."""
 
     __slots__ = ("active", "label", "lock", "owner_pid")
 
@@ -347,7 +333,6 @@ class CallGuard:
         self.active: tuple[str, threading.Thread, FrameType] | None = None
 
     def enter(self, what: str) -> None:
-        """Mark ``what`` in progress, entered by the caller's frame."""
         if _PID[0] != self.owner_pid:
             raise RuntimeError(
                 f"{what}() on a {self.label} made by process {self.owner_pid}; this "

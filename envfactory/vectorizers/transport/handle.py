@@ -16,9 +16,8 @@ __all__ = ["CLOSE_TIMEOUT", "STARTUP_TIMEOUT", "WorkerHandle", "env_label", "spl
 
 class WorkerHandle(ABC):
     """The parent's end of one worker, which hosts envs ``start:stop``: a backend implements
-    the abstract ``send``, ``recv``, ``kill`` and ``pid``, and where it has them ``exitcode``,
-    ``alive``, ``join`` and ``close``. A call runs with Ctrl-C held (`ctrl_c`): ``send`` is
-    never cut, ``recv`` is the wait, where a Ctrl-C goes through.
+    ``send``, ``recv``, ``kill`` and ``pid``, and where it has them ``exitcode``, ``alive``,
+    ``join`` and ``close``. Ctrl-C is held for a call (`ctrl_c`) but in ``recv``, the wait.
 
     Attributes:
         index: the worker's number (``WorkerError.worker``).
@@ -49,13 +48,11 @@ class WorkerHandle(ABC):
         return list(range(self.start, self.stop))
 
     @property
-    def label(self) -> str:
-        """How messages name it: ``worker 0``."""
+    def label(self) -> str:  # how messages name it
         return f"worker {self.index}"
 
     @property
-    def where(self) -> str:
-        """Where it runs, when more than a local pid (a Ray node): errors say ``[where]``."""
+    def where(self) -> str:  # where it runs, beyond a local pid (a Ray node): errors say [where]
         return ""
 
     @property
@@ -64,13 +61,11 @@ class WorkerHandle(ABC):
         """Its process id (None before it started)."""
 
     @property
-    def exitcode(self) -> int | None:
-        """Its exit code once it exited (negative: the signal), else None."""
+    def exitcode(self) -> int | None:  # once it exited (negative: the signal)
         return None
 
     @property
-    def alive(self) -> bool:
-        """Whether it can still be asked something (``close`` asks only those)."""
+    def alive(self) -> bool:  # whether it can still be asked something (close asks those)
         return True
 
     @abstractmethod
@@ -106,7 +101,7 @@ class WorkerHandle(ABC):
 
     def remote_error(self, call: str, failure: Failure) -> RemoteEnvError:
         """An env's exception (a `Failure`) as a RemoteEnvError of the original's type too."""
-        exitcode = self.exitcode  # (0: a worker that failed to start and ended: nothing to add)
+        exitcode = self.exitcode  # (0: a worker that failed to start and ended)
         return remote_env_error(
             self._placed(f"raised {failure.exc_type}"),
             exc_type=failure.exc_type,
@@ -135,8 +130,6 @@ def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` per worker: ceil(num_envs / in_series) even shares.
 
     Example:
-        >>> split_envs(5, 2)
-        [(0, 2), (2, 4), (4, 5)]
         >>> split_envs(4, 3)
         [(0, 2), (2, 4)]
     """
@@ -150,5 +143,5 @@ def split_envs(num_envs: int, in_series: int) -> list[tuple[int, int]]:
 
 
 def env_label(fn: Any) -> str:
-    """The env id errors name, from an env constructor (its ``label`` or name)."""
+    """The env id errors name: an env constructor's ``label`` or name."""
     return str(getattr(fn, "label", "") or getattr(fn, "__name__", "") or type(fn).__name__)

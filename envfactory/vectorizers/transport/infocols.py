@@ -1,16 +1,10 @@
 """A step's scalar infos through the shared region's *info columns* (``INFO_KEYS`` words
-per env) instead of a pickled pipe message (64 CartPoles: 41 of the parent's 79 us a batch).
-
-Which key goes in which column is the worker's *schema* (`schema_of`): each key's value is
-a plain scalar or a dict of them (its *leaves*), *dense* (every env reports it) or *sparse*
-(a presence column says which envs do). Both sides learn the schema from the same answers
-by the same rule (`learn`), so it is never sent: the worker writes infos that `fits` it
-into the columns (the slot's ``msg`` word says `IN_COLUMNS`) and sends any other by pipe;
-the parent reads the columns back into the very same ``(env, info)`` pairs. A restarted
-worker starts with no schema on both sides. Keys gymnasium's merge treats apart
-(`plain_key`), values that are not plain scalars of at most 8 bytes (not ``uint64``) or
-dicts of them, and more columns than ``INFO_KEYS`` always go by pipe.
-"""
+per env) instead of a pickled pipe message. The *schema* (`schema_of`) says which key goes
+in which column: each key's *leaves* (a plain scalar, or a dict of them), *dense* (in every
+env) or *sparse* (a presence column first). Both sides `learn` it from the same answers, so
+it is never sent; infos that do not `fits` it (keys gymnasium's merge treats apart, values
+past 8 bytes or ``uint64``, more than ``INFO_KEYS`` columns) go by pipe. A restarted worker
+starts with no schema on both sides."""
 
 from __future__ import annotations
 
@@ -66,9 +60,8 @@ def _leaves(value: Any) -> tuple[Leaf, ...] | None:
 
 
 def fits(schema: Schema, calls: list[tuple[int, dict[str, Any]]], n: int) -> bool:
-    """Whether a step's ``(env, info)`` pairs (of a worker of ``n`` envs) fit ``schema``:
-    one non-empty info per env at most, in env order, the dense keys in every env and any
-    of the sparse ones, in the schema's order and types."""
+    """Whether a step's ``(env, info)`` pairs (``n`` envs) fit ``schema``: at most one
+    non-empty info per env, in order, every dense key and any sparse ones, in its order."""
     if len(calls) != n and any(not sparse for _, sparse, _ in schema):
         return False
     prev = -1
@@ -232,10 +225,8 @@ class InfoColumns:
 
 
 class ColumnRows(tuple):
-    """A worker's step infos in the info columns, ``(columns, schema, start, n)`` for envs
-    ``start:start + n``, read as its ``(env, info)`` pairs when iterated; valid until the
-    worker's next step is posted. (A tuple, made by ``tuple.__new__``: no Python call on
-    the step's path.)"""
+    """A worker's step infos in the columns, ``(columns, schema, start, n)``, iterated as its
+    ``(env, info)`` pairs; valid until its next step is posted (a tuple: no Python call)."""
 
     __slots__ = ()
     columns: InfoColumns = property(itemgetter(0))  # type: ignore[assignment]

@@ -1,8 +1,8 @@
 """``subproc``'s worker handle: a pipe, a control slot in the shared region and two
 eventfds to one worker process (see `board`). Messages are read and written whole on a
 non-blocking pipe, so every wait is bounded and a Ctrl-C (held for the call, `ctrl_c`) goes
-through only in a wait, which `recv` repeats (what arrived, what is left to write and a
-decoded answer stay in the handle)."""
+through only in the wait for an answer to begin, which `recv` repeats (an answer read whole
+stays in the handle; the async pool's ``unsent`` is what is left to write)."""
 
 from __future__ import annotations
 
@@ -46,10 +46,9 @@ _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 class PipeHandle(WorkerHandle):
-    """A step whose actions fit the shared action buffer goes through the control slot (an
-    answer by pipe only with infos, pickled observations or an error), anything else is one
-    pickled message. Every message gets a new ``seq`` (`sent`), also across restarts; a late
-    answer to a call given up on is dropped."""
+    """A step whose actions fit the shared buffer goes through the control slot (its answer by
+    pipe only with infos, pickled observations or an error), anything else is one pickled
+    message. Each message gets a new ``seq`` (`sent`); a late answer is dropped."""
 
     resumable = True
     own_wait = True
@@ -85,10 +84,8 @@ class PipeHandle(WorkerHandle):
     def _reset_stream(self) -> None:
         self.unsent = memoryview(b"")  # what is left of a message taken: written first
         self._write_failed = ""  # why the last message could not be written
-        self._rbuf = bytearray(4)  # what arrived of the message being read
-        self._rgot = 0
-        self._rhead = True  # _rbuf holds (part of) a length header
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
+        self._deadline: float | None = None  # the wait's, for the rest of a message
         self.answer: tuple[int, Any] | None = None  # (seq, answer) kept for recv
 
     # -- process ----------------------------------------------------------------------
@@ -245,6 +242,7 @@ class PipeHandle(WorkerHandle):
         )  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
+        self._deadline = deadline
         answer = self.answer
         if answer is not None and answer[0] == self.seq:
             return answer[1]  # (asked again after an interrupt, or by the pool for an older seq)
@@ -263,40 +261,49 @@ class PipeHandle(WorkerHandle):
             answer = self.answer
             if answer is not None and answer[0] == self.seq:
                 return answer[1]
-            while self._rmsg is None:  # (what arrived of it is kept across calls)
+            while self._rmsg is None:  # (one read whole, not yet decoded, is kept)
                 wait = self.poller.wait  # type: ignore[union-attr]
                 if deadline is None or deadline == math.inf:
                     HOLD.waiting(wait, None)  # (the one place a Ctrl-C goes through)
                 elif not HOLD.waiting(wait, deadline - time.monotonic()):
                     raise TimeoutError
-                while self._rmsg is None and not self._read_some(call):
-                    pass
+                self._read_some(call)
             self._take(call)
 
     def _read_some(self, call: str) -> bool:
-        """One non-blocking read into the message being read; True if nothing was there."""
-        try:
-            n = os.readv(self._fd, [memoryview(self._rbuf)[self._rgot :]])
-        except BlockingIOError:
+        """Read one whole message into ``_rmsg`` (True: none has begun); a begun one is read
+        to its end with Ctrl-C held, so no part of one is kept (TimeoutError past deadline)."""
+        head = self._read(4, call, first=True)
+        if head is None:
             return True
-        except OSError:  # (gone: as end of file)
-            n = 0
-        if n == 0:
-            if self.process is not None:
-                self.process.join(2.0)
-            raise self.error(WorkerDiedError, "died", call) from None
-        buf, got = self._rbuf, self._rgot + n
-        if got < len(buf):
-            self._rgot = got
-        elif not self._rhead:
-            self._rmsg, self._rbuf, self._rgot, self._rhead = buf, bytearray(4), 0, True
-        else:
-            size = HEADER.unpack(buf)[0] if len(buf) == 4 else LONG.unpack(buf[4:])[0]
-            if size == -1:  # a long header: 8 more bytes
-                self._rbuf, self._rgot = buf + bytearray(8), 4
-            else:
-                self._rbuf, self._rgot, self._rhead = bytearray(size), 0, False
+        size = HEADER.unpack(head)[0]
+        if size == -1:  # a long header: 8 more bytes
+            size = LONG.unpack(self._read(8, call))[0]
+        self._rmsg = self._read(size, call)
         return False
+
+    def _read(self, n: int, call: str, first: bool = False) -> Any:
+        buf = bytearray(n)  # (``first``: None if nothing is there)
+        view, got = memoryview(buf), 0
+        while got < n:
+            try:
+                k = os.readv(self._fd, [view[got:]])
+            except BlockingIOError:
+                if first and not got:
+                    return None
+                t = self._deadline
+                left = None if t is None or t == math.inf else t - time.monotonic()
+                if not self.poller.wait(left, False):  # type: ignore[union-attr]
+                    raise TimeoutError from None
+                continue
+            except OSError:  # (gone: as end of file)
+                k = 0
+            if k == 0:
+                if self.process is not None:
+                    self.process.join(2.0)
+                raise self.error(WorkerDiedError, "died", call) from None
+            got += k
+        return buf
 
     def _take(self, call: str) -> None:
         """Decode the message read: this seq's answer is kept (an env's error raised)."""

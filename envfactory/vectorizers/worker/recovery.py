@@ -42,12 +42,7 @@ REDONE, NONE = Recover.REDONE, Recover.NONE
 
 
 def after_step(done: Sequence[bool], mode: AutoresetMode | str) -> list[Recover]:
-    """The rule after a lost step: per env, ``RESET_FLAGGED`` (``done``) or ``LOST``.
-
-    Example:
-        >>> [r.value for r in after_step([True, False], "next_step")]
-        ['reset-flagged', 'lost']
-    """
+    """The rule after a lost step: per env, ``RESET_FLAGGED`` (``done``, next_step) or ``LOST``."""
     next_step = autoreset_mode(mode) is AutoresetMode.NEXT_STEP
     return [RESET_FLAGGED if d and next_step else LOST for d in done]
 
