@@ -13,9 +13,7 @@ __all__ = ["Flights", "Message"]
 
 
 @dataclass(slots=True)
-class Message:
-    """A message in flight to a worker: its ticket, the envs it carries, its kind."""
-
+class Message:  # a message in flight to a worker
     ticket: int
     envs: list[int]
     kind: str  # "step" | "reset"
@@ -33,16 +31,13 @@ class Flights:
         # index -> a handle being read, whose read a second Ctrl-C may have cut
         self._resume: dict[int, WorkerHandle] = {}
 
-    def __contains__(self, h: WorkerHandle) -> bool:
-        """Whether ``h`` owes an answer."""
+    def __contains__(self, h: WorkerHandle) -> bool:  # whether ``h`` owes an answer
         return h.index in self._flight
 
-    def clear_cut(self) -> None:
-        """Forget the reads a Ctrl-C cut (a clean start: nothing is in flight)."""
+    def clear_cut(self) -> None:  # (a clean start: nothing is in flight)
         self._resume.clear()
 
     def sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
-        """``h`` was handed the message ``ticket`` carrying ``envs``."""
         flight = self._flight.get(h.index)
         if flight is None:
             flight = self._flight[h.index] = deque()
@@ -61,7 +56,6 @@ class Flights:
         return self._flight[h.index][0], deadline
 
     def answered(self, h: WorkerHandle) -> None:
-        """``h``'s answer to its oldest message was read: the next one is the oldest."""
         flight = self._flight[h.index]
         flight.popleft()
         if flight:
@@ -71,13 +65,11 @@ class Flights:
             del self._flight[h.index]
         self._resume.pop(h.index, None)
 
-    def failed(self, h: WorkerHandle) -> None:
-        """``h`` failed: it is read no more (until `drop`)."""
+    def failed(self, h: WorkerHandle) -> None:  # read no more (until `drop`: rebuilt)
         self._resume.pop(h.index, None)
         self.backend.unwatch(h)
 
     def drop(self, h: WorkerHandle) -> None:
-        """``h`` was rebuilt: it owes nothing."""
         self._flight.pop(h.index, None)
 
     def due(

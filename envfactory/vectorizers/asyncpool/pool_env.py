@@ -50,15 +50,12 @@ class PoolVecEnv(RemoteVecEnv):
     ) -> None:
         """``group`` (not started), ``batch_size``, ``site(group)`` its `PoolBackend`."""
         self.batch_size = int(batch_size)
-        self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
         super().__init__(group, autoreset_mode, **faults)
         self._checkers: dict[int, Callable[[Any], Any]] = {}
-        #: the async pool: every piece of its state (see `scheduler`)
         backend = site(group)
         backend.done = self._done  # (lent: the pool keeps it current as it hands envs over)
-        self.pool = PoolScheduler(self.workers, backend)
-        # a call first lets the workers concerned finish their steps (weakly, as group.env)
-        front = weakref.ref(self)
+        self.pool = PoolScheduler(self.workers, backend)  #: every piece of the pool's state
+        front = weakref.ref(self)  # a call first lets its workers finish their steps
 
         def settle(handles: list) -> None:
             env = front()
@@ -78,20 +75,16 @@ class PoolVecEnv(RemoteVecEnv):
                 "async_reset() resets every env; for a reset_mask use reset(options=...) "
                 "when no env is in flight"
             )
-        self._guard.enter("async_reset")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("async_reset", "async_reset")
-            self.pool.expect_drained("async_reset")
-            self._use_hold()
-            self.pool.clear()
-            for w in self.workers:
-                w.last_reset = Reset(seeds[w.start : w.stop], options, None)
-            self._done[:] = False
-            self._ready = True
-            self.pool.start_reset(lambda w: w.last_reset)
-        finally:
-            self._guard.leave()
+        self._guarded("async_reset", "async_reset", self._async_reset, seeds, options)
+
+    def _async_reset(self, seeds: list, options: dict[str, Any] | None) -> None:
+        self.pool.expect_drained("async_reset")
+        self.pool.clear()
+        for w in self.workers:
+            w.last_reset = Reset(seeds[w.start : w.stop], options, None)
+        self._done[:] = False
+        self._ready = True
+        self.pool.start_reset(lambda w: w.last_reset)
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Step the envs ``env_ids`` with ``actions`` (one row each; None: every env) and return
@@ -134,18 +127,9 @@ class PoolVecEnv(RemoteVecEnv):
                     "reset them with envs.reset(options={'reset_mask': mask}) once no env is "
                     "in flight, before sending them actions"
                 )
-        self._guard.enter("send")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("send", "send")
-            self._use_hold()
-            if isinstance(actions, np.ndarray):
-                per_env: Any = actions
-            else:
-                per_env = list(iterate(batch_space(self.single_action_space, len(ids)), actions))
-            self.pool.send(ids, per_env)
-        finally:
-            self._guard.leave()
+        if not isinstance(actions, np.ndarray):
+            actions = list(iterate(batch_space(self.single_action_space, len(ids)), actions))
+        self._guarded("send", "send", self.pool.send, ids, actions)
 
     def recv(
         self, timeout: float | None = None, env_ids: Any = None
@@ -168,24 +152,15 @@ class PoolVecEnv(RemoteVecEnv):
         want: int | list[int] = self.batch_size
         if env_ids is not None:
             want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
-        self._guard.enter("recv")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("recv", "recv")
-            return self.pool.recv(want, self.timeout if timeout is None else limit)
-        finally:
-            self._guard.leave()
+        limit = self.timeout if timeout is None else limit
+        return self._guarded("recv", "recv", self.pool.recv, want, limit)  # type: ignore[no-any-return]
 
     def unsent(self) -> tuple[Any, Any, Any, Any, dict] | None:
         """The envs `recv` returned that no `send` took since, as `recv` returned them (None:
         none): what a loop asks after a Ctrl-C, ``envs.unsent() or envs.recv()``. It changes
         nothing, except that a rebuilt worker's env gives its lost episode's result."""
         self._check_ready("unsent", "recv")
-        self._guard.enter("unsent")
-        try:
-            return self.pool.unsent()
-        finally:
-            self._guard.leave()
+        return self._guarded("unsent", "recv", self.pool.unsent)  # type: ignore[no-any-return]
 
     def recv_ready(
         self, at_least: int = 1, wait: float | None = None, timeout: float | None = None
@@ -201,15 +176,8 @@ class PoolVecEnv(RemoteVecEnv):
             )
         if wait is not None and not (isinstance(wait, int | float) and wait > 0):
             raise ValueError(f"recv_ready(wait={wait!r}): wait must be None or seconds > 0")
-        self._guard.enter("recv_ready")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("recv_ready", "recv")
-            return self.pool.recv_ready(
-                int(at_least), wait, self.timeout if timeout is None else limit
-            )
-        finally:
-            self._guard.leave()
+        limit = self.timeout if timeout is None else limit
+        return self._guarded("recv_ready", "recv", self.pool.recv_ready, int(at_least), wait, limit)  # type: ignore[no-any-return]
 
     def step(
         self, actions: Any, env_ids: Any = None
@@ -220,10 +188,18 @@ class PoolVecEnv(RemoteVecEnv):
         self.send(actions, env_ids)
         return self.recv()
 
-    def _use_hold(self) -> None:
-        """Hold a Ctrl-C in the pool's reads, from its first async call until it closes."""
-        if not self._holds and os.getpid() == self._guard.owner_pid:
-            self._holds = HOLD.use()
+    def _guarded(self, name: str, kind: str, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` under the call guard, the front checked again under it, with the
+        Ctrl-C hold in use (from the pool's first async call until it closes)."""
+        self._guard.enter(name)
+        try:
+            if self._broken is not None:
+                self._check_ready(name, kind)
+            if not self._holds and os.getpid() == self._guard.owner_pid:
+                self._holds = HOLD.use()
+            return call(*args)
+        finally:
+            self._guard.leave()
 
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
@@ -251,14 +227,6 @@ class PoolVecEnv(RemoteVecEnv):
             self._guard.leave()
         super()._start_step(actions)
         self.pool.forget(range(self.num_envs))  # (every env's pool result is superseded)
-
-    def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        try:
-            super()._do_close(timeout, terminate)
-        finally:
-            if self._holds and os.getpid() == self._guard.owner_pid:
-                self._holds = False
-                HOLD.unuse()
 
 
 def _batch_len(actions: Any) -> int | None:
