@@ -148,19 +148,18 @@ class PoolVecEnv(RemoteVecEnv):
             ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
         """
         self._check_ready("recv", "recv")
-        limit = check_recv_timeout(timeout)
+        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
         want: int | list[int] = self.batch_size
         if env_ids is not None:
             want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
-        limit = self.timeout if timeout is None else limit
-        return self._guarded("recv", "recv", self.pool.recv, want, limit)  # type: ignore[no-any-return]
+        return self._guarded("recv", "recv", self.pool.recv, want, limit)
 
     def unsent(self) -> tuple[Any, Any, Any, Any, dict] | None:
         """The envs `recv` returned that no `send` took since, as `recv` returned them (None:
         none): what a loop asks after a Ctrl-C, ``envs.unsent() or envs.recv()``. It changes
         nothing, except that a rebuilt worker's env gives its lost episode's result."""
         self._check_ready("unsent", "recv")
-        return self._guarded("unsent", "recv", self.pool.unsent)  # type: ignore[no-any-return]
+        return self._guarded("unsent", "recv", self.pool.unsent)
 
     def recv_ready(
         self, at_least: int = 1, wait: float | None = None, timeout: float | None = None
@@ -168,7 +167,7 @@ class PoolVecEnv(RemoteVecEnv):
         """Every env done, once ``at_least`` are or, ``wait`` seconds from now, one is
         (Tianshou's ``wait_num``/``timeout``). Raises ``NoPendingCallError`` or ``ValueError``."""
         self._check_ready("recv_ready", "recv")
-        limit = check_recv_timeout(timeout)
+        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
         if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.num_envs:
             raise ValueError(
                 f"recv_ready(at_least={at_least!r}): at_least must be an int in [1, "
@@ -176,8 +175,8 @@ class PoolVecEnv(RemoteVecEnv):
             )
         if wait is not None and not (isinstance(wait, int | float) and wait > 0):
             raise ValueError(f"recv_ready(wait={wait!r}): wait must be None or seconds > 0")
-        limit = self.timeout if timeout is None else limit
-        return self._guarded("recv_ready", "recv", self.pool.recv_ready, int(at_least), wait, limit)  # type: ignore[no-any-return]
+        ready = self.pool.recv_ready
+        return self._guarded("recv_ready", "recv", ready, int(at_least), wait, limit)
 
     def step(
         self, actions: Any, env_ids: Any = None
