@@ -91,18 +91,16 @@ class Flights:
             now = time.monotonic()
             if until is not None and now >= until:
                 return []
-            if limit is None:
-                if not block:
+            left = None if until is None else until - now
+            if limit is not None:
+                first = min(self._flight, key=self._since.__getitem__, default=None)
+                if first is None:
                     return []
-                ready = self.backend.ready(None if until is None else until - now)
-                continue
-            first = min(self._flight, key=self._since.__getitem__, default=None)
-            if first is None:
-                return []
-            left = self._since[first] + limit - now
-            if left <= 0:
-                return [self._by_index[first]]
+                late = self._since[first] + limit - now
+                if late <= 0:
+                    return [self._by_index[first]]
+                left = late if left is None else min(left, late)
             if not block:
                 return []
-            ready = self.backend.ready(left if until is None else min(left, until - now))
+            ready = self.backend.ready(left)
         return ready

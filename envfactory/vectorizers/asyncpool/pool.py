@@ -1,6 +1,5 @@
-"""The async env pool: ``subproc``/``subproc-atari`` with ``batch_size`` set (envpool's
-``async_reset``/``send``/``recv``; see docs/concepts/async-pool.md): `SubprocPool`, `PoolVecEnv`
-over a `SubprocGroup`, and `_PipeSite`, its messages and rows (its readiness: the `Board`)."""
+"""``subproc`` with ``batch_size`` set: `SubprocPool`, `PoolVecEnv` over a `SubprocGroup`, and
+`_PipeSite`, its `PoolBackend` (docs/concepts/async-pool.md)."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ class SubprocPool(PoolVecEnv):
 
 
 class _PipeSite(RemoteSite):
-    """The scheduler's view of a `SubprocPool` (a `PoolBackend`): a ticket is its handle's seq;
-    a step of all of a worker's envs goes through its control slot, anything else by pipe;
-    which workers are ready is the group's `Board`'s "first ready" wait (`Board.ready`)."""
+    """A ticket is its handle's seq; a worker's whole step goes by its control slot, anything
+    else by pipe; the workers ready are the board's (`Board.ready`)."""
 
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
@@ -101,8 +99,7 @@ class _PipeSite(RemoteSite):
             self._owing.remove(handle)
 
     @property
-    def waiter(self) -> Waiter:
-        """The pool's waiting policy (the board's, learnt from the pool's waits)."""
+    def waiter(self) -> Waiter:  # the pool's waiting policy (learnt from its waits)
         assert self.subproc.board is not None
         return self.subproc.board.waiter_ready
 

@@ -133,7 +133,7 @@ class PoolScheduler:
                 )
         poll = limit == 0  # read what is there; a worker is never past a 0 s limit
         with HOLD:
-            self._drain(None if poll else limit, None if poll else limit)  # (dead ones too)
+            self._drain(None if poll else limit)  # (dead and timed-out workers too)
             if poll and not self._enough(want):
                 self._not_ready(want)
             while not self._enough(want):
@@ -165,7 +165,7 @@ class PoolScheduler:
             raise NoPendingCallError("recv_ready(): no env is in flight; send() first", "")
         at_least, until = min(at_least, have), None if wait is None else time.monotonic() + wait
         with HOLD:
-            self._drain(limit, limit)
+            self._drain(limit)
             while len(self._queue) < at_least:
                 if self._queue and until is not None and time.monotonic() >= until:
                     break
@@ -184,10 +184,10 @@ class PoolScheduler:
                 while h in self._flights:
                     self._complete(h, limit)
 
-    def _drain(self, due: float | None, limit: float | None) -> None:
+    def _drain(self, due: float | None, limit: Any = "due") -> None:
         """Read every answer there (and every worker past ``due``) with ``limit``."""
         for h in self._flights.due(due, block=False):
-            self._complete(h, limit)
+            self._complete(h, due if limit == "due" else limit)
 
     def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, list[int], Any]]:
         """``ids`` as whole idle workers in order, each (worker, its envs, their slice of ids)."""
