@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from ...errors import AlreadyPendingError, InvalidActionError, ResetNeededError
+from ...errors import InvalidActionError, ResetNeededError
 from ..front.base import action_checker
 from ..front.checks import check_env_ids, check_recv_timeout, seeds_for, show_ids
 from ..front.group import WorkerGroup
@@ -187,6 +187,13 @@ class PoolVecEnv(RemoteVecEnv):
         self.send(actions, env_ids)
         return self.recv()
 
+    def _drained(self, name: str, what: str) -> None:
+        self._guard.enter(name)
+        try:
+            self.pool.expect_drained(what)
+        finally:
+            self._guard.leave()
+
     def _guarded(self, name: str, kind: str, call: Callable[..., Any], *args: Any) -> Any:
         """``call(*args)`` under the call guard, the front checked again under it, with the
         Ctrl-C hold in use (from the pool's first async call until it closes)."""
@@ -202,28 +209,12 @@ class PoolVecEnv(RemoteVecEnv):
 
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        self._guard.enter("reset_async")
-        try:
-            self.pool.expect_drained("reset")
-        finally:
-            self._guard.leave()
-        # (a lost result is superseded by the reset)
+        self._drained("reset_async", "reset")  # (a lost result is superseded by the reset)
         self.pool.forget(range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist())
         super()._start_reset(seeds, options, mask)
 
     def _start_step(self, actions: Any) -> None:
-        self._guard.enter("step_async")
-        try:
-            self.pool.expect_drained("step")
-            lost = self.pool.lost()
-            if lost:
-                raise AlreadyPendingError(
-                    f"step() while envs {lost} of a rebuilt worker still have a result to "
-                    "return: send() and recv() them first",
-                    "step",
-                )
-        finally:
-            self._guard.leave()
+        self._drained("step_async", "step")
         super()._start_step(actions)
         self.pool.forget(range(self.num_envs))  # (every env's pool result is superseded)
 

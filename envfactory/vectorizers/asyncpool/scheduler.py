@@ -52,11 +52,18 @@ class PoolScheduler:
         return [i for i, s in enumerate(self._state) if s == LOST]
 
     def expect_drained(self, what: str) -> None:
+        """Raise unless no env is in flight or unreturned (for a ``step``, nor LOST)."""
         flight, ready = self.in_flight(), list(self._queue)
         if flight or ready:
             raise AlreadyPendingError(
                 f"{what}() while the pool has envs in flight {flight} and received-but-not-"
                 f"returned {ready}: call recv() until they are returned first",
+                "step",
+            )
+        if what == "step" and self.lost():
+            raise AlreadyPendingError(
+                f"step() while envs {self.lost()} of a rebuilt worker still have a result to "
+                "return: send() and recv() them first",
                 "step",
             )
 
