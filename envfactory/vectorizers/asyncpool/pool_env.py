@@ -23,22 +23,9 @@ __all__ = ["PoolVecEnv", "take_rows"]
 
 
 class PoolVecEnv(RemoteVecEnv):
-    """An async pool of ``num_envs`` envs over a worker group and a `PoolBackend` for it: `recv`
-    returns the first ``batch_size`` envs done; ``reset()``/``step()`` step every env synchronously
-    when none is in flight.
-
-    Example:
-        >>> import envfactory
-        >>> envs = envfactory.make_vec(overrides=[
-        ...     "vectorizer=subproc", "num_envs=4", "vectorizer.batch_size=2"])
-        >>> envs.async_reset(seed=0)
-        >>> obs, rew, term, trunc, info = envs.recv()
-        >>> obs.shape, info["env_id"].shape
-        ((2, 4), (2,))
-        >>> envs.send(envs.single_action_space.sample()[None].repeat(2, 0), info["env_id"])
-        >>> obs, rew, term, trunc, info = envs.recv()
-        >>> envs.close()
-    """
+    """An async pool over a worker group and its `PoolBackend`: `recv` returns the first
+    ``batch_size`` envs done; ``reset()``/``step()`` step every env when none is in flight (a
+    loop: docs/concepts/async-pool.md)."""
 
     def __init__(
         self,
@@ -87,14 +74,9 @@ class PoolVecEnv(RemoteVecEnv):
         self.pool.start_reset(lambda w: w.last_reset)
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
-        """Step the envs ``env_ids`` with ``actions`` (one row each; None: every env) and return
-        at once.
-
-        Raises:
-            ValueError: an env id out of range, repeated, or in flight / not yet received.
-            InvalidActionError: not one valid action per env id.
-            ResetNeededError: before any reset, or a finished env under ``disabled``.
-        """
+        """Step the envs ``env_ids`` (None: every env) with ``actions``, one row each, and return
+        at once. Raises ``ValueError`` (an id out of range, repeated or not received),
+        ``InvalidActionError``, ``ResetNeededError`` (no reset yet; an ended env, ``disabled``)."""
         self._check_ready("send", "send")
         n, every = _batch_len(actions), env_ids is None
         ids = check_env_ids(
@@ -134,19 +116,10 @@ class PoolVecEnv(RemoteVecEnv):
     def recv(
         self, timeout: float | None = None, env_ids: Any = None
     ) -> tuple[Any, Any, Any, Any, dict]:
-        """The next ``batch_size`` envs done, in the order they finished, with ``infos["env_id"]``
-        (see docs/concepts/async-pool.md).
-
-        Args:
-            timeout: seconds one worker call may take from its send (None: the vectorizer's);
-                0 is a poll: the whole batch now, else ``NotReadyError`` with the pool unchanged.
-            env_ids: return exactly these envs (sent and not yet returned), in this order.
-
-        Raises:
-            NoPendingCallError: fewer than ``batch_size`` envs are in flight or ready.
-            NotReadyError: ``timeout=0`` and the batch is not ready yet.
-            ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
-        """
+        """The next ``batch_size`` envs done, in the order they finished, with ``infos["env_id"]``;
+        ``env_ids``: exactly those (sent, not returned); ``timeout``: seconds a worker call may
+        take from its send (None: the vectorizer's; 0: a poll, else ``NotReadyError``). Raises
+        ``NoPendingCallError`` (too few in flight) or ``ValueError``."""
         self._check_ready("recv", "recv")
         limit = self.timeout if timeout is None else check_recv_timeout(timeout)
         want: int | list[int] = self.batch_size
