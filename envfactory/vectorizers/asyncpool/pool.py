@@ -60,9 +60,10 @@ class _PipeSite(RemoteSite):
     """A ticket is its handle's seq; a worker's whole step goes by its control slot, anything
     else by pipe; the workers ready are the board's (`Board.ready`)."""
 
+    group: SubprocGroup
+
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
-        self.subproc = group
         self._owing: list[PipeHandle] = []  # the workers that owe an answer
         self._cpus = os.cpu_count() or 1
 
@@ -100,27 +101,26 @@ class _PipeSite(RemoteSite):
 
     @property
     def waiter(self) -> Waiter:  # the pool's waiting policy (learnt from its waits)
-        assert self.subproc.board is not None
-        return self.subproc.board.waiter_ready
+        assert self.group.board is not None
+        return self.group.board.waiter_ready
 
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        assert self.subproc.board is not None
-        return self.subproc.board.ready(self._owing, timeout, self._spins())
+        return self.group.board.ready(self._owing, timeout, self._spins())  # type: ignore[union-attr]
 
     def _spins(self) -> bool:
         """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
-        return len(self._owing) < self._cpus or self.subproc.board.waiter_ready.avg < SPIN_WAIT  # type: ignore[union-attr]
+        return len(self._owing) < self._cpus or self.waiter.avg < SPIN_WAIT
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory
         if obs is not None:
-            per_env, start = self.subproc._env_obs, handle.start
+            per_env, start = self.group._env_obs, handle.start
             for i in envs:
                 per_env[i] = obs[i - start]
         return calls
 
     def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        group = self.subproc
+        group = self.group
         b = group._buffers
         assert b is not None
         if group._shm_obs:
