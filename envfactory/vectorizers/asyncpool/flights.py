@@ -13,9 +13,7 @@ __all__ = ["Flights", "Message"]
 
 
 @dataclass(slots=True)
-class Message:
-    """A message in flight to a worker: its ticket, the envs it carries, its kind."""
-
+class Message:  # a message in flight to a worker
     ticket: int
     envs: list[int]
     kind: str  # "step" | "reset"
@@ -33,16 +31,13 @@ class Flights:
         # index -> a handle being read, whose read a second Ctrl-C may have cut
         self._resume: dict[int, WorkerHandle] = {}
 
-    def __contains__(self, h: WorkerHandle) -> bool:
-        """Whether ``h`` owes an answer."""
+    def __contains__(self, h: WorkerHandle) -> bool:  # whether ``h`` owes an answer
         return h.index in self._flight
 
-    def clear_cut(self) -> None:
-        """Forget the reads a Ctrl-C cut (a clean start: nothing is in flight)."""
+    def clear_cut(self) -> None:  # (a clean start: nothing is in flight)
         self._resume.clear()
 
     def sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
-        """``h`` was handed the message ``ticket`` carrying ``envs``."""
         flight = self._flight.get(h.index)
         if flight is None:
             flight = self._flight[h.index] = deque()
@@ -61,7 +56,6 @@ class Flights:
         return self._flight[h.index][0], deadline
 
     def answered(self, h: WorkerHandle) -> None:
-        """``h``'s answer to its oldest message was read: the next one is the oldest."""
         flight = self._flight[h.index]
         flight.popleft()
         if flight:
@@ -71,13 +65,11 @@ class Flights:
             del self._flight[h.index]
         self._resume.pop(h.index, None)
 
-    def failed(self, h: WorkerHandle) -> None:
-        """``h`` failed: it is read no more (until `drop`)."""
+    def failed(self, h: WorkerHandle) -> None:  # read no more (until `drop`: rebuilt)
         self._resume.pop(h.index, None)
         self.backend.unwatch(h)
 
     def drop(self, h: WorkerHandle) -> None:
-        """``h`` was rebuilt: it owes nothing."""
         self._flight.pop(h.index, None)
 
     def due(
@@ -99,18 +91,16 @@ class Flights:
             now = time.monotonic()
             if until is not None and now >= until:
                 return []
-            if limit is None:
-                if not block:
+            left = None if until is None else until - now
+            if limit is not None:
+                first = min(self._flight, key=self._since.__getitem__, default=None)
+                if first is None:
                     return []
-                ready = self.backend.ready(None if until is None else until - now)
-                continue
-            first = min(self._flight, key=self._since.__getitem__, default=None)
-            if first is None:
-                return []
-            left = self._since[first] + limit - now
-            if left <= 0:
-                return [self._by_index[first]]
+                late = self._since[first] + limit - now
+                if late <= 0:
+                    return [self._by_index[first]]
+                left = late if left is None else min(left, late)
             if not block:
                 return []
-            ready = self.backend.ready(left if until is None else min(left, until - now))
+            ready = self.backend.ready(left)
         return ready

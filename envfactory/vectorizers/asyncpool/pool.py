@@ -1,6 +1,5 @@
-"""The async env pool: ``subproc``/``subproc-atari`` with ``batch_size`` set (envpool's
-``async_reset``/``send``/``recv``; see docs/concepts/async-pool.md): `SubprocPool`, `PoolVecEnv`
-over a `SubprocGroup`, and `_PipeSite`, its messages and rows (its readiness: the `Board`)."""
+"""``subproc`` with ``batch_size`` set: `SubprocPool`, `PoolVecEnv` over a `SubprocGroup`, and
+`_PipeSite`, its `PoolBackend` (docs/concepts/async-pool.md)."""
 
 from __future__ import annotations
 
@@ -58,13 +57,13 @@ class SubprocPool(PoolVecEnv):
 
 
 class _PipeSite(RemoteSite):
-    """The scheduler's view of a `SubprocPool` (a `PoolBackend`): a ticket is its handle's seq;
-    a step of all of a worker's envs goes through its control slot, anything else by pipe;
-    which workers are ready is the group's `Board`'s "first ready" wait (`Board.ready`)."""
+    """A ticket is its handle's seq; a worker's whole step goes by its control slot, anything
+    else by pipe; the workers ready are the board's (`Board.ready`)."""
+
+    group: SubprocGroup
 
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
-        self.subproc = group
         self._owing: list[PipeHandle] = []  # the workers that owe an answer
         self._cpus = os.cpu_count() or 1
 
@@ -101,29 +100,27 @@ class _PipeSite(RemoteSite):
             self._owing.remove(handle)
 
     @property
-    def waiter(self) -> Waiter:
-        """The pool's waiting policy (the board's, learnt from the pool's waits)."""
-        assert self.subproc.board is not None
-        return self.subproc.board.waiter_ready
+    def waiter(self) -> Waiter:  # the pool's waiting policy (learnt from its waits)
+        assert self.group.board is not None
+        return self.group.board.waiter_ready
 
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        assert self.subproc.board is not None
-        return self.subproc.board.ready(self._owing, timeout, self._spins())
+        return self.group.board.ready(self._owing, timeout, self._spins())  # type: ignore[union-attr]
 
     def _spins(self) -> bool:
         """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
-        return len(self._owing) < self._cpus or self.subproc.board.waiter_ready.avg < SPIN_WAIT  # type: ignore[union-attr]
+        return len(self._owing) < self._cpus or self.waiter.avg < SPIN_WAIT
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory
         if obs is not None:
-            per_env, start = self.subproc._env_obs, handle.start
+            per_env, start = self.group._env_obs, handle.start
             for i in envs:
                 per_env[i] = obs[i - start]
         return calls
 
     def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        group = self.subproc
+        group = self.group
         b = group._buffers
         assert b is not None
         if group._shm_obs:

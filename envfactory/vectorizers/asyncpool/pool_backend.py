@@ -25,7 +25,6 @@ class PoolBackend(ABC):
     #: the front's episode-ended flags (lent by `PoolVecEnv`; see `RemoteSite`)
     done: np.ndarray
 
-    # -- messages ---------------------------------------------------------------------
     @abstractmethod
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         """Send one message to ``handle`` now; its ticket (answers come in ticket order)."""
@@ -33,13 +32,12 @@ class PoolBackend(ABC):
     #: `answer` asked again for a ticket whose read an interrupt cut resumes that read
     resumes_reads: bool = False
 
-    def taken(self, handle: WorkerHandle) -> int | None:
-        """The ticket of a message ``handle`` took in a `post` a Ctrl-C cut (None: unknown)."""
+    def taken(self, handle: WorkerHandle) -> int | None:  # (None: unknown)
+        """The ticket of a message ``handle`` took in a `post` a Ctrl-C cut."""
         return None
 
     def answered(self, handle: WorkerHandle, ticket: int) -> bool:
-        """Whether `answer` for ``ticket`` (a cut read) would not wait."""
-        return False
+        return False  # whether `answer` for ``ticket`` (a cut read) would not wait
 
     @abstractmethod
     def answer(
@@ -47,7 +45,6 @@ class PoolBackend(ABC):
     ) -> Any:
         """The answer to ``ticket`` by ``deadline``, or a ``WorkerError``."""
 
-    # -- which workers have an answer ---------------------------------------------------
     @abstractmethod
     def watch(self, handle: WorkerHandle) -> None:
         """``handle`` owes answers from now on: `ready` reports it."""
@@ -60,7 +57,6 @@ class PoolBackend(ABC):
     def ready(self, timeout: float | None) -> list[WorkerHandle]:
         """The watched handles with an answer (or end), within ``timeout`` (0: look only)."""
 
-    # -- rows ---------------------------------------------------------------------------
     @abstractmethod
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         """Keep ``envs``' rows of ``answer`` for `rows`; return its info calls."""
@@ -71,10 +67,8 @@ class PoolBackend(ABC):
 
     @abstractmethod
     def returned(self, ids: np.ndarray, ended: np.ndarray) -> None:
-        """The caller now has the results of the envs ``ids`` (an index array); ``ended``:
-        their episode ended."""
+        """The caller has the results of ``ids`` (an index array); ``ended``: episodes ended."""
 
-    # -- faults -------------------------------------------------------------------------
     @abstractmethod
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]

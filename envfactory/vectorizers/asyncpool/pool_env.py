@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from ...errors import AlreadyPendingError, InvalidActionError, ResetNeededError
+from ...errors import InvalidActionError, ResetNeededError
 from ..front.base import action_checker
 from ..front.checks import check_env_ids, check_recv_timeout, seeds_for, show_ids
 from ..front.group import WorkerGroup
@@ -23,22 +23,9 @@ __all__ = ["PoolVecEnv", "take_rows"]
 
 
 class PoolVecEnv(RemoteVecEnv):
-    """An async pool of ``num_envs`` envs over a worker group and a `PoolBackend` for it: `recv`
-    returns the first ``batch_size`` envs done; ``reset()``/``step()`` step every env synchronously
-    when none is in flight.
-
-    Example:
-        >>> import envfactory
-        >>> envs = envfactory.make_vec(overrides=[
-        ...     "vectorizer=subproc", "num_envs=4", "vectorizer.batch_size=2"])
-        >>> envs.async_reset(seed=0)
-        >>> obs, rew, term, trunc, info = envs.recv()
-        >>> obs.shape, info["env_id"].shape
-        ((2, 4), (2,))
-        >>> envs.send(envs.single_action_space.sample()[None].repeat(2, 0), info["env_id"])
-        >>> obs, rew, term, trunc, info = envs.recv()
-        >>> envs.close()
-    """
+    """An async pool over a worker group and its `PoolBackend`: `recv` returns the first
+    ``batch_size`` envs done; ``reset()``/``step()`` step every env when none is in flight (a
+    loop: docs/concepts/async-pool.md)."""
 
     def __init__(
         self,
@@ -50,15 +37,12 @@ class PoolVecEnv(RemoteVecEnv):
     ) -> None:
         """``group`` (not started), ``batch_size``, ``site(group)`` its `PoolBackend`."""
         self.batch_size = int(batch_size)
-        self._holds = False  # this pool uses the Ctrl-C hold (see .scheduler)
         super().__init__(group, autoreset_mode, **faults)
         self._checkers: dict[int, Callable[[Any], Any]] = {}
-        #: the async pool: every piece of its state (see `scheduler`)
         backend = site(group)
         backend.done = self._done  # (lent: the pool keeps it current as it hands envs over)
-        self.pool = PoolScheduler(self.workers, backend)
-        # a call first lets the workers concerned finish their steps (weakly, as group.env)
-        front = weakref.ref(self)
+        self.pool = PoolScheduler(self.workers, backend)  #: every piece of the pool's state
+        front = weakref.ref(self)  # a call first lets its workers finish their steps
 
         def settle(handles: list) -> None:
             env = front()
@@ -78,30 +62,21 @@ class PoolVecEnv(RemoteVecEnv):
                 "async_reset() resets every env; for a reset_mask use reset(options=...) "
                 "when no env is in flight"
             )
-        self._guard.enter("async_reset")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("async_reset", "async_reset")
-            self.pool.expect_drained("async_reset")
-            self._use_hold()
-            self.pool.clear()
-            for w in self.workers:
-                w.last_reset = Reset(seeds[w.start : w.stop], options, None)
-            self._done[:] = False
-            self._ready = True
-            self.pool.start_reset(lambda w: w.last_reset)
-        finally:
-            self._guard.leave()
+        self._guarded("async_reset", "async_reset", self._async_reset, seeds, options)
+
+    def _async_reset(self, seeds: list, options: dict[str, Any] | None) -> None:
+        self.pool.expect_drained("async_reset")
+        self.pool.clear()
+        for w in self.workers:
+            w.last_reset = Reset(seeds[w.start : w.stop], options, None)
+        self._done[:] = False
+        self._ready = True
+        self.pool.start_reset(lambda w: w.last_reset)
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
-        """Step the envs ``env_ids`` with ``actions`` (one row each; None: every env) and return
-        at once.
-
-        Raises:
-            ValueError: an env id out of range, repeated, or in flight / not yet received.
-            InvalidActionError: not one valid action per env id.
-            ResetNeededError: before any reset, or a finished env under ``disabled``.
-        """
+        """Step the envs ``env_ids`` (None: every env) with ``actions``, one row each, and return
+        at once. Raises ``ValueError`` (an id out of range, repeated or not received),
+        ``InvalidActionError``, ``ResetNeededError`` (no reset yet; an ended env, ``disabled``)."""
         self._check_ready("send", "send")
         n, every = _batch_len(actions), env_ids is None
         ids = check_env_ids(
@@ -134,58 +109,30 @@ class PoolVecEnv(RemoteVecEnv):
                     "reset them with envs.reset(options={'reset_mask': mask}) once no env is "
                     "in flight, before sending them actions"
                 )
-        self._guard.enter("send")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("send", "send")
-            self._use_hold()
-            if isinstance(actions, np.ndarray):
-                per_env: Any = actions
-            else:
-                per_env = list(iterate(batch_space(self.single_action_space, len(ids)), actions))
-            self.pool.send(ids, per_env)
-        finally:
-            self._guard.leave()
+        if not isinstance(actions, np.ndarray):
+            actions = list(iterate(batch_space(self.single_action_space, len(ids)), actions))
+        self._guarded("send", "send", self.pool.send, ids, actions)
 
     def recv(
         self, timeout: float | None = None, env_ids: Any = None
     ) -> tuple[Any, Any, Any, Any, dict]:
-        """The next ``batch_size`` envs done, in the order they finished, with ``infos["env_id"]``
-        (see docs/concepts/async-pool.md).
-
-        Args:
-            timeout: seconds one worker call may take from its send (None: the vectorizer's);
-                0 is a poll: the whole batch now, else ``NotReadyError`` with the pool unchanged.
-            env_ids: return exactly these envs (sent and not yet returned), in this order.
-
-        Raises:
-            NoPendingCallError: fewer than ``batch_size`` envs are in flight or ready.
-            NotReadyError: ``timeout=0`` and the batch is not ready yet.
-            ValueError: a negative or NaN ``timeout``; an env of ``env_ids`` not in flight.
-        """
+        """The next ``batch_size`` envs done, in the order they finished, with ``infos["env_id"]``;
+        ``env_ids``: exactly those (sent, not returned); ``timeout``: seconds a worker call may
+        take from its send (None: the vectorizer's; 0: a poll, else ``NotReadyError``). Raises
+        ``NoPendingCallError`` (too few in flight) or ``ValueError``."""
         self._check_ready("recv", "recv")
-        limit = check_recv_timeout(timeout)
+        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
         want: int | list[int] = self.batch_size
         if env_ids is not None:
             want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
-        self._guard.enter("recv")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("recv", "recv")
-            return self.pool.recv(want, self.timeout if timeout is None else limit)
-        finally:
-            self._guard.leave()
+        return self._guarded("recv", "recv", self.pool.recv, want, limit)
 
     def unsent(self) -> tuple[Any, Any, Any, Any, dict] | None:
         """The envs `recv` returned that no `send` took since, as `recv` returned them (None:
         none): what a loop asks after a Ctrl-C, ``envs.unsent() or envs.recv()``. It changes
         nothing, except that a rebuilt worker's env gives its lost episode's result."""
         self._check_ready("unsent", "recv")
-        self._guard.enter("unsent")
-        try:
-            return self.pool.unsent()
-        finally:
-            self._guard.leave()
+        return self._guarded("unsent", "recv", self.pool.unsent)
 
     def recv_ready(
         self, at_least: int = 1, wait: float | None = None, timeout: float | None = None
@@ -193,7 +140,7 @@ class PoolVecEnv(RemoteVecEnv):
         """Every env done, once ``at_least`` are or, ``wait`` seconds from now, one is
         (Tianshou's ``wait_num``/``timeout``). Raises ``NoPendingCallError`` or ``ValueError``."""
         self._check_ready("recv_ready", "recv")
-        limit = check_recv_timeout(timeout)
+        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
         if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.num_envs:
             raise ValueError(
                 f"recv_ready(at_least={at_least!r}): at_least must be an int in [1, "
@@ -201,15 +148,8 @@ class PoolVecEnv(RemoteVecEnv):
             )
         if wait is not None and not (isinstance(wait, int | float) and wait > 0):
             raise ValueError(f"recv_ready(wait={wait!r}): wait must be None or seconds > 0")
-        self._guard.enter("recv_ready")
-        try:
-            if self._broken is not None:  # (again, now under the call guard)
-                self._check_ready("recv_ready", "recv")
-            return self.pool.recv_ready(
-                int(at_least), wait, self.timeout if timeout is None else limit
-            )
-        finally:
-            self._guard.leave()
+        ready = self.pool.recv_ready
+        return self._guarded("recv_ready", "recv", ready, int(at_least), wait, limit)
 
     def step(
         self, actions: Any, env_ids: Any = None
@@ -220,45 +160,36 @@ class PoolVecEnv(RemoteVecEnv):
         self.send(actions, env_ids)
         return self.recv()
 
-    def _use_hold(self) -> None:
-        """Hold a Ctrl-C in the pool's reads, from its first async call until it closes."""
-        if not self._holds and os.getpid() == self._guard.owner_pid:
-            self._holds = HOLD.use()
+    def _drained(self, name: str, what: str) -> None:
+        self._guard.enter(name)
+        try:
+            self.pool.expect_drained(what)
+        finally:
+            self._guard.leave()
+
+    def _guarded(self, name: str, kind: str, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` under the call guard, the front checked again under it, with the
+        Ctrl-C hold in use (from the pool's first async call until it closes)."""
+        self._guard.enter(name)
+        try:
+            if self._broken is not None:
+                self._check_ready(name, kind)
+            if not self._holds and os.getpid() == self._guard.owner_pid:
+                self._holds = HOLD.use()
+            return call(*args)
+        finally:
+            self._guard.leave()
 
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        self._guard.enter("reset_async")
-        try:
-            self.pool.expect_drained("reset")
-        finally:
-            self._guard.leave()
-        # (a lost result is superseded by the reset)
+        self._drained("reset_async", "reset")  # (a lost result is superseded by the reset)
         self.pool.forget(range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist())
         super()._start_reset(seeds, options, mask)
 
     def _start_step(self, actions: Any) -> None:
-        self._guard.enter("step_async")
-        try:
-            self.pool.expect_drained("step")
-            lost = self.pool.lost()
-            if lost:
-                raise AlreadyPendingError(
-                    f"step() while envs {lost} of a rebuilt worker still have a result to "
-                    "return: send() and recv() them first",
-                    "step",
-                )
-        finally:
-            self._guard.leave()
+        self._drained("step_async", "step")
         super()._start_step(actions)
         self.pool.forget(range(self.num_envs))  # (every env's pool result is superseded)
-
-    def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        try:
-            super()._do_close(timeout, terminate)
-        finally:
-            if self._holds and os.getpid() == self._guard.owner_pid:
-                self._holds = False
-                HOLD.unuse()
 
 
 def _batch_len(actions: Any) -> int | None:

@@ -1,8 +1,5 @@
-"""The async pool's scheduler, `PoolScheduler`: every piece of the pool's state (per env, the
-ready queue, their infos, its `Flights`), over the handles' public API and a `PoolBackend`.
-Its Ctrl-C rules are docs/concepts/async-pool.md's: the bookkeeping holds a Ctrl-C (a second
-one cuts a read, which the next ``recv`` resumes where the backend `resumes_reads`), a wait
-lets it through, and `PoolScheduler.unsent` hands back every batch no ``send`` took."""
+"""`PoolScheduler`: every piece of the async pool's state over a `PoolBackend` (its Ctrl-C
+rules: docs/concepts/async-pool.md)."""
 
 from __future__ import annotations
 
@@ -48,16 +45,14 @@ class PoolScheduler:
         # env -> its infos as handed over, for `unsent` (None: LOST, its result in _infos)
         self._unsent: dict[int, list[dict] | None] = {}
 
-    # -- state ----------------------------------------------------------------------------
-    def in_flight(self) -> list[int]:
+    def in_flight(self) -> list[int]:  # (LOST: a rebuilt worker's envs, their loss unsent)
         return [i for i, s in enumerate(self._state) if s == IN_FLIGHT]
 
     def lost(self) -> list[int]:
-        """Envs of a rebuilt worker whose lost episode is reported at their next send."""
         return [i for i, s in enumerate(self._state) if s == LOST]
 
     def expect_drained(self, what: str) -> None:
-        """Raise AlreadyPendingError if an env is in flight or ready but not returned."""
+        """Raise unless no env is in flight or unreturned (for a ``step``, nor LOST)."""
         flight, ready = self.in_flight(), list(self._queue)
         if flight or ready:
             raise AlreadyPendingError(
@@ -65,9 +60,14 @@ class PoolScheduler:
                 f"returned {ready}: call recv() until they are returned first",
                 "step",
             )
+        if what == "step" and self.lost():
+            raise AlreadyPendingError(
+                f"step() while envs {self.lost()} of a rebuilt worker still have a result to "
+                "return: send() and recv() them first",
+                "step",
+            )
 
-    def clear(self) -> None:
-        """A clean start for `start_reset` (drained: nothing in flight or queued)."""
+    def clear(self) -> None:  # (for `start_reset`, drained)
         self._state[:] = [IDLE] * self.num_envs
         self._infos.clear()
         self._stash = None
@@ -81,16 +81,13 @@ class PoolScheduler:
             self._infos.pop(i, None)
             self._unsent.pop(i, None)
 
-    # -- calls ----------------------------------------------------------------------------
     def start_reset(self, data_of: Callable[[WorkerHandle], Any]) -> None:
-        """Send every worker its reset (``data_of(handle)``); every env is in flight."""
         with HOLD:
             for h in self.handles:
                 ticket = self.backend.post(h, Cmd.RESET, data_of(h))
                 self._sent(h, ticket, h.indices, "reset")
 
     def send(self, ids: list[int], actions: Sequence[Any]) -> None:
-        """Step the envs ``ids`` (``actions[k]`` for ``ids[k]``): one message per worker."""
         state, whole = self._state, self._whole(ids)
         busy = [] if whole else [i for i in ids if state[i] == IN_FLIGHT or state[i] == READY]
         if busy:
@@ -113,9 +110,7 @@ class PoolScheduler:
                 self._dispatch(h, envs, ks, actions)
 
     def recv(self, want: int | list[int], limit: float | None) -> Batch:
-        """The next ``want`` ready envs in the order they finished, or (a list) exactly those,
-        each worker call within ``limit`` seconds of its send (0: a poll). Raises
-        ``NoPendingCallError``, ``NotReadyError`` (a poll), ``ValueError`` (an env not sent)."""
+        """The next ``want`` envs ready, or (a list) exactly those; ``limit``: `PoolVecEnv.recv`."""
         if self._stash is not None:
             ids, idx, batch = self._stash
             if not isinstance(want, list) or want == ids:
@@ -145,9 +140,7 @@ class PoolScheduler:
                 )
         poll = limit == 0  # read what is there; a worker is never past a 0 s limit
         with HOLD:
-            # answers there, dead and timed-out workers first (reported at once)
-            for h in self._flights.due(None if poll else limit, block=False):
-                self._complete(h, None if poll else limit)
+            self._drain(None if poll else limit)  # (dead and timed-out workers too)
             if poll and not self._enough(want):
                 self._not_ready(want)
             while not self._enough(want):
@@ -159,7 +152,6 @@ class PoolScheduler:
         return self._hand_over(*self._stash, head)
 
     def unsent(self) -> Batch | None:
-        """The envs handed over that no `send` took since, as a batch again (None: none)."""
         if not self._unsent:
             return None
         with HOLD:
@@ -174,35 +166,36 @@ class PoolScheduler:
         return batch
 
     def recv_ready(self, at_least: int, wait: float | None, limit: float | None) -> Batch:
-        """Every env ready once ``at_least`` are or, ``wait`` seconds on, one is."""
         self._stash = None  # (a batch a Ctrl-C cut: its envs are still READY in the queue)
         have = self._state.count(IN_FLIGHT) + len(self._queue)
         if have == 0:
             raise NoPendingCallError("recv_ready(): no env is in flight; send() first", "")
         at_least, until = min(at_least, have), None if wait is None else time.monotonic() + wait
         with HOLD:
-            for h in self._flights.due(limit, block=False):
-                self._complete(h, limit)
+            self._drain(limit)
             while len(self._queue) < at_least:
                 if self._queue and until is not None and time.monotonic() >= until:
                     break
                 cap = until if self._queue else None  # (none ready yet: wait for the first)
                 for h in HOLD.waiting(partial(self._flights.due, until=cap), limit):
                     self._complete(h, limit)
-            for h in self._flights.due(None, block=False):  # and what else is there already
-                self._complete(h, limit)
+            self._drain(None, limit)  # and what else is there already
             ids = list(self._queue)
             self._stash = (ids, *self._build(ids))
         return self._hand_over(*self._stash, True)
 
     def settle(self, handles: Sequence[WorkerHandle], limit: float | None) -> None:
-        """Wait for every answer ``handles`` owe, so that a call can use their channels."""
+        """Wait for every answer ``handles`` owe (a call uses their channels next)."""
         with HOLD:
             for h in handles:
                 while h in self._flights:
                     self._complete(h, limit)
 
-    # -- helpers --------------------------------------------------------------------------
+    def _drain(self, due: float | None, limit: Any = "due") -> None:
+        """Read every answer there (and every worker past ``due``) with ``limit``."""
+        for h in self._flights.due(due, block=False):
+            self._complete(h, due if limit == "due" else limit)
+
     def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, list[int], Any]]:
         """``ids`` as whole idle workers in order, each (worker, its envs, their slice of ids)."""
         whole, k, owner, state, span = [], 0, self._owner, self._state, self._span
@@ -244,8 +237,7 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
-        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker, in
-        order) as one message now."""
+        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker)."""
         whole = isinstance(ks, slice)
         if not whole and len(envs) > 1 and envs != sorted(envs):
             order = sorted(range(len(envs)), key=envs.__getitem__)
@@ -268,10 +260,10 @@ class PoolScheduler:
         self._sent(h, ticket, envs, "step")
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
-        """Read ``h``'s oldest answer (its envs become READY); see the module's Ctrl-C rules.
-        Called under the hold (`recv`, `recv_ready`, `settle`)."""
-        resumes = h.resumable and self.backend.resumes_reads  # (until its answer is recorded:
-        msg, deadline = self._flights.reading(h, limit, resumes)  # a Ctrl-C lands anywhere)
+        """Read ``h``'s oldest answer (its envs become READY), under the hold. A second Ctrl-C
+        cuts it: resumed by the next read where the backend `resumes_reads`, else fatal."""
+        resumes = h.resumable and self.backend.resumes_reads
+        msg, deadline = self._flights.reading(h, limit, resumes)
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
@@ -282,7 +274,7 @@ class PoolScheduler:
                 self._cut(h, msg, exc)
                 raise
             return
-        except BaseException as exc:  # a second Ctrl-C part-way through the read
+        except BaseException as exc:
             if not resumes:
                 self._cut(h, msg, exc)
             raise
@@ -296,7 +288,6 @@ class PoolScheduler:
             infos.setdefault(h.start + local, []).append(info)
 
     def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
-        """An interrupt cut ``h``'s answer or rebuild: the env is unusable."""
         why = f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
         if not isinstance(exc, WorkerError):
             self.backend.interrupted(RuntimeError(why))
