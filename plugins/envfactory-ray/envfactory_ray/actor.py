@@ -482,16 +482,10 @@ class ActorHandle(WorkerHandle):
         if cls is WorkerTimeoutError and self.describing:
             other = f" other than the lost {nodes_text(self.avoid)}" if self.avoid else ""
             cpus = "null" if self.num_cpus is None else f"{self.num_cpus:g}"
-            asked = "".join(
-                f", {key}={self.placement[key]!r}"
-                for key in ("num_gpus", "resources", "label_selector")
-                if self.placement.get(key)
-            )
-            env = (
-                "; or its runtime_env could not be set up there (see Ray's runtime_env logs)"
-                if self.placement.get("runtime_env")
-                else ""
-            )
+            asked = "".join(f", {key}={self.placement[key]!r}" for key in
+                            ("num_gpus", "resources", "label_selector") if self.placement.get(key))
+            env = ("; or its runtime_env could not be set up there (see Ray's runtime_env logs)"
+                   if self.placement.get("runtime_env") else "")  # fmt: skip
             what += (
                 f" (not started: no live node{other} had room for an actor of "
                 f"vectorizer.num_cpus={cpus}{asked}, with what other actors hold (see `ray "
@@ -503,6 +497,6 @@ class ActorHandle(WorkerHandle):
     def remote_error(self, call: str, failure: Failure) -> Any:
         return self._tag(super().remote_error(call, failure))
 
-    def _tag(self, err: Any) -> Any:
+    def _tag(self, err: Any) -> Any:  # (the errors name the actor and its node)
         err.actor_id, err.node_id, err.node_ip = self.actor_id, self.node_id, self.node_ip
         return err
