@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import select
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -31,16 +32,8 @@ from .causes import IP, KILLED, START_CAUSES, first_line, lost_node_of, ray_caus
 from .graph import KEPT, GraphBroke, StepGraph
 from .wire import Wire
 
-__all__ = [
-    "ERROR",
-    "INNER",
-    "OK",
-    "ActorHandle",
-    "EnvActor",
-    "StepBatch",
-    "array_batched",
-    "pickles",
-]
+__all__ = ["ERROR", "INNER", "OK", "ActorHandle", "EnvActor", "StepBatch", "array_batched",
+           "pickles"]  # fmt: skip
 
 #: an actor's answer: ``(OK, payload)``, ``(ERROR, Failure)``, or a node actor's
 #: ``(INNER, (kind, what, where, placed))`` for a fault of its inner vectorized env (see `node`)
@@ -68,17 +61,12 @@ def pickles(obj: Any) -> bytes:
 
 
 class ByChannel:
-    """A handle's ``ref`` of a command sent by the channel."""
-
-    __slots__ = ()
-
-
-class ByGraph:
-    """A handle's ``ref`` of a step posted to the compiled graph: its ``seq`` and actions."""
+    """A handle's ``ref`` of a command sent by the channel (``seq`` None), or of a step posted
+    to the compiled graph (its ``seq`` and actions)."""
 
     __slots__ = ("actions", "seq")
 
-    def __init__(self, seq: int, actions: Any) -> None:
+    def __init__(self, seq: int | None = None, actions: Any = None) -> None:
         self.seq, self.actions = seq, actions
 
 
@@ -103,14 +91,13 @@ class Channel(Connection):
 
 
 def connect(address: Any, key: bytes) -> Any:
-    """What ``multiprocessing.connection.Client(address, authkey=key)`` makes, with the TCP
-    connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would otherwise take the OS's
-    minutes): a `Channel` that proved ``key`` both ways."""
+    """``multiprocessing.connection.Client(address, authkey=key)`` as a `Channel`, its TCP
+    connect bounded by `CHANNEL_TIMEOUT` (a firewalled port would take the OS's minutes)."""
     import socket
     from multiprocessing.connection import answer_challenge, deliver_challenge
 
     sock = socket.create_connection(tuple(address), timeout=CHANNEL_TIMEOUT)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (see node._no_delay)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (a message over 16 KiB: 2 writes)
     sock.settimeout(None)  # (a Connection reads a blocking descriptor)
     conn = Channel(sock.detach())
     try:
@@ -156,8 +143,7 @@ class EnvActor:
         self._buf: Any = create_empty_array(self.space, n=len(envs)) if self.arrays else None
 
     def _answer(self, calls: list, mask: Any) -> tuple:
-        """``(observations, rewards, terminations, truncations, info calls)``; observations as
-        one batch of arrays, or a list."""
+        """``(obs, rewards, terminations, truncations, info calls)``; obs one batch or a list."""
         r = self.host.runner
         obs: Any = list(r.obs)
         if self.arrays:
@@ -168,18 +154,15 @@ class EnvActor:
         return obs, r.rewards, r.terminations, r.truncations, calls
 
     def describe(self) -> tuple[str, Any]:
-        """Where the actor runs and what its envs are: ``{"pid", "node_id", "node_ip",
-        "actor_id", "envs": [EnvInfo, ...]}``."""
+        """Where the actor runs (`placed`) and its ``envs`` (`EnvInfo` s)."""
         if self.init_failure is not None:
             return ERROR, self.init_failure
         return OK, {**placed(), "envs": [EnvInfo.of(e) for e in self.host.envs]}
 
     def step(self, actions: Any) -> tuple[str, Any]:
-        """``Cmd.STEP`` (the hot path has a method of its own)."""
         return self.handle(Cmd.STEP, actions)
 
     def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
-        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record."""
         try:
             out = self.host.handle(cmd, data)
             if cmd == Cmd.CALL:
@@ -194,9 +177,8 @@ class EnvActor:
 
 
 class StepBatch:
-    """The hot path: one ``ray.get`` for every actor's answer to a step, instead of one
-    per actor. Anything unusual (a timeout, a dead actor) is left to each handle's own
-    ``ray.get``, which names the actor; the refs stay valid for it."""
+    """One ``ray.get`` for every actor's answer to a step; anything unusual (a timeout, a dead
+    actor) is left to each handle's own ``ray.get``, which names the actor."""
 
     def __init__(self) -> None:
         self.handles: list[ActorHandle] = []
@@ -204,7 +186,7 @@ class StepBatch:
     def fetch(self, deadline: float | None) -> None:
         import ray
 
-        by_ray = [h for h in self.handles if not isinstance(h.ref, (ByChannel, ByGraph))]
+        by_ray = [h for h in self.handles if not isinstance(h.ref, ByChannel)]
         handles, self.handles = by_ray, []
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         try:
@@ -216,8 +198,7 @@ class StepBatch:
             h.fetched = answer
 
 
-#: the label Ray gives every node: its id (what ``label_selector`` places an actor by)
-NODE_LABEL = "ray.io/node-id"
+NODE_LABEL = "ray.io/node-id"  # (Ray's label of a node's id, for ``label_selector``)
 
 
 def nodes_text(ids: Sequence[str]) -> str:
@@ -230,54 +211,37 @@ class ActorHandle(WorkerHandle):
     """The vectorized env's end of one actor: ``send`` is a Ray call (or a message by the node
     actor's channel, or a post to the compiled graph), ``recv`` its answer by the deadline,
     ``kill`` ``ray.kill``; errors name the actor, its node and pid, with Ray's cause.
-    ``avoid``: the nodes the current actor was placed away from; ``lost_node``: the node Ray
-    said was lost when it failed; ``args``: what a node actor takes after its envs."""
+    ``args``: what a node actor takes after its envs."""
 
     resumable = True  # (recv asked again after a Ctrl-C gives the same answer)
     own_wait = True  # (a Ctrl-C goes through only in its waits: never part-way in a read)
+    # the current actor's state (`spawn` sets it anew)
+    ref: Any = None  # the call in flight (the actor's describe: `describing`)
+    describing = killed = init_failed = False
+    _pid: int | None = None
+    actor_id = node_id = node_ip = lost_node = ""  # (lost_node: the one Ray said was lost)
+    avoid: tuple[str, ...] = ()  # the nodes it was placed away from
+    fetched: tuple[str, Any] | None = None  # this handle's answer, once fetched (`StepBatch`)
+    _answer: tuple[Any, tuple[str, Any]] | None = None  # (its ref, raw answer) once read
+    graph: StepGraph | None = None  # the compiled graph that steps it, if any
+    graph_steps = 0  # steps posted to that graph
 
-    def __init__(
-        self,
-        index: int,
-        start: int,
-        stop: int,
-        env_id: str,
-        fns: list,
-        num_cpus: Any,
-        args: tuple = (),
-        placement: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, index: int, start: int, stop: int, env_id: str, fns: list, num_cpus: Any,
+                 args: tuple = (), placement: dict[str, Any] | None = None) -> None:  # fmt: skip
         super().__init__(index, start, stop, env_id)
         self.fns, self.num_cpus, self.args = fns, num_cpus, args
-        #: Ray's actor options from the placement options (num_gpus, resources,
-        #: scheduling_strategy, label_selector, runtime_env), as given
-        self.placement = dict(placement or {})
-        self.children: list[int] = []
+        self.placement = dict(placement or {})  # Ray's actor options (`PLACEMENT_KEYS`)
         self.inner = ""  # the inner worker an error being raised names (see recv)
         self.actor: Any = None
-        self.ref: Any = None  # the call in flight
-        self.describing = False  # the call in flight is the actor's describe()
-        self._pid: int | None = None
-        self.node_id = self.node_ip = self.actor_id = ""
-        self.avoid: tuple[str, ...] = ()
-        self.lost_node = ""
-        self.init_failed = False
-        self.killed = False
-        #: the direct connection to a node actor (`channel`), once open; None: by Ray calls
-        self.channel: Any = None
-        self.wire = Wire(pickles)
+        self.channel: Any = None  # the direct connection to a node actor, once open
         self.batch: StepBatch | None = None  # the step answers fetched together
-        #: the compiled graph that steps this actor (`StepGraph`), if any
-        self.graph: StepGraph | None = None
-        self.graph_steps = 0  # steps posted to the current actor's graph
         self.channels = True  # a node actor is talked to by a direct channel once started
-        self._answer: tuple[Any, tuple[str, Any]] | None = None  # (its ref, raw answer) once read
-        self.fetched: tuple[str, Any] | None = None  # this handle's, once fetched
+        self.wire = Wire(pickles)
+        self.children: list[int] = []  # the processes the actor started
 
     def spawn(self, cls: Any, mode: AutoresetMode, avoid: Sequence[str] = ()) -> None:
-        """Start a new actor of ``cls`` (``ray.remote(EnvActor)``) for these envs, on a node
-        whose id is not in ``avoid`` (a label selector on ``ray.io/node-id``); its first
-        answer is its [`EnvInfo`][envfactory.vectorizers.remote.EnvInfo] s."""
+        """Start a new actor of ``cls`` for these envs on a node not in ``avoid`` (the lost
+        nodes); its first answer is its `EnvInfo` s."""
         options: dict[str, Any] = {"num_cpus": self.num_cpus, "max_restarts": 0}
         options.update(self.placement)
         self.avoid = tuple(sorted(set(avoid)))
@@ -297,14 +261,13 @@ class ActorHandle(WorkerHandle):
             made = cls.options(**options)
         self._close_channel()
         self.actor = made.remote(self.fns, self.start, mode, *self.args)
-        self.ref, self.describing, self.fetched = self.actor.describe.remote(), True, None
-        self._answer = None  # (a new actor, a new stream)
-        self._pid, self.killed, self.lost_node, self.init_failed = None, False, "", False
-        self.graph, self.graph_steps = None, 0
+        self.ref, self.describing = self.actor.describe.remote(), True
+        self.fetched = self._answer = self._pid = self.graph = None
+        self.killed = self.init_failed = False
+        self.lost_node = self.node_id = self.node_ip = ""
+        self.graph_steps, self.children = 0, []
         actor_id = getattr(self.actor, "_actor_id", None)  # (errors name the new actor)
         self.actor_id = actor_id.hex() if actor_id is not None else ""
-        self.node_id = self.node_ip = ""
-        self.children = []
 
     @property
     def label(self) -> str:
@@ -337,7 +300,7 @@ class ActorHandle(WorkerHandle):
         graph = self.graph
         if cmd == Cmd.STEP and graph is not None and not graph.broken:
             self.graph_steps += 1
-            self.ref = ByGraph(self.graph_steps, data)
+            self.ref = ByChannel(self.graph_steps, data)
             graph.post(self, data)
             return
         if self.channel is not None:
@@ -360,25 +323,31 @@ class ActorHandle(WorkerHandle):
     def recv(self, deadline: float | None, call: str) -> Any:
         import ray
 
-        ref = self.ref
-        answer = self._answer
+        ref, answer = self.ref, self._answer
         if answer is not None and answer[0] is ref:  # asked again after an interrupt
             return self._answered(*answer[1], call)
-        if isinstance(ref, ByChannel):
-            raw = self._from_channel(deadline, call)
-            self._answer = (ref, raw)
-            return self._answered(*raw, call)
-        if isinstance(ref, ByGraph):
-            return self._from_graph(ref, deadline, call)
-        if self.batch is not None and self in self.batch.handles:
+        by_ray = not isinstance(ref, ByChannel)
+        if by_ray and self.batch is not None and self in self.batch.handles:
             self.batch.fetch(deadline)
         fetched, self.fetched = self.fetched, None
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        raw: Any = None
         try:
-            status, payload = raw = fetched or HOLD.waiting(
-                lambda limit: ray.get(ref, timeout=limit), remaining
-            )
-            self._answer = (ref, raw)  # (the ref is kept until then: asked again, the same)
+            if by_ray:
+                raw = fetched or HOLD.waiting(lambda t: ray.get(ref, timeout=t), remaining)
+            elif ref.seq is not None:  # a step posted to the compiled graph
+                raw = self.graph.answer(self, remaining)  # type: ignore[union-attr]
+            # (a blocking poll: a spin was no faster on 2 cores, where it takes the actor's core;
+            # a read is never cut: Ctrl-C held)
+            elif HOLD.waiting(self.channel.poll, remaining):
+                raw = self.wire.loads(self.channel.recv_bytes())
+        except GraphBroke:  # (not this actor's death): the answer it kept, by its channel
+            self.graph.teardown()  # type: ignore[union-attr]
+            self.graph = None
+            self._submit(KEPT, (ref.seq, ref.actions))
+            if deadline is not None:  # (a node that answered in time answers in a round trip)
+                deadline = max(deadline, time.monotonic() + KEPT_GRACE)
+            return self.recv(deadline, call)
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError from None
         except ray.exceptions.RayActorError as exc:
@@ -392,88 +361,47 @@ class ActorHandle(WorkerHandle):
         except ray.exceptions.RayError as exc:  # object lost, node died, ...
             what = f"failed ({type(exc).__name__}: {first_line(exc)})"
             raise self.error(WorkerDiedError, what, call) from exc
+        except (EOFError, OSError) as exc:  # a node actor (or its node) went
+            raise self._gone(call) from exc
+        if raw is None:  # (the caller kills the actor: WorkerTimeoutError)
+            raise TimeoutError
+        self._answer = (ref, raw)  # (the ref is kept until then: asked again, the same)
+        status, payload = raw
         return self._answered(status, payload, call)
 
     def _answered(self, status: str, payload: Any, call: str) -> Any:
-        """The payload of an ``(OK, payload)`` answer; an env's error or an inner fault
-        raised as ``subproc`` raises it; a ``describe`` answer says where the actor runs (and
-        a node actor then opens its channel)."""
+        """The payload of an ``(OK, payload)`` answer, else its error raised as ``subproc``
+        would; after ``describe``, a node actor's channel is opened (`NodeActor.open_channel`;
+        a node that cannot be reached, behind a firewall, is called through Ray)."""
+        import ray
+
         if status == ERROR:
             raise self.remote_error(call, payload)
         if status == INNER:
             raise self._inner_fault(payload, call)
-        if self.describing:
-            self.describing = False
-            self._placed_at(payload)
-            if self.args and self.channels:  # a node actor: its hot path goes by a channel
-                self._open_channel()
-            return payload["envs"]
-        return payload
-
-    # -- the channel ----------------------------------------------------------------------
-    def _open_channel(self) -> None:
-        """Connect to the node actor directly (`NodeActor.open_channel`; a random key proved
-        both ways); a node that cannot be reached (a firewall) is called through Ray, with a
-        warning."""
-        import ray
-
-        key = os.urandom(32)
-        try:
-            address = ray.get(self.actor.open_channel.remote(key), timeout=CHANNEL_TIMEOUT)
-            self.channel = connect(address, key)
-            self.wire = Wire(pickles)  # (a new stream, new layouts)
-        except Exception as exc:  # (its own death shows at the next call, through Ray)
-            self.channel = None
-            import warnings
-
-            warnings.warn(
-                f"vectorizer=ray: {self.label} [{self.where}]: no direct connection to the node "
-                f"actor ({type(exc).__name__}: {first_line(exc)}); its calls go through Ray "
-                "(about 1 ms each)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-
-    def _from_channel(self, deadline: float | None, call: str) -> tuple[str, Any]:
-        """The answer to the command sent by the channel, within ``deadline``."""
-        # (a blocking poll: spinning for the answer was measured no faster on 2 cores, where
-        # the spin takes a core from the actor's workers)
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        channel = self.channel
-        try:
-            if HOLD.waiting(channel.poll, remaining):  # (a read is never cut: Ctrl-C held)
-                return self.wire.loads(channel.recv_bytes())
-        except (EOFError, OSError) as exc:  # the actor (or its node) went
-            raise self._gone(call) from exc
-        raise TimeoutError  # (the caller kills the actor: WorkerTimeoutError)
-
-    def _from_graph(self, ref: ByGraph, deadline: float | None, call: str) -> Any:
-        """The answer to a step posted to the compiled graph; if the graph broke for a reason
-        other than this actor's death, the answer the actor kept, asked for by its channel
-        once the graph is torn down (see `graph`)."""
-        import ray
-
-        graph = self.graph
-        assert graph is not None
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        try:
-            raw = graph.answer(self, remaining)
-        except ray.exceptions.RayActorError as exc:
-            raise self._died(exc, call) from exc
-        except GraphBroke:
-            graph.teardown()
-            self.graph = None
-            self._submit(KEPT, (ref.seq, ref.actions))
-            if deadline is not None:  # (a node that answered in time answers in a round trip)
-                deadline = max(deadline, time.monotonic() + KEPT_GRACE)
-            return self.recv(deadline, call)
-        self._answer = (ref, raw)
-        status, payload = raw
-        return self._answered(status, payload, call)
+        if not self.describing:
+            return payload
+        self.describing = False
+        self._placed_at(payload)
+        if self.args and self.channels:  # a node actor: its hot path goes by a channel
+            key = os.urandom(32)
+            try:
+                address = ray.get(self.actor.open_channel.remote(key), timeout=CHANNEL_TIMEOUT)
+                self.channel = connect(address, key)
+                self.wire = Wire(pickles)  # (a new stream, new layouts)
+            except Exception as exc:  # (its own death shows at the next call, through Ray)
+                self.channel = None
+                warnings.warn(
+                    f"vectorizer=ray: {self.label} [{self.where}]: no direct connection to the "
+                    f"node actor ({type(exc).__name__}: {first_line(exc)}); its calls go "
+                    "through Ray (about 1 ms each)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return payload["envs"]
 
     def _gone(self, call: str) -> WorkerError:
-        """The error for a node actor whose channel closed: Ray's word on the actor (its
-        cause) when Ray has one within a few seconds, else that the connection was lost."""
+        """A closed channel's error: Ray's word on the actor if it has one in time."""
         import ray
 
         self._close_channel()
@@ -487,21 +415,19 @@ class ActorHandle(WorkerHandle):
 
     def _close_channel(self) -> None:
         channel, self.channel = self.channel, None
-        if channel is not None:
-            try:
+        try:
+            if channel is not None:
                 channel.close()
-            except OSError:
-                pass
+        except OSError:
+            pass
 
     def _placed_at(self, where: dict[str, Any]) -> None:
-        """What the actor's ``describe`` said of where it runs (and the processes it started)."""
         self._pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
         self.actor_id = where["actor_id"] or self.actor_id
         self.children = list(where.get("children", ()))
 
     def _inner_fault(self, payload: tuple[str, Any, str, Any], call: str) -> Exception:
-        """A node actor's inner fault as the error ``subproc`` would raise, naming the actor, its
-        node and the inner worker (a timeout is a ``TimeoutError``: the caller kills it)."""
+        """A node actor's inner fault as ``subproc``'s error, naming the inner worker too."""
         kind, what, where, placed = payload
         if placed is not None:
             self._placed_at(placed)
@@ -516,9 +442,8 @@ class ActorHandle(WorkerHandle):
         return self.error(WorkerDiedError, f"lost its {where}, which {what}", call)
 
     def _died(self, exc: Exception, call: str) -> WorkerError:
-        """The ``WorkerDiedError`` for Ray's actor error ``exc``, with Ray's cause on one short
-        line (``died (killed (SIGKILL: ...) or crashed; Ray says: ...)`` for a process that ended
-        without a word to Ray); notes the node Ray said was lost (``lost_node``)."""
+        """The ``WorkerDiedError`` for Ray's actor error ``exc`` with its cause (`ray_cause`);
+        notes the node Ray said was lost."""
         import ray
 
         self.killed = True
@@ -557,16 +482,10 @@ class ActorHandle(WorkerHandle):
         if cls is WorkerTimeoutError and self.describing:
             other = f" other than the lost {nodes_text(self.avoid)}" if self.avoid else ""
             cpus = "null" if self.num_cpus is None else f"{self.num_cpus:g}"
-            asked = "".join(
-                f", {key}={self.placement[key]!r}"
-                for key in ("num_gpus", "resources", "label_selector")
-                if self.placement.get(key)
-            )
-            env = (
-                "; or its runtime_env could not be set up there (see Ray's runtime_env logs)"
-                if self.placement.get("runtime_env")
-                else ""
-            )
+            asked = "".join(f", {key}={self.placement[key]!r}" for key in
+                            ("num_gpus", "resources", "label_selector") if self.placement.get(key))
+            env = ("; or its runtime_env could not be set up there (see Ray's runtime_env logs)"
+                   if self.placement.get("runtime_env") else "")  # fmt: skip
             what += (
                 f" (not started: no live node{other} had room for an actor of "
                 f"vectorizer.num_cpus={cpus}{asked}, with what other actors hold (see `ray "
@@ -578,6 +497,6 @@ class ActorHandle(WorkerHandle):
     def remote_error(self, call: str, failure: Failure) -> Any:
         return self._tag(super().remote_error(call, failure))
 
-    def _tag(self, err: Any) -> Any:
+    def _tag(self, err: Any) -> Any:  # (the errors name the actor and its node)
         err.actor_id, err.node_id, err.node_ip = self.actor_id, self.node_id, self.node_ip
         return err

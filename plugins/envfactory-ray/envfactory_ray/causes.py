@@ -86,5 +86,4 @@ def lost_node_of(exc: BaseException, node_id: str) -> str:
 
 def first_line(exc: BaseException) -> str:
     """The first line of ``exc``'s message (its type's name if it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()

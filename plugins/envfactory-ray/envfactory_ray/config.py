@@ -92,8 +92,7 @@ class RayConfig(FaultOptions):
                 "a number of seconds > 0 for an actor to start, or null (120 s, or timeout "
                 "when larger)",
             )
-        if start == math.inf:
-            self.start_timeout = None
+        self.start_timeout = None if start == math.inf else start
         if self.in_actor is not None and self.in_actor not in IN_ACTOR:
             raise OptionError(
                 "in_actor",
@@ -189,7 +188,7 @@ class RayConfig(FaultOptions):
 
 
 def _bad(value: Any, kind: type, ok: Callable[[Any], bool]) -> bool:
-    """True for a value given (not None) that is not a ``kind`` (a bool is not) meeting ``ok``."""
+    """A value given that is not a ``kind`` (a bool is not) meeting ``ok``."""
     return value is not None and (isinstance(value, bool) or not isinstance(value, kind) or
                                   not ok(value))  # fmt: skip
 

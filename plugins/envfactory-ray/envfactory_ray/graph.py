@@ -37,21 +37,17 @@ class StepGraph:
         with InputNode() as inp:
             dag = MultiOutputNode([h.actor.graph_step.bind(inp[k]) for k, h in enumerate(handles)])
         self.compiled: Any = dag.experimental_compile()
-        self._actions: list[Any] = [None] * len(self.handles)
-        self._posted: set[int] = set()
+        self._actions: dict[int, Any] = {}
         self._refs: list[Any] = []
         #: set once a read failed: the next step tears it down and compiles a new one
         self.broken = False
 
     def post(self, handle: Any, actions: Any) -> None:
         """``handle``'s actions for the next step; the last of them executes the graph."""
-        k = self._index[id(handle)]
-        self._actions[k] = actions
-        self._posted.add(k)
-        if len(self._posted) == len(self.handles):
-            self._posted.clear()
-            self._refs = list(self.compiled.execute(*self._actions))
-            self._actions = [None] * len(self.handles)
+        self._actions[self._index[id(handle)]] = actions
+        if len(self._actions) == len(self.handles):
+            actions, self._actions = self._actions, {}
+            self._refs = list(self.compiled.execute(*(actions[k] for k in range(len(actions)))))
 
     def answer(self, handle: Any, remaining: float | None) -> Any:
         """``handle``'s node's answer to the last step within ``remaining`` seconds (None: no
@@ -78,8 +74,8 @@ class StepGraph:
         return pickle.loads(message)
 
     def teardown(self) -> None:
-        """End the graph (bounded by Ray's own teardown timeout); Ray's log of the actors that
-        are already gone is kept quiet: their deaths were reported as errors."""
+        """End the graph (bounded by Ray's teardown timeout), Ray's log of the actors already
+        gone kept quiet (their deaths were reported as errors)."""
         compiled, self.compiled = self.compiled, None
         if compiled is None:
             return

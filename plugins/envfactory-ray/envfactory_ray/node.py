@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -97,8 +98,7 @@ class NodeActor:
             self.close()
 
     def describe(self) -> tuple[str, Any]:
-        """Where the actor runs and what its envs are (as ``EnvActor.describe``), and
-        ``children``: the processes it started (the inner workers and their fork server)."""
+        """As ``EnvActor.describe``, and ``children``: the processes it started."""
         if self.init_failure is not None:
             status, payload = self.init_failure
             if status == INNER:  # (says where it runs: the error names the node)
@@ -107,15 +107,14 @@ class NodeActor:
         return OK, {**placed(), "envs": self.envs, "children": descendants(os.getpid())}
 
     def step(self, actions: Any) -> tuple[str, Any]:
-        """``Cmd.STEP``: one step of the inner env; its batch is the answer."""
         try:
             return OK, self.inner.step(actions)
         except Exception as exc:
             return self._fault(exc)
 
     def graph_step(self, actions: Any) -> bytes:
-        """A step of the compiled graph, its answer kept for a caller whose graph broke; it leaves
-        pickled (the graph's buffer is reused at the next step)."""
+        """A step of the compiled graph, its answer kept (`kept`) and sent pickled (the graph's
+        buffer is reused at the next step)."""
         with self._graph_lock:
             answer = self.step(actions)
             self.graph_steps, self._kept_answer = self.graph_steps + 1, answer
@@ -131,8 +130,7 @@ class NodeActor:
             return self.step(actions)
 
     def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
-        """Any env command of [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record (and the
-        plugin's own `KEPT`)."""
+        """Any env command of `Cmd` (and the plugin's own `KEPT`)."""
         try:
             if cmd == Cmd.STEP:
                 return self.step(data)
@@ -163,10 +161,8 @@ class NodeActor:
         return OK, out
 
     def open_channel(self, authkey: bytes) -> tuple[str, int]:
-        """A direct connection to the vectorized env for every later command (`channel`):
-        listens on this node's address for one client that proves ``authkey``, and serves it
-        from a thread of this actor; returns the address."""
-        import threading
+        """Listen on this node's address for one client that proves ``authkey`` (the vectorized
+        env) and serve its later commands from a thread (`_serve`); returns the address."""
         from multiprocessing.connection import Listener
 
         import ray
@@ -178,14 +174,17 @@ class NodeActor:
         return listener.address
 
     def _serve(self, listener: Any) -> None:
-        """Answer each ``(cmd, data)`` of the channel as `handle` (``close`` last), both ways
-        by `Wire`; an answer that cannot be pickled is the env's error."""
+        """Answer each ``(cmd, data)`` as `handle` (``close`` last), both ways by `Wire`."""
         try:
             with listener:
                 conn = listener.accept()  # (one client, the vectorized env; else it ends)
         except Exception:
             return
-        _no_delay(conn)
+        try:  # (no Nagle delay: a message over 16 KiB is two writes)
+            with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         wire = Wire()
         with conn:
             while True:
@@ -209,7 +208,6 @@ class NodeActor:
                     return
 
     def close(self) -> tuple[str, Any]:
-        """Close the inner env (its workers exit; its fork server ends with this actor)."""
         if self.inner is not None:
             inner, self.inner = self.inner, None
             inner.close()
@@ -259,8 +257,7 @@ class NodeActor:
     def _fault(self, exc: BaseException) -> tuple[str, Any]:
         """An exception of the inner env as an answer: an env's own ``(ERROR, Failure)``, or
         ``(INNER, (kind, what, where, placed))`` for an inner worker's fault (``kind``: ``env``,
-        ``died`` or ``timeout``; ``where``: the worker, its pid and envs; ``placed``: set by
-        `describe` for a fault of the start), which `ActorHandle` raises as ``subproc`` would."""
+        ``died`` or ``timeout``; ``placed``: set by `describe`)."""
         if not isinstance(exc, WorkerError):
             return ERROR, failure_of(exc, pickles)
         envs = [self.start + i for i in exc.env_indices]
@@ -277,18 +274,6 @@ class NodeActor:
             return INNER, ("timeout", "did not answer", where, None)
         how = exc.signal or (f"exit code {exc.exitcode}" if exc.exitcode is not None else "")
         return INNER, ("died", f"died ({how})" if how else "died", where, None)
-
-
-def _no_delay(conn: Any) -> None:
-    """No Nagle delay on the channel's socket (a message over 16 KiB is two writes)."""
-    import socket
-
-    try:
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-        with sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except OSError:
-        pass
 
 
 def descendants(pid: int) -> list[int]:

@@ -71,7 +71,13 @@ def connect(address: str | None) -> bool:
             _session["users"] += 1
             return True
         if address is not None and address.startswith("ray://"):
-            _check_client(address)
+            try:  # (Ray Client needs ray[client]; Ray's own helper moved: ray.init() says it)
+                from ray._private.utils import get_ray_client_dependency_error as missing
+            except ImportError:
+                missing = lambda: None  # noqa: E731
+            why = missing()
+            if why is not None:
+                raise _client_error(address, str(why))
         try:
             ray.init(
                 address=address,
@@ -99,17 +105,6 @@ def connect(address: str | None) -> bool:
         return True
 
 
-def _check_client(address: str) -> None:
-    """A ``ray://`` address goes through Ray Client, which needs ``ray[client]``."""
-    try:
-        from ray._private.utils import get_ray_client_dependency_error
-    except ImportError:  # (Ray's own helper moved: ray.init() says it, see connect)
-        return
-    missing = get_ray_client_dependency_error()
-    if missing is not None:
-        raise _client_error(address, str(missing))
-
-
 def _client_error(address: str, why: str) -> ConfigError:
     return ConfigError(
         f"vectorizer=ray: vectorizer.address={address!r} is a Ray Client address, which needs "
@@ -119,17 +114,15 @@ def _client_error(address: str, why: str) -> ConfigError:
 
 
 def _disconnect(owned: bool) -> None:
+    """Shut Ray down if envfactory started it and this was its last user."""
     import ray
 
-    if not owned:
-        return
     with _session_lock:
-        if not _session["owned"]:
-            return
-        _session["users"] -= 1
-        if _session["users"] <= 0:
-            _session["owned"], _session["users"] = False, 0
-            ray.shutdown()
+        if owned and _session["owned"]:
+            _session["users"] -= 1
+            if _session["users"] <= 0:
+                _session["owned"], _session["users"] = False, 0
+                ray.shutdown()
 
 
 class RayGroup(WorkerGroup):
@@ -172,18 +165,21 @@ class RayGroup(WorkerGroup):
         self.env_id = env_label(env_fns[0])
 
     def start(self) -> None:
-        self._owned = connect(self.address)
-        env_fns, self.env_fns = self.env_fns, []
-        self._launch(env_fns, self.in_series)
-
-    def _launch(self, env_fns: list, in_series: int | None) -> None:
-        """Place the actors (``in_series`` envs each; null: as many actors as the cluster's
-        CPUs hold at ``num_cpus`` each) and start them."""
+        """Join Ray, place the actors (``in_series`` envs each; null: as many actors as the
+        cluster's CPUs hold at ``num_cpus`` each) and start them."""
         import ray
 
+        self._owned = connect(self.address)
+        env_fns, self.env_fns, in_series = self.env_fns, [], self.in_series
         total = float(ray.cluster_resources().get("CPU", 0.0))
-        if self.in_actor and self.num_cpus is None:
-            self.num_cpus = _smallest_node_cpus()
+        if self.in_actor and self.num_cpus is None:  # the smallest live node's: one actor a node
+            cpus = [n.get("Resources", {}).get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+            if not any(cpus):
+                raise ConfigError(
+                    "vectorizer=ray: vectorizer.in_actor needs a node with CPUs, and the Ray "
+                    "cluster has none (see `ray status`); add a node with CPUs"
+                )
+            self.num_cpus = min(float(c) for c in cpus if c > 0)
         per_actor = self.num_cpus or 0.0
         slots = int(total // per_actor) if per_actor > 0 else int(total)
         plan = plan_split(self.num_envs, in_series=in_series, cpus=max(1, slots), load=0.0)
@@ -197,18 +193,13 @@ class RayGroup(WorkerGroup):
         self._cls = ray.remote(NodeActor if self.in_actor else EnvActor)
 
         def args(n: int) -> tuple:  # what a node actor takes beyond its envs
-            if not self.in_actor:
-                return ()
             return (inner_workers(n, per_actor), self.env.timeout, self.env.restart)
 
-        self.set_handles(
-            [
-                ActorHandle(
-                    k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args(b - a), self.placement
-                )
-                for k, (a, b) in enumerate(split)
-            ]
-        )
+        self.set_handles([
+            ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus,
+                        args(b - a) if self.in_actor else (), self.placement)
+            for k, (a, b) in enumerate(split)
+        ])  # fmt: skip
         self._batch = StepBatch()
         for h in self._actor_handles:
             h.channels = self.channels
@@ -256,13 +247,8 @@ class RayGroup(WorkerGroup):
                     infos = merge_block(infos, answer[4], h.start, self.num_envs)
         else:
             infos = self.merge_answers(handles, [answer[4] for answer in results])
-        return (
-            self.out(self._obs),
-            self._rewards.copy(),
-            self._terms.copy(),
-            self._truncs.copy(),
-            infos,
-        )
+        obs, rewards, terms = self.out(self._obs), self._rewards.copy(), self._terms.copy()
+        return obs, rewards, terms, self._truncs.copy(), infos
 
     def post_step(self, actions: Any) -> None:
         graph = self._step_graph() if self.compiled_graph else None
@@ -271,8 +257,8 @@ class RayGroup(WorkerGroup):
             self._batch.handles = self._actor_handles
 
     def _step_graph(self) -> StepGraph | None:
-        """The graph over this step's node actors: the last one, or a new one; None while an
-        actor is not started, was gone at the last compile, or once Ray refused to compile."""
+        """The graph over the node actors: the last one, or a new one; None while an actor
+        is not started, was gone at the last compile, or once Ray refused to compile."""
         handles = self._actor_handles
         graph, ids = self._graph, [h.actor_id for h in handles]
         if graph is not None and (graph.broken or ids != graph.actor_ids):  # (other actors now)
@@ -356,35 +342,29 @@ class RayGroup(WorkerGroup):
         return sorted(n for n, t in self._lost.items() if now - t < LOST_NODE_SECONDS)
 
     def release(self, everything: bool) -> None:
-        """Wait (bounded) for the killed actors' processes on this node to exit, then let
-        go of the Ray session (shut down if envfactory started it and this was its last
-        user)."""
+        """Wait (5 s at most) for the killed actors' processes on this node to exit, then let go
+        of the Ray session (`_disconnect`)."""
+        import ray
+
         try:
             self._drop_graph()
-            self._wait_gone(5.0)
+            here = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+            mine = [h for h in self._actor_handles if here and h.node_id == here]
+            pids = {p for h in mine for p in [h.pid, *h.children] if p is not None}
+            end = time.monotonic() + 5.0
+            while pids and time.monotonic() < end:
+                for pid in list(pids):
+                    try:
+                        os.kill(pid, 0)
+                    except ProcessLookupError:
+                        pids.discard(pid)
+                    except PermissionError:
+                        pass
+                if pids:
+                    time.sleep(0.02)
         finally:
             owned, self._owned = self._owned, False
             _disconnect(owned)
-
-    def _wait_gone(self, seconds: float) -> None:
-        import ray
-
-        if not ray.is_initialized():
-            return
-        here = ray.get_runtime_context().get_node_id()
-        pids = {h.pid for h in self._actor_handles if h.pid is not None and h.node_id == here}
-        pids |= {p for h in self._actor_handles if h.node_id == here for p in h.children}
-        end = time.monotonic() + seconds
-        while pids and time.monotonic() < end:
-            for pid in list(pids):
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    pids.discard(pid)
-                except PermissionError:
-                    pass
-            if pids:
-                time.sleep(0.02)
 
 
 class RayVecEnv(RemoteVecEnv):
@@ -444,10 +424,9 @@ def _check_runtime_env(value: dict[str, Any]) -> None:
     except ImportError:  # (Ray's own check is missing: it raises when the actors start)
         return
     except Exception as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(
-            f"vectorizer.runtime_env={value!r}: Ray refuses it: {text} (see Ray's runtime_env "
-            "fields: env_vars, pip, uv, conda, working_dir, py_modules, ...)"
+            f"vectorizer.runtime_env={value!r}: Ray refuses it: {first_line(exc)} (see Ray's "
+            "runtime_env fields: env_vars, pip, uv, conda, working_dir, py_modules, ...)"
         ) from None
 
 
@@ -501,23 +480,8 @@ def _too_many_cpus(actors: int, per_actor: float, total: float, in_series: int) 
     return head + f"{lower}: one actor cannot take more CPUs than the local Ray has; {cluster}"
 
 
-def _smallest_node_cpus() -> float:
-    """The CPUs of the smallest live node that has any (``num_cpus`` null with ``in_actor``:
-    one actor per node, on a cluster of equal nodes)."""
-    import ray
-
-    cpus = [float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")]
-    cpus = [c for c in cpus if c > 0]
-    if not cpus:
-        raise ConfigError(
-            "vectorizer=ray: vectorizer.in_actor needs a node with CPUs, and the Ray cluster "
-            "has none (see `ray status`); add a node with CPUs"
-        )
-    return min(cpus)
-
-
 def _warn(message: str) -> None:
-    """A ``RuntimeWarning`` pointing at the user's line (the first frame outside envfactory)."""
+    """A ``RuntimeWarning`` at the user's line (the first frame outside envfactory)."""
     frame, level = sys._getframe(1), 2
     while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("envfactory"):
         frame, level = frame.f_back, level + 1

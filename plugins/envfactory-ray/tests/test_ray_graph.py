@@ -17,7 +17,7 @@ import pytest
 from envfactory_ray.graph import StepGraph
 from envfactory_ray.plugin import build_ray
 from envfactory_ray.pool import RayPool
-from test_ray_node import ACTIONS, maker, node
+from test_ray_node import ACTIONS, assert_gone, maker, node
 
 import envfactory
 from envfactory.testing import check_same_as_dummy
@@ -107,7 +107,9 @@ def test_an_actor_lost_during_a_step_is_rebuilt_the_other_keeps_its_step_and_gra
         old = envs.group._graph
         envs.step_async(ACTIONS)
         time.sleep(0.3)  # (both nodes are in their 1 s step)
+        pid = envs.pids[1]
         ray.kill(envs.actors[1], no_restart=True)
+        assert_gone([pid])  # ray.kill returns before the actor dies: its step may end first
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             obs, rew, _, trunc, infos = envs.step_wait()
