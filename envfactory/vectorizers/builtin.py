@@ -76,12 +76,8 @@ def _build(
     split = plan_for(env_fns, options, fallback)
     envs: gym.vector.VectorEnv
     if not split.workers:
-        envs = build_dummy(
-            env_fns,
-            autoreset_mode=options.get("autoreset_mode", "next_step"),
-            copy=options.get("copy", True),
-            seeding=options.get("seeding", "offset"),
-        )
+        kept = ("autoreset_mode", "copy", "seeding")  # (the options dummy takes)
+        envs = build_dummy(env_fns, **{k: options[k] for k in kept if k in options})
         envs.split = split
     elif options.get("batch_size") is not None:
         from .asyncpool.pool import SubprocPool

@@ -134,9 +134,6 @@ class DummyVecEnv(VecEnvBase):
         return [None] * len(r.indices)
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        if self._holds:
-            self._holds = False
-            HOLD.unuse()
         self._runner.close()
 
 

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
+from ..config.checks import check_choice, check_int
 from ..errors import ConfigError
 from .plan.launch import check_descriptors, context_of, payload, start_process, step_seconds
 from .plan.options import START_METHODS, SubprocAtariConfig, SubprocConfig
@@ -68,15 +69,11 @@ class SubprocGroup(WorkerGroup):
         split: Split | None = None,
     ) -> None:
         super().__init__()
-        if context not in START_METHODS:
-            raise ConfigError(
-                f"vectorizer.context must be one of {', '.join(START_METHODS)}, got {context!r}"
-            )
-        if spin_us < 0:
-            raise ConfigError(f"vectorizer.spin_us must be >= 0, got {spin_us!r}")
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
         self.uint8_images, self.use_handoff = uint8_images, handoff
         self.context, self.spin_us, self.shared_memory = context, spin_us, shared_memory
+        check_choice(self, "context", START_METHODS)  # (the config's checks, for a direct build)
+        check_int(self, "spin_us", 0)
         if split is None:
             asked = {"in_series": in_series, "in_parent": in_parent, "context": context}
             split = plan_for(env_fns, {**asked, "uint8_images": uint8_images}, load=load)
@@ -265,15 +262,22 @@ class SubprocVecEnv(RemoteVecEnv):
         split: Split | None = None,
         **options: Any,
     ) -> None:
-        if split is None:
-            split = plan_for(env_fns, {**options, "in_parent": in_parent}, load=load)
+        self.split, group, faults = group_of(env_fns, split, options, in_parent=in_parent, load=load)
         #: how many envs (the last ones) this process steps itself
-        self.in_parent = split.in_parent
-        self.split = split
-        faults = pop_faults(options)
-        options.pop("in_series", None)  # (the split's)
-        group = SubprocGroup(env_fns, split=split, **options)
+        self.in_parent = self.split.in_parent
         super().__init__(group, autoreset_mode, **faults)
+
+
+def group_of(
+    env_fns: Sequence[Callable[[], gym.Env]], split: Split | None, options: dict, **asked: Any
+) -> tuple[Split, SubprocGroup, dict]:
+    """A build's plan (``split``, else planned here), its `SubprocGroup` and fault options."""
+    load = asked.pop("load", None)
+    if split is None:
+        split = plan_for(env_fns, {**options, **asked}, load=load)
+    faults = pop_faults(options)
+    options.pop("in_series", None)  # (the split's)
+    return split, SubprocGroup(env_fns, split=split, **options), faults
 
 
 def plan_for(

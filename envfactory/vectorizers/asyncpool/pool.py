@@ -12,9 +12,8 @@ import numpy as np
 from gymnasium.vector.utils import create_empty_array
 
 from ...errors import ConfigError
-from ..front.remote_env import pop_faults
 from ..record import Split
-from ..subproc import SubprocGroup, plan_for
+from ..subproc import SubprocGroup, group_of
 from ..transport.board import Waiter
 from ..transport.handle import WorkerHandle
 from ..transport.pipe import PipeHandle
@@ -47,12 +46,9 @@ class SubprocPool(PoolVecEnv):
                 "SubprocPool needs a batch_size (an integer in [1, num_envs]); for a "
                 "synchronous VecEnv use SubprocVecEnv (vectorizer.batch_size=null)"
             )
-        if split is None:
-            split = plan_for(env_fns, {**options, "batch_size": batch_size})
-        self.split = split
         autoreset_mode = options.pop("autoreset_mode", "next_step")
-        faults = pop_faults(options)
-        group = SubprocGroup(env_fns, handoff=False, split=split, **options)
+        options["handoff"] = False
+        self.split, group, faults = group_of(env_fns, split, options, batch_size=batch_size)
         super().__init__(group, batch_size, _PipeSite, autoreset_mode, **faults)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from collections.abc import Callable
@@ -13,10 +14,11 @@ from gymnasium.vector.utils import batch_space, iterate
 
 from ...errors import InvalidActionError, ResetNeededError
 from ..front.base import action_checker
-from ..front.checks import check_env_ids, check_recv_timeout, seeds_for, show_ids
+from ..front.checks import check_env_ids, seeds_for, show_ids
 from ..front.group import WorkerGroup
 from ..front.remote_env import RemoteVecEnv
 from ..worker.protocol import Reset
+from ..transport.ctrl_c import check_wait_timeout
 from .scheduler import HOLD, PoolBackend, PoolScheduler
 
 __all__ = ["PoolVecEnv", "take_rows"]
@@ -121,7 +123,7 @@ class PoolVecEnv(RemoteVecEnv):
         take from its send (None: the vectorizer's; 0: a poll, else ``NotReadyError``). Raises
         ``NoPendingCallError`` (too few in flight) or ``ValueError``."""
         self._check_ready("recv", "recv")
-        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
+        limit = self._limit(timeout, "recv")
         want: int | list[int] = self.batch_size
         if env_ids is not None:
             want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
@@ -140,7 +142,7 @@ class PoolVecEnv(RemoteVecEnv):
         """Every env done, once ``at_least`` are or, ``wait`` seconds from now, one is
         (Tianshou's ``wait_num``/``timeout``). Raises ``NoPendingCallError`` or ``ValueError``."""
         self._check_ready("recv_ready", "recv")
-        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
+        limit = self._limit(timeout, "recv_ready")
         if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.num_envs:
             raise ValueError(
                 f"recv_ready(at_least={at_least!r}): at_least must be an int in [1, "
@@ -160,12 +162,10 @@ class PoolVecEnv(RemoteVecEnv):
         self.send(actions, env_ids)
         return self.recv()
 
-    def _drained(self, name: str, what: str) -> None:
-        self._guard.enter(name)
-        try:
-            self.pool.expect_drained(what)
-        finally:
-            self._guard.leave()
+    def _limit(self, timeout: Any, what: str) -> float | None:
+        """A recv's ``timeout`` (`check_wait_timeout`; None: the vectorizer's, ``inf``: none)."""
+        seconds = self.timeout if timeout is None else check_wait_timeout(timeout, what)
+        return None if seconds == math.inf else seconds
 
     def _guarded(self, name: str, kind: str, call: Callable[..., Any], *args: Any) -> Any:
         """``call(*args)`` under the call guard, the front checked again under it, with the
@@ -182,12 +182,13 @@ class PoolVecEnv(RemoteVecEnv):
 
     # -- the synchronous calls of the VectorEnv: every env, none in flight ---------------
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
-        self._drained("reset_async", "reset")  # (a lost result is superseded by the reset)
+        # (drained: a lost result is superseded by the reset)
+        self._guarded("reset_async", "reset", self.pool.expect_drained, "reset")
         self.pool.forget(range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist())
         super()._start_reset(seeds, options, mask)
 
     def _start_step(self, actions: Any) -> None:
-        self._drained("step_async", "step")
+        self._guarded("step_async", "step", self.pool.expect_drained, "step")
         super()._start_step(actions)
         self.pool.forget(range(self.num_envs))  # (every env's pool result is superseded)
 

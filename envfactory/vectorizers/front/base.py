@@ -14,7 +14,7 @@ from gymnasium.vector.utils import batch_space
 
 from ...errors import ConfigError, InvalidActionError, ResetNeededError
 from ..record import RunRecord, Split, run_record_of
-from ..transport.ctrl_c import PendingCall
+from ..transport.ctrl_c import HOLD, PendingCall
 from ..transport.shared import obs_copier
 from .checks import (
     autoreset_mode,
@@ -121,6 +121,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     """
 
     env_id: str = ""
+    _holds = False  # (True while this env uses the Ctrl-C hold)
 
     #: how the envs were placed and why ([`Split`][envfactory.vectorizers.record.Split])
     split: Split | None = None
@@ -298,6 +299,9 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
                 stacklevel=2,
             )
         try:
+            if self._holds:  # (the Ctrl-C hold this env used: `HOLD.use`)
+                self._holds = False
+                HOLD.unuse()
             self._do_close(timeout, terminate)
         finally:
             self.closed = True

@@ -124,12 +124,9 @@ class RemoteVecEnv(VecEnvBase):
         group: the workers, not started yet (started here; closed if that fails).
         autoreset_mode: ``next_step``, ``same_step`` or ``disabled``.
         seeding: ``offset`` or ``spawn``.
-        timeout: seconds one call may take (None: forever).
-        restart: rebuild a worker that failed during ``step``/``reset`` (needs a group with
-            ``respawn`` and ``last_obs``).
-        max_restarts: restarts allowed per worker per ``restart_window`` seconds.
-        restart_window: seconds over which ``max_restarts`` counts.
-        copy: return a copy of the observation batch.
+
+    The rest, keyword-only, are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'
+    (``restart`` needs a group with ``respawn`` and ``last_obs``).
     """
 
     _resumes = True  # (a call is cut only in its wait, which it repeats: `CallState`)
@@ -280,9 +277,6 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
 
     def _do_close(self, timeout: float | None, terminate: bool) -> None:
-        if getattr(self, "_holds", False):
-            self._holds = False
-            HOLD.unuse()
         group = self.group
         group.env = weakref.proxy(self)  # (again: the garbage collector clears them before __del__)
         guard = self._guard
