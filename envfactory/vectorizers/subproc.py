@@ -262,7 +262,8 @@ class SubprocVecEnv(RemoteVecEnv):
         split: Split | None = None,
         **options: Any,
     ) -> None:
-        self.split, group, faults = group_of(env_fns, split, options, in_parent=in_parent, load=load)
+        asked = {"in_parent": in_parent, "load": load}
+        self.split, group, faults = group_of(env_fns, split, options, **asked)
         #: how many envs (the last ones) this process steps itself
         self.in_parent = self.split.in_parent
         super().__init__(group, autoreset_mode, **faults)

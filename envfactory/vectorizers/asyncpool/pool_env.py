@@ -17,8 +17,8 @@ from ..front.base import action_checker
 from ..front.checks import check_env_ids, seeds_for, show_ids
 from ..front.group import WorkerGroup
 from ..front.remote_env import RemoteVecEnv
-from ..worker.protocol import Reset
 from ..transport.ctrl_c import check_wait_timeout
+from ..worker.protocol import Reset
 from .scheduler import HOLD, PoolBackend, PoolScheduler
 
 __all__ = ["PoolVecEnv", "take_rows"]

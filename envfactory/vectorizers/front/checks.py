@@ -3,7 +3,6 @@ vectorized env (checked before anything reaches an env) and what a worker answer
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,7 +18,6 @@ from ...errors import (
     ResetNeededError,
     SpaceMismatchError,
 )
-from ..transport.ctrl_c import not_seconds
 
 __all__ = [
     "autoreset_mode",
