@@ -270,14 +270,10 @@ class WorkerGroup:
         budget = CLOSE_TIMEOUT if timeout is None else timeout
         try:
             asked = []
-            for h in [] if terminate else self.handles:
-                if not h.alive:
-                    continue
-                try:
-                    h.send(Cmd.CLOSE, None)
-                except Exception:  # gone, or its transport shut down (killed after a timeout):
-                    continue  # it is killed below either way
-                asked.append(h)
+            for h in [] if terminate else [h for h in self.handles if h.alive]:
+                with contextlib.suppress(Exception):  # gone, or its transport shut down (killed
+                    h.send(Cmd.CLOSE, None)  # after a timeout): it is killed below either way
+                    asked.append(h)
             deadline = time.monotonic() + budget
             closed = []
             for h in asked:
