@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import weakref
 from collections.abc import Callable
@@ -14,10 +13,9 @@ from gymnasium.vector.utils import batch_space, iterate
 
 from ...errors import InvalidActionError, ResetNeededError
 from ..front.base import action_checker
-from ..front.checks import check_env_ids, seeds_for, show_ids
+from ..front.checks import check_env_ids, check_recv_timeout, seeds_for, show_ids
 from ..front.group import WorkerGroup
 from ..front.remote_env import RemoteVecEnv
-from ..transport.ctrl_c import check_wait_timeout
 from ..worker.protocol import Reset
 from .scheduler import HOLD, PoolBackend, PoolScheduler
 
@@ -123,7 +121,7 @@ class PoolVecEnv(RemoteVecEnv):
         take from its send (None: the vectorizer's; 0: a poll, else ``NotReadyError``). Raises
         ``NoPendingCallError`` (too few in flight) or ``ValueError``."""
         self._check_ready("recv", "recv")
-        limit = self._limit(timeout, "recv")
+        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
         want: int | list[int] = self.batch_size
         if env_ids is not None:
             want = check_env_ids(env_ids, self.num_envs, "recv(env_ids")
@@ -142,7 +140,7 @@ class PoolVecEnv(RemoteVecEnv):
         """Every env done, once ``at_least`` are or, ``wait`` seconds from now, one is
         (Tianshou's ``wait_num``/``timeout``). Raises ``NoPendingCallError`` or ``ValueError``."""
         self._check_ready("recv_ready", "recv")
-        limit = self._limit(timeout, "recv_ready")
+        limit = self.timeout if timeout is None else check_recv_timeout(timeout)
         if not isinstance(at_least, int | np.integer) or not 1 <= at_least <= self.num_envs:
             raise ValueError(
                 f"recv_ready(at_least={at_least!r}): at_least must be an int in [1, "
@@ -161,11 +159,6 @@ class PoolVecEnv(RemoteVecEnv):
             return super().step(actions)
         self.send(actions, env_ids)
         return self.recv()
-
-    def _limit(self, timeout: Any, what: str) -> float | None:
-        """A recv's ``timeout`` (`check_wait_timeout`; None: the vectorizer's, ``inf``: none)."""
-        seconds = self.timeout if timeout is None else check_wait_timeout(timeout, what)
-        return None if seconds == math.inf else seconds
 
     def _guarded(self, name: str, kind: str, call: Callable[..., Any], *args: Any) -> Any:
         """``call(*args)`` under the call guard, the front checked again under it, with the

@@ -3,6 +3,7 @@ vectorized env (checked before anything reaches an env) and what a worker answer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,10 +19,12 @@ from ...errors import (
     ResetNeededError,
     SpaceMismatchError,
 )
+from ..transport.ctrl_c import not_seconds
 
 __all__ = [
     "autoreset_mode",
     "check_env_ids",
+    "check_recv_timeout",
     "check_seeds",
     "check_spaces",
     "composite_checker",
@@ -170,6 +173,18 @@ def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededEr
         f"envs {idx} finished an episode and autoreset_mode is 'disabled': reset them with "
         "envs.reset(options={'reset_mask': mask}) before stepping them again"
     )
+
+
+def check_recv_timeout(timeout: Any) -> float | None:
+    """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None)."""
+    if timeout is None:
+        return None
+    if not_seconds(timeout):
+        raise ValueError(
+            f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
+            "vectorizer.timeout) or a number of seconds >= 0"
+        )
+    return None if timeout == math.inf else float(timeout)
 
 
 def show_ids(ids: Sequence[Any], limit: int = 8) -> str:
