@@ -11,14 +11,9 @@ from ...config.checks import check_bool, check_choice, check_int
 from ...errors import OptionError
 
 __all__ = [
-    "START_METHODS",
-    "AutoConfig",
-    "FaultOptions",
-    "SubprocAtariConfig",
-    "SubprocConfig",
-    "check_fault_options",
-    "check_split",
-]
+    "START_METHODS", "AutoConfig", "FaultOptions", "SubprocAtariConfig", "SubprocConfig",
+    "check_fault_options", "check_split"
+]  # fmt: skip
 
 START_METHODS = ("fork", "forkserver", "spawn")
 

@@ -14,13 +14,9 @@ from ..transport.handle import split_envs
 from .options import check_split
 
 __all__ = [
-    "CHEAP_STEP_SECONDS",
-    "default_in_series",
-    "image_split",
-    "others_running",
-    "parent_share",
-    "plan_split",
-]
+    "CHEAP_STEP_SECONDS", "default_in_series", "image_split", "others_running", "parent_share",
+    "plan_split"
+]  # fmt: skip
 
 
 def plan_split(

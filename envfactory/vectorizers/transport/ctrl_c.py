@@ -25,14 +25,9 @@ import numpy as np
 from ...errors import AlreadyPendingError, ClosedError, NoPendingCallError, VecEnvBrokenError
 
 __all__ = [
-    "HOLD",
-    "CallGuard",
-    "CallState",
-    "PendingCall",
-    "check_wait_timeout",
-    "held_ctrl_c",
-    "not_seconds",
-]
+    "HOLD", "CallGuard", "CallState", "PendingCall", "check_wait_timeout", "held_ctrl_c",
+    "not_seconds"
+]  # fmt: skip
 
 _SIGINT = int(signal.SIGINT)
 

@@ -16,15 +16,9 @@ import numpy as np
 from ..front.infos import plain_key
 
 __all__ = [
-    "INFO_KEYS",
-    "IN_COLUMNS",
-    "ColumnRows",
-    "InfoColumns",
-    "Schema",
-    "fits",
-    "learn",
-    "schema_of",
-]
+    "INFO_KEYS", "IN_COLUMNS", "ColumnRows", "InfoColumns", "Schema", "fits", "learn", "relearn",
+    "schema_of"
+]  # fmt: skip
 
 #: the most scalar info keys a step may carry through the columns
 INFO_KEYS = 8
@@ -110,6 +104,16 @@ def learn(schema: Schema | None, calls: list[tuple[int, dict[str, Any]]], n: int
     if schema is not None and fits(schema, calls, n):
         return schema
     return schema_of(calls, n) or schema
+
+
+def relearn(side: Any, calls: list[tuple[int, dict[str, Any]]], n: int) -> bool:
+    """`learn` into ``side.schema`` (a worker, or its handle), a new one counted in
+    ``side.schemas``: True if it changed."""
+    new = learn(side.schema, calls, n)
+    if new == side.schema:
+        return False
+    side.schema, side.schemas = new, side.schemas + 1
+    return True
 
 
 class InfoColumns:

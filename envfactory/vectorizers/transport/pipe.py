@@ -38,7 +38,7 @@ from .board import (
 )
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
-from .infocols import IN_COLUMNS, InfoColumns, Schema, learn
+from .infocols import IN_COLUMNS, InfoColumns, Schema, relearn
 
 __all__ = ["PipeHandle"]
 
@@ -326,10 +326,7 @@ class PipeHandle(WorkerHandle):
                 self._rmsg = None
                 raise err
             if seq == self._learn_at and payload[1] is None and payload[0]:  # the worker's rule
-                schema = learn(self.schema, payload[0], self.stop - self.start)
-                if schema != self.schema:
-                    self.schema = schema
-                    self.schemas += 1
+                relearn(self, payload[0], self.stop - self.start)
                 self._learn_at = -1
             self.answer = (seq, payload)
         self._rmsg = None

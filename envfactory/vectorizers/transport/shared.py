@@ -21,14 +21,9 @@ from .board import SLOT_WORDS
 from .infocols import INFO_KEYS, InfoColumns
 
 __all__ = [
-    "Layout",
-    "ResultWriter",
-    "SharedBuffers",
-    "concatenate_checked",
-    "layout_for",
-    "obs_copier",
-    "supports_shared_memory",
-]
+    "Layout", "ResultWriter", "SharedBuffers", "concatenate_checked", "layout_for", "obs_copier",
+    "supports_shared_memory"
+]  # fmt: skip
 
 _BOXLIKE = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 

@@ -14,14 +14,7 @@ from gymnasium.vector import AutoresetMode
 from ..front.checks import autoreset_mode
 from ..transport.handle import env_label
 
-__all__ = [
-    "Recover",
-    "Recoverable",
-    "RecoverableFn",
-    "after_reset",
-    "after_step",
-    "recovered_step",
-]
+__all__ = ["Recover", "Recoverable", "RecoverableFn", "after_reset", "after_step", "recovered_step"]
 
 
 class Recover(str, Enum):

@@ -26,7 +26,7 @@ from ..transport.board import (
     signal_eventfd,
     sleep_until,
 )
-from ..transport.infocols import IN_COLUMNS, InfoColumns, Schema, fits, learn
+from ..transport.infocols import IN_COLUMNS, InfoColumns, Schema, fits, relearn
 from ..transport.shared import ResultWriter, SharedBuffers
 from .protocol import (
     ERROR,
@@ -225,12 +225,8 @@ class _Worker:
                     msg = IN_COLUMNS
             if msg == 0 and (calls or obs is not None):
                 answer = self.sender.dumps((seq, OK, result))
-                if calls and obs is None:  # the parent learns from the same infos
-                    new = learn(schema, calls, n)
-                    if new != schema:
-                        self.schema = new
-                        self.schemas += 1
-                        wake.slot[SCHEMAS] = self.schemas
+                if calls and obs is None and relearn(self, calls, n):  # the parent too
+                    wake.slot[SCHEMAS] = self.schemas
         except Exception as exc:
             answer = self.sender.dumps((seq, ERROR, failure_of(exc, dumps)))
         wake.finish(seq, 1 if answer is not None else msg)
