@@ -14,15 +14,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from .protocol import Cmd
-from .recovery import (
-    LOST,
-    REDONE,
-    RESET,
-    RESET_FLAGGED,
-    after_reset,
-    after_step,
-    recovered_step,
-)
+from .recovery import LOST, REDONE, RESET, RESET_FLAGGED, after_reset, after_step, recovered_step
 
 __all__ = ["EnvHost", "EnvRunner", "InfoCalls", "call_env"]
 

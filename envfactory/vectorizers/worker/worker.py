@@ -28,16 +28,7 @@ from ..transport.board import (
 )
 from ..transport.infocols import IN_COLUMNS, InfoColumns, Schema, fits, relearn
 from ..transport.shared import ResultWriter, SharedBuffers
-from .protocol import (
-    ERROR,
-    OK,
-    Cmd,
-    EnvInfo,
-    Sender,
-    WorkerSpec,
-    dumps,
-    failure_of,
-)
+from .protocol import ERROR, OK, Cmd, EnvInfo, Sender, WorkerSpec, dumps, failure_of
 from .runner import EnvHost
 
 __all__ = ["worker_main"]
