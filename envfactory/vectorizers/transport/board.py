@@ -159,12 +159,9 @@ class Waiter:
 
 
 def sleep_until(
-    flag: tuple[np.ndarray, Any],
-    ready: Callable[[], bool],
-    poll: Any,
-    deadline: float | None,
+    flag: tuple[np.ndarray, Any], ready: Callable[[], bool], poll: Any, deadline: float | None,
     woke: Callable[[list], bool],
-) -> bool:
+) -> bool:  # fmt: skip
     """The sleeping half of every wait: raise the sleeping word(s) ``words[key]`` (``flag``), a
     barrier, check ``ready()`` again, else sleep in ``poll`` (the one place a Ctrl-C goes
     through) for at most `SLEEP_SLICE_MS`; ``woke(events)`` drains the eventfds (False: stop).

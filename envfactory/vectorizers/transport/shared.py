@@ -67,11 +67,8 @@ def _align(n: int, a: int = 64) -> int:
 
 
 def layout_for(
-    space: gym.Space | None,
-    num_envs: int,
-    action_space: gym.Space | None = None,
-    workers: int = 0,
-) -> Layout:
+    space: gym.Space | None, num_envs: int, action_space: gym.Space | None = None, workers: int = 0,
+) -> Layout:  # fmt: skip
     """Where each buffer lies (observations of ``space`` unless None; actions when
     ``action_space`` is Box-like, else by pipe; one control slot per worker)."""
     pos = 0

@@ -39,11 +39,9 @@ class EnvRunner:
         self.autoreset = np.zeros(n, dtype=np.bool_)
 
     def reset(
-        self,
-        seeds: Sequence[int | None],
-        options: dict[str, Any] | None,
+        self, seeds: Sequence[int | None], options: dict[str, Any] | None,
         mask: np.ndarray | None = None,
-    ) -> InfoCalls:
+    ) -> InfoCalls:  # fmt: skip
         """Reset every env (or those of ``mask``): reward 0, flags False. ``options`` reach an
         env as given (None: the keyword is left out, for an env whose ``reset`` takes none)."""
         calls: InfoCalls = []
