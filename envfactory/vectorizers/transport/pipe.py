@@ -138,9 +138,9 @@ class PipeHandle(WorkerHandle):
             with contextlib.suppress(OSError):  # no such group: it was never made, or is gone
                 os.killpg(self._pid, signal.SIGKILL)
         p = self.process
-        if p is not None and p.pid is not None and p.is_alive():
-            p.kill()
         if p is not None and p.pid is not None:
+            if p.is_alive():
+                p.kill()
             p.join(5.0)
 
     def join(self, timeout: float) -> None:
@@ -148,11 +148,9 @@ class PipeHandle(WorkerHandle):
             self.process.join(timeout)
 
     def close(self) -> None:
-        if self.process is not None:
-            try:  # release its sentinel fds now, not when this object is collected
+        if self.process is not None:  # its sentinel fds now, not when this object is collected
+            with contextlib.suppress(ValueError):  # (unkillable: D state)
                 self.process.close()
-            except ValueError:  # pragma: no cover - unkillable (D state)
-                pass
         self.forget()
 
     def forget(self) -> None:

@@ -71,9 +71,7 @@ class EnvRunner:
             env = envs[i]
             if mode == NEXT_STEP and autoreset[i]:
                 obs[i], info = env.reset()
-                rewards[i] = 0.0
-                terms[i] = False
-                truncs[i] = False
+                rewards[i], terms[i], truncs[i] = 0.0, False, False
             else:
                 obs[i], rewards[i], terms[i], truncs[i], info = env.step(action)
                 if mode == SAME_STEP and (terms[i] or truncs[i]):
