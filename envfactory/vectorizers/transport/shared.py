@@ -1,7 +1,5 @@
-"""The shared region of a group's workers: the batched observations of every Box-like leaf,
-rewards, flags, actions, the control slots (`board`) and the info columns (`infocols`), in
-one anonymous memory file (``memfd_create``: nothing can outlive the processes), whose fd
-each worker gets over its pipe once it has reported its spaces."""
+"""The shared region of a group's workers (observations, rewards, flags, actions, control
+slots, info columns) in one ``memfd_create`` file: nothing can outlive the processes."""
 
 from __future__ import annotations
 
@@ -143,9 +141,8 @@ class SharedBuffers:
 
 
 class ResultWriter:
-    """The ``collect`` of a worker's (or the parent's own envs') `EnvHost`: the runner's
-    results of envs ``start:`` into the region, and the `StepResult` answer (the
-    observations when they are not in shared memory; None for the envs not in ``mask``)."""
+    """An `EnvHost`'s ``collect``: the runner's results of envs ``start:`` into the region,
+    and the `StepResult` (observations not in shared memory; None for those not in ``mask``)."""
 
     def __init__(self, start: int) -> None:
         self.start = start
@@ -176,8 +173,7 @@ class ResultWriter:
 def _leaf_error(
     path: str, i: int, value: Any, shape: tuple[int, ...], dtype: np.dtype
 ) -> ObservationError | None:
-    """Why ``value`` cannot be env ``i``'s leaf of ``shape`` and ``dtype`` (None if it can:
-    that shape, a dtype that casts within its kind)."""
+    """Why ``value`` cannot be env ``i``'s leaf of ``shape`` and ``dtype`` (None: it can)."""
     want = f"the observation space expects shape {shape} and dtype {dtype}"
     fix = "; return observations that fit env.observation_space (or wrap the env in an "
     fix += "ObservationWrapper that reshapes or casts them)"
@@ -199,8 +195,7 @@ def _leaf_error(
 
 
 def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
-    """A writer of env ``i``'s observation into ``target`` (a nest of batch arrays) that
-    checks it first; of a Dict/Tuple space, a check alone."""
+    """A checked writer of env ``i``'s observation into ``target`` (of a space: a check)."""
     if isinstance(target, gym.spaces.Dict | gym.spaces.Tuple):
         target = target.spaces
     if isinstance(target, dict):
@@ -268,8 +263,7 @@ def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any
 
 
 def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
-    """A copier of a batch of ``space`` 's observations: ``ndarray.copy`` for Box-like
-    leaves, through Dict and Tuple, else ``copy.deepcopy``."""
+    """A copier of a batch of ``space``'s observations (``ndarray.copy`` for Box-like leaves)."""
     if isinstance(space, _BOXLIKE):
         return np.ndarray.copy
     if isinstance(space, gym.spaces.Dict):  # (built once: a step's copy walks nothing)

@@ -47,8 +47,7 @@ class WorkerWake:
         self.sleep_poll: Any = None
 
     def wait(self, poller: Poller, parent_alive: Callable[[], bool]) -> int:
-        """The seq of the next slot step (> 0), 0 for a pipe message, -1: the main process is
-        gone."""
+        """The next slot step's seq (> 0), 0: a pipe message, -1: the main process is gone."""
         slot, last, pipe, go = self.slot, self.last, poller.ready, self.go
 
         def ready() -> bool:
@@ -75,8 +74,7 @@ class WorkerWake:
         return 0
 
     def finish(self, seq: int, msg: int) -> None:
-        """Report step ``seq`` done; ``msg``: 1 answer by pipe, `IN_COLUMNS` infos in columns,
-        else 0."""
+        """Report step ``seq`` done (``msg``: the slot's MSG word)."""
         slot = self.slot
         slot[MSG] = msg
         fence()
