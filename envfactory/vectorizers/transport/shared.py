@@ -79,19 +79,11 @@ def layout_for(
         return at, dtype.str, shape
 
     obs = _walk(space, entry) if space is not None else None
-    rewards = pos
-    pos = _align(pos + 8 * num_envs)
-    flags = pos
-    pos = _align(pos + 2 * num_envs)
-    actions = None
-    if action_space is not None and isinstance(action_space, _BOXLIKE):
-        actions = _walk(action_space, entry)
-    control = pos
-    pos = _align(pos + 8 * SLOT_WORDS * workers)
-    infos = -1
-    if workers:
-        infos = pos
-        pos = _align(pos + 8 * INFO_KEYS * num_envs)
+    rewards, pos = pos, _align(pos + 8 * num_envs)
+    flags, pos = pos, _align(pos + 2 * num_envs)
+    actions = _walk(action_space, entry) if isinstance(action_space, _BOXLIKE) else None
+    control, pos = pos, _align(pos + 8 * SLOT_WORDS * workers)
+    infos, pos = (pos, _align(pos + 8 * INFO_KEYS * num_envs)) if workers else (-1, pos)
     return Layout(num_envs, obs, rewards, flags, max(pos, 64), actions, control, workers, infos)
 
 
