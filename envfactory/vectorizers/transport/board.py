@@ -76,19 +76,12 @@ RECENT = 8
 
 
 class Waiter:
-    """How a side waits for the other, learnt from its recent waits (a wake-up costs
-    25-300 us on a VM, more than a cheap env step):
-
-    - expected short (the shortest of the last ``RECENT``, at most ``MAX_NAP``): nap until
-      ``NAP_MARGIN`` before its expected end (a timed sleep: nobody need wake it), then spin
-      (``sched_yield``) up to ``max_spin`` past it;
-    - longer: spin up to ``max_spin`` only while the average wait is below it, else sleep
-      until woken.
-
-    A spin that ends without the answer (an oversubscribed machine) makes the next 1, 3,
-    7, ... 63 waits sleep at once. ``max_spin = 0``: never spin nor nap; ``nap=False`` (a
-    pipe, whose writer wakes the reader anyway): spin only.
-    """
+    """How a side waits for the other, learnt from its recent waits (docs/concepts/
+    vectorizers.md): a short one (the shortest of the last ``RECENT``, up to ``MAX_NAP``) is
+    napped through to ``NAP_MARGIN`` before its end, then spun up to ``max_spin`` past it; a
+    longer one spins ``max_spin`` only while the average wait is below it, else sleeps. A spin
+    that misses makes the next 1, 3, 7, ... 63 waits sleep at once. ``max_spin = 0``: never
+    spin nor nap; ``nap=False`` (a pipe): spin only."""
 
     __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "recent", "skip")
 
