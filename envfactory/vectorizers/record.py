@@ -7,12 +7,7 @@ import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = [
-    "RunRecord",
-    "Split",
-    "WorkerRestarts",
-    "run_record_of",
-]
+__all__ = ["RunRecord", "Split", "WorkerRestarts", "run_record_of"]
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,6 @@ from .worker.protocol import WorkerSpec
 from .worker.worker import WorkerWake, worker_main
 
 __all__ = [
-    "NO_INFOS",
-    "Board",
-    "ColumnRows",
-    "Layout",
-    "LocalHandle",
-    "PipeHandle",
-    "SharedBuffers",
-    "Waiter",
-    "WorkerSpec",
-    "WorkerWake",
-    "layout_for",
-    "supports_shared_memory",
-    "worker_main",
-]
+    "NO_INFOS", "Board", "ColumnRows", "Layout", "LocalHandle", "PipeHandle", "SharedBuffers",
+    "Waiter", "WorkerSpec", "WorkerWake", "layout_for", "supports_shared_memory", "worker_main"
+]  # fmt: skip

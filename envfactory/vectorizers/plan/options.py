@@ -11,14 +11,9 @@ from ...config.checks import check_bool, check_choice, check_int
 from ...errors import OptionError
 
 __all__ = [
-    "START_METHODS",
-    "AutoConfig",
-    "FaultOptions",
-    "SubprocAtariConfig",
-    "SubprocConfig",
-    "check_fault_options",
-    "check_split",
-]
+    "START_METHODS", "AutoConfig", "FaultOptions", "SubprocAtariConfig", "SubprocConfig",
+    "check_fault_options", "check_split"
+]  # fmt: skip
 
 START_METHODS = ("fork", "forkserver", "spawn")
 
@@ -129,16 +124,14 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
     """``batch_size`` and ``in_parent`` against ``num_envs``: the one check of both."""
     if batch_size is not None and not _int_in(batch_size, 1, num_envs):
         raise OptionError(
-            "batch_size",
-            batch_size,
+            "batch_size", batch_size,
             f"an integer in [1, num_envs={num_envs}] or null (null: a synchronous VecEnv)",
             hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})",
             path=path,
         )
     if in_parent is not None and not _int_in(in_parent, 0, num_envs - 1):
         raise OptionError(
-            "in_parent",
-            in_parent,
+            "in_parent", in_parent,
             f"an integer in [0, num_envs - 1 = {num_envs - 1}] or null (auto): the "
             "parent steps that many envs itself, and at least one must be in a worker",
             hint=f"Lower vectorizer.in_parent or raise num_envs (now {num_envs}); for "
@@ -147,8 +140,7 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
         )
     if batch_size is not None and in_parent:
         raise OptionError(
-            "in_parent",
-            in_parent,
+            "in_parent", in_parent,
             f"0 or null with vectorizer.batch_size={batch_size} (the async pool steps every env "
             "in a worker)",
             hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",

@@ -14,29 +14,17 @@ from ..transport.handle import split_envs
 from .options import check_split
 
 __all__ = [
-    "CHEAP_STEP_SECONDS",
-    "default_in_series",
-    "image_split",
-    "others_running",
-    "parent_share",
-    "plan_split",
-]
+    "CHEAP_STEP_SECONDS", "default_in_series", "image_split", "others_running", "parent_share",
+    "plan_split"
+]  # fmt: skip
 
 
 def plan_split(
-    num_envs: int,
-    *,
-    in_series: int | None = None,
-    in_parent: int | None = 0,
-    batch_size: int | None = None,
-    timeout: float | None = None,
-    restart: bool = False,
-    images: bool = False,
-    fallback: bool = False,
-    load: float | None = None,
-    probe: Callable[[], float | None] | None = None,
-    cpus: int | None = None,
-) -> Split:
+    num_envs: int, *, in_series: int | None = None, in_parent: int | None = 0,
+    batch_size: int | None = None, timeout: float | None = None, restart: bool = False,
+    images: bool = False, fallback: bool = False, load: float | None = None,
+    probe: Callable[[], float | None] | None = None, cpus: int | None = None,
+) -> Split:  # fmt: skip
     """The split of ``num_envs`` envs, decided once before any is built: envs per worker,
     the last envs this process steps, and why. The options as configured (``timeout`` ``inf``
     is None); ``images``: ``subproc-atari``; ``fallback``: ``auto``; ``load``: other programs'
@@ -139,15 +127,9 @@ def _running(pids: list[int]) -> int:
 
 
 def parent_share(
-    num_envs: int,
-    in_parent: int | None,
-    in_series: int | None,
-    timeout: float | None,
-    restart: bool,
-    images: bool,
-    load: float | None = None,
-    cpus: int | None = None,
-) -> int:
+    num_envs: int, in_parent: int | None, in_series: int | None, timeout: float | None,
+    restart: bool, images: bool, load: float | None = None, cpus: int | None = None,
+) -> int:  # fmt: skip
     """The envs the parent steps: ``in_parent``, or (null) a worker's share when a core is idle."""
     if in_parent is not None:
         return int(in_parent)
@@ -166,13 +148,9 @@ def parent_share(
 
 
 def image_split(
-    num_envs: int,
-    in_parent: int | None,
-    timeout: float | None,
-    restart: bool,
-    load: float | None = None,
-    cpus: int | None = None,
-) -> tuple[int, int]:
+    num_envs: int, in_parent: int | None, timeout: float | None, restart: bool,
+    load: float | None = None, cpus: int | None = None,
+) -> tuple[int, int]:  # fmt: skip
     """``subproc-atari``'s default ``(in_parent, in_series)``."""
     share = parent_share(num_envs, in_parent, None, timeout, restart, False, load, cpus)
     return share, default_in_series(num_envs - share, share > 0, None, cpus)
@@ -189,12 +167,9 @@ def _load_words(load: float | None, cpus: int | None = None) -> str:
 
 
 def explain_split(
-    requested: Mapping[str, Any],
-    slices: list[tuple[int, int]],
-    in_parent: int,
-    load: float | None,
+    requested: Mapping[str, Any], slices: list[tuple[int, int]], in_parent: int, load: float | None,
     cpus: int | None = None,
-) -> Split:
+) -> Split:  # fmt: skip
     """The `Split` a build decided, with its reason in words (``requested``: the options)."""
     workers = [b - a for a, b in slices]
     cpus = _cpus(cpus)

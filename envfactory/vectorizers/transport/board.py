@@ -1,17 +1,9 @@
-"""The board: a step handed to the workers through their control slots in the shared
-region, and the one waiting policy of the subprocess backend.
-
-Each worker has a control slot of two cache lines: the parent writes the first (``CMD``: the
-step it asks for; ``PARENT_SLEEPING``), the worker the second (``DONE``: the step it
-finished; ``MSG``: 1 if a pipe message follows, `IN_COLUMNS` if its infos are in the info
-columns; ``WORKER_SLEEPING``; ``SCHEMAS``). A side naps and spins through a wait it expects
-to be short (`Waiter`), else sleeps in ``poll`` on its eventfd and pipe (`sleep_until`: a
-worker that dies wakes the parent at once): it raises its sleeping word, issues a barrier
-and checks again; the other side writes its word, a barrier, and the eventfd only if the
-sleeping word is set (Dekker's handshake). `Board` posts a step to every worker of a group
-at once and waits for all of them; anything else (a timeout, a dead worker, a Ctrl-C) is
-left to each worker's own wait (`PipeHandle.recv`, which reads the slot again).
-"""
+"""The board (a step handed to the workers through their control slots) and the one waiting
+policy (`Waiter`, `sleep_until`). A worker's slot is two cache lines: the parent writes
+``CMD`` (the step asked) and ``PARENT_SLEEPING``, the worker ``DONE`` (the step finished),
+``MSG`` (1: a pipe message follows; `IN_COLUMNS`: infos in the columns), ``WORKER_SLEEPING``
+and ``SCHEMAS``. A sleeper raises its word, a barrier, checks again; the other side writes,
+a barrier, and signals the eventfd only if the word is set (Dekker's handshake)."""
 
 from __future__ import annotations
 
@@ -84,19 +76,12 @@ RECENT = 8
 
 
 class Waiter:
-    """How a side waits for the other, learnt from its recent waits (a wake-up costs
-    25-300 us on a VM, more than a cheap env step):
-
-    - expected short (the shortest of the last ``RECENT``, at most ``MAX_NAP``): nap until
-      ``NAP_MARGIN`` before its expected end (a timed sleep: nobody need wake it), then spin
-      (``sched_yield``) up to ``max_spin`` past it;
-    - longer: spin up to ``max_spin`` only while the average wait is below it, else sleep
-      until woken.
-
-    A spin that ends without the answer (an oversubscribed machine) makes the next 1, 3,
-    7, ... 63 waits sleep at once. ``max_spin = 0``: never spin nor nap; ``nap=False`` (a
-    pipe, whose writer wakes the reader anyway): spin only.
-    """
+    """How a side waits for the other, learnt from its recent waits (docs/concepts/
+    vectorizers.md): a short one (the shortest of the last ``RECENT``, up to ``MAX_NAP``) is
+    napped through to ``NAP_MARGIN`` before its end, then spun up to ``max_spin`` past it; a
+    longer one spins ``max_spin`` only while the average wait is below it, else sleeps. A spin
+    that misses makes the next 1, 3, 7, ... 63 waits sleep at once. ``max_spin = 0``: never
+    spin nor nap; ``nap=False`` (a pipe): spin only."""
 
     __slots__ = ("avg", "backoff", "k", "max_spin", "nap", "recent", "skip")
 
@@ -159,16 +144,12 @@ class Waiter:
 
 
 def sleep_until(
-    flag: tuple[np.ndarray, Any],
-    ready: Callable[[], bool],
-    poll: Any,
-    deadline: float | None,
+    flag: tuple[np.ndarray, Any], ready: Callable[[], bool], poll: Any, deadline: float | None,
     woke: Callable[[list], bool],
-) -> bool:
-    """The sleeping half of every wait: raise the sleeping word(s) ``words[key]`` (``flag``), a
-    barrier, check ``ready()`` again, else sleep in ``poll`` (the one place a Ctrl-C goes
-    through) for at most `SLEEP_SLICE_MS`; ``woke(events)`` drains the eventfds (False: stop).
-    True once ready; False past ``deadline`` (``time.monotonic()``; None) or if ``woke`` says."""
+) -> bool:  # fmt: skip
+    """The sleeping half of every wait: raise ``words[key]`` (``flag``), check ``ready()``
+    again, else sleep in ``poll`` (a Ctrl-C goes through) up to `SLEEP_SLICE_MS`; ``woke``
+    drains the eventfds. True once ready; False past ``deadline`` or if ``woke`` says."""
     words, key = flag
     try:
         while True:
@@ -256,9 +237,8 @@ class Board:
         self._pipes: dict[int, int] = {}  # pipe -> worker (the rest are eventfds)
 
     def post(self, actions: Any) -> bool:
-        """Ask every worker for a step: one copy, one write, one barrier, and the
-        eventfds of the sleeping workers only. False (nothing done): the actions do not
-        fit the shared buffer (they go by pipe), or a worker has a cut message to finish."""
+        """Ask every worker for a step (one copy, one write, one barrier, the sleepers'
+        eventfds). False (nothing done): by pipe, or a worker has a cut message to finish."""
         buf = self.actions
         if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
             return False
@@ -282,9 +262,8 @@ class Board:
         return True
 
     def wait(self, deadline: float | None) -> list[Any] | None:
-        """Each worker's answer (a StepResult; None: it follows by pipe, the caller reads
-        it) once all are done; or None: the per-worker path takes over (the deadline
-        passed, or a pipe woke the wait)."""
+        """Each worker's StepResult (None: by pipe) once all are done; or None: the
+        per-worker path takes over (past the deadline, or a pipe woke the wait)."""
         self.posted = False
         done, seqs = self.done, self.seqs
         if done.tolist() == seqs:  # (a list compare: cheaper than numpy's for a few workers)
@@ -315,8 +294,7 @@ class Board:
         return answers
 
     def _fds(self) -> Any:
-        """One ``select.poll`` over every worker's eventfd and pipe (made again after a
-        worker is rebuilt: `forget_fds`)."""
+        """One ``select.poll`` over every worker's eventfd and pipe (see `forget_fds`)."""
         if self._poll is None:
             poll, self._pipes = select.poll(), {w.fileno(): k for k, w in enumerate(self.workers)}
             for w in self.workers:
@@ -327,9 +305,8 @@ class Board:
 
     def _sleep(self, ready: Any, deadline: float | None, wake: Callable[[int], bool]) -> bool:
         """`sleep_until` for every worker at once (False: past ``deadline``, or ``wake(k)``
-        said a pipe event of worker ``k`` ends the wait). A pipe ``wake`` lets be (False is
-        not returned for it: a worker whose answer is there, or one that owes nothing) is
-        left out of the poll until the wait ends: no busy loop on a hang-up."""
+        ended the wait on worker ``k``'s pipe; a pipe it lets be leaves the poll until the
+        wait ends: no busy loop on a hang-up)."""
         quiet, poll = [], self._fds()
 
         def woke(events: list) -> bool:
@@ -351,11 +328,9 @@ class Board:
                 poll.register(fd, _POLL_IN)
 
     def ready(self, owing: Sequence[PipeHandle], timeout: float | None, spin: bool) -> list:
-        """The pool's wait, "the first ready" beside `wait`'s "all": the workers of ``owing``
-        whose answer (or end) is there, waiting up to ``timeout`` seconds (0: look only;
-        None: no limit) for the first, by ``waiter``'s policy (``spin``: may spin) and the
-        same sleep as `wait`. A slot step is looked for in its slot; pipes are polled only
-        when a step went by pipe, and always by the sleep (a dead worker wakes it)."""
+        """The pool's wait ("the first ready"): the workers of ``owing`` whose answer (or
+        end) is there, waiting up to ``timeout`` seconds (0: look only; None: no limit) for
+        the first. Pipes are polled when a step went by pipe, and by the sleep."""
         piped = [w for w in owing if not w.via_slot]
         poll, pipes, workers = self._fds() if piped else None, self._pipes, self.workers
         woken: list = []  # workers whose pipe woke the sleep

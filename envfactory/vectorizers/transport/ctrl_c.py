@@ -25,14 +25,9 @@ import numpy as np
 from ...errors import AlreadyPendingError, ClosedError, NoPendingCallError, VecEnvBrokenError
 
 __all__ = [
-    "HOLD",
-    "CallGuard",
-    "CallState",
-    "PendingCall",
-    "check_wait_timeout",
-    "held_ctrl_c",
-    "not_seconds",
-]
+    "HOLD", "CallGuard", "CallState", "PendingCall", "check_wait_timeout", "held_ctrl_c",
+    "not_seconds"
+]  # fmt: skip
 
 _SIGINT = int(signal.SIGINT)
 
@@ -115,8 +110,7 @@ class _CtrlC:
                     self.lent = None
 
     def waiting(self, wait: Callable[[Any], Any], limit: Any) -> Any:
-        """``wait(limit)``, letting a held call's Ctrl-C through (one held is raised first;
-        inside `held_ctrl_c`, none)."""
+        """``wait(limit)``, letting a Ctrl-C through (a held one first; none in `held_ctrl_c`)."""
         if self.depth == 0 or self.shut or get_ident() != self.main:
             return wait(limit)
         self._raise_pending()
@@ -127,8 +121,7 @@ class _CtrlC:
             self.open = was
 
     def decoding(self, decode: Callable[[Any], Any], raw: Any) -> Any:
-        """``decode(raw)`` (an answer's unpickling, safe to repeat): a second Ctrl-C goes
-        through at once."""
+        """``decode(raw)`` (safe to repeat): a second Ctrl-C goes through at once."""
         was, self.second = self.second, True
         try:
             return decode(raw)
@@ -171,8 +164,7 @@ _FIRST = {
 
 
 class CallState:
-    """The pending-call state: a call is refused (`_check_ready`), started (`_start_for`)
-    and finished (`_wait_for`) through it."""
+    """The pending-call state: `_check_ready`, `_start_for`, `_wait_for`."""
 
     closed: bool
     #: the fault that left the env unusable (None: usable; set by ``RemoteVecEnv.apply``)
@@ -188,8 +180,8 @@ class CallState:
     _resumes: bool = False
 
     def _check_ready(self, what: str, call: str) -> None:
-        """Raise why ``what`` (a start of ``call``) cannot run: closed, broken (named first)
-        or a call pending. Called only when a cheap test says one holds."""
+        """Raise why ``what`` (a start of ``call``) cannot run: closed, broken or a call
+        pending (called once a cheap test says one holds)."""
         if self.closed:
             raise ClosedError(
                 f"{what}() on a closed {type(self).__name__}; make a new one with "
@@ -242,10 +234,8 @@ class CallState:
         self, kind: PendingCall, finish: Callable[[Any], Any], timeout: Any, what: str = ""
     ) -> Any:
         """``finish(timeout)``, the backend's wait for ``kind`` (``what``: a public
-        ``*_wait()``, its state and ``timeout`` checked first), then which envs are done (may
-        run twice). Nothing is pending after it, but a Ctrl-C: before the batch was in hand
-        it stays pending if the backend can finish it, after, the batch is kept (``_held``).
-        No call between ``finish``'s end and the return lets an interrupt in."""
+        ``*_wait()``, checked first), then which envs are done. A Ctrl-C before the batch is
+        in hand leaves it pending if the backend can finish it; after, it is kept (``_held``)."""
         if what:
             if self.closed:
                 self._check_ready(what, kind.value)
@@ -320,9 +310,8 @@ def _on_stack(frame: FrameType) -> bool:  # (below the caller's caller, in this 
 
 
 class CallGuard:
-    """One call at a time, by the process that made the env: `enter` marks one in progress
-    (``active``: name, thread, entering frame), `leave` ends it. Another thread, a forked
-    child and a call re-entered while the first one's frame is on the stack are refused."""
+    """One call at a time, by the process that made the env (``active``: name, thread,
+    frame); another thread, a forked child and a re-entered call are refused."""
 
     __slots__ = ("active", "label", "lock", "owner_pid")
 

@@ -1,10 +1,7 @@
-"""A step's scalar infos through the shared region's *info columns* (``INFO_KEYS`` words
-per env) instead of a pickled pipe message. The *schema* (`schema_of`) says which key goes
-in which column: each key's *leaves* (a plain scalar, or a dict of them), *dense* (in every
-env) or *sparse* (a presence column first). Both sides `learn` it from the same answers, so
-it is never sent; infos that do not `fits` it (keys gymnasium's merge treats apart, values
-past 8 bytes or ``uint64``, more than ``INFO_KEYS`` columns) go by pipe. A restarted worker
-starts with no schema on both sides."""
+"""A step's scalar infos through the region's *info columns* (``INFO_KEYS`` words per env).
+The *schema* (`schema_of`) maps each key's *leaves* (a scalar, or a dict of them) to columns,
+*dense* or *sparse* (a presence column first); both sides `learn` it from the same answers
+(never sent, none after a restart). Infos that do not `fits` it go by pipe."""
 
 from __future__ import annotations
 
@@ -16,15 +13,9 @@ import numpy as np
 from ..front.infos import plain_key
 
 __all__ = [
-    "INFO_KEYS",
-    "IN_COLUMNS",
-    "ColumnRows",
-    "InfoColumns",
-    "Schema",
-    "fits",
-    "learn",
-    "schema_of",
-]
+    "INFO_KEYS", "IN_COLUMNS", "ColumnRows", "InfoColumns", "Schema", "fits", "learn", "relearn",
+    "schema_of"
+]  # fmt: skip
 
 #: the most scalar info keys a step may carry through the columns
 INFO_KEYS = 8
@@ -112,6 +103,16 @@ def learn(schema: Schema | None, calls: list[tuple[int, dict[str, Any]]], n: int
     return schema_of(calls, n) or schema
 
 
+def relearn(side: Any, calls: list[tuple[int, dict[str, Any]]], n: int) -> bool:
+    """`learn` into ``side.schema`` (a worker, or its handle), a new one counted in
+    ``side.schemas``: True if it changed."""
+    new = learn(side.schema, calls, n)
+    if new == side.schema:
+        return False
+    side.schema, side.schemas = new, side.schemas + 1
+    return True
+
+
 class InfoColumns:
     """The info columns: ``INFO_KEYS`` 8-byte words per env, int64 or float64 by the schema."""
 
@@ -122,8 +123,8 @@ class InfoColumns:
     def write(
         self, schema: Schema, calls: list[tuple[int, dict[str, Any]]], start: int, n: int
     ) -> bool:
-        """Put a step's infos that fit ``schema`` into the columns of envs ``start:start +
-        n``; False if a value does not fit (an int past int64: then by pipe)."""
+        """Put a step's infos into the columns of envs ``start:start + n`` (False: a value
+        does not fit, as an int past int64)."""
         c = 0
         try:
             for key, sparse, leaves in schema:
@@ -177,10 +178,9 @@ class InfoColumns:
     def merged(
         self, schema: Schema, rows: Any, have: np.ndarray | None = None
     ) -> dict[str, Any] | None:
-        """What `merge_infos` makes of the `read` pairs of the batch's ``rows`` (a slice or
-        the env ids), one numpy operation per column; ``have``: the rows the columns hold
-        this step (None: all). None for a ``np.bool_`` value (gymnasium's merge keeps it in
-        an object array): merge the pairs then."""
+        """What `merge_infos` makes of the `read` pairs of ``rows`` (a slice or env ids), one
+        numpy operation per column (``have``: the rows held; None: all). None for a
+        ``np.bool_`` value (gymnasium's merge keeps it in an object array)."""
         ints, floats = self.ints, self.floats
         n = len(ints[0, rows])
         found, c = [], 0

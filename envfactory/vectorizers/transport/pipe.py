@@ -1,8 +1,6 @@
-"""``subproc``'s worker handle: a pipe, a control slot in the shared region and two
-eventfds to one worker process (see `board`). Messages are read and written whole on a
-non-blocking pipe, so every wait is bounded and a Ctrl-C (held for the call, `ctrl_c`) goes
-through only in the wait for an answer to begin, which `recv` repeats (an answer read whole
-stays in the handle; the async pool's ``unsent`` is what is left to write)."""
+"""``subproc``'s worker handle: a non-blocking pipe, a control slot and two eventfds (`board`).
+A Ctrl-C goes through only in the wait for an answer to begin, which `recv` repeats (an
+answer read whole stays here; ``unsent``: what is left of a message to write)."""
 
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ from .board import (
 )
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
-from .infocols import IN_COLUMNS, InfoColumns, Schema, learn
+from .infocols import IN_COLUMNS, InfoColumns, Schema, relearn
 
 __all__ = ["PipeHandle"]
 
@@ -46,9 +44,8 @@ _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 class PipeHandle(WorkerHandle):
-    """A step whose actions fit the shared buffer goes through the control slot (its answer by
-    pipe only with infos, pickled observations or an error), anything else is one pickled
-    message. Each message gets a new ``seq`` (`sent`); a late answer is dropped."""
+    """A step whose actions fit the shared buffer goes through the control slot, anything
+    else is one pickled message; each gets a new ``seq`` (`sent`), a late answer is dropped."""
 
     resumable = True
     own_wait = True
@@ -138,9 +135,9 @@ class PipeHandle(WorkerHandle):
             with contextlib.suppress(OSError):  # no such group: it was never made, or is gone
                 os.killpg(self._pid, signal.SIGKILL)
         p = self.process
-        if p is not None and p.pid is not None and p.is_alive():
-            p.kill()
         if p is not None and p.pid is not None:
+            if p.is_alive():
+                p.kill()
             p.join(5.0)
 
     def join(self, timeout: float) -> None:
@@ -148,11 +145,9 @@ class PipeHandle(WorkerHandle):
             self.process.join(timeout)
 
     def close(self) -> None:
-        if self.process is not None:
-            try:  # release its sentinel fds now, not when this object is collected
+        if self.process is not None:  # its sentinel fds now, not when this object is collected
+            with contextlib.suppress(ValueError):  # (unkillable: D state)
                 self.process.close()
-            except ValueError:  # pragma: no cover - unkillable (D state)
-                pass
         self.forget()
 
     def forget(self) -> None:
@@ -202,8 +197,8 @@ class PipeHandle(WorkerHandle):
         self._flush()
 
     def _flush(self) -> None:
-        """Write what is left of the message (``unsent``); a worker that does not read it
-        within ``write_timeout`` (or, with none, by a held Ctrl-C) is killed (`recv` says so)."""
+        """Write ``unsent``; a worker that does not read it within ``write_timeout`` (or, with
+        none, by a held Ctrl-C) is killed (`recv` says so)."""
         fd, poll = self._fd, None
         t = self.write_timeout
         deadline = None if t is None else time.monotonic() + t
@@ -272,7 +267,7 @@ class PipeHandle(WorkerHandle):
 
     def _read_some(self, call: str) -> bool:
         """Read one whole message into ``_rmsg`` (True: none has begun); a begun one is read
-        to its end with Ctrl-C held, so no part of one is kept (TimeoutError past deadline)."""
+        to its end with Ctrl-C held (TimeoutError past the deadline)."""
         head = self._read(4, call, first=True)
         if head is None:
             return True
@@ -326,10 +321,7 @@ class PipeHandle(WorkerHandle):
                 self._rmsg = None
                 raise err
             if seq == self._learn_at and payload[1] is None and payload[0]:  # the worker's rule
-                schema = learn(self.schema, payload[0], self.stop - self.start)
-                if schema != self.schema:
-                    self.schema = schema
-                    self.schemas += 1
+                relearn(self, payload[0], self.stop - self.start)
                 self._learn_at = -1
             self.answer = (seq, payload)
         self._rmsg = None

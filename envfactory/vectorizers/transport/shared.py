@@ -1,7 +1,5 @@
-"""The shared region of a group's workers: the batched observations of every Box-like leaf,
-rewards, flags, actions, the control slots (`board`) and the info columns (`infocols`), in
-one anonymous memory file (``memfd_create``: nothing can outlive the processes), whose fd
-each worker gets over its pipe once it has reported its spaces."""
+"""The shared region of a group's workers (observations, rewards, flags, actions, control
+slots, info columns) in one ``memfd_create`` file: nothing can outlive the processes."""
 
 from __future__ import annotations
 
@@ -21,14 +19,9 @@ from .board import SLOT_WORDS
 from .infocols import INFO_KEYS, InfoColumns
 
 __all__ = [
-    "Layout",
-    "ResultWriter",
-    "SharedBuffers",
-    "concatenate_checked",
-    "layout_for",
-    "obs_copier",
-    "supports_shared_memory",
-]
+    "Layout", "ResultWriter", "SharedBuffers", "concatenate_checked", "layout_for", "obs_copier",
+    "supports_shared_memory"
+]  # fmt: skip
 
 _BOXLIKE = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
@@ -72,11 +65,8 @@ def _align(n: int, a: int = 64) -> int:
 
 
 def layout_for(
-    space: gym.Space | None,
-    num_envs: int,
-    action_space: gym.Space | None = None,
-    workers: int = 0,
-) -> Layout:
+    space: gym.Space | None, num_envs: int, action_space: gym.Space | None = None, workers: int = 0,
+) -> Layout:  # fmt: skip
     """Where each buffer lies (observations of ``space`` unless None; actions when
     ``action_space`` is Box-like, else by pipe; one control slot per worker)."""
     pos = 0
@@ -89,19 +79,11 @@ def layout_for(
         return at, dtype.str, shape
 
     obs = _walk(space, entry) if space is not None else None
-    rewards = pos
-    pos = _align(pos + 8 * num_envs)
-    flags = pos
-    pos = _align(pos + 2 * num_envs)
-    actions = None
-    if action_space is not None and isinstance(action_space, _BOXLIKE):
-        actions = _walk(action_space, entry)
-    control = pos
-    pos = _align(pos + 8 * SLOT_WORDS * workers)
-    infos = -1
-    if workers:
-        infos = pos
-        pos = _align(pos + 8 * INFO_KEYS * num_envs)
+    rewards, pos = pos, _align(pos + 8 * num_envs)
+    flags, pos = pos, _align(pos + 2 * num_envs)
+    actions = _walk(action_space, entry) if isinstance(action_space, _BOXLIKE) else None
+    control, pos = pos, _align(pos + 8 * SLOT_WORDS * workers)
+    infos, pos = (pos, _align(pos + 8 * INFO_KEYS * num_envs)) if workers else (-1, pos)
     return Layout(num_envs, obs, rewards, flags, max(pos, 64), actions, control, workers, infos)
 
 
@@ -151,9 +133,8 @@ class SharedBuffers:
 
 
 class ResultWriter:
-    """The ``collect`` of a worker's (or the parent's own envs') `EnvHost`: the runner's
-    results of envs ``start:`` into the region, and the `StepResult` answer (the
-    observations when they are not in shared memory; None for the envs not in ``mask``)."""
+    """An `EnvHost`'s ``collect``: the runner's results of envs ``start:`` into the region,
+    and the `StepResult` (observations not in shared memory; None for those not in ``mask``)."""
 
     def __init__(self, start: int) -> None:
         self.start = start
@@ -184,8 +165,7 @@ class ResultWriter:
 def _leaf_error(
     path: str, i: int, value: Any, shape: tuple[int, ...], dtype: np.dtype
 ) -> ObservationError | None:
-    """Why ``value`` cannot be env ``i``'s leaf of ``shape`` and ``dtype`` (None if it can:
-    that shape, a dtype that casts within its kind)."""
+    """Why ``value`` cannot be env ``i``'s leaf of ``shape`` and ``dtype`` (None: it can)."""
     want = f"the observation space expects shape {shape} and dtype {dtype}"
     fix = "; return observations that fit env.observation_space (or wrap the env in an "
     fix += "ObservationWrapper that reshapes or casts them)"
@@ -207,8 +187,7 @@ def _leaf_error(
 
 
 def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
-    """A writer of env ``i``'s observation into ``target`` (a nest of batch arrays) that
-    checks it first; of a Dict/Tuple space, a check alone."""
+    """A checked writer of env ``i``'s observation into ``target`` (of a space: a check)."""
     if isinstance(target, gym.spaces.Dict | gym.spaces.Tuple):
         target = target.spaces
     if isinstance(target, dict):
@@ -276,8 +255,7 @@ def concatenate_checked(space: gym.Space, items: Sequence[Any], out: Any) -> Any
 
 
 def obs_copier(space: gym.Space) -> Callable[[Any], Any]:
-    """A copier of a batch of ``space`` 's observations: ``ndarray.copy`` for Box-like
-    leaves, through Dict and Tuple, else ``copy.deepcopy``."""
+    """A copier of a batch of ``space``'s observations (``ndarray.copy`` for Box-like leaves)."""
     if isinstance(space, _BOXLIKE):
         return np.ndarray.copy
     if isinstance(space, gym.spaces.Dict):  # (built once: a step's copy walks nothing)

@@ -18,24 +18,9 @@ from typing import Any
 from gymnasium.vector import AutoresetMode
 
 __all__ = [
-    "ERROR",
-    "HEADER",
-    "LONG",
-    "OK",
-    "Call",
-    "Cmd",
-    "EnvInfo",
-    "Failure",
-    "Reset",
-    "RestartReset",
-    "Restarted",
-    "Sender",
-    "SetAttr",
-    "StepResult",
-    "WorkerSpec",
-    "dumps",
-    "failure_of",
-]
+    "ERROR", "HEADER", "LONG", "OK", "Call", "Cmd", "EnvInfo", "Failure", "Reset", "RestartReset",
+    "Restarted", "Sender", "SetAttr", "StepResult", "WorkerSpec", "dumps", "failure_of"
+]  # fmt: skip
 
 OK, ERROR = "ok", "error"
 

@@ -14,14 +14,7 @@ from gymnasium.vector import AutoresetMode
 from ..front.checks import autoreset_mode
 from ..transport.handle import env_label
 
-__all__ = [
-    "Recover",
-    "Recoverable",
-    "RecoverableFn",
-    "after_reset",
-    "after_step",
-    "recovered_step",
-]
+__all__ = ["Recover", "Recoverable", "RecoverableFn", "after_reset", "after_step", "recovered_step"]
 
 
 class Recover(str, Enum):
@@ -55,18 +48,9 @@ def after_reset(mask: Any, done: Sequence[bool], mode: AutoresetMode | str) -> l
         >>> [r.value for r in after_reset([1, 0, 0], [0, 1, 0], "next_step")]
         ['redone', 'reset', 'lost']
     """
-    mode = autoreset_mode(mode)
-    out: list[Recover] = []
-    for i, d in enumerate(done):
-        if mask is None or mask[i]:
-            out.append(REDONE)
-        elif d and mode is AutoresetMode.NEXT_STEP:
-            out.append(RESET)
-        elif d and mode is AutoresetMode.DISABLED:
-            out.append(NONE)
-        else:
-            out.append(LOST)
-    return out
+    ended = {AutoresetMode.NEXT_STEP: RESET, AutoresetMode.DISABLED: NONE}
+    then = ended.get(autoreset_mode(mode), LOST)  # an env outside the mask whose episode ended
+    return [REDONE if mask is None or mask[i] else then if d else LOST for i, d in enumerate(done)]
 
 
 def recovered_step(env: Any, armed: Any) -> tuple:

@@ -14,15 +14,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from .protocol import Cmd
-from .recovery import (
-    LOST,
-    REDONE,
-    RESET,
-    RESET_FLAGGED,
-    after_reset,
-    after_step,
-    recovered_step,
-)
+from .recovery import LOST, REDONE, RESET, RESET_FLAGGED, after_reset, after_step, recovered_step
 
 __all__ = ["EnvHost", "EnvRunner", "InfoCalls", "call_env"]
 
@@ -47,11 +39,9 @@ class EnvRunner:
         self.autoreset = np.zeros(n, dtype=np.bool_)
 
     def reset(
-        self,
-        seeds: Sequence[int | None],
-        options: dict[str, Any] | None,
+        self, seeds: Sequence[int | None], options: dict[str, Any] | None,
         mask: np.ndarray | None = None,
-    ) -> InfoCalls:
+    ) -> InfoCalls:  # fmt: skip
         """Reset every env (or those of ``mask``): reward 0, flags False. ``options`` reach an
         env as given (None: the keyword is left out, for an env whose ``reset`` takes none)."""
         calls: InfoCalls = []
@@ -81,9 +71,7 @@ class EnvRunner:
             env = envs[i]
             if mode == NEXT_STEP and autoreset[i]:
                 obs[i], info = env.reset()
-                rewards[i] = 0.0
-                terms[i] = False
-                truncs[i] = False
+                rewards[i], terms[i], truncs[i] = 0.0, False, False
             else:
                 obs[i], rewards[i], terms[i], truncs[i], info = env.step(action)
                 if mode == SAME_STEP and (terms[i] or truncs[i]):

@@ -26,18 +26,9 @@ from ..transport.board import (
     signal_eventfd,
     sleep_until,
 )
-from ..transport.infocols import IN_COLUMNS, InfoColumns, Schema, fits, learn
+from ..transport.infocols import IN_COLUMNS, InfoColumns, Schema, fits, relearn
 from ..transport.shared import ResultWriter, SharedBuffers
-from .protocol import (
-    ERROR,
-    OK,
-    Cmd,
-    EnvInfo,
-    Sender,
-    WorkerSpec,
-    dumps,
-    failure_of,
-)
+from .protocol import ERROR, OK, Cmd, EnvInfo, Sender, WorkerSpec, dumps, failure_of
 from .runner import EnvHost
 
 __all__ = ["worker_main"]
@@ -56,8 +47,7 @@ class WorkerWake:
         self.sleep_poll: Any = None
 
     def wait(self, poller: Poller, parent_alive: Callable[[], bool]) -> int:
-        """The seq of the next slot step (> 0), 0 for a pipe message, -1: the main process is
-        gone."""
+        """The next slot step's seq (> 0), 0: a pipe message, -1: the main process is gone."""
         slot, last, pipe, go = self.slot, self.last, poller.ready, self.go
 
         def ready() -> bool:
@@ -84,8 +74,7 @@ class WorkerWake:
         return 0
 
     def finish(self, seq: int, msg: int) -> None:
-        """Report step ``seq`` done; ``msg``: 1 answer by pipe, `IN_COLUMNS` infos in columns,
-        else 0."""
+        """Report step ``seq`` done (``msg``: the slot's MSG word)."""
         slot = self.slot
         slot[MSG] = msg
         fence()
@@ -225,12 +214,8 @@ class _Worker:
                     msg = IN_COLUMNS
             if msg == 0 and (calls or obs is not None):
                 answer = self.sender.dumps((seq, OK, result))
-                if calls and obs is None:  # the parent learns from the same infos
-                    new = learn(schema, calls, n)
-                    if new != schema:
-                        self.schema = new
-                        self.schemas += 1
-                        wake.slot[SCHEMAS] = self.schemas
+                if calls and obs is None and relearn(self, calls, n):  # the parent too
+                    wake.slot[SCHEMAS] = self.schemas
         except Exception as exc:
             answer = self.sender.dumps((seq, ERROR, failure_of(exc, dumps)))
         wake.finish(seq, 1 if answer is not None else msg)
