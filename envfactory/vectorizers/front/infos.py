@@ -78,12 +78,19 @@ def _is_mask(infos: dict, key: Any) -> bool:
 
 def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
     """Merge ``block``, the merged infos of rows ``start ..``, into ``infos`` (of ``n`` rows)
-    and return it, as merging each env's info in env order would."""
+    and return it, as merging each env's info in env order would. Rows that no block set yet
+    (blocks side by side, each node's a run of envs) take the block's rows in one slice copy:
+    a block is in the rule's layout, its rows out of its mask hold 0 (None)."""
     for key, value in block.items():
         if _is_mask(block, key):
             continue
         mask = block[f"_{key}"]
         stop = start + len(mask)
+        full = infos.get(f"_{key}")
+        if full is None:
+            full, fresh = np.zeros(n, dtype=np.bool_), True
+        else:  # (count_nonzero: a third of any()'s cost)
+            fresh = not np.count_nonzero(full[start:stop])
         merged: Any
         if isinstance(value, dict):
             merged = merge_block(infos.get(key, {}), value, start, n)
@@ -93,14 +100,17 @@ def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
                 merged = (
                     np.full(n, None, dtype=object)
                     if value.dtype == object
-                    else np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+                    else np.zeros(n if value.ndim == 1 else (n, *value.shape[1:]), value.dtype)
                 )
-            rows = merged[start:stop]
-            rows[mask] = value[mask]
-        full = infos.get(f"_{key}")
-        if full is None:
-            full = np.zeros(n, dtype=np.bool_)
-        full[start:stop] |= mask
+            if fresh:
+                merged[start:stop] = value
+            else:
+                rows = merged[start:stop]
+                rows[mask] = value[mask]
+        if fresh:
+            full[start:stop] = mask
+        else:
+            full[start:stop] |= mask
         infos[key], infos[f"_{key}"] = merged, full
     return infos
 

@@ -361,8 +361,16 @@ class ActorHandle(WorkerHandle):
         except ray.exceptions.RayError as exc:  # object lost, node died, ...
             what = f"failed ({type(exc).__name__}: {first_line(exc)})"
             raise self.error(WorkerDiedError, what, call) from exc
-        except (EOFError, OSError) as exc:  # a node actor (or its node) went
-            raise self._gone(call) from exc
+        except (EOFError, OSError) as exc:  # a node actor (or its node) went: Ray says how, in time
+            self._close_channel()
+            try:
+                ray.get(self.actor.describe.remote(), timeout=CHANNEL_TIMEOUT)
+            except ray.exceptions.RayActorError as died:
+                raise self._died(died, call) from exc
+            except Exception:
+                pass
+            what = "lost its connection (the actor did not answer)"
+            raise self.error(WorkerDiedError, what, call) from exc
         if raw is None:  # (the caller kills the actor: WorkerTimeoutError)
             raise TimeoutError
         self._answer = (ref, raw)  # (the ref is kept until then: asked again, the same)
@@ -377,8 +385,19 @@ class ActorHandle(WorkerHandle):
 
         if status == ERROR:
             raise self.remote_error(call, payload)
-        if status == INNER:
-            raise self._inner_fault(payload, call)
+        if status == INNER:  # a node actor's inner fault, naming the inner worker too
+            kind, what, where, placed = payload
+            if placed is not None:
+                self._placed_at(placed)
+            if kind == "timeout":
+                raise TimeoutError(f"its {where} {what}")
+            if kind != "env":
+                raise self.error(WorkerDiedError, f"lost its {where}, which {what}", call)
+            self.inner = where
+            try:
+                raise self.remote_error(call, what)
+            finally:
+                self.inner = ""
         if not self.describing:
             return payload
         self.describing = False
@@ -400,19 +419,6 @@ class ActorHandle(WorkerHandle):
                 )
         return payload["envs"]
 
-    def _gone(self, call: str) -> WorkerError:
-        """A closed channel's error: Ray's word on the actor if it has one in time."""
-        import ray
-
-        self._close_channel()
-        try:
-            ray.get(self.actor.describe.remote(), timeout=CHANNEL_TIMEOUT)
-        except ray.exceptions.RayActorError as exc:
-            return self._died(exc, call)
-        except Exception:
-            pass
-        return self.error(WorkerDiedError, "lost its connection (the actor did not answer)", call)
-
     def _close_channel(self) -> None:
         channel, self.channel = self.channel, None
         try:
@@ -425,21 +431,6 @@ class ActorHandle(WorkerHandle):
         self._pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
         self.actor_id = where["actor_id"] or self.actor_id
         self.children = list(where.get("children", ()))
-
-    def _inner_fault(self, payload: tuple[str, Any, str, Any], call: str) -> Exception:
-        """A node actor's inner fault as ``subproc``'s error, naming the inner worker too."""
-        kind, what, where, placed = payload
-        if placed is not None:
-            self._placed_at(placed)
-        if kind == "timeout":
-            return TimeoutError(f"its {where} {what}")
-        if kind == "env":
-            self.inner = where
-            try:
-                return self.remote_error(call, what)
-            finally:
-                self.inner = ""
-        return self.error(WorkerDiedError, f"lost its {where}, which {what}", call)
 
     def _died(self, exc: Exception, call: str) -> WorkerError:
         """The ``WorkerDiedError`` for Ray's actor error ``exc`` with its cause (`ray_cause`);

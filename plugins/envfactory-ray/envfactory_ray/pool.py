@@ -23,7 +23,7 @@ from envfactory.vectorizers.remote import (
     take_rows,
 )
 
-from .vecenv import PLACEMENT_KEYS, RayGroup, _put
+from .vecenv import RayGroup, _put, ray_group
 
 __all__ = ["RayPool", "RaySite"]
 
@@ -142,20 +142,14 @@ class RayPool(PoolVecEnv):
         env_fns: Sequence[Callable[[], gym.Env]],
         batch_size: int,
         autoreset_mode: Any = "next_step",
-        address: str | None = None,
-        in_series: int | None = None,
-        num_cpus: float | None = None,
-        start_timeout: float | None = None,
-        in_actor: str | None = None,
-        compiled_graph: bool = False,  # (with in_actor only, which the pool refuses)
         **options: Any,
     ) -> None:
         from .config import RayConfig  # (the schema's checks, for a caller that did not compose)
 
-        n = len(env_fns)
+        n, in_actor = len(env_fns), options.get("in_actor")
         RayConfig(batch_size=batch_size).check_config(SimpleNamespace(num_envs=n))
-        placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
-        group = RayGroup(env_fns, address, in_series, num_cpus, start_timeout, in_actor, placement)
+        options.pop("compiled_graph", None)  # (the pool reads by Ray calls, never a graph)
+        group = ray_group(env_fns, options)
         group.channels = False  # (readiness is ray.wait on each actor's oldest call)
         super().__init__(group, batch_size, RaySite, autoreset_mode, **options)
         per_node = group.in_series or 1

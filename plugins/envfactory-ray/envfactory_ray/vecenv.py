@@ -39,7 +39,7 @@ from .causes import first_line
 from .graph import StepGraph
 from .node import NodeActor, inner_workers
 
-__all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
+__all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect", "ray_group"]
 
 #: the options passed through to Ray's ``actor.options(...)`` (``num_cpus`` has its own)
 PLACEMENT_KEYS = ("num_gpus", "resources", "scheduling_strategy", "label_selector", "runtime_env")
@@ -367,6 +367,14 @@ class RayGroup(WorkerGroup):
             _disconnect(owned)
 
 
+def ray_group(env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any]) -> RayGroup:
+    """The `RayGroup` of ``options``, its keys popped (the front's are left)."""
+    keys = ("address", "in_series", "num_cpus", "start_timeout", "in_actor", "compiled_graph")
+    mine = {k: options.pop(k) for k in keys if k in options}
+    placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
+    return RayGroup(env_fns, placement=placement, **mine)
+
+
 class RayVecEnv(RemoteVecEnv):
     """Envs in Ray actors (``in_series`` per actor); same trajectories as ``dummy``. The
     fault options are `RemoteVecEnv`'s, the others `RayGroup`'s."""
@@ -377,20 +385,9 @@ class RayVecEnv(RemoteVecEnv):
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
         autoreset_mode: Any = "next_step",
-        address: str | None = None,
-        in_series: int | None = None,
-        num_cpus: float | None = None,
-        start_timeout: float | None = None,
-        in_actor: str | None = None,
-        compiled_graph: bool = False,
         **options: Any,
     ) -> None:
-        placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
-        group = RayGroup(
-            env_fns, address, in_series, num_cpus, start_timeout, in_actor, placement,
-            compiled_graph,
-        )  # fmt: skip
-        super().__init__(group, autoreset_mode, **options)
+        super().__init__(ray_group(env_fns, options), autoreset_mode, **options)
 
     @property
     def num_cpus(self) -> float | None:

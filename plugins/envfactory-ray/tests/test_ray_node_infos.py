@@ -72,3 +72,14 @@ def test_keep_rows_clears_the_other_rows_and_drops_keys_no_kept_row_has() -> Non
     kept = keep_rows(infos, np.array([True, True, False, False, False]))
     assert_same(kept, merged([(0, ROWS[0]), (1, ROWS[1])], 5))
     assert "final_obs" not in kept and "s" not in kept
+
+
+def test_a_block_over_rows_an_earlier_block_set_merges_as_its_envs_after_theirs() -> None:
+    """Side by side a block's rows are one slice copy; over rows already set (the masked
+    path) it is still every env's info merged in order, the earlier rows' values kept."""
+    first = [(0, {"a": 1}), (1, {"a": 2, "b": 0.5}), (2, {"a": 3})]
+    second = [(1, {"a": 7}), (2, {"b": 1.5})]  # rows 1 and 2 again
+    infos = merge_block({}, merged(first, 3), 0, 3)
+    infos = merge_block(infos, merged([(k - 1, i) for k, i in second], 2), 1, 3)
+    assert_same(infos, merged(first + second, 3))
+    assert infos["a"].tolist() == [1, 7, 3] and infos["b"].tolist() == [0.0, 0.5, 1.5]
