@@ -456,6 +456,25 @@ def main() -> None:
     except KeyboardInterrupt:  # (before the job: while importing, loading the plugins)
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    except Exception as exc:
+        if not cut_by_ctrl_c(exc):
+            raise
+        print("envfactory: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def cut_by_ctrl_c(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a Ctrl-C unwound: a library's cleanup that fails on
+    the state the interrupt left (OmegaConf's half-built config when a Ctrl-C lands in
+    ``import hydra``: an ``AttributeError`` whose context is the ``KeyboardInterrupt``)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__context__ or cur.__cause__
+    return False
 
 
 def _main() -> None:
