@@ -34,7 +34,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -69,6 +69,8 @@ __all__ = [  # the rollout's names stay importable from here (they lived here be
     "rollout",
     "run",
 ]
+
+_E = TypeVar("_E", bound=BaseException)
 
 
 def _plain(value: Any) -> Any:
@@ -409,12 +411,13 @@ def run_dir_error(exc: OSError, args: list[str]) -> str:
     )
 
 
-def _os_error_under(exc: BaseException) -> OSError | None:
-    """The OSError that ``exc`` was raised from (its cause or context, at any depth)."""
+def _under(exc: BaseException, kind: type[_E]) -> _E | None:
+    """The ``kind`` exception that ``exc`` is or was raised from (its cause or context, at any
+    depth)."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, OSError):
+        if isinstance(cause, kind):
             return cause
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
@@ -456,25 +459,11 @@ def main() -> None:
     except KeyboardInterrupt:  # (before the job: while importing, loading the plugins)
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-    except Exception as exc:
-        if not cut_by_ctrl_c(exc):
+    except Exception as exc:  # raised while a Ctrl-C unwound: a library's cleanup failing on
+        if _under(exc, KeyboardInterrupt) is None:  # what it left (OmegaConf in `import hydra`)
             raise
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-
-
-def cut_by_ctrl_c(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised while a Ctrl-C unwound: a library's cleanup that fails on
-    the state the interrupt left (OmegaConf's half-built config when a Ctrl-C lands in
-    ``import hydra``: an ``AttributeError`` whose context is the ``KeyboardInterrupt``)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, KeyboardInterrupt):
-            return True
-        seen.add(id(cur))
-        cur = cur.__context__ or cur.__cause__
-    return False
 
 
 def _main() -> None:
@@ -534,7 +523,7 @@ def _main() -> None:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
     except (ConfigError, HydraException, OmegaConfBaseException, YAMLError, ValueError) as exc:
-        unwritable = _os_error_under(exc) if isinstance(exc, ValueError) else None
+        unwritable = _under(exc, OSError) if isinstance(exc, ValueError) else None
         if unwritable is not None and not user_wants_tracebacks:
             # logging's "Unable to configure handler 'file'": the run dir exists but its
             # log file cannot be written (no permission, a read-only file system)
