@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from ... import _compat
 from ..record import Split
@@ -38,7 +37,7 @@ def plan_split(
         [(0, 2), (2, 3)]
     """
     check_split(num_envs, batch_size, in_parent, "vectorizer")
-    cpus = _cpus(cpus)
+    cpus = cpus or os.cpu_count() or 1
     if batch_size is not None:  # one worker per core, none with more envs than a batch
         reason = f"the async pool (batch_size={batch_size}), every env in a worker"
         if in_series is None:
@@ -46,12 +45,12 @@ def plan_split(
         else:
             reason += f"; in_series={in_series} as configured"
         return Split(tuple(b - a for a, b in split_envs(num_envs, in_series)), 0, reason)
-    asked = dict(in_series=in_series, in_parent=in_parent, timeout=timeout, restart=restart)
     if load is None and (in_series is None or in_parent is None):
         load = others_running()
-    needs_worker = in_series or timeout is not None or restart
+    asked = {"in_series": in_series, "timeout": timeout is not None, "restart": restart}
+    needs = [k for k, v in asked.items() if v]
     # (auto: a worker needs two free cores, one for it and one for this process)
-    if fallback and in_parent is None and not needs_worker and cpus - (load or 0.0) < 1.5:
+    if fallback and in_parent is None and not needs and cpus - (load or 0.0) < 1.5:
         return Split(
             (),
             num_envs,
@@ -61,7 +60,10 @@ def plan_split(
         )
     # (subproc-atari: a parent share as subproc's, its workers one per core, the load unread)
     share = parent_share(num_envs, in_parent, in_series, timeout, restart, False, load, cpus)
-    if in_series is None:  # one worker per core free, a core left to this process's share
+    series = in_series
+    if in_series is not None:
+        parts = [f"in_series={in_series} as configured"]
+    else:  # one worker per core free, a core left to this process's share
         seen = None if share or images else load
         in_series = default_in_series(num_envs - share, share > 0, seen, cpus)
         fewer = math.ceil(num_envs / max(1, cpus // 2))  # one worker per two cpus
@@ -69,18 +71,35 @@ def plan_split(
             seconds = probe()  # (on 8+ cpus, for a step under `CHEAP_STEP_SECONDS`)
             if seconds is not None and seconds < CHEAP_STEP_SECONDS:
                 in_series = fewer
-    return explain_split(asked, split_envs(num_envs - share, in_series), share, load, cpus)
-
-
-def _cpus(cpus: int | None) -> int:
-    return cpus or os.cpu_count() or 1
+        why = " but the one left to this process" if share else ""
+        if not share and cpus >= 8:
+            why = " (on 8+ cpus a cheap env's step, under 50 us, puts two or more per worker)"
+        parts = [f"in_series null: one worker per core free at build time{why}"]
+    workers = tuple(b - a for a, b in split_envs(num_envs - share, in_series))
+    if in_parent is not None:
+        why = "every env isolated in a worker" if in_parent == 0 else "as configured"
+        parts.append(f"in_parent={in_parent} ({why})")
+    elif share:
+        parts.append(f"in_parent null: this process steps {share} (a core was idle)")
+    else:
+        if needs:
+            why = f"{', '.join(needs)} set (an env in this process can be neither timed out "
+            why += "nor restarted)" if set(needs) - {"in_series"} else "nor split by in_series)"
+        elif cpus < 2 or sum(workers) < cpus:
+            why = "fewer envs than cpus"
+        else:
+            why = "no core idle for this process"
+        parts.append(f"in_parent null: none in this process: {why}")
+    if load is not None or series is None:
+        parts.append(_load_words(load, cpus))
+    return Split(workers, share, "; ".join(parts))
 
 
 def default_in_series(
     num_envs: int, leave_parent_a_core: bool, load: float | None = None, cpus: int | None = None
 ) -> int:
     """Envs per worker: one worker per core (free of ``load``; but one for a parent share)."""
-    cpus = _cpus(cpus)
+    cpus = cpus or os.cpu_count() or 1
     workers = max(1, cpus - 1) if leave_parent_a_core else cpus
     if load is not None and not leave_parent_a_core:
         free = cpus - round(load)
@@ -135,7 +154,7 @@ def parent_share(
         return int(in_parent)
     if in_series is not None or timeout is not None or restart or images:
         return 0
-    cpus = _cpus(cpus)
+    cpus = cpus or os.cpu_count() or 1
     if cpus < 2:
         return 0
     if load is None:
@@ -160,42 +179,6 @@ def image_split(
 CHEAP_STEP_SECONDS = 50e-6
 
 
-def _load_words(load: float | None, cpus: int | None = None) -> str:
-    cpus = _cpus(cpus)
+def _load_words(load: float | None, cpus: int) -> str:
     seen = "not sampled" if load is None else f"{load:.1f} running threads of other programs"
     return f"load {seen} on {cpus} cpu{'s' if cpus != 1 else ''}"
-
-
-def explain_split(
-    requested: Mapping[str, Any], slices: list[tuple[int, int]], in_parent: int, load: float | None,
-    cpus: int | None = None,
-) -> Split:  # fmt: skip
-    """The `Split` a build decided, with its reason in words (``requested``: the options)."""
-    workers = [b - a for a, b in slices]
-    cpus = _cpus(cpus)
-    series, asked = requested.get("in_series"), requested.get("in_parent", 0)
-    if series is not None:
-        parts = [f"in_series={series} as configured"]
-    else:
-        share = " but the one left to this process" if in_parent else ""
-        if not in_parent and cpus >= 8:
-            share = " (on 8+ cpus a cheap env's step, under 50 us, puts two or more per worker)"
-        parts = [f"in_series null: one worker per core free at build time{share}"]
-    if asked is not None:
-        why = "every env isolated in a worker" if asked == 0 else "as configured"
-        parts.append(f"in_parent={asked} ({why})")
-    elif in_parent:
-        parts.append(f"in_parent null: this process steps {in_parent} (a core was idle)")
-    else:
-        needs = [k for k in ("in_series", "timeout", "restart") if requested.get(k)]
-        if needs:
-            why = f"{', '.join(needs)} set (an env in this process can be neither timed out "
-            why += "nor restarted)" if set(needs) - {"in_series"} else "nor split by in_series)"
-        elif cpus < 2 or sum(workers) < cpus:
-            why = "fewer envs than cpus"
-        else:
-            why = "no core idle for this process"
-        parts.append(f"in_parent null: none in this process: {why}")
-    if load is not None or series is None:
-        parts.append(_load_words(load, cpus))
-    return Split(tuple(workers), in_parent, "; ".join(parts))

@@ -132,21 +132,15 @@ class EnvHost:
 
     def handle(self, cmd: Cmd | str, data: Any) -> Any:
         """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
-        try:
-            run = COMMANDS[cmd]
-        except KeyError:
-            raise ValueError(
-                f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}"
-            ) from None
-        return run(self, data)
+        if cmd not in COMMANDS:
+            raise ValueError(f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}")
+        return COMMANDS[cmd](self, data)
 
     def step(self, actions: Any) -> Any:
-        """``Cmd.STEP``: step every env (``actions[i]`` for env ``i``)."""
         calls = self.runner.step(actions) if not self.lost else self._step_lost(actions)
         return self.collect(calls, None)
 
     def step_envs(self, data: tuple[list[int], Any]) -> Any:
-        """``Cmd.STEP_ENVS``: step only the envs ``local`` (the async pool)."""
         local, actions = data
         step = self._step_lost if self.lost else self.runner.step
         calls = step(actions, local)
@@ -155,7 +149,6 @@ class EnvHost:
         return self.collect(calls, stepped)
 
     def reset(self, r: Any) -> Any:
-        """``Cmd.RESET`` (a [`Reset`][envfactory.vectorizers.remote.Reset])."""
         if r.mask is None:
             self.lost.clear()
         else:
@@ -186,16 +179,14 @@ class EnvHost:
         return self.collect(calls, None)
 
     def call(self, c: Any) -> list[Any]:
-        """``Cmd.CALL``: one result per env of ``c.local``."""
         return [call_env(self.envs[i], c.name, c.args, c.kwargs) for i in c.local]
 
     def set_attr(self, sa: Any) -> None:
-        """``Cmd.SET_ATTR`` (a [`SetAttr`][envfactory.vectorizers.remote.SetAttr])."""
         for i, v in zip(sa.local, sa.values):
             self.envs[i].set_wrapper_attr(sa.name, v)
 
-    def close(self) -> None:
-        """``Cmd.CLOSE``: close every env (errors ignored: the envs are being thrown away)."""
+    def close(self, _: Any = None) -> None:
+        """Close every env (errors ignored: the envs are being thrown away)."""
         for env in self.envs:
             with contextlib.suppress(Exception):
                 env.close()
@@ -219,12 +210,5 @@ class EnvHost:
 
 #: the env commands an `EnvHost` answers, by `Cmd` value (a backend's worker adds its own)
 COMMANDS: dict[str, Callable[[EnvHost, Any], Any]] = {
-    Cmd.STEP: EnvHost.step,
-    Cmd.STEP_ENVS: EnvHost.step_envs,
-    Cmd.RESET: EnvHost.reset,
-    Cmd.RESTARTED: EnvHost.restarted,
-    Cmd.RESTART_RESET: EnvHost.restart_reset,
-    Cmd.CALL: EnvHost.call,
-    Cmd.SET_ATTR: EnvHost.set_attr,
-    Cmd.CLOSE: lambda host, _: host.close(),
+    c.value: getattr(EnvHost, c.value.replace("-", "_")) for c in Cmd if c is not Cmd.ATTACH
 }
