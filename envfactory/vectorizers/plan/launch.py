@@ -38,9 +38,7 @@ def check_descriptors(workers: int) -> None:
         open_now = len(os.listdir("/proc/self/fd"))
     except (ImportError, OSError, ValueError):  # (no /proc or no resource module)
         return
-    if soft == resource.RLIM_INFINITY:
-        return
-    if FDS_PER_WORKER * workers + FDS_SHARED > soft - open_now:
+    if soft != resource.RLIM_INFINITY and FDS_PER_WORKER * workers + FDS_SHARED > soft - open_now:
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
 

@@ -93,13 +93,12 @@ def call_env(env: Any, name: str | Callable[..., Any], args: Any, kwargs: Any) -
         return name(env, *args, **kwargs)
     try:
         attr = env.get_wrapper_attr(name)
-    except AttributeError as exc:  # gymnasium's names the outer wrapper, not the env
-        raise AttributeError(_no_attribute(env, name)) from exc
+    except AttributeError as exc:  # gymnasium's names the outer wrapper, not the env: the
+        raise AttributeError(_no_attribute(env, name)) from exc  # env's, with the closest name
     return attr(*args, **kwargs) if args is not None and callable(attr) else attr
 
 
 def _no_attribute(env: Any, name: str) -> str:
-    """The line for an attribute no env wrapper has, with the closest public name."""
     names: set[str] = set()
     layer = env
     while layer is not None:
@@ -132,28 +131,23 @@ class EnvHost:
 
     def handle(self, cmd: Cmd | str, data: Any) -> Any:
         """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
-        if cmd not in COMMANDS:
+        run = COMMANDS.get(cmd)
+        if run is None:
             raise ValueError(f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}")
-        return COMMANDS[cmd](self, data)
+        return run(self, data)
 
     def step(self, actions: Any) -> Any:
-        calls = self.runner.step(actions) if not self.lost else self._step_lost(actions)
-        return self.collect(calls, None)
+        return self.collect((self._step_lost if self.lost else self.runner.step)(actions), None)
 
     def step_envs(self, data: tuple[list[int], Any]) -> Any:
         local, actions = data
-        step = self._step_lost if self.lost else self.runner.step
-        calls = step(actions, local)
+        calls = (self._step_lost if self.lost else self.runner.step)(actions, local)
         stepped = np.zeros(len(self.envs), dtype=np.bool_)
         stepped[local] = True
         return self.collect(calls, stepped)
 
     def reset(self, r: Any) -> Any:
-        if r.mask is None:
-            self.lost.clear()
-        else:
-            for j in np.flatnonzero(r.mask).tolist():
-                self.lost.pop(j, None)
+        self.lost = {} if r.mask is None else {i: a for i, a in self.lost.items() if not r.mask[i]}
         return self.collect(self.runner.reset(r.seeds, r.options, r.mask), r.mask)
 
     def restarted(self, rs: Any) -> Any:

@@ -33,8 +33,6 @@ from .runner import EnvHost
 
 __all__ = ["worker_main"]
 
-PR_SET_PDEATHSIG = 1
-
 
 class WorkerWake:
     """The worker's side of its control slot: waits for a step or a message, reports one done."""
@@ -119,7 +117,7 @@ def _kill_self() -> None:
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
     try:  # SIGKILL when the parent dies (prctl PDEATHSIG; elsewhere the watchdog still works)
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except Exception:  # pragma: no cover - non-Linux
         pass
     # forkserver: drop the inherited end of its "alive" pipe, so it exits with the main process
