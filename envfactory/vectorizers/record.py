@@ -93,9 +93,8 @@ def run_record_of(env: Any) -> RunRecord:
     """The `RunRecord` of a vectorized env (its vector wrappers looked through)."""
     inner = getattr(env, "unwrapped", env)
     handles = [h for h in getattr(inner, "workers", None) or () if getattr(h, "restarts", None)]
-    handles.sort(key=lambda h: h.restarts[0])  # (monotonic times: the first restart first)
-    restarts = tuple(
+    restarts = (  # (monotonic times: the first restart first)
         WorkerRestarts(int(h.index), len(h.restarts), str(getattr(h, "restart_cause", "")))
-        for h in handles
+        for h in sorted(handles, key=lambda h: h.restarts[0])
     )
-    return RunRecord(type(inner).__name__, getattr(inner, "split", None), restarts)
+    return RunRecord(type(inner).__name__, getattr(inner, "split", None), tuple(restarts))

@@ -31,11 +31,10 @@ StepResult = tuple[list[tuple[int, dict[str, Any]]], "list[Any] | None"]
 class Cmd(str, Enum):
     """The commands a backend sends its workers (a ``str`` enum, pickled as the plain string)."""
 
-    def __str__(self) -> str:  # "step", not "Cmd.STEP", in messages
-        return str(self.value)
+    __str__ = str.__str__  # "step", not "Cmd.STEP", in messages
 
     def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
+        return str.__format__(self, spec)
 
     STEP = "step"  #: data: this worker's actions; answer: StepResult
     #: the async pool: data: (local env indices, their actions); answer: StepResult
@@ -136,15 +135,13 @@ class Failure:
 def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) -> Failure:
     """The `Failure` of ``exc`` (being handled); with ``exc`` only if ``pickles`` round-trips it."""
     tb = traceback.format_exc()
-    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
-    if pickles is None:
-        return Failure(kind, exc, tb)
-    try:
-        pickle.loads(pickles(exc))
-        picklable: BaseException | None = exc
-    except Exception:
-        picklable = None
-    return Failure(kind, picklable, tb)
+    picklable: BaseException | None = exc
+    if pickles is not None:
+        try:
+            pickle.loads(pickles(exc))
+        except Exception:  # (it does not round-trip: its type's name and traceback only)
+            picklable = None
+    return Failure(f"{type(exc).__module__}.{type(exc).__qualname__}", picklable, tb)
 
 
 def dumps(obj: Any, by_value: bool = False) -> Any:
