@@ -126,8 +126,7 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
         raise OptionError(
             "batch_size", batch_size,
             f"an integer in [1, num_envs={num_envs}] or null (null: a synchronous VecEnv)",
-            hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})",
-            path=path,
+            hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})", path=path,
         )
     if in_parent is not None and not _int_in(in_parent, 0, num_envs - 1):
         raise OptionError(
@@ -135,16 +134,14 @@ def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") 
             f"an integer in [0, num_envs - 1 = {num_envs - 1}] or null (auto): the "
             "parent steps that many envs itself, and at least one must be in a worker",
             hint=f"Lower vectorizer.in_parent or raise num_envs (now {num_envs}); for "
-            "every env in this process, use vectorizer=dummy",
-            path=path,
+            "every env in this process, use vectorizer=dummy", path=path,
         )
     if batch_size is not None and in_parent:
         raise OptionError(
             "in_parent", in_parent,
             f"0 or null with vectorizer.batch_size={batch_size} (the async pool steps every env "
             "in a worker)",
-            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null",
-            path=path,
+            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null", path=path,
         )
 
 

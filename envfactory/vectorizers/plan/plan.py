@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 import time
@@ -130,18 +131,13 @@ def others_running(samples: int = 8, gap: float = 0.001) -> float:
 def _running(pids: list[int]) -> int:
     """How many threads of ``pids`` are running or runnable (R)."""
     n = 0
-    for pid in pids:
+    for path in (p for pid in pids for p in glob.glob(f"/proc/{pid}/task/*/stat")):
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
+            with open(path, "rb") as f:
+                stat = f.read()
         except OSError:
             continue  # exited
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            n += stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] == b"R"
+        n += stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] == b"R"
     return n
 
 

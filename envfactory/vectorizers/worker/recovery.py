@@ -30,8 +30,7 @@ class Recover(str, Enum):
     NONE = "none"
 
 
-LOST, RESET, RESET_FLAGGED = Recover.LOST, Recover.RESET, Recover.RESET_FLAGGED
-REDONE, NONE = Recover.REDONE, Recover.NONE
+LOST, RESET, RESET_FLAGGED, REDONE, NONE = Recover  # (in their order above)
 
 
 def after_step(done: Sequence[bool], mode: AutoresetMode | str) -> list[Recover]:
