@@ -50,15 +50,10 @@ def plan_split(
         load = others_running()
     asked = {"in_series": in_series, "timeout": timeout is not None, "restart": restart}
     needs = [k for k, v in asked.items() if v]
-    # (auto: a worker needs two free cores, one for it and one for this process)
     if fallback and in_parent is None and not needs and cpus - (load or 0.0) < 1.5:
-        return Split(
-            (),
-            num_envs,
-            f"auto fell back to every env in this process: no core free for a worker at build "
-            f"time ({_load_words(load, cpus)}; a worker needs two free cores, one for it and one "
-            "for this process)",
-        )
+        why = f"{_load_words(load, cpus)}; a worker needs two free cores, one for it and one for"
+        return Split((), num_envs, "auto fell back to every env in this process: no core free "
+                     f"for a worker at build time ({why} this process)")  # fmt: skip
     # (subproc-atari: a parent share as subproc's, its workers one per core, the load unread)
     share = parent_share(num_envs, in_parent, in_series, timeout, restart, False, load, cpus)
     series = in_series

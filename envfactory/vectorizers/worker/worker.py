@@ -116,10 +116,8 @@ def _kill_self() -> None:
 
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process: build the envs, report them, serve commands."""
-    try:  # SIGKILL when the parent dies (prctl PDEATHSIG; elsewhere the watchdog still works)
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:  # pragma: no cover - non-Linux
-        pass
+    with contextlib.suppress(Exception):  # SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG,
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # Linux; or the watch)
     # forkserver: drop the inherited end of its "alive" pipe, so it exits with the main process
     _compat.release_forkserver_alive_fd()
     with contextlib.suppress(OSError):  # a process group of its own: the parent ends the
@@ -243,6 +241,5 @@ class _Worker:
                 result = self.attach(*data) if cmd == Cmd.ATTACH else handle(cmd, data)
                 answer = self.sender.dumps((seq, OK, result))
             except Exception as exc:  # (not a dead worker)
-                self.sender.send((seq, ERROR, failure_of(exc, dumps)))
-                continue
+                answer = self.sender.dumps((seq, ERROR, failure_of(exc, dumps)))
             conn.send_bytes(answer)
