@@ -131,9 +131,11 @@ class EnvHost:
 
     def handle(self, cmd: Cmd | str, data: Any) -> Any:
         """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
-        run = COMMANDS.get(cmd)
-        if run is None:
-            raise ValueError(f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}")
+        try:
+            run = COMMANDS[cmd]
+        except KeyError:
+            known = sorted(COMMANDS)
+            raise ValueError(f"unknown command {cmd!r}; expected one of {known}") from None
         return run(self, data)
 
     def step(self, actions: Any) -> Any:
