@@ -22,18 +22,9 @@ from ...errors import (
 from ..transport.ctrl_c import not_seconds
 
 __all__ = [
-    "autoreset_mode",
-    "check_env_ids",
-    "check_recv_timeout",
-    "check_seeds",
-    "check_spaces",
-    "composite_checker",
-    "per_env_answer",
-    "reset_needed",
-    "seeds_for",
-    "show_ids",
-    "split_reset_mask",
-]
+    "autoreset_mode", "check_env_ids", "check_recv_timeout", "check_spaces", "composite_checker",
+    "per_env_answer", "reset_needed", "seeds_for", "show_ids", "split_reset_mask",
+]  # fmt: skip
 
 
 def composite_checker(
@@ -89,19 +80,6 @@ def composite_checker(
     return check_other
 
 
-def check_seeds(seeds: Sequence[Any]) -> None:
-    """Every per-env seed is None or an int >= 0."""
-    for i, s in enumerate(seeds):
-        if s is None:
-            continue
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
-            raise InvalidSeedError(
-                f"seed for env {i} must be an int >= 0 or None, got {type(s).__name__} {s!r}"
-            )
-        if s < 0:
-            raise InvalidSeedError(f"seed for env {i} must be an int >= 0 or None, got {s}")
-
-
 def autoreset_mode(value: Any) -> AutoresetMode:
     """gymnasium's AutoresetMode from its name, its value or itself."""
     if isinstance(value, AutoresetMode):
@@ -139,7 +117,11 @@ def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
             f"reset(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
             f"num_envs={n}; pass an int (env i gets seed+i) or a list of {n}"
         )
-    check_seeds(seeds)
+    for i, s in enumerate(seeds):  # each None or an int >= 0
+        not_int = s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer)))
+        if not_int or (s is not None and s < 0):
+            got = f"{type(s).__name__} {s!r}" if not_int else s
+            raise InvalidSeedError(f"seed for env {i} must be an int >= 0 or None, got {got}")
     return [None if s is None else int(s) for s in seeds]
 
 
