@@ -20,6 +20,7 @@ from .plan.launch import check_descriptors, context_of, payload, start_process, 
 from .plan.options import START_METHODS, SubprocAtariConfig, SubprocConfig
 from .remote import (
     STARTUP_TIMEOUT,
+    Batch,
     Cmd,
     EnvInfo,
     RemoteVecEnv,
@@ -145,7 +146,7 @@ class SubprocGroup(WorkerGroup):
     # -- WorkerGroup's hooks ------------------------------------------------------------
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+    ) -> Batch:
         b = self._buffers
         assert b is not None
         if self._shm_obs:
@@ -156,30 +157,26 @@ class SubprocGroup(WorkerGroup):
                     if o is not None or (mask is None or mask[h.start + i]):
                         self._env_obs[h.start + i] = o
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
-        infos: dict = {}
-        columns: list | None = []  # the workers' infos in the info columns (None: by pipe)
-        for calls, _ in results:  # (loops, no comprehension: no call on the hot path)
+        # every worker's infos merged at once (as gymnasium's one by one): from the info
+        # columns when all are there under one schema, else from the ``(env, info)`` pairs
+        infos: dict | None = {}
+        columns, rows = [], 0  # (loops, no comprehension: no call on the hot path)
+        for calls, _ in results:
             if type(calls) is ColumnRows:
-                if columns is not None:
-                    columns.append(calls)
+                columns.append(calls)
+                rows += calls.n
+                if calls.schema != columns[0].schema:
+                    infos = None
             elif calls:
-                columns = None
-        if columns:  # every worker's infos merged at once (as gymnasium's one by one),
-            # from the columns when all share one schema, else from the ``(env, info)`` pairs
-            first, n, rows = columns[0], self.num_envs, 0
-            for c in columns:
-                if c.schema != first.schema:
-                    columns = None
-                    break
-                rows += c.n
-            else:
-                have = None
-                if rows < n:
-                    have = np.zeros(n, np.bool_)
-                    for c in columns:
-                        have[c.start : c.start + c.n] = True
-                infos = first.columns.merged(first.schema, slice(0, n), have)
-        if columns is None or infos is None:
+                infos = None  # (by pipe)
+        if columns and infos is not None:
+            first, n, have = columns[0], self.num_envs, None
+            if rows < n:
+                have = np.zeros(n, np.bool_)
+                for c in columns:
+                    have[c.start : c.start + c.n] = True
+            infos = first.columns.merged(first.schema, slice(0, n), have)
+        if infos is None:
             infos = self.merge_answers(handles, [c for c, _ in results])
         return self.out(obs), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 

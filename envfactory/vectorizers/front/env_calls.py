@@ -109,10 +109,7 @@ class EnvCalls(CallState):
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """The results of the pending `call_async`, or of a per-env call a Ctrl-C cut in its
-        wait (``set_attr``: None each); ``timeout`` as ``step_wait``'s.
-
-        Raises:
-            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no call is pending."""
+        wait (``set_attr``: None each); ``timeout`` as ``step_wait``'s."""
         return tuple(self._wait_for(PendingCall.CALL, self._finish_call, timeout, "call_wait"))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
@@ -128,10 +125,7 @@ class EnvCalls(CallState):
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
         """Set attribute ``name`` (``set_wrapper_attr``) of every env or of ``indices``: one
-        value for all, or a list or tuple of one per env.
-
-        Raises:
-            ValueError: a list of values of the wrong length."""
+        value for all, or a list or tuple of one per env."""
         self._check_ready("set_attr", "set_attr")
         idx = env_indices(indices, self.num_envs)
         if not isinstance(values, (list, tuple)):

@@ -116,18 +116,11 @@ def check_started(group: Any) -> None:
 
 class RemoteVecEnv(VecEnvBase):
     """A vectorized env whose envs live in the workers of a
-    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]
-    (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``); it owns the call state, its `CallGuard`
-    and its `Supervisor`, whose outcomes it applies to its own state (`apply`).
-
-    Args:
-        group: the workers, not started yet (started here; closed if that fails).
-        autoreset_mode: ``next_step``, ``same_step`` or ``disabled``.
-        seeding: ``offset`` or ``spawn``.
-
-    The rest, keyword-only, are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'
-    (``restart`` needs a group with ``respawn`` and ``last_obs``).
-    """
+    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], not started yet (started here;
+    closed if that fails): ``RemoteVecEnv(MyGroup(env_fns, ...), autoreset_mode, seeding)``;
+    the keyword-only rest are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'
+    (``restart`` needs a group with ``respawn`` and ``last_obs``). It owns the call state, its
+    `CallGuard` and its `Supervisor`, whose outcomes it applies to its own state (`apply`)."""
 
     _resumes = True  # (a call is cut only in its wait, which it repeats: `CallState`)
 
