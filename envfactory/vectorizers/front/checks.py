@@ -82,8 +82,6 @@ def composite_checker(
 
 def autoreset_mode(value: Any) -> AutoresetMode:
     """gymnasium's AutoresetMode from its name, its value or itself."""
-    if isinstance(value, AutoresetMode):
-        return value
     v = str(getattr(value, "value", value))
     for m in AutoresetMode:
         if v in (m.value, m.name.lower()):

@@ -1,6 +1,4 @@
-"""The per-env calls (``call``, ``env_method``, ``get_attr``, ``set_attr``, ``call_async``/
-``call_wait``, ``render``): each an `EnvCall` a backend starts and finishes, pending in between
-like a step."""
+"""The per-env calls: each an `EnvCall` a backend starts and finishes, pending like a step."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ __all__ = ["EnvCall", "EnvCalls", "PoolOnly", "env_indices", "tile_images"]
 
 
 def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:
-    """The env indices of ``indices`` (None: all; negative ones count from the end), else an
-    IndexError naming it."""
+    """The env indices of ``indices`` (None: all; negative ones from the end), or IndexError."""
     if indices is None:
         return list(range(num_envs))
     if isinstance(indices, (int, np.integer)):
@@ -31,8 +28,7 @@ def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]
 
 @dataclass(frozen=True)
 class EnvCall:
-    """One per-env call, checked (``what``: its name in messages; ``values``: a ``set_attr``'s,
-    one per index)."""
+    """One per-env call, checked (``what``: its name in messages; ``values``: a set_attr's)."""
 
     what: str
     name: Any

@@ -52,9 +52,8 @@ _FLAGS = (
 
 
 def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, call: str) -> None:
-    """A backend's first batch of a step or reset: a tuple of five, one reward and one bool
-    flag per env, an infos dict, a Box observation with ``num_envs`` rows; else a RuntimeError
-    naming the backend's bug."""
+    """A backend's first batch of a step or reset: five, one reward and bool flag per env, infos
+    a dict, a Box observation of ``num_envs`` rows; else a RuntimeError naming the bug."""
     what = ""
     if not isinstance(batch, tuple) or len(batch) != 5:
         tup = isinstance(batch, tuple)

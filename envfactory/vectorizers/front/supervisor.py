@@ -103,10 +103,8 @@ def send_cut(cmd: Any, exc: BaseException, sent: int, label: str, of: int) -> Ou
 
 def rebuild_failed(h: WorkerHandle, exc: BaseException) -> Outcome:
     """The rebuild of ``h`` raised ``exc``: the env is broken."""
-    if isinstance(exc, Exception):
-        return Outcome(exc, exc)
-    why = RuntimeError(f"the restart of {h.label} was interrupted ({type(exc).__name__})")
-    return Outcome(exc, why)
+    why = f"the restart of {h.label} was interrupted ({type(exc).__name__})"
+    return Outcome(exc, exc if isinstance(exc, Exception) else RuntimeError(why))
 
 
 def count_restart(
