@@ -57,18 +57,11 @@ class SubprocGroup(WorkerGroup):
     plan (None: planned here)."""
 
     def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        in_series: int | None = None,
-        context: str = "forkserver",
-        shared_memory: bool = True,
-        uint8_images: bool = False,
-        spin_us: int = 200,
-        in_parent: int = 0,
-        handoff: bool = True,
-        load: float | None = None,
+        self, env_fns: Sequence[Callable[[], gym.Env]], in_series: int | None = None,
+        context: str = "forkserver", shared_memory: bool = True, uint8_images: bool = False,
+        spin_us: int = 200, in_parent: int = 0, handoff: bool = True, load: float | None = None,
         split: Split | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__()
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
         self.uint8_images, self.use_handoff = uint8_images, handoff
@@ -222,12 +215,9 @@ class SubprocGroup(WorkerGroup):
         return None
 
     def gather(
-        self,
-        call: str,
-        handles: Sequence[WorkerHandle] | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-    ) -> list[Any]:
+        self, call: str, handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None, deadline: float | None = None,
+    ) -> list[Any]:  # fmt: skip
         g = self.board
         if handles is not None or g is None or not g.posted or call != "step":
             return super().gather(call, handles, timeout, deadline)
@@ -251,14 +241,10 @@ class SubprocVecEnv(RemoteVecEnv):
     group: SubprocGroup
 
     def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        autoreset_mode: Any = "next_step",
-        in_parent: int | None = 0,
-        load: float | None = None,
-        split: Split | None = None,
+        self, env_fns: Sequence[Callable[[], gym.Env]], autoreset_mode: Any = "next_step",
+        in_parent: int | None = 0, load: float | None = None, split: Split | None = None,
         **options: Any,
-    ) -> None:
+    ) -> None:  # fmt: skip
         asked = {"in_parent": in_parent, "load": load}
         self.split, group, faults = group_of(env_fns, split, options, **asked)
         #: how many envs (the last ones) this process steps itself
@@ -279,11 +265,9 @@ def group_of(
 
 
 def plan_for(
-    env_fns: Sequence[Callable[[], gym.Env]],
-    options: dict[str, Any],
-    fallback: bool = False,
+    env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any], fallback: bool = False,
     load: float | None = None,
-) -> Split:
+) -> Split:  # fmt: skip
     """The plan (`plan_split`) of a build's options; pops ``in_series`` and ``in_parent``."""
     method = options.get("context", "forkserver")
     return plan_split(

@@ -186,15 +186,11 @@ def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
     ids: list[int] = arr.tolist()
     if ids and min(ids) >= 0 and max(ids) < num_envs and len(set(ids)) == len(ids):
         return ids  # (the hot path)
-    bad = [i for i in ids if not 0 <= i < num_envs]
-    if bad or not ids or len(set(ids)) != len(ids):
-        why = (
-            f"ids {show_ids(bad)} out of range" if bad else "no id" if not ids else "a repeated id"
-        )
-        raise ValueError(
-            f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
-        )
-    return ids
+    bad = [i for i in ids if not 0 <= i < num_envs]  # (else none, or one id twice)
+    why = f"ids {show_ids(bad)} out of range" if bad else "no id" if not ids else "a repeated id"
+    raise ValueError(
+        f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
+    )
 
 
 # -- what a backend answers ---------------------------------------------------------
@@ -216,11 +212,9 @@ def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) ->
 
 
 def check_spaces(
-    spaces: Sequence[tuple[gym.Space, gym.Space]],
-    env_id: str = "",
-    want: tuple[gym.Space, gym.Space] | None = None,
-    start: int = 0,
-) -> tuple[gym.Space, gym.Space]:
+    spaces: Sequence[tuple[gym.Space, gym.Space]], env_id: str = "",
+    want: tuple[gym.Space, gym.Space] | None = None, start: int = 0,
+) -> tuple[gym.Space, gym.Space]:  # fmt: skip
     """All envs share one observation and one action space (``want``: the vectorized env's,
     for a rebuilt worker's envs ``start, start + 1, ...``), else a SpaceMismatchError."""
     first = spaces[0] if want is None else want

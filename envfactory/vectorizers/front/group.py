@@ -47,12 +47,9 @@ class Backend(Protocol):
     def start(self) -> None: ...
     def post_step(self, actions: Any) -> None: ...
     def gather(
-        self,
-        call: str,
-        handles: Sequence[WorkerHandle] | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-    ) -> list[Any]: ...
+        self, call: str, handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None, deadline: float | None = None,
+    ) -> list[Any]: ...  # fmt: skip
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
     ) -> Batch: ...
@@ -190,12 +187,9 @@ class WorkerGroup:
             raise
 
     def gather(
-        self,
-        call: str,
-        handles: Sequence[WorkerHandle] | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-    ) -> list[Any]:
+        self, call: str, handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None, deadline: float | None = None,
+    ) -> list[Any]:  # fmt: skip
         """The answers of ``handles`` (None: all, in env order) to ``call`` by ``deadline``
         (None: ``timeout`` seconds from now; None or ``inf``: no limit). Failures go to
         `recover`, a wait cut otherwise to `cut`."""
@@ -224,11 +218,9 @@ class WorkerGroup:
         return results
 
     def recover(
-        self,
-        call: str,
-        failures: Sequence[tuple[WorkerHandle, WorkerError]],
+        self, call: str, failures: Sequence[tuple[WorkerHandle, WorkerError]],
         done: list[bool] | None = None,
-    ) -> list[tuple[WorkerHandle, Any]]:
+    ) -> list[tuple[WorkerHandle, Any]]:  # fmt: skip
         """``failures`` in ``call``: the `Supervisor` decides, the front applies it, and each
         worker to restart is rebuilt (Ctrl-C held; ``done``: its envs' finished flags, default
         the front's) and answers: each with its answer, else the outcome's error is raised."""

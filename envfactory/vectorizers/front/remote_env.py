@@ -124,17 +124,10 @@ class RemoteVecEnv(VecEnvBase):
     _resumes = True  # (a call is cut only in its wait, which it repeats: `CallState`)
 
     def __init__(
-        self,
-        group: WorkerGroup,
-        autoreset_mode: Any = "next_step",
-        seeding: str = "offset",
-        *,
-        timeout: float | None = None,
-        restart: bool = False,
-        max_restarts: int = 5,
-        restart_window: float = 60.0,
-        copy: bool = True,
-    ) -> None:
+        self, group: WorkerGroup, autoreset_mode: Any = "next_step", seeding: str = "offset", *,
+        timeout: float | None = None, restart: bool = False, max_restarts: int = 5,
+        restart_window: float = 60.0, copy: bool = True,
+    ) -> None:  # fmt: skip
         self.group = group
         group.env = weakref.proxy(self)
         super().__init__(group.num_envs, autoreset_mode, seeding)
