@@ -106,9 +106,11 @@ _IDLE = PendingCall.NONE  # (a module global: read without any call)
 
 
 class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
-    """The front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv`` that checks
-    every argument before anything reaches an env (the VecEnv contract page). A backend calls
-    `_init_spaces` once its spaces are known and fills in the ``_start_*``/``_finish_*`` halves.
+    """The front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``
+    (`reset`, `reset_async`, `reset_wait`, `step`, `step_async`, `step_wait`, `call`,
+    `env_method`, `get_attr`, `set_attr`, `render`, `close`) that checks every argument
+    before anything reaches an env. A backend calls `_init_spaces` once its spaces are known
+    and fills in the ``_start_*``/``_finish_*`` halves and ``_do_close``.
 
     Example:
         >>> import envfactory, gymnasium
