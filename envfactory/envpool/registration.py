@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError, InvalidSeedError, echo
-from ..vectorizers.front.checks import check_seeds
+from ..vectorizers.front.checks import seeds_for
 from .pool import DMEnvPool, EnvPool
 from .spec import EnvSpec
 
@@ -256,7 +256,7 @@ def _seed_list(seed: Any, n: int) -> list[int]:
     try:
         if seeds is None or len(seeds) != n or None in seeds:
             raise InvalidSeedError("")
-        check_seeds(seeds)
+        seeds_for(seeds, n, "offset")  # (each an int >= 0)
     except InvalidSeedError:
         raise ConfigError(
             f"envpool.make: seed={echo(seed)} must be an int >= 0 (env i gets seed + i) or a "

@@ -1,8 +1,5 @@
-"""Built-in vectorizers; their registrations are in `builtin`.
-
-The names below are imported on first use, so a worker process importing
-`worker` loads only what a worker runs (not the plugin system or the configs).
-"""
+"""Built-in vectorizers (registered in `builtin`); the names below are imported on first use,
+so a worker process loads only what a worker runs (not the plugin system or the configs)."""
 
 from __future__ import annotations
 

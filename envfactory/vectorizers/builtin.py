@@ -17,36 +17,19 @@ __all__ = ["build_auto", "build_subproc", "build_subproc_atari", "envfactory_vec
 
 @hookimpl
 def envfactory_vectorizers() -> list[VectorizerPlugin]:
-    records = [
-        VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
-    ]
     from .plan.launch import prestart
     from .plan.options import AutoConfig, SubprocAtariConfig, SubprocConfig
 
-    records += [
-        VectorizerPlugin(
-            "subproc",
-            build_subproc,
-            SubprocConfig,
-            summary="envs in worker processes",
-            prestart=prestart,
-        ),
-        VectorizerPlugin(
-            "subproc-atari",
-            build_subproc_atari,
-            SubprocAtariConfig,
-            summary="worker processes tuned for uint8 image observations",
-            prestart=prestart,
-        ),
-        VectorizerPlugin(
-            "auto",
-            build_auto,
-            AutoConfig,
-            summary="subproc trading isolation for speed: envs in this process where that "
-            "pays, decided before they are built",
-        ),
-    ]
-    return records
+    auto = "subproc trading isolation for speed: envs in this process where that pays, decided "
+    return [
+        VectorizerPlugin("dummy", build_dummy, DummyConfig, summary="all envs in this process"),
+        VectorizerPlugin("subproc", build_subproc, SubprocConfig,
+                         summary="envs in worker processes", prestart=prestart),
+        VectorizerPlugin("subproc-atari", build_subproc_atari, SubprocAtariConfig,
+                         summary="worker processes tuned for uint8 image observations",
+                         prestart=prestart),
+        VectorizerPlugin("auto", build_auto, AutoConfig, summary=auto + "before they are built"),
+    ]  # fmt: skip
 
 
 def build_subproc(env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> gym.vector.VectorEnv:

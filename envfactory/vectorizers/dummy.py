@@ -42,12 +42,9 @@ class DummyVecEnv(VecEnvBase):
     """All envs in this process. Same trajectories as gymnasium's ``SyncVectorEnv``."""
 
     def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        autoreset_mode: Any = "next_step",
-        copy: bool = True,
-        seeding: str = "offset",
-    ) -> None:
+        self, env_fns: Sequence[Callable[[], gym.Env]], autoreset_mode: Any = "next_step",
+        copy: bool = True, seeding: str = "offset",
+    ) -> None:  # fmt: skip
         super().__init__(len(env_fns), autoreset_mode, seeding)
         self.copy = copy
         envs = [fn() for fn in env_fns]

@@ -1,13 +1,8 @@
-"""The vectorizer-author API: what an out-of-process backend builds on besides the public
-``envfactory`` names. A backend writes a
-[`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle] per worker and a
-[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], and hands the group to the front,
-[`RemoteVecEnv`][envfactory.vectorizers.remote.RemoteVecEnv] (the rest of the VecEnv contract
-and the failure policy); its workers answer with
-[`EnvHost`][envfactory.vectorizers.remote.EnvHost]. The plugin guide's "Write a vectorizer
-backend" has a whole example. A handle whose ``recv`` reads a stream a Ctrl-C must not cut
-part-way sets ``own_wait`` and wraps only its blocking waits in ``HOLD.waiting(wait, limit)``.
-"""
+"""The vectorizer-author API (the plugin guide's "Write a vectorizer backend"): a backend's
+[`WorkerHandle`][envfactory.vectorizers.remote.WorkerHandle]s in a
+[`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup] handed to the front, `RemoteVecEnv`;
+its workers answer with `EnvHost`. A handle whose ``recv`` reads a stream a Ctrl-C must not cut
+part-way sets ``own_wait`` and wraps only its blocking waits in ``HOLD.waiting(wait, limit)``."""
 
 from __future__ import annotations
 
@@ -39,48 +34,11 @@ from .worker.recovery import Recover, Recoverable, RecoverableFn, after_reset, a
 from .worker.runner import EnvHost
 
 __all__ = [
-    "CLOSE_TIMEOUT",
-    "FAULT_KEYS",
-    "HOLD",
-    "STARTUP_TIMEOUT",
-    "Backend",
-    "Batch",
-    "Call",
-    "Cmd",
-    "EnvHost",
-    "EnvInfo",
-    "Failure",
-    "FaultOptions",
-    "Outcome",
-    "PoolBackend",
-    "PoolVecEnv",
-    "Recover",
-    "Recoverable",
-    "RecoverableFn",
-    "RemoteSite",
-    "RemoteVecEnv",
-    "Reset",
-    "RestartReset",
-    "Restarted",
-    "SetAttr",
-    "Split",
-    "Supervisor",
-    "WorkerGroup",
-    "WorkerHandle",
-    "after_reset",
-    "after_step",
-    "check_fault_options",
-    "check_spaces",
-    "concatenate_checked",
-    "count_restart",
-    "env_label",
-    "failure_of",
-    "keep_rows",
-    "merge_block",
-    "merge_infos",
-    "plan_split",
-    "pop_faults",
-    "split_envs",
-    "split_infos",
-    "take_rows",
-]
+    "CLOSE_TIMEOUT", "FAULT_KEYS", "HOLD", "STARTUP_TIMEOUT", "Backend", "Batch", "Call", "Cmd",
+    "EnvHost", "EnvInfo", "Failure", "FaultOptions", "Outcome", "PoolBackend", "PoolVecEnv",
+    "Recover", "Recoverable", "RecoverableFn", "RemoteSite", "RemoteVecEnv", "Reset",
+    "RestartReset", "Restarted", "SetAttr", "Split", "Supervisor", "WorkerGroup", "WorkerHandle",
+    "after_reset", "after_step", "check_fault_options", "check_spaces", "concatenate_checked",
+    "count_restart", "env_label", "failure_of", "keep_rows", "merge_block", "merge_infos",
+    "plan_split", "pop_faults", "split_envs", "split_infos", "take_rows",
+]  # fmt: skip

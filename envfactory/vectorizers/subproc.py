@@ -20,6 +20,7 @@ from .plan.launch import check_descriptors, context_of, payload, start_process, 
 from .plan.options import START_METHODS, SubprocAtariConfig, SubprocConfig
 from .remote import (
     STARTUP_TIMEOUT,
+    Batch,
     Cmd,
     EnvInfo,
     RemoteVecEnv,
@@ -56,18 +57,11 @@ class SubprocGroup(WorkerGroup):
     plan (None: planned here)."""
 
     def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        in_series: int | None = None,
-        context: str = "forkserver",
-        shared_memory: bool = True,
-        uint8_images: bool = False,
-        spin_us: int = 200,
-        in_parent: int = 0,
-        handoff: bool = True,
-        load: float | None = None,
+        self, env_fns: Sequence[Callable[[], gym.Env]], in_series: int | None = None,
+        context: str = "forkserver", shared_memory: bool = True, uint8_images: bool = False,
+        spin_us: int = 200, in_parent: int = 0, handoff: bool = True, load: float | None = None,
         split: Split | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__()
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
         self.uint8_images, self.use_handoff = uint8_images, handoff
@@ -145,7 +139,7 @@ class SubprocGroup(WorkerGroup):
     # -- WorkerGroup's hooks ------------------------------------------------------------
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+    ) -> Batch:
         b = self._buffers
         assert b is not None
         if self._shm_obs:
@@ -156,30 +150,26 @@ class SubprocGroup(WorkerGroup):
                     if o is not None or (mask is None or mask[h.start + i]):
                         self._env_obs[h.start + i] = o
             self._obs = obs = self.batch_obs(self._env_obs, self._obs)
-        infos: dict = {}
-        columns: list | None = []  # the workers' infos in the info columns (None: by pipe)
-        for calls, _ in results:  # (loops, no comprehension: no call on the hot path)
+        # every worker's infos merged at once (as gymnasium's one by one): from the info
+        # columns when all are there under one schema, else from the ``(env, info)`` pairs
+        infos: dict | None = {}
+        columns, rows = [], 0  # (loops, no comprehension: no call on the hot path)
+        for calls, _ in results:
             if type(calls) is ColumnRows:
-                if columns is not None:
-                    columns.append(calls)
+                columns.append(calls)
+                rows += calls.n
+                if calls.schema != columns[0].schema:
+                    infos = None
             elif calls:
-                columns = None
-        if columns:  # every worker's infos merged at once (as gymnasium's one by one),
-            # from the columns when all share one schema, else from the ``(env, info)`` pairs
-            first, n, rows = columns[0], self.num_envs, 0
-            for c in columns:
-                if c.schema != first.schema:
-                    columns = None
-                    break
-                rows += c.n
-            else:
-                have = None
-                if rows < n:
-                    have = np.zeros(n, np.bool_)
-                    for c in columns:
-                        have[c.start : c.start + c.n] = True
-                infos = first.columns.merged(first.schema, slice(0, n), have)
-        if columns is None or infos is None:
+                infos = None  # (by pipe)
+        if columns and infos is not None:
+            first, n, have = columns[0], self.num_envs, None
+            if rows < n:
+                have = np.zeros(n, np.bool_)
+                for c in columns:
+                    have[c.start : c.start + c.n] = True
+            infos = first.columns.merged(first.schema, slice(0, n), have)
+        if infos is None:
             infos = self.merge_answers(handles, [c for c, _ in results])
         return self.out(obs), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
@@ -225,12 +215,9 @@ class SubprocGroup(WorkerGroup):
         return None
 
     def gather(
-        self,
-        call: str,
-        handles: Sequence[WorkerHandle] | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-    ) -> list[Any]:
+        self, call: str, handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None, deadline: float | None = None,
+    ) -> list[Any]:  # fmt: skip
         g = self.board
         if handles is not None or g is None or not g.posted or call != "step":
             return super().gather(call, handles, timeout, deadline)
@@ -254,14 +241,10 @@ class SubprocVecEnv(RemoteVecEnv):
     group: SubprocGroup
 
     def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        autoreset_mode: Any = "next_step",
-        in_parent: int | None = 0,
-        load: float | None = None,
-        split: Split | None = None,
+        self, env_fns: Sequence[Callable[[], gym.Env]], autoreset_mode: Any = "next_step",
+        in_parent: int | None = 0, load: float | None = None, split: Split | None = None,
         **options: Any,
-    ) -> None:
+    ) -> None:  # fmt: skip
         asked = {"in_parent": in_parent, "load": load}
         self.split, group, faults = group_of(env_fns, split, options, **asked)
         #: how many envs (the last ones) this process steps itself
@@ -282,11 +265,9 @@ def group_of(
 
 
 def plan_for(
-    env_fns: Sequence[Callable[[], gym.Env]],
-    options: dict[str, Any],
-    fallback: bool = False,
+    env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any], fallback: bool = False,
     load: float | None = None,
-) -> Split:
+) -> Split:  # fmt: skip
     """The plan (`plan_split`) of a build's options; pops ``in_series`` and ``in_parent``."""
     method = options.get("context", "forkserver")
     return plan_split(

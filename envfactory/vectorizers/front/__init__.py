@@ -1,4 +1,1 @@
-"""The front: the `gymnasium.vector.VectorEnv` a user holds, and the components it owns (its
-checks, its per-env calls, its worker group and the supervisor that decides what a failure
-means).
-"""
+"""The front: the `gymnasium.vector.VectorEnv` a user holds and what it owns (architecture.md)."""

@@ -161,33 +161,15 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         self.check_actions = self._check_actions = action_checker(act_space, self.num_envs)
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
-        """Reset every env (or those of ``options["reset_mask"]``) and return the batch.
-
-        Args:
-            seed: None; an int ``s`` (env ``i`` gets ``s + i``, or a ``SeedSequence.spawn``
-                stream with ``seeding=spawn``); or a list of ``num_envs`` ints >= 0 / None.
-            options: passed to every env's ``reset``; ``{"reset_mask": bool array of shape
-                (num_envs,)}`` resets only the masked envs, the others keep their obs.
-
-        Returns:
-            ``(observations, infos)``: a batch of ``observation_space``, infos as a dict
-            of arrays with ``_key`` masks.
-
-        Raises:
-            InvalidSeedError: a negative or non-int seed, or a list of the wrong length.
-            ResetNeededError: a ``reset_mask`` before the first full reset.
-            ClosedError: after [`close`][envfactory.VecEnvBase.close]."""
+        """Reset every env (or those of ``options["reset_mask"]``): ``(observations, infos)``.
+        ``seed``: None, an int (env ``i`` gets ``seed + i``) or one per env."""
         if self.closed:
             self._check_ready("reset", "reset")
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
-        """Start a [`reset`][envfactory.VecEnvBase.reset] (same arguments);
-        [`reset_wait`][envfactory.VecEnvBase.reset_wait] returns its result.
-
-        Raises:
-            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is pending."""
+        """Start a [`reset`][envfactory.VecEnvBase.reset]; `reset_wait` returns its result."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("reset_async", "reset")
         seeds = seeds_for(seed, self.num_envs, self.seeding)
@@ -202,30 +184,13 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         self._start_for(PendingCall.RESET, self._start_reset, seeds, options, mask)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict]:
-        """Wait for the [`reset_async`][envfactory.VecEnvBase.reset_async] in flight and return
-        ``(observations, infos)``; ``timeout`` and errors as
-        [`step_wait`][envfactory.VecEnvBase.step_wait]'s (no reset pending: NoPendingCallError)."""
+        """The pending reset's ``(observations, infos)``; ``timeout`` as `step_wait`'s."""
         batch = self._wait_for(PendingCall.RESET, self._finish_step, timeout, "reset_wait")
         return batch[0], batch[4]  # (a reset's batch: rewards and flags are None)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Step every env with its action; finished envs autoreset per
-        ``metadata["autoreset_mode"]`` (``next_step``, ``same_step`` or ``disabled``).
-
-        Args:
-            actions: a batch of ``action_space`` (one action per env), checked against
-                ``single_action_space`` before anything is stepped.
-
-        Returns:
-            ``(observations, rewards, terminations, truncations, infos)``: rewards float64
-            and flags bool arrays of shape ``(num_envs,)``; infos a dict of arrays with
-            ``_key`` masks (``same_step``: ``final_obs``/``final_info``).
-
-        Raises:
-            InvalidActionError: (a TypeError and a ValueError) a wrong batch or an action
-                outside the space, naming the env and value; the env stays usable.
-            ResetNeededError: (gymnasium's ``ResetNeeded``) before the first reset, or a
-                finished env in ``disabled`` mode."""
+        """Step every env with its action (checked first); finished envs autoreset per
+        ``autoreset_mode``: ``(observations, rewards, terminations, truncations, infos)``."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step" if self.closed else "step_async", "step")
         actions = self._check_actions(actions)  # (step_async's, inlined: one call fewer)
@@ -235,11 +200,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         return self._wait_for(PendingCall.STEP, self._finish_step, None)
 
     def step_async(self, actions: Any) -> None:
-        """Start a [`step`][envfactory.VecEnvBase.step] (same argument, checked now);
-        [`step_wait`][envfactory.VecEnvBase.step_wait] returns its result.
-
-        Raises:
-            AlreadyPendingError: (gymnasium's ``AlreadyPendingCallError``) a call is pending."""
+        """Start a [`step`][envfactory.VecEnvBase.step]; `step_wait` returns its result."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step_async", "step")
         actions = self._check_actions(actions)
@@ -250,20 +211,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     def step_wait(
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Wait for the [`step_async`][envfactory.VecEnvBase.step_async] in flight and return what
-        [`step`][envfactory.VecEnvBase.step] returns.
-
-        Args:
-            timeout: seconds to wait for worker processes (None: the vectorizer's own
-                ``timeout``; ignored in-process); a worker that misses it is killed.
-
-        Raises:
-            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no step is pending.
-            WorkerTimeoutError: (a ``multiprocessing.TimeoutError``) a worker was too slow.
-            ValueError: a negative, NaN or non-numeric ``timeout`` (nothing was waited on).
-
-        A Ctrl-C in a worker-process vectorizer leaves the step pending: ``step_wait()``
-        returns it, every other call raises ``AlreadyPendingError``, ``close()`` abandons it."""
+        """What the pending `step` returns; ``timeout``: seconds for the workers (None: the
+        vectorizer's own), a worker that misses it is killed. A step a Ctrl-C cut is pending."""
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout, "step_wait")
 
     @property
@@ -282,12 +231,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         return self.get_attr("np_random")
 
     def close(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
-        """Close every env and release every resource; safe to call twice. A call still
-        pending is dropped with a warning, as gymnasium does.
-
-        Args:
-            timeout: seconds the workers get to close their envs before they are killed.
-            terminate: kill the workers at once."""
+        """Close every env (the workers get ``timeout`` seconds, none with ``terminate``);
+        safe twice. A call still pending is dropped with a warning, as gymnasium does."""
         if self.closed:
             return
         if self._pending is not PendingCall.NONE and not self._interrupted:

@@ -22,18 +22,9 @@ from ...errors import (
 from ..transport.ctrl_c import not_seconds
 
 __all__ = [
-    "autoreset_mode",
-    "check_env_ids",
-    "check_recv_timeout",
-    "check_seeds",
-    "check_spaces",
-    "composite_checker",
-    "per_env_answer",
-    "reset_needed",
-    "seeds_for",
-    "show_ids",
-    "split_reset_mask",
-]
+    "autoreset_mode", "check_env_ids", "check_recv_timeout", "check_spaces", "composite_checker",
+    "per_env_answer", "reset_needed", "seeds_for", "show_ids", "split_reset_mask",
+]  # fmt: skip
 
 
 def composite_checker(
@@ -89,23 +80,8 @@ def composite_checker(
     return check_other
 
 
-def check_seeds(seeds: Sequence[Any]) -> None:
-    """Every per-env seed is None or an int >= 0."""
-    for i, s in enumerate(seeds):
-        if s is None:
-            continue
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
-            raise InvalidSeedError(
-                f"seed for env {i} must be an int >= 0 or None, got {type(s).__name__} {s!r}"
-            )
-        if s < 0:
-            raise InvalidSeedError(f"seed for env {i} must be an int >= 0 or None, got {s}")
-
-
 def autoreset_mode(value: Any) -> AutoresetMode:
     """gymnasium's AutoresetMode from its name, its value or itself."""
-    if isinstance(value, AutoresetMode):
-        return value
     v = str(getattr(value, "value", value))
     for m in AutoresetMode:
         if v in (m.value, m.name.lower()):
@@ -139,7 +115,11 @@ def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
             f"reset(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
             f"num_envs={n}; pass an int (env i gets seed+i) or a list of {n}"
         )
-    check_seeds(seeds)
+    for i, s in enumerate(seeds):  # each None or an int >= 0
+        not_int = s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer)))
+        if not_int or (s is not None and s < 0):
+            got = f"{type(s).__name__} {s!r}" if not_int else s
+            raise InvalidSeedError(f"seed for env {i} must be an int >= 0 or None, got {got}")
     return [None if s is None else int(s) for s in seeds]
 
 
@@ -206,15 +186,11 @@ def check_env_ids(env_ids: Any, num_envs: int, head: str) -> list[int]:
     ids: list[int] = arr.tolist()
     if ids and min(ids) >= 0 and max(ids) < num_envs and len(set(ids)) == len(ids):
         return ids  # (the hot path)
-    bad = [i for i in ids if not 0 <= i < num_envs]
-    if bad or not ids or len(set(ids)) != len(ids):
-        why = (
-            f"ids {show_ids(bad)} out of range" if bad else "no id" if not ids else "a repeated id"
-        )
-        raise ValueError(
-            f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
-        )
-    return ids
+    bad = [i for i in ids if not 0 <= i < num_envs]  # (else none, or one id twice)
+    why = f"ids {show_ids(bad)} out of range" if bad else "no id" if not ids else "a repeated id"
+    raise ValueError(
+        f"{head}={show_ids(ids)}): {why}; pass each env id in [0, {num_envs}) at most once"
+    )
 
 
 # -- what a backend answers ---------------------------------------------------------
@@ -236,11 +212,9 @@ def per_env_answer(answer: Any, n: int, backend: Any, worker: str, call: str) ->
 
 
 def check_spaces(
-    spaces: Sequence[tuple[gym.Space, gym.Space]],
-    env_id: str = "",
-    want: tuple[gym.Space, gym.Space] | None = None,
-    start: int = 0,
-) -> tuple[gym.Space, gym.Space]:
+    spaces: Sequence[tuple[gym.Space, gym.Space]], env_id: str = "",
+    want: tuple[gym.Space, gym.Space] | None = None, start: int = 0,
+) -> tuple[gym.Space, gym.Space]:  # fmt: skip
     """All envs share one observation and one action space (``want``: the vectorized env's,
     for a rebuilt worker's envs ``start, start + 1, ...``), else a SpaceMismatchError."""
     first = spaces[0] if want is None else want

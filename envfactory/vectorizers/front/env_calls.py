@@ -1,6 +1,4 @@
-"""The per-env calls (``call``, ``env_method``, ``get_attr``, ``set_attr``, ``call_async``/
-``call_wait``, ``render``): each an `EnvCall` a backend starts and finishes, pending in between
-like a step."""
+"""The per-env calls: each an `EnvCall` a backend starts and finishes, pending like a step."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ __all__ = ["EnvCall", "EnvCalls", "PoolOnly", "env_indices", "tile_images"]
 
 
 def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]:
-    """The env indices of ``indices`` (None: all; negative ones count from the end), else an
-    IndexError naming it."""
+    """The env indices of ``indices`` (None: all; negative ones from the end), or IndexError."""
     if indices is None:
         return list(range(num_envs))
     if isinstance(indices, (int, np.integer)):
@@ -31,8 +28,7 @@ def env_indices(indices: int | Sequence[int] | None, num_envs: int) -> list[int]
 
 @dataclass(frozen=True)
 class EnvCall:
-    """One per-env call, checked (``what``: its name in messages; ``values``: a ``set_attr``'s,
-    one per index)."""
+    """One per-env call, checked (``what``: its name in messages; ``values``: a set_attr's)."""
 
     what: str
     name: Any
@@ -109,10 +105,7 @@ class EnvCalls(CallState):
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """The results of the pending `call_async`, or of a per-env call a Ctrl-C cut in its
-        wait (``set_attr``: None each); ``timeout`` as ``step_wait``'s.
-
-        Raises:
-            NoPendingCallError: (gymnasium's ``NoAsyncCallError``) no call is pending."""
+        wait (``set_attr``: None each); ``timeout`` as ``step_wait``'s."""
         return tuple(self._wait_for(PendingCall.CALL, self._finish_call, timeout, "call_wait"))
 
     def get_attr(self, name: str, indices: Any = None) -> tuple[Any, ...]:
@@ -128,10 +121,7 @@ class EnvCalls(CallState):
 
     def set_attr(self, name: str, values: Any, indices: Any = None) -> None:
         """Set attribute ``name`` (``set_wrapper_attr``) of every env or of ``indices``: one
-        value for all, or a list or tuple of one per env.
-
-        Raises:
-            ValueError: a list of values of the wrong length."""
+        value for all, or a list or tuple of one per env."""
         self._check_ready("set_attr", "set_attr")
         idx = env_indices(indices, self.num_envs)
         if not isinstance(values, (list, tuple)):

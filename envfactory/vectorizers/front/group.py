@@ -1,6 +1,4 @@
-"""``WorkerGroup``: the workers of one vectorized env behind their handles, the part every backend
-shares (``Backend``: the typed protocol a backend implements); what a failure means is the
-front's `Supervisor`'s."""
+"""``WorkerGroup``, the part every backend shares, and ``Backend``, the protocol it implements."""
 
 from __future__ import annotations
 
@@ -49,12 +47,9 @@ class Backend(Protocol):
     def start(self) -> None: ...
     def post_step(self, actions: Any) -> None: ...
     def gather(
-        self,
-        call: str,
-        handles: Sequence[WorkerHandle] | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-    ) -> list[Any]: ...
+        self, call: str, handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None, deadline: float | None = None,
+    ) -> list[Any]: ...  # fmt: skip
     def collect(
         self, handles: Sequence[WorkerHandle], results: list[Any], mask: np.ndarray | None
     ) -> Batch: ...
@@ -142,7 +137,7 @@ class WorkerGroup:
         env = self.env
         env._init_spaces(obs, act, per_env[0].metadata)
         env.render_mode = per_env[0].render_mode
-        self.out = env._copy_obs if env.copy else _same
+        self.out = env._copy_obs if env.copy else lambda obs: obs
         self.batch_obs = functools.partial(concatenate_checked, obs)
         return per_env
 
@@ -192,12 +187,9 @@ class WorkerGroup:
             raise
 
     def gather(
-        self,
-        call: str,
-        handles: Sequence[WorkerHandle] | None = None,
-        timeout: float | None = None,
-        deadline: float | None = None,
-    ) -> list[Any]:
+        self, call: str, handles: Sequence[WorkerHandle] | None = None,
+        timeout: float | None = None, deadline: float | None = None,
+    ) -> list[Any]:  # fmt: skip
         """The answers of ``handles`` (None: all, in env order) to ``call`` by ``deadline``
         (None: ``timeout`` seconds from now; None or ``inf``: no limit). Failures go to
         `recover`, a wait cut otherwise to `cut`."""
@@ -226,15 +218,12 @@ class WorkerGroup:
         return results
 
     def recover(
-        self,
-        call: str,
-        failures: Sequence[tuple[WorkerHandle, WorkerError]],
+        self, call: str, failures: Sequence[tuple[WorkerHandle, WorkerError]],
         done: list[bool] | None = None,
-    ) -> list[tuple[WorkerHandle, Any]]:
+    ) -> list[tuple[WorkerHandle, Any]]:  # fmt: skip
         """``failures`` in ``call``: the `Supervisor` decides, the front applies it, and each
-        worker to restart is rebuilt (Ctrl-C held) and finishes ``call`` (``done``: its envs'
-        finished flags, default the front's). Returns each rebuilt worker with its answer, or
-        raises the outcome's error."""
+        worker to restart is rebuilt (Ctrl-C held; ``done``: its envs' finished flags, default
+        the front's) and answers: each with its answer, else the outcome's error is raised."""
         env = self.env
         outcome = env.supervisor.failed(call, failures, env._broken is not None)
         error = env.apply(outcome)
@@ -246,9 +235,9 @@ class WorkerGroup:
             with held_ctrl_c():
                 h.kill()
                 try:
-                    spaces = (env.single_observation_space, env.single_action_space)
                     infos = self.respawn(h, self.startup_budget())
                     rebuilt = [(e.observation_space, e.action_space) for e in infos]
+                    spaces = (env.single_observation_space, env.single_action_space)
                     check_spaces(rebuilt, self.env_id, spaces, h.start)
                     if call == "reset":
                         assert h.last_reset is not None
@@ -288,10 +277,6 @@ class WorkerGroup:
             self.release(everything=locked)
             if errors:
                 raise errors[0]
-
-
-def _same(obs: Any) -> Any:
-    return obs
 
 
 def _quietly(call: Callable[[], None]) -> BaseException | None:

@@ -1,7 +1,5 @@
 """The merge rule, one for every backend: a batch's infos in gymnasium's ``SyncVectorEnv``
-layout (an array and a ``_key`` mask per key, nested dicts alike) from ``(row, info)`` pairs
-(`merge_infos`) or from blocks of rows already merged (`merge_block`); `keep_rows`,
-`split_infos` and `plain_key` (the keys a column may hold) follow the same rule."""
+layout (an array and a ``_key`` mask per key, nested dicts alike)."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ def merge_infos(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str,
 
 
 def _merge_plain(rows: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any] | None:
-    """`merge_infos` of rows in order whose values are plain scalars or dicts of them; None
-    for anything else."""
+    """`merge_infos` of rows in order whose values are plain scalars or dicts of them, or None."""
     columns: dict[Any, tuple[type, list[int], list[Any]]] = {}
     last = -1
     for k, info in rows:
@@ -78,9 +75,7 @@ def _is_mask(infos: dict, key: Any) -> bool:
 
 def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
     """Merge ``block``, the merged infos of rows ``start ..``, into ``infos`` (of ``n`` rows)
-    and return it, as merging each env's info in env order would. Rows that no block set yet
-    (blocks side by side, each node's a run of envs) take the block's rows in one slice copy:
-    a block is in the rule's layout, its rows out of its mask hold 0 (None)."""
+    and return it, as merging each env's info in env order would."""
     for key, value in block.items():
         if _is_mask(block, key):
             continue
@@ -90,7 +85,7 @@ def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
         if full is None:
             full, fresh = np.zeros(n, dtype=np.bool_), True
         else:  # (count_nonzero: a third of any()'s cost)
-            fresh = not np.count_nonzero(full[start:stop])
+            fresh = not np.count_nonzero(full[start:stop])  # (rows no block set: one copy)
         merged: Any
         if isinstance(value, dict):
             merged = merge_block(infos.get(key, {}), value, start, n)

@@ -52,9 +52,8 @@ _FLAGS = (
 
 
 def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, call: str) -> None:
-    """A backend's first batch of a step or reset: a tuple of five, one reward and one bool
-    flag per env, an infos dict, a Box observation with ``num_envs`` rows; else a RuntimeError
-    naming the backend's bug."""
+    """A backend's first batch of a step or reset: five, one reward and bool flag per env, infos
+    a dict, a Box observation of ``num_envs`` rows; else a RuntimeError naming the bug."""
     what = ""
     if not isinstance(batch, tuple) or len(batch) != 5:
         tup = isinstance(batch, tuple)
@@ -116,33 +115,19 @@ def check_started(group: Any) -> None:
 
 class RemoteVecEnv(VecEnvBase):
     """A vectorized env whose envs live in the workers of a
-    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup]
-    (``RemoteVecEnv(MyGroup(env_fns, ...), ...)``); it owns the call state, its `CallGuard`
-    and its `Supervisor`, whose outcomes it applies to its own state (`apply`).
-
-    Args:
-        group: the workers, not started yet (started here; closed if that fails).
-        autoreset_mode: ``next_step``, ``same_step`` or ``disabled``.
-        seeding: ``offset`` or ``spawn``.
-
-    The rest, keyword-only, are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'
-    (``restart`` needs a group with ``respawn`` and ``last_obs``).
-    """
+    [`WorkerGroup`][envfactory.vectorizers.remote.WorkerGroup], not started yet (started here;
+    closed if that fails): ``RemoteVecEnv(MyGroup(env_fns, ...), autoreset_mode, seeding)``;
+    the keyword-only rest are [`FaultOptions`][envfactory.vectorizers.remote.FaultOptions]'
+    (``restart`` needs a group with ``respawn`` and ``last_obs``). It owns the call state, its
+    `CallGuard` and its `Supervisor`, whose outcomes it applies to its own state (`apply`)."""
 
     _resumes = True  # (a call is cut only in its wait, which it repeats: `CallState`)
 
     def __init__(
-        self,
-        group: WorkerGroup,
-        autoreset_mode: Any = "next_step",
-        seeding: str = "offset",
-        *,
-        timeout: float | None = None,
-        restart: bool = False,
-        max_restarts: int = 5,
-        restart_window: float = 60.0,
-        copy: bool = True,
-    ) -> None:
+        self, group: WorkerGroup, autoreset_mode: Any = "next_step", seeding: str = "offset", *,
+        timeout: float | None = None, restart: bool = False, max_restarts: int = 5,
+        restart_window: float = 60.0, copy: bool = True,
+    ) -> None:  # fmt: skip
         self.group = group
         group.env = weakref.proxy(self)
         super().__init__(group.num_envs, autoreset_mode, seeding)

@@ -30,12 +30,9 @@ class Supervisor:
     ``inf`` (forever) kept as None."""
 
     def __init__(
-        self,
-        timeout: float | None = None,
-        restart: bool = False,
-        max_restarts: int = 5,
+        self, timeout: float | None = None, restart: bool = False, max_restarts: int = 5,
         restart_window: float = 60.0,
-    ) -> None:
+    ) -> None:  # fmt: skip
         if timeout is not None and not timeout > 0:  # (nan too)
             raise ConfigError(f"vectorizer.timeout must be > 0 seconds or null, got {timeout!r}")
         if max_restarts < 0 or not restart_window > 0:
@@ -103,10 +100,8 @@ def send_cut(cmd: Any, exc: BaseException, sent: int, label: str, of: int) -> Ou
 
 def rebuild_failed(h: WorkerHandle, exc: BaseException) -> Outcome:
     """The rebuild of ``h`` raised ``exc``: the env is broken."""
-    if isinstance(exc, Exception):
-        return Outcome(exc, exc)
-    why = RuntimeError(f"the restart of {h.label} was interrupted ({type(exc).__name__})")
-    return Outcome(exc, why)
+    why = f"the restart of {h.label} was interrupted ({type(exc).__name__})"
+    return Outcome(exc, exc if isinstance(exc, Exception) else RuntimeError(why))
 
 
 def count_restart(
