@@ -41,6 +41,7 @@ from .infocols import IN_COLUMNS, InfoColumns, Schema, relearn
 __all__ = ["PipeHandle"]
 
 _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+_SLICE = SLEEP_SLICE_MS / 1000
 
 
 class PipeHandle(WorkerHandle):
@@ -267,7 +268,8 @@ class PipeHandle(WorkerHandle):
 
     def _read_some(self, call: str) -> bool:
         """Read one whole message into ``_rmsg`` (True: none has begun); a begun one is read
-        to its end with Ctrl-C held (TimeoutError past the deadline)."""
+        to its end with Ctrl-C held (TimeoutError past the deadline; a held Ctrl-C and 0.2 s
+        with nothing read: the worker stopped mid-answer, killed)."""
         head = self._read(4, call, first=True)
         if head is None:
             return True
@@ -287,9 +289,14 @@ class PipeHandle(WorkerHandle):
                 if first and not got:
                     return None
                 t = self._deadline
-                left = None if t is None or t == math.inf else t - time.monotonic()
-                if not self.poller.wait(left, False):  # type: ignore[union-attr]
+                left = math.inf if t is None else t - time.monotonic()
+                if self.poller.wait(min(left, _SLICE), False):  # type: ignore[union-attr]
+                    continue
+                if left <= _SLICE:
                     raise TimeoutError from None
+                if HOLD.pending is not None:  # a held Ctrl-C and nothing read: as `_flush`
+                    self.kill()
+                    raise self.error(WorkerDiedError, "stopped mid-answer (killed)", call) from None
                 continue
             except OSError:  # (gone: as end of file)
                 k = 0
