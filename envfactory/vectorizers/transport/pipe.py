@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import RemoteEnvError, WorkerDiedError
-from ..worker.protocol import ERROR, HEADER, LONG, Cmd, Failure, Sender
+from ..worker.protocol import ERROR, HEADER, LONG, Cmd, Sender
 from .board import (
     CMD,
     DONE,
@@ -169,32 +169,23 @@ class PipeHandle(WorkerHandle):
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
             self._flush()
-        actions = self.actions
-        if (
-            cmd == Cmd.STEP
-            and actions is not None
-            and type(data) is np.ndarray
-            and data.dtype == actions.dtype  # else by pipe: the envs get the caller's dtype
-            and data.shape == actions.shape
-        ):  # through the control slot (see `board`)
+        actions, seq = self.actions, self.sent + 1
+        # through the control slot (see `board`); another dtype by pipe: the caller's dtype
+        if cmd == Cmd.STEP and actions is not None and type(data) is np.ndarray and \
+                data.dtype == actions.dtype and data.shape == actions.shape:  # fmt: skip
             actions[:] = data
-            seq = self.sent + 1
-            self.via_slot, self.seq, self.sent = True, seq, seq
-            slot = self.slot
+            slot, self.via_slot, self.seq, self.sent = self.slot, True, seq, seq
             slot[CMD] = seq
             fence()  # the seq is visible before the sleeping word is read
             if slot[WORKER_SLEEPING]:
                 signal_eventfd(self.go)
             return
-        seq = self.sent + 1
         wire = cmd.value if isinstance(cmd, Cmd) else cmd  # a plain string on the pipe
-        plain = type(data) is np.ndarray or (  # the hot paths: no cloudpickle
-            cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray
-        )
-        unsent = self.sender.frame((wire, seq, data), plain)
+        # (the hot paths: no cloudpickle)
+        plain = type(data) is np.ndarray or (cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray)
         # (an answer kept for an older seq stays: the async pool may ask for it again)
+        self.unsent = self.sender.frame((wire, seq, data), plain)  # (taken: see `unsent`)
         self.sent, self.seq, self.via_slot = seq, seq, False
-        self.unsent = unsent  # (taken: see `unsent`)
         self._flush()
 
     def _flush(self) -> None:
@@ -232,10 +223,8 @@ class PipeHandle(WorkerHandle):
         if answer is not None and answer[0] == seq:
             return True
         slot = self.slot
-        return bool(
-            self.via_slot and seq == self.sent and slot is not None and slot[DONE] == seq
-            and not slot[MSG]
-        )  # fmt: skip
+        return bool(self.via_slot and seq == self.sent and slot is not None and
+                    slot[DONE] == seq and not slot[MSG])  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
         self._deadline = deadline
@@ -273,10 +262,8 @@ class PipeHandle(WorkerHandle):
         head = self._read(4, call, first=True)
         if head is None:
             return True
-        size = HEADER.unpack(head)[0]
-        if size == -1:  # a long header: 8 more bytes
-            size = LONG.unpack(self._read(8, call))[0]
-        self._rmsg = self._read(size, call)
+        size = HEADER.unpack(head)[0]  # (-1: a long header, 8 more bytes)
+        self._rmsg = self._read(LONG.unpack(self._read(8, call))[0] if size == -1 else size, call)
         return False
 
     def _read(self, n: int, call: str, first: bool = False) -> Any:
@@ -301,8 +288,7 @@ class PipeHandle(WorkerHandle):
             except OSError:  # (gone: as end of file)
                 k = 0
             if k == 0:
-                if self.process is not None:
-                    self.process.join(2.0)
+                self.join(2.0)
                 raise self.error(WorkerDiedError, "died", call) from None
             got += k
         return buf
@@ -323,8 +309,7 @@ class PipeHandle(WorkerHandle):
             raise err from bad
         if seq == self.seq:
             if status == ERROR:
-                failure: Failure = payload
-                err = self.remote_error(call, failure)
+                err = self.remote_error(call, payload)
                 self._rmsg = None
                 raise err
             if seq == self._learn_at and payload[1] is None and payload[0]:  # the worker's rule
