@@ -50,6 +50,7 @@ class PipeHandle(WorkerHandle):
 
     resumable = True
     own_wait = True
+    pid: int | None = None  # (`WorkerHandle.pid`: its process's, set by `connect`)
 
     def __init__(
         self, index: int, start: int, stop: int, env_id: str, payload: Any, spin_us: int
@@ -58,7 +59,6 @@ class PipeHandle(WorkerHandle):
         self.payload = payload  # its env constructors, as sent to the process
         self.spin_us = spin_us
         self.process: Any = None
-        self._pid: int | None = None
         self.conn: Any = None
         self.sender: Any = None
         self.poller: Poller | None = None
@@ -89,7 +89,7 @@ class PipeHandle(WorkerHandle):
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
         """A started worker process and its pipe (its first answer, seq 0: the EnvInfos)."""
-        self.process, self._pid, self.conn, self.seq = process, process.pid, conn, 0
+        self.process, self.pid, self.conn, self.seq = process, process.pid, conn, 0
         self._fd = conn.fileno()
         os.set_blocking(self._fd, False)
         self.poller = Poller([self._fd], self.spin_us * 1e-6)
@@ -115,10 +115,6 @@ class PipeHandle(WorkerHandle):
             send_handle(self.conn, fd, self.process.pid)
 
     @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    @property
     def exitcode(self) -> int | None:
         return self.process.exitcode if self.process is not None else None
 
@@ -131,10 +127,10 @@ class PipeHandle(WorkerHandle):
 
     def kill(self) -> None:
         """Kill the worker and its process group (the env's helper processes)."""
-        if self._pid is not None and self._pid != self.killed_group:
-            self.killed_group = self._pid
+        if self.pid is not None and self.pid != self.killed_group:
+            self.killed_group = self.pid
             with contextlib.suppress(OSError):  # no such group: it was never made, or is gone
-                os.killpg(self._pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
         p = self.process
         if p is not None and p.pid is not None:
             if p.is_alive():
