@@ -32,7 +32,7 @@ from faulty_envs import (
     interrupt_next_send,
 )
 
-from envfactory.errors import AlreadyPendingError
+from envfactory.errors import AlreadyPendingError, VecEnvBrokenError
 from envfactory.vectorizers.front.remote_env import CallGuard
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
@@ -260,6 +260,40 @@ def test_ctrl_c_right_after_a_pipe_read_loses_nothing() -> None:
         assert envs.pids[1] == pid and envs.workers[1].alive
         obs, *_ = envs.step(PIPE_ONES)
         assert steps_of(obs) == [3, 3, 3, 3]
+
+
+@pytest.mark.timeout(30)
+def test_ctrl_c_while_a_stopped_worker_holds_a_begun_answer_ends_it() -> None:
+    """A begun pipe answer is read whole with Ctrl-C held; a worker stopped in the middle of
+    writing it (a 4 MB answer: many writes) with no ``timeout`` held that read, and every
+    Ctrl-C, for good. Now a held Ctrl-C and 0.2 s with nothing read kill it, as a message
+    the worker does not read (`PipeHandle._flush`): a WorkerError naming the worker."""
+    from envfactory.errors import WorkerError
+
+    with SubprocVecEnv([Maker(obs_dim=2**20)] * 2, in_series=1, context="fork") as envs:
+        envs.reset(seed=0)
+        handle, pid = envs.workers[1], envs.pids[1]
+        real = handle._read
+
+        def stop_then_ctrl_c(n: int, call: str, first: bool = False) -> Any:
+            got = real(n, call, first)
+            if first and got is not None:  # the answer has begun: stop its writer
+                del handle._read
+                os.kill(pid, signal.SIGSTOP)
+                signal.raise_signal(signal.SIGINT)  # (held: the read goes on)
+            return got
+
+        handle._read = stop_then_ctrl_c
+        t0 = time.monotonic()
+        with pytest.raises(BaseException) as info:
+            envs.call("reset")  # each env's (obs, info): 4 MB by pipe
+        assert time.monotonic() - t0 < 5.0
+        err = info.value if isinstance(info.value, WorkerError) else info.value.__context__
+        assert isinstance(err, WorkerError) and err.worker == 1, repr(info.value)
+        assert "stopped mid-answer" in str(err)
+        assert not psutil_alive(pid)
+        with pytest.raises(VecEnvBrokenError, match=r"worker 1 .* stopped mid-answer"):
+            envs.step(ONES[:2])  # (a dead worker's env: restart=true rebuilds it)
 
 
 @pytest.mark.timeout(60)

@@ -223,11 +223,9 @@ class Board:
         self.workers = list(workers)
         n = len(self.workers)
         self.stop = self.workers[-1].stop
-        self.control = control[:n]
-        self.cmd = self.control[:, CMD]
-        self.done = self.control[:, DONE]
-        self.msg = self.control[:, MSG]
-        self.sleeping = self.control[:, WORKER_SLEEPING]
+        self.control = c = control[:n]
+        self.cmd, self.done, self.msg = c[:, CMD], c[:, DONE], c[:, MSG]
+        self.sleeping = c[:, WORKER_SLEEPING]
         self.actions = actions[: self.stop] if isinstance(actions, np.ndarray) else None
         self.seqs: list[int] = [0] * n  # the step each worker was asked for
         self.posted = False  # a step was posted and not yet waited for here

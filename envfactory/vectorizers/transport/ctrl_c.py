@@ -24,10 +24,8 @@ import numpy as np
 
 from ...errors import AlreadyPendingError, ClosedError, NoPendingCallError, VecEnvBrokenError
 
-__all__ = [
-    "HOLD", "CallGuard", "CallState", "PendingCall", "check_wait_timeout", "held_ctrl_c",
-    "not_seconds"
-]  # fmt: skip
+__all__ = ["HOLD", "CallGuard", "CallState", "PendingCall", "check_wait_timeout", "held_ctrl_c",
+           "not_seconds"]  # fmt: skip
 
 _SIGINT = int(signal.SIGINT)
 
@@ -256,13 +254,10 @@ class CallState:
                     self._held = batch
                 if kind is PendingCall.STEP:
                     np.logical_or(batch[2], batch[3], out=self._done)
-                elif kind is PendingCall.CALL:
-                    pass
-                elif self._pending_mask is None:  # a reset: its envs are not done any more
-                    self._done[:] = False
-                    self._ready = True
-                else:
-                    self._done[self._pending_mask] = False
+                elif kind is PendingCall.RESET:  # its envs are not done any more
+                    mask = self._pending_mask
+                    self._done[slice(None) if mask is None else mask] = False
+                    self._ready = self._ready or mask is None
         except Exception:
             self._pending, self._interrupted, self._held = _IDLE, False, None
             raise

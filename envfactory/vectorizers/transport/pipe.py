@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import RemoteEnvError, WorkerDiedError
-from ..worker.protocol import ERROR, HEADER, LONG, Cmd, Failure, Sender
+from ..worker.protocol import ERROR, HEADER, LONG, Cmd, Sender
 from .board import (
     CMD,
     DONE,
@@ -41,6 +41,7 @@ from .infocols import IN_COLUMNS, InfoColumns, Schema, relearn
 __all__ = ["PipeHandle"]
 
 _POLL_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+_SLICE = SLEEP_SLICE_MS / 1000
 
 
 class PipeHandle(WorkerHandle):
@@ -49,6 +50,7 @@ class PipeHandle(WorkerHandle):
 
     resumable = True
     own_wait = True
+    pid: int | None = None  # (`WorkerHandle.pid`: its process's, set by `connect`)
 
     def __init__(
         self, index: int, start: int, stop: int, env_id: str, payload: Any, spin_us: int
@@ -57,7 +59,6 @@ class PipeHandle(WorkerHandle):
         self.payload = payload  # its env constructors, as sent to the process
         self.spin_us = spin_us
         self.process: Any = None
-        self._pid: int | None = None
         self.conn: Any = None
         self.sender: Any = None
         self.poller: Poller | None = None
@@ -88,7 +89,7 @@ class PipeHandle(WorkerHandle):
     # -- process ----------------------------------------------------------------------
     def connect(self, process: Any, conn: Any, by_value: bool) -> None:
         """A started worker process and its pipe (its first answer, seq 0: the EnvInfos)."""
-        self.process, self._pid, self.conn, self.seq = process, process.pid, conn, 0
+        self.process, self.pid, self.conn, self.seq = process, process.pid, conn, 0
         self._fd = conn.fileno()
         os.set_blocking(self._fd, False)
         self.poller = Poller([self._fd], self.spin_us * 1e-6)
@@ -114,10 +115,6 @@ class PipeHandle(WorkerHandle):
             send_handle(self.conn, fd, self.process.pid)
 
     @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    @property
     def exitcode(self) -> int | None:
         return self.process.exitcode if self.process is not None else None
 
@@ -130,10 +127,10 @@ class PipeHandle(WorkerHandle):
 
     def kill(self) -> None:
         """Kill the worker and its process group (the env's helper processes)."""
-        if self._pid is not None and self._pid != self.killed_group:
-            self.killed_group = self._pid
+        if self.pid is not None and self.pid != self.killed_group:
+            self.killed_group = self.pid
             with contextlib.suppress(OSError):  # no such group: it was never made, or is gone
-                os.killpg(self._pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
         p = self.process
         if p is not None and p.pid is not None:
             if p.is_alive():
@@ -168,32 +165,23 @@ class PipeHandle(WorkerHandle):
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
             self._flush()
-        actions = self.actions
-        if (
-            cmd == Cmd.STEP
-            and actions is not None
-            and type(data) is np.ndarray
-            and data.dtype == actions.dtype  # else by pipe: the envs get the caller's dtype
-            and data.shape == actions.shape
-        ):  # through the control slot (see `board`)
+        actions, seq = self.actions, self.sent + 1
+        # through the control slot (see `board`); another dtype by pipe: the caller's dtype
+        if cmd == Cmd.STEP and actions is not None and type(data) is np.ndarray and \
+                data.dtype == actions.dtype and data.shape == actions.shape:  # fmt: skip
             actions[:] = data
-            seq = self.sent + 1
-            self.via_slot, self.seq, self.sent = True, seq, seq
-            slot = self.slot
+            slot, self.via_slot, self.seq, self.sent = self.slot, True, seq, seq
             slot[CMD] = seq
             fence()  # the seq is visible before the sleeping word is read
             if slot[WORKER_SLEEPING]:
                 signal_eventfd(self.go)
             return
-        seq = self.sent + 1
         wire = cmd.value if isinstance(cmd, Cmd) else cmd  # a plain string on the pipe
-        plain = type(data) is np.ndarray or (  # the hot paths: no cloudpickle
-            cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray
-        )
-        unsent = self.sender.frame((wire, seq, data), plain)
+        # (the hot paths: no cloudpickle)
+        plain = type(data) is np.ndarray or (cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray)
         # (an answer kept for an older seq stays: the async pool may ask for it again)
+        self.unsent = self.sender.frame((wire, seq, data), plain)  # (taken: see `unsent`)
         self.sent, self.seq, self.via_slot = seq, seq, False
-        self.unsent = unsent  # (taken: see `unsent`)
         self._flush()
 
     def _flush(self) -> None:
@@ -231,10 +219,8 @@ class PipeHandle(WorkerHandle):
         if answer is not None and answer[0] == seq:
             return True
         slot = self.slot
-        return bool(
-            self.via_slot and seq == self.sent and slot is not None and slot[DONE] == seq
-            and not slot[MSG]
-        )  # fmt: skip
+        return bool(self.via_slot and seq == self.sent and slot is not None and
+                    slot[DONE] == seq and not slot[MSG])  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
         self._deadline = deadline
@@ -267,14 +253,13 @@ class PipeHandle(WorkerHandle):
 
     def _read_some(self, call: str) -> bool:
         """Read one whole message into ``_rmsg`` (True: none has begun); a begun one is read
-        to its end with Ctrl-C held (TimeoutError past the deadline)."""
+        to its end with Ctrl-C held (TimeoutError past the deadline; a held Ctrl-C and 0.2 s
+        with nothing read: the worker stopped mid-answer, killed)."""
         head = self._read(4, call, first=True)
         if head is None:
             return True
-        size = HEADER.unpack(head)[0]
-        if size == -1:  # a long header: 8 more bytes
-            size = LONG.unpack(self._read(8, call))[0]
-        self._rmsg = self._read(size, call)
+        size = HEADER.unpack(head)[0]  # (-1: a long header, 8 more bytes)
+        self._rmsg = self._read(LONG.unpack(self._read(8, call))[0] if size == -1 else size, call)
         return False
 
     def _read(self, n: int, call: str, first: bool = False) -> Any:
@@ -287,15 +272,19 @@ class PipeHandle(WorkerHandle):
                 if first and not got:
                     return None
                 t = self._deadline
-                left = None if t is None or t == math.inf else t - time.monotonic()
-                if not self.poller.wait(left, False):  # type: ignore[union-attr]
+                left = math.inf if t is None else t - time.monotonic()
+                if self.poller.wait(min(left, _SLICE), False):  # type: ignore[union-attr]
+                    continue
+                if left <= _SLICE:
                     raise TimeoutError from None
+                if HOLD.pending is not None:  # a held Ctrl-C and nothing read: as `_flush`
+                    self.kill()
+                    raise self.error(WorkerDiedError, "stopped mid-answer (killed)", call) from None
                 continue
             except OSError:  # (gone: as end of file)
                 k = 0
             if k == 0:
-                if self.process is not None:
-                    self.process.join(2.0)
+                self.join(2.0)
                 raise self.error(WorkerDiedError, "died", call) from None
             got += k
         return buf
@@ -316,8 +305,7 @@ class PipeHandle(WorkerHandle):
             raise err from bad
         if seq == self.seq:
             if status == ERROR:
-                failure: Failure = payload
-                err = self.remote_error(call, failure)
+                err = self.remote_error(call, payload)
                 self._rmsg = None
                 raise err
             if seq == self._learn_at and payload[1] is None and payload[0]:  # the worker's rule

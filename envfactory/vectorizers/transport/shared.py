@@ -3,6 +3,7 @@ slots, info columns) in one ``memfd_create`` file: nothing can outlive the proce
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import mmap
 import os
@@ -122,10 +123,8 @@ class SharedBuffers:
         self.obs = self.actions = self.control = self.infos = None
         self.rewards = self.terminations = self.truncations = None
         if self._mm is not None:
-            try:
+            with contextlib.suppress(BufferError):  # a view still held (copy=False): GC frees it
                 self._mm.close()
-            except BufferError:  # a caller still holds a view (copy=False): the GC frees it
-                pass
             self._mm = None
         if self.fd is not None:
             os.close(self.fd)
