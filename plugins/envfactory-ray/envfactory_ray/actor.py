@@ -27,30 +27,17 @@ from envfactory.vectorizers.remote import (
     WorkerHandle,
     failure_of,
 )
+from envfactory.vectorizers.shm import supports_shared_memory
 
 from .causes import IP, KILLED, START_CAUSES, first_line, lost_node_of, ray_cause
 from .graph import KEPT, GraphBroke, StepGraph
 from .wire import Wire
 
-__all__ = ["ERROR", "INNER", "OK", "ActorHandle", "EnvActor", "StepBatch", "array_batched",
-           "pickles"]  # fmt: skip
+__all__ = ["ERROR", "INNER", "OK", "ActorHandle", "EnvActor", "fetch_together", "pickles"]
 
 #: an actor's answer: ``(OK, payload)``, ``(ERROR, Failure)``, or a node actor's
 #: ``(INNER, (kind, what, where, placed))`` for a fault of its inner vectorized env (see `node`)
 OK, ERROR, INNER = "ok", "error", "inner"
-
-
-def array_batched(space: gym.Space) -> bool:
-    """True when a batch of ``space`` is numpy arrays only (it crosses as arrays; other spaces
-    as one list per actor)."""
-    if isinstance(space, gym.spaces.Dict):
-        return all(array_batched(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return all(array_batched(s) for s in space.spaces)
-    return isinstance(
-        space,
-        (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary),
-    )
 
 
 def pickles(obj: Any) -> bytes:
@@ -58,16 +45,6 @@ def pickles(obj: Any) -> bytes:
     import ray.cloudpickle
 
     return ray.cloudpickle.dumps(obj)
-
-
-class ByChannel:
-    """A handle's ``ref`` of a command sent by the channel (``seq`` None), or of a step posted
-    to the compiled graph (its ``seq`` and actions)."""
-
-    __slots__ = ("actions", "seq")
-
-    def __init__(self, seq: int | None = None, actions: Any = None) -> None:
-        self.seq, self.actions = seq, actions
 
 
 #: seconds to open a node actor's channel, or to hear from Ray why it closed
@@ -139,7 +116,7 @@ class EnvActor:
             return
         self.host = EnvHost(envs, mode, self._answer)
         self.space = envs[0].observation_space
-        self.arrays = array_batched(self.space)
+        self.arrays = supports_shared_memory(self.space)
         self._buf: Any = create_empty_array(self.space, n=len(envs)) if self.arrays else None
 
     def _answer(self, calls: list, mask: Any) -> tuple:
@@ -171,31 +148,25 @@ class EnvActor:
         except Exception as exc:
             return ERROR, failure_of(exc, pickles)
 
-    def close(self) -> tuple[str, Any]:
-        self.host.close()
-        return OK, None
+
+def fetch_together(batch: list[ActorHandle], deadline: float | None) -> None:
+    """One ``ray.get`` for the answers by Ray of a step's ``batch`` of handles (emptied); anything
+    unusual (a timeout, a dead actor) is left to each handle's own ``ray.get``, which names it."""
+    import ray
+
+    handles = [h for h in batch if not isinstance(h.ref, tuple)]
+    batch.clear()
+    try:
+        refs = [h.ref for h in handles]
+        answers = HOLD.waiting(lambda limit: ray.get(refs, timeout=limit), _left(deadline))
+    except Exception:
+        return
+    for h, answer in zip(handles, answers):
+        h.fetched = answer
 
 
-class StepBatch:
-    """One ``ray.get`` for every actor's answer to a step; anything unusual (a timeout, a dead
-    actor) is left to each handle's own ``ray.get``, which names the actor."""
-
-    def __init__(self) -> None:
-        self.handles: list[ActorHandle] = []
-
-    def fetch(self, deadline: float | None) -> None:
-        import ray
-
-        by_ray = [h for h in self.handles if not isinstance(h.ref, ByChannel)]
-        handles, self.handles = by_ray, []
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        try:
-            refs = [h.ref for h in handles]
-            answers = HOLD.waiting(lambda limit: ray.get(refs, timeout=limit), remaining)
-        except Exception:
-            return
-        for h, answer in zip(handles, answers):
-            h.fetched = answer
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
 
 
 NODE_LABEL = "ray.io/node-id"  # (Ray's label of a node's id, for ``label_selector``)
@@ -216,12 +187,14 @@ class ActorHandle(WorkerHandle):
     resumable = True  # (recv asked again after a Ctrl-C gives the same answer)
     own_wait = True  # (a Ctrl-C goes through only in its waits: never part-way in a read)
     # the current actor's state (`spawn` sets it anew)
-    ref: Any = None  # the call in flight (the actor's describe: `describing`)
+    # the call in flight: a Ray ref (the actor's describe: `describing`), ``()`` for a message by
+    # the channel, ``(seq, actions)`` for a step posted to the compiled graph
+    ref: Any = None
     describing = killed = init_failed = False
     _pid: int | None = None
     actor_id = node_id = node_ip = lost_node = ""  # (lost_node: the one Ray said was lost)
     avoid: tuple[str, ...] = ()  # the nodes it was placed away from
-    fetched: tuple[str, Any] | None = None  # this handle's answer, once fetched (`StepBatch`)
+    fetched: tuple[str, Any] | None = None  # this handle's answer, once `fetch_together` got it
     _answer: tuple[Any, tuple[str, Any]] | None = None  # (its ref, raw answer) once read
     graph: StepGraph | None = None  # the compiled graph that steps it, if any
     graph_steps = 0  # steps posted to that graph
@@ -234,7 +207,7 @@ class ActorHandle(WorkerHandle):
         self.inner = ""  # the inner worker an error being raised names (see recv)
         self.actor: Any = None
         self.channel: Any = None  # the direct connection to a node actor, once open
-        self.batch: StepBatch | None = None  # the step answers fetched together
+        self.batch: list[ActorHandle] = []  # the handles whose step answers are fetched together
         self.channels = True  # a node actor is talked to by a direct channel once started
         self.wire = Wire(pickles)
         self.children: list[int] = []  # the processes the actor started
@@ -300,7 +273,7 @@ class ActorHandle(WorkerHandle):
         graph = self.graph
         if cmd == Cmd.STEP and graph is not None and not graph.broken:
             self.graph_steps += 1
-            self.ref = ByChannel(self.graph_steps, data)
+            self.ref = (self.graph_steps, data)
             graph.post(self, data)
             return
         if self.channel is not None:
@@ -310,15 +283,9 @@ class ActorHandle(WorkerHandle):
                 self.channel.send_bytes(message)
             except OSError:  # the actor is gone: recv says how
                 pass
-            self.ref = ByChannel()
+            self.ref = ()
             return
-        if cmd == Cmd.STEP:
-            ref = self.actor.step.remote(data)
-        elif cmd == Cmd.CLOSE:
-            ref = self.actor.close.remote()
-        else:
-            ref = self.actor.handle.remote(cmd, data)
-        self.ref = ref
+        self.ref = self.actor.handle.remote(cmd, data)
 
     def recv(self, deadline: float | None, call: str) -> Any:
         import ray
@@ -326,16 +293,16 @@ class ActorHandle(WorkerHandle):
         ref, answer = self.ref, self._answer
         if answer is not None and answer[0] is ref:  # asked again after an interrupt
             return self._answered(*answer[1], call)
-        by_ray = not isinstance(ref, ByChannel)
-        if by_ray and self.batch is not None and self in self.batch.handles:
-            self.batch.fetch(deadline)
+        by_ray = not isinstance(ref, tuple)
+        if by_ray and self in self.batch:
+            fetch_together(self.batch, deadline)
         fetched, self.fetched = self.fetched, None
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        remaining = _left(deadline)
         raw: Any = None
         try:
             if by_ray:
                 raw = fetched or HOLD.waiting(lambda t: ray.get(ref, timeout=t), remaining)
-            elif ref.seq is not None:  # a step posted to the compiled graph
+            elif ref:  # a step posted to the compiled graph
                 raw = self.graph.answer(self, remaining)  # type: ignore[union-attr]
             # (a blocking poll: a spin was no faster on 2 cores, where it takes the actor's core;
             # a read is never cut: Ctrl-C held)
@@ -344,7 +311,7 @@ class ActorHandle(WorkerHandle):
         except GraphBroke:  # (not this actor's death): the answer it kept, by its channel
             self.graph.teardown()  # type: ignore[union-attr]
             self.graph = None
-            self._submit(KEPT, (ref.seq, ref.actions))
+            self._submit(KEPT, ref)
             if deadline is not None:  # (a node that answered in time answers in a round trip)
                 deadline = max(deadline, time.monotonic() + KEPT_GRACE)
             return self.recv(deadline, call)

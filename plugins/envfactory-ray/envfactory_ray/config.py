@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-import difflib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Optional
 
 from envfactory import OptionError
+from envfactory.config.checks import check_int
+from envfactory.errors import did_you_mean
 from envfactory.vectorizers.remote import FaultOptions
 
 from .node import IN_ACTOR
@@ -76,8 +77,7 @@ class RayConfig(FaultOptions):
                 "null (start or join a local Ray) or a Ray address such as "
                 "'ray://head:10001' or 'head:6379'",
             )
-        if _bad(self.in_series, Integral, lambda v: v >= 1):
-            raise OptionError("in_series", self.in_series, "an integer >= 1 or null")
+        check_int(self, "in_series", 1, optional=True)
         if _bad(self.num_cpus, Real, lambda v: 0 < v < math.inf):
             raise OptionError(
                 "num_cpus",
@@ -101,7 +101,7 @@ class RayConfig(FaultOptions):
                 + " or ".join(repr(v) for v in IN_ACTOR)
                 + " (each actor hosts its envs in that vectorizer, one worker per CPU it "
                 "reserves)",
-                hint=_did_you_mean(self.in_actor, IN_ACTOR),
+                hint=did_you_mean(self.in_actor, IN_ACTOR),
             )
         if self.compiled_graph and self.in_actor is None:
             raise OptionError(
@@ -110,9 +110,7 @@ class RayConfig(FaultOptions):
                 "false without vectorizer.in_actor (the graph steps node actors)",
                 hint="Set vectorizer.in_actor=subproc, or vectorizer.compiled_graph=false",
             )
-        size = self.batch_size
-        if _bad(size, Integral, lambda v: v >= 1):
-            raise OptionError("batch_size", size, "an integer >= 1 or null (a synchronous VecEnv)")
+        check_int(self, "batch_size", 1, optional=True)
         self._check_placement()
         super().__post_init__()  # the fault options
 
@@ -120,21 +118,14 @@ class RayConfig(FaultOptions):
         """Against the top level: ``batch_size`` is at most ``num_envs``, and with ``in_actor``
         a multiple of ``in_series`` as ``num_envs`` is (a node actor steps its envs only all
         together)."""
-        size = self.batch_size
+        size, per_node = self.batch_size, self.in_series
         if size is not None and size > top.num_envs:
             raise OptionError(
-                "batch_size",
-                size,
+                "batch_size", size,
                 f"an integer in [1, num_envs={top.num_envs}] or null (null: a synchronous VecEnv)",
                 hint=f"Lower vectorizer.batch_size or raise num_envs (now {top.num_envs})",
-            )
-        per_node = self.in_series
-        if (
-            size is not None
-            and self.in_actor is not None
-            and per_node is not None
-            and (size % per_node or top.num_envs % per_node)
-        ):
+            )  # fmt: skip
+        if size and self.in_actor and per_node and (size % per_node or top.num_envs % per_node):
             raise OptionError(
                 "batch_size",
                 size,
@@ -167,7 +158,7 @@ class RayConfig(FaultOptions):
                 "scheduling_strategy",
                 strategy,
                 "null, " + " or ".join(STRATEGIES),
-                hint=_did_you_mean(str(strategy).upper(), STRATEGIES),
+                hint=did_you_mean(str(strategy).upper(), STRATEGIES),
             )
         for key in ("label_selector", "runtime_env"):
             value = getattr(self, key)
@@ -191,8 +182,3 @@ def _bad(value: Any, kind: type, ok: Callable[[Any], bool]) -> bool:
     """A value given that is not a ``kind`` (a bool is not) meeting ``ok``."""
     return value is not None and (isinstance(value, bool) or not isinstance(value, kind) or
                                   not ok(value))  # fmt: skip
-
-
-def _did_you_mean(value: Any, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
-    return f"Did you mean {close[0]!r}?" if close else ""

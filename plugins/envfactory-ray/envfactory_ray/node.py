@@ -104,7 +104,10 @@ class NodeActor:
             if status == INNER:  # (says where it runs: the error names the node)
                 return status, (*payload[:3], placed())
             return status, payload
-        return OK, {**placed(), "envs": self.envs, "children": descendants(os.getpid())}
+        import psutil  # (Ray ships it)
+
+        children = [p.pid for p in psutil.Process().children(recursive=True)]
+        return OK, {**placed(), "envs": self.envs, "children": children}
 
     def step(self, actions: Any) -> tuple[str, Any]:
         try:
@@ -131,13 +134,13 @@ class NodeActor:
 
     def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
         """Any env command of `Cmd` (and the plugin's own `KEPT`)."""
+        if cmd in (Cmd.STEP, Cmd.STEP_ENVS):  # (the pool's STEP_ENVS: every env, RayPool.send)
+            return self.step(data if cmd == Cmd.STEP else data[1])
+        if cmd == KEPT:
+            return self.kept(*data)
+        if cmd == Cmd.CLOSE:
+            return self.close()
         try:
-            if cmd == Cmd.STEP:
-                return self.step(data)
-            if cmd == Cmd.STEP_ENVS:  # the pool's: every env (RayPool.send checked it)
-                return self.step(data[1])
-            if cmd == KEPT:
-                return self.kept(*data)
             if cmd == Cmd.RESET:
                 out: Any = self._reset(data)
             elif cmd == Cmd.CALL:
@@ -193,11 +196,7 @@ class NodeActor:
                 except (EOFError, OSError):
                     return  # the vectorized env went: Ray kills this actor
                 try:
-                    if cmd == Cmd.CLOSE:
-                        answer = self.close()
-                    else:
-                        answer = self.step(data) if cmd == Cmd.STEP else self.handle(cmd, data)
-                    message = wire.dumps(answer)
+                    message = wire.dumps(self.handle(cmd, data))
                 except Exception as exc:
                     message = pickles((ERROR, failure_of(exc, pickles)))
                 try:
@@ -275,23 +274,3 @@ class NodeActor:
         how = exc.signal or (f"exit code {exc.exitcode}" if exc.exitcode is not None else "")
         return INNER, ("died", f"died ({how})" if how else "died", where, None)
 
-
-def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs (Linux ``/proc``; empty elsewhere)."""
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out

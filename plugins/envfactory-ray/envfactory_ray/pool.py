@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
-from envfactory import ConfigError
+from envfactory import OptionError
 from envfactory.vectorizers.remote import (
     Cmd,
     PoolVecEnv,
@@ -146,21 +146,18 @@ class RayPool(PoolVecEnv):
     ) -> None:
         from .config import RayConfig  # (the schema's checks, for a caller that did not compose)
 
-        n, in_actor = len(env_fns), options.get("in_actor")
-        RayConfig(batch_size=batch_size).check_config(SimpleNamespace(num_envs=n))
+        top, in_actor = SimpleNamespace(num_envs=len(env_fns)), options.get("in_actor")
+        RayConfig(batch_size=batch_size).check_config(top)
         options.pop("compiled_graph", None)  # (the pool reads by Ray calls, never a graph)
         group = ray_group(env_fns, options)
         group.channels = False  # (readiness is ray.wait on each actor's oldest call)
         super().__init__(group, batch_size, RaySite, autoreset_mode, **options)
-        per_node = group.in_series or 1
-        if in_actor is not None and (batch_size % per_node or n % per_node):
+        try:  # (with in_actor, in_series as the group resolved it: whole node actors)
+            RayConfig(in_series=group.in_series, in_actor=in_actor, batch_size=batch_size
+                      ).check_config(top)  # fmt: skip
+        except OptionError as err:
             self.close(terminate=True)
-            raise ConfigError(
-                f"vectorizer.batch_size={batch_size} with vectorizer.in_actor={in_actor!r}: a "
-                f"node actor steps its {per_node} envs (vectorizer.in_series) only all together, "
-                f"so batch_size and num_envs={n} must be multiples of in_series; set "
-                "vectorizer.in_series to a divisor of both"
-            )
+            raise err.at("vectorizer") from None
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """`PoolVecEnv.send`; with ``in_actor``, ``env_ids`` are whole nodes (every env of a

@@ -33,8 +33,9 @@ from envfactory.vectorizers.remote import (
     merge_block,
     plan_split,
 )
+from envfactory.vectorizers.shm import supports_shared_memory
 
-from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
+from .actor import ActorHandle, EnvActor, nodes_text
 from .causes import first_line
 from .graph import StepGraph
 from .node import NodeActor, inner_workers
@@ -129,6 +130,8 @@ class RayGroup(WorkerGroup):
     """The Ray actors of one `RayVecEnv`: joining Ray, placing the actors, the batch from
     one batch per actor, rebuilding an actor away from lost nodes."""
 
+    handles: list[ActorHandle]  # type: ignore[assignment]
+
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
@@ -200,23 +203,19 @@ class RayGroup(WorkerGroup):
                         args(b - a) if self.in_actor else (), self.placement)
             for k, (a, b) in enumerate(split)
         ])  # fmt: skip
-        self._batch = StepBatch()
-        for h in self._actor_handles:
+        self._batch: list[ActorHandle] = []  # (the handles' step answers fetched together)
+        for h in self.handles:
             h.channels = self.channels
             h.spawn(self._cls, self.env.autoreset_mode)
             h.batch = self._batch
         self.wait_started(self.handles)
         space = self.env.single_observation_space
-        self._arrays = array_batched(space)
+        self._arrays = supports_shared_memory(space)
         self._obs = create_empty_array(space, n=self.num_envs)
         self._env_obs: list[Any] = [None] * self.num_envs
         self._rewards = np.zeros(self.num_envs, dtype=np.float64)
         self._terms = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncs = np.zeros(self.num_envs, dtype=np.bool_)
-
-    @property
-    def _actor_handles(self) -> list[ActorHandle]:
-        return [h for h in self.handles if isinstance(h, ActorHandle)]
 
     # -- WorkerGroup's hooks ------------------------------------------------------------
     def collect(
@@ -254,12 +253,12 @@ class RayGroup(WorkerGroup):
         graph = self._step_graph() if self.compiled_graph else None
         super().post_step(actions)
         if graph is None and len(self.handles) > 1:
-            self._batch.handles = self._actor_handles
+            self._batch[:] = self.handles
 
     def _step_graph(self) -> StepGraph | None:
         """The graph over the node actors: the last one, or a new one; None while an actor
         is not started, was gone at the last compile, or once Ray refused to compile."""
-        handles = self._actor_handles
+        handles = self.handles
         graph, ids = self._graph, [h.actor_id for h in handles]
         if graph is not None and (graph.broken or ids != graph.actor_ids):  # (other actors now)
             graph.teardown()
@@ -349,7 +348,7 @@ class RayGroup(WorkerGroup):
         try:
             self._drop_graph()
             here = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-            mine = [h for h in self._actor_handles if here and h.node_id == here]
+            mine = [h for h in self.handles if here and h.node_id == here]
             pids = {p for h in mine for p in [h.pid, *h.children] if p is not None}
             end = time.monotonic() + 5.0
             while pids and time.monotonic() < end:
@@ -397,7 +396,7 @@ class RayVecEnv(RemoteVecEnv):
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles, one per ``in_series`` envs."""
-        return [h.actor for h in self.group._actor_handles]
+        return [h.actor for h in self.group.handles]
 
     def __repr__(self) -> str:
         return (
