@@ -23,7 +23,7 @@ from envfactory.vectorizers.remote import (
     take_rows,
 )
 
-from .vecenv import RayGroup, _put, ray_group
+from .vecenv import RayGroup, _put
 
 __all__ = ["RayPool", "RaySite"]
 
@@ -149,7 +149,7 @@ class RayPool(PoolVecEnv):
         top, in_actor = SimpleNamespace(num_envs=len(env_fns)), options.get("in_actor")
         RayConfig(batch_size=batch_size).check_config(top)
         options.pop("compiled_graph", None)  # (the pool reads by Ray calls, never a graph)
-        group = ray_group(env_fns, options)
+        group = RayGroup(env_fns, options)
         group.channels = False  # (readiness is ray.wait on each actor's oldest call)
         super().__init__(group, batch_size, RaySite, autoreset_mode, **options)
         try:  # (with in_actor, in_series as the group resolved it: whole node actors)

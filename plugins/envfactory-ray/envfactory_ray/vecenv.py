@@ -8,7 +8,6 @@ import copy as _copy
 import difflib
 import json
 import logging
-import math
 import os
 import sys
 import threading
@@ -40,7 +39,7 @@ from .causes import first_line
 from .graph import StepGraph
 from .node import NodeActor, inner_workers
 
-__all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect", "ray_group"]
+__all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
 
 #: the options passed through to Ray's ``actor.options(...)`` (``num_cpus`` has its own)
 PLACEMENT_KEYS = ("num_gpus", "resources", "scheduling_strategy", "label_selector", "runtime_env")
@@ -132,24 +131,18 @@ class RayGroup(WorkerGroup):
 
     handles: list[ActorHandle]  # type: ignore[assignment]
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        address: str | None = None,
-        in_series: int | None = None,
-        num_cpus: float | None = None,
-        start_timeout: float | None = None,
-        in_actor: str | None = None,
-        placement: dict[str, Any] | None = None,
-        compiled_graph: bool = False,
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any]) -> None:
+        """Its keys of a vectorized env's ``options`` are popped (the front's are left) and
+        checked by the schema, for a caller that did not compose."""
         super().__init__()
         self._owned = False  # (close() may run before Ray is joined)
-        from .config import RayConfig  # (its checks, for a caller that did not compose)
+        from .config import RayConfig
 
-        RayConfig(start_timeout=start_timeout, in_actor=in_actor, compiled_graph=compiled_graph)
-        self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
-        self.compiled_graph = bool(compiled_graph)
+        keys = ("address", "in_series", "num_cpus", "start_timeout", "in_actor", "compiled_graph")
+        mine = RayConfig(**{k: options.pop(k) for k in keys if k in options})
+        self.address, self.num_cpus, self.in_actor = mine.address, mine.num_cpus, mine.in_actor
+        self.start_timeout = mine.start_timeout  # (inf: null)
+        self.compiled_graph = bool(mine.compiled_graph)
         self._graph: StepGraph | None = None
         self._graph_refused = False  # Ray could not compile it: every step by the channels
         #: the actors a compile failed over because one of them was gone (its node lost): no
@@ -157,12 +150,11 @@ class RayGroup(WorkerGroup):
         self._graph_lost_over: list[str] = []
         #: node actors are talked to by a direct channel each (False: by Ray calls, the pool's)
         self.channels = True
-        self.in_series = in_series
+        self.in_series = mine.in_series
         #: Ray's actor options beyond ``num_cpus`` (`PLACEMENT_KEYS`), those given
-        self.placement = {k: v for k, v in (placement or {}).items() if v}
+        self.placement = {k: v for k in PLACEMENT_KEYS if (v := options.pop(k, None))}
         if self.placement.get("runtime_env"):
             _check_runtime_env(self.placement["runtime_env"])
-        self.start_timeout = None if start_timeout == math.inf else start_timeout
         self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
         self.env_id = env_label(env_fns[0])
@@ -366,14 +358,6 @@ class RayGroup(WorkerGroup):
             _disconnect(owned)
 
 
-def ray_group(env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any]) -> RayGroup:
-    """The `RayGroup` of ``options``, its keys popped (the front's are left)."""
-    keys = ("address", "in_series", "num_cpus", "start_timeout", "in_actor", "compiled_graph")
-    mine = {k: options.pop(k) for k in keys if k in options}
-    placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
-    return RayGroup(env_fns, placement=placement, **mine)
-
-
 class RayVecEnv(RemoteVecEnv):
     """Envs in Ray actors (``in_series`` per actor); same trajectories as ``dummy``. The
     fault options are `RemoteVecEnv`'s, the others `RayGroup`'s."""
@@ -386,7 +370,7 @@ class RayVecEnv(RemoteVecEnv):
         autoreset_mode: Any = "next_step",
         **options: Any,
     ) -> None:
-        super().__init__(ray_group(env_fns, options), autoreset_mode, **options)
+        super().__init__(RayGroup(env_fns, options), autoreset_mode, **options)
 
     @property
     def num_cpus(self) -> float | None:
