@@ -104,9 +104,8 @@ class EnvActor:
     with ``ray.remote(EnvActor)`` by
     [`envfactory_ray.vecenv.RayVecEnv`][envfactory_ray.vecenv.RayVecEnv])."""
 
-    def __init__(
-        self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], start: int,
+                 mode: AutoresetMode) -> None:  # fmt: skip
         self.start = start
         self.init_failure: Failure | None = None
         try:
@@ -191,7 +190,7 @@ class ActorHandle(WorkerHandle):
     # the channel, ``(seq, actions)`` for a step posted to the compiled graph
     ref: Any = None
     describing = killed = init_failed = False
-    _pid: int | None = None
+    pid: int | None = None
     actor_id = node_id = node_ip = lost_node = ""  # (lost_node: the one Ray said was lost)
     avoid: tuple[str, ...] = ()  # the nodes it was placed away from
     fetched: tuple[str, Any] | None = None  # this handle's answer, once `fetch_together` got it
@@ -235,7 +234,7 @@ class ActorHandle(WorkerHandle):
         self._close_channel()
         self.actor = made.remote(self.fns, self.start, mode, *self.args)
         self.ref, self.describing = self.actor.describe.remote(), True
-        self.fetched = self._answer = self._pid = self.graph = None
+        self.fetched = self._answer = self.pid = self.graph = None
         self.killed = self.init_failed = False
         self.lost_node = self.node_id = self.node_ip = ""
         self.graph_steps, self.children = 0, []
@@ -254,10 +253,6 @@ class ActorHandle(WorkerHandle):
             return f"{actor}, not started{away}"
         inner = f", in its {self.inner}" if self.inner else ""
         return f"{actor} on node {self.node_ip or '?'} ({self.node_id[:12] or '?'}){inner}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._pid
 
     @property
     def alive(self) -> bool:
@@ -395,7 +390,7 @@ class ActorHandle(WorkerHandle):
             pass
 
     def _placed_at(self, where: dict[str, Any]) -> None:
-        self._pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
+        self.pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
         self.actor_id = where["actor_id"] or self.actor_id
         self.children = list(where.get("children", ()))
 

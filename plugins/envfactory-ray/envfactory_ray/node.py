@@ -63,15 +63,8 @@ class NodeActor:
     """Hosts envs ``start ..`` of a vectorized env in a node-local vectorized env of
     ``workers`` processes (``dummy`` in the actor itself for one, without ``timeout``)."""
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        start: int,
-        mode: AutoresetMode,
-        workers: int,
-        timeout: float | None,
-        restart: bool,
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode,
+                 workers: int, timeout: float | None, restart: bool) -> None:  # fmt: skip
         import envfactory
 
         self.start, self.mode, self.n = start, AutoresetMode(mode), len(env_fns)

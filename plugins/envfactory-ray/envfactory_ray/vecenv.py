@@ -4,6 +4,7 @@ actor): the Ray session, placing the actors and the batch from one batch per act
 
 from __future__ import annotations
 
+import contextlib
 import copy as _copy
 import difflib
 import json
@@ -216,9 +217,7 @@ class RayGroup(WorkerGroup):
         listed = []
         for h, (obs, rew, term, trunc, _) in zip(handles, results):
             a, b = h.start, h.stop
-            self._rewards[a:b] = rew
-            self._terms[a:b] = term
-            self._truncs[a:b] = trunc
+            self._rewards[a:b], self._terms[a:b], self._truncs[a:b] = rew, term, trunc
             if obs is None:  # a masked reset that reset none of its envs: they keep theirs
                 continue
             if isinstance(obs, list):
@@ -341,18 +340,13 @@ class RayGroup(WorkerGroup):
             self._drop_graph()
             here = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
             mine = [h for h in self.handles if here and h.node_id == here]
-            pids = {p for h in mine for p in [h.pid, *h.children] if p is not None}
-            end = time.monotonic() + 5.0
-            while pids and time.monotonic() < end:
-                for pid in list(pids):
-                    try:
-                        os.kill(pid, 0)
-                    except ProcessLookupError:
-                        pids.discard(pid)
-                    except PermissionError:
-                        pass
-                if pids:
-                    time.sleep(0.02)
+            import psutil  # (Ray ships it)
+
+            procs = []
+            for pid in {p for h in mine for p in [h.pid, *h.children] if p is not None}:
+                with contextlib.suppress(psutil.Error):
+                    procs.append(psutil.Process(pid))
+            psutil.wait_procs(procs, timeout=5.0)
         finally:
             owned, self._owned = self._owned, False
             _disconnect(owned)
