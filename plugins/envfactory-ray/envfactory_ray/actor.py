@@ -5,6 +5,7 @@ or ``(ERROR, Failure)``, so the caller raises the same ``RemoteEnvError`` as ``s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import time
@@ -316,10 +317,8 @@ class ActorHandle(WorkerHandle):
             raise self._died(exc, call) from exc
         except ray.exceptions.RayTaskError as exc:  # the answer could not be sent back
             cause = getattr(exc, "cause", None)
-            kind = f"{type(cause).__module__}.{type(cause).__qualname__}" if cause else ""
-            raise self.remote_error(
-                call, Failure(kind or "RayTaskError", cause, str(exc))
-            ) from None
+            kind = f"{type(cause).__module__}.{type(cause).__qualname__}" if cause else "RayTaskError"  # noqa: E501
+            raise self.remote_error(call, Failure(kind, cause, str(exc))) from None
         except ray.exceptions.RayError as exc:  # object lost, node died, ...
             what = f"failed ({type(exc).__name__}: {first_line(exc)})"
             raise self.error(WorkerDiedError, what, call) from exc
@@ -372,22 +371,17 @@ class ActorHandle(WorkerHandle):
                 self.wire = Wire(pickles)  # (a new stream, new layouts)
             except Exception as exc:  # (its own death shows at the next call, through Ray)
                 self.channel = None
-                warnings.warn(
-                    f"vectorizer=ray: {self.label} [{self.where}]: no direct connection to the "
-                    f"node actor ({type(exc).__name__}: {first_line(exc)}); its calls go "
-                    "through Ray (about 1 ms each)",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                warnings.warn(f"vectorizer=ray: {self.label} [{self.where}]: no direct connection "
+                              f"to the node actor ({type(exc).__name__}: {first_line(exc)}); its "
+                              "calls go through Ray (about 1 ms each)", RuntimeWarning,
+                              stacklevel=2)  # fmt: skip
         return payload["envs"]
 
     def _close_channel(self) -> None:
         channel, self.channel = self.channel, None
-        try:
-            if channel is not None:
+        if channel is not None:
+            with contextlib.suppress(OSError):
                 channel.close()
-        except OSError:
-            pass
 
     def _placed_at(self, where: dict[str, Any]) -> None:
         self.pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]

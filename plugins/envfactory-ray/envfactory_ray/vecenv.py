@@ -72,11 +72,9 @@ def connect(address: str | None) -> bool:
             _session["users"] += 1
             return True
         if address is not None and address.startswith("ray://"):
-            try:  # (Ray Client needs ray[client]; Ray's own helper moved: ray.init() says it)
-                from ray._private.utils import get_ray_client_dependency_error as missing
-            except ImportError:
-                missing = lambda: None  # noqa: E731
-            why = missing()
+            import ray._private.utils as utils  # (Ray Client needs ray[client]: Ray's check)
+
+            why = getattr(utils, "get_ray_client_dependency_error", lambda: None)()
             if why is not None:
                 raise _client_error(address, str(why))
         try:
