@@ -124,10 +124,8 @@ class EnvActor:
         r = self.host.runner
         obs: Any = list(r.obs)
         if self.arrays:
-            try:
+            with contextlib.suppress(Exception):
                 obs = concatenate(self.space, r.obs, self._buf)
-            except Exception:
-                pass
         return obs, r.rewards, r.terminations, r.truncations, calls
 
     def describe(self) -> tuple[str, Any]:

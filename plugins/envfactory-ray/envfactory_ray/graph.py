@@ -58,16 +58,14 @@ class StepGraph:
             ref = self._refs[handle.index]
             limit = -1 if remaining is None else remaining
             message = HOLD.waiting(lambda t: ray.get(ref, timeout=t), limit)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError):
+        except Exception as exc:  # a late node, a death, a channel a teardown closed, ...
             self.broken = True
-            raise GraphBroke("not every node answered in time") from None
-        except ray.exceptions.RayActorError as exc:
-            self.broken = True
-            if getattr(exc, "actor_id", None) == handle.actor_id:
-                raise
-            raise GraphBroke(f"another actor's death ({first_line(exc)})") from exc
-        except Exception as exc:  # a channel closed by a teardown, a ref read once already, ...
-            self.broken = True
+            errors = ray.exceptions
+            if isinstance(exc, errors.GetTimeoutError | errors.RayChannelTimeoutError):
+                raise GraphBroke("not every node answered in time") from None
+            mine = getattr(exc, "actor_id", None) == handle.actor_id
+            if isinstance(exc, errors.RayActorError) and mine:
+                raise  # (its own death: the handle's WorkerDiedError)
             raise GraphBroke(f"{type(exc).__name__}: {first_line(exc)}") from exc
         return pickle.loads(message)
 

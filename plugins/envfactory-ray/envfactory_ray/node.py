@@ -40,14 +40,7 @@ from .wire import Wire, dumps
 #: what ``vectorizer.in_actor`` may name: the vectorizer an actor hosts its envs in
 IN_ACTOR = ("subproc",)
 
-__all__ = ["IN_ACTOR", "NodeActor", "actor_share", "inner_workers"]
-
-
-def inner_workers(num_envs: int, num_cpus: float) -> int:
-    """The inner ``subproc``'s worker processes: one per CPU the actor reserves (rounded up),
-    at most one per env."""
-    return max(1, min(num_envs, math.ceil(num_cpus - 1e-9)))
-
+__all__ = ["IN_ACTOR", "NodeActor", "actor_share"]
 
 def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int, int]:
     """``(in_series, in_parent)`` of the inner ``subproc``: the actor steps a worker's share
@@ -60,14 +53,16 @@ def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int
 
 
 class NodeActor:
-    """Hosts envs ``start ..`` of a vectorized env in a node-local vectorized env of
-    ``workers`` processes (``dummy`` in the actor itself for one, without ``timeout``)."""
+    """Hosts envs ``start ..`` of a vectorized env in a node-local vectorized env of one worker
+    process per CPU it reserves, at most one per env (``dummy`` in the actor itself for one,
+    without ``timeout``)."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode,
-                 workers: int, timeout: float | None, restart: bool) -> None:  # fmt: skip
+                 num_cpus: float, timeout: float | None, restart: bool) -> None:  # fmt: skip
         import envfactory
 
         self.start, self.mode, self.n = start, AutoresetMode(mode), len(env_fns)
+        workers = max(1, min(self.n, math.ceil(num_cpus - 1e-9)))
         #: the compiled graph's steps so far and the answer to the last (see `graph_step`)
         self.graph_steps = 0
         self._kept_answer: tuple[str, Any] | None = None
@@ -164,9 +159,8 @@ class NodeActor:
         import ray
 
         listener = Listener((ray.util.get_node_ip_address(), 0), authkey=authkey)
-        threading.Thread(
-            target=self._serve, args=(listener,), name="envfactory-channel", daemon=True
-        ).start()
+        threading.Thread(target=self._serve, args=(listener,), name="envfactory-channel",
+                         daemon=True).start()  # fmt: skip
         return listener.address
 
     def _serve(self, listener: Any) -> None:

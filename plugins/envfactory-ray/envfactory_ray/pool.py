@@ -137,13 +137,8 @@ class RayPool(PoolVecEnv):
 
     group: RayGroup
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        batch_size: int,
-        autoreset_mode: Any = "next_step",
-        **options: Any,
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], batch_size: int,
+                 autoreset_mode: Any = "next_step", **options: Any) -> None:  # fmt: skip
         from .config import RayConfig  # (the schema's checks, for a caller that did not compose)
 
         top, in_actor = SimpleNamespace(num_envs=len(env_fns)), options.get("in_actor")

@@ -38,25 +38,19 @@ from envfactory.vectorizers.shm import supports_shared_memory
 from .actor import ActorHandle, EnvActor, nodes_text
 from .causes import first_line
 from .graph import StepGraph
-from .node import NodeActor, inner_workers
+from .node import NodeActor
 
 __all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
 
 #: the options passed through to Ray's ``actor.options(...)`` (``num_cpus`` has its own)
 PLACEMENT_KEYS = ("num_gpus", "resources", "scheduling_strategy", "label_selector", "runtime_env")
 
-#: how long a node that Ray said was lost (an actor on it unreachable, or dead with it) is kept
-#: out of the placement of rebuilt actors (Ray marks a lost node dead within about 15 s; a new
-#: node comes with a new id)
+#: how long a node Ray said was lost is kept out of the placement of rebuilt actors (Ray marks
+#: a lost node dead within about 15 s; a new node comes with a new id)
 LOST_NODE_SECONDS = 60.0
 
-# -- the Ray session -----------------------------------------------------------------------
-# envfactory joins a Ray that is already initialized in this process (``ray.init(...)`` of
-# the user's own), and then never shuts it down. Otherwise it calls ``ray.init(address)``
-# itself (null: join the local Ray that ``ray start`` left running, or start one) and shuts
-# that Ray down when the last RayVecEnv using it closes, so that nothing envfactory started
-# outlives close(). To keep one Ray across many vectorized envs (a sweep in one process),
-# call ray.init() yourself first.
+# -- the Ray session: a Ray initialized in this process is joined, never shut down; one that
+# envfactory initialized is shut down by the last close() (the Ray guide) -----------------
 _session_lock = threading.Lock()
 _session: dict[str, Any] = {"owned": False, "users": 0}
 
@@ -186,14 +180,10 @@ class RayGroup(WorkerGroup):
             _check_local_resources(self.placement, ray.cluster_resources())
         self._cls = ray.remote(NodeActor if self.in_actor else EnvActor)
 
-        def args(n: int) -> tuple:  # what a node actor takes beyond its envs
-            return (inner_workers(n, per_actor), self.env.timeout, self.env.restart)
-
-        self.set_handles([
-            ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus,
-                        args(b - a) if self.in_actor else (), self.placement)
-            for k, (a, b) in enumerate(split)
-        ])  # fmt: skip
+        args = (per_actor, self.env.timeout, self.env.restart) if self.in_actor else ()
+        self.set_handles([ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args,
+                                      self.placement)
+                          for k, (a, b) in enumerate(split)])  # fmt: skip
         self._batch: list[ActorHandle] = []  # (the handles' step answers fetched together)
         for h in self.handles:
             h.channels = self.channels
@@ -273,14 +263,9 @@ class RayGroup(WorkerGroup):
 
     def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
         """Tear the compiled graph down first (while its actors live), then close."""
-        if not terminate:
-            self._drop_graph()
+        if not terminate and self._graph is not None:
+            self._graph.teardown()
         super().close(timeout, terminate, locked)
-
-    def _drop_graph(self) -> None:
-        graph, self._graph = self._graph, None
-        if graph is not None:
-            graph.teardown()
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
         per_env = list(iterate(self.env.observation_space, self._obs))
@@ -300,8 +285,7 @@ class RayGroup(WorkerGroup):
         deadline = time.monotonic() + budget
         pause = 0.25
         while True:
-            self._note_lost(handle)
-            handle.spawn(self._cls, self.env.autoreset_mode, self._lost_nodes())
+            handle.spawn(self._cls, self.env.autoreset_mode, self._lost_nodes(handle))
             try:
                 return list(self.wait(handle, deadline, "restart", budget))
             except WorkerDiedError as err:
@@ -313,20 +297,17 @@ class RayGroup(WorkerGroup):
                 left = deadline - time.monotonic()
                 if left <= pause:
                     raise
-                self._note_lost(handle)
-                lost = self._lost_nodes()
+                lost = self._lost_nodes(handle)
                 away = f" away from {nodes_text(lost)}" if lost else ""
                 _warn(f"{restart_message(err)}; trying again{away}")
                 time.sleep(pause)
                 pause = min(2 * pause, 2.0)
 
-    def _note_lost(self, handle: ActorHandle) -> None:
-        if handle.lost_node:
-            self._lost[handle.lost_node] = time.monotonic()
-
-    def _lost_nodes(self) -> list[str]:
-        """The nodes Ray said were lost in the last `LOST_NODE_SECONDS`."""
+    def _lost_nodes(self, handle: ActorHandle) -> list[str]:
+        """The nodes Ray said were lost in the last `LOST_NODE_SECONDS` (``handle``'s too)."""
         now = time.monotonic()
+        if handle.lost_node:
+            self._lost[handle.lost_node] = now
         return sorted(n for n, t in self._lost.items() if now - t < LOST_NODE_SECONDS)
 
     def release(self, everything: bool) -> None:
@@ -335,7 +316,8 @@ class RayGroup(WorkerGroup):
         import ray
 
         try:
-            self._drop_graph()
+            if self._graph is not None:
+                self._graph.teardown()
             here = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
             mine = [h for h in self.handles if here and h.node_id == here]
             import psutil  # (Ray ships it)
@@ -356,12 +338,8 @@ class RayVecEnv(RemoteVecEnv):
 
     group: RayGroup
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        autoreset_mode: Any = "next_step",
-        **options: Any,
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], autoreset_mode: Any = "next_step",
+                 **options: Any) -> None:  # fmt: skip
         super().__init__(RayGroup(env_fns, options), autoreset_mode, **options)
 
     @property
