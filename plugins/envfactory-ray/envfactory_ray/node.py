@@ -4,6 +4,7 @@ vectorizer (the contract: the Ray guide, docs/guides/sweeps-and-ray.md).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -41,6 +42,7 @@ from .wire import Wire, dumps
 IN_ACTOR = ("subproc",)
 
 __all__ = ["IN_ACTOR", "NodeActor", "actor_share"]
+
 
 def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int, int]:
     """``(in_series, in_parent)`` of the inner ``subproc``: the actor steps a worker's share
@@ -170,28 +172,21 @@ class NodeActor:
                 conn = listener.accept()  # (one client, the vectorized env; else it ends)
         except Exception:
             return
-        try:  # (no Nagle delay: a message over 16 KiB is two writes)
-            with socket.socket(fileno=os.dup(conn.fileno())) as sock:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        wire = Wire()
+        # (no Nagle delay: a message over 16 KiB is two writes)
+        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(conn.fileno())) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        wire, cmd = Wire(), None
         with conn:
-            while True:
+            while cmd != Cmd.CLOSE:
                 try:
                     cmd, data = wire.loads(conn.recv_bytes())
+                    try:
+                        message = wire.dumps(self.handle(cmd, data))
+                    except Exception as exc:
+                        message = pickles((ERROR, failure_of(exc, pickles)))
+                    conn.send_bytes(message)
                 except (EOFError, OSError):
                     return  # the vectorized env went: Ray kills this actor
-                try:
-                    message = wire.dumps(self.handle(cmd, data))
-                except Exception as exc:
-                    message = pickles((ERROR, failure_of(exc, pickles)))
-                try:
-                    conn.send_bytes(message)
-                except OSError:
-                    return
-                if cmd == Cmd.CLOSE:
-                    return
 
     def close(self) -> tuple[str, Any]:
         if self.inner is not None:
@@ -201,9 +196,8 @@ class NodeActor:
 
     # -- the env commands -----------------------------------------------------------------
     def _answer(self, obs: Any, infos: dict) -> tuple:
-        zeros = np.zeros(self.n, dtype=np.float64)
         flags = np.zeros(self.n, dtype=np.bool_)
-        return obs, zeros, flags, flags, infos
+        return obs, np.zeros(self.n, dtype=np.float64), flags, flags, infos
 
     def _reset(self, r: Reset) -> tuple:
         if r.mask is not None and not np.any(r.mask):
@@ -248,12 +242,8 @@ class NodeActor:
             return ERROR, failure_of(exc, pickles)
         envs = [self.start + i for i in exc.env_indices]
         where = f"subproc worker {exc.worker} (pid {exc.pid}, envs {envs})"
-        if isinstance(exc, RemoteEnvError):
-            original = exc.__cause__
-            try:
-                pickles(original)
-            except Exception:
-                original = None
+        if isinstance(exc, RemoteEnvError):  # (with the env's own exception if it pickles)
+            original = failure_of(exc.__cause__, pickles).exc if exc.__cause__ else None
             failure = Failure(exc.exc_type, original, exc.remote_traceback)
             return INNER, ("env", failure, where, None)
         if isinstance(exc, WorkerTimeoutError):

@@ -32,9 +32,10 @@ class RaySite(RemoteSite):
     """The pool scheduler's view of a `RayGroup`: a message is one actor call, kept by ticket
     until its answer is read; readiness is ``ray.wait`` over each actor's oldest call."""
 
+    group: RayGroup
+
     def __init__(self, group: RayGroup) -> None:
         super().__init__(group)
-        self.ray_group = group
         self._calls: dict[int, deque[tuple[int, Any]]] = {}  # actor index -> (ticket, ref)s
         self._watched: dict[int, WorkerHandle] = {}
         self._answered: dict[int, tuple[int, Any]] = {}  # actor index -> its last answer
@@ -108,7 +109,7 @@ class RaySite(RemoteSite):
         obs, rewards, terms, truncs, calls = answer
         if isinstance(calls, dict):  # a node actor's: the infos of its rows
             calls = [(j, info) for j, info in enumerate(split_infos(calls, len(handle.indices)))]
-        g, start = self.ray_group, handle.start
+        g, start = self.group, handle.start
         for i in envs:
             j = i - start
             g._rewards[i], g._terms[i], g._truncs[i] = rewards[j], terms[j], truncs[j]
@@ -120,7 +121,7 @@ class RaySite(RemoteSite):
         return calls
 
     def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        g, idx = self.ray_group, ids.tolist()
+        g, idx = self.group, ids.tolist()
         if all(g._env_obs[i] is None for i in idx):
             obs = take_rows(g._obs, ids)
         else:  # observations that came as a list (other spaces, or not fitting the space)
@@ -159,10 +160,9 @@ class RayPool(PoolVecEnv):
         node actor or none)."""
         if self.group.in_actor is not None and env_ids is not None:
             ids = {int(i) for i in np.asarray(env_ids).reshape(-1)}
-            part = [h for h in self.group.handles if ids & set(h.indices) != set() and
-                    not set(h.indices) <= ids]  # fmt: skip
-            if part:
-                h = part[0]
+            h = next((h for h in self.group.handles
+                      if ids & set(h.indices) and not set(h.indices) <= ids), None)  # fmt: skip
+            if h is not None:
                 raise ValueError(
                     f"send(env_ids=...): envs {sorted(ids & set(h.indices))} are only part of "
                     f"{h.label}'s envs {h.indices}: with vectorizer.in_actor a node actor steps "

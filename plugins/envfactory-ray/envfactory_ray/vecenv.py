@@ -72,22 +72,15 @@ def connect(address: str | None) -> bool:
             if why is not None:
                 raise _client_error(address, str(why))
         try:
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                logging_level=logging.WARNING,
-                configure_logging=True,
-            )
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
+                     configure_logging=True)  # fmt: skip
         except Exception as exc:
             if address is not None and "ray[client]" in str(exc):
                 raise _client_error(address, first_line(exc)) from exc
             where = "a local Ray" if address is None else f"the Ray cluster at {address!r}"
-            auth = (
-                "; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
-                "token (RAY_AUTH_TOKEN) in this process"
-                if isinstance(exc, ConnectionError)
-                else ""
-            )
+            auth = ("; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
+                    "token (RAY_AUTH_TOKEN) in this process" if isinstance(exc, ConnectionError)
+                    else "")  # fmt: skip
             raise ConfigError(
                 f"vectorizer=ray: cannot start or join {where}: {type(exc).__name__}: "
                 f"{first_line(exc) if str(exc).strip() else ''} (set "
@@ -135,9 +128,8 @@ class RayGroup(WorkerGroup):
         mine = RayConfig(**{k: options.pop(k) for k in keys if k in options})
         self.address, self.num_cpus, self.in_actor = mine.address, mine.num_cpus, mine.in_actor
         self.start_timeout = mine.start_timeout  # (inf: null)
-        self.compiled_graph = bool(mine.compiled_graph)
+        self.compiled_graph = bool(mine.compiled_graph)  # (False once Ray refused to compile it)
         self._graph: StepGraph | None = None
-        self._graph_refused = False  # Ray could not compile it: every step by the channels
         #: the actors a compile failed over because one of them was gone (its node lost): no
         #: graph until one of them is rebuilt (the channels report its death meanwhile)
         self._graph_lost_over: list[str] = []
@@ -243,7 +235,7 @@ class RayGroup(WorkerGroup):
             graph.teardown()
             graph = self._graph = None
         ready = all(h.alive and not h.describing for h in handles)
-        if graph is None and ready and not self._graph_refused and ids != self._graph_lost_over:
+        if graph is None and ready and ids != self._graph_lost_over:
             import ray
 
             try:
@@ -251,12 +243,10 @@ class RayGroup(WorkerGroup):
             except ray.exceptions.RayActorError:  # an actor gone, not Ray refusing the graph
                 self._graph_lost_over = ids
             except Exception as exc:
-                self._graph_refused = True
-                _warn(
-                    f"vectorizer.compiled_graph: Ray could not compile the step graph "
-                    f"({type(exc).__name__}: {first_line(exc)}); every step goes by the actors' "
-                    "channels"
-                )
+                self.compiled_graph = False
+                _warn(f"vectorizer.compiled_graph: Ray could not compile the step graph ("
+                      f"{type(exc).__name__}: {first_line(exc)}); every step goes by the actors' "
+                      "channels")  # fmt: skip
         for h in handles:
             h.graph = graph
         return graph
@@ -272,9 +262,8 @@ class RayGroup(WorkerGroup):
         return [_copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
 
     def startup_budget(self) -> float:
-        """Seconds an actor may take to start (placed, envs built, first answer), at the
-        first start and at each rebuild: ``start_timeout``, else envfactory's start-up
-        budget (120 s, or ``timeout`` when larger)."""
+        """Seconds an actor may take to start (placed, envs built, first answer), at each
+        rebuild too: ``start_timeout``, else the core's (120 s, or ``timeout`` when larger)."""
         return self.start_timeout or super().startup_budget()
 
     def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
@@ -353,10 +342,8 @@ class RayVecEnv(RemoteVecEnv):
         return [h.actor for h in self.group.handles]
 
     def __repr__(self) -> str:
-        return (
-            f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, "
-            f"actors={len(self.group.handles)}, pid={os.getpid()})"
-        )
+        return (f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, "
+                f"actors={len(self.group.handles)}, pid={os.getpid()})")  # fmt: skip
 
 
 def _check_runtime_env(value: dict[str, Any]) -> None:
