@@ -163,9 +163,8 @@ class RayPool(PoolVecEnv):
             h = next((h for h in self.group.handles
                       if ids & set(h.indices) and not set(h.indices) <= ids), None)  # fmt: skip
             if h is not None:
-                raise ValueError(
-                    f"send(env_ids=...): envs {sorted(ids & set(h.indices))} are only part of "
-                    f"{h.label}'s envs {h.indices}: with vectorizer.in_actor a node actor steps "
-                    "its envs all together; send every env recv returned"
-                )
+                raise ValueError(f"send(env_ids=...): envs {sorted(ids & set(h.indices))} are only "
+                                 f"part of {h.label}'s envs {h.indices}: with vectorizer.in_actor "
+                                 "a node actor steps its envs all together; send every env recv "
+                                 "returned")  # fmt: skip
         super().send(actions, env_ids)

@@ -150,7 +150,7 @@ class RayGroup(WorkerGroup):
         import ray
 
         self._owned = connect(self.address)
-        env_fns, self.env_fns, in_series = self.env_fns, [], self.in_series
+        env_fns, self.env_fns = self.env_fns, []
         total = float(ray.cluster_resources().get("CPU", 0.0))
         if self.in_actor and self.num_cpus is None:  # the smallest live node's: one actor a node
             cpus = [n.get("Resources", {}).get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
@@ -162,16 +162,13 @@ class RayGroup(WorkerGroup):
             self.num_cpus = min(float(c) for c in cpus if c > 0)
         per_actor = self.num_cpus or 0.0
         slots = int(total // per_actor) if per_actor > 0 else int(total)
-        plan = plan_split(self.num_envs, in_series=in_series, cpus=max(1, slots), load=0.0)
-        split, in_series = plan.slices(), plan.workers[0]  # (the core's plan: one per slot)
-        need = len(split) * per_actor
-        if need > total + 1e-9 and self.address is None:
-            raise ConfigError(_too_many_cpus(len(split), per_actor, total, in_series))
-        self.in_series = in_series
-        if self.address is None:
+        plan = plan_split(self.num_envs, in_series=self.in_series, cpus=max(1, slots), load=0.0)
+        split, self.in_series = plan.slices(), plan.workers[0]  # (the core's plan: one per slot)
+        if self.address is None:  # (a local Ray cannot grow; a cluster may add nodes)
+            if len(split) * per_actor > total + 1e-9:
+                raise ConfigError(_too_many_cpus(len(split), per_actor, total, self.in_series))
             _check_local_resources(self.placement, ray.cluster_resources())
         self._cls = ray.remote(NodeActor if self.in_actor else EnvActor)
-
         args = (per_actor, self.env.timeout, self.env.restart) if self.in_actor else ()
         self.set_handles([ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args,
                                       self.placement)
@@ -198,11 +195,9 @@ class RayGroup(WorkerGroup):
         for h, (obs, rew, term, trunc, _) in zip(handles, results):
             a, b = h.start, h.stop
             self._rewards[a:b], self._terms[a:b], self._truncs[a:b] = rew, term, trunc
-            if obs is None:  # a masked reset that reset none of its envs: they keep theirs
-                continue
             if isinstance(obs, list):
                 listed.append((h, obs))
-            else:
+            elif obs is not None:  # (None: a masked reset reset none of its envs: they keep theirs)
                 _put(self._obs, obs, a, b)
         if listed:  # other spaces; or observations an actor could not batch
             if self._arrays:  # (the batching below names the env)
