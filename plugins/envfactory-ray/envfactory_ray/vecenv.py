@@ -219,7 +219,7 @@ class RayGroup(WorkerGroup):
         graph = self._step_graph() if self.compiled_graph else None
         super().post_step(actions)
         if graph is None and len(self.handles) > 1:
-            self._batch[:] = self.handles
+            self._batch[:] = [h for h in self.handles if h.channel is None]  # (those by Ray)
 
     def _step_graph(self) -> StepGraph | None:
         """The graph over the node actors: the last one, or a new one; None while an actor
