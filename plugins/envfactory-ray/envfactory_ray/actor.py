@@ -50,8 +50,7 @@ def pickles(obj: Any) -> bytes:
 
 #: seconds to open a node actor's channel, or to hear from Ray why it closed
 CHANNEL_TIMEOUT = 10.0
-#: seconds past a step's deadline that a node actor has to give its kept answer by its channel
-#: once the compiled graph broke (the graph reads every node at once and cannot say which is late)
+#: seconds past a step's deadline for a node's kept answer once the graph broke (it cannot say)
 KEPT_GRACE = 0.05
 
 
@@ -279,7 +278,8 @@ class ActorHandle(WorkerHandle):
                 pass
             self.ref = ()
             return
-        self.ref = self.actor.handle.remote(cmd, data)
+        self.ref = (self.actor.step.remote(data) if cmd == Cmd.STEP
+                    else self.actor.handle.remote(cmd, data))  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
         import ray
