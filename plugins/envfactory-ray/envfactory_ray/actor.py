@@ -5,6 +5,7 @@ or ``(ERROR, Failure)``, so the caller raises the same ``RemoteEnvError`` as ``s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import time
@@ -27,30 +28,17 @@ from envfactory.vectorizers.remote import (
     WorkerHandle,
     failure_of,
 )
+from envfactory.vectorizers.shm import supports_shared_memory
 
 from .causes import IP, KILLED, START_CAUSES, first_line, lost_node_of, ray_cause
 from .graph import KEPT, GraphBroke, StepGraph
 from .wire import Wire
 
-__all__ = ["ERROR", "INNER", "OK", "ActorHandle", "EnvActor", "StepBatch", "array_batched",
-           "pickles"]  # fmt: skip
+__all__ = ["ERROR", "INNER", "OK", "ActorHandle", "EnvActor", "fetch_together", "pickles"]
 
 #: an actor's answer: ``(OK, payload)``, ``(ERROR, Failure)``, or a node actor's
 #: ``(INNER, (kind, what, where, placed))`` for a fault of its inner vectorized env (see `node`)
 OK, ERROR, INNER = "ok", "error", "inner"
-
-
-def array_batched(space: gym.Space) -> bool:
-    """True when a batch of ``space`` is numpy arrays only (it crosses as arrays; other spaces
-    as one list per actor)."""
-    if isinstance(space, gym.spaces.Dict):
-        return all(array_batched(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return all(array_batched(s) for s in space.spaces)
-    return isinstance(
-        space,
-        (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary),
-    )
 
 
 def pickles(obj: Any) -> bytes:
@@ -60,20 +48,9 @@ def pickles(obj: Any) -> bytes:
     return ray.cloudpickle.dumps(obj)
 
 
-class ByChannel:
-    """A handle's ``ref`` of a command sent by the channel (``seq`` None), or of a step posted
-    to the compiled graph (its ``seq`` and actions)."""
-
-    __slots__ = ("actions", "seq")
-
-    def __init__(self, seq: int | None = None, actions: Any = None) -> None:
-        self.seq, self.actions = seq, actions
-
-
 #: seconds to open a node actor's channel, or to hear from Ray why it closed
 CHANNEL_TIMEOUT = 10.0
-#: seconds past a step's deadline that a node actor has to give its kept answer by its channel
-#: once the compiled graph broke (the graph reads every node at once and cannot say which is late)
+#: seconds past a step's deadline for a node's kept answer once the graph broke (it cannot say)
 KEPT_GRACE = 0.05
 
 
@@ -127,9 +104,8 @@ class EnvActor:
     with ``ray.remote(EnvActor)`` by
     [`envfactory_ray.vecenv.RayVecEnv`][envfactory_ray.vecenv.RayVecEnv])."""
 
-    def __init__(
-        self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], start: int,
+                 mode: AutoresetMode) -> None:  # fmt: skip
         self.start = start
         self.init_failure: Failure | None = None
         try:
@@ -139,7 +115,7 @@ class EnvActor:
             return
         self.host = EnvHost(envs, mode, self._answer)
         self.space = envs[0].observation_space
-        self.arrays = array_batched(self.space)
+        self.arrays = supports_shared_memory(self.space)
         self._buf: Any = create_empty_array(self.space, n=len(envs)) if self.arrays else None
 
     def _answer(self, calls: list, mask: Any) -> tuple:
@@ -147,10 +123,8 @@ class EnvActor:
         r = self.host.runner
         obs: Any = list(r.obs)
         if self.arrays:
-            try:
+            with contextlib.suppress(Exception):
                 obs = concatenate(self.space, r.obs, self._buf)
-            except Exception:
-                pass
         return obs, r.rewards, r.terminations, r.truncations, calls
 
     def describe(self) -> tuple[str, Any]:
@@ -171,31 +145,25 @@ class EnvActor:
         except Exception as exc:
             return ERROR, failure_of(exc, pickles)
 
-    def close(self) -> tuple[str, Any]:
-        self.host.close()
-        return OK, None
+
+def fetch_together(batch: list[ActorHandle], deadline: float | None) -> None:
+    """One ``ray.get`` for the answers by Ray of a step's ``batch`` of handles (emptied); anything
+    unusual (a timeout, a dead actor) is left to each handle's own ``ray.get``, which names it."""
+    import ray
+
+    handles = [h for h in batch if not isinstance(h.ref, tuple)]
+    batch.clear()
+    try:
+        refs = [h.ref for h in handles]
+        answers = HOLD.waiting(lambda limit: ray.get(refs, timeout=limit), _left(deadline))
+    except Exception:
+        return
+    for h, answer in zip(handles, answers):
+        h.fetched = answer
 
 
-class StepBatch:
-    """One ``ray.get`` for every actor's answer to a step; anything unusual (a timeout, a dead
-    actor) is left to each handle's own ``ray.get``, which names the actor."""
-
-    def __init__(self) -> None:
-        self.handles: list[ActorHandle] = []
-
-    def fetch(self, deadline: float | None) -> None:
-        import ray
-
-        by_ray = [h for h in self.handles if not isinstance(h.ref, ByChannel)]
-        handles, self.handles = by_ray, []
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        try:
-            refs = [h.ref for h in handles]
-            answers = HOLD.waiting(lambda limit: ray.get(refs, timeout=limit), remaining)
-        except Exception:
-            return
-        for h, answer in zip(handles, answers):
-            h.fetched = answer
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
 
 
 NODE_LABEL = "ray.io/node-id"  # (Ray's label of a node's id, for ``label_selector``)
@@ -216,12 +184,14 @@ class ActorHandle(WorkerHandle):
     resumable = True  # (recv asked again after a Ctrl-C gives the same answer)
     own_wait = True  # (a Ctrl-C goes through only in its waits: never part-way in a read)
     # the current actor's state (`spawn` sets it anew)
-    ref: Any = None  # the call in flight (the actor's describe: `describing`)
+    # the call in flight: a Ray ref (the actor's describe: `describing`), ``()`` for a message by
+    # the channel, ``(seq, actions)`` for a step posted to the compiled graph
+    ref: Any = None
     describing = killed = init_failed = False
-    _pid: int | None = None
+    pid: int | None = None
     actor_id = node_id = node_ip = lost_node = ""  # (lost_node: the one Ray said was lost)
     avoid: tuple[str, ...] = ()  # the nodes it was placed away from
-    fetched: tuple[str, Any] | None = None  # this handle's answer, once fetched (`StepBatch`)
+    fetched: tuple[str, Any] | None = None  # this handle's answer, once `fetch_together` got it
     _answer: tuple[Any, tuple[str, Any]] | None = None  # (its ref, raw answer) once read
     graph: StepGraph | None = None  # the compiled graph that steps it, if any
     graph_steps = 0  # steps posted to that graph
@@ -234,7 +204,7 @@ class ActorHandle(WorkerHandle):
         self.inner = ""  # the inner worker an error being raised names (see recv)
         self.actor: Any = None
         self.channel: Any = None  # the direct connection to a node actor, once open
-        self.batch: StepBatch | None = None  # the step answers fetched together
+        self.batch: list[ActorHandle] = []  # the handles whose step answers are fetched together
         self.channels = True  # a node actor is talked to by a direct channel once started
         self.wire = Wire(pickles)
         self.children: list[int] = []  # the processes the actor started
@@ -262,7 +232,7 @@ class ActorHandle(WorkerHandle):
         self._close_channel()
         self.actor = made.remote(self.fns, self.start, mode, *self.args)
         self.ref, self.describing = self.actor.describe.remote(), True
-        self.fetched = self._answer = self._pid = self.graph = None
+        self.fetched = self._answer = self.pid = self.graph = None
         self.killed = self.init_failed = False
         self.lost_node = self.node_id = self.node_ip = ""
         self.graph_steps, self.children = 0, []
@@ -283,10 +253,6 @@ class ActorHandle(WorkerHandle):
         return f"{actor} on node {self.node_ip or '?'} ({self.node_id[:12] or '?'}){inner}"
 
     @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    @property
     def alive(self) -> bool:
         return self.actor is not None and not self.killed
 
@@ -300,7 +266,7 @@ class ActorHandle(WorkerHandle):
         graph = self.graph
         if cmd == Cmd.STEP and graph is not None and not graph.broken:
             self.graph_steps += 1
-            self.ref = ByChannel(self.graph_steps, data)
+            self.ref = (self.graph_steps, data)
             graph.post(self, data)
             return
         if self.channel is not None:
@@ -310,15 +276,10 @@ class ActorHandle(WorkerHandle):
                 self.channel.send_bytes(message)
             except OSError:  # the actor is gone: recv says how
                 pass
-            self.ref = ByChannel()
+            self.ref = ()
             return
-        if cmd == Cmd.STEP:
-            ref = self.actor.step.remote(data)
-        elif cmd == Cmd.CLOSE:
-            ref = self.actor.close.remote()
-        else:
-            ref = self.actor.handle.remote(cmd, data)
-        self.ref = ref
+        self.ref = (self.actor.step.remote(data) if cmd == Cmd.STEP
+                    else self.actor.handle.remote(cmd, data))  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
         import ray
@@ -326,16 +287,16 @@ class ActorHandle(WorkerHandle):
         ref, answer = self.ref, self._answer
         if answer is not None and answer[0] is ref:  # asked again after an interrupt
             return self._answered(*answer[1], call)
-        by_ray = not isinstance(ref, ByChannel)
-        if by_ray and self.batch is not None and self in self.batch.handles:
-            self.batch.fetch(deadline)
+        by_ray = not isinstance(ref, tuple)
+        if by_ray and self in self.batch:
+            fetch_together(self.batch, deadline)
         fetched, self.fetched = self.fetched, None
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        remaining = _left(deadline)
         raw: Any = None
         try:
             if by_ray:
                 raw = fetched or HOLD.waiting(lambda t: ray.get(ref, timeout=t), remaining)
-            elif ref.seq is not None:  # a step posted to the compiled graph
+            elif ref:  # a step posted to the compiled graph
                 raw = self.graph.answer(self, remaining)  # type: ignore[union-attr]
             # (a blocking poll: a spin was no faster on 2 cores, where it takes the actor's core;
             # a read is never cut: Ctrl-C held)
@@ -344,7 +305,7 @@ class ActorHandle(WorkerHandle):
         except GraphBroke:  # (not this actor's death): the answer it kept, by its channel
             self.graph.teardown()  # type: ignore[union-attr]
             self.graph = None
-            self._submit(KEPT, (ref.seq, ref.actions))
+            self._submit(KEPT, ref)
             if deadline is not None:  # (a node that answered in time answers in a round trip)
                 deadline = max(deadline, time.monotonic() + KEPT_GRACE)
             return self.recv(deadline, call)
@@ -354,10 +315,8 @@ class ActorHandle(WorkerHandle):
             raise self._died(exc, call) from exc
         except ray.exceptions.RayTaskError as exc:  # the answer could not be sent back
             cause = getattr(exc, "cause", None)
-            kind = f"{type(cause).__module__}.{type(cause).__qualname__}" if cause else ""
-            raise self.remote_error(
-                call, Failure(kind or "RayTaskError", cause, str(exc))
-            ) from None
+            kind = f"{type(cause).__module__}.{type(cause).__qualname__}" if cause else "RayTaskError"  # noqa: E501
+            raise self.remote_error(call, Failure(kind, cause, str(exc))) from None
         except ray.exceptions.RayError as exc:  # object lost, node died, ...
             what = f"failed ({type(exc).__name__}: {first_line(exc)})"
             raise self.error(WorkerDiedError, what, call) from exc
@@ -410,25 +369,20 @@ class ActorHandle(WorkerHandle):
                 self.wire = Wire(pickles)  # (a new stream, new layouts)
             except Exception as exc:  # (its own death shows at the next call, through Ray)
                 self.channel = None
-                warnings.warn(
-                    f"vectorizer=ray: {self.label} [{self.where}]: no direct connection to the "
-                    f"node actor ({type(exc).__name__}: {first_line(exc)}); its calls go "
-                    "through Ray (about 1 ms each)",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                warnings.warn(f"vectorizer=ray: {self.label} [{self.where}]: no direct connection "
+                              f"to the node actor ({type(exc).__name__}: {first_line(exc)}); its "
+                              "calls go through Ray (about 1 ms each)", RuntimeWarning,
+                              stacklevel=2)  # fmt: skip
         return payload["envs"]
 
     def _close_channel(self) -> None:
         channel, self.channel = self.channel, None
-        try:
-            if channel is not None:
+        if channel is not None:
+            with contextlib.suppress(OSError):
                 channel.close()
-        except OSError:
-            pass
 
     def _placed_at(self, where: dict[str, Any]) -> None:
-        self._pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
+        self.pid, self.node_id, self.node_ip = where["pid"], where["node_id"], where["node_ip"]
         self.actor_id = where["actor_id"] or self.actor_id
         self.children = list(where.get("children", ()))
 

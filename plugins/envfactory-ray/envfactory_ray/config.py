@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-import difflib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Optional
 
 from envfactory import OptionError
+from envfactory.config.checks import check_int
+from envfactory.errors import did_you_mean
 from envfactory.vectorizers.remote import FaultOptions
 
 from .node import IN_ACTOR
@@ -70,49 +71,29 @@ class RayConfig(FaultOptions):
         """The checks envfactory runs at compose time (each raises ``OptionError``, which
         envfactory reports as ``vectorizer.<key>=<value>: expected ...``)."""
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
-            raise OptionError(
-                "address",
-                self.address,
-                "null (start or join a local Ray) or a Ray address such as "
-                "'ray://head:10001' or 'head:6379'",
-            )
-        if _bad(self.in_series, Integral, lambda v: v >= 1):
-            raise OptionError("in_series", self.in_series, "an integer >= 1 or null")
-        if _bad(self.num_cpus, Real, lambda v: 0 < v < math.inf):
-            raise OptionError(
-                "num_cpus",
-                self.num_cpus,
-                "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)",
-            )
-        start = self.start_timeout
-        if _bad(start, Real, lambda v: v > 0):
-            raise OptionError(
-                "start_timeout",
-                self.start_timeout,
-                "a number of seconds > 0 for an actor to start, or null (120 s, or timeout "
-                "when larger)",
-            )
-        self.start_timeout = None if start == math.inf else start
+            raise OptionError("address", self.address, "null (start or join a local Ray) or a Ray "
+                              "address such as 'ray://head:10001' or 'head:6379'")  # fmt: skip
+        check_int(self, "in_series", 1, optional=True)
+        check_int(self, "batch_size", 1, optional=True)
+        for key, ok, expected in _NUMBERS:
+            value = getattr(self, key)
+            if value is not None and _bad(value, ok):
+                raise OptionError(key, value, expected)
+        if self.start_timeout == math.inf:
+            self.start_timeout = None
         if self.in_actor is not None and self.in_actor not in IN_ACTOR:
             raise OptionError(
-                "in_actor",
-                self.in_actor,
-                "null (each actor steps its envs itself) or "
-                + " or ".join(repr(v) for v in IN_ACTOR)
-                + " (each actor hosts its envs in that vectorizer, one worker per CPU it "
-                "reserves)",
-                hint=_did_you_mean(self.in_actor, IN_ACTOR),
-            )
+                "in_actor", self.in_actor,
+                f"null (each actor steps its envs itself) or {' or '.join(map(repr, IN_ACTOR))} "
+                "(each actor hosts its envs in that vectorizer, one worker per CPU it reserves)",
+                hint=did_you_mean(self.in_actor, IN_ACTOR),
+            )  # fmt: skip
         if self.compiled_graph and self.in_actor is None:
             raise OptionError(
-                "compiled_graph",
-                self.compiled_graph,
+                "compiled_graph", self.compiled_graph,
                 "false without vectorizer.in_actor (the graph steps node actors)",
                 hint="Set vectorizer.in_actor=subproc, or vectorizer.compiled_graph=false",
-            )
-        size = self.batch_size
-        if _bad(size, Integral, lambda v: v >= 1):
-            raise OptionError("batch_size", size, "an integer >= 1 or null (a synchronous VecEnv)")
+            )  # fmt: skip
         self._check_placement()
         super().__post_init__()  # the fault options
 
@@ -120,21 +101,14 @@ class RayConfig(FaultOptions):
         """Against the top level: ``batch_size`` is at most ``num_envs``, and with ``in_actor``
         a multiple of ``in_series`` as ``num_envs`` is (a node actor steps its envs only all
         together)."""
-        size = self.batch_size
+        size, per_node = self.batch_size, self.in_series
         if size is not None and size > top.num_envs:
             raise OptionError(
-                "batch_size",
-                size,
+                "batch_size", size,
                 f"an integer in [1, num_envs={top.num_envs}] or null (null: a synchronous VecEnv)",
                 hint=f"Lower vectorizer.batch_size or raise num_envs (now {top.num_envs})",
-            )
-        per_node = self.in_series
-        if (
-            size is not None
-            and self.in_actor is not None
-            and per_node is not None
-            and (size % per_node or top.num_envs % per_node)
-        ):
+            )  # fmt: skip
+        if size and self.in_actor and per_node and (size % per_node or top.num_envs % per_node):
             raise OptionError(
                 "batch_size",
                 size,
@@ -144,31 +118,19 @@ class RayConfig(FaultOptions):
             )
 
     def _check_placement(self) -> None:
-        gpus = self.num_gpus
-        if _bad(gpus, Real, lambda v: 0 <= v < math.inf):
-            raise OptionError("num_gpus", gpus, "a number of GPUs per actor >= 0, or null")
-        for key, value in (self.resources or {}).items():
+        resources = dict(self.resources or {})
+        for key, value in resources.items():
             if key in _OWN_KEYWORD:
-                raise OptionError(
-                    "resources",
-                    dict(self.resources or {}),
-                    f"custom resources only; {key} goes by its own option",
-                    hint=f"Use vectorizer.{_OWN_KEYWORD[key]}={value} instead",
-                )
-            if _bad(value, Real, lambda v: 0 <= v < math.inf) or value is None:
-                raise OptionError(
-                    "resources",
-                    dict(self.resources or {}),
-                    "a map of resource name to an amount >= 0",
-                )
+                raise OptionError("resources", resources, f"custom resources only; {key} goes by "
+                                  f"its own option", hint=f"Use vectorizer.{_OWN_KEYWORD[key]}="
+                                  f"{value} instead")  # fmt: skip
+            if _bad(value, lambda v: 0 <= v < math.inf):
+                raise OptionError("resources", resources, "a map of resource name to an amount "
+                                  ">= 0")  # fmt: skip
         strategy = self.scheduling_strategy
         if strategy is not None and strategy not in STRATEGIES:
-            raise OptionError(
-                "scheduling_strategy",
-                strategy,
-                "null, " + " or ".join(STRATEGIES),
-                hint=_did_you_mean(str(strategy).upper(), STRATEGIES),
-            )
+            raise OptionError("scheduling_strategy", strategy, "null, " + " or ".join(STRATEGIES),
+                              hint=did_you_mean(str(strategy).upper(), STRATEGIES))  # fmt: skip
         for key in ("label_selector", "runtime_env"):
             value = getattr(self, key)
             if not isinstance(value, Mapping):
@@ -181,18 +143,21 @@ class RayConfig(FaultOptions):
         for label, want in (self.label_selector or {}).items():
             if not isinstance(want, str) or not want:
                 raise OptionError(
-                    "label_selector",
-                    dict(self.label_selector or {}),
+                    "label_selector", dict(self.label_selector or {}),
                     f"a map of label to a value or expression (a string); {label!r} has {want!r}",
-                )
+                )  # fmt: skip
 
 
-def _bad(value: Any, kind: type, ok: Callable[[Any], bool]) -> bool:
-    """A value given that is not a ``kind`` (a bool is not) meeting ``ok``."""
-    return value is not None and (isinstance(value, bool) or not isinstance(value, kind) or
-                                  not ok(value))  # fmt: skip
+#: the number options: (key, what a value given meets, what is expected)
+_NUMBERS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("num_cpus", lambda v: 0 < v < math.inf,
+     "a number of CPUs per actor > 0 (e.g. 1 or 0.5), or null (Ray's default)"),
+    ("start_timeout", lambda v: v > 0,
+     "a number of seconds > 0 for an actor to start, or null (120 s, or timeout when larger)"),
+    ("num_gpus", lambda v: 0 <= v < math.inf, "a number of GPUs per actor >= 0, or null"),
+)  # fmt: skip
 
 
-def _did_you_mean(value: Any, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
-    return f"Did you mean {close[0]!r}?" if close else ""
+def _bad(value: Any, ok: Callable[[Any], bool]) -> bool:
+    """Not a number (a bool is not) meeting ``ok``."""
+    return isinstance(value, bool) or not isinstance(value, Real) or not ok(value)

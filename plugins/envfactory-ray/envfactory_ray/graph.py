@@ -33,7 +33,6 @@ class StepGraph:
 
         self.handles = list(handles)
         self.actor_ids = [h.actor_id for h in self.handles]
-        self._index = {id(h): k for k, h in enumerate(self.handles)}
         with InputNode() as inp:
             dag = MultiOutputNode([h.actor.graph_step.bind(inp[k]) for k, h in enumerate(handles)])
         self.compiled: Any = dag.experimental_compile()
@@ -44,7 +43,7 @@ class StepGraph:
 
     def post(self, handle: Any, actions: Any) -> None:
         """``handle``'s actions for the next step; the last of them executes the graph."""
-        self._actions[self._index[id(handle)]] = actions
+        self._actions[handle.index] = actions  # (handles in env order: ``index`` is its place)
         if len(self._actions) == len(self.handles):
             actions, self._actions = self._actions, {}
             self._refs = list(self.compiled.execute(*(actions[k] for k in range(len(actions)))))
@@ -55,21 +54,18 @@ class StepGraph:
         graph cannot give it (a late node too: the channel then says which)."""
         import ray
 
-        k = self._index[id(handle)]
         try:
-            ref = self._refs[k]
+            ref = self._refs[handle.index]
             limit = -1 if remaining is None else remaining
             message = HOLD.waiting(lambda t: ray.get(ref, timeout=t), limit)
-        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayChannelTimeoutError):
+        except Exception as exc:  # a late node, a death, a channel a teardown closed, ...
             self.broken = True
-            raise GraphBroke("not every node answered in time") from None
-        except ray.exceptions.RayActorError as exc:
-            self.broken = True
-            if getattr(exc, "actor_id", None) == handle.actor_id:
-                raise
-            raise GraphBroke(f"another actor's death ({first_line(exc)})") from exc
-        except Exception as exc:  # a channel closed by a teardown, a ref read once already, ...
-            self.broken = True
+            errors = ray.exceptions
+            if isinstance(exc, errors.GetTimeoutError | errors.RayChannelTimeoutError):
+                raise GraphBroke("not every node answered in time") from None
+            mine = getattr(exc, "actor_id", None) == handle.actor_id
+            if isinstance(exc, errors.RayActorError) and mine:
+                raise  # (its own death: the handle's WorkerDiedError)
             raise GraphBroke(f"{type(exc).__name__}: {first_line(exc)}") from exc
         return pickle.loads(message)
 

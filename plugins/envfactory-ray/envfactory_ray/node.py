@@ -4,6 +4,7 @@ vectorizer (the contract: the Ray guide, docs/guides/sweeps-and-ray.md).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -40,13 +41,7 @@ from .wire import Wire, dumps
 #: what ``vectorizer.in_actor`` may name: the vectorizer an actor hosts its envs in
 IN_ACTOR = ("subproc",)
 
-__all__ = ["IN_ACTOR", "NodeActor", "actor_share", "inner_workers"]
-
-
-def inner_workers(num_envs: int, num_cpus: float) -> int:
-    """The inner ``subproc``'s worker processes: one per CPU the actor reserves (rounded up),
-    at most one per env."""
-    return max(1, min(num_envs, math.ceil(num_cpus - 1e-9)))
+__all__ = ["IN_ACTOR", "NodeActor", "actor_share"]
 
 
 def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int, int]:
@@ -60,21 +55,16 @@ def actor_share(num_envs: int, workers: int, timeout: float | None) -> tuple[int
 
 
 class NodeActor:
-    """Hosts envs ``start ..`` of a vectorized env in a node-local vectorized env of
-    ``workers`` processes (``dummy`` in the actor itself for one, without ``timeout``)."""
+    """Hosts envs ``start ..`` of a vectorized env in a node-local vectorized env of one worker
+    process per CPU it reserves, at most one per env (``dummy`` in the actor itself for one,
+    without ``timeout``)."""
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        start: int,
-        mode: AutoresetMode,
-        workers: int,
-        timeout: float | None,
-        restart: bool,
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], start: int, mode: AutoresetMode,
+                 num_cpus: float, timeout: float | None, restart: bool) -> None:  # fmt: skip
         import envfactory
 
         self.start, self.mode, self.n = start, AutoresetMode(mode), len(env_fns)
+        workers = max(1, min(self.n, math.ceil(num_cpus - 1e-9)))
         #: the compiled graph's steps so far and the answer to the last (see `graph_step`)
         self.graph_steps = 0
         self._kept_answer: tuple[str, Any] | None = None
@@ -104,7 +94,10 @@ class NodeActor:
             if status == INNER:  # (says where it runs: the error names the node)
                 return status, (*payload[:3], placed())
             return status, payload
-        return OK, {**placed(), "envs": self.envs, "children": descendants(os.getpid())}
+        import psutil  # (Ray ships it)
+
+        children = [p.pid for p in psutil.Process().children(recursive=True)]
+        return OK, {**placed(), "envs": self.envs, "children": children}
 
     def step(self, actions: Any) -> tuple[str, Any]:
         try:
@@ -131,13 +124,13 @@ class NodeActor:
 
     def handle(self, cmd: str, data: Any) -> tuple[str, Any]:
         """Any env command of `Cmd` (and the plugin's own `KEPT`)."""
+        if cmd in (Cmd.STEP, Cmd.STEP_ENVS):  # (the pool's STEP_ENVS: every env, RayPool.send)
+            return self.step(data if cmd == Cmd.STEP else data[1])
+        if cmd == KEPT:
+            return self.kept(*data)
+        if cmd == Cmd.CLOSE:
+            return self.close()
         try:
-            if cmd == Cmd.STEP:
-                return self.step(data)
-            if cmd == Cmd.STEP_ENVS:  # the pool's: every env (RayPool.send checked it)
-                return self.step(data[1])
-            if cmd == KEPT:
-                return self.kept(*data)
             if cmd == Cmd.RESET:
                 out: Any = self._reset(data)
             elif cmd == Cmd.CALL:
@@ -168,9 +161,8 @@ class NodeActor:
         import ray
 
         listener = Listener((ray.util.get_node_ip_address(), 0), authkey=authkey)
-        threading.Thread(
-            target=self._serve, args=(listener,), name="envfactory-channel", daemon=True
-        ).start()
+        threading.Thread(target=self._serve, args=(listener,), name="envfactory-channel",
+                         daemon=True).start()  # fmt: skip
         return listener.address
 
     def _serve(self, listener: Any) -> None:
@@ -180,32 +172,21 @@ class NodeActor:
                 conn = listener.accept()  # (one client, the vectorized env; else it ends)
         except Exception:
             return
-        try:  # (no Nagle delay: a message over 16 KiB is two writes)
-            with socket.socket(fileno=os.dup(conn.fileno())) as sock:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        wire = Wire()
+        # (no Nagle delay: a message over 16 KiB is two writes)
+        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(conn.fileno())) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        wire, cmd = Wire(), None
         with conn:
-            while True:
+            while cmd != Cmd.CLOSE:
                 try:
                     cmd, data = wire.loads(conn.recv_bytes())
+                    try:
+                        message = wire.dumps(self.handle(cmd, data))
+                    except Exception as exc:
+                        message = pickles((ERROR, failure_of(exc, pickles)))
+                    conn.send_bytes(message)
                 except (EOFError, OSError):
                     return  # the vectorized env went: Ray kills this actor
-                try:
-                    if cmd == Cmd.CLOSE:
-                        answer = self.close()
-                    else:
-                        answer = self.step(data) if cmd == Cmd.STEP else self.handle(cmd, data)
-                    message = wire.dumps(answer)
-                except Exception as exc:
-                    message = pickles((ERROR, failure_of(exc, pickles)))
-                try:
-                    conn.send_bytes(message)
-                except OSError:
-                    return
-                if cmd == Cmd.CLOSE:
-                    return
 
     def close(self) -> tuple[str, Any]:
         if self.inner is not None:
@@ -215,9 +196,8 @@ class NodeActor:
 
     # -- the env commands -----------------------------------------------------------------
     def _answer(self, obs: Any, infos: dict) -> tuple:
-        zeros = np.zeros(self.n, dtype=np.float64)
         flags = np.zeros(self.n, dtype=np.bool_)
-        return obs, zeros, flags, flags, infos
+        return obs, np.zeros(self.n, dtype=np.float64), flags, flags, infos
 
     def _reset(self, r: Reset) -> tuple:
         if r.mask is not None and not np.any(r.mask):
@@ -262,12 +242,8 @@ class NodeActor:
             return ERROR, failure_of(exc, pickles)
         envs = [self.start + i for i in exc.env_indices]
         where = f"subproc worker {exc.worker} (pid {exc.pid}, envs {envs})"
-        if isinstance(exc, RemoteEnvError):
-            original = exc.__cause__
-            try:
-                pickles(original)
-            except Exception:
-                original = None
+        if isinstance(exc, RemoteEnvError):  # (with the env's own exception if it pickles)
+            original = failure_of(exc.__cause__, pickles).exc if exc.__cause__ else None
             failure = Failure(exc.exc_type, original, exc.remote_traceback)
             return INNER, ("env", failure, where, None)
         if isinstance(exc, WorkerTimeoutError):
@@ -275,23 +251,3 @@ class NodeActor:
         how = exc.signal or (f"exit code {exc.exitcode}" if exc.exitcode is not None else "")
         return INNER, ("died", f"died ({how})" if how else "died", where, None)
 
-
-def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs (Linux ``/proc``; empty elsewhere)."""
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out

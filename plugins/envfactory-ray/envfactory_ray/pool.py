@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
-from envfactory import ConfigError
+from envfactory import OptionError
 from envfactory.vectorizers.remote import (
     Cmd,
     PoolVecEnv,
@@ -23,7 +23,7 @@ from envfactory.vectorizers.remote import (
     take_rows,
 )
 
-from .vecenv import RayGroup, _put, ray_group
+from .vecenv import RayGroup, _put
 
 __all__ = ["RayPool", "RaySite"]
 
@@ -32,9 +32,10 @@ class RaySite(RemoteSite):
     """The pool scheduler's view of a `RayGroup`: a message is one actor call, kept by ticket
     until its answer is read; readiness is ``ray.wait`` over each actor's oldest call."""
 
+    group: RayGroup
+
     def __init__(self, group: RayGroup) -> None:
         super().__init__(group)
-        self.ray_group = group
         self._calls: dict[int, deque[tuple[int, Any]]] = {}  # actor index -> (ticket, ref)s
         self._watched: dict[int, WorkerHandle] = {}
         self._answered: dict[int, tuple[int, Any]] = {}  # actor index -> its last answer
@@ -108,7 +109,7 @@ class RaySite(RemoteSite):
         obs, rewards, terms, truncs, calls = answer
         if isinstance(calls, dict):  # a node actor's: the infos of its rows
             calls = [(j, info) for j, info in enumerate(split_infos(calls, len(handle.indices)))]
-        g, start = self.ray_group, handle.start
+        g, start = self.group, handle.start
         for i in envs:
             j = i - start
             g._rewards[i], g._terms[i], g._truncs[i] = rewards[j], terms[j], truncs[j]
@@ -120,7 +121,7 @@ class RaySite(RemoteSite):
         return calls
 
     def rows(self, ids: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        g, idx = self.ray_group, ids.tolist()
+        g, idx = self.group, ids.tolist()
         if all(g._env_obs[i] is None for i in idx):
             obs = take_rows(g._obs, ids)
         else:  # observations that came as a list (other spaces, or not fitting the space)
@@ -137,43 +138,33 @@ class RayPool(PoolVecEnv):
 
     group: RayGroup
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        batch_size: int,
-        autoreset_mode: Any = "next_step",
-        **options: Any,
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], batch_size: int,
+                 autoreset_mode: Any = "next_step", **options: Any) -> None:  # fmt: skip
         from .config import RayConfig  # (the schema's checks, for a caller that did not compose)
 
-        n, in_actor = len(env_fns), options.get("in_actor")
-        RayConfig(batch_size=batch_size).check_config(SimpleNamespace(num_envs=n))
+        top, in_actor = SimpleNamespace(num_envs=len(env_fns)), options.get("in_actor")
+        RayConfig(batch_size=batch_size).check_config(top)
         options.pop("compiled_graph", None)  # (the pool reads by Ray calls, never a graph)
-        group = ray_group(env_fns, options)
+        group = RayGroup(env_fns, options)
         group.channels = False  # (readiness is ray.wait on each actor's oldest call)
         super().__init__(group, batch_size, RaySite, autoreset_mode, **options)
-        per_node = group.in_series or 1
-        if in_actor is not None and (batch_size % per_node or n % per_node):
+        try:  # (with in_actor, in_series as the group resolved it: whole node actors)
+            RayConfig(in_series=group.in_series, in_actor=in_actor, batch_size=batch_size
+                      ).check_config(top)  # fmt: skip
+        except OptionError as err:
             self.close(terminate=True)
-            raise ConfigError(
-                f"vectorizer.batch_size={batch_size} with vectorizer.in_actor={in_actor!r}: a "
-                f"node actor steps its {per_node} envs (vectorizer.in_series) only all together, "
-                f"so batch_size and num_envs={n} must be multiples of in_series; set "
-                "vectorizer.in_series to a divisor of both"
-            )
+            raise err.at("vectorizer") from None
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """`PoolVecEnv.send`; with ``in_actor``, ``env_ids`` are whole nodes (every env of a
         node actor or none)."""
         if self.group.in_actor is not None and env_ids is not None:
             ids = {int(i) for i in np.asarray(env_ids).reshape(-1)}
-            part = [h for h in self.group.handles if ids & set(h.indices) != set() and
-                    not set(h.indices) <= ids]  # fmt: skip
-            if part:
-                h = part[0]
-                raise ValueError(
-                    f"send(env_ids=...): envs {sorted(ids & set(h.indices))} are only part of "
-                    f"{h.label}'s envs {h.indices}: with vectorizer.in_actor a node actor steps "
-                    "its envs all together; send every env recv returned"
-                )
+            h = next((h for h in self.group.handles
+                      if ids & set(h.indices) and not set(h.indices) <= ids), None)  # fmt: skip
+            if h is not None:
+                raise ValueError(f"send(env_ids=...): envs {sorted(ids & set(h.indices))} are only "
+                                 f"part of {h.label}'s envs {h.indices}: with vectorizer.in_actor "
+                                 "a node actor steps its envs all together; send every env recv "
+                                 "returned")  # fmt: skip
         super().send(actions, env_ids)

@@ -4,11 +4,11 @@ actor): the Ray session, placing the actors and the batch from one batch per act
 
 from __future__ import annotations
 
+import contextlib
 import copy as _copy
 import difflib
 import json
 import logging
-import math
 import os
 import sys
 import threading
@@ -33,29 +33,24 @@ from envfactory.vectorizers.remote import (
     merge_block,
     plan_split,
 )
+from envfactory.vectorizers.shm import supports_shared_memory
 
-from .actor import ActorHandle, EnvActor, StepBatch, array_batched, nodes_text
+from .actor import ActorHandle, EnvActor, nodes_text
 from .causes import first_line
 from .graph import StepGraph
-from .node import NodeActor, inner_workers
+from .node import NodeActor
 
-__all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect", "ray_group"]
+__all__ = ["LOST_NODE_SECONDS", "PLACEMENT_KEYS", "RayGroup", "RayVecEnv", "connect"]
 
 #: the options passed through to Ray's ``actor.options(...)`` (``num_cpus`` has its own)
 PLACEMENT_KEYS = ("num_gpus", "resources", "scheduling_strategy", "label_selector", "runtime_env")
 
-#: how long a node that Ray said was lost (an actor on it unreachable, or dead with it) is kept
-#: out of the placement of rebuilt actors (Ray marks a lost node dead within about 15 s; a new
-#: node comes with a new id)
+#: how long a node Ray said was lost is kept out of the placement of rebuilt actors (Ray marks
+#: a lost node dead within about 15 s; a new node comes with a new id)
 LOST_NODE_SECONDS = 60.0
 
-# -- the Ray session -----------------------------------------------------------------------
-# envfactory joins a Ray that is already initialized in this process (``ray.init(...)`` of
-# the user's own), and then never shuts it down. Otherwise it calls ``ray.init(address)``
-# itself (null: join the local Ray that ``ray start`` left running, or start one) and shuts
-# that Ray down when the last RayVecEnv using it closes, so that nothing envfactory started
-# outlives close(). To keep one Ray across many vectorized envs (a sweep in one process),
-# call ray.init() yourself first.
+# -- the Ray session: a Ray initialized in this process is joined, never shut down; one that
+# envfactory initialized is shut down by the last close() (the Ray guide) -----------------
 _session_lock = threading.Lock()
 _session: dict[str, Any] = {"owned": False, "users": 0}
 
@@ -71,30 +66,21 @@ def connect(address: str | None) -> bool:
             _session["users"] += 1
             return True
         if address is not None and address.startswith("ray://"):
-            try:  # (Ray Client needs ray[client]; Ray's own helper moved: ray.init() says it)
-                from ray._private.utils import get_ray_client_dependency_error as missing
-            except ImportError:
-                missing = lambda: None  # noqa: E731
-            why = missing()
+            import ray._private.utils as utils  # (Ray Client needs ray[client]: Ray's check)
+
+            why = getattr(utils, "get_ray_client_dependency_error", lambda: None)()
             if why is not None:
                 raise _client_error(address, str(why))
         try:
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                logging_level=logging.WARNING,
-                configure_logging=True,
-            )
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
+                     configure_logging=True)  # fmt: skip
         except Exception as exc:
             if address is not None and "ray[client]" in str(exc):
                 raise _client_error(address, first_line(exc)) from exc
             where = "a local Ray" if address is None else f"the Ray cluster at {address!r}"
-            auth = (
-                "; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
-                "token (RAY_AUTH_TOKEN) in this process"
-                if isinstance(exc, ConnectionError)
-                else ""
-            )
+            auth = ("; a cluster started with token auth also needs RAY_AUTH_MODE=token and its "
+                    "token (RAY_AUTH_TOKEN) in this process" if isinstance(exc, ConnectionError)
+                    else "")  # fmt: skip
             raise ConfigError(
                 f"vectorizer=ray: cannot start or join {where}: {type(exc).__name__}: "
                 f"{first_line(exc) if str(exc).strip() else ''} (set "
@@ -129,37 +115,31 @@ class RayGroup(WorkerGroup):
     """The Ray actors of one `RayVecEnv`: joining Ray, placing the actors, the batch from
     one batch per actor, rebuilding an actor away from lost nodes."""
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        address: str | None = None,
-        in_series: int | None = None,
-        num_cpus: float | None = None,
-        start_timeout: float | None = None,
-        in_actor: str | None = None,
-        placement: dict[str, Any] | None = None,
-        compiled_graph: bool = False,
-    ) -> None:
+    handles: list[ActorHandle]  # type: ignore[assignment]
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any]) -> None:
+        """Its keys of a vectorized env's ``options`` are popped (the front's are left) and
+        checked by the schema, for a caller that did not compose."""
         super().__init__()
         self._owned = False  # (close() may run before Ray is joined)
-        from .config import RayConfig  # (its checks, for a caller that did not compose)
+        from .config import RayConfig
 
-        RayConfig(start_timeout=start_timeout, in_actor=in_actor, compiled_graph=compiled_graph)
-        self.num_cpus, self.address, self.in_actor = num_cpus, address, in_actor
-        self.compiled_graph = bool(compiled_graph)
+        keys = ("address", "in_series", "num_cpus", "start_timeout", "in_actor", "compiled_graph")
+        mine = RayConfig(**{k: options.pop(k) for k in keys if k in options})
+        self.address, self.num_cpus, self.in_actor = mine.address, mine.num_cpus, mine.in_actor
+        self.start_timeout = mine.start_timeout  # (inf: null)
+        self.compiled_graph = bool(mine.compiled_graph)  # (False once Ray refused to compile it)
         self._graph: StepGraph | None = None
-        self._graph_refused = False  # Ray could not compile it: every step by the channels
         #: the actors a compile failed over because one of them was gone (its node lost): no
         #: graph until one of them is rebuilt (the channels report its death meanwhile)
         self._graph_lost_over: list[str] = []
         #: node actors are talked to by a direct channel each (False: by Ray calls, the pool's)
         self.channels = True
-        self.in_series = in_series
+        self.in_series = mine.in_series
         #: Ray's actor options beyond ``num_cpus`` (`PLACEMENT_KEYS`), those given
-        self.placement = {k: v for k, v in (placement or {}).items() if v}
+        self.placement = {k: v for k in PLACEMENT_KEYS if (v := options.pop(k, None))}
         if self.placement.get("runtime_env"):
             _check_runtime_env(self.placement["runtime_env"])
-        self.start_timeout = None if start_timeout == math.inf else start_timeout
         self._lost: dict[str, float] = {}  # node id -> when Ray said it was lost
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
         self.env_id = env_label(env_fns[0])
@@ -170,7 +150,7 @@ class RayGroup(WorkerGroup):
         import ray
 
         self._owned = connect(self.address)
-        env_fns, self.env_fns, in_series = self.env_fns, [], self.in_series
+        env_fns, self.env_fns = self.env_fns, []
         total = float(ray.cluster_resources().get("CPU", 0.0))
         if self.in_actor and self.num_cpus is None:  # the smallest live node's: one actor a node
             cpus = [n.get("Resources", {}).get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
@@ -182,41 +162,30 @@ class RayGroup(WorkerGroup):
             self.num_cpus = min(float(c) for c in cpus if c > 0)
         per_actor = self.num_cpus or 0.0
         slots = int(total // per_actor) if per_actor > 0 else int(total)
-        plan = plan_split(self.num_envs, in_series=in_series, cpus=max(1, slots), load=0.0)
-        split, in_series = plan.slices(), plan.workers[0]  # (the core's plan: one per slot)
-        need = len(split) * per_actor
-        if need > total + 1e-9 and self.address is None:
-            raise ConfigError(_too_many_cpus(len(split), per_actor, total, in_series))
-        self.in_series = in_series
-        if self.address is None:
+        plan = plan_split(self.num_envs, in_series=self.in_series, cpus=max(1, slots), load=0.0)
+        split, self.in_series = plan.slices(), plan.workers[0]  # (the core's plan: one per slot)
+        if self.address is None:  # (a local Ray cannot grow; a cluster may add nodes)
+            if len(split) * per_actor > total + 1e-9:
+                raise ConfigError(_too_many_cpus(len(split), per_actor, total, self.in_series))
             _check_local_resources(self.placement, ray.cluster_resources())
         self._cls = ray.remote(NodeActor if self.in_actor else EnvActor)
-
-        def args(n: int) -> tuple:  # what a node actor takes beyond its envs
-            return (inner_workers(n, per_actor), self.env.timeout, self.env.restart)
-
-        self.set_handles([
-            ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus,
-                        args(b - a) if self.in_actor else (), self.placement)
-            for k, (a, b) in enumerate(split)
-        ])  # fmt: skip
-        self._batch = StepBatch()
-        for h in self._actor_handles:
+        args = (per_actor, self.env.timeout, self.env.restart) if self.in_actor else ()
+        self.set_handles([ActorHandle(k, a, b, self.env_id, env_fns[a:b], self.num_cpus, args,
+                                      self.placement)
+                          for k, (a, b) in enumerate(split)])  # fmt: skip
+        self._batch: list[ActorHandle] = []  # (the handles' step answers fetched together)
+        for h in self.handles:
             h.channels = self.channels
             h.spawn(self._cls, self.env.autoreset_mode)
             h.batch = self._batch
         self.wait_started(self.handles)
         space = self.env.single_observation_space
-        self._arrays = array_batched(space)
+        self._arrays = supports_shared_memory(space)
         self._obs = create_empty_array(space, n=self.num_envs)
         self._env_obs: list[Any] = [None] * self.num_envs
         self._rewards = np.zeros(self.num_envs, dtype=np.float64)
         self._terms = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncs = np.zeros(self.num_envs, dtype=np.bool_)
-
-    @property
-    def _actor_handles(self) -> list[ActorHandle]:
-        return [h for h in self.handles if isinstance(h, ActorHandle)]
 
     # -- WorkerGroup's hooks ------------------------------------------------------------
     def collect(
@@ -225,14 +194,10 @@ class RayGroup(WorkerGroup):
         listed = []
         for h, (obs, rew, term, trunc, _) in zip(handles, results):
             a, b = h.start, h.stop
-            self._rewards[a:b] = rew
-            self._terms[a:b] = term
-            self._truncs[a:b] = trunc
-            if obs is None:  # a masked reset that reset none of its envs: they keep theirs
-                continue
+            self._rewards[a:b], self._terms[a:b], self._truncs[a:b] = rew, term, trunc
             if isinstance(obs, list):
                 listed.append((h, obs))
-            else:
+            elif obs is not None:  # (None: a masked reset reset none of its envs: they keep theirs)
                 _put(self._obs, obs, a, b)
         if listed:  # other spaces; or observations an actor could not batch
             if self._arrays:  # (the batching below names the env)
@@ -254,18 +219,18 @@ class RayGroup(WorkerGroup):
         graph = self._step_graph() if self.compiled_graph else None
         super().post_step(actions)
         if graph is None and len(self.handles) > 1:
-            self._batch.handles = self._actor_handles
+            self._batch[:] = [h for h in self.handles if h.channel is None]  # (those by Ray)
 
     def _step_graph(self) -> StepGraph | None:
         """The graph over the node actors: the last one, or a new one; None while an actor
         is not started, was gone at the last compile, or once Ray refused to compile."""
-        handles = self._actor_handles
+        handles = self.handles
         graph, ids = self._graph, [h.actor_id for h in handles]
         if graph is not None and (graph.broken or ids != graph.actor_ids):  # (other actors now)
             graph.teardown()
             graph = self._graph = None
         ready = all(h.alive and not h.describing for h in handles)
-        if graph is None and ready and not self._graph_refused and ids != self._graph_lost_over:
+        if graph is None and ready and ids != self._graph_lost_over:
             import ray
 
             try:
@@ -273,35 +238,27 @@ class RayGroup(WorkerGroup):
             except ray.exceptions.RayActorError:  # an actor gone, not Ray refusing the graph
                 self._graph_lost_over = ids
             except Exception as exc:
-                self._graph_refused = True
-                _warn(
-                    f"vectorizer.compiled_graph: Ray could not compile the step graph "
-                    f"({type(exc).__name__}: {first_line(exc)}); every step goes by the actors' "
-                    "channels"
-                )
+                self.compiled_graph = False
+                _warn(f"vectorizer.compiled_graph: Ray could not compile the step graph ("
+                      f"{type(exc).__name__}: {first_line(exc)}); every step goes by the actors' "
+                      "channels")  # fmt: skip
         for h in handles:
             h.graph = graph
         return graph
 
     def close(self, timeout: float | None, terminate: bool, locked: bool) -> None:
         """Tear the compiled graph down first (while its actors live), then close."""
-        if not terminate:
-            self._drop_graph()
+        if not terminate and self._graph is not None:
+            self._graph.teardown()
         super().close(timeout, terminate, locked)
-
-    def _drop_graph(self) -> None:
-        graph, self._graph = self._graph, None
-        if graph is not None:
-            graph.teardown()
 
     def last_obs(self, handle: WorkerHandle) -> list[Any]:
         per_env = list(iterate(self.env.observation_space, self._obs))
         return [_copy.deepcopy(per_env[i]) for i in range(handle.start, handle.stop)]
 
     def startup_budget(self) -> float:
-        """Seconds an actor may take to start (placed, envs built, first answer), at the
-        first start and at each rebuild: ``start_timeout``, else envfactory's start-up
-        budget (120 s, or ``timeout`` when larger)."""
+        """Seconds an actor may take to start (placed, envs built, first answer), at each
+        rebuild too: ``start_timeout``, else the core's (120 s, or ``timeout`` when larger)."""
         return self.start_timeout or super().startup_budget()
 
     def respawn(self, handle: WorkerHandle, budget: float) -> list[EnvInfo]:
@@ -312,8 +269,7 @@ class RayGroup(WorkerGroup):
         deadline = time.monotonic() + budget
         pause = 0.25
         while True:
-            self._note_lost(handle)
-            handle.spawn(self._cls, self.env.autoreset_mode, self._lost_nodes())
+            handle.spawn(self._cls, self.env.autoreset_mode, self._lost_nodes(handle))
             try:
                 return list(self.wait(handle, deadline, "restart", budget))
             except WorkerDiedError as err:
@@ -325,20 +281,17 @@ class RayGroup(WorkerGroup):
                 left = deadline - time.monotonic()
                 if left <= pause:
                     raise
-                self._note_lost(handle)
-                lost = self._lost_nodes()
+                lost = self._lost_nodes(handle)
                 away = f" away from {nodes_text(lost)}" if lost else ""
                 _warn(f"{restart_message(err)}; trying again{away}")
                 time.sleep(pause)
                 pause = min(2 * pause, 2.0)
 
-    def _note_lost(self, handle: ActorHandle) -> None:
-        if handle.lost_node:
-            self._lost[handle.lost_node] = time.monotonic()
-
-    def _lost_nodes(self) -> list[str]:
-        """The nodes Ray said were lost in the last `LOST_NODE_SECONDS`."""
+    def _lost_nodes(self, handle: ActorHandle) -> list[str]:
+        """The nodes Ray said were lost in the last `LOST_NODE_SECONDS` (``handle``'s too)."""
         now = time.monotonic()
+        if handle.lost_node:
+            self._lost[handle.lost_node] = now
         return sorted(n for n, t in self._lost.items() if now - t < LOST_NODE_SECONDS)
 
     def release(self, everything: bool) -> None:
@@ -347,32 +300,20 @@ class RayGroup(WorkerGroup):
         import ray
 
         try:
-            self._drop_graph()
+            if self._graph is not None:
+                self._graph.teardown()
             here = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-            mine = [h for h in self._actor_handles if here and h.node_id == here]
-            pids = {p for h in mine for p in [h.pid, *h.children] if p is not None}
-            end = time.monotonic() + 5.0
-            while pids and time.monotonic() < end:
-                for pid in list(pids):
-                    try:
-                        os.kill(pid, 0)
-                    except ProcessLookupError:
-                        pids.discard(pid)
-                    except PermissionError:
-                        pass
-                if pids:
-                    time.sleep(0.02)
+            mine = [h for h in self.handles if here and h.node_id == here]
+            import psutil  # (Ray ships it)
+
+            procs = []
+            for pid in {p for h in mine for p in [h.pid, *h.children] if p is not None}:
+                with contextlib.suppress(psutil.Error):
+                    procs.append(psutil.Process(pid))
+            psutil.wait_procs(procs, timeout=5.0)
         finally:
             owned, self._owned = self._owned, False
             _disconnect(owned)
-
-
-def ray_group(env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any]) -> RayGroup:
-    """The `RayGroup` of ``options``, its keys popped (the front's are left)."""
-    keys = ("address", "in_series", "num_cpus", "start_timeout", "in_actor", "compiled_graph")
-    mine = {k: options.pop(k) for k in keys if k in options}
-    placement = {k: options.pop(k) for k in PLACEMENT_KEYS if k in options}
-    return RayGroup(env_fns, placement=placement, **mine)
 
 
 class RayVecEnv(RemoteVecEnv):
@@ -381,13 +322,9 @@ class RayVecEnv(RemoteVecEnv):
 
     group: RayGroup
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        autoreset_mode: Any = "next_step",
-        **options: Any,
-    ) -> None:
-        super().__init__(ray_group(env_fns, options), autoreset_mode, **options)
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], autoreset_mode: Any = "next_step",
+                 **options: Any) -> None:  # fmt: skip
+        super().__init__(RayGroup(env_fns, options), autoreset_mode, **options)
 
     @property
     def num_cpus(self) -> float | None:
@@ -397,13 +334,11 @@ class RayVecEnv(RemoteVecEnv):
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles, one per ``in_series`` envs."""
-        return [h.actor for h in self.group._actor_handles]
+        return [h.actor for h in self.group.handles]
 
     def __repr__(self) -> str:
-        return (
-            f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, "
-            f"actors={len(self.group.handles)}, pid={os.getpid()})"
-        )
+        return (f"RayVecEnv({self.env_id}, num_envs={self.num_envs}, "
+                f"actors={len(self.group.handles)}, pid={os.getpid()})")  # fmt: skip
 
 
 def _check_runtime_env(value: dict[str, Any]) -> None:

@@ -146,7 +146,7 @@ def make_any(*extra: str, num_envs: int = 8) -> Any:
 
 
 def placement(envs: Any) -> list[str]:
-    return [h.node_id for h in envs.group._actor_handles]
+    return [h.node_id for h in envs.group.handles]
 
 
 def step_until_fault(
@@ -189,7 +189,7 @@ def test_frozen_actors_time_out_at_timeout(nodes: list[str]) -> None:
     naming the first of them at ``timeout``, the actor is killed, and the env is broken."""
     with make(f"vectorizer.timeout={TIMEOUT}") as envs:
         envs.reset(seed=0)
-        frozen = [h for h in envs.group._actor_handles if h.node_id == nodes[0]]
+        frozen = [h for h in envs.group.handles if h.node_id == nodes[0]]
         assert len(frozen) == 2
         for h in frozen:
             os.kill(h.pid, signal.SIGSTOP)
@@ -301,7 +301,7 @@ def test_node_lost_with_restart_and_room_elsewhere_is_survived(
         old = envs.group._graph
         before = placement(envs)
         lost = before[0]
-        on_lost = [i for h in envs.group._actor_handles if h.node_id == lost for i in h.indices]
+        on_lost = [i for h in envs.group.handles if h.node_id == lost for i in h.indices]
         cluster.lose(lost)
         restarted: list[int] = []  # (the actors of a lost node may fail in different steps)
         ended = np.zeros(4, dtype=bool)
@@ -329,7 +329,7 @@ def test_node_lost_with_restart_and_room_elsewhere_is_survived(
         graph = envs.group._graph
         if mode:  # back on a graph, over the actors that step now
             assert isinstance(graph, StepGraph) and graph is not old and not graph.broken
-            assert graph.actor_ids == [h.actor_id for h in envs.group._actor_handles]
+            assert graph.actor_ids == [h.actor_id for h in envs.group.handles]
         else:
             assert graph is None
 
@@ -344,7 +344,7 @@ def test_node_lost_with_restart_and_no_room_is_one_clear_error_within_timeout(
     with make("vectorizer.restart=true", *opts) as envs:
         envs.reset(seed=0)
         lost = placement(envs)[0]
-        old = envs.group._actor_handles[0].actor_id
+        old = envs.group.handles[0].actor_id
         cluster.lose(lost)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the "restarting after" warning
@@ -394,7 +394,7 @@ def test_pool_across_nodes_survives_a_lost_node_with_restart(
             ended[ids] = term | trunc
             envs.send(actions, ids)
         lost = placement(envs)[0]
-        on_lost = [i for h in envs.group._actor_handles if h.node_id == lost for i in h.indices]
+        on_lost = [i for h in envs.group.handles if h.node_id == lost for i in h.indices]
         cluster.lose(lost)
         restarted: list[int] = []
         t0 = time.monotonic()

@@ -191,7 +191,7 @@ def test_died_before_it_started_without_a_reason_says_where_to_look() -> None:
 def test_an_unreachable_actor_is_named_so() -> None:
     h = handle()
     h.spawn(Recorder(), "next_step", [])
-    h.describing, h.node_id, h.node_ip, h._pid = False, NODE, "192.0.2.2", 42
+    h.describing, h.node_id, h.node_ip, h.pid = False, NODE, "192.0.2.2", 42
     err = h._died(unreachable(), "step")
     assert "(pid 42, envs [0, 1], env 'CartPole-v1') [Ray actor " in str(err)
     assert f"on node 192.0.2.2 ({NODE[:12]})] became unreachable (The actor " in str(err)

@@ -56,7 +56,7 @@ def test_one_execute_per_step_carries_every_node_and_no_channel_message() -> Non
         assert isinstance(graph, StepGraph)
         executes = counting_executes(graph)
         messages = []
-        for h in envs.group._actor_handles:
+        for h in envs.group.handles:
             real = h.channel.send_bytes
             h.channel.send_bytes = lambda data, real=real: (messages.append(data), real(data))
         for k in range(10):
@@ -122,7 +122,7 @@ def test_an_actor_lost_during_a_step_is_rebuilt_the_other_keeps_its_step_and_gra
         np.testing.assert_allclose(obs[:2], 0.003)
         graph = envs.group._graph
         assert isinstance(graph, StepGraph) and graph is not old
-        assert graph.actor_ids == [h.actor_id for h in envs.group._actor_handles]
+        assert graph.actor_ids == [h.actor_id for h in envs.group.handles]
 
 
 def test_a_late_node_is_the_one_timed_out_though_the_graph_reads_every_node_at_once() -> None:

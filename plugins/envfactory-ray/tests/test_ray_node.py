@@ -145,7 +145,7 @@ def assert_gone(pids: list[int], seconds: float = 15.0) -> None:
 
 def processes(envs: RayVecEnv) -> list[int]:
     """Every actor's process and the processes it started (inner workers, fork server)."""
-    return [p for h in envs.group._actor_handles for p in [h.pid, *h.children] if p is not None]
+    return [p for h in envs.group.handles for p in [h.pid, *h.children] if p is not None]
 
 
 # -- same as dummy, the conformance kit ------------------------------------------------------
@@ -215,7 +215,7 @@ def test_num_cpus_null_is_the_whole_node_and_one_message_per_actor_per_step() ->
             return original(self, *args, **kwargs)
 
         messages = []
-        for h in envs.group._actor_handles:
+        for h in envs.group.handles:
             assert h.channel is not None
             real = h.channel.send_bytes
 
@@ -241,7 +241,7 @@ def test_a_step_crosses_the_channel_as_raw_arrays_both_ways() -> None:
     with node(*[maker()] * 4) as envs:
         envs.reset(seed=0)
         marks: list[bytes] = []
-        for h in envs.group._actor_handles:
+        for h in envs.group.handles:
             send, recv = h.channel.send_bytes, h.channel.recv_bytes
 
             def sent(data: bytes, send: Any = send) -> None:
@@ -355,7 +355,7 @@ def test_inner_worker_dying_is_worker_died_error_and_close_leaves_no_process() -
 def test_actor_killed_takes_its_inner_workers_with_it() -> None:
     with node(*[maker()] * 4) as envs:
         envs.reset(seed=0)
-        handle = envs.group._actor_handles[1]
+        handle = envs.group.handles[1]
         mine = [handle.pid, *handle.children]
         os.kill(envs.pids[1], signal.SIGKILL)
         with pytest.raises(envfactory.WorkerDiedError) as info:
@@ -370,7 +370,7 @@ def test_hung_inner_env_times_out_and_the_actor_and_its_workers_are_killed() -> 
     with node(maker(), maker("hang", at_step=2), maker(), maker(), timeout=2.0) as envs:
         envs.reset(seed=0)
         envs.step(ACTIONS)
-        handle = envs.group._actor_handles[0]
+        handle = envs.group.handles[0]
         mine = [handle.pid, *handle.children]
         t0 = time.monotonic()
         with pytest.raises(envfactory.WorkerTimeoutError, match="within 2 s and was killed"):
@@ -385,7 +385,7 @@ def test_restart_rebuilds_the_actor_when_an_inner_worker_dies() -> None:
         envs.reset(seed=0)
         for _ in range(5):
             envs.step(ACTIONS)
-        old = processes(envs)[:1] + envs.group._actor_handles[0].children
+        old = processes(envs)[:1] + envs.group.handles[0].children
         os.kill(envs.call(worker_pid)[0], signal.SIGKILL)
         with pytest.warns(RuntimeWarning, match=r"restarting after: worker 0 .*lost its subproc"):
             obs, rew, term, trunc, infos = envs.step(ACTIONS)
@@ -462,7 +462,7 @@ def test_an_actor_of_one_cpu_steps_every_env_itself_without_an_inner_worker() ->
     with node(maker(), maker(), maker(), maker("raise", at_step=2), num_cpus=1) as envs:
         envs.reset(seed=0)
         assert envs.call(worker_pid) == (envs.pids[0],) * 2 + (envs.pids[1],) * 2
-        assert [h.children for h in envs.group._actor_handles] == [[], []]
+        assert [h.children for h in envs.group.handles] == [[], []]
         envs.step(ACTIONS)
         with pytest.raises(ValueError, match="env broke at step 2") as info:
             envs.step(ACTIONS)
