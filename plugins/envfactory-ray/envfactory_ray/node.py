@@ -94,7 +94,7 @@ class NodeActor:
             if status == INNER:  # (says where it runs: the error names the node)
                 return status, (*payload[:3], placed())
             return status, payload
-        import psutil  # (Ray ships it)
+        import psutil
 
         children = [p.pid for p in psutil.Process().children(recursive=True)]
         return OK, {**placed(), "envs": self.envs, "children": children}

@@ -304,7 +304,7 @@ class RayGroup(WorkerGroup):
                 self._graph.teardown()
             here = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
             mine = [h for h in self.handles if here and h.node_id == here]
-            import psutil  # (Ray ships it)
+            import psutil
 
             procs = []
             for pid in {p for h in mine for p in [h.pid, *h.children] if p is not None}:
