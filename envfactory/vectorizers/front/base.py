@@ -162,14 +162,17 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset every env (or those of ``options["reset_mask"]``): ``(observations, infos)``.
-        ``seed``: None, an int (env ``i`` gets ``seed + i``) or one per env."""
+        ``seed``: None, an int (env ``i`` gets ``seed + i``) or one per env. Raises
+        ``InvalidSeedError`` (a negative or non-int seed, a list of the wrong length),
+        ``ResetNeededError`` (a ``reset_mask`` before the first full reset), ``ClosedError``."""
         if self.closed:
             self._check_ready("reset", "reset")
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
-        """Start a [`reset`][envfactory.VecEnvBase.reset]; `reset_wait` returns its result."""
+        """Start a [`reset`][envfactory.VecEnvBase.reset]; `reset_wait` returns its result
+        (``AlreadyPendingError``, gymnasium's ``AlreadyPendingCallError``: a call is pending)."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("reset_async", "reset")
         seeds = seeds_for(seed, self.num_envs, self.seeding)
@@ -190,7 +193,10 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every env with its action (checked first); finished envs autoreset per
-        ``autoreset_mode``: ``(observations, rewards, terminations, truncations, infos)``."""
+        ``autoreset_mode``: ``(observations, rewards, terminations, truncations, infos)``.
+        Raises ``InvalidActionError`` (a wrong batch or an action outside the space, naming the
+        env and value; the env stays usable), ``ResetNeededError`` (before the first reset, or
+        a finished env in ``disabled`` mode)."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step" if self.closed else "step_async", "step")
         actions = self._check_actions(actions)  # (step_async's, inlined: one call fewer)
@@ -200,7 +206,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         return self._wait_for(PendingCall.STEP, self._finish_step, None)
 
     def step_async(self, actions: Any) -> None:
-        """Start a [`step`][envfactory.VecEnvBase.step]; `step_wait` returns its result."""
+        """Start a [`step`][envfactory.VecEnvBase.step]; `step_wait` returns its result
+        (``AlreadyPendingError``: a call is pending)."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step_async", "step")
         actions = self._check_actions(actions)
@@ -212,7 +219,9 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """What the pending `step` returns; ``timeout``: seconds for the workers (None: the
-        vectorizer's own), a worker that misses it is killed. A step a Ctrl-C cut is pending."""
+        vectorizer's own), a worker that misses it is killed (``WorkerTimeoutError``); no step
+        pending: ``NoPendingCallError``. A step a Ctrl-C cut is pending: ``step_wait()``
+        returns it, other calls raise ``AlreadyPendingError``, ``close()`` abandons it."""
         return self._wait_for(PendingCall.STEP, self._finish_step, timeout, "step_wait")
 
     @property
