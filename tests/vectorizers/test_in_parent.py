@@ -32,13 +32,8 @@ from test_equivalence import (
 import envfactory
 from envfactory.errors import AlreadyPendingError, ConfigError, VecEnvBrokenError, WorkerDiedError
 from envfactory.testing import assert_rollouts_equal
-from envfactory.vectorizers.plan.plan import (
-    default_in_series,
-    image_split,
-    others_running,
-    parent_share,
-    plan_split,
-)
+from envfactory.vectorizers.plan.options import SubprocAtariConfig
+from envfactory.vectorizers.plan.plan import others_running, plan_split
 from envfactory.vectorizers.subproc import SubprocVecEnv
 
 MODES = ("next_step", "same_step", "disabled")
@@ -111,16 +106,17 @@ def test_actions_of_another_dtype_go_by_pipe_and_keep_their_dtype() -> None:
 def test_auto_share_and_bad_values() -> None:
     cpus = os.cpu_count() or 1
     share = 8 // cpus if cpus >= 2 else 0
-    assert parent_share(8, None, None, None, False, False, load=0.0) == share
-    assert parent_share(1, None, None, None, False, False, load=0.0) == 0
+    assert plan_split(8, in_parent=None, load=0.0).in_parent == share
+    assert plan_split(1, in_parent=None, load=0.0).in_parent == 0
     # no idle core for the parent: the workers step every env
-    assert parent_share(8, None, None, None, False, False, load=cpus - 1.0) == 0
+    assert plan_split(8, in_parent=None, load=cpus - 1.0).in_parent == 0
     # what only a worker process gives: no share unless asked for
-    assert parent_share(8, None, 2, None, False, False, load=0.0) == 0
-    assert parent_share(8, None, None, 5.0, False, False, load=0.0) == 0
-    assert parent_share(8, None, None, None, True, False, load=0.0) == 0
-    assert parent_share(8, None, None, None, False, True, load=0.0) == 0  # subproc-atari
-    assert parent_share(8, 3, 2, 5.0, False, False) == 3  # explicit wins
+    assert plan_split(8, in_parent=None, in_series=2, load=0.0).in_parent == 0
+    assert plan_split(8, in_parent=None, timeout=5.0, load=0.0).in_parent == 0
+    assert plan_split(8, in_parent=None, restart=True, load=0.0).in_parent == 0
+    atari = SubprocAtariConfig.in_parent  # subproc-atari's default
+    assert plan_split(8, in_parent=atari, images=True, load=0.0).in_parent == 0
+    assert plan_split(8, in_parent=3, in_series=2, timeout=5.0).in_parent == 3  # explicit wins
     with pytest.raises(ConfigError) as info:  # (checked once, by the plan)
         plan_split(4, in_parent=4)
     msg = str(info.value)
@@ -152,8 +148,16 @@ def test_the_default_split_uses_the_cores_left_free(
     monkeypatch: pytest.MonkeyPatch, cpus: int, load: float | None, in_series: int
 ) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: cpus)
-    assert default_in_series(8 if cpus == 2 else 16, False, load) == in_series
-    assert default_in_series(8, True, load) == 8 // min(cpus - 1, 8)  # a parent share: no load
+    num_envs, unread = 8 if cpus == 2 else 16, load is None  # (subproc-atari reads no load)
+    plan = plan_split(num_envs, images=unread, load=0.0 if unread else load)
+    assert plan.workers == _split(num_envs, in_series)
+    shared = plan_split(9, in_parent=1, load=load)  # a parent share: no load
+    assert shared.workers == _split(8, 8 // min(cpus - 1, 8))
+
+
+def _split(num_envs: int, in_series: int) -> tuple[int, ...]:
+    """The envs of each worker with ``in_series`` envs per worker."""
+    return plan_split(num_envs, in_series=in_series).workers
 
 
 @pytest.mark.parametrize("context", ["fork", "forkserver"])
@@ -225,13 +229,18 @@ def test_subproc_atari_split_keeps_a_parent_share_while_a_core_is_idle() -> None
         pytest.skip("one core: no parent share")
     share = 8 // cpus
     rest = math.ceil((8 - share) / (cpus - 1))
-    assert image_split(8, None, None, False, load=0.0) == (share, rest)
-    per_core = math.ceil(8 / cpus)
-    assert image_split(8, None, None, False, load=float(cpus)) == (0, per_core)  # busy
-    assert image_split(8, None, 5.0, False, load=0.0) == (0, per_core)  # timeout
-    assert image_split(8, None, None, True, load=0.0) == (0, per_core)  # restart
-    assert image_split(8, 0, None, False, load=0.0) == (0, per_core)
-    assert image_split(8, 3, None, False, load=99.0) == (3, math.ceil(5 / (cpus - 1)))
+
+    def image_split(in_parent: int | None, **options: Any) -> tuple[int, tuple[int, ...]]:
+        plan = plan_split(8, in_parent=in_parent, images=True, **options)
+        return plan.in_parent, plan.workers
+
+    assert image_split(None, load=0.0) == (share, _split(8 - share, rest))
+    per_core = _split(8, math.ceil(8 / cpus))
+    assert image_split(None, load=float(cpus)) == (0, per_core)  # busy
+    assert image_split(None, timeout=5.0, load=0.0) == (0, per_core)  # timeout
+    assert image_split(None, restart=True, load=0.0) == (0, per_core)  # restart
+    assert image_split(0, load=0.0) == (0, per_core)
+    assert image_split(3, load=99.0) == (3, _split(5, math.ceil(5 / (cpus - 1))))
     with envfactory.make_vec(
         overrides=["env=atari", "env.id=ALE/Pong-v5", "num_envs=3", "vectorizer=subproc-atari",
                    "vectorizer.in_parent=1"]

@@ -13,18 +13,26 @@ from ..record import Split
 from ..transport.handle import split_envs
 from .options import check_split
 
-__all__ = [
-    "CHEAP_STEP_SECONDS", "default_in_series", "image_split", "others_running", "parent_share",
-    "plan_split"
-]  # fmt: skip
+__all__ = ["CHEAP_STEP_SECONDS", "others_running", "plan_split"]
+
+#: on 8 or more cpus, an env whose step takes less than this goes two or more to a worker
+CHEAP_STEP_SECONDS = 50e-6
 
 
 def plan_split(
-    num_envs: int, *, in_series: int | None = None, in_parent: int | None = 0,
-    batch_size: int | None = None, timeout: float | None = None, restart: bool = False,
-    images: bool = False, fallback: bool = False, load: float | None = None,
-    probe: Callable[[], float | None] | None = None, cpus: int | None = None,
-) -> Split:  # fmt: skip
+    num_envs: int,
+    *,
+    in_series: int | None = None,
+    in_parent: int | None = 0,
+    batch_size: int | None = None,
+    timeout: float | None = None,
+    restart: bool = False,
+    images: bool = False,
+    fallback: bool = False,
+    load: float | None = None,
+    probe: Callable[[], float | None] | None = None,
+    cpus: int | None = None,
+) -> Split:
     """The split of ``num_envs`` envs, decided once before any is built: envs per worker,
     the last envs this process steps, and why. The options as configured (``timeout`` ``inf``
     is None); ``images``: ``subproc-atari``; ``fallback``: ``auto``; ``load``: other programs'
@@ -42,26 +50,34 @@ def plan_split(
     if batch_size is not None:  # one worker per core, none with more envs than a batch
         reason = f"the async pool (batch_size={batch_size}), every env in a worker"
         if in_series is None:
-            in_series = max(1, min(default_in_series(num_envs, False, None, cpus), batch_size))
+            in_series = min(math.ceil(num_envs / cpus), batch_size)
         else:
             reason += f"; in_series={in_series} as configured"
         return Split(tuple(b - a for a, b in split_envs(num_envs, in_series)), 0, reason)
     if load is None and (in_series is None or in_parent is None):
         load = others_running()
+    seen = f"load {load or 0.0:.1f} running threads of other programs on {cpus} cpu"
+    seen += "s" if cpus != 1 else ""
     asked = {"in_series": in_series, "timeout": timeout is not None, "restart": restart}
     needs = [k for k, v in asked.items() if v]
-    if fallback and in_parent is None and not needs and cpus - (load or 0.0) < 1.5:
-        why = f"{_load_words(load, cpus)}; a worker needs two free cores, one for it and one for"
-        return Split((), num_envs, "auto fell back to every env in this process: no core free "
-                     f"for a worker at build time ({why} this process)")  # fmt: skip
-    # (subproc-atari: a parent share as subproc's, its workers one per core, the load unread)
-    share = parent_share(num_envs, in_parent, in_series, timeout, restart, False, load, cpus)
-    series = in_series
+    share = 0 if in_parent is None else int(in_parent)
+    if in_parent is None and not needs and cpus - (load or 0.0) < 1.5 and fallback:
+        return Split(
+            (),
+            num_envs,
+            "auto fell back to every env in this process: no core free for a worker at build "
+            f"time ({seen}; a worker needs two free cores, one for it and one for this process)",
+        )
+    if in_parent is None and not needs and cpus >= 2:  # a worker's share while a core is idle
+        share = num_envs // cpus  # as many as each of the cpus - 1 workers
+        if (load or 0.0) > cpus - 1 - min(cpus - 1, num_envs - share) + 0.5:
+            share = 0  # no core left for this process
     if in_series is not None:
         parts = [f"in_series={in_series} as configured"]
-    else:  # one worker per core free, a core left to this process's share
-        seen = None if share or images else load
-        in_series = default_in_series(num_envs - share, share > 0, seen, cpus)
+    else:  # one worker per core free (a core left to this process's share)
+        free = cpus - round(load or 0.0)
+        workers = max(1, cpus - 1) if share else free if 0 < free < cpus and not images else cpus
+        in_series = math.ceil((num_envs - share) / workers)
         fewer = math.ceil(num_envs / max(1, cpus // 2))  # one worker per two cpus
         if probe is not None and not share and not images and cpus >= 8 and fewer > in_series:
             seconds = probe()  # (on 8+ cpus, for a step under `CHEAP_STEP_SECONDS`)
@@ -71,7 +87,7 @@ def plan_split(
         if not share and cpus >= 8:
             why = " (on 8+ cpus a cheap env's step, under 50 us, puts two or more per worker)"
         parts = [f"in_series null: one worker per core free at build time{why}"]
-    workers = tuple(b - a for a, b in split_envs(num_envs - share, in_series))
+    counts = tuple(b - a for a, b in split_envs(num_envs - share, in_series))
     if in_parent is not None:
         why = "every env isolated in a worker" if in_parent == 0 else "as configured"
         parts.append(f"in_parent={in_parent} ({why})")
@@ -81,27 +97,14 @@ def plan_split(
         if needs:
             why = f"{', '.join(needs)} set (an env in this process can be neither timed out "
             why += "nor restarted)" if set(needs) - {"in_series"} else "nor split by in_series)"
-        elif cpus < 2 or sum(workers) < cpus:
+        elif cpus < 2 or sum(counts) < cpus:
             why = "fewer envs than cpus"
         else:
             why = "no core idle for this process"
         parts.append(f"in_parent null: none in this process: {why}")
-    if load is not None or series is None:
-        parts.append(_load_words(load, cpus))
-    return Split(workers, share, "; ".join(parts))
-
-
-def default_in_series(
-    num_envs: int, leave_parent_a_core: bool, load: float | None = None, cpus: int | None = None
-) -> int:
-    """Envs per worker: one worker per core (free of ``load``; but one for a parent share)."""
-    cpus = cpus or os.cpu_count() or 1
-    workers = max(1, cpus - 1) if leave_parent_a_core else cpus
-    if load is not None and not leave_parent_a_core:
-        free = cpus - round(load)
-        if 0 < free < cpus:
-            workers = free
-    return math.ceil(num_envs / workers)
+    if load is not None:
+        parts.append(seen)
+    return Split(counts, share, "; ".join(parts))
 
 
 def others_running(samples: int = 8, gap: float = 0.001) -> float:
@@ -134,42 +137,3 @@ def _running(pids: list[int]) -> int:
             continue  # exited
         n += stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] == b"R"
     return n
-
-
-def parent_share(
-    num_envs: int, in_parent: int | None, in_series: int | None, timeout: float | None,
-    restart: bool, images: bool, load: float | None = None, cpus: int | None = None,
-) -> int:  # fmt: skip
-    """The envs the parent steps: ``in_parent``, or (null) a worker's share when a core is idle."""
-    if in_parent is not None:
-        return int(in_parent)
-    if in_series is not None or timeout is not None or restart or images:
-        return 0
-    cpus = cpus or os.cpu_count() or 1
-    if cpus < 2:
-        return 0
-    if load is None:
-        load = others_running()
-    share = num_envs // cpus  # as many as each of the cpus - 1 workers
-    workers = min(cpus - 1, num_envs - share)
-    if share == 0 or load > cpus - 1 - workers + 0.5:  # no core left for the parent
-        return 0
-    return share
-
-
-def image_split(
-    num_envs: int, in_parent: int | None, timeout: float | None, restart: bool,
-    load: float | None = None, cpus: int | None = None,
-) -> tuple[int, int]:  # fmt: skip
-    """``subproc-atari``'s default ``(in_parent, in_series)``."""
-    share = parent_share(num_envs, in_parent, None, timeout, restart, False, load, cpus)
-    return share, default_in_series(num_envs - share, share > 0, None, cpus)
-
-
-#: on 8 or more cpus, an env whose step takes less than this goes two or more to a worker
-CHEAP_STEP_SECONDS = 50e-6
-
-
-def _load_words(load: float | None, cpus: int) -> str:
-    seen = "not sampled" if load is None else f"{load:.1f} running threads of other programs"
-    return f"load {seen} on {cpus} cpu{'s' if cpus != 1 else ''}"
