@@ -11,9 +11,14 @@ from ...config.checks import check_bool, check_choice, check_int
 from ...errors import OptionError
 
 __all__ = [
-    "START_METHODS", "AutoConfig", "FaultOptions", "SubprocAtariConfig", "SubprocConfig",
-    "check_fault_options", "check_split"
-]  # fmt: skip
+    "START_METHODS",
+    "AutoConfig",
+    "FaultOptions",
+    "SubprocAtariConfig",
+    "SubprocConfig",
+    "check_fault_options",
+    "check_split",
+]
 
 START_METHODS = ("fork", "forkserver", "spawn")
 
@@ -26,9 +31,8 @@ def check_fault_options(options: Any) -> None:
     )
     for key, expected in seconds:
         value = getattr(options, key, None)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0:
+        wrong = isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0
+        if value is not None and wrong:
             raise OptionError(key, value, expected)
     if getattr(options, "timeout", None) == math.inf:
         options.timeout = None
@@ -122,27 +126,25 @@ class SubprocConfig(FaultOptions):
 
 def check_split(num_envs: int, batch_size: Any, in_parent: Any, path: str = "") -> None:
     """``batch_size`` and ``in_parent`` against ``num_envs``: the one check of both."""
+    key, value = "in_parent", in_parent
     if batch_size is not None and not _int_in(batch_size, 1, num_envs):
-        raise OptionError(
-            "batch_size", batch_size,
-            f"an integer in [1, num_envs={num_envs}] or null (null: a synchronous VecEnv)",
-            hint=f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})", path=path,
+        key, value = "batch_size", batch_size
+        expected = f"an integer in [1, num_envs={num_envs}] or null (null: a synchronous VecEnv)"
+        hint = f"Lower vectorizer.batch_size or raise num_envs (now {num_envs})"
+    elif in_parent is not None and not _int_in(in_parent, 0, num_envs - 1):
+        expected = (
+            f"an integer in [0, num_envs - 1 = {num_envs - 1}] or null (auto): the parent steps "
+            "that many envs itself, and at least one must be in a worker"
         )
-    if in_parent is not None and not _int_in(in_parent, 0, num_envs - 1):
-        raise OptionError(
-            "in_parent", in_parent,
-            f"an integer in [0, num_envs - 1 = {num_envs - 1}] or null (auto): the "
-            "parent steps that many envs itself, and at least one must be in a worker",
-            hint=f"Lower vectorizer.in_parent or raise num_envs (now {num_envs}); for "
-            "every env in this process, use vectorizer=dummy", path=path,
-        )
-    if batch_size is not None and in_parent:
-        raise OptionError(
-            "in_parent", in_parent,
-            f"0 or null with vectorizer.batch_size={batch_size} (the async pool steps every env "
-            "in a worker)",
-            hint="Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null", path=path,
-        )
+        hint = f"Lower vectorizer.in_parent or raise num_envs (now {num_envs}); for every env "
+        hint += "in this process, use vectorizer=dummy"
+    elif batch_size is not None and in_parent:
+        expected = f"0 or null with vectorizer.batch_size={batch_size} (the async pool steps "
+        expected += "every env in a worker)"
+        hint = "Set vectorizer.in_parent=0 (or null), or vectorizer.batch_size=null"
+    else:
+        return
+    raise OptionError(key, value, expected, hint=hint, path=path)
 
 
 def _int_in(value: Any, low: int, high: int) -> bool:
