@@ -13,6 +13,17 @@ from .worker.protocol import WorkerSpec
 from .worker.worker import WorkerWake, worker_main
 
 __all__ = [
-    "NO_INFOS", "Board", "ColumnRows", "Layout", "LocalHandle", "PipeHandle", "SharedBuffers",
-    "Waiter", "WorkerSpec", "WorkerWake", "layout_for", "supports_shared_memory", "worker_main"
-]  # fmt: skip
+    "NO_INFOS",
+    "Board",
+    "ColumnRows",
+    "Layout",
+    "LocalHandle",
+    "PipeHandle",
+    "SharedBuffers",
+    "Waiter",
+    "WorkerSpec",
+    "WorkerWake",
+    "layout_for",
+    "supports_shared_memory",
+    "worker_main",
+]

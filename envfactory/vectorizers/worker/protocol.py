@@ -18,9 +18,24 @@ from typing import Any
 from gymnasium.vector import AutoresetMode
 
 __all__ = [
-    "ERROR", "HEADER", "LONG", "OK", "Call", "Cmd", "EnvInfo", "Failure", "Reset", "RestartReset",
-    "Restarted", "Sender", "SetAttr", "StepResult", "WorkerSpec", "dumps", "failure_of"
-]  # fmt: skip
+    "ERROR",
+    "HEADER",
+    "LONG",
+    "OK",
+    "Call",
+    "Cmd",
+    "EnvInfo",
+    "Failure",
+    "Reset",
+    "RestartReset",
+    "Restarted",
+    "Sender",
+    "SetAttr",
+    "StepResult",
+    "WorkerSpec",
+    "dumps",
+    "failure_of",
+]
 
 OK, ERROR = "ok", "error"
 
@@ -144,10 +159,9 @@ def failure_of(exc: BaseException, pickles: Callable[[Any], Any] | None = None) 
     return Failure(f"{type(exc).__module__}.{type(exc).__qualname__}", picklable, tb)
 
 
-def dumps(obj: Any, by_value: bool = False) -> Any:
-    """Pickle ``obj`` for a connection: multiprocessing's pickler, else (or ``by_value``)
-    cloudpickle."""
-    return Sender(None, by_value).dumps(obj)
+def dumps(obj: Any) -> Any:
+    """Pickle ``obj`` for a connection: multiprocessing's pickler, else cloudpickle."""
+    return Sender(None).dumps(obj)
 
 
 HEADER = struct.Struct("!i")  # multiprocessing.connection's framing: a message's length

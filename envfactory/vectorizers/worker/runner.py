@@ -39,9 +39,11 @@ class EnvRunner:
         self.autoreset = np.zeros(n, dtype=np.bool_)
 
     def reset(
-        self, seeds: Sequence[int | None], options: dict[str, Any] | None,
+        self,
+        seeds: Sequence[int | None],
+        options: dict[str, Any] | None,
         mask: np.ndarray | None = None,
-    ) -> InfoCalls:  # fmt: skip
+    ) -> InfoCalls:
         """Reset every env (or those of ``mask``): reward 0, flags False. ``options`` reach an
         env as given (None: the keyword is left out, for an env whose ``reset`` takes none)."""
         calls: InfoCalls = []
@@ -113,16 +115,14 @@ def _no_attribute(env: Any, name: str) -> str:
     )
 
 
-#: a step's or reset's answer, made by a backend's ``collect(calls, mask)``
-Collect = Callable[[InfoCalls, Any], Any]
-
-
 class EnvHost:
     """The worker side of a remote backend: hosts envs ``start ..`` and answers `Cmd`'s env commands
     (``host.handle(cmd, data)``; ``collect(calls, mask)`` makes a step's answer), recovering a
     rebuilt worker's lost episodes (`recovery`)."""
 
-    def __init__(self, envs: Sequence[gym.Env], mode: AutoresetMode, collect: Collect) -> None:
+    def __init__(
+        self, envs: Sequence[gym.Env], mode: AutoresetMode, collect: Callable[[InfoCalls, Any], Any]
+    ) -> None:
         self.runner = EnvRunner(envs, mode)
         self.envs = self.runner.envs
         self.mode = mode
@@ -191,11 +191,10 @@ class EnvHost:
     def _step_lost(self, actions: Any, only: Any = None) -> InfoCalls:
         """``runner.step`` with the lost envs ending their lost episode instead."""
         lost = self.lost
-        envs = [  # (an armed env's step is the one the rule arms it with)
-            SimpleNamespace(step=lambda _, e=e, a=lost[i]: recovered_step(e, a), reset=e.reset)
-            if i in lost else e
-            for i, e in enumerate(self.envs)
-        ]  # fmt: skip
+        envs = list(self.envs)  # (an armed env's step is the one the rule arms it with)
+        for i, a in lost.items():
+            e = envs[i]
+            envs[i] = SimpleNamespace(step=lambda _, e=e, a=a: recovered_step(e, a), reset=e.reset)
         calls = self.runner.step(actions, only, envs)
         ended = sorted(lost) if only is None else sorted(i for i in only if i in lost)
         for i in ended:  # also top level in same_step
