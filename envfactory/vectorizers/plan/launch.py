@@ -4,6 +4,7 @@ the hooks) and the plan's probe (one env's step timed in a throwaway process).""
 from __future__ import annotations
 
 import contextlib
+import errno
 import multiprocessing as mp
 import os
 import queue
@@ -33,8 +34,6 @@ FDS_PER_WORKER, FDS_SHARED = 5, 3
 
 def check_descriptors(workers: int) -> None:
     """Raise ``OSError(EMFILE)`` before a start whose workers cannot all have their descriptors."""
-    import errno
-
     try:
         import resource
 
@@ -44,16 +43,6 @@ def check_descriptors(workers: int) -> None:
         return
     if soft != resource.RLIM_INFINITY and FDS_PER_WORKER * workers + FDS_SHARED > soft - open_now:
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
-
-
-_fork_hook: list[bool] = [False]
-
-
-def install_fork_hook() -> None:
-    """Make a forked child forget the parent's forkserver (installed once one is started)."""
-    if not _fork_hook[0] and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_compat.forget_inherited_forkserver)
-        _fork_hook[0] = True
 
 
 # A child the user's program forks must not terminate the parent's workers at its exit (it
@@ -123,14 +112,25 @@ def _start(proc: Any) -> None:
 
 #: what every worker imports: the fork server preloads it (see SubprocGroup.start)
 WORKER_PRELOAD = ("envfactory.vectorizers.worker.worker", "gymnasium", "envfactory.factory")
+_fork_hook: list[bool] = [False]
+
+
+def _forkserver(modules: Sequence[str] = ()) -> Any:
+    """The forkserver context, `WORKER_PRELOAD` and ``modules`` added to its preload; from now
+    on a forked child forgets the parent's forkserver."""
+    ctx = mp.get_context("forkserver")
+    _compat.forkserver_preload(ctx, [*WORKER_PRELOAD, *modules])
+    if not _fork_hook[0] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_compat.forget_inherited_forkserver)
+        _fork_hook[0] = True
+    return ctx
 
 
 def prestart(options: Mapping[str, str], modules: Sequence[str]) -> None:
     """``subproc``'s `VectorizerPlugin.prestart`: boots the fork server in the background while
     the config composes (nothing if one runs)."""
     if options.get("context", "forkserver") == "forkserver":
-        _compat.forkserver_preload(mp.get_context("forkserver"), [*WORKER_PRELOAD, *modules])
-        install_fork_hook()
+        _forkserver(modules)
         _launcher_queue().put((lambda: _servers_up("forkserver"), {}, threading.Event()))
 
 
@@ -150,11 +150,7 @@ def start_process(proc: Any) -> None:
 
 def context_of(method: str) -> Any:
     """The multiprocessing context of ``method`` (forkserver: `WORKER_PRELOAD` added)."""
-    ctx = mp.get_context(method)
-    if method == "forkserver":
-        _compat.forkserver_preload(ctx, WORKER_PRELOAD)
-        install_fork_hook()
-    return ctx
+    return _forkserver() if method == "forkserver" else mp.get_context(method)
 
 
 def payload(method: str, fns: list, start: int) -> Any:

@@ -125,17 +125,14 @@ class EnvHost:
     ) -> None:
         self.runner = EnvRunner(envs, mode)
         self.envs = self.runner.envs
-        self.mode = mode
         self.collect = collect
         self.lost: dict[int, Any] = {}  # envs whose lost episode is yet to end
 
     def handle(self, cmd: Cmd | str, data: Any) -> Any:
         """Answer one command (a [`Cmd`][envfactory.vectorizers.remote.Cmd] and its record)."""
-        try:
-            run = COMMANDS[cmd]
-        except KeyError:
-            known = sorted(COMMANDS)
-            raise ValueError(f"unknown command {cmd!r}; expected one of {known}") from None
+        run = COMMANDS.get(cmd)
+        if run is None:
+            raise ValueError(f"unknown command {cmd!r}; expected one of {sorted(COMMANDS)}")
         return run(self, data)
 
     def step(self, actions: Any) -> Any:
@@ -154,7 +151,7 @@ class EnvHost:
 
     def restarted(self, rs: Any) -> Any:
         """``Cmd.RESTARTED``: the recovery rule after a lost step (`after_step`)."""
-        for i, what in enumerate(after_step(rs.done, self.mode)):
+        for i, what in enumerate(after_step(rs.done, self.runner.mode)):
             self.lost[i] = what if what == RESET_FLAGGED else (LOST, rs.last_obs[i])
         return self.collect(self._step_lost([None] * len(rs.done)), None)
 
@@ -163,7 +160,7 @@ class EnvHost:
         mask, runner = rr.reset.mask, self.runner
         calls = runner.reset(rr.reset.seeds, rr.reset.options, mask)
         self.lost.clear()
-        for i, what in enumerate(after_reset(mask, rr.done, self.mode)):
+        for i, what in enumerate(after_reset(mask, rr.done, runner.mode)):
             if what == REDONE:
                 calls.append((i, {"restarted": True}))
                 continue
