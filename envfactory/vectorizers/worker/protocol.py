@@ -46,10 +46,7 @@ StepResult = tuple[list[tuple[int, dict[str, Any]]], "list[Any] | None"]
 class Cmd(str, Enum):
     """The commands a backend sends its workers (a ``str`` enum, pickled as the plain string)."""
 
-    __str__ = str.__str__  # "step", not "Cmd.STEP", in messages
-
-    def __format__(self, spec: str) -> str:
-        return str.__format__(self, spec)
+    __str__ = str.__str__  # "step", not "Cmd.STEP", in messages (and f-strings, 3.10 to 3.13)
 
     STEP = "step"  #: data: this worker's actions; answer: StepResult
     #: the async pool: data: (local env indices, their actions); answer: StepResult
