@@ -100,8 +100,7 @@ def _watch_main(main_pid: int) -> None:
     def watch() -> None:
         poll = select.poll()
         poll.register(pidfd, select.POLLIN)
-        while not poll.poll():
-            pass
+        poll.poll()  # (no timeout: returns once the main process has ended)
         _kill_self()
 
     threading.Thread(target=watch, name="envfactory-main-watch", daemon=True).start()
