@@ -221,6 +221,8 @@ class SubprocGroup(WorkerGroup):
         g = self.board
         if handles is not None or g is None or not g.posted or call != "step":
             return super().gather(call, handles, timeout, deadline)
+        if deadline is None and timeout is not None and timeout < float("inf"):
+            deadline = time.monotonic() + timeout  # (the one deadline of every wait below)
         local = self._local
         mine = [] if local is None else super().gather(call, [local], timeout, deadline)
         results = g.wait(deadline)

@@ -157,14 +157,12 @@ def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededEr
 
 def check_recv_timeout(timeout: Any) -> float | None:
     """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None)."""
-    if timeout is None:
-        return None
-    if not_seconds(timeout):
+    if timeout is not None and not_seconds(timeout):
         raise ValueError(
             f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
             "vectorizer.timeout) or a number of seconds >= 0"
         )
-    return None if timeout == math.inf else float(timeout)
+    return None if timeout is None or timeout == math.inf else float(timeout)
 
 
 def show_ids(ids: Sequence[Any], limit: int = 8) -> str:

@@ -109,8 +109,7 @@ class WorkerGroup:
 
     def startup_budget(self) -> float:
         """Seconds a worker may take to start or be rebuilt."""
-        timeout = self.env.timeout
-        return STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT)
+        return max(self.env.timeout or 0.0, STARTUP_TIMEOUT)
 
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
         """The handles, in env order; once `start` returns their slices cover the envs
@@ -273,15 +272,12 @@ class WorkerGroup:
             for h in closed:  # the envs are closed: the workers are only exiting now
                 h.join(max(exit_by - time.monotonic(), 0.0))
         finally:  # even if interrupted, even if one kill raises: no worker outlives close()
-            errors = [e for h in self.handles for e in (_quietly(h.kill), _quietly(h.close)) if e]
+            errors = []
+            for end in [f for h in self.handles for f in (h.kill, h.close)]:
+                try:
+                    end()
+                except Exception as exc:
+                    errors.append(exc)
             self.release(everything=locked)
             if errors:
                 raise errors[0]
-
-
-def _quietly(call: Callable[[], None]) -> BaseException | None:
-    try:
-        call()
-    except Exception as exc:
-        return exc
-    return None

@@ -4,7 +4,6 @@ checks of what a group starts and answers (`check_started`, `check_batch`)."""
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 import time
@@ -28,15 +27,6 @@ __all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "check_batch", "check_star
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
-
-
-def deadline_of(timeout: float | None, own: float | None) -> tuple[float, float | None]:
-    """A wait's ``timeout`` (None: the front's ``own``; None or ``inf``: no limit) resolved once:
-    ``(seconds, inf for no limit; the deadline, a time.monotonic(), None for no limit)``."""
-    seconds = own if timeout is None else timeout
-    if seconds is None or seconds == math.inf:
-        return math.inf, None
-    return seconds, time.monotonic() + seconds
 
 
 def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
@@ -205,12 +195,8 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
-            seconds = self.timeout if timeout is None else timeout  # (deadline_of, inlined:
-            if seconds is None or seconds == math.inf:  # one call fewer on a step's path)
-                seconds, deadline = math.inf, None
-            else:
-                deadline = time.monotonic() + seconds
-            answers = group.gather(call, None, seconds, deadline)
+            own = self.timeout if timeout is None else timeout  # (the deadline: gather's)
+            answers = group.gather(call, None, own)
             batch = group.collect(group.handles, answers, mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
@@ -251,8 +237,8 @@ class RemoteVecEnv(VecEnvBase):
         try:
             cmd, asked, indices = self._calls
             group = self.group
-            limit = deadline_of(timeout, self.timeout)
-            results = group.gather(cmd, [h for h, _ in asked], *limit)
+            own = self.timeout if timeout is None else timeout  # (the deadline: gather's)
+            results = group.gather(cmd, [h for h, _ in asked], own)
             by_index: dict[int, Any] = {}
             for (h, loc), answer in zip(asked, results):
                 answer = per_env_answer(answer, len(loc), group, h.label, cmd)
