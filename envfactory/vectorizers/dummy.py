@@ -47,8 +47,7 @@ class DummyVecEnv(VecEnvBase):
     ) -> None:  # fmt: skip
         super().__init__(len(env_fns), autoreset_mode, seeding)
         self.copy = copy
-        envs = [fn() for fn in env_fns]
-        self.envs = envs
+        self.envs = envs = [fn() for fn in env_fns]
         self.env_id = getattr(envs[0].spec, "id", "") or ""
         obs_space, act_space = check_spaces(
             [(e.observation_space, e.action_space) for e in envs], self.env_id
@@ -82,7 +81,7 @@ class DummyVecEnv(VecEnvBase):
             or (self._disabled and self._done.any())
         ):
             return super().step(actions)  # raises the right error
-        actions = self._check_actions(actions)
+        actions = self.check_actions(actions)
         with HOLD:
             batch = self._stepped(self._per_env(actions))
             np.logical_or(batch[2], batch[3], out=self._done)

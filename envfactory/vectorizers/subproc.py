@@ -73,10 +73,9 @@ class SubprocGroup(WorkerGroup):
             split = plan_for(env_fns, {**asked, "uint8_images": uint8_images}, load=load)
         #: the plan this group starts (`plan_split`): its workers' slices, this process's share
         self.split = split
-        self.in_parent = split.in_parent
         # a worker waits while the parent steps its share: it spins at least that long
         self._spin_s = (
-            max(spin_us, PARENT_SHARE_SPIN_US) if self.in_parent and spin_us > 0 else spin_us
+            max(spin_us, PARENT_SHARE_SPIN_US) if split.in_parent and spin_us > 0 else spin_us
         ) * 1e-6
         self.env_id = env_label(env_fns[0])
         self._buffers: SharedBuffers | None = None
@@ -86,7 +85,7 @@ class SubprocGroup(WorkerGroup):
         self.board: Board | None = None
 
     def start(self) -> None:
-        env_fns, in_parent, env = self.env_fns, self.in_parent, self.env
+        env_fns, in_parent, env = self.env_fns, self.split.in_parent, self.env
         self._ctx: Any = context_of(self.context)
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
         for k, (a, b) in enumerate(self.split.slices()):

@@ -158,7 +158,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         self.metadata = dict(metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self._copy_obs = obs_copier(obs_space)
-        self.check_actions = self._check_actions = action_checker(act_space, self.num_envs)
+        self.check_actions = action_checker(act_space, self.num_envs)
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset every env (or those of ``options["reset_mask"]``): ``(observations, infos)``.
@@ -199,7 +199,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         a finished env in ``disabled`` mode)."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step" if self.closed else "step_async", "step")
-        actions = self._check_actions(actions)  # (step_async's, inlined: one call fewer)
+        actions = self.check_actions(actions)  # (step_async's, inlined: one call fewer)
         if not self._ready or (self._disabled and self._done.any()):
             raise reset_needed(self._ready, self._done, self._disabled)
         self._start_for(PendingCall.STEP, self._start_step, actions)
@@ -210,7 +210,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         (``AlreadyPendingError``: a call is pending)."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step_async", "step")
-        actions = self._check_actions(actions)
+        actions = self.check_actions(actions)
         if not self._ready or (self._disabled and self._done.any()):
             raise reset_needed(self._ready, self._done, self._disabled)
         self._start_for(PendingCall.STEP, self._start_step, actions)

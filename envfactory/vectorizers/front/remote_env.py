@@ -78,25 +78,19 @@ def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, c
 def check_started(group: Any) -> None:
     """After a group's ``start``: its handles' slices cover the envs ``0..num_envs`` one after
     another and the spaces are set, else a RuntimeError naming what it missed."""
-    at = 0
-    for h in group.handles:
-        if h.start != at or h.stop <= h.start:
-            break
-        at = h.stop
-    name = type(group).__name__
-    if not group.handles:
-        missed = "set_handles"
-    elif at != group.num_envs:
-        slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in group.handles)
+    handles, name, at = group.handles, type(group).__name__, 0
+    for h in handles:  # (-1 from the first slice out of place on)
+        at = h.stop if h.start == at and h.stop > h.start else -1
+    if handles and at != group.num_envs:
+        slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in handles)
         raise RuntimeError(
             f"{name}.start(): the workers' env slices ({slices}) must cover envs "
             f"0:{group.num_envs} one after another, in env order (see split_envs; a bug in "
             "the backend)"
         )
-    elif not hasattr(group.env, "single_observation_space"):
-        missed = "wait_started"
-    else:
+    if handles and hasattr(group.env, "single_observation_space"):
         return
+    missed = "wait_started" if handles else "set_handles"
     raise RuntimeError(
         f"{name}.start() returned without {missed}: a group's start hands its workers to "
         "set_handles, then waits for them with wait_started (which sets the spaces)"
@@ -167,8 +161,7 @@ class RemoteVecEnv(VecEnvBase):
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._guard.enter("reset_async")
         try:
-            if self._pending is not PendingCall.NONE or self._broken is not None:
-                self._check_ready("reset_async", "reset")  # again, now under the call guard
+            self._check_ready("reset_async", "reset")  # again, now under the call guard
             group = self.group
             for h in group.handles:  # (kept to redo the reset in a rebuilt worker)
                 part = None if mask is None else mask[h.start : h.stop]
@@ -209,8 +202,7 @@ class RemoteVecEnv(VecEnvBase):
         r = request
         self._guard.enter(r.what)
         try:
-            if self._pending is not PendingCall.NONE or self._broken is not None:
-                self._check_ready(r.what, r.what)  # again, now under the call guard
+            self._check_ready(r.what, r.what)  # again, now under the call guard
             group = self.group
             asked = [
                 (h, [i - h.start for i in r.indices if h.start <= i < h.stop]) for h in group.order
