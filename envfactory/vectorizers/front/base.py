@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -18,6 +18,7 @@ from ..transport.ctrl_c import HOLD, PendingCall
 from ..transport.shared import obs_copier
 from .checks import (
     autoreset_mode,
+    check_spaces,
     composite_checker,
     reset_needed,
     seeds_for,
@@ -109,7 +110,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     """The front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``
     (`reset`, `reset_async`, `reset_wait`, `step`, `step_async`, `step_wait`, `call`,
     `env_method`, `get_attr`, `set_attr`, `render`, `close`) that checks every argument
-    before anything reaches an env. A backend calls `_init_spaces` once its spaces are known
+    before anything reaches an env. A backend calls `_init_spaces` once its envs are built
     and fills in the ``_start_*``/``_finish_*`` halves and ``_do_close``.
 
     Example:
@@ -150,12 +151,17 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     # the pool's own (PoolVecEnv): here, a clear error
     async_reset, recv, send = PoolOnly(), PoolOnly(), PoolOnly()
 
-    def _init_spaces(self, obs_space: gym.Space, act_space: gym.Space, metadata: dict) -> None:
+    def _init_spaces(self, envs: Sequence[Any]) -> None:
+        """Take the spaces of ``envs`` (or of their `EnvInfo`s), which `check_spaces` checks to
+        be one set, and env 0's metadata and render mode."""
+        spaces = [(e.observation_space, e.action_space) for e in envs]
+        obs_space, act_space = check_spaces(spaces, self.env_id)
+        self.render_mode = envs[0].render_mode
         self.single_observation_space = obs_space
         self.single_action_space = act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
-        self.metadata = dict(metadata)
+        self.metadata = dict(envs[0].metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self._copy_obs = obs_copier(obs_space)
         self.check_actions = action_checker(act_space, self.num_envs)

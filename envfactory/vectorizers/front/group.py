@@ -130,14 +130,10 @@ class WorkerGroup:
             for h, answer in zip(handles, answers)
             for e in per_env_answer(answer, h.stop - h.start, self, h.label, "start")
         ] + list(infos)
-        obs, act = check_spaces(
-            [(e.observation_space, e.action_space) for e in per_env], self.env_id
-        )
         env = self.env
-        env._init_spaces(obs, act, per_env[0].metadata)
-        env.render_mode = per_env[0].render_mode
+        env._init_spaces(per_env)
         self.out = env._copy_obs if env.copy else lambda obs: obs
-        self.batch_obs = functools.partial(concatenate_checked, obs)
+        self.batch_obs = functools.partial(concatenate_checked, env.single_observation_space)
         return per_env
 
     def merge_answers(self, handles: Sequence[WorkerHandle], calls: Sequence[Any]) -> dict:
