@@ -70,7 +70,7 @@ class SubprocGroup(WorkerGroup):
         check_int(self, "spin_us", 0)
         if split is None:
             asked = {"in_series": in_series, "in_parent": in_parent, "context": context}
-            split = plan_for(env_fns, {**asked, "uint8_images": uint8_images}, load=load)
+            split = plan_for(env_fns, {**asked, "uint8_images": uint8_images, "load": load})
         #: the plan this group starts (`plan_split`): its workers' slices, this process's share
         self.split = split
         # a worker waits while the parent steps its share: it spins at least that long
@@ -257,19 +257,17 @@ def group_of(
     env_fns: Sequence[Callable[[], gym.Env]], split: Split | None, options: dict, **asked: Any
 ) -> tuple[Split, SubprocGroup, dict]:
     """A build's plan (``split``, else planned here), its `SubprocGroup` and fault options."""
-    load = asked.pop("load", None)
     if split is None:
-        split = plan_for(env_fns, {**options, **asked}, load=load)
+        split = plan_for(env_fns, {**options, **asked})
     faults = pop_faults(options)
     options.pop("in_series", None)  # (the split's)
     return split, SubprocGroup(env_fns, split=split, **options), faults
 
 
 def plan_for(
-    env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any], fallback: bool = False,
-    load: float | None = None,
-) -> Split:  # fmt: skip
-    """The plan (`plan_split`) of a build's options; pops ``in_series`` and ``in_parent``."""
+    env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any], fallback: bool = False
+) -> Split:
+    """The plan (`plan_split`) of a build's options; pops ``in_series``, ``in_parent``, ``load``."""
     method = options.get("context", "forkserver")
     return plan_split(
         len(env_fns),
@@ -280,7 +278,7 @@ def plan_for(
         restart=bool(options.get("restart", False)),
         images=bool(options.get("uint8_images", False)),
         fallback=fallback,
-        load=load,
+        load=options.pop("load", None),
         probe=lambda: step_seconds(
             context_of(method), payload(method, list(env_fns[:1]), 0), start_process
         ),
