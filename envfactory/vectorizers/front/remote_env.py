@@ -247,7 +247,7 @@ class RemoteVecEnv(VecEnvBase):
             if hasattr(group, "forget"):  # a forked child's copy: the workers are the parent's
                 group.forget()
             return
-        active, locked = guard.active, guard.active is None
+        active = guard.active
         if active is not None:  # a call in progress (another thread's, or this one's under a
             # signal handler): end the workers so that it ends with ClosedError; another
             # thread's leaves before the shared memory goes
@@ -259,5 +259,4 @@ class RemoteVecEnv(VecEnvBase):
             deadline = time.monotonic() + CLOSE_TIMEOUT
             while not mine and guard.active is not None and time.monotonic() < deadline:
                 time.sleep(0.001)
-            locked = guard.active is None
-        group.close(timeout, terminate, locked)
+        group.close(timeout, terminate, guard.active is None)  # (locked: no call reads them)
