@@ -119,10 +119,9 @@ class SubprocGroup(WorkerGroup):
             )
         self._shm_obs = use_shm = self.shared_memory and supports_shared_memory(obs_space)
         n = len(self.workers)
-        shared = SharedBuffers(
+        self._buffers = shared = SharedBuffers(
             layout_for(obs_space if use_shm else None, self.num_envs, act_space, workers=n)
         )
-        self._buffers = shared
         if local is not None:
             local.attach(shared, use_shm)
         for w in self.workers:

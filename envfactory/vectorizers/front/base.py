@@ -28,7 +28,7 @@ from .env_calls import EnvCalls, PoolOnly
 
 __all__ = ["VecEnvBase", "action_checker"]
 
-_NUMERIC = frozenset("biuf")
+_NUMERIC, _INTS = frozenset("biuf"), frozenset("iu")
 
 
 def _array(
@@ -42,7 +42,7 @@ def _array(
             "e.g. envs.action_space.sample()"
         )
     if a.dtype.kind not in kinds:
-        need = "integers" if kinds == frozenset("iu") else "numbers"
+        need = "integers" if kinds == _INTS else "numbers"
         raise InvalidActionError(
             f"actions{path} must be {need} for single_action_space {single}, got dtype "
             f"{a.dtype} (e.g. {a.reshape(-1)[:1].tolist()})"
@@ -64,14 +64,12 @@ def action_checker(space: gym.Space, n: int, path: str = "") -> Callable[[Any], 
     if isinstance(space, gym.spaces.Discrete):
         lo, hi = int(space.start), int(space.start + space.n)
         shape: tuple[int, ...] = (n,)
-        ints = frozenset("iu")
-
         small = n <= 64  # a numpy reduction costs more than min/max of a short list
 
         def check_discrete(actions: Any) -> Any:
             a = actions  # (an int array of the right shape, the step loop's: no call)
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in ints:
-                a = _array(path, actions, shape, space, ints)
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in _INTS:
+                a = _array(path, actions, shape, space, _INTS)
             if small:
                 values = a.tolist()
                 bad = min(values) < lo or max(values) >= hi
@@ -86,7 +84,7 @@ def action_checker(space: gym.Space, n: int, path: str = "") -> Callable[[Any], 
         shape, kinds, valid, bad_of = (n, *space.shape), _NUMERIC, "", None
         if isinstance(space, gym.spaces.MultiDiscrete):
             start, stop = space.start, space.start + space.nvec
-            kinds = frozenset("iu")
+            kinds = _INTS
             valid = f"start <= x < start + nvec, start={start.tolist()}, nvec={space.nvec.tolist()}"
             bad_of = lambda a: (a < start) | (a >= stop)  # noqa: E731
         elif isinstance(space, gym.spaces.MultiBinary):
@@ -94,8 +92,7 @@ def action_checker(space: gym.Space, n: int, path: str = "") -> Callable[[Any], 
 
         def check_array(actions: Any) -> Any:  # (Box actions are not bounds-checked)
             a = _array(path, actions, shape, space, kinds)
-            bad = None if bad_of is None else bad_of(a)
-            if bad is not None and bad.any():
+            if bad_of is not None and (bad := bad_of(a)).any():
                 _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, valid)
             return a
 

@@ -177,8 +177,7 @@ class WorkerGroup:
                     h.send(cmd, data_of(h))
                     sent += 1
         except BaseException as exc:
-            label = h.label if h is not None else "?"
-            self.env.apply(send_cut(cmd, exc, sent, label, len(self.handles)))
+            self.env.apply(send_cut(cmd, exc, sent, h.label if sent else "", len(self.handles)))
             raise
 
     def gather(
