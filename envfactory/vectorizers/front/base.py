@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from typing import Any
 
 import gymnasium as gym
@@ -270,10 +270,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     def __del__(self) -> None:
         if not getattr(self, "closed", True):
             self._pending = PendingCall.NONE  # no warning from the garbage collector
-            try:
+            with suppress(Exception):
                 self.close(terminate=True)
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         env = f"{self.env_id}, " if self.env_id else ""
