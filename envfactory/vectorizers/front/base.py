@@ -176,8 +176,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         """Start a [`reset`][envfactory.VecEnvBase.reset]; `reset_wait` returns its result
         (``AlreadyPendingError``, gymnasium's ``AlreadyPendingCallError``: a call is pending)."""
-        if self.closed or self._broken is not None or self._pending is not _IDLE:
-            self._check_ready("reset_async", "reset")
+        self._check_ready("reset_async", "reset")
         seeds = seeds_for(seed, self.num_envs, self.seeding)
         options, mask = split_reset_mask(options, self.num_envs)
         if mask is not None and not self._ready:
@@ -204,7 +203,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
             self._check_ready("step" if self.closed else "step_async", "step")
         actions = self.check_actions(actions)  # (step_async's, inlined: one call fewer)
         if not self._ready or (self._disabled and self._done.any()):
-            raise reset_needed(self._ready, self._done, self._disabled)
+            raise reset_needed(self._ready, self._done)
         self._start_for(PendingCall.STEP, self._start_step, actions)
         return self._wait_for(PendingCall.STEP, self._finish_step, None)
 
@@ -215,7 +214,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
             self._check_ready("step_async", "step")
         actions = self.check_actions(actions)
         if not self._ready or (self._disabled and self._done.any()):
-            raise reset_needed(self._ready, self._done, self._disabled)
+            raise reset_needed(self._ready, self._done)
         self._start_for(PendingCall.STEP, self._start_step, actions)
 
     def step_wait(

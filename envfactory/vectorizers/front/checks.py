@@ -141,14 +141,14 @@ def split_reset_mask(options: Any, n: int) -> tuple[dict | None, np.ndarray | No
     return options, mask
 
 
-def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededError:
+def reset_needed(ready: bool, done: np.ndarray) -> ResetNeededError:
     """Why a step needs a reset first: none yet, or envs done with autoreset ``disabled``."""
     if not ready:
         return ResetNeededError(
             "step() before reset(): the envs have not been reset yet; call "
             "envs.reset(seed=...) first"
         )
-    idx = np.flatnonzero(done).tolist() if disabled else []
+    idx = np.flatnonzero(done).tolist()  # (asked only when ready with autoreset disabled)
     return ResetNeededError(
         f"envs {idx} finished an episode and autoreset_mode is 'disabled': reset them with "
         "envs.reset(options={'reset_mask': mask}) before stepping them again"
