@@ -188,8 +188,7 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
-            own = self.timeout if timeout is None else timeout  # (the deadline: gather's)
-            answers = group.gather(call, None, own)
+            answers = group.gather(call, None, self.timeout if timeout is None else timeout)
             batch = group.collect(group.handles, answers, mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
@@ -198,8 +197,7 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
         return batch
 
-    def _start_call(self, request: EnvCall) -> None:
-        r = request
+    def _start_call(self, r: EnvCall) -> None:
         self._guard.enter(r.what)
         try:
             self._check_ready(r.what, r.what)  # again, now under the call guard
@@ -228,12 +226,11 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter("call_wait")
         try:
             cmd, asked, indices = self._calls
-            group = self.group
             own = self.timeout if timeout is None else timeout  # (the deadline: gather's)
-            results = group.gather(cmd, [h for h, _ in asked], own)
+            results = self.group.gather(cmd, [h for h, _ in asked], own)
             by_index: dict[int, Any] = {}
             for (h, loc), answer in zip(asked, results):
-                answer = per_env_answer(answer, len(loc), group, h.label, cmd)
+                answer = per_env_answer(answer, len(loc), self.group, h.label, cmd)
                 by_index.update((h.start + i, r) for i, r in zip(loc, answer))
             return [by_index[i] for i in indices]
         finally:
