@@ -189,8 +189,7 @@ class WorkerGroup:
         `recover`, a wait cut otherwise to `cut`."""
         if handles is None:
             answers = self.gather(call, self.order, timeout, deadline)
-            back = self._back
-            return answers if back is None else [answers[k] for k in back]
+            return answers if self._back is None else [answers[k] for k in self._back]
         limited = timeout is not None and timeout < float("inf")
         budget = timeout if timeout is not None and limited else 0.0
         if deadline is None and limited:
