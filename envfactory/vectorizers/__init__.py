@@ -23,7 +23,6 @@ __all__ = ["DummyVecEnv", "VecEnvBase", "envfactory_vectorizers", "tile_images"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+    return getattr(importlib.import_module(_LAZY[name], __name__), name)

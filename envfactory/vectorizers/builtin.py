@@ -54,7 +54,8 @@ def _build(
     env_fns: Sequence[Callable[[], gym.Env]], level: int, fallback: bool, options: dict
 ) -> gym.vector.VectorEnv:
     """The plan, then the vec env it says, its split logged at ``level`` (INFO for ``auto``)."""
-    from .subproc import plan_for
+    from .asyncpool.pool import SubprocPool
+    from .subproc import SubprocVecEnv, plan_for
 
     split = plan_for(env_fns, options, fallback)
     envs: gym.vector.VectorEnv
@@ -63,12 +64,8 @@ def _build(
         envs = build_dummy(env_fns, **{k: options[k] for k in kept if k in options})
         envs.split = split
     elif options.get("batch_size") is not None:
-        from .asyncpool.pool import SubprocPool
-
         envs = SubprocPool(env_fns, options.pop("batch_size"), split, **options)
     else:
-        from .subproc import SubprocVecEnv
-
         options.pop("batch_size", None)
         envs = SubprocVecEnv(env_fns, split=split, **options)
     logging.getLogger("envfactory").log(

@@ -12,7 +12,6 @@ from gymnasium.vector.utils import create_empty_array, iterate
 
 from ..config.checks import check_bool
 from .front.base import VecEnvBase
-from .front.checks import check_spaces
 from .front.env_calls import EnvCall
 from .front.infos import merge_infos
 from .transport.ctrl_c import HOLD, PendingCall
@@ -47,16 +46,11 @@ class DummyVecEnv(VecEnvBase):
     ) -> None:  # fmt: skip
         super().__init__(len(env_fns), autoreset_mode, seeding)
         self.copy = copy
-        envs = [fn() for fn in env_fns]
-        self.envs = envs
+        self.envs = envs = [fn() for fn in env_fns]
         self.env_id = getattr(envs[0].spec, "id", "") or ""
-        obs_space, act_space = check_spaces(
-            [(e.observation_space, e.action_space) for e in envs], self.env_id
-        )
-        self._init_spaces(obs_space, act_space, envs[0].metadata)
-        self.render_mode = envs[0].render_mode
+        self._init_spaces(envs)
         self._runner = EnvRunner(envs, self.autoreset_mode)
-        self._obs = create_empty_array(obs_space, n=self.num_envs)
+        self._obs = create_empty_array(self.single_observation_space, n=self.num_envs)
         self._array_actions = isinstance(
             self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
         )
@@ -82,7 +76,7 @@ class DummyVecEnv(VecEnvBase):
             or (self._disabled and self._done.any())
         ):
             return super().step(actions)  # raises the right error
-        actions = self._check_actions(actions)
+        actions = self.check_actions(actions)
         with HOLD:
             batch = self._stepped(self._per_env(actions))
             np.logical_or(batch[2], batch[3], out=self._done)

@@ -70,13 +70,12 @@ class SubprocGroup(WorkerGroup):
         check_int(self, "spin_us", 0)
         if split is None:
             asked = {"in_series": in_series, "in_parent": in_parent, "context": context}
-            split = plan_for(env_fns, {**asked, "uint8_images": uint8_images}, load=load)
+            split = plan_for(env_fns, {**asked, "uint8_images": uint8_images, "load": load})
         #: the plan this group starts (`plan_split`): its workers' slices, this process's share
         self.split = split
-        self.in_parent = split.in_parent
         # a worker waits while the parent steps its share: it spins at least that long
         self._spin_s = (
-            max(spin_us, PARENT_SHARE_SPIN_US) if self.in_parent and spin_us > 0 else spin_us
+            max(spin_us, PARENT_SHARE_SPIN_US) if split.in_parent and spin_us > 0 else spin_us
         ) * 1e-6
         self.env_id = env_label(env_fns[0])
         self._buffers: SharedBuffers | None = None
@@ -86,7 +85,7 @@ class SubprocGroup(WorkerGroup):
         self.board: Board | None = None
 
     def start(self) -> None:
-        env_fns, in_parent, env = self.env_fns, self.in_parent, self.env
+        env_fns, in_parent, env = self.env_fns, self.split.in_parent, self.env
         self._ctx: Any = context_of(self.context)
         split = self.num_envs - in_parent  # the parent's own envs are the last ones
         for k, (a, b) in enumerate(self.split.slices()):
@@ -120,10 +119,9 @@ class SubprocGroup(WorkerGroup):
             )
         self._shm_obs = use_shm = self.shared_memory and supports_shared_memory(obs_space)
         n = len(self.workers)
-        shared = SharedBuffers(
+        self._buffers = shared = SharedBuffers(
             layout_for(obs_space if use_shm else None, self.num_envs, act_space, workers=n)
         )
-        self._buffers = shared
         if local is not None:
             local.attach(shared, use_shm)
         for w in self.workers:
@@ -221,6 +219,8 @@ class SubprocGroup(WorkerGroup):
         g = self.board
         if handles is not None or g is None or not g.posted or call != "step":
             return super().gather(call, handles, timeout, deadline)
+        if deadline is None and timeout is not None and timeout < float("inf"):
+            deadline = time.monotonic() + timeout  # (the one deadline of every wait below)
         local = self._local
         mine = [] if local is None else super().gather(call, [local], timeout, deadline)
         results = g.wait(deadline)
@@ -256,19 +256,17 @@ def group_of(
     env_fns: Sequence[Callable[[], gym.Env]], split: Split | None, options: dict, **asked: Any
 ) -> tuple[Split, SubprocGroup, dict]:
     """A build's plan (``split``, else planned here), its `SubprocGroup` and fault options."""
-    load = asked.pop("load", None)
     if split is None:
-        split = plan_for(env_fns, {**options, **asked}, load=load)
+        split = plan_for(env_fns, {**options, **asked})
     faults = pop_faults(options)
     options.pop("in_series", None)  # (the split's)
     return split, SubprocGroup(env_fns, split=split, **options), faults
 
 
 def plan_for(
-    env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any], fallback: bool = False,
-    load: float | None = None,
-) -> Split:  # fmt: skip
-    """The plan (`plan_split`) of a build's options; pops ``in_series`` and ``in_parent``."""
+    env_fns: Sequence[Callable[[], gym.Env]], options: dict[str, Any], fallback: bool = False
+) -> Split:
+    """The plan (`plan_split`) of a build's options; pops ``in_series``, ``in_parent``, ``load``."""
     method = options.get("context", "forkserver")
     return plan_split(
         len(env_fns),
@@ -279,7 +277,7 @@ def plan_for(
         restart=bool(options.get("restart", False)),
         images=bool(options.get("uint8_images", False)),
         fallback=fallback,
-        load=load,
+        load=options.pop("load", None),
         probe=lambda: step_seconds(
             context_of(method), payload(method, list(env_fns[:1]), 0), start_process
         ),

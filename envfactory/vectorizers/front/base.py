@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, suppress
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +18,7 @@ from ..transport.ctrl_c import HOLD, PendingCall
 from ..transport.shared import obs_copier
 from .checks import (
     autoreset_mode,
+    check_spaces,
     composite_checker,
     reset_needed,
     seeds_for,
@@ -27,7 +28,7 @@ from .env_calls import EnvCalls, PoolOnly
 
 __all__ = ["VecEnvBase", "action_checker"]
 
-_NUMERIC = frozenset("biuf")
+_NUMERIC, _INTS = frozenset("biuf"), frozenset("iu")
 
 
 def _array(
@@ -41,7 +42,7 @@ def _array(
             "e.g. envs.action_space.sample()"
         )
     if a.dtype.kind not in kinds:
-        need = "integers" if kinds == frozenset("iu") else "numbers"
+        need = "integers" if kinds == _INTS else "numbers"
         raise InvalidActionError(
             f"actions{path} must be {need} for single_action_space {single}, got dtype "
             f"{a.dtype} (e.g. {a.reshape(-1)[:1].tolist()})"
@@ -63,14 +64,12 @@ def action_checker(space: gym.Space, n: int, path: str = "") -> Callable[[Any], 
     if isinstance(space, gym.spaces.Discrete):
         lo, hi = int(space.start), int(space.start + space.n)
         shape: tuple[int, ...] = (n,)
-        ints = frozenset("iu")
-
         small = n <= 64  # a numpy reduction costs more than min/max of a short list
 
         def check_discrete(actions: Any) -> Any:
             a = actions  # (an int array of the right shape, the step loop's: no call)
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in ints:
-                a = _array(path, actions, shape, space, ints)
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in _INTS:
+                a = _array(path, actions, shape, space, _INTS)
             if small:
                 values = a.tolist()
                 bad = min(values) < lo or max(values) >= hi
@@ -85,7 +84,7 @@ def action_checker(space: gym.Space, n: int, path: str = "") -> Callable[[Any], 
         shape, kinds, valid, bad_of = (n, *space.shape), _NUMERIC, "", None
         if isinstance(space, gym.spaces.MultiDiscrete):
             start, stop = space.start, space.start + space.nvec
-            kinds = frozenset("iu")
+            kinds = _INTS
             valid = f"start <= x < start + nvec, start={start.tolist()}, nvec={space.nvec.tolist()}"
             bad_of = lambda a: (a < start) | (a >= stop)  # noqa: E731
         elif isinstance(space, gym.spaces.MultiBinary):
@@ -93,8 +92,7 @@ def action_checker(space: gym.Space, n: int, path: str = "") -> Callable[[Any], 
 
         def check_array(actions: Any) -> Any:  # (Box actions are not bounds-checked)
             a = _array(path, actions, shape, space, kinds)
-            bad = None if bad_of is None else bad_of(a)
-            if bad is not None and bad.any():
+            if bad_of is not None and (bad := bad_of(a)).any():
                 _value_error(path, a, bad.reshape(n, -1).any(axis=1), space, valid)
             return a
 
@@ -109,7 +107,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     """The front half of envfactory's vectorizers: a ``gymnasium.vector.VectorEnv``
     (`reset`, `reset_async`, `reset_wait`, `step`, `step_async`, `step_wait`, `call`,
     `env_method`, `get_attr`, `set_attr`, `render`, `close`) that checks every argument
-    before anything reaches an env. A backend calls `_init_spaces` once its spaces are known
+    before anything reaches an env. A backend calls `_init_spaces` once its envs are built
     and fills in the ``_start_*``/``_finish_*`` halves and ``_do_close``.
 
     Example:
@@ -150,15 +148,20 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     # the pool's own (PoolVecEnv): here, a clear error
     async_reset, recv, send = PoolOnly(), PoolOnly(), PoolOnly()
 
-    def _init_spaces(self, obs_space: gym.Space, act_space: gym.Space, metadata: dict) -> None:
+    def _init_spaces(self, envs: Sequence[Any]) -> None:
+        """Take the spaces of ``envs`` (or of their `EnvInfo`s), which `check_spaces` checks to
+        be one set, and env 0's metadata and render mode."""
+        spaces = [(e.observation_space, e.action_space) for e in envs]
+        obs_space, act_space = check_spaces(spaces, self.env_id)
+        self.render_mode = envs[0].render_mode
         self.single_observation_space = obs_space
         self.single_action_space = act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
-        self.metadata = dict(metadata)
+        self.metadata = dict(envs[0].metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self._copy_obs = obs_copier(obs_space)
-        self.check_actions = self._check_actions = action_checker(act_space, self.num_envs)
+        self.check_actions = action_checker(act_space, self.num_envs)
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset every env (or those of ``options["reset_mask"]``): ``(observations, infos)``.
@@ -173,8 +176,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         """Start a [`reset`][envfactory.VecEnvBase.reset]; `reset_wait` returns its result
         (``AlreadyPendingError``, gymnasium's ``AlreadyPendingCallError``: a call is pending)."""
-        if self.closed or self._broken is not None or self._pending is not _IDLE:
-            self._check_ready("reset_async", "reset")
+        self._check_ready("reset_async", "reset")
         seeds = seeds_for(seed, self.num_envs, self.seeding)
         options, mask = split_reset_mask(options, self.num_envs)
         if mask is not None and not self._ready:
@@ -199,9 +201,9 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         a finished env in ``disabled`` mode)."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step" if self.closed else "step_async", "step")
-        actions = self._check_actions(actions)  # (step_async's, inlined: one call fewer)
+        actions = self.check_actions(actions)  # (step_async's, inlined: one call fewer)
         if not self._ready or (self._disabled and self._done.any()):
-            raise reset_needed(self._ready, self._done, self._disabled)
+            raise reset_needed(self._ready, self._done)
         self._start_for(PendingCall.STEP, self._start_step, actions)
         return self._wait_for(PendingCall.STEP, self._finish_step, None)
 
@@ -210,9 +212,9 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
         (``AlreadyPendingError``: a call is pending)."""
         if self.closed or self._broken is not None or self._pending is not _IDLE:
             self._check_ready("step_async", "step")
-        actions = self._check_actions(actions)
+        actions = self.check_actions(actions)
         if not self._ready or (self._disabled and self._done.any()):
-            raise reset_needed(self._ready, self._done, self._disabled)
+            raise reset_needed(self._ready, self._done)
         self._start_for(PendingCall.STEP, self._start_step, actions)
 
     def step_wait(
@@ -267,10 +269,8 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
     def __del__(self) -> None:
         if not getattr(self, "closed", True):
             self._pending = PendingCall.NONE  # no warning from the garbage collector
-            try:
+            with suppress(Exception):
                 self.close(terminate=True)
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         env = f"{self.env_id}, " if self.env_id else ""

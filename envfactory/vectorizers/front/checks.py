@@ -141,14 +141,14 @@ def split_reset_mask(options: Any, n: int) -> tuple[dict | None, np.ndarray | No
     return options, mask
 
 
-def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededError:
+def reset_needed(ready: bool, done: np.ndarray) -> ResetNeededError:
     """Why a step needs a reset first: none yet, or envs done with autoreset ``disabled``."""
     if not ready:
         return ResetNeededError(
             "step() before reset(): the envs have not been reset yet; call "
             "envs.reset(seed=...) first"
         )
-    idx = np.flatnonzero(done).tolist() if disabled else []
+    idx = np.flatnonzero(done).tolist()  # (asked only when ready with autoreset disabled)
     return ResetNeededError(
         f"envs {idx} finished an episode and autoreset_mode is 'disabled': reset them with "
         "envs.reset(options={'reset_mask': mask}) before stepping them again"
@@ -157,14 +157,12 @@ def reset_needed(ready: bool, done: np.ndarray, disabled: bool) -> ResetNeededEr
 
 def check_recv_timeout(timeout: Any) -> float | None:
     """``recv(timeout=...)``: None or seconds >= 0 (``inf``: no limit, as None)."""
-    if timeout is None:
-        return None
-    if not_seconds(timeout):
+    if timeout is not None and not_seconds(timeout):
         raise ValueError(
             f"recv(timeout={timeout!r}): timeout must be None (the vectorizer's "
             "vectorizer.timeout) or a number of seconds >= 0"
         )
-    return None if timeout == math.inf else float(timeout)
+    return None if timeout is None or timeout == math.inf else float(timeout)
 
 
 def show_ids(ids: Sequence[Any], limit: int = 8) -> str:

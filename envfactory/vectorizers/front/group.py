@@ -109,8 +109,7 @@ class WorkerGroup:
 
     def startup_budget(self) -> float:
         """Seconds a worker may take to start or be rebuilt."""
-        timeout = self.env.timeout
-        return STARTUP_TIMEOUT if timeout is None else max(timeout, STARTUP_TIMEOUT)
+        return max(self.env.timeout or 0.0, STARTUP_TIMEOUT)
 
     def set_handles(self, handles: Sequence[WorkerHandle]) -> None:
         """The handles, in env order; once `start` returns their slices cover the envs
@@ -131,14 +130,10 @@ class WorkerGroup:
             for h, answer in zip(handles, answers)
             for e in per_env_answer(answer, h.stop - h.start, self, h.label, "start")
         ] + list(infos)
-        obs, act = check_spaces(
-            [(e.observation_space, e.action_space) for e in per_env], self.env_id
-        )
         env = self.env
-        env._init_spaces(obs, act, per_env[0].metadata)
-        env.render_mode = per_env[0].render_mode
+        env._init_spaces(per_env)
         self.out = env._copy_obs if env.copy else lambda obs: obs
-        self.batch_obs = functools.partial(concatenate_checked, obs)
+        self.batch_obs = functools.partial(concatenate_checked, env.single_observation_space)
         return per_env
 
     def merge_answers(self, handles: Sequence[WorkerHandle], calls: Sequence[Any]) -> dict:
@@ -182,8 +177,7 @@ class WorkerGroup:
                     h.send(cmd, data_of(h))
                     sent += 1
         except BaseException as exc:
-            label = h.label if h is not None else "?"
-            self.env.apply(send_cut(cmd, exc, sent, label, len(self.handles)))
+            self.env.apply(send_cut(cmd, exc, sent, h.label if sent else "", len(self.handles)))
             raise
 
     def gather(
@@ -195,8 +189,7 @@ class WorkerGroup:
         `recover`, a wait cut otherwise to `cut`."""
         if handles is None:
             answers = self.gather(call, self.order, timeout, deadline)
-            back = self._back
-            return answers if back is None else [answers[k] for k in back]
+            return answers if self._back is None else [answers[k] for k in self._back]
         limited = timeout is not None and timeout < float("inf")
         budget = timeout if timeout is not None and limited else 0.0
         if deadline is None and limited:
@@ -273,15 +266,12 @@ class WorkerGroup:
             for h in closed:  # the envs are closed: the workers are only exiting now
                 h.join(max(exit_by - time.monotonic(), 0.0))
         finally:  # even if interrupted, even if one kill raises: no worker outlives close()
-            errors = [e for h in self.handles for e in (_quietly(h.kill), _quietly(h.close)) if e]
+            errors = []
+            for end in [f for h in self.handles for f in (h.kill, h.close)]:
+                try:
+                    end()
+                except Exception as exc:
+                    errors.append(exc)
             self.release(everything=locked)
             if errors:
                 raise errors[0]
-
-
-def _quietly(call: Callable[[], None]) -> BaseException | None:
-    try:
-        call()
-    except Exception as exc:
-        return exc
-    return None

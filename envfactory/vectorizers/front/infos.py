@@ -100,12 +100,8 @@ def merge_block(infos: dict, block: dict, start: int, n: int) -> dict:
             if fresh:
                 merged[start:stop] = value
             else:
-                rows = merged[start:stop]
-                rows[mask] = value[mask]
-        if fresh:
-            full[start:stop] = mask
-        else:
-            full[start:stop] |= mask
+                merged[start:stop][mask] = value[mask]  # (a slice is a view)
+        full[start:stop] |= mask  # (rows no block set are False: as a copy)
         infos[key], infos[f"_{key}"] = merged, full
     return infos
 

@@ -4,7 +4,6 @@ checks of what a group starts and answers (`check_started`, `check_batch`)."""
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 import time
@@ -28,15 +27,6 @@ __all__ = ["FAULT_KEYS", "CallGuard", "RemoteVecEnv", "check_batch", "check_star
 
 #: the options of the front (the rest of a vectorizer's options are its group's)
 FAULT_KEYS = ("seeding", "timeout", "restart", "max_restarts", "restart_window", "copy")
-
-
-def deadline_of(timeout: float | None, own: float | None) -> tuple[float, float | None]:
-    """A wait's ``timeout`` (None: the front's ``own``; None or ``inf``: no limit) resolved once:
-    ``(seconds, inf for no limit; the deadline, a time.monotonic(), None for no limit)``."""
-    seconds = own if timeout is None else timeout
-    if seconds is None or seconds == math.inf:
-        return math.inf, None
-    return seconds, time.monotonic() + seconds
 
 
 def pop_faults(options: dict[str, Any]) -> dict[str, Any]:
@@ -88,25 +78,19 @@ def check_batch(batch: Any, num_envs: int, obs_space: gym.Space, backend: Any, c
 def check_started(group: Any) -> None:
     """After a group's ``start``: its handles' slices cover the envs ``0..num_envs`` one after
     another and the spaces are set, else a RuntimeError naming what it missed."""
-    at = 0
-    for h in group.handles:
-        if h.start != at or h.stop <= h.start:
-            break
-        at = h.stop
-    name = type(group).__name__
-    if not group.handles:
-        missed = "set_handles"
-    elif at != group.num_envs:
-        slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in group.handles)
+    handles, name, at = group.handles, type(group).__name__, 0
+    for h in handles:  # (-1 from the first slice out of place on)
+        at = h.stop if h.start == at and h.stop > h.start else -1
+    if handles and at != group.num_envs:
+        slices = ", ".join(f"{h.label} {h.start}:{h.stop}" for h in handles)
         raise RuntimeError(
             f"{name}.start(): the workers' env slices ({slices}) must cover envs "
             f"0:{group.num_envs} one after another, in env order (see split_envs; a bug in "
             "the backend)"
         )
-    elif not hasattr(group.env, "single_observation_space"):
-        missed = "wait_started"
-    else:
+    if handles and hasattr(group.env, "single_observation_space"):
         return
+    missed = "wait_started" if handles else "set_handles"
     raise RuntimeError(
         f"{name}.start() returned without {missed}: a group's start hands its workers to "
         "set_handles, then waits for them with wait_started (which sets the spaces)"
@@ -177,8 +161,7 @@ class RemoteVecEnv(VecEnvBase):
     def _start_reset(self, seeds: list, options: dict | None, mask: np.ndarray | None) -> None:
         self._guard.enter("reset_async")
         try:
-            if self._pending is not PendingCall.NONE or self._broken is not None:
-                self._check_ready("reset_async", "reset")  # again, now under the call guard
+            self._check_ready("reset_async", "reset")  # again, now under the call guard
             group = self.group
             for h in group.handles:  # (kept to redo the reset in a rebuilt worker)
                 part = None if mask is None else mask[h.start : h.stop]
@@ -205,12 +188,7 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
-            seconds = self.timeout if timeout is None else timeout  # (deadline_of, inlined:
-            if seconds is None or seconds == math.inf:  # one call fewer on a step's path)
-                seconds, deadline = math.inf, None
-            else:
-                deadline = time.monotonic() + seconds
-            answers = group.gather(call, None, seconds, deadline)
+            answers = group.gather(call, None, self.timeout if timeout is None else timeout)
             batch = group.collect(group.handles, answers, mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
@@ -219,12 +197,10 @@ class RemoteVecEnv(VecEnvBase):
             self._guard.leave()
         return batch
 
-    def _start_call(self, request: EnvCall) -> None:
-        r = request
+    def _start_call(self, r: EnvCall) -> None:
         self._guard.enter(r.what)
         try:
-            if self._pending is not PendingCall.NONE or self._broken is not None:
-                self._check_ready(r.what, r.what)  # again, now under the call guard
+            self._check_ready(r.what, r.what)  # again, now under the call guard
             group = self.group
             asked = [
                 (h, [i - h.start for i in r.indices if h.start <= i < h.stop]) for h in group.order
@@ -250,12 +226,11 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter("call_wait")
         try:
             cmd, asked, indices = self._calls
-            group = self.group
-            limit = deadline_of(timeout, self.timeout)
-            results = group.gather(cmd, [h for h, _ in asked], *limit)
+            own = self.timeout if timeout is None else timeout  # (the deadline: gather's)
+            results = self.group.gather(cmd, [h for h, _ in asked], own)
             by_index: dict[int, Any] = {}
             for (h, loc), answer in zip(asked, results):
-                answer = per_env_answer(answer, len(loc), group, h.label, cmd)
+                answer = per_env_answer(answer, len(loc), self.group, h.label, cmd)
                 by_index.update((h.start + i, r) for i, r in zip(loc, answer))
             return [by_index[i] for i in indices]
         finally:
@@ -269,7 +244,7 @@ class RemoteVecEnv(VecEnvBase):
             if hasattr(group, "forget"):  # a forked child's copy: the workers are the parent's
                 group.forget()
             return
-        active, locked = guard.active, guard.active is None
+        active = guard.active
         if active is not None:  # a call in progress (another thread's, or this one's under a
             # signal handler): end the workers so that it ends with ClosedError; another
             # thread's leaves before the shared memory goes
@@ -281,5 +256,4 @@ class RemoteVecEnv(VecEnvBase):
             deadline = time.monotonic() + CLOSE_TIMEOUT
             while not mine and guard.active is not None and time.monotonic() < deadline:
                 time.sleep(0.001)
-            locked = guard.active is None
-        group.close(timeout, terminate, locked)
+        group.close(timeout, terminate, guard.active is None)  # (locked: no call reads them)

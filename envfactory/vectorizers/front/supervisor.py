@@ -52,17 +52,15 @@ class Supervisor:
         failures = sorted(failures, key=lambda f: f[0].start)
         first = failures[0][1]
         if self.restart and call in ("step", "reset") and not broken:
-            left = [err for h, err in failures if not h.restartable]
-            for h, err in failures:
-                if not h.restartable:
-                    continue
+            rebuild = tuple((h, err) for h, err in failures if h.restartable)
+            for h, err in rebuild:
                 try:
                     count_restart(h.restarts, err, h.label, self.max_restarts, self.restart_window)
                 except WorkerError:  # its budget is spent: the env is broken with ``err``
                     return Outcome(err, err)
                 if not h.restart_cause:
                     h.restart_cause = restart_message(err).removeprefix("restarting after: ")
-            rebuild = tuple((h, err) for h, err in failures if h.restartable)
+            left = [err for h, err in failures if not h.restartable]
             return Outcome(left[0], left[0], rebuild) if left else Outcome(restart=rebuild)
         if call in ("call", "set_attr") and all(isinstance(e, RemoteEnvError) for _, e in failures):
             return Outcome(first)
