@@ -1,11 +1,13 @@
-"""`PoolScheduler`: every piece of the async pool's state over a `PoolBackend` (its Ctrl-C
-rules: docs/concepts/async-pool.md)."""
+"""`PoolScheduler`: every piece of the async pool's state over a `PoolBackend`, each worker's
+messages in flight and which worker to read next included (its Ctrl-C rules:
+docs/concepts/async-pool.md)."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from typing import Any
@@ -18,12 +20,18 @@ from ..front.infos import merge_infos
 from ..transport.ctrl_c import HOLD
 from ..transport.handle import WorkerHandle
 from ..worker.protocol import Cmd
-from .flights import Flights, Message
 from .pool_backend import Batch, PoolBackend, RemoteSite
 
 __all__ = ["IDLE", "IN_FLIGHT", "LOST", "READY", "PoolBackend", "PoolScheduler", "RemoteSite"]
 
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
+
+
+@dataclass(slots=True)
+class Message:  # a message in flight to a worker
+    ticket: int
+    envs: list[int]
+    kind: str  # "step" | "reset"
 
 
 class PoolScheduler:
@@ -39,7 +47,10 @@ class PoolScheduler:
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
         self._by_index = {h.index: h for h in self.handles}
         self._span = {h.index: h.indices for h in self.handles}  # a worker's envs, in order
-        self._flights = Flights(self._by_index, backend)  # each worker's messages out
+        # worker index -> its messages in flight, oldest first; when the oldest became so
+        self._flight: dict[int, deque[Message]] = {}
+        self._since: dict[int, float] = {}
+        self._resume: set[int] = set()  # workers being read, whose read a Ctrl-C may have cut
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], np.ndarray, Batch] | None = None
         # env -> its infos as handed over, for `unsent` (None: LOST, its result in _infos)
@@ -71,7 +82,7 @@ class PoolScheduler:
         self._state[:] = [IDLE] * self.num_envs
         self._infos.clear()
         self._stash = None
-        self._flights.clear_cut()
+        self._resume.clear()
         self._unsent.clear()
 
     def forget(self, ids: Sequence[int]) -> None:
@@ -144,7 +155,7 @@ class PoolScheduler:
             if poll and not self._enough(want):
                 self._not_ready(want)
             while not self._enough(want):
-                for h in HOLD.waiting(self._flights.due, limit):
+                for h in HOLD.waiting(self._due, limit):
                     self._complete(h, limit)
             head = not isinstance(want, list)
             ids = list(islice(self._queue, need)) if head else want  # type: ignore[assignment]
@@ -177,7 +188,7 @@ class PoolScheduler:
                 if self._queue and until is not None and time.monotonic() >= until:
                     break
                 cap = until if self._queue else None  # (none ready yet: wait for the first)
-                for h in HOLD.waiting(partial(self._flights.due, until=cap), limit):
+                for h in HOLD.waiting(partial(self._due, until=cap), limit):
                     self._complete(h, limit)
             self._drain(None, limit)  # and what else is there already
             ids = list(self._queue)
@@ -188,13 +199,47 @@ class PoolScheduler:
         """Wait for every answer ``handles`` owe (a call uses their channels next)."""
         with HOLD:
             for h in handles:
-                while h in self._flights:
+                while h.index in self._flight:
                     self._complete(h, limit)
 
     def _drain(self, due: float | None, limit: Any = "due") -> None:
         """Read every answer there (and every worker past ``due``) with ``limit``."""
-        for h in self._flights.due(due, block=False):
+        for h in self._due(due, block=False):
             self._complete(h, due if limit == "due" else limit)
+
+    def _due(
+        self, limit: float | None, block: bool = True, until: float | None = None
+    ) -> list[WorkerHandle]:
+        """Workers with an answer (a cut read first) or past their timeout; blocks until
+        ``until``."""
+        flight, by_index = self._flight, self._by_index
+        if self._resume:
+            cut = [by_index[i] for i in self._resume if i in flight]
+            if not block:  # (a poll waits for nothing)
+                answered = self.backend.answered
+                cut = [h for h in cut if answered(h, flight[h.index][0].ticket)]
+            if cut:
+                return cut
+            if not any(i in flight for i in self._resume):
+                self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
+        ready: list[WorkerHandle] = self.backend.ready(0)
+        while not ready:
+            now = time.monotonic()
+            if until is not None and now >= until:
+                return []
+            left = None if until is None else until - now
+            if limit is not None:
+                first = min(flight, key=self._since.__getitem__, default=None)
+                if first is None:
+                    return []
+                late = self._since[first] + limit - now
+                if late <= 0:
+                    return [by_index[first]]
+                left = late if left is None else min(left, late)
+            if not block:
+                return []
+            ready = self.backend.ready(left)
+        return ready
 
     def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, list[int], Any]]:
         """``ids`` as whole idle workers in order, each (worker, its envs, their slice of ids)."""
@@ -229,7 +274,12 @@ class PoolScheduler:
         return len(self._queue) >= want
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
-        self._flights.sent(h, ticket, envs, kind)
+        flight = self._flight.get(h.index)
+        if flight is None:
+            flight = self._flight[h.index] = deque()
+            self._since[h.index] = time.monotonic()
+            self.backend.watch(h)
+        flight.append(Message(ticket, envs, kind))
         for i in envs:
             self._state[i] = IN_FLIGHT
         if self._unsent:
@@ -261,34 +311,52 @@ class PoolScheduler:
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
         """Read ``h``'s oldest answer (its envs become READY), under the hold. A second Ctrl-C
-        cuts it: resumed by the next read where the backend `resumes_reads`, else fatal."""
+        cuts it: resumed by the next read where the backend `resumes_reads` (`_due` names
+        ``h`` first until it is read), else fatal."""
         resumes = h.resumable and self.backend.resumes_reads
-        msg, deadline = self._flights.reading(h, limit, resumes)
+        if resumes:
+            self._resume.add(h.index)
+        flight = self._flight[h.index]
+        msg = flight[0]
+        deadline = None if limit is None else self._since[h.index] + limit
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
             try:
-                self._flights.failed(h)
+                self._resume.discard(h.index)
+                self.backend.unwatch(h)  # (read no more: it is rebuilt or the env broken)
                 self._recover(h, failure, msg.kind)
             except BaseException as exc:
-                self._cut(h, msg, exc)
+                self._cut(h, msg.kind, exc)
                 raise
             return
         except BaseException as exc:
             if not resumes:
-                self._cut(h, msg, exc)
+                self._cut(h, msg.kind, exc)
             raise
-        self._flights.answered(h)
-        calls, infos, state = self.backend.keep(h, msg.envs, answer), self._infos, self._state
+        flight.popleft()
+        if flight:
+            self._since[h.index] = time.monotonic()
+        else:
+            self.backend.unwatch(h)
+            del self._flight[h.index]
+        self._resume.discard(h.index)
+        self._keep(h, msg.envs, answer)
         self._queue.extend(msg.envs)
+        state = self._state
         for i in msg.envs:
             state[i] = READY
+
+    def _keep(self, h: WorkerHandle, envs: list[int], answer: Any) -> None:
+        """``envs``' rows of ``h``'s ``answer`` kept, their infos replaced by its own."""
+        infos = self._infos
+        for i in envs:
             infos.pop(i, None)
-        for local, info in calls:
+        for local, info in self.backend.keep(h, envs, answer):
             infos.setdefault(h.start + local, []).append(info)
 
-    def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
-        why = f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
+    def _cut(self, h: WorkerHandle, kind: str, exc: BaseException) -> None:
+        why = f"{kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
         if not isinstance(exc, WorkerError):
             self.backend.interrupted(RuntimeError(why))
 
@@ -298,13 +366,10 @@ class PoolScheduler:
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
         superseded = [i for i in mine if state[i] == READY]
         answer = self.backend.recover(h, failure, kind, superseded)
-        self._flights.drop(h)
+        self._flight.pop(h.index, None)
         if self._stash is not None and set(self._stash[0]) & set(mine):
             self._stash = None  # superseded: its envs are READY again, with this result
-        for i in mine:
-            self._infos.pop(i, None)
-        for local, info in self.backend.keep(h, mine, answer):
-            self._infos.setdefault(h.start + local, []).append(info)
+        self._keep(h, mine, answer)
         for i in mine:
             if i in now:
                 if state[i] != READY:
