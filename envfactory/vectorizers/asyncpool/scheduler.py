@@ -45,12 +45,11 @@ class PoolScheduler:
         self._state = [IDLE] * self.num_envs  # (a list: cheaper per env than an array)
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
-        self._by_index = {h.index: h for h in self.handles}
-        self._span = {h.index: h.indices for h in self.handles}  # a worker's envs, in order
-        # worker index -> its messages in flight, oldest first; when the oldest became so
-        self._flight: dict[int, deque[Message]] = {}
-        self._since: dict[int, float] = {}
-        self._resume: set[int] = set()  # workers being read, whose read a Ctrl-C may have cut
+        self._span = {h: h.indices for h in self.handles}  # a worker's envs, in order
+        # worker -> its messages in flight, oldest first; when the oldest became so
+        self._flight: dict[WorkerHandle, deque[Message]] = {}
+        self._since: dict[WorkerHandle, float] = {}
+        self._resume: set[WorkerHandle] = set()  # being read: a Ctrl-C may have cut the read
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], np.ndarray, Batch] | None = None
         # env -> its infos as handed over, for `unsent` (None: LOST, its result in _infos)
@@ -106,7 +105,7 @@ class PoolScheduler:
                 f"send() for envs {show_ids(busy)} whose last step is not received yet: call "
                 "recv() until infos['env_id'] returns them, then send() their actions"
             )
-        groups: dict[int, list[int]] = {}  # worker index -> positions k in ids
+        groups: dict[WorkerHandle, list[int]] = {}  # worker -> positions k in ids
         with HOLD:  # (no Ctrl-C cuts it: `ctrl_c`)
             for k, i in enumerate([] if whole else ids):
                 if state[i] == LOST:  # its worker was rebuilt: this step is the loss
@@ -114,9 +113,9 @@ class PoolScheduler:
                     self._queue.append(i)
                     self._unsent.pop(i, None)
                     continue
-                groups.setdefault(self._owner[i].index, []).append(k)
-            for index, ks in groups.items():
-                whole.append((self._by_index[index], [ids[k] for k in ks], ks))
+                groups.setdefault(self._owner[i], []).append(k)
+            for h, ks in groups.items():
+                whole.append((h, [ids[k] for k in ks], ks))
             for h, envs, ks in whole:
                 self._dispatch(h, envs, ks, actions)
 
@@ -199,7 +198,7 @@ class PoolScheduler:
         """Wait for every answer ``handles`` owe (a call uses their channels next)."""
         with HOLD:
             for h in handles:
-                while h.index in self._flight:
+                while h in self._flight:
                     self._complete(h, limit)
 
     def _drain(self, due: float | None, limit: Any = "due") -> None:
@@ -212,15 +211,15 @@ class PoolScheduler:
     ) -> list[WorkerHandle]:
         """Workers with an answer (a cut read first) or past their timeout; blocks until
         ``until``."""
-        flight, by_index = self._flight, self._by_index
+        flight = self._flight
         if self._resume:
-            cut = [by_index[i] for i in self._resume if i in flight]
+            cut = [h for h in self._resume if h in flight]
             if not block:  # (a poll waits for nothing)
                 answered = self.backend.answered
-                cut = [h for h in cut if answered(h, flight[h.index][0].ticket)]
+                cut = [h for h in cut if answered(h, flight[h][0].ticket)]
             if cut:
                 return cut
-            if not any(i in flight for i in self._resume):
+            if not any(h in flight for h in self._resume):
                 self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
         ready: list[WorkerHandle] = self.backend.ready(0)
         while not ready:
@@ -234,7 +233,7 @@ class PoolScheduler:
                     return []
                 late = self._since[first] + limit - now
                 if late <= 0:
-                    return [by_index[first]]
+                    return [first]
                 left = late if left is None else min(left, late)
             if not block:
                 return []
@@ -246,7 +245,7 @@ class PoolScheduler:
         whole, k, owner, state, span = [], 0, self._owner, self._state, self._span
         while k < len(ids):
             h = owner[ids[k]]
-            envs, stop = span[h.index], k + h.stop - h.start
+            envs, stop = span[h], k + h.stop - h.start
             if ids[k:stop] != envs or any(state[h.start : h.stop]):  # (IDLE is 0)
                 return []
             whole.append((h, envs, slice(k, stop)))
@@ -274,10 +273,10 @@ class PoolScheduler:
         return len(self._queue) >= want
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
-        flight = self._flight.get(h.index)
+        flight = self._flight.get(h)
         if flight is None:
-            flight = self._flight[h.index] = deque()
-            self._since[h.index] = time.monotonic()
+            flight = self._flight[h] = deque()
+            self._since[h] = time.monotonic()
             self.backend.watch(h)
         flight.append(Message(ticket, envs, kind))
         for i in envs:
@@ -315,15 +314,15 @@ class PoolScheduler:
         ``h`` first until it is read), else fatal."""
         resumes = h.resumable and self.backend.resumes_reads
         if resumes:
-            self._resume.add(h.index)
-        flight = self._flight[h.index]
+            self._resume.add(h)
+        flight = self._flight[h]
         msg = flight[0]
-        deadline = None if limit is None else self._since[h.index] + limit
+        deadline = None if limit is None else self._since[h] + limit
         try:
             answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
         except WorkerError as failure:
             try:
-                self._resume.discard(h.index)
+                self._resume.discard(h)
                 self.backend.unwatch(h)  # (read no more: it is rebuilt or the env broken)
                 self._recover(h, failure, msg.kind)
             except BaseException as exc:
@@ -336,11 +335,11 @@ class PoolScheduler:
             raise
         flight.popleft()
         if flight:
-            self._since[h.index] = time.monotonic()
+            self._since[h] = time.monotonic()
         else:
             self.backend.unwatch(h)
-            del self._flight[h.index]
-        self._resume.discard(h.index)
+            del self._flight[h]
+        self._resume.discard(h)
         self._keep(h, msg.envs, answer)
         self._queue.extend(msg.envs)
         state = self._state
@@ -366,7 +365,7 @@ class PoolScheduler:
         now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
         superseded = [i for i in mine if state[i] == READY]
         answer = self.backend.recover(h, failure, kind, superseded)
-        self._flight.pop(h.index, None)
+        self._flight.pop(h, None)
         if self._stash is not None and set(self._stash[0]) & set(mine):
             self._stash = None  # superseded: its envs are READY again, with this result
         self._keep(h, mine, answer)
