@@ -115,6 +115,7 @@ class PoolScheduler:
                     continue
                 groups.setdefault(self._owner[i], []).append(k)
             for h, ks in groups.items():
+                ks.sort(key=ids.__getitem__)  # (a worker's envs in env order)
                 whole.append((h, [ids[k] for k in ks], ks))
             for h, envs, ks in whole:
                 self._dispatch(h, envs, ks, actions)
@@ -286,11 +287,8 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
-        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker)."""
+        """Send ``h`` the step of ``envs`` in env order (``actions[ks[j]]``; a slice: all)."""
         whole = isinstance(ks, slice)
-        if not whole and len(envs) > 1 and envs != sorted(envs):
-            order = sorted(range(len(envs)), key=envs.__getitem__)
-            envs, ks = [envs[j] for j in order], [ks[j] for j in order]
         local = list(range(h.stop - h.start)) if whole else [i - h.start for i in envs]
         if isinstance(actions, np.ndarray) and actions.dtype != object:  # one copy
             batch: Any = actions[ks].copy() if whole else actions[ks]
