@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from typing import Any
@@ -27,13 +26,6 @@ __all__ = ["IDLE", "IN_FLIGHT", "LOST", "READY", "PoolBackend", "PoolScheduler",
 IDLE, IN_FLIGHT, READY, LOST = 0, 1, 2, 3  # an env's state in the pool
 
 
-@dataclass(slots=True)
-class Message:  # a message in flight to a worker
-    ticket: int
-    envs: list[int]
-    kind: str  # "step" | "reset"
-
-
 class PoolScheduler:
     """The async pool over ``handles`` and a `PoolBackend`."""
 
@@ -46,8 +38,9 @@ class PoolScheduler:
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
         self._span = {h: h.indices for h in self.handles}  # a worker's envs, in order
-        # worker -> its messages in flight, oldest first; when the oldest became so
-        self._flight: dict[WorkerHandle, deque[Message]] = {}
+        # worker -> its messages in flight, oldest first: (ticket, envs, "step" | "reset");
+        # when the oldest became so
+        self._flight: dict[WorkerHandle, deque[tuple[int, list[int], str]]] = {}
         self._since: dict[WorkerHandle, float] = {}
         self._resume: set[WorkerHandle] = set()  # being read: a Ctrl-C may have cut the read
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
@@ -214,14 +207,12 @@ class PoolScheduler:
         ``until``."""
         flight = self._flight
         if self._resume:
-            cut = [h for h in self._resume if h in flight]
+            cut = list(self._resume)  # (each in flight: a read that ends leaves _resume)
             if not block:  # (a poll waits for nothing)
                 answered = self.backend.answered
-                cut = [h for h in cut if answered(h, flight[h][0].ticket)]
+                cut = [h for h in cut if answered(h, flight[h][0][0])]
             if cut:
                 return cut
-            if not any(h in flight for h in self._resume):
-                self._resume.clear()  # (their workers failed or were rebuilt meanwhile)
         ready: list[WorkerHandle] = self.backend.ready(0)
         while not ready:
             now = time.monotonic()
@@ -279,7 +270,7 @@ class PoolScheduler:
             flight = self._flight[h] = deque()
             self._since[h] = time.monotonic()
             self.backend.watch(h)
-        flight.append(Message(ticket, envs, kind))
+        flight.append((ticket, envs, kind))
         for i in envs:
             self._state[i] = IN_FLIGHT
         if self._unsent:
@@ -314,22 +305,22 @@ class PoolScheduler:
         if resumes:
             self._resume.add(h)
         flight = self._flight[h]
-        msg = flight[0]
+        ticket, envs, kind = flight[0]
         deadline = None if limit is None else self._since[h] + limit
         try:
-            answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
+            answer = self.backend.answer(h, ticket, deadline, kind, limit or 0.0)
         except WorkerError as failure:
             try:
                 self._resume.discard(h)
                 self.backend.unwatch(h)  # (read no more: it is rebuilt or the env broken)
-                self._recover(h, failure, msg.kind)
+                self._recover(h, failure, kind)
             except BaseException as exc:
-                self._cut(h, msg.kind, exc)
+                self._cut(h, kind, exc)
                 raise
             return
         except BaseException as exc:
             if not resumes:
-                self._cut(h, msg.kind, exc)
+                self._cut(h, kind, exc)
             raise
         flight.popleft()
         if flight:
@@ -338,10 +329,10 @@ class PoolScheduler:
             self.backend.unwatch(h)
             del self._flight[h]
         self._resume.discard(h)
-        self._keep(h, msg.envs, answer)
-        self._queue.extend(msg.envs)
+        self._keep(h, envs, answer)
+        self._queue.extend(envs)
         state = self._state
-        for i in msg.envs:
+        for i in envs:
             state[i] = READY
 
     def _keep(self, h: WorkerHandle, envs: list[int], answer: Any) -> None:
