@@ -351,19 +351,17 @@ class PoolScheduler:
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
         """``h`` failed: its unreturned envs get the lost-episode result, the others LOST."""
         mine, state = h.indices, self._state
-        now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
         superseded = [i for i in mine if state[i] == READY]
         answer = self.backend.recover(h, failure, kind, superseded)
         self._flight.pop(h, None)
         if self._stash is not None and set(self._stash[0]) & set(mine):
             self._stash = None  # superseded: its envs are READY again, with this result
         self._keep(h, mine, answer)
-        for i in mine:
-            if i in now:
-                if state[i] != READY:
-                    self._queue.append(i)
+        for i in mine:  # (the backend's recovery changed no state here)
+            if state[i] == IN_FLIGHT:
+                self._queue.append(i)
                 state[i] = READY
-            else:  # its result comes at its next send, or from `unsent`
+            elif state[i] != READY:  # its result comes at its next send, or from `unsent`
                 state[i] = LOST
                 self._unsent.pop(i, None)
                 self._unsent[i] = None
