@@ -42,14 +42,8 @@ class PoolVecEnv(RemoteVecEnv):
         backend = site(group)
         backend.done = self._done  # (lent: the pool keeps it current as it hands envs over)
         self.pool = PoolScheduler(self.workers, backend)  #: every piece of the pool's state
-        front = weakref.ref(self)  # a call first lets its workers finish their steps
-
-        def settle(handles: list) -> None:
-            env = front()
-            if env is not None:
-                env.pool.settle(handles, env.timeout)
-
-        group.before_calls = settle
+        front = weakref.proxy(self)  # a call first lets its workers finish their steps
+        group.before_calls = lambda handles: front.pool.settle(handles, front.timeout)
 
     # -- envpool's API ----------------------------------------------------------------
     def async_reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:

@@ -1,5 +1,6 @@
-"""`PoolScheduler`: every piece of the async pool's state over a `PoolBackend` (its Ctrl-C
-rules: docs/concepts/async-pool.md)."""
+"""`PoolScheduler`: every piece of the async pool's state over a `PoolBackend`, each worker's
+messages in flight and which worker to read next included (its Ctrl-C rules:
+docs/concepts/async-pool.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from ..front.infos import merge_infos
 from ..transport.ctrl_c import HOLD
 from ..transport.handle import WorkerHandle
 from ..worker.protocol import Cmd
-from .flights import Flights, Message
 from .pool_backend import Batch, PoolBackend, RemoteSite
 
 __all__ = ["IDLE", "IN_FLIGHT", "LOST", "READY", "PoolBackend", "PoolScheduler", "RemoteSite"]
@@ -37,9 +37,12 @@ class PoolScheduler:
         self._state = [IDLE] * self.num_envs  # (a list: cheaper per env than an array)
         self._queue: deque[int] = deque()  # READY envs, in the order they came back
         self._infos: dict[int, list[dict]] = {}  # infos of READY / LOST envs
-        self._by_index = {h.index: h for h in self.handles}
-        self._span = {h.index: h.indices for h in self.handles}  # a worker's envs, in order
-        self._flights = Flights(self._by_index, backend)  # each worker's messages out
+        self._span = {h: h.indices for h in self.handles}  # a worker's envs, in order
+        # worker -> its messages in flight, oldest first: (ticket, envs, "step" | "reset");
+        # when the oldest became so
+        self._flight: dict[WorkerHandle, deque[tuple[int, list[int], str]]] = {}
+        self._since: dict[WorkerHandle, float] = {}
+        self._resume: set[WorkerHandle] = set()  # being read: a Ctrl-C may have cut the read
         # a batch built by a recv that a Ctrl-C then interrupted: the next recv returns it
         self._stash: tuple[list[int], np.ndarray, Batch] | None = None
         # env -> its infos as handed over, for `unsent` (None: LOST, its result in _infos)
@@ -71,7 +74,7 @@ class PoolScheduler:
         self._state[:] = [IDLE] * self.num_envs
         self._infos.clear()
         self._stash = None
-        self._flights.clear_cut()
+        self._resume.clear()
         self._unsent.clear()
 
     def forget(self, ids: Sequence[int]) -> None:
@@ -95,7 +98,7 @@ class PoolScheduler:
                 f"send() for envs {show_ids(busy)} whose last step is not received yet: call "
                 "recv() until infos['env_id'] returns them, then send() their actions"
             )
-        groups: dict[int, list[int]] = {}  # worker index -> positions k in ids
+        groups: dict[WorkerHandle, list[int]] = {}  # worker -> positions k in ids
         with HOLD:  # (no Ctrl-C cuts it: `ctrl_c`)
             for k, i in enumerate([] if whole else ids):
                 if state[i] == LOST:  # its worker was rebuilt: this step is the loss
@@ -103,9 +106,10 @@ class PoolScheduler:
                     self._queue.append(i)
                     self._unsent.pop(i, None)
                     continue
-                groups.setdefault(self._owner[i].index, []).append(k)
-            for index, ks in groups.items():
-                whole.append((self._by_index[index], [ids[k] for k in ks], ks))
+                groups.setdefault(self._owner[i], []).append(k)
+            for h, ks in groups.items():
+                ks.sort(key=ids.__getitem__)  # (a worker's envs in env order)
+                whole.append((h, [ids[k] for k in ks], ks))
             for h, envs, ks in whole:
                 self._dispatch(h, envs, ks, actions)
 
@@ -144,7 +148,7 @@ class PoolScheduler:
             if poll and not self._enough(want):
                 self._not_ready(want)
             while not self._enough(want):
-                for h in HOLD.waiting(self._flights.due, limit):
+                for h in HOLD.waiting(self._due, limit):
                     self._complete(h, limit)
             head = not isinstance(want, list)
             ids = list(islice(self._queue, need)) if head else want  # type: ignore[assignment]
@@ -177,7 +181,7 @@ class PoolScheduler:
                 if self._queue and until is not None and time.monotonic() >= until:
                     break
                 cap = until if self._queue else None  # (none ready yet: wait for the first)
-                for h in HOLD.waiting(partial(self._flights.due, until=cap), limit):
+                for h in HOLD.waiting(partial(self._due, until=cap), limit):
                     self._complete(h, limit)
             self._drain(None, limit)  # and what else is there already
             ids = list(self._queue)
@@ -188,20 +192,52 @@ class PoolScheduler:
         """Wait for every answer ``handles`` owe (a call uses their channels next)."""
         with HOLD:
             for h in handles:
-                while h in self._flights:
+                while h in self._flight:
                     self._complete(h, limit)
 
     def _drain(self, due: float | None, limit: Any = "due") -> None:
         """Read every answer there (and every worker past ``due``) with ``limit``."""
-        for h in self._flights.due(due, block=False):
+        for h in self._due(due, block=False):
             self._complete(h, due if limit == "due" else limit)
+
+    def _due(
+        self, limit: float | None, block: bool = True, until: float | None = None
+    ) -> list[WorkerHandle]:
+        """Workers with an answer (a cut read first) or past their timeout; blocks until
+        ``until``."""
+        flight = self._flight
+        if self._resume:
+            cut = list(self._resume)  # (each in flight: a read that ends leaves _resume)
+            if not block:  # (a poll waits for nothing)
+                answered = self.backend.answered
+                cut = [h for h in cut if answered(h, flight[h][0][0])]
+            if cut:
+                return cut
+        ready: list[WorkerHandle] = self.backend.ready(0)
+        while not ready:
+            now = time.monotonic()
+            if until is not None and now >= until:
+                return []
+            left = None if until is None else until - now
+            if limit is not None:
+                first = min(flight, key=self._since.__getitem__, default=None)
+                if first is None:
+                    return []
+                late = self._since[first] + limit - now
+                if late <= 0:
+                    return [first]
+                left = late if left is None else min(left, late)
+            if not block:
+                return []
+            ready = self.backend.ready(left)
+        return ready
 
     def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, list[int], Any]]:
         """``ids`` as whole idle workers in order, each (worker, its envs, their slice of ids)."""
         whole, k, owner, state, span = [], 0, self._owner, self._state, self._span
         while k < len(ids):
             h = owner[ids[k]]
-            envs, stop = span[h.index], k + h.stop - h.start
+            envs, stop = span[h], k + h.stop - h.start
             if ids[k:stop] != envs or any(state[h.start : h.stop]):  # (IDLE is 0)
                 return []
             whole.append((h, envs, slice(k, stop)))
@@ -229,7 +265,12 @@ class PoolScheduler:
         return len(self._queue) >= want
 
     def _sent(self, h: WorkerHandle, ticket: int, envs: list[int], kind: str) -> None:
-        self._flights.sent(h, ticket, envs, kind)
+        flight = self._flight.get(h)
+        if flight is None:
+            flight = self._flight[h] = deque()
+            self._since[h] = time.monotonic()
+            self.backend.watch(h)
+        flight.append((ticket, envs, kind))
         for i in envs:
             self._state[i] = IN_FLIGHT
         if self._unsent:
@@ -237,11 +278,8 @@ class PoolScheduler:
                 self._unsent.pop(i, None)
 
     def _dispatch(self, h: WorkerHandle, envs: list[int], ks: Any, actions: Any) -> None:
-        """Send ``h`` the step of ``envs`` (``actions[ks[j]]``; a slice: a whole worker)."""
+        """Send ``h`` the step of ``envs`` in env order (``actions[ks[j]]``; a slice: all)."""
         whole = isinstance(ks, slice)
-        if not whole and len(envs) > 1 and envs != sorted(envs):
-            order = sorted(range(len(envs)), key=envs.__getitem__)
-            envs, ks = [envs[j] for j in order], [ks[j] for j in order]
         local = list(range(h.stop - h.start)) if whole else [i - h.start for i in envs]
         if isinstance(actions, np.ndarray) and actions.dtype != object:  # one copy
             batch: Any = actions[ks].copy() if whole else actions[ks]
@@ -261,56 +299,69 @@ class PoolScheduler:
 
     def _complete(self, h: WorkerHandle, limit: float | None) -> None:
         """Read ``h``'s oldest answer (its envs become READY), under the hold. A second Ctrl-C
-        cuts it: resumed by the next read where the backend `resumes_reads`, else fatal."""
+        cuts it: resumed by the next read where the backend `resumes_reads` (`_due` names
+        ``h`` first until it is read), else fatal."""
         resumes = h.resumable and self.backend.resumes_reads
-        msg, deadline = self._flights.reading(h, limit, resumes)
+        if resumes:
+            self._resume.add(h)
+        flight = self._flight[h]
+        ticket, envs, kind = flight[0]
+        deadline = None if limit is None else self._since[h] + limit
         try:
-            answer = self.backend.answer(h, msg.ticket, deadline, msg.kind, limit or 0.0)
+            answer = self.backend.answer(h, ticket, deadline, kind, limit or 0.0)
         except WorkerError as failure:
             try:
-                self._flights.failed(h)
-                self._recover(h, failure, msg.kind)
+                self._resume.discard(h)
+                self.backend.unwatch(h)  # (read no more: it is rebuilt or the env broken)
+                self._recover(h, failure, kind)
             except BaseException as exc:
-                self._cut(h, msg, exc)
+                self._cut(h, kind, exc)
                 raise
             return
         except BaseException as exc:
             if not resumes:
-                self._cut(h, msg, exc)
+                self._cut(h, kind, exc)
             raise
-        self._flights.answered(h)
-        calls, infos, state = self.backend.keep(h, msg.envs, answer), self._infos, self._state
-        self._queue.extend(msg.envs)
-        for i in msg.envs:
+        flight.popleft()
+        if flight:
+            self._since[h] = time.monotonic()
+        else:
+            self.backend.unwatch(h)
+            del self._flight[h]
+        self._resume.discard(h)
+        self._keep(h, envs, answer)
+        self._queue.extend(envs)
+        state = self._state
+        for i in envs:
             state[i] = READY
+
+    def _keep(self, h: WorkerHandle, envs: list[int], answer: Any) -> None:
+        """``envs``' rows of ``h``'s ``answer`` kept, their infos replaced by its own."""
+        infos = self._infos
+        for i in envs:
             infos.pop(i, None)
-        for local, info in calls:
+        for local, info in self.backend.keep(h, envs, answer):
             infos.setdefault(h.start + local, []).append(info)
 
-    def _cut(self, h: WorkerHandle, msg: Message, exc: BaseException) -> None:
-        why = f"{msg.kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
+    def _cut(self, h: WorkerHandle, kind: str, exc: BaseException) -> None:
+        why = f"{kind} was interrupted ({type(exc).__name__}) while reading {h.label}"
         if not isinstance(exc, WorkerError):
             self.backend.interrupted(RuntimeError(why))
 
     def _recover(self, h: WorkerHandle, failure: WorkerError, kind: str) -> None:
         """``h`` failed: its unreturned envs get the lost-episode result, the others LOST."""
         mine, state = h.indices, self._state
-        now = [i for i in mine if state[i] == IN_FLIGHT or state[i] == READY]
         superseded = [i for i in mine if state[i] == READY]
         answer = self.backend.recover(h, failure, kind, superseded)
-        self._flights.drop(h)
+        self._flight.pop(h, None)
         if self._stash is not None and set(self._stash[0]) & set(mine):
             self._stash = None  # superseded: its envs are READY again, with this result
-        for i in mine:
-            self._infos.pop(i, None)
-        for local, info in self.backend.keep(h, mine, answer):
-            self._infos.setdefault(h.start + local, []).append(info)
-        for i in mine:
-            if i in now:
-                if state[i] != READY:
-                    self._queue.append(i)
+        self._keep(h, mine, answer)
+        for i in mine:  # (the backend's recovery changed no state here)
+            if state[i] == IN_FLIGHT:
+                self._queue.append(i)
                 state[i] = READY
-            else:  # its result comes at its next send, or from `unsent`
+            elif state[i] != READY:  # its result comes at its next send, or from `unsent`
                 state[i] = LOST
                 self._unsent.pop(i, None)
                 self._unsent[i] = None
