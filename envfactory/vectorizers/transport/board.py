@@ -194,9 +194,7 @@ class Poller:
     def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
         """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []: none)."""
         poll, t0 = self._poll.poll, time.perf_counter()
-        got = poll(0)
-        if got:
-            return got
+        got: list[tuple[int, int]] = []
 
         def check() -> bool:
             got[:] = poll(0)
