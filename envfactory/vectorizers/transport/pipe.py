@@ -71,15 +71,15 @@ class PipeHandle(WorkerHandle):
         self.go = self.done = -1  # eventfds: wakes the worker / wakes the parent
         self.waiter = Waiter(spin_us * 1e-6)  # (the slot's waits; the pipe's: ``poller``)
         self.done_poll: Any = None  # select.poll over ``done`` and the connection
-        self.via_slot = False  # the pending step went through the control slot
         self.columns: InfoColumns | None = None  # the region's info columns (see .infocols)
-        self.schema: Schema | None = None  # the worker's info schema, as learnt here
-        self.schemas = 0  # how many it had (the worker counts them too: a check)
         self._learn_at = -1  # the seq of a slot step whose infos come by pipe
         self._fd = -1
         self._reset_stream()
 
-    def _reset_stream(self) -> None:
+    def _reset_stream(self) -> None:  # (a new process: no message, no schema yet)
+        self.via_slot = False  # the pending step went through the control slot
+        self.schema: Schema | None = None  # the worker's info schema, as learnt here
+        self.schemas = 0  # how many it had (the worker counts them too: a check)
         self.unsent = memoryview(b"")  # what is left of a message taken: written first
         self._write_failed = ""  # why the last message could not be written
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
@@ -94,8 +94,6 @@ class PipeHandle(WorkerHandle):
         os.set_blocking(self._fd, False)
         self.poller = Poller([self._fd], self.spin_us * 1e-6)
         self.sender = Sender(conn, by_value=by_value)
-        self.via_slot = False
-        self.schema, self.schemas = None, 0  # a new process: no schema yet
         self._reset_stream()
 
     def attach(self, buffers: Any, send_handle: Any) -> None:
