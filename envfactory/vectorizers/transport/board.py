@@ -194,7 +194,9 @@ class Poller:
     def wait(self, timeout: float | None, spin: bool = True) -> list[tuple[int, int]]:
         """The ``(fd, events)`` ready within ``timeout`` seconds (None: no limit; []: none)."""
         poll, t0 = self._poll.poll, time.perf_counter()
-        got: list[tuple[int, int]] = []
+        got = poll(0)
+        if got:
+            return got
 
         def check() -> bool:
             got[:] = poll(0)
