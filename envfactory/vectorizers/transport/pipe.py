@@ -235,7 +235,7 @@ class PipeHandle(WorkerHandle):
             while self._rmsg is None:  # (one read whole, not yet decoded, is kept)
                 left = None if deadline in (None, math.inf) else deadline - time.monotonic()
                 if not HOLD.waiting(self.poller.wait, left):  # type: ignore[union-attr]
-                    raise TimeoutError  # (the one place a Ctrl-C goes through)
+                    raise TimeoutError  # (the wait above: the one place a Ctrl-C goes through)
                 self._read_some(call)
             self._take(call)
 
