@@ -189,7 +189,8 @@ def test_the_observation_check_is_three_attribute_checks_for_a_fitting_array(
     def fail(*args: Any) -> None:
         raise AssertionError("the full check ran for a fitting observation")
 
-    monkeypatch.setattr(shared, "_leaf_error", fail)
+    monkeypatch.setattr(shared.np, "asarray", fail)  # (the full check's first call)
+    monkeypatch.setattr(shared.np, "can_cast", fail)
     monkeypatch.setattr(gym.spaces.Box, "contains", fail)
     target = {"a": np.zeros((8, 4), np.float32), "b": np.zeros((8, 2, 2), np.uint8)}
     write = shared._make_writer(target)

@@ -117,12 +117,11 @@ class Waiter:
         """The one wait: ``ready()`` now, by nap and spin (``spin``), or by ``sleep()``
         (False: it gave up, and the wait is not recorded)."""
         t0 = time.perf_counter()
-        if ready():  # (the common case of a steady loop: no plan, no closure called again)
-            got = True
-        elif spin and self.skip:  # recent spins were wasted (the other side was not
+        got = ready()  # (the common case of a steady loop: no plan, no closure called again)
+        if not got and spin and self.skip:  # recent spins were wasted (the other side was not
             self.skip -= 1  # running): sleep at once
             got = ready()
-        elif spin:
+        elif not got and spin:
             nap, spins = self.plan()
             if nap > 0 and (left := t0 + nap - time.perf_counter()) > 0:
                 time.sleep(left)
@@ -135,8 +134,6 @@ class Waiter:
             elif spins > 0:  # a wasted spin: the next waits sleep at once
                 self.backoff = min(2 * self.backoff + 1, 63)
                 self.skip = self.backoff
-        else:
-            got = False
         if not (got or sleep()):
             return False
         self.record(time.perf_counter() - t0)

@@ -24,8 +24,7 @@ import numpy as np
 
 from ...errors import AlreadyPendingError, ClosedError, NoPendingCallError, VecEnvBrokenError
 
-__all__ = ["HOLD", "CallGuard", "CallState", "PendingCall", "check_wait_timeout", "held_ctrl_c",
-           "not_seconds"]  # fmt: skip
+__all__ = ["HOLD", "CallGuard", "CallState", "PendingCall", "held_ctrl_c", "not_seconds"]
 
 _SIGINT = int(signal.SIGINT)
 
@@ -133,15 +132,13 @@ HOLD = _CtrlC()
 @contextlib.contextmanager
 def held_ctrl_c() -> Iterator[None]:
     """Hold every Ctrl-C until the block ends, its waits too (a worker's rebuild)."""
-    main = threading.current_thread() is threading.main_thread()
+    main = threading.current_thread() is threading.main_thread()  # (counts only there)
     with HOLD:
-        if main:
-            HOLD.shut += 1
+        HOLD.shut += main
         try:
             yield
         finally:
-            if main:
-                HOLD.shut -= 1
+            HOLD.shut -= main
 
 
 class PendingCall(enum.Enum):
@@ -237,8 +234,14 @@ class CallState:
         if what:
             if self.closed:
                 self._check_ready(what, kind.value)
-            if timeout is not None:
-                timeout = check_wait_timeout(timeout, what)
+            if timeout is not None:  # seconds >= 0 (``inf``: no limit), checked before any wait
+                if not_seconds(timeout):
+                    raise ValueError(
+                        f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, "
+                        "or None for the vectorizer's own timeout (vectorizer.timeout); nothing "
+                        "was waited on, the env is still usable"
+                    )
+                timeout = float(timeout)
             if self._pending is not kind:
                 p = self._pending.value
                 now = "nothing is pending" if p == "none" else f"a {p}_async() is pending"
@@ -265,24 +268,8 @@ class CallState:
             finishable = self._held is not None or (self._resumes and self._broken is None)
             self._pending, self._interrupted = (kind, True) if finishable else (_IDLE, False)
             raise
-        self._held = None
-        self._pending = _IDLE
-        self._interrupted = False
+        self._pending, self._interrupted, self._held = _IDLE, False, None
         return batch
-
-
-def check_wait_timeout(timeout: Any, what: str) -> float | None:
-    """A wait's ``timeout``: seconds ``>= 0`` as a float (``inf``: no limit) or None (the
-    vectorizer's own); else a ValueError, before anything is waited on."""
-    if timeout is None:
-        return None
-    if not_seconds(timeout):
-        raise ValueError(
-            f"{what}(timeout={timeout!r}): timeout must be a number of seconds >= 0, or None "
-            "for the vectorizer's own timeout (vectorizer.timeout); nothing was waited on, the "
-            "env is still usable"
-        )
-    return float(timeout)
 
 
 def not_seconds(timeout: Any) -> bool:

@@ -69,17 +69,17 @@ class PipeHandle(WorkerHandle):
         self.slot: Any = None  # its control slot in the shared region (see .board)
         self.actions: np.ndarray | None = None  # its rows of the shared action buffer
         self.go = self.done = -1  # eventfds: wakes the worker / wakes the parent
-        self.waiter: Waiter | None = None
+        self.waiter = Waiter(spin_us * 1e-6)  # (the slot's waits; the pipe's: ``poller``)
         self.done_poll: Any = None  # select.poll over ``done`` and the connection
-        self.via_slot = False  # the pending step went through the control slot
         self.columns: InfoColumns | None = None  # the region's info columns (see .infocols)
-        self.schema: Schema | None = None  # the worker's info schema, as learnt here
-        self.schemas = 0  # how many it had (the worker counts them too: a check)
         self._learn_at = -1  # the seq of a slot step whose infos come by pipe
         self._fd = -1
         self._reset_stream()
 
-    def _reset_stream(self) -> None:
+    def _reset_stream(self) -> None:  # (a new process: no message, no schema yet)
+        self.via_slot = False  # the pending step went through the control slot
+        self.schema: Schema | None = None  # the worker's info schema, as learnt here
+        self.schemas = 0  # how many it had (the worker counts them too: a check)
         self.unsent = memoryview(b"")  # what is left of a message taken: written first
         self._write_failed = ""  # why the last message could not be written
         self._rmsg: bytearray | None = None  # a whole message, not yet decoded
@@ -94,8 +94,6 @@ class PipeHandle(WorkerHandle):
         os.set_blocking(self._fd, False)
         self.poller = Poller([self._fd], self.spin_us * 1e-6)
         self.sender = Sender(conn, by_value=by_value)
-        self.via_slot = False
-        self.schema, self.schemas = None, 0  # a new process: no schema yet
         self._reset_stream()
 
     def attach(self, buffers: Any, send_handle: Any) -> None:
@@ -103,8 +101,7 @@ class PipeHandle(WorkerHandle):
         if self.go < 0:  # kept over restarts; closed with the env
             self.go, self.done = make_eventfd(), make_eventfd()
             self.slot = buffers.control[self.index]
-            self.waiter = Waiter(self.spin_us * 1e-6)
-        if buffers.actions is not None and isinstance(buffers.actions, np.ndarray):
+        if isinstance(buffers.actions, np.ndarray):
             self.actions = buffers.actions[self.start : self.stop]
         self.columns = buffers.infos
         self.done_poll = select.poll()
@@ -187,8 +184,7 @@ class PipeHandle(WorkerHandle):
     def _flush(self) -> None:
         """Write ``unsent``; a worker that does not read it within ``write_timeout`` (or, with
         none, by a held Ctrl-C) is killed (`recv` says so)."""
-        fd, poll = self._fd, None
-        t = self.write_timeout
+        fd, poll, t = self._fd, None, self.write_timeout
         deadline = None if t is None else time.monotonic() + t
         while self.unsent:
             try:
@@ -202,12 +198,9 @@ class PipeHandle(WorkerHandle):
             if poll is None:
                 poll = select.poll()
                 poll.register(fd, _POLL_OUT)
-            ms = SLEEP_SLICE_MS
-            if deadline is not None:
-                ms = min(ms, max(0, math.ceil((deadline - time.monotonic()) * 1000)))
-            if not HOLD.waiting(poll.poll, ms) and (
-                HOLD.pending is not None or (deadline is not None and time.monotonic() >= deadline)
-            ):
+            left = math.inf if deadline is None else deadline - time.monotonic()
+            ms = max(0, math.ceil(min(left, _SLICE) * 1000))
+            if not HOLD.waiting(poll.poll, ms) and (HOLD.pending is not None or left <= _SLICE):
                 size, self.unsent = len(self.unsent), memoryview(b"")
                 self._write_failed = f"did not read a {size}-byte message it was sent"
                 self.kill()
@@ -223,10 +216,7 @@ class PipeHandle(WorkerHandle):
                     slot[DONE] == seq and not slot[MSG])  # fmt: skip
 
     def recv(self, deadline: float | None, call: str) -> Any:
-        self._deadline = deadline
-        answer = self.answer
-        if answer is not None and answer[0] == self.seq:
-            return answer[1]  # (asked again after an interrupt, or by the pool for an older seq)
+        self._deadline = deadline  # (an answer kept: asked again after an interrupt, `_recv`)
         if self.unsent:
             self._flush()
         if self._write_failed:
@@ -243,11 +233,9 @@ class PipeHandle(WorkerHandle):
             if answer is not None and answer[0] == self.seq:
                 return answer[1]
             while self._rmsg is None:  # (one read whole, not yet decoded, is kept)
-                wait = self.poller.wait  # type: ignore[union-attr]
-                if deadline is None or deadline == math.inf:
-                    HOLD.waiting(wait, None)  # (the one place a Ctrl-C goes through)
-                elif not HOLD.waiting(wait, deadline - time.monotonic()):
-                    raise TimeoutError
+                left = None if deadline in (None, math.inf) else deadline - time.monotonic()
+                if not HOLD.waiting(self.poller.wait, left):  # type: ignore[union-attr]
+                    raise TimeoutError  # (the wait above: the one place a Ctrl-C goes through)
                 self._read_some(call)
             self._take(call)
 
@@ -271,11 +259,10 @@ class PipeHandle(WorkerHandle):
             except BlockingIOError:
                 if first and not got:
                     return None
-                t = self._deadline
-                left = math.inf if t is None else t - time.monotonic()
-                if self.poller.wait(min(left, _SLICE), False):  # type: ignore[union-attr]
+                t = math.inf if self._deadline is None else self._deadline - time.monotonic()
+                if self.poller.wait(min(t, _SLICE), False):  # type: ignore[union-attr]
                     continue
-                if left <= _SLICE:
+                if t <= _SLICE:
                     raise TimeoutError from None
                 if HOLD.pending is not None:  # a held Ctrl-C and nothing read: as `_flush`
                     self.kill()
@@ -291,10 +278,8 @@ class PipeHandle(WorkerHandle):
 
     def _take(self, call: str) -> None:
         """Decode the message read: this seq's answer is kept (an env's error raised)."""
-        raw = self._rmsg
-        assert raw is not None
         try:
-            seq, status, payload = HOLD.decoding(pickle.loads, raw)  # (kept until decoded)
+            seq, status, payload = HOLD.decoding(pickle.loads, self._rmsg)  # (kept until decoded)
         except Exception as bad:  # a whole answer arrived but cannot be unpickled here
             err = self.error(
                 RemoteEnvError,
@@ -317,7 +302,6 @@ class PipeHandle(WorkerHandle):
     def _await_step(self, deadline: float | None, call: str) -> Any:
         """Wait for the step ``seq`` asked through the control slot (see `board`)."""
         slot, seq, waiter = self.slot, self.seq, self.waiter
-        assert waiter is not None
 
         def ready() -> bool:
             return bool(slot[DONE] == seq)

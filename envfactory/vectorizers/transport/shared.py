@@ -161,30 +161,6 @@ class ResultWriter:
         return calls, [o if (mask is None or mask[i]) else None for i, o in enumerate(runner.obs)]
 
 
-def _leaf_error(
-    path: str, i: int, value: Any, shape: tuple[int, ...], dtype: np.dtype
-) -> ObservationError | None:
-    """Why ``value`` cannot be env ``i``'s leaf of ``shape`` and ``dtype`` (None: it can)."""
-    want = f"the observation space expects shape {shape} and dtype {dtype}"
-    fix = "; return observations that fit env.observation_space (or wrap the env in an "
-    fix += "ObservationWrapper that reshapes or casts them)"
-    if value is None:
-        return ObservationError(f"env {i} returned observation{path} = None, but {want}{fix}")
-    try:
-        arr = np.asarray(value)
-    except Exception as exc:
-        return ObservationError(
-            f"env {i} returned observation{path} of type {type(value).__name__}, which is "
-            f"not an array ({exc}), but {want}{fix}"
-        )
-    if arr.shape != shape or not np.can_cast(arr.dtype, dtype, "same_kind"):
-        return ObservationError(
-            f"env {i} returned observation{path} of shape {arr.shape} and dtype {arr.dtype}, "
-            f"but {want}{fix}"
-        )
-    return None
-
-
 def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
     """A checked writer of env ``i``'s observation into ``target`` (of a space: a check)."""
     if isinstance(target, gym.spaces.Dict | gym.spaces.Tuple):
@@ -226,13 +202,24 @@ def _make_writer(target: Any, path: str = "") -> Callable[[int, Any], None]:
         shape, dtype = tuple(target.shape or ()), np.dtype(target.dtype)
     else:  # (a space of another kind: nothing to check)
         return lambda i, value: None
+    but = f"but the observation space expects shape {shape} and dtype {dtype}; return "
+    but += "observations that fit env.observation_space (or wrap the env in an "
+    but += "ObservationWrapper that reshapes or casts them)"
 
     def write(i: int, value: Any) -> None:
         # (three checks; anything else in full: nothing silently broadcast or cast)
         if not (type(value) is np.ndarray and value.shape == shape and value.dtype == dtype):
-            err = _leaf_error(path, i, value, shape, dtype)
-            if err is not None:
-                raise err
+            got = f"env {i} returned observation{path}"
+            if value is None:
+                raise ObservationError(f"{got} = None, {but}")
+            try:
+                arr = np.asarray(value)
+            except Exception as exc:
+                why = f"of type {type(value).__name__}, which is not an array ({exc})"
+                raise ObservationError(f"{got} {why}, {but}") from None
+            if arr.shape != shape or not np.can_cast(arr.dtype, dtype, "same_kind"):
+                why = f"of shape {arr.shape} and dtype {arr.dtype}"
+                raise ObservationError(f"{got} {why}, {but}")
         if array is not None:
             array[i] = value
 
