@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import scale
 from peers import (
     WORKLOADS,
@@ -307,6 +308,8 @@ def ray_main(
                         samples.setdefault((wl, n, name), []).append(sps)
                         print(f"round {r + 1}/{rounds} {wl:8s} n={n:<2d} {name:14s} {sps:10.0f} "
                               "steps/s", file=sys.stderr, flush=True)  # fmt: skip
+        per_node = max(sizes) // (nodes or 1)
+        floor = ray_floor(nodes or 1, per_node)
     finally:
         ray.shutdown()
         if cluster is not None:
@@ -345,7 +348,60 @@ def ray_main(
                      f"{local / atari:.2f}x" if atari else "",
                      f"{statistics.median(starts[(wl, n)]):.1f}"]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
+    lines.append(
+        f"\nRay's own floor here: {nodes or 1} do-nothing actors answering {per_node} CartPoles' "
+        f"results each, {floor[0]:,.0f} us a step as one task each, {floor[1]:,.0f} us through "
+        "one compiled graph (a node graph step pays at least that; node-local's direct channel "
+        "pays neither)"
+    )
     return "\n".join(lines) + "\n"
+
+
+class _Node:
+    """A do-nothing node actor for `ray_floor`: every step answers the same pickled batch."""
+
+    def __init__(self, n: int) -> None:
+        import pickle
+
+        f, b = np.zeros((n, 4), np.float32), np.zeros(n, bool)
+        self.answer = pickle.dumps((f, np.ones(n), b, b, {}))
+
+    def step(self, actions: Any) -> bytes:
+        return self.answer
+
+
+def ray_floor(actors: int, n: int, steps: int = 300) -> tuple[float, float]:
+    """Ray's own cost of a node-local step (microseconds, best of 3 blocks of ``steps``): one
+    ``ray.get`` of a task per actor, then one ``execute`` of a compiled graph over them, on the
+    Ray running now (``actors`` spread over its nodes, each answering ``n`` envs' results)."""
+    import pickle
+
+    import ray
+    from ray.dag import InputNode, MultiOutputNode
+
+    spread = ray.remote(_Node).options(num_cpus=0, scheduling_strategy="SPREAD")
+    nodes, acts = [spread.remote(n) for _ in range(actors)], np.zeros(n, np.int64)
+    ray.get([a.step.remote(acts) for a in nodes])
+    with InputNode() as inp:
+        graph = MultiOutputNode([a.step.bind(inp[k]) for k, a in enumerate(nodes)])
+    compiled = graph.experimental_compile()
+    tasks = lambda: ray.get([a.step.remote(acts) for a in nodes])  # noqa: E731
+    dag = lambda: [pickle.loads(ray.get(r)) for r in compiled.execute(*[acts] * actors)]  # noqa: E731
+    best = []
+    try:
+        for step in (tasks, dag):
+            blocks = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    step()
+                blocks.append((time.perf_counter() - t0) / steps * 1e6)
+            best.append(min(blocks))
+    finally:
+        compiled.teardown()
+        for a in nodes:
+            ray.kill(a)
+    return best[0], best[1]
 
 
 # -- under load: idle, one busy core, oversubscribed 3x -------------------------------

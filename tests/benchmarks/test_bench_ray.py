@@ -33,6 +33,9 @@ def test_ray_nodes_measures_on_a_local_cluster(tmp_path: Path) -> None:
     assert int(sub) > 0 and int(plain) > 0 and int(local) > 0
     assert int(graph) > 0  # the node-local mode over a compiled graph
     assert all(re.fullmatch(r"[+-][\d,]+", c) for c in cells[8:10]), cells  # +us per step
+    said = r"^Ray's own floor here: 2 do-nothing actors .* ([\d,]+) us a step as one task each, "
+    floor = re.search(said + r"([\d,]+) us through one compiled graph", proc.stdout, re.M)
+    assert floor and all(int(us.replace(",", "")) > 0 for us in floor.groups()), proc.stdout
     assert _raylets() <= before  # nothing of the cluster is left running
 
 
