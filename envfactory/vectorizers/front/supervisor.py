@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError, EnvfactoryError, RemoteEnvError, WorkerError, restart_message
+from ..plan.options import positive_seconds
 from ..transport.handle import WorkerHandle
 
 __all__ = ["Outcome", "Supervisor", "count_restart", "cut", "rebuild_failed", "send_cut"]
@@ -33,9 +34,9 @@ class Supervisor:
         self, timeout: float | None = None, restart: bool = False, max_restarts: int = 5,
         restart_window: float = 60.0,
     ) -> None:  # fmt: skip
-        if timeout is not None and not timeout > 0:  # (nan too)
+        if timeout is not None and not positive_seconds(timeout):
             raise ConfigError(f"vectorizer.timeout must be > 0 seconds or null, got {timeout!r}")
-        if max_restarts < 0 or not restart_window > 0:
+        if max_restarts < 0 or not positive_seconds(restart_window):
             raise ConfigError(
                 "vectorizer.max_restarts must be >= 0 and vectorizer.restart_window > 0 "
                 f"seconds, got {max_restarts!r} and {restart_window!r}"

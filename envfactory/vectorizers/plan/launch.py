@@ -46,9 +46,8 @@ def check_descriptors(workers: int) -> None:
 
 
 # A child the user's program forks must not terminate the parent's workers at its exit (it
-# inherits multiprocessing's list of children): installed at the first worker's start.
+# inherits multiprocessing's list of children).
 _started: weakref.WeakSet = weakref.WeakSet()
-_child_hook: list[bool] = [False]
 
 
 def _after_fork_in_child() -> None:
@@ -56,6 +55,9 @@ def _after_fork_in_child() -> None:
     _launcher_lock = threading.Lock()  # another thread may have held it at the fork
     _compat.forget_children(list(_started))
     _started.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # Workers are started from one daemon thread that lives as long as the process: PDEATHSIG
@@ -68,7 +70,7 @@ def _serve_launches(jobs: queue.SimpleQueue) -> None:
     while True:  # (SIGINT blocked here by _servers_up)
         fn, box, done = jobs.get()
         try:
-            box["result"] = fn()
+            fn()
         except BaseException as exc:  # handed to the thread that asked
             box["error"] = exc
         finally:
@@ -89,8 +91,6 @@ def _launcher_queue() -> queue.SimpleQueue:
 
 def _servers_up(method: str | None) -> None:
     """Start the resource tracker and fork server from this thread with SIGINT blocked for good."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
@@ -101,9 +101,6 @@ def _servers_up(method: str | None) -> None:
 
 def _start(proc: Any) -> None:
     # a daemonic process (some Hydra launchers) may start ours: they die with their parent
-    if not _child_hook[0] and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_in_child)
-        _child_hook[0] = True
     _servers_up(getattr(proc, "_start_method", None))
     with _compat.without_main(), _compat.non_daemonic():
         proc.start()
@@ -120,7 +117,7 @@ def _forkserver(modules: Sequence[str] = ()) -> Any:
     on a forked child forgets the parent's forkserver."""
     ctx = mp.get_context("forkserver")
     _compat.forkserver_preload(ctx, [*WORKER_PRELOAD, *modules])
-    if not _fork_hook[0] and hasattr(os, "register_at_fork"):
+    if not _fork_hook[0]:
         os.register_at_fork(after_in_child=_compat.forget_inherited_forkserver)
         _fork_hook[0] = True
     return ctx

@@ -18,9 +18,15 @@ __all__ = [
     "SubprocConfig",
     "check_fault_options",
     "check_split",
+    "positive_seconds",
 ]
 
 START_METHODS = ("fork", "forkserver", "spawn")
+
+
+def positive_seconds(value: Any) -> bool:
+    """Whether ``value`` is a number of seconds > 0 (``inf`` too; not nan, not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, Real) and float(value) > 0
 
 
 def check_fault_options(options: Any) -> None:
@@ -31,8 +37,7 @@ def check_fault_options(options: Any) -> None:
     )
     for key, expected in seconds:
         value = getattr(options, key, None)
-        wrong = isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0
-        if value is not None and wrong:
+        if value is not None and not positive_seconds(value):
             raise OptionError(key, value, expected)
     if getattr(options, "timeout", None) == math.inf:
         options.timeout = None

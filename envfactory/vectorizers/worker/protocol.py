@@ -86,7 +86,6 @@ class EnvInfo:
 
     @classmethod
     def of(cls, env: Any) -> EnvInfo:
-        """What a worker reports about ``env``, an env it built."""
         return cls(env.observation_space, env.action_space, dict(env.metadata), env.render_mode)
 
 
@@ -127,12 +126,10 @@ class Restarted:
 
 
 @dataclass(frozen=True)
-class RestartReset:
+class RestartReset(Restarted):
     """To a rebuilt worker, for the reset its predecessor lost (see `recovery`)."""
 
     reset: Reset
-    last_obs: list[Any]
-    done: list[bool]
 
 
 @dataclass(frozen=True)
