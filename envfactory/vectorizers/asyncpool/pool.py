@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -60,7 +60,6 @@ class _PipeSite(RemoteSite):
 
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
-        self._owing: list[PipeHandle] = []  # the workers that owe an answer
         self._cpus = os.cpu_count() or 1
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
@@ -88,24 +87,19 @@ class _PipeSite(RemoteSite):
             return h.recv(deadline, call)  # out (the failure policy is `group.wait`'s)
         return self.group.wait(h, deadline, call, budget)
 
-    def watch(self, handle: WorkerHandle) -> None:
-        self._owing.append(handle)  # type: ignore[arg-type]
-
-    def unwatch(self, handle: WorkerHandle) -> None:
-        if handle in self._owing:
-            self._owing.remove(handle)
-
     @property
     def waiter(self) -> Waiter:  # the pool's waiting policy (learnt from its waits)
         assert self.group.board is not None
         return self.group.board.waiter_ready
 
-    def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        return self.group.board.ready(self._owing, timeout, self._spins())  # type: ignore[union-attr]
+    def ready(self, handles: Collection[WorkerHandle], timeout: float | None) -> list[WorkerHandle]:
+        spin = self._spins(len(handles))
+        return self.group.board.ready(handles, timeout, spin)  # type: ignore[union-attr,arg-type]
 
-    def _spins(self) -> bool:
-        """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
-        return len(self._owing) < self._cpus or self.waiter.avg < SPIN_WAIT
+    def _spins(self, owing: int) -> bool:
+        """Whether to spin with ``owing`` workers in flight: a core is left to this process, or
+        waits are short (`SPIN_WAIT`)."""
+        return owing < self._cpus or self.waiter.avg < SPIN_WAIT
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory
