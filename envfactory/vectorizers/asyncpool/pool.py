@@ -47,7 +47,6 @@ class SubprocPool(PoolVecEnv):
                 "synchronous VecEnv use SubprocVecEnv (vectorizer.batch_size=null)"
             )
         autoreset_mode = options.pop("autoreset_mode", "next_step")
-        options["handoff"] = False
         self.split, group, faults = group_of(env_fns, split, options, batch_size=batch_size)
         super().__init__(group, batch_size, _PipeSite, autoreset_mode, **faults)
 
@@ -64,10 +63,10 @@ class _PipeSite(RemoteSite):
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         h: PipeHandle = handle  # type: ignore[assignment]  # (the group's: no check per call)
-        if cmd == Cmd.STEP_ENVS and len(data[0]) == h.stop - h.start:
-            # every env of the worker: its slot (when the actions fit the shared buffer)
-            cmd, data = Cmd.STEP, data[1]
-        h.send(cmd, data)  # (a Ctrl-C goes through while it waits for a busy worker)
+        # every env of the worker: posted on the board (when the actions fit its buffer)
+        whole = cmd == Cmd.STEP_ENVS and len(data[0]) == h.stop - h.start
+        if not (whole and self.group.board.post(data[1], [h])):  # type: ignore[union-attr]
+            h.send(cmd, data)  # (a Ctrl-C goes through while it waits for a busy worker)
         return h.seq
 
     resumes_reads = True  # (PipeHandle keeps what a read took, and its answer, by seq)
