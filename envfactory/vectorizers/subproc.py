@@ -59,12 +59,12 @@ class SubprocGroup(WorkerGroup):
     def __init__(
         self, env_fns: Sequence[Callable[[], gym.Env]], in_series: int | None = None,
         context: str = "forkserver", shared_memory: bool = True, uint8_images: bool = False,
-        spin_us: int = 200, in_parent: int = 0, handoff: bool = True, load: float | None = None,
+        spin_us: int = 200, in_parent: int = 0, load: float | None = None,
         split: Split | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
-        self.uint8_images, self.use_handoff = uint8_images, handoff
+        self.uint8_images = uint8_images
         self.context, self.spin_us, self.shared_memory = context, spin_us, shared_memory
         check_choice(self, "context", START_METHODS)  # (the config's checks, for a direct build)
         check_int(self, "spin_us", 0)
@@ -131,7 +131,7 @@ class SubprocGroup(WorkerGroup):
             self._env_obs: list[Any] = [None] * self.num_envs
             self._obs = create_empty_array(obs_space, n=self.num_envs)
         self.env_fns = []  # (the workers have them)
-        if shared.control is not None:  # (the pool waits on it; ``handoff``: steps go by it)
+        if shared.control is not None:  # (steps go by it; the pool waits on it)
             self.board = Board(self.workers, shared.control, shared.actions)
 
     # -- WorkerGroup's hooks ------------------------------------------------------------
@@ -205,7 +205,7 @@ class SubprocGroup(WorkerGroup):
     # -- one post and one wait per step for the workers (see .board) --------------------
     def post_step(self, actions: Any) -> None:
         g = self.board
-        if g is None or not self.use_handoff or not g.post(actions):
+        if g is None or not g.post(actions):
             return super().post_step(actions)
         local = self._local
         if local is not None:  # (the last envs: the rows past the workers')

@@ -425,9 +425,12 @@ def test_the_group_hand_off_is_what_a_step_uses() -> None:
 
 
 def test_poll_is_what_the_wait_uses() -> None:
-    """(a worker's own wait, after an interrupt or a fault: select.poll on eventfd + pipe)"""
+    """(a worker's own wait, after an interrupt or a fault: its board's select.poll on
+    eventfd + pipe)"""
     with envfactory.make_vec(overrides=["vectorizer=subproc", "num_envs=2"]) as envs:
-        assert isinstance(envs.workers[0].done_poll, type(select.poll()))
+        board = envs.workers[0].board
+        assert board is envs.group.board
+        assert isinstance(board._fds(), type(select.poll()))
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs /proc/loadavg")

@@ -730,14 +730,16 @@ def test_parent_spins_only_with_a_core_left_or_short_waits(no_leaks: None) -> No
         # is read into the queue by it, so "every env" depended on timing)
         assert len(envs.pool.in_flight()) >= cpus
         assert site.waiter.avg > SPIN_WAIT
-        assert not site._spins()  # every core has a worker in flight: sleep
+        owing = len(envs.pool.in_flight())  # (in_series=1: as many workers)
+        assert not site._spins(owing)  # every core has a worker in flight: sleep
         envs.recv()  # (the others stay in flight)
     if cpus >= 2:
         with SubprocPool([Maker(step_sleep=0.003)], 1, context="fork") as envs:
             envs.async_reset(seed=0)
             for _ in range(10):
                 envs.send(np.zeros(1, np.int64), envs.recv()[4]["env_id"])
-            assert envs.pool.backend._spins()  # a core is left to the parent
+            owing = len(envs.pool.in_flight())
+            assert envs.pool.backend._spins(owing)  # a core is left to the parent
     fns = [Maker() for _ in range(2 * cpus)]  # short steps: short waits, spun through
     with SubprocPool(fns, cpus, in_series=1, context="fork") as envs:
         envs.async_reset(seed=0)
@@ -745,7 +747,8 @@ def test_parent_spins_only_with_a_core_left_or_short_waits(no_leaks: None) -> No
         for _ in range(200):
             envs.send(acts, envs.recv()[4]["env_id"])
         waits = envs.pool.backend.waiter.avg
-        assert envs.pool.backend._spins() == (waits < SPIN_WAIT)
+        owing = len(envs.pool.in_flight())
+        assert envs.pool.backend._spins(owing) == (waits < SPIN_WAIT)
 
 
 # -- the hand-off: a whole worker's step through its control slot -------------------------
@@ -777,7 +780,7 @@ def test_a_sleeping_pool_parent_is_woken_by_a_slot_step(no_leaks: None) -> None:
     fns = [Maker(step_sleep=0.03, episode_len=10**6) for _ in range(cpus)]
     with SubprocPool(fns, cpus, in_series=1, context="fork") as envs:
         site = envs.pool.backend
-        site._spins = lambda: False  # (sleep at once, as with a busy core per worker)
+        site._spins = lambda owing: False  # (sleep at once, as with a busy core per worker)
         envs.async_reset(seed=0)
         envs.recv()
         took = []

@@ -7,6 +7,7 @@ without the transport."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,6 @@ class FakeBackend(PoolBackend):
     def __init__(self, handles: list[WorkerHandle], num_envs: int) -> None:
         self.done = np.zeros(num_envs, np.bool_)
         self.owed: dict[int, deque[tuple[int, Any]]] = {h.index: deque() for h in handles}
-        self.watched: list[WorkerHandle] = []
         self.stalled: set[int] = set()
         self.die: set[int] = set()
         self.count = np.zeros(num_envs, np.int64)
@@ -59,14 +59,8 @@ class FakeBackend(PoolBackend):
             raise handle.error(WorkerDiedError, "died", call)
         return data
 
-    def watch(self, handle: WorkerHandle) -> None:
-        self.watched.append(handle)
-
-    def unwatch(self, handle: WorkerHandle) -> None:
-        self.watched.remove(handle)
-
-    def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        ready = [h for h in self.watched if h.index not in self.stalled]
+    def ready(self, handles: Collection[WorkerHandle], timeout: float | None) -> list[WorkerHandle]:
+        ready = [h for h in handles if h.index not in self.stalled]
         assert ready or timeout == 0, "the test would wait forever"
         return ready
 

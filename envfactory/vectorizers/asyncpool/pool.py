@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -47,7 +47,6 @@ class SubprocPool(PoolVecEnv):
                 "synchronous VecEnv use SubprocVecEnv (vectorizer.batch_size=null)"
             )
         autoreset_mode = options.pop("autoreset_mode", "next_step")
-        options["handoff"] = False
         self.split, group, faults = group_of(env_fns, split, options, batch_size=batch_size)
         super().__init__(group, batch_size, _PipeSite, autoreset_mode, **faults)
 
@@ -60,15 +59,14 @@ class _PipeSite(RemoteSite):
 
     def __init__(self, group: SubprocGroup) -> None:
         super().__init__(group)
-        self._owing: list[PipeHandle] = []  # the workers that owe an answer
         self._cpus = os.cpu_count() or 1
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
         h: PipeHandle = handle  # type: ignore[assignment]  # (the group's: no check per call)
-        if cmd == Cmd.STEP_ENVS and len(data[0]) == h.stop - h.start:
-            # every env of the worker: its slot (when the actions fit the shared buffer)
-            cmd, data = Cmd.STEP, data[1]
-        h.send(cmd, data)  # (a Ctrl-C goes through while it waits for a busy worker)
+        # every env of the worker: posted on the board (when the actions fit its buffer)
+        whole = cmd == Cmd.STEP_ENVS and len(data[0]) == h.stop - h.start
+        if not (whole and self.group.board.post(data[1], [h])):  # type: ignore[union-attr]
+            h.send(cmd, data)  # (a Ctrl-C goes through while it waits for a busy worker)
         return h.seq
 
     resumes_reads = True  # (PipeHandle keeps what a read took, and its answer, by seq)
@@ -88,24 +86,19 @@ class _PipeSite(RemoteSite):
             return h.recv(deadline, call)  # out (the failure policy is `group.wait`'s)
         return self.group.wait(h, deadline, call, budget)
 
-    def watch(self, handle: WorkerHandle) -> None:
-        self._owing.append(handle)  # type: ignore[arg-type]
-
-    def unwatch(self, handle: WorkerHandle) -> None:
-        if handle in self._owing:
-            self._owing.remove(handle)
-
     @property
     def waiter(self) -> Waiter:  # the pool's waiting policy (learnt from its waits)
         assert self.group.board is not None
         return self.group.board.waiter_ready
 
-    def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        return self.group.board.ready(self._owing, timeout, self._spins())  # type: ignore[union-attr]
+    def ready(self, handles: Collection[WorkerHandle], timeout: float | None) -> list[WorkerHandle]:
+        spin = self._spins(len(handles))
+        return self.group.board.ready(handles, timeout, spin)  # type: ignore[union-attr,arg-type]
 
-    def _spins(self) -> bool:
-        """Whether to spin: a core is left to this process, or waits are short (`SPIN_WAIT`)."""
-        return len(self._owing) < self._cpus or self.waiter.avg < SPIN_WAIT
+    def _spins(self, owing: int) -> bool:
+        """Whether to spin with ``owing`` workers in flight: a core is left to this process, or
+        waits are short (`SPIN_WAIT`)."""
+        return owing < self._cpus or self.waiter.avg < SPIN_WAIT
 
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
         calls, obs = answer  # a StepResult: observations pickled unless in shared memory

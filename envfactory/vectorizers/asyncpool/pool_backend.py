@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -46,16 +47,9 @@ class PoolBackend(ABC):
         """The answer to ``ticket`` by ``deadline``, or a ``WorkerError``."""
 
     @abstractmethod
-    def watch(self, handle: WorkerHandle) -> None:
-        """``handle`` owes answers from now on: `ready` reports it."""
-
-    @abstractmethod
-    def unwatch(self, handle: WorkerHandle) -> None:
-        """``handle`` owes nothing (or is being rebuilt)."""
-
-    @abstractmethod
-    def ready(self, timeout: float | None) -> list[WorkerHandle]:
-        """The watched handles with an answer (or end), within ``timeout`` (0: look only)."""
+    def ready(self, handles: Collection[WorkerHandle], timeout: float | None) -> list[WorkerHandle]:
+        """Those of ``handles`` (the workers owing answers) with an answer (or end), within
+        ``timeout`` (0: look only)."""
 
     @abstractmethod
     def keep(self, handle: WorkerHandle, envs: list[int], answer: Any) -> InfoCalls:
@@ -73,7 +67,8 @@ class PoolBackend(ABC):
     def recover(
         self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
     ) -> Any:
-        """Apply the failure policy: the rebuilt worker's lost episodes' answer, or raise."""
+        """Apply the failure policy (``handle`` owes no answer now): the rebuilt worker's lost
+        episodes' answer, or raise."""
 
     @abstractmethod
     def interrupted(self, reason: BaseException) -> None:

@@ -213,7 +213,7 @@ class PoolScheduler:
                 cut = [h for h in cut if answered(h, flight[h][0][0])]
             if cut:
                 return cut
-        ready: list[WorkerHandle] = self.backend.ready(0)
+        ready: list[WorkerHandle] = self.backend.ready(flight, 0)
         while not ready:
             now = time.monotonic()
             if until is not None and now >= until:
@@ -229,7 +229,7 @@ class PoolScheduler:
                 left = late if left is None else min(left, late)
             if not block:
                 return []
-            ready = self.backend.ready(left)
+            ready = self.backend.ready(flight, left)
         return ready
 
     def _whole(self, ids: list[int]) -> list[tuple[WorkerHandle, list[int], Any]]:
@@ -269,7 +269,6 @@ class PoolScheduler:
         if flight is None:
             flight = self._flight[h] = deque()
             self._since[h] = time.monotonic()
-            self.backend.watch(h)
         flight.append((ticket, envs, kind))
         for i in envs:
             self._state[i] = IN_FLIGHT
@@ -312,7 +311,6 @@ class PoolScheduler:
         except WorkerError as failure:
             try:
                 self._resume.discard(h)
-                self.backend.unwatch(h)  # (read no more: it is rebuilt or the env broken)
                 self._recover(h, failure, kind)
             except BaseException as exc:
                 self._cut(h, kind, exc)
@@ -326,7 +324,6 @@ class PoolScheduler:
         if flight:
             self._since[h] = time.monotonic()
         else:
-            self.backend.unwatch(h)
             del self._flight[h]
         self._resume.discard(h)
         self._keep(h, envs, answer)
@@ -352,8 +349,8 @@ class PoolScheduler:
         """``h`` failed: its unreturned envs get the lost-episode result, the others LOST."""
         mine, state = h.indices, self._state
         superseded = [i for i in mine if state[i] == READY]
+        self._flight.pop(h, None)  # (read no more: it is rebuilt or the env broken)
         answer = self.backend.recover(h, failure, kind, superseded)
-        self._flight.pop(h, None)
         if self._stash is not None and set(self._stash[0]) & set(mine):
             self._stash = None  # superseded: its envs are READY again, with this result
         self._keep(h, mine, answer)

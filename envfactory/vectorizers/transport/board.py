@@ -225,34 +225,41 @@ class Board:
         self.sleeping = c[:, WORKER_SLEEPING]
         self.actions = actions[: self.stop] if isinstance(actions, np.ndarray) else None
         self.seqs: list[int] = [0] * n  # the step each worker was asked for
+        for w in self.workers:  # (a handle waits for a step of its own here: `PipeHandle.recv`)
+            w.board = self
         self.posted = False  # a step was posted and not yet waited for here
         self.waiter = Waiter(max((w.spin_us for w in self.workers), default=0) * 1e-6)
         self.waiter_ready = Waiter(self.waiter.max_spin, nap=False)  # (the pool's: no nap)
         self._poll: Any = None
         self._pipes: dict[int, int] = {}  # pipe -> worker (the rest are eventfds)
 
-    def post(self, actions: Any) -> bool:
-        """Ask every worker for a step (one copy, one write, one barrier, the sleepers'
-        eventfds). False (nothing done): by pipe, or a worker has a cut message to finish."""
+    def post(self, actions: Any, some: Sequence[PipeHandle] | None = None) -> bool:
+        """Ask every worker (or the consecutive workers ``some``, whose rows ``actions`` are:
+        the pool's) for a step: one copy, one write, one barrier, the sleepers' eventfds.
+        False (nothing done): by pipe, or a worker has a cut message to finish."""
         buf = self.actions
         if buf is None or type(actions) is not np.ndarray or actions.dtype != buf.dtype:
             return False
-        workers, seqs = self.workers, []
+        workers, seqs = self.workers if some is None else some, []
         for w in workers:
             if w.unsent:  # (the rest of a message a Ctrl-C cut: it goes first, by pipe)
                 return False
             seqs.append(w.sent + 1)
-        buf[:] = actions if len(actions) == self.stop else actions[: self.stop]
-        self.seqs = seqs
-        self.cmd[:] = seqs  # the post itself: one store
+        if some is None:
+            buf[:] = actions if len(actions) == self.stop else actions[: self.stop]
+            self.seqs, self.posted = seqs, True
+            self.cmd[:] = seqs  # the post itself: one store
+        else:
+            buf[some[0].start : some[-1].stop] = actions
+            self.cmd[some[0].index : some[-1].index + 1] = seqs
         for w, seq in zip(workers, seqs):  # (`recv` reads each answer from the slot again)
             w.sent = w.seq = seq
             w.via_slot, w.answer = True, None
-        self.posted = True
         with _barrier:  # (`fence`, inline: the step's hot path) the step numbers are
             pass  # visible before the sleeping words are read
-        for w, sleeping in zip(workers, self.sleeping.tolist()):
-            if sleeping:
+        sleeping = self.sleeping.tolist()
+        for w in workers:
+            if sleeping[w.index]:
                 signal_eventfd(w.go)
         return True
 
@@ -323,9 +330,10 @@ class Board:
                 poll.register(fd, _POLL_IN)
 
     def ready(self, owing: Sequence[PipeHandle], timeout: float | None, spin: bool) -> list:
-        """The pool's wait ("the first ready"): the workers of ``owing`` whose answer (or
-        end) is there, waiting up to ``timeout`` seconds (0: look only; None: no limit) for
-        the first. Pipes are polled when a step went by pipe, and by the sleep."""
+        """The pool's wait ("the first ready"; a handle's own wait for its step too): the
+        workers of ``owing`` whose answer (or end) is there, waiting up to ``timeout`` seconds
+        (0: look only; None: no limit) for the first. Pipes are polled when a step went by
+        pipe, and by the sleep."""
         piped = [w for w in owing if not w.via_slot]
         poll, pipes, workers = self._fds() if piped else None, self._pipes, self.workers
         woken: list = []  # workers whose pipe woke the sleep

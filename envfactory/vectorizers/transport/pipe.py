@@ -18,21 +18,14 @@ import numpy as np
 from ...errors import RemoteEnvError, WorkerDiedError
 from ..worker.protocol import ERROR, HEADER, LONG, Cmd, Sender
 from .board import (
-    CMD,
     DONE,
     MSG,
     NO_INFOS,
-    PARENT_SLEEPING,
     SCHEMAS,
     SLEEP_SLICE_MS,
-    WORKER_SLEEPING,
     Poller,
-    Waiter,
-    drain_eventfd,
     fence,
     make_eventfd,
-    signal_eventfd,
-    sleep_until,
 )
 from .ctrl_c import HOLD
 from .handle import WorkerHandle
@@ -45,8 +38,8 @@ _SLICE = SLEEP_SLICE_MS / 1000
 
 
 class PipeHandle(WorkerHandle):
-    """A step whose actions fit the shared buffer goes through the control slot, anything
-    else is one pickled message; each gets a new ``seq`` (`sent`), a late answer is dropped."""
+    """A step its `Board` posts goes through the control slot, anything else is one pickled
+    message; each gets a new ``seq`` (`sent`), a late answer is dropped."""
 
     resumable = True
     own_wait = True
@@ -67,10 +60,8 @@ class PipeHandle(WorkerHandle):
         #: seconds a message may take to be written (the vectorizer's ``timeout``)
         self.write_timeout: float | None = None
         self.slot: Any = None  # its control slot in the shared region (see .board)
-        self.actions: np.ndarray | None = None  # its rows of the shared action buffer
+        self.board: Any = None  # the board that posts its steps (and waits for them)
         self.go = self.done = -1  # eventfds: wakes the worker / wakes the parent
-        self.waiter = Waiter(spin_us * 1e-6)  # (the slot's waits; the pipe's: ``poller``)
-        self.done_poll: Any = None  # select.poll over ``done`` and the connection
         self.columns: InfoColumns | None = None  # the region's info columns (see .infocols)
         self._learn_at = -1  # the seq of a slot step whose infos come by pipe
         self._fd = -1
@@ -101,12 +92,7 @@ class PipeHandle(WorkerHandle):
         if self.go < 0:  # kept over restarts; closed with the env
             self.go, self.done = make_eventfd(), make_eventfd()
             self.slot = buffers.control[self.index]
-        if isinstance(buffers.actions, np.ndarray):
-            self.actions = buffers.actions[self.start : self.stop]
         self.columns = buffers.infos
-        self.done_poll = select.poll()
-        self.done_poll.register(self.done, select.POLLIN)
-        self.done_poll.register(self._fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.send(Cmd.ATTACH, (buffers.layout, self.index))
         for fd in (buffers.fd, self.go, self.done):
             send_handle(self.conn, fd, self.process.pid)
@@ -162,17 +148,7 @@ class PipeHandle(WorkerHandle):
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
             self._flush()
-        actions, seq = self.actions, self.sent + 1
-        # through the control slot (see `board`); another dtype by pipe: the caller's dtype
-        if cmd == Cmd.STEP and actions is not None and type(data) is np.ndarray and \
-                data.dtype == actions.dtype and data.shape == actions.shape:  # fmt: skip
-            actions[:] = data
-            slot, self.via_slot, self.seq, self.sent = self.slot, True, seq, seq
-            slot[CMD] = seq
-            fence()  # the seq is visible before the sleeping word is read
-            if slot[WORKER_SLEEPING]:
-                signal_eventfd(self.go)
-            return
+        seq = self.sent + 1
         wire = cmd.value if isinstance(cmd, Cmd) else cmd  # a plain string on the pipe
         # (the hot paths: no cloudpickle)
         plain = type(data) is np.ndarray or (cmd == Cmd.STEP_ENVS and type(data[1]) is np.ndarray)
@@ -300,29 +276,18 @@ class PipeHandle(WorkerHandle):
         self._rmsg = None
 
     def _await_step(self, deadline: float | None, call: str) -> Any:
-        """Wait for the step ``seq`` asked through the control slot (see `board`)."""
-        slot, seq, waiter = self.slot, self.seq, self.waiter
-
-        def ready() -> bool:
-            return bool(slot[DONE] == seq)
-
-        def woke(events: list) -> bool:
-            drain_eventfd(self.done)
-            if events and not ready() and any(fd != self.done for fd, _ in events):
-                # nothing of this step comes by pipe before ``done``: a hang-up (raises
-                # WorkerDiedError), a late answer (dropped) or this step's error (raised)
-                while self._rmsg is None:
-                    if self._read_some(call):
-                        return True  # (the rest of a message is on its way)
+        """Wait on the board for the step ``seq`` posted there."""
+        slot, seq = self.slot, self.seq
+        while slot[DONE] != seq:  # (the async pool asks once it is done: no wait then)
+            left = None if deadline in (None, math.inf) else deadline - time.monotonic()
+            if not self.board.ready([self], None if left is None else max(left, 0.0), True):
+                raise TimeoutError
+            # nothing of this step comes by pipe before ``done``: a hang-up (raises
+            # WorkerDiedError), a late answer (dropped) or this step's error (raised)
+            while slot[DONE] != seq:
+                if self._rmsg is None and self._read_some(call):
+                    break  # (nothing, or the rest of a message is on its way)
                 self._take(call)
-            return True
-
-        def sleep() -> bool:
-            return sleep_until((slot, PARENT_SLEEPING), ready, self.done_poll, deadline, woke)
-
-        # (the async pool asks once it is done: no wait then)
-        if slot[DONE] != seq and not waiter.until(ready, sleep):
-            raise TimeoutError
         fence()  # its results were written before ``done``
         msg = int(slot[MSG])
         if msg == IN_COLUMNS:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import create_empty_array, iterate
 
-from envfactory import OptionError
+from envfactory import OptionError, WorkerError
 from envfactory.vectorizers.remote import (
     Cmd,
     PoolVecEnv,
@@ -37,7 +37,6 @@ class RaySite(RemoteSite):
     def __init__(self, group: RayGroup) -> None:
         super().__init__(group)
         self._calls: dict[int, deque[tuple[int, Any]]] = {}  # actor index -> (ticket, ref)s
-        self._watched: dict[int, WorkerHandle] = {}
         self._answered: dict[int, tuple[int, Any]] = {}  # actor index -> its last answer
 
     def post(self, handle: WorkerHandle, cmd: Cmd, data: Any) -> int:
@@ -81,22 +80,18 @@ class RaySite(RemoteSite):
             calls.popleft()  # type: ignore[union-attr]
         return answer
 
-    def watch(self, handle: WorkerHandle) -> None:
-        self._watched[handle.index] = handle
-
-    def unwatch(self, handle: WorkerHandle) -> None:
-        self._watched.pop(handle.index, None)
-        self._calls.pop(handle.index, None)  # (owes nothing, or failed: its calls are gone)
+    def recover(
+        self, handle: WorkerHandle, failure: WorkerError, call: str, superseded: list[int]
+    ) -> Any:
+        self._calls.pop(handle.index, None)  # (failed: its calls are gone)
         self._answered.pop(handle.index, None)
+        return super().recover(handle, failure, call, superseded)
 
-    def ready(self, timeout: float | None) -> list[WorkerHandle]:
+    def ready(self, handles: Collection[WorkerHandle], timeout: float | None) -> list[WorkerHandle]:
         import ray
 
-        by_ref = {
-            calls[0][1]: self._watched[index]
-            for index, calls in self._calls.items()
-            if calls and index in self._watched
-        }
+        calls = self._calls
+        by_ref = {calls[h.index][0][1]: h for h in handles if calls.get(h.index)}
         if not by_ref:
             return []
         refs = list(by_ref)
