@@ -125,7 +125,7 @@ class Restarted:
     done: list[bool]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RestartReset(Restarted):
     """To a rebuilt worker, for the reset its predecessor lost (see `recovery`)."""
 
