@@ -841,6 +841,23 @@ def test_send_without_env_ids_is_every_env_as_in_envpool(no_leaks: None) -> None
         assert rew.tolist() == [1.0] * 4
 
 
+def test_step_without_env_ids_after_recv_says_to_pass_the_ids(no_leaks: None) -> None:
+    """``step(actions)`` with a batch's actions after ``recv`` points at ``step(actions,
+    env_ids)`` (the shape check's advice, one action per env, led to ``AlreadyPendingError``);
+    the env is still usable after it."""
+    with SubprocPool([Maker() for _ in range(4)], 2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        *_, infos = envs.recv()
+        with pytest.raises(
+            InvalidActionError,
+            match=r"step\(actions\) without env_ids is the synchronous step of every env: 2 "
+            r"actions for 4 envs; .*envs.step\(actions, infos\['env_id'\]\)",
+        ):
+            envs.step(np.zeros(2, np.int64))
+        _, rew, *_ = envs.step(np.ones(2, np.int64), infos["env_id"])
+        assert len(rew) == 2
+
+
 def _gone(pid: int) -> bool:
     """Whether process ``pid`` has ended (a zombie counts: it runs no more)."""
     try:

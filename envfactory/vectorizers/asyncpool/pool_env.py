@@ -150,6 +150,13 @@ class PoolVecEnv(RemoteVecEnv):
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """``env_ids`` given: `send` then `recv` (envpool); else the synchronous step."""
         if env_ids is None:
+            n = _batch_len(actions)
+            if n is not None and n >= 0 and n != self.num_envs:  # (a pool loop's batch)
+                raise InvalidActionError(
+                    f"step(actions) without env_ids is the synchronous step of every env: {n} "
+                    f"actions for {self.num_envs} envs; to step the envs recv returned, pass "
+                    "their ids: envs.step(actions, infos['env_id'])"
+                )
             return super().step(actions)
         self.send(actions, env_ids)
         return self.recv()
