@@ -1,6 +1,6 @@
-"""Throughput plots: steps/s against num_envs, one line per vectorizer (and per env id when
-the rows hold several). The sweep summary (`envfactory.cli.sweep`) and the benchmark
-(``benchmarks/bench.py --plot``) write them.
+"""Throughput plots: steps/s against num_envs, one line per vectorizer (per env id when the
+rows hold several, and per other override a sweep varied). The sweep summary
+(`envfactory.cli.sweep`) and the benchmark (``benchmarks/bench.py --plot``) write them.
 
 matplotlib is imported here only, when a plot is written; the figure is a plain
 ``matplotlib.figure.Figure`` saved by the Agg renderer (no display needed, pyplot and a
@@ -22,28 +22,44 @@ _DPI = 100
 
 def _series(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     """``{label: [(num_envs, steps/s), ...]}``; rows without numbers (failed jobs) are
-    skipped (NaN too); several rows at one point (a seed varied too) are averaged."""
-    points: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    skipped (NaN too); a sweep's rows that differ in other overrides than ``num_envs`` and
+    seeds are other lines (named by them); rows at one point of a line (a seed varied) are
+    averaged."""
+    rows = [r for r in rows if r.get("status", "ok") == "ok"]
+    ones = [set(r.get("overrides") or ()) for r in rows]
+    varied = set().union(*ones) - set.intersection(*ones) if ones else set()
+    points: dict[tuple[str, str, str], dict[int, list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for row in rows:
         n, sps = row.get("num_envs"), row.get("steps_per_second")
         if not isinstance(n, int) or not isinstance(sps, (int, float)) or not sps > 0:
             continue
-        if row.get("status", "ok") != "ok":
-            continue
-        key = (str(row.get("vectorizer")), str(row.get("env")))
-        points[key][n].append(float(sps))
-    several_envs = len({env for _, env in points}) > 1
+        vec, env = str(row.get("vectorizer")), str(row.get("env"))
+        other = [
+            o for o in row.get("overrides") or () if o in varied and _names_a_line(o, vec, env)
+        ]
+        points[(vec, env, " ".join(sorted(other)))][n].append(float(sps))
+    several_envs = len({env for _, env, _ in points}) > 1
     out: dict[str, list[tuple[int, float]]] = {}
-    for (vec, env), by_n in sorted(points.items()):
-        label = f"{vec} ({env})" if several_envs else vec
+    for (vec, env, named), by_n in sorted(points.items()):
+        label = " ".join(filter(None, [vec, named, f"({env})" if several_envs else ""]))
         out[label] = [(n, sum(v) / len(v)) for n, v in sorted(by_n.items())]
     return out
 
 
+def _names_a_line(override: str, vec: str, env: str) -> bool:
+    """Whether a varied ``key=value`` tells lines apart: not num_envs (the x axis), not a seed
+    (averaged), not the vectorizer or env the label already names."""
+    key, _, value = override.lstrip("+~").partition("=")
+    return key != "num_envs" and key.rsplit(".", 1)[-1] != "seed" and value not in (vec, env)
+
+
 def throughput_plot(rows: Iterable[Mapping[str, Any]], path: Path, title: str = "") -> Path | None:
     """Write a PNG of steps/s against num_envs (one line per vectorizer, per env id when
-    there are several) from rows with ``vectorizer``, ``env``, ``num_envs`` and
-    ``steps_per_second``. Returns the path, or None when no row has numbers."""
+    there are several, per other override a sweep varied) from rows with ``vectorizer``,
+    ``env``, ``num_envs`` and ``steps_per_second``. Returns the path, or None when no row
+    has numbers."""
     series = _series(rows)
     if not series:
         return None

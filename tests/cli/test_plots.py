@@ -76,6 +76,30 @@ def test_plot_lines_per_vectorizer_and_env_and_failed_rows_skipped(tmp_path: Pat
     assert not (tmp_path / "none.png").exists()
 
 
+def test_a_sweeps_other_overrides_are_other_lines_and_seeds_are_averaged() -> None:
+    """A sweep over ``batch_size`` (or a preset whose vectorizer is still ``subproc``) draws
+    one line per value, not their mean at one point; ``num_envs`` and seeds stay averaged."""
+
+    def row(sps: float, *over: str, n: int = 8) -> dict:
+        overrides = ["vectorizer=subproc", f"num_envs={n}", *over]
+        return {"env": "CartPole-v1", "vectorizer": "subproc", "num_envs": n,
+                "steps_per_second": sps, "overrides": overrides}  # fmt: skip
+
+    rows = [
+        row(30.0, "vectorizer.batch_size=2", "seed=0"),
+        row(34.0, "vectorizer.batch_size=2", "seed=1"),
+        row(40.0, "vectorizer.batch_size=4", "seed=0"),
+        row(50.0, "vectorizer.batch_size=4", "seed=1"),
+        row(60.0, "vectorizer.batch_size=4", "seed=0", n=16),
+    ]
+    assert _series(rows) == {
+        "subproc vectorizer.batch_size=2": [(8, 32.0)],
+        "subproc vectorizer.batch_size=4": [(8, 45.0), (16, 60.0)],
+    }
+    preset = [row(10.0), {**row(20.0), "overrides": ["vectorizer=subproc4", "num_envs=8"]}]
+    assert _series(preset) == {"subproc": [(8, 10.0)], "subproc vectorizer=subproc4": [(8, 20.0)]}
+
+
 @pytest.mark.slow  # > 3 s: CI runs it; the quick loop (-m 'not slow') does not
 def test_bench_plot_one_png_per_workload(tmp_path: Path) -> None:
     """``bench.py --plot PATH --plot-from JSON`` (the plot a full run writes, from its JSON)."""
