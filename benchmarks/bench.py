@@ -589,6 +589,7 @@ envs.close()
 print(json.dumps({"seconds": elapsed, "pss_mb": pss, "imported": heavy}))
 """
 STARTUP_KINDS = ("envfactory", "gym-async/forkserver", "gym-async/default")
+NO_PSUTIL = "psutil is missing: pip install -e '.[bench]'"
 
 
 def _fresh_run(code: str, kind: str) -> str:
@@ -777,6 +778,9 @@ def render_targets(results: list[dict], load_rows: list[dict], startup_mem: dict
     lines = ["\n**Targets** (issues 9, 19 and 26; ratios from this run)\n",
              "| target | ratio | met |", "|---|---|---|"]  # fmt: skip
     for what, ratio, op, bound in rows:
+        if ratio != ratio:  # NaN: psutil missing (memory)
+            lines.append(f"| {what} {op} {bound:g}x | not measured ({NO_PSUTIL}) | - |")
+            continue
         met = ratio >= bound if op == ">=" else ratio <= bound
         lines.append(f"| {what} {op} {bound:g}x | {ratio:.2f}x | {'yes' if met else 'NO'} |")
     return "\n".join(lines) + "\n"
@@ -1106,7 +1110,8 @@ def render(results: list[dict], starts: dict[str, dict[str, float]]) -> str:
             (r["peak_rss_mb"] for r in results if r["workload"] == wl and r["peak_rss_mb"] > 0),
             default=0,
         )
-        lines.append(f"\nPeak RSS of parent + workers during {wl} runs: {mem:,.0f} MB")
+        rss = f"{mem:,.0f} MB" if mem else f"not measured ({NO_PSUTIL})"
+        lines.append(f"\nPeak RSS of parent + workers during {wl} runs: {rss}")
     lines.append("\n**Start-up, 8 envs** (construct + first reset, median seconds)\n")
     lines.append("| workload | " + " | ".join(next(iter(starts.values())).keys()) + " |")
     lines.append("|---|" + "---|" * len(next(iter(starts.values()))))
