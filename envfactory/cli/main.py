@@ -507,7 +507,7 @@ def _main() -> None:
         _prestart_builtin(args)  # one job of overrides only: its fork server starts now,
         prestart(args, *records_of(get_registry()))  # a plugin's once the plugins are read
     app = hydra.main(version_base="1.3", config_path=config_path, config_name="config")(run)
-    user_wants_tracebacks = bool(os.environ.get("HYDRA_FULL_ERROR"))
+    user_wants_tracebacks = os.environ.get("HYDRA_FULL_ERROR") == "1"  # (as Hydra reads it)
     os.environ["HYDRA_FULL_ERROR"] = "1"
     SweepSummary.last = None
     given, sys.argv[1:] = sys.argv[1:], args  # Hydra reads sys.argv

@@ -464,6 +464,17 @@ def test_a_plus_on_a_key_that_exists_says_drop_the_plus(
     assert str(info.value) == says
 
 
+def test_hydra_full_error_other_than_1_keeps_the_one_line(tmp_path: Path) -> None:
+    """Hydra gives tracebacks for ``HYDRA_FULL_ERROR=1`` only; ``0`` (a user turning it off)
+    got a traceback from envfactory."""
+    args = ["env.frame_skp=4", "env=atari", f"hydra.run.dir={tmp_path / 'run'}"]
+    off = _cli(args, tmp_path, env={"HYDRA_FULL_ERROR": "0"})
+    assert off.returncode == 2
+    assert _one_line(off.stderr).startswith("unknown key env.frame_skp. Did you mean 'frame_skip'?")
+    on = _cli(args, tmp_path, env={"HYDRA_FULL_ERROR": "1"})
+    assert "Traceback" in on.stderr
+
+
 @pytest.mark.parametrize("name", ["async_reset", "recv", "send"])
 @pytest.mark.parametrize("vectorizer", ["dummy", "subproc"])
 def test_pool_calls_on_a_vector_env_that_is_no_pool_say_where_they_are(
