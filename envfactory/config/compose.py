@@ -130,20 +130,27 @@ def _unused_hydra_groups(overrides: list[str]) -> list[str]:
 def hydra_error(exc: BaseException, overrides: Sequence[str] = ()) -> ConfigError:
     """One line (path, value, valid choices, fix) for an error Hydra raised while composing:
     an unknown config group option, an unknown key, a wrong type, a YAML file that does not
-    parse. An error inside a preset (``In 'vectorizer/mine': ...``) names the preset and
-    its file. ``overrides`` (the command line's) give the value of an override that the
-    fix repeats."""
+    parse. An error inside a preset (``In 'vectorizer/mine': ...``) or another config file of
+    a group (``In 'experiment/pong': ...``) names it and its file. ``overrides`` (the command
+    line's) give the value of an override that the fix repeats, and its ``--config-dir``."""
     if isinstance(exc, yaml.YAMLError):
         return yaml_error(exc)
     header = header_error(exc)
     if header is not None:
         return header
-    preset, preset_file = _preset_of(exc)
-    err = _hydra_error(exc, preset, overrides)
-    if preset is None:
+    name, file = _preset_of(exc, overrides)
+    kind = _file_kind(name or "")
+    err = _hydra_error(exc, name if kind == "preset" else None, overrides)
+    if name is None or f"{name}.yaml" in str(err):  # (one that names the file already)
         return err
-    err.args = (f"in the preset {preset} ({preset_file}): {err}",)  # keeps its class
+    said = str(err) if kind == "preset" else str(err).replace(_PLUS_NOTE, "Fix the config file")
+    err.args = (f"in the {kind} {name} ({file}): {said}",)  # (its class kept)
     return err
+
+
+def _file_kind(name: str) -> str:
+    """``preset`` for an env / vectorizer option's file, else ``config file``."""
+    return "preset" if name.split("/", 1)[0] in _GROUP_KIND else "config file"
 
 
 #: Hydra's launcher plugins a sweep names (``hydra/launcher=joblib``) and how to install each
@@ -285,23 +292,29 @@ def _own_group_hint(text: str) -> str:
 
 
 _PLUS_NOTE = "Fix the spelling (a '+' cannot add keys to envfactory's config)"
-_IN_PRESET = re.compile(r"^In '((?:env|vectorizer)/[^']+)': ")
+_IN_PRESET = re.compile(r"^In '((?!hydra/)[^'/]+/[^']+)': ")  # (a preset, an experiment file)
 
 
-def _preset_of(exc: BaseException) -> tuple[str | None, str]:
-    """The preset (``vectorizer/mine``) an error of Hydra's happened in, and its file; a
-    missing config that is itself the preset named on the command line is not "in" it."""
+def _preset_of(exc: BaseException, args: Sequence[str] = ()) -> tuple[str | None, str]:
+    """The preset (``vectorizer/mine``) or other group file an error of Hydra's happened in,
+    and its file (in a ``--config-dir`` of the command line's ``args`` too); a missing config
+    that is itself the preset named on the command line is not "in" it."""
     m = _IN_PRESET.match(str(exc))
     if m is None:
         return None, ""
     name = m.group(1)
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file == name:
         return None, ""
-    for folder in search_dirs(get_registry()):
+    folders = [*search_dirs(get_registry())]
+    for k, arg in enumerate(args):  # (the command line's --config-dir first)
+        flag, eq, value = arg.partition("=")
+        if flag in ("--config-dir", "-cd"):
+            folders.insert(0, value if eq else "".join(args[k + 1 : k + 2]))
+    for folder in filter(None, folders):
         path = Path(folder, f"{name}.yaml")
         if path.is_file():
             return name, str(path)
-    return name, f"{name}.yaml"
+    return (name, f"{name}.yaml") if _file_kind(name) == "preset" else (None, "")
 
 
 _BAD_HEADER = re.compile(

@@ -421,6 +421,27 @@ def test_a_typo_in_a_preset_is_reported_at_the_preset_file(
     assert str(info.value).startswith(f"preset {preset}: {says}")
 
 
+def test_a_typo_in_an_experiment_file_names_the_file(tmp_path: Path) -> None:
+    """A new-user trial: ``frame_skp: 4`` in ``--config-dir my_exps +experiment=typo`` said
+    the key, not which of the user's files has it, and told them about '+'."""
+    exp = tmp_path / "my_exps" / "experiment" / "typo.yaml"
+    exp.parent.mkdir(parents=True)
+    exp.write_text(
+        "# @package _global_\ndefaults:\n  - override /env: atari\nenv:\n  frame_skp: 4\n"
+    )
+    for flags in (["--config-dir", "my_exps"], ["--config-dir=my_exps"], ["-cd", "my_exps"]):
+        proc = _cli([*flags, "+experiment=typo", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        line = _one_line(proc.stderr)
+        where = (
+            f"in the config file experiment/typo ({Path('my_exps', 'experiment', 'typo.yaml')}): "
+        )
+        assert line.startswith(where + "unknown key env.frame_skp. Did you mean 'frame_skip'?"), (
+            line
+        )
+        assert line.endswith("Fix the config file") and "'+'" not in line
+
+
 def test_a_per_env_wrapper_in_vector_wrappers_keeps_its_options_in_the_fix(
     tmp_path: Path,
 ) -> None:
