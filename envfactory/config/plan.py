@@ -92,7 +92,8 @@ class Plan:
         anyway; ``seeding=spawn`` it cannot honour, and `plan_of` refuses that
         config before anything is built (a ``ConfigError`` naming the vectorizer).
         ``autoreset_mode`` is always passed: it has been part of ``build``'s signature
-        from the start.
+        from the start, and a ``build`` that cannot take it is refused when its
+        ``VectorizerPlugin`` is made.
         """
         options = dict(self.vectorizer_options)
         options["autoreset_mode"] = self.autoreset_mode

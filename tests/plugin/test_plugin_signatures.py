@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pluggy
 import pytest
 
@@ -120,3 +122,58 @@ def test_a_method_hook_names_its_parameters_without_self() -> None:
         "hook 'envfactory_wrappers' takes no arguments (def envfactory_wrappers():), but "
         "methods's takes (env, scale). Remove env from its parameters"
     )
+
+
+# -- a vectorizer's build that cannot take autoreset_mode -------------------------------
+
+
+def _build_without_autoreset_mode(env_fns: Any, *, copy: bool = True) -> Any:
+    return gym.vector.SyncVectorEnv(list(env_fns), copy=copy)
+
+
+@dataclasses.dataclass
+class _MySyncConfig:
+    name: str = "my-sync"
+    copy: bool = True
+
+
+NO_AUTORESET_MODE = (
+    "VectorizerPlugin 'my-sync': build takes no autoreset_mode parameter (it takes env_fns, "
+    "copy), but envfactory calls every build with autoreset_mode=<gymnasium AutoresetMode>; "
+    "add an autoreset_mode parameter (e.g. autoreset_mode=AutoresetMode.NEXT_STEP) or **kwargs "
+    "to build and pass it on to the VectorEnv it returns"
+)
+
+
+def test_a_build_without_autoreset_mode_is_refused_at_registration() -> None:
+    """It registered, then ``make_vec(overrides=["vectorizer=my-sync"])`` failed with a bare
+    ``build() got an unexpected keyword argument 'autoreset_mode'``."""
+    with pytest.raises(TypeError) as err:
+        envfactory.VectorizerPlugin("my-sync", _build_without_autoreset_mode, _MySyncConfig)
+    assert str(err.value) == NO_AUTORESET_MODE
+
+    # **kwargs, or the parameter by any kind that takes a keyword, is fine
+    def with_kwargs(env_fns: Any, **options: Any) -> Any: ...
+    def positional(env_fns: Any, autoreset_mode: Any, copy: bool = True) -> Any: ...
+
+    for build in (with_kwargs, positional):
+        assert envfactory.VectorizerPlugin("my-sync", build, _MySyncConfig).build is build
+
+
+class _MySyncPlugin:
+    @envfactory.hookimpl
+    def envfactory_vectorizers(self) -> list[Any]:
+        return [envfactory.VectorizerPlugin("my-sync", _build_without_autoreset_mode)]
+
+
+def test_a_plugin_whose_build_lacks_autoreset_mode_is_named_in_one_line() -> None:
+    with pytest.warns(envfactory.PluginLoadWarning) as caught:
+        envfactory.register_plugin(_MySyncPlugin(), name="my_sync_plugin")
+    [warning] = [str(w.message) for w in caught]
+    assert "\n" not in warning
+    assert warning.startswith(
+        "envfactory plugin 'my_sync_plugin' from distribution '<registered in code>' - was "
+        "skipped: it failed in envfactory_vectorizers: TypeError: VectorizerPlugin 'my-sync': "
+        "build takes no autoreset_mode parameter (it takes env_fns, copy)"
+    ), warning
+    assert "my-sync" not in envfactory.available()["vectorizers"]
