@@ -343,7 +343,7 @@ def wrapper_options(
     try:
         merged = OmegaConf.merge(node, options)
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})") from None
+        raise omegaconf_error(exc, prefix=key, note=f" (wrapper {rec.name!r})") from None
     for k in merged:
         if OmegaConf.is_missing(merged, str(k)):
             raise ConfigError(
@@ -355,7 +355,7 @@ def wrapper_options(
     except OptionError as exc:
         raise exc.at(key) from None
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})") from None
+        raise omegaconf_error(exc, prefix=key, note=f" (wrapper {rec.name!r})") from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{key} (wrapper {rec.name!r}): {one_line(exc)}") from None
     fields_ = dataclasses.fields(obj)  # type: ignore[arg-type]
