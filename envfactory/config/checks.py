@@ -26,6 +26,7 @@ schemas use; plugins may use them too.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import math
 import re
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 from ..errors import ConfigError, OptionError, UnknownKeyError, did_you_mean, echo, echo_within
 
 __all__ = [
+    "RangeError",
     "TopLevel",
     "check_bool",
     "check_choice",
@@ -48,6 +50,7 @@ __all__ = [
     "check_keys",
     "check_number",
     "checked_options",
+    "did_you_mean_key",
     "omegaconf_error",
     "one_line",
 ]
@@ -73,18 +76,46 @@ class TopLevel:
 
 
 # -- helpers for a schema's __post_init__ ----------------------------------------------------
-def check_int(obj: Any, name: str, minimum: int, *, optional: bool = False) -> None:
-    """``obj.<name>`` must be an int >= ``minimum`` (or None when ``optional``)."""
+class RangeError(OptionError):
+    """An `OptionError` for a value out of its range (`check_int`, `check_number`), whose
+    message ends with the fix named by the option's full path: ``vectorizer.batch_size=0:
+    expected an integer >= 1 or null. Set vectorizer.batch_size=1 or more, or null``."""
+
+    def __init__(
+        self, field: str, value: object, expected: str, *, fix: str, path: str = ""
+    ) -> None:
+        self.fix = fix  # with {key} for the option's full path
+        key = f"{path}.{field}" if path else field
+        super().__init__(field, value, expected, hint=fix.format(key=key), path=path)
+
+    def at(self, path: str) -> OptionError:
+        return RangeError(self.field, self.value, self.expected, fix=self.fix, path=path)
+
+
+def _or_null(optional: bool, null: str) -> str:
+    return (f", or null {null}" if null else ", or null") if optional else ""
+
+
+def check_int(obj: Any, name: str, minimum: int, *, optional: bool = False, null: str = "") -> None:
+    """``obj.<name>`` must be an int >= ``minimum`` (or None when ``optional``; ``null``
+    says what None means in the fix, ``"for a synchronous VecEnv"``)."""
     value = getattr(obj, name)
     if optional and value is None:
         return
     if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
         expected = f"an integer >= {minimum}" + (" or null" if optional else "")
-        raise OptionError(name, value, expected)
+        fix = f"Set {{key}}={minimum} or more{_or_null(optional, null)}"
+        raise RangeError(name, value, expected, fix=fix)
 
 
 def check_number(
-    obj: Any, name: str, low: float, high: float = math.inf, *, optional: bool = False
+    obj: Any,
+    name: str,
+    low: float,
+    high: float = math.inf,
+    *,
+    optional: bool = False,
+    null: str = "",
 ) -> None:
     """``obj.<name>`` must be a real number in ``[low, high]`` (not NaN)."""
     value = getattr(obj, name)
@@ -93,7 +124,15 @@ def check_number(
     ok = isinstance(value, Real) and not isinstance(value, bool)
     if not ok or math.isnan(float(value)) or not low <= float(value) <= high:
         span = f"a number >= {low:g}" if high == math.inf else f"a number in [{low:g}, {high:g}]"
-        raise OptionError(name, value, span + (" or null" if optional else ""))
+        fix = f"Set {{key}} to {span}{_or_null(optional, null)}"
+        raise RangeError(name, value, span + (" or null" if optional else ""), fix=fix)
+
+
+def did_you_mean_key(key: str, valid: Iterable[str], path: str) -> str:
+    """`did_you_mean` for a key of the node at ``path``: the closest valid key as the full
+    dotted key to write (`` Did you mean 'run.total_steps'?``)."""
+    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)  # (did_you_mean's)
+    return f" Did you mean {(f'{path}.' if path else '') + close[0]!r}?" if close else ""
 
 
 def check_bool(obj: Any, name: str) -> None:
@@ -118,8 +157,9 @@ def one_line(exc: BaseException) -> str:
     return echo_within(text.splitlines()[0].strip()) if text else type(exc).__name__
 
 
-def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigError:
-    """One line for an OmegaConf error: ``<path>: <what>``."""
+def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "", note: str = "") -> ConfigError:
+    """One line for an OmegaConf error: ``<path>: <what>``, then ``note`` (`` (wrapper
+    'time_limit')``), then the fix where there is one."""
     key = str(getattr(exc, "full_key", None) or "")
     if prefix and key and key != prefix and not key.startswith(prefix + "."):
         key = f"{prefix}.{key}"
@@ -133,21 +173,27 @@ def omegaconf_error(exc: OmegaConfBaseException, prefix: str = "") -> ConfigErro
             "or use a plain value"
         )
     if _NOT_A_LIST.match(msg):
-        return ConfigError(_not_a_list(key or prefix, _node_value(getattr(exc, "value", None))))
+        value = _node_value(getattr(exc, "value", None))
+        return ConfigError(_not_a_list(key or prefix, value) + note)
     converted = _CONVERSION.match(msg)
     if converted:
         value, kind, boolean = converted.groups()
         kind = "Boolean" if boolean else kind
         expected = _EXPECTED.get(kind, f"a value of type {kind}")
-        return ConfigError(f"{key or prefix}={value}: expected {expected}; got {value!r}")
+        at = key or prefix
+        fix = f"; set {at} to {expected}" + (
+            f", like {at}={_EXAMPLE[kind]}" if kind in _EXAMPLE else ""
+        )
+        return ConfigError(f"{at}={value}: expected {expected}; got {value!r}{note}{fix}")
     choice = _CHOICE.match(msg)
     if choice:
         value, options = choice.group(1), [o.strip() for o in choice.group(2).split(",")]
         return ConfigError(
             f"{key or prefix}={value}: expected one of {', '.join(options)}."
             f"{did_you_mean(value, options)}".rstrip()
+            + note
         )
-    return ConfigError(f"{where}{msg}")
+    return ConfigError(f"{where}{msg}{note}")
 
 
 _NOT_A_LIST = re.compile(r"Invalid value assigned: \w+ is not a ListConfig, list or tuple")
@@ -191,6 +237,7 @@ _EXPECTED = {
     "Boolean": "true or false",
     "String": "a string",
 }
+_EXAMPLE = {"Integer": "4", "Float": "0.5", "Boolean": "true"}
 
 
 def check_keys(
@@ -209,7 +256,7 @@ def check_keys(
             full = f"{path}.{key}" if path else str(key)
             where = f" of {what}" if what else ""
             raise UnknownKeyError(
-                f"unknown key {full}{where}.{did_you_mean(str(key), names)} "
+                f"unknown key {full}{where}.{did_you_mean_key(str(key), names, path)} "
                 f"Valid keys{' under ' + path if path else ''}: {', '.join(names)}. "
                 f"{fix(str(key)) if callable(fix) else fix}"
             )

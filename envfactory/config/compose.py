@@ -18,10 +18,10 @@ from hydra.errors import (
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from ..errors import ArgumentTypeError, ConfigError, UnknownKeyError, did_you_mean, echo
+from ..errors import ArgumentTypeError, ConfigError, UnknownKeyError, echo
 from ..plugin.manager import Registry, get_registry
 from . import keywords
-from .checks import omegaconf_error, one_line
+from .checks import did_you_mean_key, omegaconf_error, one_line
 from .overrides import override_parse_error, sweep_error
 from .plan import Plan, plan_of
 from .prestart import prestart, records_of
@@ -378,7 +378,7 @@ def unknown_key_error(exc: BaseException, default_key: str = "") -> ConfigError 
     full = str(getattr(exc, "full_key", "") or default_key)
     path, _, key = full.rpartition(".")
     return UnknownKeyError(
-        f"unknown key {full}.{did_you_mean(key, valid)} Valid keys"
+        f"unknown key {full}.{did_you_mean_key(key, valid, path)} Valid keys"
         f"{' under ' + path if path else ''}: {', '.join(sorted(valid))}. "
         f"{_owners_note(path, key) or _PLUS_NOTE}"
     )

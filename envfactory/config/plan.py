@@ -92,7 +92,8 @@ class Plan:
         anyway; ``seeding=spawn`` it cannot honour, and `plan_of` refuses that
         config before anything is built (a ``ConfigError`` naming the vectorizer).
         ``autoreset_mode`` is always passed: it has been part of ``build``'s signature
-        from the start.
+        from the start, and a ``build`` that cannot take it is refused when its
+        ``VectorizerPlugin`` is made.
         """
         options = dict(self.vectorizer_options)
         options["autoreset_mode"] = self.autoreset_mode
@@ -342,7 +343,7 @@ def wrapper_options(
     try:
         merged = OmegaConf.merge(node, options)
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})") from None
+        raise omegaconf_error(exc, prefix=key, note=f" (wrapper {rec.name!r})") from None
     for k in merged:
         if OmegaConf.is_missing(merged, str(k)):
             raise ConfigError(
@@ -354,7 +355,7 @@ def wrapper_options(
     except OptionError as exc:
         raise exc.at(key) from None
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"{omegaconf_error(exc, prefix=key)} (wrapper {rec.name!r})") from None
+        raise omegaconf_error(exc, prefix=key, note=f" (wrapper {rec.name!r})") from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{key} (wrapper {rec.name!r}): {one_line(exc)}") from None
     fields_ = dataclasses.fields(obj)  # type: ignore[arg-type]

@@ -55,6 +55,7 @@ from .registry import (
     conflict_message,
 )
 from .types import EnvFamilyPlugin, VectorizerPlugin, WrapperPlugin
+from .validation import invalid_hookimpl, no_hook
 
 __all__ = [
     "BUILTIN_MODULES",
@@ -128,8 +129,15 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
         plugin is guarded: it runs in pluggy's normal call path, but an exception (also
         ``SystemExit``) is reported by distribution and the plugin's result left out,
         a plugin still busy after `SLOW_AFTER_S` is named, and each result is
-        attributed to its plugin."""
-        registered = super().register(plugin, name)
+        attributed to its plugin. A hook implementation pluggy refuses (one that takes a
+        parameter its hookspec does not give) is a one-line ``PluginValidationError``."""
+        try:
+            registered = super().register(plugin, name)
+        except pluggy.PluginValidationError as exc:
+            if self.is_registered(plugin):  # (pluggy < 1.6 registers part of it first)
+                self.unregister(plugin)
+            why = invalid_hookimpl(self, plugin, name or self.get_canonical_name(plugin), exc)
+            raise pluggy.PluginValidationError(plugin, why) from None
         if registered is None:
             return None
         for caller in self.get_hookcallers(plugin) or []:
@@ -224,7 +232,7 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
                 if not self.get_hookcallers(plugin):  # registered, and does nothing
                     self.unregister(plugin)
                     self.providers.pop(provider.plugin, None)
-                    raise pluggy.PluginValidationError(plugin, _no_hook(plugin))
+                    raise pluggy.PluginValidationError(plugin, no_hook(plugin))
             except (Exception, SystemExit) as exc:  # misspelled hook, bad signature, ...
                 self._fail(provider, "registration", exc)
 
@@ -251,7 +259,8 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
             warnings.warn(note, PluginLoadWarning, stacklevel=4)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException) -> None:
-        error = f"{type(exc).__name__}: {exc}"
+        lines = [ln.strip() for ln in f"{type(exc).__name__}: {exc}".splitlines()]
+        error = "; ".join(ln for ln in lines if ln)  # a warning is one line
         if any((f.provider, f.stage, f.error) == (provider, stage, error) for f in self.failures):
             return  # reported once
         failure = PluginFailure(provider, stage, error, traceback.format_exc())
@@ -407,29 +416,6 @@ class EnvfactoryPluginManager(pluggy.PluginManager):
             if name not in seen:
                 out.append(PluginStatus(provider, "disabled", f"by {reason}"))
         return out
-
-
-def _no_hook(plugin: object) -> str:
-    """Why a plugin whose entry point loaded has no hook implementation: the functions
-    named like hooks that lack ``@envfactory.hookimpl`` (the plugin guide's module with
-    that line left out), else that its module has none at all."""
-    valid = sorted(n for n in vars(spec) if n.startswith(f"{spec.NAME}_"))
-    where = getattr(plugin, "__name__", type(plugin).__name__)
-    named = sorted(
-        n for n in dir(plugin) if n.startswith(f"{spec.NAME}_") and callable(getattr(plugin, n))
-    )
-    if named:
-        hints = "".join(did_you_mean(n, valid) for n in named if n not in valid)
-        return (
-            f"it implements no hook: {', '.join(named)} in {where} "
-            f"{'has' if len(named) == 1 else 'have'} no @envfactory.hookimpl decorator.{hints} "
-            "Put @envfactory.hookimpl on the line above each hook function"
-        )
-    return (
-        f"it implements no hook: {where} has no @envfactory.hookimpl function (hooks: "
-        f"{', '.join(valid)}). Mark each hook function with @envfactory.hookimpl, or point the "
-        "entry point at the module that has them"
-    )
 
 
 def _normalize(name: str) -> str:

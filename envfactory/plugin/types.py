@@ -58,6 +58,30 @@ def _check_fields(kind: str, name: str, fn: Any, fn_field: str, config: type) ->
         )
 
 
+def _check_autoreset_mode(name: str, build: Any) -> None:
+    """``build`` takes ``autoreset_mode`` (a parameter of that name or ``**kwargs``):
+    every build is called with it, so one that cannot take it would fail only when an env
+    is built (``build() got an unexpected keyword argument 'autoreset_mode'``)."""
+    try:
+        params = inspect.signature(build).parameters.values()
+    except (TypeError, ValueError):  # (a builtin without a signature: not checkable)
+        return
+    if any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == "autoreset_mode" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        for p in params
+    ):
+        return
+    takes = [p.name for p in params if p.kind is not p.VAR_POSITIONAL]
+    raise TypeError(
+        f"VectorizerPlugin {name!r}: build takes no autoreset_mode parameter (it takes "
+        f"{', '.join(takes) or 'none'}), but envfactory calls every build with "
+        "autoreset_mode=<gymnasium AutoresetMode>; add an autoreset_mode parameter (e.g. "
+        "autoreset_mode=AutoresetMode.NEXT_STEP) or **kwargs to build and pass it on to the "
+        "VectorEnv it returns"
+    )
+
+
 @dataclass(frozen=True)
 class EnvFamilyPlugin:
     """An environment family: ``env=<name>`` in a config.
@@ -92,7 +116,8 @@ class VectorizerPlugin:
         name: the config name and the value of the vectorizer node's ``name``.
         build: ``build(env_fns, **options) -> gymnasium.vector.VectorEnv``; ``options`` are
             the vectorizer node's checked fields (without ``name``) plus the top-level
-            ``autoreset_mode`` (gymnasium's ``AutoresetMode``) and ``seeding``
+            ``autoreset_mode`` (gymnasium's ``AutoresetMode``: a ``build`` with no such
+            parameter and no ``**kwargs`` is refused here, at registration) and ``seeding``
             (``"offset"`` | ``"spawn"``), when ``build`` takes a ``seeding`` parameter or
             ``**kwargs``; one that does not is called without it under ``seeding=offset``
             and refused at compose time under ``seeding=spawn`` (see
@@ -118,6 +143,7 @@ class VectorizerPlugin:
 
     def __post_init__(self) -> None:
         _check_common("VectorizerPlugin", self.name, self.build, "build", self.config)
+        _check_autoreset_mode(self.name, self.build)
 
 
 @dataclass(frozen=True)

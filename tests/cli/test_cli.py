@@ -135,7 +135,7 @@ BAD_INPUTS = [  # (arguments, a fragment of the one line the user sees)
         "total_steps",
     ),
     (["run.total_steps=0"], "run.total_steps=0: expected an integer >= 1"),
-    (["env.idd=x"], "unknown key env.idd. Did you mean 'id'?"),
+    (["env.idd=x"], "unknown key env.idd. Did you mean 'env.id'?"),
     (["num_envs=abc"], "num_envs=abc: expected an integer; got 'abc'"),
     (["num_envs=0"], "num_envs must be a positive integer, got 0"),
     (["seed=-1"], "seed=-1: expected an integer >= 0 or null"),
@@ -426,7 +426,7 @@ def test_an_experiment_file_s_mistakes_are_one_line_with_the_fix(tmp_path: Path)
     (folder / "nopkg.yaml").write_text("defaults:\n  - override /env: mountaincar\n")
     (folder / "ok.yaml").write_text("# @package _global_\nnum_envs: 2\n")
     for choice, says in (
-        ("+experiment=typo", "unknown key run.total_stepz. Did you mean 'total_steps'?"),
+        ("+experiment=typo", "unknown key run.total_stepz. Did you mean 'run.total_steps'?"),
         ("+experiment=nopkg", "needs '# @package _global_' as its first line"),
         ("experiment=ok", "add your own with '+' (+experiment=NAME)"),
     ):

@@ -55,8 +55,8 @@ KEYS = "Valid keys: autoreset_mode, env, "  # ... num_envs, run, seed, ... wrapp
             ["env.idd=CartPole-v1"],
             ConfigError,
             [
-                "unknown key env.idd. Did you mean 'id'? Valid keys under env: family, id, kwargs,"
-                " max_episode_steps"
+                "unknown key env.idd. Did you mean 'env.id'? Valid keys under env: family, id, "
+                "kwargs, max_episode_steps"
             ],
             id="unknown-key-path",
         ),
@@ -161,7 +161,10 @@ KEYS = "Valid keys: autoreset_mode, env, "  # ... num_envs, run, seed, ... wrapp
         pytest.param(
             ["wrappers=[{name:scale_reward,scael:2}]"],
             ConfigError,
-            ["unknown key wrappers[0].scael of wrapper 'scale_reward'. Did you mean 'scale'?"],
+            [
+                "unknown key wrappers[0].scael of wrapper 'scale_reward'. "
+                "Did you mean 'wrappers[0].scale'?"
+            ],
             id="plugin-wrapper-unknown-option",
         ),
         # every family / vectorizer check, at compose time
@@ -887,3 +890,84 @@ def test_an_env_id_as_the_first_argument_points_to_env_id(first: str, says: str)
         envfactory.make_vec(first, num_envs=4) if "=" not in first else envfactory.make_vec(first)
     assert str(info.value).endswith(says), str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["vectorizer=subproc", "vectorizer.batch_size=0"],
+            "vectorizer.batch_size=0: expected an integer >= 1 or null. "
+            "Set vectorizer.batch_size=1 or more, or null",
+        ),
+        (
+            ["vectorizer=subproc", "vectorizer.in_series=-1"],
+            "vectorizer.in_series=-1: expected an integer >= 1 or null. "
+            "Set vectorizer.in_series=1 or more, or null",
+        ),
+        (
+            ["vectorizer=subproc", "vectorizer.spin_us=-5"],
+            "vectorizer.spin_us=-5: expected an integer >= 0. Set vectorizer.spin_us=0 or more",
+        ),
+        (
+            ["env=atari", "env.frame_skip=0"],
+            "env.frame_skip=0: expected an integer >= 1. Set env.frame_skip=1 or more",
+        ),
+        (
+            ["env=atari", "env.repeat_action_probability=1.5"],
+            "env.repeat_action_probability=1.5: expected a number in [0, 1]. "
+            "Set env.repeat_action_probability to a number in [0, 1]",
+        ),
+        (
+            ["num_envs=abc"],
+            "num_envs=abc: expected an integer; got 'abc'; set num_envs to an integer, "
+            "like num_envs=4",
+        ),
+        (
+            ["run.progress=maybe"],
+            "run.progress=maybe: expected true or false; got 'maybe'; set run.progress to true "
+            "or false, like run.progress=true",
+        ),
+        (  # the wrapper named before the fix, as before
+            ["wrappers=[{name:time_limit,max_episode_steps:x}]"],
+            "wrappers[0].max_episode_steps=x: expected an integer; got 'x' (wrapper "
+            "'time_limit'); set wrappers[0].max_episode_steps to an integer, like "
+            "wrappers[0].max_episode_steps=4",
+        ),
+        (
+            ["run.total_step=100"],
+            "unknown key run.total_step. Did you mean 'run.total_steps'? Valid keys under run: ",
+        ),
+        (["num_env=3"], "unknown key num_env. Did you mean 'num_envs'? Valid keys: "),
+    ],
+)
+def test_a_value_out_of_range_says_how_to_fix_it(overrides: list[str], message: str) -> None:
+    """The trial: ``vectorizer.batch_size=0`` (and in_series, spin_us, frame_skip,
+    num_envs=abc) said only what was expected, and ``run.total_step`` suggested
+    ``total_steps``, not the key to write."""
+    with pytest.raises(ConfigError) as info:
+        envfactory.compose(overrides)
+    assert str(info.value).startswith(message), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_schema_built_directly_names_its_field_in_the_fix() -> None:
+    """(No config path: a schema made in Python, as a plugin's tests do.)"""
+    from envfactory.config.checks import check_int
+
+    @dataclasses.dataclass
+    class Options:
+        batch_size: Any = 0
+
+        def __post_init__(self) -> None:
+            check_int(self, "batch_size", 1, optional=True, null="for a synchronous VecEnv")
+
+    with pytest.raises(OptionError) as info:
+        Options()
+    assert str(info.value) == (
+        "batch_size=0: expected an integer >= 1 or null. Set batch_size=1 or more, or null for "
+        "a synchronous VecEnv"
+    )
+    assert str(info.value.at("vectorizer")).endswith(
+        "Set vectorizer.batch_size=1 or more, or null for a synchronous VecEnv"
+    )

@@ -145,7 +145,7 @@ def _preset(folder: Path, group: str, name: str, text: str) -> Path:
         (
             "timout: 3\n",
             [
-                "unknown key vectorizer.timout. Did you mean 'timeout'?",
+                "unknown key vectorizer.timout. Did you mean 'vectorizer.timeout'?",
                 "Valid keys under vectorizer: ",
             ],
         ),

@@ -164,3 +164,42 @@ def test_the_author_api_exports_the_plan_and_the_rules() -> None:
         assert name in remote.__all__
     for name in ("after_step", "after_reset", "Recover", "Recoverable", "RecoverableFn"):
         assert name in remote.__all__
+
+
+@pytest.mark.parametrize(
+    ("options", "workers", "reason"),
+    [  # 8 envs, every env in a worker, the load given: each branch of in_series null
+        ({"load": 1.0}, (8,), "one worker per core free at build time"),
+        ({"load": 0.0}, (4, 4), "one worker per cpu (every core free at build time)"),
+        ({"load": 5.0}, (4, 4), "one worker per cpu (no core free at build time)"),
+        (
+            {"load": 1.0, "images": True},
+            (4, 4),
+            "one worker per cpu (subproc-atari: image envs, whatever the load)",
+        ),
+        (
+            {"load": 0.0, "cpus": 8, "probe": lambda: 10e-6},
+            (2, 2, 2, 2),
+            "one worker per two cpus (a cheap env: a step of 10 us, under 50 us, on 8+ cpus)",
+        ),
+        (
+            {"load": 0.0, "cpus": 8, "probe": lambda: 1e-3},
+            (1,) * 8,
+            "one worker per cpu (every core free at build time)",
+        ),
+    ],
+)
+def test_the_split_reason_says_what_the_default_did(
+    options: dict[str, Any], workers: tuple[int, ...], reason: str
+) -> None:
+    """It said "one worker per core free at build time" when no core was free (every cpu
+    then gets a worker) and for subproc-atari (a worker per cpu whatever the load), and
+    named the cheap-env rule on 8+ cpus whether or not it applied."""
+    plan = plan_split(8, in_parent=0, **{"cpus": 2, **options})
+    assert plan.workers == workers
+    assert plan.reason.startswith(f"in_series null: {reason}; in_parent=0 ("), plan.reason
+    shared = plan_split(8, in_parent=None, load=0.0, cpus=2)
+    assert shared.in_parent == 4 and shared.reason.startswith(
+        "in_series null: one worker per core but the one left to this process; in_parent null: "
+        "this process steps 4 (a core was idle)"
+    ), shared.reason

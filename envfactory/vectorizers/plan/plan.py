@@ -76,17 +76,26 @@ def plan_split(
         parts = [f"in_series={in_series} as configured"]
     else:  # one worker per core free (a core left to this process's share)
         free = cpus - round(load or 0.0)
-        workers = max(1, cpus - 1) if share else free if 0 < free < cpus and not images else cpus
+        if share:
+            workers, why = max(1, cpus - 1), "one worker per core but the one left to this process"
+        elif images:
+            workers, why = cpus, "one worker per cpu (subproc-atari: image envs, whatever the load)"
+        elif 0 < free < cpus:
+            workers, why = free, "one worker per core free at build time"
+        else:
+            idle = "no core" if free <= 0 else "every core"
+            workers, why = cpus, f"one worker per cpu ({idle} free at build time)"
         in_series = math.ceil((num_envs - share) / workers)
         fewer = math.ceil(num_envs / max(1, cpus // 2))  # one worker per two cpus
         if probe is not None and not share and not images and cpus >= 8 and fewer > in_series:
             seconds = probe()  # (on 8+ cpus, for a step under `CHEAP_STEP_SECONDS`)
             if seconds is not None and seconds < CHEAP_STEP_SECONDS:
                 in_series = fewer
-        why = " but the one left to this process" if share else ""
-        if not share and cpus >= 8:
-            why = " (on 8+ cpus a cheap env's step, under 50 us, puts two or more per worker)"
-        parts = [f"in_series null: one worker per core free at build time{why}"]
+                why = (
+                    f"one worker per two cpus (a cheap env: a step of {seconds * 1e6:.0f} us, "
+                    f"under {CHEAP_STEP_SECONDS * 1e6:.0f} us, on 8+ cpus)"
+                )
+        parts = [f"in_series null: {why}"]
     counts = tuple(b - a for a, b in split_envs(num_envs - share, in_series))
     if in_parent is not None:
         why = "every env isolated in a worker" if in_parent == 0 else "as configured"
