@@ -436,9 +436,9 @@ def test_a_typo_in_an_experiment_file_names_the_file(tmp_path: Path) -> None:
         where = (
             f"in the config file experiment/typo ({Path('my_exps', 'experiment', 'typo.yaml')}): "
         )
-        assert line.startswith(where + "unknown key env.frame_skp. Did you mean 'frame_skip'?"), (
-            line
-        )
+        assert line.startswith(
+            where + "unknown key env.frame_skp. Did you mean 'env.frame_skip'?"
+        ), line
         assert line.endswith("Fix the config file") and "'+'" not in line
 
 
@@ -491,7 +491,9 @@ def test_hydra_full_error_other_than_1_keeps_the_one_line(tmp_path: Path) -> Non
     args = ["env.frame_skp=4", "env=atari", f"hydra.run.dir={tmp_path / 'run'}"]
     off = _cli(args, tmp_path, env={"HYDRA_FULL_ERROR": "0"})
     assert off.returncode == 2
-    assert _one_line(off.stderr).startswith("unknown key env.frame_skp. Did you mean 'frame_skip'?")
+    assert _one_line(off.stderr).startswith(
+        "unknown key env.frame_skp. Did you mean 'env.frame_skip'?"
+    )
     on = _cli(args, tmp_path, env={"HYDRA_FULL_ERROR": "1"})
     assert "Traceback" in on.stderr
 
