@@ -277,7 +277,7 @@ class AttrEnv(gym.Env):
 def interrupt_after_next_write(handle: Any) -> None:
     """A real Ctrl-C (SIGINT to this process) right after ``handle``'s next pipe message
     is written (issue 37: a call holds it until its wait, see ``ctrl_c``)."""
-    _ctrl_c_after(handle, "_flush")
+    _ctrl_c_after(handle, "flush")
 
 
 def interrupt_after_next_read(handle: Any) -> None:

@@ -267,7 +267,7 @@ def test_ctrl_c_while_a_stopped_worker_holds_a_begun_answer_ends_it() -> None:
     """A begun pipe answer is read whole with Ctrl-C held; a worker stopped in the middle of
     writing it (a 4 MB answer: many writes) with no ``timeout`` held that read, and every
     Ctrl-C, for good. Now a held Ctrl-C and 0.2 s with nothing read kill it, as a message
-    the worker does not read (`PipeHandle._flush`): a WorkerError naming the worker."""
+    the worker does not read (`PipeHandle.flush`): a WorkerError naming the worker."""
     from envfactory.errors import WorkerError
 
     with SubprocVecEnv([Maker(obs_dim=2**20)] * 2, in_series=1, context="fork") as envs:

@@ -879,7 +879,7 @@ def _bare_board(handles: list) -> Any:
 def _fake_handle(index: int, fd: int) -> Any:
     from types import SimpleNamespace
 
-    h = SimpleNamespace(index=index, _fd=fd, done=os.eventfd(0), via_slot=False, seq=1)
+    h = SimpleNamespace(index=index, _fd=fd, done=os.eventfd(0), via_slot=False, seq=1, unsent=b"")
     h.spin_us, h.stop = 0, index + 1
     h.fileno = lambda: h._fd
     return h

@@ -145,6 +145,31 @@ def test_ctrl_c_while_send_waits_for_a_busy_worker_is_raised_at_once_and_loses_n
         assert envs.pids == pids
 
 
+def test_a_send_cut_by_ctrl_c_is_finished_before_its_answer_is_awaited() -> None:
+    """The same cut send to a worker with nothing else in flight (stopped for 0.5 s, as a
+    descheduled worker is): the pool's wait for the first ready worker writes the rest of
+    the message first. Before, only a read of that worker wrote it, and the pool's wait
+    never named the worker: ``recv`` waited until ``timeout`` killed it (a hostile trial)."""
+    with SubprocPool([BigActionMaker()] * 4, 2, in_series=2, timeout=5.0, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv(env_ids=[0, 1, 2, 3])
+        pid = envs.pids[0]
+        os.kill(pid, signal.SIGSTOP)
+        cont = threading.Timer(0.5, os.kill, (pid, signal.SIGCONT))
+        cut = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+        cont.start(), cut.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                envs.send(np.full((2, 100_000), 0.25), [0, 1])  # float64: by pipe, in parts
+        finally:
+            cont.join(), cut.join()
+        t0 = time.monotonic()
+        obs, rew, *_ = envs.recv(env_ids=[0, 1])
+        assert time.monotonic() - t0 < 2.0
+        assert rew.tolist() == [0.25, 0.25] and obs[:, 0].tolist() == [1.0, 1.0]
+        assert envs.pids[0] == pid
+
+
 # -- a second Ctrl-C at a precise place (issue 26.4; found by a review of the change) ----
 def _pool(**maker: float) -> SubprocPool:
     """4 envs in 2 workers of 2, ``batch_size=1``, every env's first result received."""

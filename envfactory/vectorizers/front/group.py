@@ -172,7 +172,7 @@ class WorkerGroup:
         sent = 0
         h: Any = None
         try:
-            with held_ctrl_c():  # (a worker that does not read: see `PipeHandle._flush`)
+            with held_ctrl_c():  # (a worker that does not read: see `PipeHandle.flush`)
                 for h in handles:
                     h.send(cmd, data_of(h))
                     sent += 1

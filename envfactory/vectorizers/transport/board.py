@@ -333,7 +333,11 @@ class Board:
         """The pool's wait ("the first ready"; a handle's own wait for its step too): the
         workers of ``owing`` whose answer (or end) is there, waiting up to ``timeout`` seconds
         (0: look only; None: no limit) for the first. Pipes are polled when a step went by
-        pipe, and by the sleep."""
+        pipe, and by the sleep. The rest of a message a Ctrl-C cut is written first (its
+        worker answers nothing before it has it all)."""
+        for w in owing:
+            if w.unsent:
+                w.flush()
         piped = [w for w in owing if not w.via_slot]
         poll, pipes, workers = self._fds() if piped else None, self._pipes, self.workers
         woken: list = []  # workers whose pipe woke the sleep

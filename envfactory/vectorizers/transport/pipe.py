@@ -147,7 +147,7 @@ class PipeHandle(WorkerHandle):
         if self.unsent:  # (the rest of a message a Ctrl-C cut: it goes first)
             if cmd == Cmd.CLOSE:
                 raise OSError("a message is still being written")  # close kills it instead
-            self._flush()
+            self.flush()
         seq = self.sent + 1
         wire = cmd.value if isinstance(cmd, Cmd) else cmd  # a plain string on the pipe
         # (the hot paths: no cloudpickle)
@@ -155,9 +155,9 @@ class PipeHandle(WorkerHandle):
         # (an answer kept for an older seq stays: the async pool may ask for it again)
         self.unsent = self.sender.frame((wire, seq, data), plain)  # (taken: see `unsent`)
         self.sent, self.seq, self.via_slot = seq, seq, False
-        self._flush()
+        self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Write ``unsent``; a worker that does not read it within ``write_timeout`` (or, with
         none, by a held Ctrl-C) is killed (`recv` says so)."""
         fd, poll, t = self._fd, None, self.write_timeout
@@ -194,7 +194,7 @@ class PipeHandle(WorkerHandle):
     def recv(self, deadline: float | None, call: str) -> Any:
         self._deadline = deadline  # (an answer kept: asked again after an interrupt, `_recv`)
         if self.unsent:
-            self._flush()
+            self.flush()
         if self._write_failed:
             raise TimeoutError(self._write_failed)
         if self.via_slot:
@@ -240,7 +240,7 @@ class PipeHandle(WorkerHandle):
                     continue
                 if t <= _SLICE:
                     raise TimeoutError from None
-                if HOLD.pending is not None:  # a held Ctrl-C and nothing read: as `_flush`
+                if HOLD.pending is not None:  # a held Ctrl-C and nothing read: as `flush`
                     self.kill()
                     raise self.error(WorkerDiedError, "stopped mid-answer (killed)", call) from None
                 continue
