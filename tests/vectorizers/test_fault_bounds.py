@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -203,3 +204,28 @@ def test_parent_sigkill_leaves_no_busy_or_stopped_worker(
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+def test_a_wait_cut_by_ctrl_c_keeps_the_calls_deadline() -> None:
+    """``vectorizer.timeout`` is one deadline from the step's post: a ``step_wait()`` after a
+    Ctrl-C waits for what is left of it, not a fresh ``timeout`` (a hostile trial: a Ctrl-C
+    every 0.5 s with ``timeout=2`` and a hung worker never timed out in 20 s; the pool already
+    kept its deadline)."""
+    envs = SubprocVecEnv([Maker(fault="hang", at_step=2)] + [Maker()] * 3, in_series=2,
+                         context="fork", timeout=1.0)  # fmt: skip
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))
+        t0 = time.monotonic()
+        envs.step_async(np.zeros(4, np.int64))  # env 0 hangs
+        for _ in range(2):
+            timer = threading.Timer(0.35, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                envs.step_wait()
+            timer.join()
+        with pytest.raises(WorkerTimeoutError, match=r"worker 0 .*did not answer within 1 s"):
+            envs.step_wait()
+        assert time.monotonic() - t0 < 1.3  # (a fresh second a wait: 1.7 s)
+    finally:
+        envs.close()

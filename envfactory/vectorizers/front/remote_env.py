@@ -106,6 +106,7 @@ class RemoteVecEnv(VecEnvBase):
     `CallGuard` and its `Supervisor`, whose outcomes it applies to its own state (`apply`)."""
 
     _resumes = True  # (a call is cut only in its wait, which it repeats: `CallState`)
+    _posted_at = 0.0  # when the call in progress was posted (its waits' one deadline)
 
     def __init__(
         self, group: WorkerGroup, autoreset_mode: Any = "next_step", seeding: str = "offset", *,
@@ -167,7 +168,7 @@ class RemoteVecEnv(VecEnvBase):
                 part = None if mask is None else mask[h.start : h.stop]
                 h.last_reset = Reset(seeds[h.start : h.stop], options, part)
             group.send(Cmd.RESET, group.handles, lambda h: h.last_reset)
-            self._pending = PendingCall.RESET
+            self._pending, self._posted_at = PendingCall.RESET, time.monotonic()
         finally:
             self._guard.leave()
 
@@ -177,7 +178,7 @@ class RemoteVecEnv(VecEnvBase):
             if self._pending is not PendingCall.NONE or self._broken is not None:
                 self._check_ready("step_async", "step")  # again, now under the call guard
             self.group.post_step(actions)
-            self._pending = PendingCall.STEP
+            self._pending, self._posted_at = PendingCall.STEP, time.monotonic()
         finally:
             self._guard.leave()
 
@@ -188,7 +189,9 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter(f"{call}_wait")
         group = self.group
         try:
-            answers = group.gather(call, None, self.timeout if timeout is None else timeout)
+            own = self.timeout  # (a wait cut by Ctrl-C: the same deadline, from the post)
+            deadline = None if timeout is not None or own is None else self._posted_at + own
+            answers = group.gather(call, None, own if timeout is None else timeout, deadline)
             batch = group.collect(group.handles, answers, mask)
             if self._unchecked:  # the first batch of a step and of a reset, until one passes
                 check_batch(batch, self.num_envs, self.single_observation_space, group, call)
@@ -218,7 +221,7 @@ class RemoteVecEnv(VecEnvBase):
                 group.send(cmd, handles, lambda h: SetAttr(
                     r.name, [value_of[h.start + i] for i in local_of[id(h)]], local_of[id(h)]
                 ))  # fmt: skip
-            self._calls = (cmd, asked, r.indices)
+            self._calls, self._posted_at = (cmd, asked, r.indices), time.monotonic()
         finally:
             self._guard.leave()
 
@@ -226,8 +229,10 @@ class RemoteVecEnv(VecEnvBase):
         self._guard.enter("call_wait")
         try:
             cmd, asked, indices = self._calls
-            own = self.timeout if timeout is None else timeout  # (the deadline: gather's)
-            results = self.group.gather(cmd, [h for h, _ in asked], own)
+            own = self.timeout  # (as `_finish_step`'s)
+            deadline = None if timeout is not None or own is None else self._posted_at + own
+            wait = own if timeout is None else timeout
+            results = self.group.gather(cmd, [h for h, _ in asked], wait, deadline)
             by_index: dict[int, Any] = {}
             for (h, loc), answer in zip(asked, results):
                 answer = per_env_answer(answer, len(loc), self.group, h.label, cmd)
