@@ -841,6 +841,25 @@ def test_send_without_env_ids_is_every_env_as_in_envpool(no_leaks: None) -> None
         assert rew.tolist() == [1.0] * 4
 
 
+def test_a_bad_action_in_a_send_names_its_env_id(no_leaks: None) -> None:
+    """A send's rows are named by their env ids (a hostile trial: ``actions[2] = 7`` of
+    ``send(..., [4, 5, 6, 7])`` said "env 2", and a shape error said ``num_envs=4`` of an
+    8-env pool with advice that gives 8 rows); the pool stays usable."""
+    with SubprocPool([Maker() for _ in range(8)], 4, in_series=4, context="fork") as envs:
+        envs.async_reset(seed=0)
+        envs.recv(env_ids=[4, 5, 6, 7])
+        with pytest.raises(InvalidActionError, match=r"^actions\[2\] = 7 \(env 6\) is not in"):
+            envs.send(np.array([0, 1, 7, 0]), [4, 5, 6, 7])
+        with pytest.raises(
+            InvalidActionError,
+            match=r"expects \(4,\) \(4 env_ids \[4, 5, 6, 7\], single_action_space=.*\); pass "
+            r"one action per env id, e\.g\. np\.stack\(\[envs\.single_action_space\.sample",
+        ):
+            envs.send(np.zeros((4, 2), np.int64), [4, 5, 6, 7])
+        envs.send(np.ones(4, np.int64), [4, 5, 6, 7])
+        assert envs.recv(env_ids=[4, 5, 6, 7])[1].tolist() == [1.0] * 4
+
+
 def test_step_without_env_ids_after_recv_says_to_pass_the_ids(no_leaks: None) -> None:
     """``step(actions)`` with a batch's actions after ``recv`` points at ``step(actions,
     env_ids)`` (the shape check's advice, one action per env, led to ``AlreadyPendingError``);

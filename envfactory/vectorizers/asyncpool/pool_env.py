@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -90,7 +91,10 @@ class PoolVecEnv(RemoteVecEnv):
         checker = self._checkers.get(len(ids))
         if checker is None:
             checker = self._checkers[len(ids)] = action_checker(self.single_action_space, len(ids))
-        actions = checker(actions)
+        try:
+            actions = checker(actions)
+        except InvalidActionError as err:  # (a row named by its env id, not its position)
+            raise InvalidActionError(_by_ids(str(err), ids)) from None
         if not self._ready:
             raise ResetNeededError(
                 "send() before any reset: call envs.async_reset(seed=...) (or envs.reset()) first"
@@ -185,6 +189,23 @@ class PoolVecEnv(RemoteVecEnv):
         self._guarded("step_async", "step", self.pool.expect_drained, "step")
         super()._start_step(actions)
         self.pool.forget(range(self.num_envs))  # (every env's pool result is superseded)
+
+
+def _by_ids(message: str, ids: list[int]) -> str:
+    """The batch check's ``message`` for ``send``'s rows: row ``k`` is env ``ids[k]``."""
+    message = re.sub(
+        r"\[(\d+)\] = (.*?) \(env \d+\)",
+        lambda m: f"[{m[1]}] = {m[2]} (env {ids[int(m[1])]})",
+        message,
+        count=1,
+    )
+    return message.replace(
+        f"(num_envs={len(ids)}, ", f"({len(ids)} env_ids {show_ids(ids)}, "
+    ).replace(
+        "pass one action per env, e.g. envs.action_space.sample()",
+        "pass one action per env id, e.g. np.stack([envs.single_action_space.sample() for _ in "
+        "env_ids])",
+    )
 
 
 def _batch_len(actions: Any) -> int | None:
