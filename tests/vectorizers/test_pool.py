@@ -841,6 +841,28 @@ def test_send_without_env_ids_is_every_env_as_in_envpool(no_leaks: None) -> None
         assert rew.tolist() == [1.0] * 4
 
 
+def test_a_dead_worker_is_reported_while_the_others_are_always_ready(no_leaks: None) -> None:
+    """With 2 ms of learner work per batch the other workers are always done when ``recv``
+    asks, so the wait never sleeps (where every pipe is polled): a SIGKILLed worker was
+    reported 0.6-2.5 s late (a hostile trial). The wait now looks at every pipe at least every
+    `PIPE_LOOK` (10 ms)."""
+    with SubprocPool([Maker() for _ in range(6)], 2, in_series=2, context="fork") as envs:
+        envs.async_reset(seed=0)
+        for _ in range(20):
+            *_, infos = envs.recv()
+            time.sleep(0.002)
+            envs.send(np.ones(2, np.int64), infos["env_id"])
+        victim = envs.pids[0]
+        killed = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        with pytest.raises(WorkerDiedError, match=r"worker 0 .*died"):
+            while time.monotonic() - killed < 5.0:
+                *_, infos = envs.recv()
+                time.sleep(0.002)
+                envs.send(np.ones(2, np.int64), infos["env_id"])
+        assert time.monotonic() - killed < 0.3
+
+
 def test_a_bad_action_in_a_send_names_its_env_id(no_leaks: None) -> None:
     """A send's rows are named by their env ids (a hostile trial: ``actions[2] = 7`` of
     ``send(..., [4, 5, 6, 7])`` said "env 2", and a shape error said ``num_envs=4`` of an

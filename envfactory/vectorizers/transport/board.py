@@ -73,6 +73,9 @@ NAP_MARGIN = 300e-6
 MAX_NAP = 4e-3
 #: how many recent waits predict the next one (the shortest of them)
 RECENT = 8
+#: the pool's wait looks at every worker's pipe at least this often (a dead worker's hang-up
+#: shows there, while its slot says nothing and the other workers keep the wait from sleeping)
+PIPE_LOOK = 0.01
 
 
 class Waiter:
@@ -232,6 +235,7 @@ class Board:
         self.waiter_ready = Waiter(self.waiter.max_spin, nap=False)  # (the pool's: no nap)
         self._poll: Any = None
         self._pipes: dict[int, int] = {}  # pipe -> worker (the rest are eventfds)
+        self._look_at = 0.0  # when `ready` looks at every pipe next (`PIPE_LOOK`)
 
     def post(self, actions: Any, some: Sequence[PipeHandle] | None = None) -> bool:
         """Ask every worker (or the consecutive workers ``some``, whose rows ``actions`` are:
@@ -339,6 +343,9 @@ class Board:
             if w.unsent:
                 w.flush()
         piped = [w for w in owing if not w.via_slot]
+        now = time.monotonic()
+        if now >= self._look_at:  # every pipe now and then: a hang-up goes by no slot
+            piped, self._look_at = list(owing), now + PIPE_LOOK
         poll, pipes, workers = self._fds() if piped else None, self._pipes, self.workers
         woken: list = []  # workers whose pipe woke the sleep
         got: list = []
@@ -356,7 +363,7 @@ class Board:
 
         if check() or timeout == 0:
             return got
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else now + timeout
 
         def wake(k: int) -> bool:
             if workers[k] in owing and workers[k] not in woken:
