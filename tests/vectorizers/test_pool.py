@@ -31,6 +31,7 @@ from envfactory.errors import (
     ClosedError,
     ConfigError,
     InvalidActionError,
+    InvalidSeedError,
     NoPendingCallError,
     RemoteEnvError,
     ResetNeededError,
@@ -861,6 +862,16 @@ def test_a_dead_worker_is_reported_while_the_others_are_always_ready(no_leaks: N
                 time.sleep(0.002)
                 envs.send(np.ones(2, np.int64), infos["env_id"])
         assert time.monotonic() - killed < 0.3
+
+
+@pytest.mark.parametrize("seed", [-1, "x", [0, 1]])
+def test_a_bad_seed_of_async_reset_names_async_reset(seed: Any, no_leaks: None) -> None:
+    """It said ``reset(seed=-1)`` (a hostile trial); the pool stays usable."""
+    with SubprocPool([Maker() for _ in range(4)], 2, in_series=2, context="fork") as envs:
+        with pytest.raises(InvalidSeedError, match=r"^async_reset\(seed="):
+            envs.async_reset(seed=seed)
+        envs.async_reset(seed=0)
+        assert len(envs.recv()[1]) == 2
 
 
 def test_a_bad_action_in_a_send_names_its_env_id(no_leaks: None) -> None:

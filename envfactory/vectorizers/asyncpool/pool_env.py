@@ -51,7 +51,7 @@ class PoolVecEnv(RemoteVecEnv):
         """Start resetting every env (seeds as `reset`); `recv` returns them ``batch_size``
         at a time. Raises ``AlreadyPendingError`` while envs are in flight or not received."""
         self._check_ready("async_reset", "async_reset")
-        seeds = seeds_for(seed, self.num_envs, self.seeding)
+        seeds = seeds_for(seed, self.num_envs, self.seeding, "async_reset")
         if options and "reset_mask" in options:
             raise ValueError(
                 "async_reset() resets every env; for a reset_mask use reset(options=...) "

@@ -90,14 +90,14 @@ def autoreset_mode(value: Any) -> AutoresetMode:
     raise ConfigError(f"autoreset_mode must be one of {names}; got {value!r}")
 
 
-def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
-    """Per-env seeds for ``reset(seed=...)`` of ``n`` envs."""
+def seeds_for(seed: Any, n: int, seeding: str, call: str = "reset") -> list[int | None]:
+    """Per-env seeds for ``reset(seed=...)`` (or ``call``'s) of ``n`` envs."""
     if seed is None:
         return [None] * n
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         if seed < 0:
             raise InvalidSeedError(
-                f"reset(seed={seed}): the seed must be an int >= 0 (env i gets seed + i), "
+                f"{call}(seed={seed}): the seed must be an int >= 0 (env i gets seed + i), "
                 "a list with one such seed (or None) per env, or None"
             )
         if seeding == "spawn":
@@ -106,13 +106,13 @@ def seeds_for(seed: Any, n: int, seeding: str) -> list[int | None]:
         return [int(seed) + i for i in range(n)]
     if isinstance(seed, (str, bytes, Mapping)) or not isinstance(seed, Iterable):
         raise InvalidSeedError(
-            f"reset(seed={seed!r}): the seed must be an int >= 0 (env i gets seed + i), a "
+            f"{call}(seed={seed!r}): the seed must be an int >= 0 (env i gets seed + i), a "
             f"list of {n} seeds (int >= 0 or None), or None; got {type(seed).__name__}"
         )
     seeds = list(seed)
     if len(seeds) != n:
         raise InvalidSeedError(
-            f"reset(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
+            f"{call}(seed=[...]) needs one seed per env: got {len(seeds)} seeds for "
             f"num_envs={n}; pass an int (env i gets seed+i) or a list of {n}"
         )
     for i, s in enumerate(seeds):  # each None or an int >= 0
