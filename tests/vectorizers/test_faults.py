@@ -908,7 +908,23 @@ def test_close_from_another_thread_during_a_step(no_leaks: None) -> None:
     assert time.monotonic() - t0 < FAULT_SECONDS
     assert isinstance(box.get("error"), ClosedError), box
     assert "closed from thread 'MainThread' meanwhile" in str(box["error"])
+    assert str(box["error"]).startswith("step() did not finish")
     assert not any(_running(p) for p in envs.pids)
+
+
+def test_close_from_another_thread_during_a_pool_recv_names_recv(no_leaks: None) -> None:
+    """It said ``step() did not finish`` (the pool's kind of message; a hostile trial)."""
+    from envfactory.vectorizers.asyncpool.pool import SubprocPool
+
+    envs = SubprocPool([Maker(step_sleep=2.0) for _ in range(4)], 4, in_series=2, context="fork")
+    envs.async_reset(seed=0)
+    envs.recv()
+    envs.send(ACTIONS, [0, 1, 2, 3])  # (a step of 2 s)
+    thread, box = _in_thread(envs.recv)
+    envs.close()
+    thread.join(5)
+    assert isinstance(box.get("error"), ClosedError), box
+    assert str(box["error"]).startswith("recv() did not finish: the SubprocPool was closed")
 
 
 FORK_SCRIPT = """

@@ -157,8 +157,10 @@ class WorkerGroup:
                 WorkerTimeoutError, f"{what} within {budget:.3g} s and was killed", call
             ) from None
         except WorkerDiedError:
-            closed_by = self.env._closed_by
+            closed_by, active = self.env._closed_by, self.env._guard.active
             if closed_by is not None:
+                if active and not active[0].endswith("_wait"):  # the pool's recv, not its step
+                    call = active[0]
                 raise ClosedError(
                     f"{call}() did not finish: the {self.env.__class__.__name__} was closed from "
                     f"thread {closed_by!r} meanwhile"
