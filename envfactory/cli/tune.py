@@ -297,7 +297,8 @@ def series_ladder(num_envs: int, cpus: int) -> list[int]:
     """The ``in_series`` values tried: one env per worker, then one worker per core, half
     as many workers, a quarter... down to two workers. Cheap envs on many cores can be
     fastest with few workers (the parent pays for every worker every step: on 16 cores 16
-    CartPoles stepped 1.7x faster in 4 workers than in the default 15 with one env each),
+    CartPoles stepped 1.7x faster in 4 workers than in 15 with one env each, the default
+    before it put cheap envs two to a worker),
     expensive ones with a worker per core (64 Pongs: 1.8x faster in 16 workers than in 8);
     which holds for an env only a measurement says.
 

@@ -898,12 +898,12 @@ def test_an_env_id_as_the_first_argument_points_to_env_id(first: str, says: str)
         (
             ["vectorizer=subproc", "vectorizer.batch_size=0"],
             "vectorizer.batch_size=0: expected an integer >= 1 or null. "
-            "Set vectorizer.batch_size=1 or more, or null",
+            "Set vectorizer.batch_size=1 or more, or null for a synchronous VecEnv",
         ),
         (
             ["vectorizer=subproc", "vectorizer.in_series=-1"],
             "vectorizer.in_series=-1: expected an integer >= 1 or null. "
-            "Set vectorizer.in_series=1 or more, or null",
+            "Set vectorizer.in_series=1 or more, or null for one worker per core",
         ),
         (
             ["vectorizer=subproc", "vectorizer.spin_us=-5"],

@@ -116,12 +116,13 @@ class SubprocConfig(FaultOptions):
     in_parent: Optional[int] = 0  # noqa: UP045
 
     def __post_init__(self) -> None:
-        check_int(self, "in_series", 1, optional=True)
+        check_int(self, "in_series", 1, optional=True, null="for one worker per core")
         check_choice(self, "context", START_METHODS)
         check_bool(self, "shared_memory")
         check_int(self, "spin_us", 0)
-        check_int(self, "batch_size", 1, optional=True)  # <= num_envs: config.compose
-        check_int(self, "in_parent", 0, optional=True)
+        # (batch_size <= num_envs: config.compose)
+        check_int(self, "batch_size", 1, optional=True, null="for a synchronous VecEnv")
+        check_int(self, "in_parent", 0, optional=True, null="to decide at build time")
         super().__post_init__()  # the fault options
 
     def check_config(self, top: Any) -> None:
@@ -176,8 +177,8 @@ class AutoConfig(SubprocConfig):
     An env in this process is not isolated (a crash of its simulator ends your program)
     and can be neither timed out nor restarted. Every env stays where it was built.
     Measured on 2 cores, 16 CartPoles: 1.39x ``dummy`` idle (every env in a worker:
-    1.11x; docs/bench_cartpole_readme.json); with a busy core 0.99x (every env in a worker:
-    0.59x)."""
+    1.11x; docs/bench_cartpole_readme.json); with a busy core 1.01x (every env in a worker:
+    0.73x; docs/benchmarks.md, "Under load, after issue 26")."""
 
     name: str = "auto"
     in_parent: Optional[int] = None  # noqa: UP045
