@@ -182,6 +182,8 @@ def _run_sb3_tests(name: str, tmp_path: Path) -> None:
         (tmp_path / f"{module}.py").write_text(rebind(source, names))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")  # none of this repository's settings
     junit = tmp_path / "junit.xml"
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     proc = subprocess.run(
         [
             sys.executable,
@@ -199,6 +201,8 @@ def _run_sb3_tests(name: str, tmp_path: Path) -> None:
             *(f"{module}.py" for module in copies),
         ],
         cwd=tmp_path,
+        # (SB3's logger makes a folder in the temp dir at each learn(): kept in ours, removed)
+        env={**os.environ, "TMPDIR": str(temp)},
         capture_output=True,
         text=True,
         timeout=2900,
