@@ -96,12 +96,9 @@ class WorkerGroup:
 
     def post_step(self, actions: Any) -> None:
         """Send each worker its rows of the (checked) action batch."""
-        batch = (
-            actions
-            if isinstance(actions, np.ndarray)
-            else list(iterate(self.env.action_space, actions))
-        )
-        self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop])
+        if not isinstance(actions, np.ndarray):
+            actions = list(iterate(self.env.action_space, actions))
+        self.send(Cmd.STEP, self.handles, lambda h: actions[h.start : h.stop])
 
     def release(self, everything: bool) -> None:
         """Free what is left once the workers are gone (``everything`` False: keep what
