@@ -43,11 +43,9 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
     if len(frames) == 0:
         raise ValueError("tile_images needs at least one frame")
     arrs = [np.asarray(f) for f in frames]
-    n = len(arrs)
-    ncols = ncols or int(np.ceil(np.sqrt(n)))
-    nrows = int(np.ceil(n / ncols))
-    h, w = arrs[0].shape[:2]
-    rest = arrs[0].shape[2:]
+    ncols = ncols or int(np.ceil(np.sqrt(len(arrs))))
+    nrows = int(np.ceil(len(arrs) / ncols))
+    h, w, *rest = arrs[0].shape
     out = np.zeros((nrows * h, ncols * w, *rest), dtype=arrs[0].dtype)
     for k, a in enumerate(arrs):
         r, c = divmod(k, ncols)
