@@ -251,7 +251,6 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
             warnings.warn(
                 f"close() called while a {p}_async() is pending: its result is dropped "
                 f"(call {p}_wait() before close() to keep it)",
-                UserWarning,
                 stacklevel=2,
             )
         try:
