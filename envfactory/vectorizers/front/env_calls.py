@@ -61,9 +61,8 @@ class PoolOnly:
         self.name = name
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:  # (it always raises)
-        cls = type(obj) if obj is not None else objtype
         raise AttributeError(
-            f"{getattr(cls, '__name__', 'this VectorEnv')} has no {self.name}(): "
+            f"{getattr(objtype, '__name__', 'this VectorEnv')} has no {self.name}(): "
             "async_reset/recv/send belong to the async pool, which vectorizer=subproc (or "
             "subproc-atari) builds with vectorizer.batch_size=N (recv returns the first N envs "
             "ready); this VectorEnv steps every env at once with reset()/step()",
