@@ -233,10 +233,7 @@ class WorkerGroup:
                     check_spaces(rebuilt, self.env_id, spaces, h.start)
                     if call == "reset":
                         assert h.last_reset is not None
-                        h.send(
-                            Cmd.RESTART_RESET,
-                            RestartReset(last_obs=last, done=flags, reset=h.last_reset),
-                        )
+                        h.send(Cmd.RESTART_RESET, RestartReset(last, flags, reset=h.last_reset))
                     else:
                         h.send(Cmd.RESTARTED, Restarted(last, flags))
                     deadline = None if env.timeout is None else time.monotonic() + env.timeout
