@@ -38,8 +38,7 @@ Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
 
 @runtime_checkable
 class Backend(Protocol):
-    """What the front asks of a backend: start, post a step, wait for all, collect a batch,
-    rebuild one worker, release what is left (`WorkerGroup` implements it)."""
+    """What the front asks of a backend (`WorkerGroup` implements it)."""
 
     num_envs: int
     env_id: str
