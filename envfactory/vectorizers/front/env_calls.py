@@ -45,8 +45,8 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
     arrs = [np.asarray(f) for f in frames]
     ncols = ncols or int(np.ceil(np.sqrt(len(arrs))))
     nrows = int(np.ceil(len(arrs) / ncols))
-    h, w, *rest = arrs[0].shape
-    out = np.zeros((nrows * h, ncols * w, *rest), dtype=arrs[0].dtype)
+    h, w = arrs[0].shape[:2]
+    out = np.zeros((nrows * h, ncols * w, *arrs[0].shape[2:]), dtype=arrs[0].dtype)
     for k, a in enumerate(arrs):
         r, c = divmod(k, ncols)
         out[r * h : (r + 1) * h, c * w : (c + 1) * w] = a
