@@ -51,9 +51,6 @@ class DummyVecEnv(VecEnvBase):
         self._init_spaces(envs)
         self._runner = EnvRunner(envs, self.autoreset_mode)
         self._obs = create_empty_array(self.single_observation_space, n=self.num_envs)
-        self._array_actions = isinstance(
-            self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
-        )
         # a Ctrl-C during a step or reset is held until every env is done (see _stepped)
         self._holds = HOLD.use()
 
@@ -99,8 +96,8 @@ class DummyVecEnv(VecEnvBase):
         return batch
 
     def _per_env(self, actions: Any) -> Any:
-        if self._array_actions and isinstance(actions, np.ndarray):
-            return actions  # actions[i] is what iterate() would give
+        if isinstance(actions, np.ndarray):  # (checked: actions[i] is what iterate() would give)
+            return actions
         return list(iterate(self.action_space, actions))
 
     def _start_step(self, actions: Any) -> None:

@@ -123,8 +123,7 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
 
     #: how the envs were placed and why ([`Split`][envfactory.vectorizers.record.Split])
     split: Split | None = None
-    #: ``check_actions(actions)``: the batch (a list as a numpy array), or an
-    #: `InvalidActionError` naming the env and value
+    #: `action_checker` of ``single_action_space`` (set by `_init_spaces`)
     check_actions: Callable[[Any], Any]
     # a backend's halves (`_finish_step` finishes a reset too, while ``_pending`` is RESET)
     _start_reset: Callable[[list, dict | None, np.ndarray | None], None]
@@ -251,7 +250,6 @@ class VecEnvBase(EnvCalls, VectorEnv, AbstractContextManager):
             warnings.warn(
                 f"close() called while a {p}_async() is pending: its result is dropped "
                 f"(call {p}_wait() before close() to keep it)",
-                UserWarning,
                 stacklevel=2,
             )
         try:

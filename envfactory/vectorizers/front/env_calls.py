@@ -43,12 +43,10 @@ def tile_images(frames: Sequence[np.ndarray], ncols: int | None = None) -> np.nd
     if len(frames) == 0:
         raise ValueError("tile_images needs at least one frame")
     arrs = [np.asarray(f) for f in frames]
-    n = len(arrs)
-    ncols = ncols or int(np.ceil(np.sqrt(n)))
-    nrows = int(np.ceil(n / ncols))
+    ncols = ncols or int(np.ceil(np.sqrt(len(arrs))))
+    nrows = int(np.ceil(len(arrs) / ncols))
     h, w = arrs[0].shape[:2]
-    rest = arrs[0].shape[2:]
-    out = np.zeros((nrows * h, ncols * w, *rest), dtype=arrs[0].dtype)
+    out = np.zeros((nrows * h, ncols * w, *arrs[0].shape[2:]), dtype=arrs[0].dtype)
     for k, a in enumerate(arrs):
         r, c = divmod(k, ncols)
         out[r * h : (r + 1) * h, c * w : (c + 1) * w] = a
@@ -63,9 +61,8 @@ class PoolOnly:
         self.name = name
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:  # (it always raises)
-        cls = type(obj) if obj is not None else objtype
         raise AttributeError(
-            f"{getattr(cls, '__name__', 'this VectorEnv')} has no {self.name}(): "
+            f"{getattr(objtype, '__name__', 'this VectorEnv')} has no {self.name}(): "
             "async_reset/recv/send belong to the async pool, which vectorizer=subproc (or "
             "subproc-atari) builds with vectorizer.batch_size=N (recv returns the first N envs "
             "ready); this VectorEnv steps every env at once with reset()/step()",

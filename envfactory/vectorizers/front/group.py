@@ -38,8 +38,7 @@ Batch = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]
 
 @runtime_checkable
 class Backend(Protocol):
-    """What the front asks of a backend: start, post a step, wait for all, collect a batch,
-    rebuild one worker, release what is left (`WorkerGroup` implements it)."""
+    """What the front asks of a backend (`WorkerGroup` implements it)."""
 
     num_envs: int
     env_id: str
@@ -96,12 +95,9 @@ class WorkerGroup:
 
     def post_step(self, actions: Any) -> None:
         """Send each worker its rows of the (checked) action batch."""
-        batch = (
-            actions
-            if isinstance(actions, np.ndarray)
-            else list(iterate(self.env.action_space, actions))
-        )
-        self.send(Cmd.STEP, self.handles, lambda h: batch[h.start : h.stop])
+        if not isinstance(actions, np.ndarray):
+            actions = list(iterate(self.env.action_space, actions))
+        self.send(Cmd.STEP, self.handles, lambda h: actions[h.start : h.stop])
 
     def release(self, everything: bool) -> None:
         """Free what is left once the workers are gone (``everything`` False: keep what
@@ -236,10 +232,7 @@ class WorkerGroup:
                     check_spaces(rebuilt, self.env_id, spaces, h.start)
                     if call == "reset":
                         assert h.last_reset is not None
-                        h.send(
-                            Cmd.RESTART_RESET,
-                            RestartReset(last_obs=last, done=flags, reset=h.last_reset),
-                        )
+                        h.send(Cmd.RESTART_RESET, RestartReset(last, flags, reset=h.last_reset))
                     else:
                         h.send(Cmd.RESTARTED, Restarted(last, flags))
                     deadline = None if env.timeout is None else time.monotonic() + env.timeout

@@ -129,12 +129,11 @@ class RemoteVecEnv(VecEnvBase):
         self._closed_by: str | None = None
         self._unchecked = {"step", "reset"}  # calls whose batch is checked once (check_batch)
         self.env_id = group.env_id
-        #: the workers' handles (not this process's envs), in env order
-        self.workers: list[WorkerHandle] = []
         try:
             group.start()
             check_started(group)
-            self.workers = [h for h in group.handles if not h.in_process]
+            #: the workers' handles (not this process's envs), in env order
+            self.workers: list[WorkerHandle] = [h for h in group.handles if not h.in_process]
         except BaseException as exc:
             self.close(terminate=True)
             fds = too_many_open_files(exc, len(group.handles))  # "ulimit -n" on line one
