@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -43,6 +43,9 @@ from .shm import (
     supports_shared_memory,
     worker_main,
 )
+
+if TYPE_CHECKING:
+    from .transport.infocols import InfoColumns, Schema
 
 __all__ = ["SubprocAtariConfig", "SubprocConfig", "SubprocGroup", "SubprocVecEnv"]
 
@@ -161,7 +164,7 @@ class SubprocGroup(WorkerGroup):
                 have = np.zeros(n, np.bool_)
                 for c in columns:
                     have[c.start : c.start + c.n] = True
-            infos = first.columns.merged(first.schema, slice(0, n), have)
+            infos = merge_columns(first.columns, first.schema, slice(0, n), have)
         if infos is None:
             infos = self.merge_answers(handles, [c for c, _ in results])
         return self.out(obs), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
@@ -277,6 +280,56 @@ def plan_for(
             context_of(method), payload(method, list(env_fns[:1]), 0), start_process
         ),
     )
+
+
+def merge_columns(
+    columns: InfoColumns, schema: Schema, rows: Any, have: np.ndarray | None = None
+) -> dict[str, Any] | None:
+    """What `merge_infos` makes of the `InfoColumns.read` pairs of ``rows`` (a slice or env
+    ids), one numpy operation per column (``have``: the rows held; None: all): a step's infos
+    when every worker's are in the columns (`SubprocGroup.collect`). None for a ``np.bool_``
+    value (gymnasium's merge keeps it in an object array)."""
+    ints, floats = columns.ints, columns.floats
+    n = len(ints[0, rows])
+    found, c = [], 0
+    for pos, (key, sparse, leaves) in enumerate(schema):
+        for _, t, _ in leaves:
+            if t is np.bool_:
+                return None
+        if not sparse and have is None:  # a scalar every row has: its column, cast
+            sub, t, as_float = leaves[0]
+            column = (floats if as_float else ints)[c, rows]
+            found.append((0, pos, key, column.astype(t), np.ones(n, np.bool_)))
+            c += 1
+            continue
+        if sparse:
+            present = ints[c, rows] != 0
+            if have is not None:
+                present &= have
+            c += 1
+        else:
+            present = have.copy()  # type: ignore[union-attr]  # (not None here)
+        hits = present.nonzero()[0]
+        if not len(hits):
+            c += len(leaves)
+            continue
+        value: Any = {}
+        for sub, t, as_float in leaves:
+            column = (floats if as_float else ints)[c, rows]
+            array: np.ndarray = np.zeros(n, dtype=t)
+            array[hits] = column[hits]
+            c += 1
+            if sub is None:
+                value = array
+            else:
+                value[sub], value[f"_{sub}"] = array, present.copy()
+        found.append((int(hits[0]), pos, key, value, present))
+    found.sort()  # (by first row, then schema order: gymnasium's merge adds a key at its
+    # first row; no two entries share a position, so the values are never compared)
+    infos: dict[str, Any] = {}
+    for _, _, key, value, present in found:
+        infos[key], infos[f"_{key}"] = value, present
+    return infos
 
 
 def _spawn(group: SubprocGroup, w: PipeHandle) -> None:

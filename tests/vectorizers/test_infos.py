@@ -19,7 +19,7 @@ from envfactory import _compat
 from envfactory.vectorizers.asyncpool.pool import SubprocPool
 from envfactory.vectorizers.dummy import DummyVecEnv
 from envfactory.vectorizers.front.infos import merge_infos
-from envfactory.vectorizers.subproc import SubprocVecEnv
+from envfactory.vectorizers.subproc import SubprocVecEnv, merge_columns
 from envfactory.vectorizers.transport.infocols import INFO_KEYS, InfoColumns, fits, learn, schema_of
 
 
@@ -159,7 +159,7 @@ def _random_step(rng: np.random.Generator, n: int) -> list[tuple[int, dict]]:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_a_batch_merged_from_the_columns_equals_the_pairs_merged(seed: int) -> None:
-    """`InfoColumns.merged` (the synchronous step's one pass over the columns) gives what
+    """`merge_columns` (the synchronous step's one pass over the columns) gives what
     gymnasium's one-by-one merge makes of the pairs: keys in order of first appearance,
     each array's dtype, the masks; with rows of workers that report nothing this step
     (``have``), and with rows picked by env id."""
@@ -181,14 +181,14 @@ def test_a_batch_merged_from_the_columns_equals_the_pairs_merged(seed: int) -> N
     if schema is None:
         return
     want = _one_by_one(rows, n)
-    got = cols.merged(schema, slice(0, n), None if have.all() else have)
+    got = merge_columns(cols, schema, slice(0, n), None if have.all() else have)
     if any(t is np.bool_ for _, _, leaves in schema for _, t, _ in leaves):
         assert got is None  # (the caller merges the pairs: gymnasium's object arrays)
         return
     _assert_same(got, want)
     ids = rng.permutation(n)[: n // 2]
     picked = [(r, info) for r, i in enumerate(ids.tolist()) for j, info in rows if j == i]
-    _assert_same(cols.merged(schema, ids, have[ids]), _one_by_one(picked, len(ids)))
+    _assert_same(merge_columns(cols, schema, ids, have[ids]), _one_by_one(picked, len(ids)))
 
 
 def test_dense_scalars_merged_from_the_columns_equal_the_pairs_merged() -> None:
@@ -200,11 +200,13 @@ def test_dense_scalars_merged_from_the_columns_equal_the_pairs_merged() -> None:
     assert schema is not None and not any(sparse for _, sparse, _ in schema)
     assert cols.write(schema, pairs, 0, 3) and cols.write(schema, pairs, 3, 3)
     rows = [(k * 3 + i, info) for k in range(2) for i, info in pairs]
-    _assert_same(cols.merged(schema, slice(0, 6)), _one_by_one(rows, 6))
+    _assert_same(merge_columns(cols, schema, slice(0, 6)), _one_by_one(rows, 6))
     have = np.array([True] * 3 + [False] * 3)
-    _assert_same(cols.merged(schema, slice(0, 6), have), _one_by_one(rows[:3], 6))
+    _assert_same(merge_columns(cols, schema, slice(0, 6), have), _one_by_one(rows[:3], 6))
     ids = np.array([4, 1])
-    _assert_same(cols.merged(schema, ids), _one_by_one([(0, rows[4][1]), (1, rows[1][1])], 2))
+    _assert_same(
+        merge_columns(cols, schema, ids), _one_by_one([(0, rows[4][1]), (1, rows[1][1])], 2)
+    )
 
 
 class _BoolInfoEnv(gym.Env):

@@ -175,54 +175,6 @@ class InfoColumns:
                 pairs.append((i, info))
         return pairs
 
-    def merged(
-        self, schema: Schema, rows: Any, have: np.ndarray | None = None
-    ) -> dict[str, Any] | None:
-        """What `merge_infos` makes of the `read` pairs of ``rows`` (a slice or env ids), one
-        numpy operation per column (``have``: the rows held; None: all). None for a
-        ``np.bool_`` value (gymnasium's merge keeps it in an object array)."""
-        ints, floats = self.ints, self.floats
-        n = len(ints[0, rows])
-        found, c = [], 0
-        for pos, (key, sparse, leaves) in enumerate(schema):
-            for _, t, _ in leaves:
-                if t is np.bool_:
-                    return None
-            if not sparse and have is None:  # a scalar every row has: its column, cast
-                sub, t, as_float = leaves[0]
-                column = (floats if as_float else ints)[c, rows]
-                found.append((0, pos, key, column.astype(t), np.ones(n, np.bool_)))
-                c += 1
-                continue
-            if sparse:
-                present = ints[c, rows] != 0
-                if have is not None:
-                    present &= have
-                c += 1
-            else:
-                present = have.copy()  # type: ignore[union-attr]  # (not None here)
-            hits = present.nonzero()[0]
-            if not len(hits):
-                c += len(leaves)
-                continue
-            value: Any = {}
-            for sub, t, as_float in leaves:
-                column = (floats if as_float else ints)[c, rows]
-                array: np.ndarray = np.zeros(n, dtype=t)
-                array[hits] = column[hits]
-                c += 1
-                if sub is None:
-                    value = array
-                else:
-                    value[sub], value[f"_{sub}"] = array, present.copy()
-            found.append((int(hits[0]), pos, key, value, present))
-        found.sort()  # (by first row, then schema order: gymnasium's merge adds a key at its
-        # first row; no two entries share a position, so the values are never compared)
-        infos: dict[str, Any] = {}
-        for _, _, key, value, present in found:
-            infos[key], infos[f"_{key}"] = value, present
-        return infos
-
 
 class ColumnRows(tuple):
     """A worker's step infos in the columns, ``(columns, schema, start, n)``, iterated as its
