@@ -208,7 +208,6 @@ class SubprocGroup(WorkerGroup):
         local = self._local
         if local is not None:  # (the last envs: the rows past the workers')
             local.send(Cmd.STEP, actions[local.start :])
-        return None
 
     def gather(
         self, call: str, handles: Sequence[WorkerHandle] | None = None,
