@@ -207,7 +207,8 @@ class OptionError(ConfigError):
         field: the option's name in its schema (``frame_skip``).
         value: the bad value.
         expected: what would be valid (``an integer >= 1``, ``one of grayscale, rgb, ram``).
-        hint: more text: a "did you mean", or how to fix it.
+        hint: more text: a "did you mean", or how to fix it (``{key}`` in it: the option's
+            full path, ``Set {key}=1 or more`` reads ``Set env.frame_skip=1 or more``).
         path: the node's path (``env``); envfactory sets it.
     """
 
@@ -222,7 +223,7 @@ class OptionError(ConfigError):
             path,
         )
         key = f"{path}.{field}" if path else field
-        hint = f" {hint.strip()}" if hint.strip() else ""
+        hint = f" {hint.strip()}".replace("{key}", key) if hint.strip() else ""
         super().__init__(f"{key}={echo(value)}: expected {expected}.{hint}")
 
     def at(self, path: str) -> OptionError:

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 from ..errors import ConfigError, OptionError, UnknownKeyError, did_you_mean, echo, echo_within
 
 __all__ = [
-    "RangeError",
     "TopLevel",
     "check_bool",
     "check_choice",
@@ -76,22 +75,6 @@ class TopLevel:
 
 
 # -- helpers for a schema's __post_init__ ----------------------------------------------------
-class RangeError(OptionError):
-    """An `OptionError` for a value out of its range (`check_int`, `check_number`), whose
-    message ends with the fix named by the option's full path: ``vectorizer.batch_size=0:
-    expected an integer >= 1 or null. Set vectorizer.batch_size=1 or more, or null``."""
-
-    def __init__(
-        self, field: str, value: object, expected: str, *, fix: str, path: str = ""
-    ) -> None:
-        self.fix = fix  # with {key} for the option's full path
-        key = f"{path}.{field}" if path else field
-        super().__init__(field, value, expected, hint=fix.format(key=key), path=path)
-
-    def at(self, path: str) -> OptionError:
-        return RangeError(self.field, self.value, self.expected, fix=self.fix, path=path)
-
-
 def _or_null(optional: bool, null: str) -> str:
     return (f", or null {null}" if null else ", or null") if optional else ""
 
@@ -105,7 +88,7 @@ def check_int(obj: Any, name: str, minimum: int, *, optional: bool = False, null
     if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
         expected = f"an integer >= {minimum}" + (" or null" if optional else "")
         fix = f"Set {{key}}={minimum} or more{_or_null(optional, null)}"
-        raise RangeError(name, value, expected, fix=fix)
+        raise OptionError(name, value, expected, hint=fix)
 
 
 def check_number(
@@ -125,7 +108,7 @@ def check_number(
     if not ok or math.isnan(float(value)) or not low <= float(value) <= high:
         span = f"a number >= {low:g}" if high == math.inf else f"a number in [{low:g}, {high:g}]"
         fix = f"Set {{key}} to {span}{_or_null(optional, null)}"
-        raise RangeError(name, value, span + (" or null" if optional else ""), fix=fix)
+        raise OptionError(name, value, span + (" or null" if optional else ""), hint=fix)
 
 
 def did_you_mean_key(key: str, valid: Iterable[str], path: str) -> str:

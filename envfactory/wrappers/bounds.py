@@ -33,6 +33,11 @@ class Bound:
     open_high: bool = False
     integer: bool = False
 
+    def fix(self) -> str:  # (``{key}``: the option's full path, `OptionError`)
+        if self.integer and self.high == math.inf:
+            return f"Set {{key}}={self.low:g} or more"
+        return f"Set {{key}} to {self.expected()}"
+
     def expected(self) -> str:
         if self.integer and self.high == math.inf:
             return f"an integer >= {self.low:g}"
@@ -117,4 +122,4 @@ def check_bounds(obj: Any, bounds: dict[str, Bound]) -> None:
         if value is None or value == "???":  # null, or still to be given (OmegaConf's MISSING)
             continue
         if not bound.holds(value):
-            raise OptionError(name, value, bound.expected())
+            raise OptionError(name, value, bound.expected(), hint=bound.fix())

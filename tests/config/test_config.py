@@ -918,6 +918,16 @@ def test_an_env_id_as_the_first_argument_points_to_env_id(first: str, says: str)
             "env.repeat_action_probability=1.5: expected a number in [0, 1]. "
             "Set env.repeat_action_probability to a number in [0, 1]",
         ),
+        (  # a gymnasium wrapper's range (wrappers/bounds.py): said no fix before
+            ["wrappers=[{name:time_limit,max_episode_steps:0}]"],
+            "wrappers[0].max_episode_steps=0: expected an integer >= 1. "
+            "Set wrappers[0].max_episode_steps=1 or more",
+        ),
+        (
+            ["wrappers=[{name:sticky_action,repeat_action_probability:1.5}]"],
+            "wrappers[0].repeat_action_probability=1.5: expected a number in [0, 1). "
+            "Set wrappers[0].repeat_action_probability to a number in [0, 1)",
+        ),
         (
             ["num_envs=abc"],
             "num_envs=abc: expected an integer; got 'abc'; set num_envs to an integer, "

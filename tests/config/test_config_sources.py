@@ -106,15 +106,18 @@ def test_a_plugin_wrappers_schema_checks_run_at_compose_time() -> None:
     [
         (
             "{name: time_limit, max_episode_steps: 0}",
-            "wrappers[0].max_episode_steps=0: expected an integer >= 1.",
+            "wrappers[0].max_episode_steps=0: expected an integer >= 1. "
+            "Set wrappers[0].max_episode_steps=1 or more",
         ),
         (
             "{name: frame_stack_observation, stack_size: 0}",
-            "wrappers[0].stack_size=0: expected an integer >= 1.",
+            "wrappers[0].stack_size=0: expected an integer >= 1. "
+            "Set wrappers[0].stack_size=1 or more",
         ),
         (
             "{name: sticky_action, repeat_action_probability: 1.5}",
-            "wrappers[0].repeat_action_probability=1.5: expected a number in [0, 1).",
+            "wrappers[0].repeat_action_probability=1.5: expected a number in [0, 1). "
+            "Set wrappers[0].repeat_action_probability to a number in [0, 1)",
         ),
     ],
 )
@@ -128,7 +131,8 @@ def test_a_bad_wrapper_option_is_one_line_at_the_command_line(run: Any) -> None:
     proc = run(["envfactory", "wrappers=[{name: time_limit, max_episode_steps: 0}]"])
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        "envfactory: error: wrappers[0].max_episode_steps=0: expected an integer >= 1."
+        "envfactory: error: wrappers[0].max_episode_steps=0: expected an integer >= 1. "
+        "Set wrappers[0].max_episode_steps=1 or more"
     )
 
 
