@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import pickle
 import select
 import signal
 import threading
@@ -130,10 +131,8 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         return
     try:
         env_fns = spec.env_fns
-        if isinstance(env_fns, bytes):
-            import cloudpickle
-
-            env_fns = cloudpickle.loads(env_fns)
+        if isinstance(env_fns, bytes):  # (cloudpickle's loads is pickle's)
+            env_fns = pickle.loads(env_fns)
         envs = [fn() for fn in env_fns]
         info = [EnvInfo.of(e) for e in envs]
     except BaseException as exc:
