@@ -10,6 +10,7 @@ import select
 import signal
 import threading
 from collections.abc import Callable
+from multiprocessing.reduction import recv_handle
 from typing import Any
 
 from ... import _compat
@@ -174,8 +175,6 @@ class _Worker:
         self.schemas = 0  # how many there were (the control slot's SCHEMAS word)
 
     def attach(self, layout: Any, worker: int) -> Any:
-        from multiprocessing.reduction import recv_handle
-
         buffers = SharedBuffers(layout, recv_handle(self.conn))
         self.out.attach(buffers, self.spec.shared_memory)
         go, done = recv_handle(self.conn), recv_handle(self.conn)
