@@ -7,6 +7,7 @@ import contextlib
 import errno
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import signal
 import threading
@@ -190,8 +191,7 @@ def step_seconds(ctx: Any, payload: Any, start: Any) -> float | None:
         child_conn.close()
         if not parent_conn.poll(PROBE_TIMEOUT):
             return None
-        answer = parent_conn.recv()
-        return float(answer) if isinstance(answer, float) else None
+        return parent_conn.recv()  # (the median, or None: see _probe_main)
     except (EOFError, OSError):
         return None
     finally:
@@ -206,12 +206,10 @@ def step_seconds(ctx: Any, payload: Any, start: Any) -> float | None:
 def _probe_main(conn: Any, payload: Any) -> None:
     """The probe process: build the env, time up to `PROBE_STEPS` steps, send the median."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (as a worker)
-    answer: float | None = None
-    try:
-        if isinstance(payload, bytes):
-            import cloudpickle
-
-            payload = cloudpickle.loads(payload)
+    answer: float | None = None  # (None: the env failed)
+    with contextlib.suppress(Exception):
+        if isinstance(payload, bytes):  # (cloudpickle's loads is pickle's)
+            payload = pickle.loads(payload)
         env = payload[0]()
         try:
             env.reset(seed=0)
@@ -228,8 +226,6 @@ def _probe_main(conn: Any, payload: Any) -> None:
         finally:
             with contextlib.suppress(Exception):
                 env.close()
-    except Exception:
-        answer = None
     with contextlib.suppress(OSError):
         conn.send(answer)
         conn.close()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import pickle
 import select
 import signal
 import threading
 from collections.abc import Callable
+from multiprocessing.reduction import recv_handle
 from typing import Any
 
 from ... import _compat
@@ -130,10 +132,8 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         return
     try:
         env_fns = spec.env_fns
-        if isinstance(env_fns, bytes):
-            import cloudpickle
-
-            env_fns = cloudpickle.loads(env_fns)
+        if isinstance(env_fns, bytes):  # (cloudpickle's loads is pickle's)
+            env_fns = pickle.loads(env_fns)
         envs = [fn() for fn in env_fns]
         info = [EnvInfo.of(e) for e in envs]
     except BaseException as exc:
@@ -175,8 +175,6 @@ class _Worker:
         self.schemas = 0  # how many there were (the control slot's SCHEMAS word)
 
     def attach(self, layout: Any, worker: int) -> Any:
-        from multiprocessing.reduction import recv_handle
-
         buffers = SharedBuffers(layout, recv_handle(self.conn))
         self.out.attach(buffers, self.spec.shared_memory)
         go, done = recv_handle(self.conn), recv_handle(self.conn)
