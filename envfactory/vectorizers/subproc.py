@@ -56,12 +56,14 @@ PARENT_SHARE_SPIN_US = 1000
 
 class SubprocGroup(WorkerGroup):
     """Envs in worker processes (the last ``in_parent`` in this process) and one shared region,
-    a step posted to all at once by its `Board`. ``split``: the plan (`plan_for`); options:
-    `SubprocConfig`'s."""
+    a step posted to all at once by its `Board`. Options: `SubprocConfig`'s; ``split``: the
+    plan (None: planned here)."""
 
     def __init__(
-        self, env_fns: Sequence[Callable[[], gym.Env]], split: Split, context: str = "forkserver",
-        shared_memory: bool = True, uint8_images: bool = False, spin_us: int = 200,
+        self, env_fns: Sequence[Callable[[], gym.Env]], in_series: int | None = None,
+        context: str = "forkserver", shared_memory: bool = True, uint8_images: bool = False,
+        spin_us: int = 200, in_parent: int = 0, load: float | None = None,
+        split: Split | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.env_fns, self.num_envs = list(env_fns), len(env_fns)
@@ -69,6 +71,9 @@ class SubprocGroup(WorkerGroup):
         self.context, self.spin_us, self.shared_memory = context, spin_us, shared_memory
         check_choice(self, "context", START_METHODS)  # (the config's checks, for a direct build)
         check_int(self, "spin_us", 0)
+        if split is None:
+            asked = {"in_series": in_series, "in_parent": in_parent, "context": context}
+            split = plan_for(env_fns, {**asked, "uint8_images": uint8_images, "load": load})
         #: the plan this group starts (`plan_split`): its workers' slices, this process's share
         self.split = split
         # a worker waits while the parent steps its share: it spins at least that long

@@ -34,7 +34,7 @@ from envfactory.vectorizers.remote import (
     failure_of,
     split_envs,
 )
-from envfactory.vectorizers.subproc import SubprocGroup, plan_for
+from envfactory.vectorizers.subproc import SubprocGroup
 
 
 class FakeHandle(WorkerHandle):
@@ -271,9 +271,7 @@ def test_the_front_applies_outcomes_in_one_place_keeping_the_first_reason() -> N
 
 def test_every_backend_implements_the_backend_protocol() -> None:
     assert isinstance(FakeGroup(4, 2), Backend)
-    assert isinstance(
-        SubprocGroup([FailingEnv] * 2, plan_for([FailingEnv] * 2, {"in_series": 1})), Backend
-    )
+    assert isinstance(SubprocGroup([FailingEnv] * 2, in_series=1), Backend)
 
     class NoCollect:  # (start and the rest, no collect)
         num_envs, env_id = 1, "x"
