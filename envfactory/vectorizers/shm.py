@@ -5,7 +5,7 @@ handles, the worker process and the info columns."""
 from __future__ import annotations
 
 from .transport.board import NO_INFOS, Board, Waiter
-from .transport.infocols import ColumnRows
+from .transport.infocols import ColumnRows, InfoColumns, Schema
 from .transport.local import LocalHandle
 from .transport.pipe import PipeHandle
 from .transport.shared import Layout, SharedBuffers, layout_for, supports_shared_memory
@@ -16,9 +16,11 @@ __all__ = [
     "NO_INFOS",
     "Board",
     "ColumnRows",
+    "InfoColumns",
     "Layout",
     "LocalHandle",
     "PipeHandle",
+    "Schema",
     "SharedBuffers",
     "Waiter",
     "WorkerSpec",

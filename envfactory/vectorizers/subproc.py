@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.reduction import send_handle
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -35,17 +35,16 @@ from .remote import (
 from .shm import (
     Board,
     ColumnRows,
+    InfoColumns,
     LocalHandle,
     PipeHandle,
+    Schema,
     SharedBuffers,
     WorkerSpec,
     layout_for,
     supports_shared_memory,
     worker_main,
 )
-
-if TYPE_CHECKING:
-    from .transport.infocols import InfoColumns, Schema
 
 __all__ = ["SubprocAtariConfig", "SubprocConfig", "SubprocGroup", "SubprocVecEnv"]
 
