@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,8 @@ def _run(script: str, args: list[str], out: Path, timeout: float) -> dict:
         capture_output=True,
         text=True,
         timeout=timeout,
+        # (SB3's logger makes an SB3-<date> folder in the temp dir: ours, removed with it)
+        env={**os.environ, "TMPDIR": str(out.parent)},
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "env time" in proc.stdout and "learner time" in proc.stdout, proc.stdout
