@@ -452,13 +452,20 @@ def test_the_idle_probe_sees_a_busy_process_and_forgets_it_when_it_exits() -> No
 
 
 BOOTING_FORK_SERVER = """
-import multiprocessing as mp, sys, time
+import multiprocessing as mp, time
 from multiprocessing import forkserver
+from envfactory import _compat
 from envfactory.vectorizers.plan.plan import others_running
 mp.get_context("forkserver").set_forkserver_preload(["busy_boot"])
 forkserver.ensure_running()
 time.sleep(0.3)  # (the server is importing busy_boot: 3 s of CPU)
-print(others_running(samples=50))
+ours, diffs = _compat.helper_pids, []
+for _ in range(20):  # (pairs a few ms apart, so the machine's other load cancels out)
+    left_out = others_running(samples=5)
+    _compat.helper_pids = lambda: []  # (a probe that counts every running thread)
+    diffs.append(others_running(samples=5) - left_out)
+    _compat.helper_pids = ours
+print(sum(diffs) / len(diffs))
 """
 
 
@@ -466,7 +473,9 @@ print(others_running(samples=50))
 def test_the_idle_probe_leaves_out_this_programs_booting_fork_server(tmp_path: Path) -> None:
     """A fork server still importing its preloads (started while Hydra composes) is no
     load a worker will meet: counting it put 8 Pongs in one worker instead of two, and the
-    first reset took twice as long (issue 28, start-up)."""
+    first reset took twice as long (issue 28, start-up). The probe counts about one thread
+    fewer than one that counts everything, measured in pairs: an absolute count read the
+    CI machine's other load (2.78 running)."""
     (tmp_path / "busy_boot.py").write_text(
         "import time\nt = time.time() + 3\nwhile time.time() < t:\n    pass\n"
     )
@@ -480,7 +489,7 @@ def test_the_idle_probe_leaves_out_this_programs_booting_fork_server(tmp_path: P
         env={**os.environ, "PYTHONPATH": path},
     )
     assert out.returncode == 0, out.stderr
-    assert float(out.stdout.strip().splitlines()[-1]) < 0.5, out.stdout
+    assert float(out.stdout.strip().splitlines()[-1]) >= 0.5, out.stdout
 
 
 def test_the_waiter_naps_through_a_steady_short_wait_and_sleeps_through_a_long_one() -> None:
