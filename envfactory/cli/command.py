@@ -11,8 +11,13 @@ __all__ = ["main"]
 
 def main() -> None:
     """Run the ``envfactory`` command (see `envfactory.cli.main.main`)."""
+    from envfactory.cli import held
+
+    held.watch()  # (one an import swallowed is raised again: envfactory.cli.held)
     try:
         from envfactory.cli.main import main as command
+
+        held.check()
     except KeyboardInterrupt:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None

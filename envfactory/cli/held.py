@@ -8,6 +8,12 @@ composes: the first one is noted and raised as the job starts (it saves a summar
 and exits 130), a second one is raised at once. Only the command does this, for a single job
 (``main``; a sweep's launcher may run its jobs elsewhere, so it keeps SIGINT as it is); a
 program that calls envfactory's functions keeps its own SIGINT handling.
+
+Before that, from its first line, the command counts each Ctrl-C as it raises it (`watch`):
+a library's import code can swallow the ``KeyboardInterrupt`` (Cython's memoryview set-up,
+which numpy.random runs as it is imported, registers its types in a bare ``try/except:
+pass``), and the command then ran on as if no Ctrl-C had come. One that was counted and
+swallowed is raised again before the fork server starts (`check`), or as the job starts.
 """
 
 from __future__ import annotations
@@ -15,9 +21,25 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-__all__ = ["hold", "release", "resume_holding", "take"]
+__all__ = ["check", "hold", "release", "resume_holding", "take", "watch"]
 
 _state: dict[str, Any] = {"active": False, "pending": 0, "previous": None}
+
+
+def _count(signum: int, frame: Any) -> None:
+    _state["pending"] += 1
+    raise KeyboardInterrupt
+
+
+def watch() -> None:
+    """The command's first line: a Ctrl-C raises ``KeyboardInterrupt`` and is counted."""
+    signal.signal(signal.SIGINT, _count)
+
+
+def check() -> None:
+    """Raise ``KeyboardInterrupt`` again if a counted Ctrl-C was swallowed."""
+    if _state["pending"]:
+        raise KeyboardInterrupt
 
 
 def _note(signum: int, frame: Any) -> None:
@@ -29,7 +51,7 @@ def _note(signum: int, frame: Any) -> None:
 def hold() -> None:
     """From now on a SIGINT is noted, not raised (the command's main thread, before Hydra)."""
     _state["previous"] = signal.signal(signal.SIGINT, _note)
-    _state["active"], _state["pending"] = True, 0
+    _state["active"] = True  # (one counted since `watch` was swallowed: `take` tells)
 
 
 def take() -> bool:
@@ -43,12 +65,12 @@ def take() -> bool:
 def resume_holding() -> None:
     """A job ended: hold again while a sweep composes the next one."""
     if _state["active"]:
+        _state["pending"] = 0  # (first: one that comes as the handler is set is noted)
         signal.signal(signal.SIGINT, _note)
-        _state["pending"] = 0
 
 
 def release() -> None:
     """The command is done with Hydra: the SIGINT handling it found is back."""
     if _state["active"]:
         signal.signal(signal.SIGINT, _state["previous"] or signal.default_int_handler)
-        _state["active"] = False
+        _state["active"], _state["pending"] = False, 0

@@ -499,6 +499,9 @@ def _main() -> None:
         release_conflicts(exc)
         print(f"envfactory: error: {error_line(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
+    from envfactory.cli import held
+
+    held.check()  # (one the imports and plugins swallowed: before the fork server starts)
     if args and all("=" in a and not a.startswith(("-", "hydra")) for a in args):
         from envfactory.config.prestart import prestart, records_of
         from envfactory.factory import _prestart_builtin
@@ -511,8 +514,6 @@ def _main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     SweepSummary.last = None
     given, sys.argv[1:] = sys.argv[1:], args  # Hydra reads sys.argv
-    from envfactory.cli import held
-
     if "-m" not in args and "--multirun" not in args:  # (a sweep's launcher has its own)
         held.hold()  # a Ctrl-C while Hydra composes waits for the job (envfactory.cli.held)
     try:

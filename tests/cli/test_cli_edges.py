@@ -491,6 +491,66 @@ def test_an_error_raised_while_a_ctrl_c_unwinds_is_the_interrupt(
         cli.main()
 
 
+# A sitecustomize that sends the command a Ctrl-C where a library's import code swallows
+# it: in the bare ``except: pass`` around Cython's memoryview registration (numpy.random's
+# import runs it; CI hung 60 s on a Ctrl-C that landed there), or in an import's own bare
+# except (as a library's import-time probe has).
+SWALLOWING_IMPORT = """
+import abc, os, signal, sys
+
+def ctrl_c():
+    open(os.environ["SENT_MARK"], "w").close()
+    os.kill(os.getpid(), signal.SIGINT)
+
+if os.environ["SWALLOW_AT"] == "cython":
+    register = abc.ABCMeta.register
+
+    def register_once(cls, subclass):
+        if subclass.__name__ == "_memoryviewslice" and not os.path.exists(os.environ["SENT_MARK"]):
+            ctrl_c()
+        return register(cls, subclass)
+
+    abc.ABCMeta.register = register_once
+else:
+    class Probe:
+        def find_spec(self, name, path, target=None):
+            if name == "hydra":
+                sys.meta_path.remove(self)
+                try:
+                    ctrl_c()
+                    sum(range(3))
+                except:  # what the library does
+                    pass
+            return None
+
+    sys.meta_path.insert(0, Probe())
+"""
+
+
+@pytest.mark.parametrize("where", ["cython", "hydra"])
+def test_a_ctrl_c_that_an_import_swallows_still_interrupts(tmp_path: Path, where: str) -> None:
+    """The command counts each Ctrl-C from its first line: one that a library's import
+    swallowed is raised again (one line, exit 130) instead of the command running on."""
+    (tmp_path / "sitecustomize.py").write_text(SWALLOWING_IMPORT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "SWALLOW_AT": where,
+        "SENT_MARK": str(tmp_path / "sent"),
+    }
+    proc = subprocess.run(
+        [str(BIN / "envfactory"), "vectorizer=subproc", "run.total_steps=2000"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert (tmp_path / "sent").exists(), "the Ctrl-C was not sent: nothing imported the spot"
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "envfactory: interrupted\n"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.15, 0.3, 0.4, 0.5, 0.8, 1.5])
 def test_ctrl_c_at_the_terminal_while_starting_is_one_line(tmp_path: Path, delay: float) -> None:
