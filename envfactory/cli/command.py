@@ -18,7 +18,9 @@ def main() -> None:
         from envfactory.cli.main import main as command
 
         held.check()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as exc:  # (Cython turns one into an ImportError)
+        if not (isinstance(exc, KeyboardInterrupt) or held.counted()):
+            raise
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
     command()

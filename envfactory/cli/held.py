@@ -12,16 +12,21 @@ program that calls envfactory's functions keeps its own SIGINT handling.
 Before that, from its first line, the command counts each Ctrl-C as it raises it (`watch`):
 a library's import code can swallow the ``KeyboardInterrupt`` (Cython's memoryview set-up,
 which numpy.random runs as it is imported, registers its types in a bare ``try/except:
-pass``), and the command then ran on as if no Ctrl-C had come. One that was counted and
-swallowed is raised again before the fork server starts (`check`), or as the job starts.
+pass``; a weakref callback prints it as "Exception ignored" and drops it) or turn it into
+another error (Cython's module set-up: ``ImportError: Failed to import 'zlib.decompress'``),
+and the command then ran on as if no Ctrl-C had come, or ended with a traceback. One that
+was counted and swallowed is raised again after the imports (`check`), before the fork
+server starts, or as the job starts; an error raised after one is the interrupt
+(`counted`); and "Exception ignored" is not printed for one.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 from typing import Any
 
-__all__ = ["check", "hold", "release", "resume_holding", "take", "watch"]
+__all__ = ["check", "counted", "hold", "release", "resume_holding", "take", "watch"]
 
 _state: dict[str, Any] = {"active": False, "pending": 0, "previous": None}
 
@@ -34,11 +39,23 @@ def _count(signum: int, frame: Any) -> None:
 def watch() -> None:
     """The command's first line: a Ctrl-C raises ``KeyboardInterrupt`` and is counted."""
     signal.signal(signal.SIGINT, _count)
+    hook = sys.unraisablehook
+
+    def unprinted(unraisable: Any) -> None:
+        if not (unraisable.exc_type is KeyboardInterrupt and counted()):  # (raised again)
+            hook(unraisable)
+
+    sys.unraisablehook = unprinted
+
+
+def counted() -> bool:
+    """A Ctrl-C came since `watch` (or `hold`) and the command has not ended on it yet."""
+    return bool(_state["pending"])
 
 
 def check() -> None:
     """Raise ``KeyboardInterrupt`` again if a counted Ctrl-C was swallowed."""
-    if _state["pending"]:
+    if counted():
         raise KeyboardInterrupt
 
 

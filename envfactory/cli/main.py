@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
+from envfactory.cli import held
 from envfactory.cli.report import (
     SUMMARY_FILE,
     error_line,
@@ -178,8 +179,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     summary with ``status: interrupted``, prints one line and exits with 130 (a sweep
     stops too); a Ctrl-C while the envs are built or first reset saves one of 0 steps.
     """
-    from envfactory.cli import held
-
     job = _job_info()
     if held.take():  # a Ctrl-C while Hydra composed this job's config
         _interrupted(cfg, job, None)
@@ -460,7 +459,8 @@ def main() -> None:
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
     except Exception as exc:  # raised while a Ctrl-C unwound: a library's cleanup failing on
-        if _under(exc, KeyboardInterrupt) is None:  # what it left (OmegaConf in `import hydra`)
+        # what it left (OmegaConf in `import hydra`), or one it swallowed (envfactory.cli.held)
+        if _under(exc, KeyboardInterrupt) is None and not held.counted():
             raise
         print("envfactory: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
@@ -499,8 +499,6 @@ def _main() -> None:
         release_conflicts(exc)
         print(f"envfactory: error: {error_line(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
-    from envfactory.cli import held
-
     held.check()  # (one the imports and plugins swallowed: before the fork server starts)
     if args and all("=" in a and not a.startswith(("-", "hydra")) for a in args):
         from envfactory.config.prestart import prestart, records_of
