@@ -147,6 +147,7 @@ def test_async_collector_over_the_pool_keeps_each_envs_trajectory() -> None:
     stats_episodes = collector.collect(n_episode=6, reset_before_collect=False)
     venv.close()
     assert stats.n_collected_steps >= 400 and stats_episodes.n_collected_episodes >= 6
+    terminated = 0  # (over all envs: under load one env may get too few steps to end one)
     for sub in buffer.buffers:
         assert len(sub) > 20
         batch = sub[np.arange(len(sub))]
@@ -154,7 +155,9 @@ def test_async_collector_over_the_pool_keeps_each_envs_trajectory() -> None:
         chained = (batch.obs[1:] == batch.obs_next[:-1]).all(-1)
         assert chained[~done[:-1]].all() and not chained[done[:-1]].any()
         outside = (np.abs(batch.obs_next[:, 0]) > 2.4) | (np.abs(batch.obs_next[:, 2]) > 0.2094)
-        assert outside[batch.terminated].all() and batch.terminated.any()
+        assert outside[batch.terminated].all()
+        terminated += int(batch.terminated.sum())
+    assert terminated >= 6  # (the episodes the second collect counted, at least)
 
 
 def test_wait_num_and_timeout_are_checked_with_the_fix() -> None:
